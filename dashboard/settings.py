@@ -1,0 +1,191 @@
+"""Django settings, read from the environment (README "Configuration").
+
+Every variable has a default that runs locally; production sets at least
+``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` and ``AUDIT_SIGNING_KEY``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def _local_secret(name: str) -> str:
+    """A random secret kept in ``var/`` so a local run needs no configuration.
+
+    Production passes the value in the environment instead; the file is never
+    committed (``var/`` is ignored) and is readable by its owner only.
+    """
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = VAR_DIR / name
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _local_secret("secret_key")
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "reconciliation",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+WSGI_APPLICATION = "dashboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+        conn_max_age=60,
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}
+
+# --- DynamoDB (DESIGN.md §3, §4, §9) -------------------------------------------------
+DYNAMODB_ENDPOINT_URL = os.environ.get("DYNAMODB_ENDPOINT_URL") or None
+AWS_REGION = os.environ.get("AWS_REGION", "us-east-1")
+DDB_TABLE_PREFIX = os.environ.get("DDB_TABLE_PREFIX", "pledges-")
+# Optional multi-region: "us-east-1,eu-west-1" on AWS, or
+# "us-east-1=http://127.0.0.1:8001,eu-west-1=http://127.0.0.1:8002" locally.
+DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
+# A request path gives up within a few seconds: botocore's legacy default would
+# give DynamoDB 10 attempts and ~25 s of backoff.
+DDB_CONNECT_TIMEOUT_S = float(os.environ.get("DDB_CONNECT_TIMEOUT_S", "1"))
+DDB_READ_TIMEOUT_S = float(os.environ.get("DDB_READ_TIMEOUT_S", "2"))
+DDB_MAX_ATTEMPTS = env_int("DDB_MAX_ATTEMPTS", 3)
+# Application-level retry budget for throttling and transaction conflicts.
+DDB_APP_RETRY_ATTEMPTS = env_int("DDB_APP_RETRY_ATTEMPTS", 4)
+DDB_APP_RETRY_BASE_S = float(os.environ.get("DDB_APP_RETRY_BASE_S", "0.05"))
+DDB_APP_RETRY_CAP_S = float(os.environ.get("DDB_APP_RETRY_CAP_S", "1.0"))
+LEDGER_SHARDS = env_int("LEDGER_SHARDS", 8)
+
+CLAIM_PENDING_TTL_S = env_int("CLAIM_PENDING_TTL_S", 60)
+# Must exceed the clients' retry ceiling: a replay after this is answered from the
+# durable pledge record, never by writing again.
+CLAIM_COMPLETED_TTL_S = env_int("CLAIM_COMPLETED_TTL_S", 7 * 24 * 3600)
+CLAIM_FAILED_TTL_S = env_int("CLAIM_FAILED_TTL_S", 24 * 3600)
+STUCK_GRACE_S = env_int("STUCK_GRACE_S", 30)
+OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
+AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
+AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")
+AUDIT_EXPORT_DIR = Path(os.environ.get("AUDIT_EXPORT_DIR", VAR_DIR / "exports"))
+
+# Fault injection is honoured only in debug or with an explicit opt-in (DESIGN.md §8).
+FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
+ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
+
+# --- Redis and Celery -----------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+# Every countdown and time limit stays below the visibility timeout, or Redis would
+# hand a still-running task to a second worker.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+CELERY_REDBEAT_REDIS_URL = REDIS_URL
+CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
+CELERY_REDBEAT_LOCK_TIMEOUT = 300
+SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
+CELERY_BEAT_SCHEDULE: dict = {}

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ReconciliationConfig(AppConfig):
+    name = "reconciliation"
+    verbose_name = "Pledge reconciliation"
+    default_auto_field = "django.db.models.BigAutoField"

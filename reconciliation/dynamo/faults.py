@@ -1,0 +1,215 @@
+"""Fault injection through botocore's event system (DESIGN.md §8).
+
+``FAULT_INJECTION`` is a comma list of ``name=probability``. It is honoured only when
+``DJANGO_DEBUG=1`` or ``ALLOW_FAULT_INJECTION=1``; otherwise it is ignored with a
+warning. No project code is monkeypatched: faults hook the client's own events, so the
+SDK's retry logic and our error handling see exactly what a real failure looks like.
+
+- ``throttle``: a ``ThrottlingException`` answer in place of the HTTP call (the SDK's
+  standard retry mode sees it and retries, then the application's own backoff does).
+- ``ambiguous_after_commit``: ``TransactWriteItems`` really runs, then a read timeout is
+  raised, so nobody knows whether it committed.
+- ``crash_after_claim``: the request stops between claim and commit, without cleanup,
+  as if the worker died (:class:`SimulatedCrash`).
+- ``transaction_conflict``: ``TransactWriteItems`` is cancelled with a
+  ``TransactionConflict`` reason on the ledger item, as a hot fund does on AWS
+  (DynamoDB Local never raises it by itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+from botocore.httpsession import URLLib3Session
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+logger = logging.getLogger(__name__)
+
+FAULT_NAMES = ("ambiguous_after_commit", "throttle", "crash_after_claim", "transaction_conflict")
+ALIASES = {
+    "ambiguous": "ambiguous_after_commit",
+    "crash": "crash_after_claim",
+    "conflict": "transaction_conflict",
+}
+
+
+class SimulatedCrash(BaseException):
+    """The worker 'dies' here. A BaseException so no ``except Exception`` cleans up."""
+
+
+def parse_faults(spec: str) -> dict[str, float]:
+    """Parse ``name=probability,...``; raise ``ValueError`` naming what is wrong."""
+    faults: dict[str, float] = {}
+    for part in (spec or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = ALIASES.get(name.strip(), name.strip())
+        if name not in FAULT_NAMES:
+            raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULT_NAMES)}")
+        try:
+            probability = float(value) if sep else 1.0
+        except ValueError:
+            raise ValueError(f"fault {name}: probability {value!r} is not a number") from None
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"fault {name}: probability must be between 0 and 1")
+        faults[name] = probability
+    return faults
+
+
+@dataclass
+class FaultPlan:
+    probabilities: dict[str, float]
+    rng: random.Random = field(default_factory=random.Random)
+    counts: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fires(self, name: str) -> bool:
+        p = self.probabilities.get(name, 0.0)
+        if p <= 0.0:
+            return False
+        with self._lock:
+            hit = self.rng.random() < p
+            if hit:
+                self.counts[name] = self.counts.get(name, 0) + 1
+        return hit
+
+
+_plan: FaultPlan | None = None
+_plan_source: tuple | None = None
+_plan_lock = threading.Lock()
+
+
+def active_plan() -> FaultPlan | None:
+    """The plan from settings, or ``None`` when fault injection is off or not allowed."""
+    global _plan, _plan_source
+    source = (settings.FAULT_INJECTION, settings.ALLOW_FAULT_INJECTION)
+    with _plan_lock:
+        if source != _plan_source:
+            _plan_source = source
+            _plan = None
+            if settings.FAULT_INJECTION:
+                if not settings.ALLOW_FAULT_INJECTION:
+                    logger.warning(
+                        "FAULT_INJECTION is set but ignored: it needs DJANGO_DEBUG=1 or "
+                        "ALLOW_FAULT_INJECTION=1"
+                    )
+                else:
+                    _plan = FaultPlan(parse_faults(settings.FAULT_INJECTION))
+        return _plan
+
+
+def set_plan(plan: FaultPlan | None) -> None:
+    """Use ``plan`` in this process (simulator, drill, tests) whatever the settings say."""
+    global _plan, _plan_source
+    with _plan_lock:
+        _plan = plan
+        _plan_source = (settings.FAULT_INJECTION, settings.ALLOW_FAULT_INJECTION)
+
+
+def crash_after_claim() -> None:
+    plan = active_plan()
+    if plan and plan.fires("crash_after_claim"):
+        raise SimulatedCrash("crash_after_claim")
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **_kwargs) -> Iterator[bytes]:
+        yield self._data
+
+
+def _error_response(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+    body = json.dumps({"__type": error_type, "message": message, **extra}).encode()
+    return AWSResponse(request.url, status, {"x-amzn-requestid": "fault-injection"}, _Body(body))
+
+
+def _on_before_send(request, **kwargs) -> AWSResponse | None:
+    plan = active_plan()
+    if plan is None:
+        return None
+    if plan.fires("throttle"):
+        return _error_response(
+            request,
+            400,
+            "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+            "Rate of requests exceeds the allowed throughput (injected)",
+        )
+    target = request.headers.get("X-Amz-Target", b"")
+    if isinstance(target, bytes):
+        target = target.decode()
+    if target.endswith("TransactWriteItems") and plan.fires("transaction_conflict"):
+        items = json.loads(request.body or b"{}").get("TransactItems", [])
+        reasons = [
+            {
+                "Code": "TransactionConflict",
+                "Message": "Transaction is ongoing for the item (injected)",
+            }
+            if "Update" in item and "ledger" in item["Update"].get("TableName", "")
+            else {"Code": "None"}
+            for item in items
+        ]
+        return _error_response(
+            request,
+            400,
+            "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Transaction cancelled, please refer cancellation reasons for specific reasons",
+            CancellationReasons=reasons,
+        )
+    return None
+
+
+def _on_after_transact(http_response, parsed, **kwargs) -> None:
+    plan = active_plan()
+    if plan is None or http_response.status_code >= 300:
+        return
+    if plan.fires("ambiguous_after_commit"):
+        raise ReadTimeoutError(endpoint_url="injected ambiguous_after_commit")
+
+
+def install(client: DynamoDBClient) -> None:
+    """Hook fault injection into ``client``. Handlers consult the active plan on each
+    call, so installing is harmless when injection is off."""
+    # First, so an in-process engine stub (moto) cannot answer before the fault does.
+    client.meta.events.register_first("before-send.dynamodb", _on_before_send)
+    client.meta.events.register("after-call.dynamodb.TransactWriteItems", _on_after_transact)
+
+
+@contextlib.contextmanager
+def response_lost(client: DynamoDBClient, operation: str, times: int = 1) -> Iterator[list]:
+    """The next ``times`` calls of ``operation`` reach DynamoDB and take effect, but the
+    response is lost on the way back, so the SDK retries the very same request.
+
+    Yields a list that collects the status code of each swallowed response.
+    """
+    swallowed: list[int] = []
+    session = URLLib3Session()
+
+    def handler(request, **_kwargs):
+        if len(swallowed) >= times:
+            return None
+        response = session.send(request)
+        swallowed.append(response.status_code)
+        raise ConnectionClosedError(endpoint_url=request.url)
+
+    event = f"before-send.dynamodb.{operation}"
+    client.meta.events.register(event, handler)
+    try:
+        yield swallowed
+    finally:
+        client.meta.events.unregister(event, handler)

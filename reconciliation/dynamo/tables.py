@@ -1,0 +1,205 @@
+"""Table, index and TTL definitions (DESIGN.md §3) and the idempotent ``ddb_setup``.
+
+All tables are on-demand. Indexes are sparse: an item appears in an index only while it
+carries the index's hash-key attribute, so ``pending_by_expiry`` holds PENDING claims
+only and ``open_by_queue`` holds unresolved cases only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from reconciliation.dynamo.client import TableNames
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PENDING_SHARDS = 16
+AUDIT_DAY_SHARDS = 8
+
+# Attributes a queue page shows, projected into the queue index so a page of 50 rows
+# costs one Query and no per-row reads.
+CASE_LISTING_ATTRIBUTES = [
+    "case_type",
+    "state",
+    "version",
+    "intent_id",
+    "tenant",
+    "fund",
+    "amount",
+    "currency",
+    "opened_at",
+    "last_actor",
+    "last_action_at",
+    "assignee",
+    "override",
+]
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    hash_key: tuple[str, str]
+    range_key: tuple[str, str] | None = None
+    projection: dict = field(default_factory=lambda: {"ProjectionType": "ALL"})
+
+    def key_schema(self) -> list[dict]:
+        schema = [{"AttributeName": self.hash_key[0], "KeyType": "HASH"}]
+        if self.range_key:
+            schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
+        return schema
+
+    def attributes(self) -> list[tuple[str, str]]:
+        return [self.hash_key] + ([self.range_key] if self.range_key else [])
+
+    def definition(self) -> dict:
+        return {
+            "IndexName": self.name,
+            "KeySchema": self.key_schema(),
+            "Projection": self.projection,
+        }
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    hash_key: tuple[str, str]
+    range_key: tuple[str, str] | None = None
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str | None = None
+
+    def key_schema(self) -> list[dict]:
+        schema = [{"AttributeName": self.hash_key[0], "KeyType": "HASH"}]
+        if self.range_key:
+            schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
+        return schema
+
+    def attribute_definitions(self, indexes: tuple[Index, ...] | None = None) -> list[dict]:
+        seen: dict[str, str] = {}
+        attrs = [self.hash_key] + ([self.range_key] if self.range_key else [])
+        for index in self.indexes if indexes is None else indexes:
+            attrs.extend(index.attributes())
+        for name, kind in attrs:
+            seen.setdefault(name, kind)
+        return [{"AttributeName": n, "AttributeType": t} for n, t in seen.items()]
+
+    def create_request(self) -> dict:
+        request: dict = {
+            "TableName": self.name,
+            "KeySchema": self.key_schema(),
+            "AttributeDefinitions": self.attribute_definitions(),
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if self.indexes:
+            request["GlobalSecondaryIndexes"] = [i.definition() for i in self.indexes]
+        return request
+
+
+def table_definitions(names: TableNames) -> list[Table]:
+    return [
+        Table(
+            name=names.idempotency_keys,
+            hash_key=("pk", "S"),
+            indexes=(
+                Index(
+                    "pending_by_expiry",
+                    ("pending_shard", "S"),
+                    ("expires_at", "N"),
+                    # The sweep re-reads each candidate consistently; keys suffice.
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
+            ),
+            ttl_attribute="expires_at",
+        ),
+        Table(name=names.pledges, hash_key=("intent_id", "S")),
+        Table(name=names.ledger, hash_key=("fund", "S")),
+        Table(
+            name=names.cases,
+            hash_key=("case_id", "S"),
+            indexes=(
+                Index(
+                    "open_by_queue",
+                    ("queue", "S"),
+                    ("queue_sort", "S"),
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_LISTING_ATTRIBUTES},
+                ),
+                Index(
+                    "by_intent",
+                    ("intent_id", "S"),
+                    ("opened_at", "S"),
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
+            ),
+        ),
+        Table(
+            name=names.audit_events,
+            hash_key=("stream", "S"),
+            range_key=("seq", "N"),
+            indexes=(Index("by_day", ("day_shard", "S"), ("at_id", "S")),),
+        ),
+    ]
+
+
+class EngineUnreachable(Exception):
+    """DynamoDB did not answer at the configured endpoint."""
+
+
+def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
+    """Create whatever table, index or TTL setting is missing; return what was done.
+
+    Existing tables are never altered beyond adding a missing index or enabling TTL,
+    so running this twice is a no-op the second time.
+    """
+    done: list[str] = []
+    for table in table_definitions(names):
+        description = _describe(client, table.name)
+        if description is None:
+            client.create_table(**table.create_request())
+            client.get_waiter("table_exists").wait(
+                TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+            )
+            done.append(f"created table {table.name}")
+        else:
+            existing = {i["IndexName"] for i in description.get("GlobalSecondaryIndexes", [])}
+            for index in table.indexes:
+                if index.name in existing:
+                    continue
+                client.update_table(
+                    TableName=table.name,
+                    AttributeDefinitions=table.attribute_definitions((index,)),
+                    GlobalSecondaryIndexUpdates=[{"Create": index.definition()}],
+                )
+                done.append(f"created index {table.name}.{index.name}")
+        if table.ttl_attribute:
+            ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
+            if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+                client.update_time_to_live(
+                    TableName=table.name,
+                    TimeToLiveSpecification={
+                        "Enabled": True,
+                        "AttributeName": table.ttl_attribute,
+                    },
+                )
+                done.append(f"enabled TTL on {table.name}.{table.ttl_attribute}")
+    return done
+
+
+def drop_tables(client: DynamoDBClient, names: TableNames) -> None:
+    for name in names.all():
+        try:
+            client.delete_table(TableName=name)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+
+
+def _describe(client: DynamoDBClient, name: str) -> dict | None:
+    try:
+        return client.describe_table(TableName=name)["Table"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return None
+        raise

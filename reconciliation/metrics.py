@@ -1,0 +1,84 @@
+"""Prometheus metrics. Labels are codes and outcomes only: never a donor reference,
+an amount, a token or free text (telemetry carries no donor data)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+DYNAMO_CALLS = Counter(
+    "dynamo_calls_total", "DynamoDB API calls that reached an outcome", ["operation"]
+)
+DYNAMO_ERRORS = Counter(
+    "dynamo_errors_total", "DynamoDB errors by operation and error code", ["operation", "code"]
+)
+CANCELLATION_REASONS = Counter(
+    "dynamo_transaction_cancellation_reasons_total",
+    "Reasons in TransactionCanceledException, one per transaction item",
+    ["code"],
+)
+CLAIMS = Counter("claims_total", "Idempotency claims by outcome", ["outcome"])
+PLEDGE_OUTCOMES = Counter("pledge_requests_total", "Intake API answers by outcome", ["outcome"])
+APP_RETRIES = Counter(
+    "dynamo_app_retries_total", "Application-level retries by error code", ["code"]
+)
+TTL_DELETE_BEFORE_RETRY = Counter(
+    "dynamo_ttl_delete_before_retry_total",
+    "Claim item absent (TTL-deleted) while the durable pledge already existed",
+)
+CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
+COMMIT_SECONDS = Histogram(
+    "pledge_commit_seconds",
+    "Claim plus commit latency in seconds",
+    buckets=(
+        0.005,
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+        2.5,
+        5,
+        10,
+    ),
+)
+
+
+def _on_after_call(http_response, parsed, model, **_kwargs) -> None:
+    DYNAMO_CALLS.labels(model.name).inc()
+    error = parsed.get("Error") if isinstance(parsed, dict) else None
+    if error and error.get("Code"):
+        DYNAMO_ERRORS.labels(model.name, error["Code"]).inc()
+
+
+def _on_after_call_error(exception, context=None, **kwargs) -> None:
+    operation = kwargs.get("event_name", "").rsplit(".", 1)[-1] or "unknown"
+    DYNAMO_ERRORS.labels(operation, type(exception).__name__).inc()
+
+
+def instrument_client(client: DynamoDBClient) -> None:
+    client.meta.events.register("after-call.dynamodb", _on_after_call)
+    client.meta.events.register("after-call-error.dynamodb", _on_after_call_error)
+
+
+def render() -> tuple[bytes, str]:
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

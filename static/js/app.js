@@ -1,0 +1,9 @@
+// Let htmx swap 409/422 answers into the page: they carry the fresh state and who
+// changed it, which the user must see instead of a silent failure.
+document.addEventListener("htmx:beforeSwap", function (evt) {
+  var status = evt.detail.xhr.status;
+  if (status === 409 || status === 422 || status === 400 || status === 403) {
+    evt.detail.shouldSwap = true;
+    evt.detail.isError = false;
+  }
+});

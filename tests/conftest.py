@@ -1,0 +1,92 @@
+"""Engine fixtures: every DynamoDB-backed test runs on each engine that honours what it
+tests (DESIGN.md §10). ``ddb`` is parametrised over moto (in-process ``mock_aws``) and
+DynamoDB Local (AWS's engine, one per test session); tests marked ``token_semantics`` or
+``dynamodb_local_only`` get DynamoDB Local alone.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.client import TableNames, dynamodb_client, reset_clients
+from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
+from reconciliation.dynamo.tables import drop_tables, ensure_tables
+
+ENGINES = ("moto", "dynamodb_local")
+LOCAL_ONLY_MARKERS = ("token_semantics", "dynamodb_local_only", "celery_worker", "browser")
+OUTPUT_DIR = Path(os.environ.get("TEST_OUTPUT_DIR", Path(__file__).parent.parent / "test-results"))
+
+
+@dataclass
+class Engine:
+    name: str
+    client: object
+    tables: TableNames
+    endpoint_url: str | None
+
+    @property
+    def honours_token(self) -> bool:
+        return self.name == "dynamodb_local"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "ddb" not in metafunc.fixturenames:
+        return
+    local_only = any(metafunc.definition.get_closest_marker(m) for m in LOCAL_ONLY_MARKERS)
+    engines = ("dynamodb_local",) if local_only else ENGINES
+    chosen = metafunc.definition.get_closest_marker("engines")
+    if chosen:
+        engines = tuple(chosen.args)
+    metafunc.parametrize("ddb", engines, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[LocalEngine]:
+    """One DynamoDB Local for the session, on a free port. Under CI it must start."""
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = start_dynamodb_local(log_path=OUTPUT_DIR / "dynamodb-local.log")
+    except LocalEngineError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"DynamoDB Local must run under CI: {exc}")
+        pytest.skip(f"DynamoDB Local unavailable: {exc}")
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+def ddb(request: pytest.FixtureRequest, settings) -> Iterator[Engine]:
+    """Fresh tables with a unique prefix on the requested engine."""
+    names = TableNames.from_prefix(f"t{uuid.uuid4().hex[:10]}-")
+    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
+    settings.DDB_REGIONS = ""
+    settings.FAULT_INJECTION = ""
+    faults.set_plan(None)
+    if request.param == "moto":
+        from moto import mock_aws
+
+        with mock_aws():
+            settings.DYNAMODB_ENDPOINT_URL = None
+            reset_clients()
+            client = dynamodb_client()
+            ensure_tables(client, names)
+            yield Engine("moto", client, names, None)
+            reset_clients()
+    else:
+        local = request.getfixturevalue("dynamodb_local")
+        settings.DYNAMODB_ENDPOINT_URL = local.endpoint_url
+        reset_clients()
+        client = dynamodb_client()
+        ensure_tables(client, names)
+        yield Engine("dynamodb_local", client, names, local.endpoint_url)
+        faults.set_plan(None)
+        drop_tables(client, names)
+        reset_clients()
+    faults.set_plan(None)

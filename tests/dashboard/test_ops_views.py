@@ -1,0 +1,42 @@
+"""``/healthz`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation.dynamo.client import reset_clients
+from reconciliation.dynamo.local import free_port
+
+
+@pytest.mark.django_db(databases=[])
+def test_healthz_reports_dynamodb_and_redis_ok(ddb, client):
+    """With tables in place and Redis up, both dependencies report ok."""
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"dynamodb": "ok", "redis": "ok"}
+
+
+@pytest.mark.django_db(databases=[])
+def test_healthz_names_what_is_down(client, settings):
+    """Unreachable DynamoDB and Redis: 503 and a line for each naming the problem."""
+    settings.DYNAMODB_ENDPOINT_URL = f"http://127.0.0.1:{free_port()}"
+    settings.DDB_REGIONS = ""
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    reset_clients()
+    response = client.get("/healthz")
+    reset_clients()
+    body = response.json()
+    assert response.status_code == 503
+    assert body["dynamodb"].startswith("error: DynamoDB is unreachable")
+    assert body["redis"].startswith("error: Redis unreachable")
+
+
+@pytest.mark.django_db(databases=[])
+def test_metrics_are_prometheus_text(ddb, client):
+    """``/metrics`` serves the text exposition format with the DynamoDB counters."""
+    client.get("/healthz")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert b"dynamo_calls_total" in response.content
+    assert b"dynamo_ttl_delete_before_retry_total" in response.content

@@ -1,0 +1,67 @@
+"""``ddb_setup``: creates every table, index and TTL; a no-op the second time; fails fast
+and in one line against an engine that is down."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from reconciliation.dynamo.client import reset_clients
+from reconciliation.dynamo.local import free_port
+
+pytestmark = pytest.mark.django_db(databases=[])
+
+
+def _run() -> str:
+    out = io.StringIO()
+    call_command("ddb_setup", stdout=out)
+    return out.getvalue()
+
+
+def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
+    """On a fresh prefix every table of DESIGN.md §3 is created with its indexes and TTL."""
+    settings.DDB_TABLE_PREFIX = "fresh-" + ddb.tables.cases.split("-")[0] + "-"
+    reset_clients()
+    output = _run()
+    client = ddb.client
+    prefix = settings.DDB_TABLE_PREFIX
+    for table in ("idempotency_keys", "pledges", "ledger", "cases", "audit_events"):
+        assert f"created table {prefix}{table}" in output
+    keys = client.describe_table(TableName=f"{prefix}idempotency_keys")["Table"]
+    assert [i["IndexName"] for i in keys["GlobalSecondaryIndexes"]] == ["pending_by_expiry"]
+    assert keys["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    ttl = client.describe_time_to_live(TableName=f"{prefix}idempotency_keys")
+    assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires_at"
+    cases = client.describe_table(TableName=f"{prefix}cases")["Table"]
+    assert {i["IndexName"] for i in cases["GlobalSecondaryIndexes"]} == {
+        "open_by_queue",
+        "by_intent",
+    }
+    audit = client.describe_table(TableName=f"{prefix}audit_events")["Table"]
+    assert [k["AttributeName"] for k in audit["KeySchema"]] == ["stream", "seq"]
+    assert [i["IndexName"] for i in audit["GlobalSecondaryIndexes"]] == ["by_day"]
+
+
+def test_second_run_is_a_no_op(ddb):
+    """Tables made by the fixture already exist: the command reports nothing to do."""
+    assert "nothing to do" in _run()
+    assert "nothing to do" in _run()
+
+
+def test_unreachable_engine_fails_in_seconds_with_one_line(settings):
+    """An endpoint where nothing listens: a CommandError naming the problem and the fix."""
+    settings.DYNAMODB_ENDPOINT_URL = f"http://127.0.0.1:{free_port()}"
+    settings.DDB_REGIONS = ""
+    reset_clients()
+    started = time.monotonic()
+    with pytest.raises(CommandError) as info:
+        _run()
+    elapsed = time.monotonic() - started
+    reset_clients()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "unreachable" in message and "dynamodb_local" in message
+    assert elapsed < 10
