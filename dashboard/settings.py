@@ -146,18 +146,21 @@ DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
 # give DynamoDB 10 attempts and ~25 s of backoff.
 DDB_CONNECT_TIMEOUT_S = float(os.environ.get("DDB_CONNECT_TIMEOUT_S", "1"))
 DDB_READ_TIMEOUT_S = float(os.environ.get("DDB_READ_TIMEOUT_S", "2"))
-DDB_MAX_ATTEMPTS = env_int("DDB_MAX_ATTEMPTS", 3)
+DDB_MAX_ATTEMPTS = env_int("DDB_MAX_ATTEMPTS", 2)
 # Application-level retry budget for throttling and transaction conflicts.
 DDB_APP_RETRY_ATTEMPTS = env_int("DDB_APP_RETRY_ATTEMPTS", 4)
 DDB_APP_RETRY_BASE_S = float(os.environ.get("DDB_APP_RETRY_BASE_S", "0.05"))
 DDB_APP_RETRY_CAP_S = float(os.environ.get("DDB_APP_RETRY_CAP_S", "1.0"))
+# No new application attempt starts once this much of the request's time is spent.
+DDB_REQUEST_BUDGET_S = float(os.environ.get("DDB_REQUEST_BUDGET_S", "3.0"))
 LEDGER_SHARDS = env_int("LEDGER_SHARDS", 8)
 
 CLAIM_PENDING_TTL_S = env_int("CLAIM_PENDING_TTL_S", 60)
 # Must exceed the clients' retry ceiling: a replay after this is answered from the
 # durable pledge record, never by writing again.
 CLAIM_COMPLETED_TTL_S = env_int("CLAIM_COMPLETED_TTL_S", 7 * 24 * 3600)
-CLAIM_FAILED_TTL_S = env_int("CLAIM_FAILED_TTL_S", 24 * 3600)
+# A FAILED claim is a cool-off: the key may be re-claimed once it has passed.
+CLAIM_FAILED_TTL_S = env_int("CLAIM_FAILED_TTL_S", 30)
 STUCK_GRACE_S = env_int("STUCK_GRACE_S", 30)
 OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)

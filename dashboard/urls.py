@@ -1,11 +1,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import ops
+from dashboard.views import api, ops
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/pledges", api.pledge_create, name="api-pledges"),
+    path("api/v1/pledges/<path:intent_id>", api.pledge_detail, name="api-pledge"),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
 ]

@@ -90,3 +90,46 @@ def ddb(request: pytest.FixtureRequest, settings) -> Iterator[Engine]:
         drop_tables(client, names)
         reset_clients()
     faults.set_plan(None)
+
+
+class ApiCaller:
+    """Posts pledges through the real HTTP API with a tenant's bearer token."""
+
+    def __init__(self, client, token: str, tenant: str):
+        self.client = client
+        self.token = token
+        self.tenant = tenant
+
+    def post(self, key: str | None, body, **headers):
+        import json
+
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        extra = {"HTTP_AUTHORIZATION": f"Bearer {self.token}"}
+        if key is not None:
+            extra["HTTP_IDEMPOTENCY_KEY"] = key
+        extra.update(headers)
+        return self.client.post(
+            "/api/v1/pledges", data=data, content_type="application/json", **extra
+        )
+
+    def get(self, key: str):
+        from urllib.parse import quote
+
+        return self.client.get(
+            f"/api/v1/pledges/{quote(key, safe='')}",
+            HTTP_AUTHORIZATION=f"Bearer {self.token}",
+        )
+
+
+@pytest.fixture
+def api(db, client) -> ApiCaller:
+    from dashboard.models import ApiToken
+
+    _, raw = ApiToken.issue("acme")
+    return ApiCaller(client, raw, "acme")
+
+
+def pledge_body(**overrides) -> dict:
+    body = {"donor_ref": "D-1001", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
+    body.update(overrides)
+    return body

@@ -153,16 +153,20 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
     target = request.headers.get("X-Amz-Target", b"")
     if isinstance(target, bytes):
         target = target.decode()
-    if target.endswith("TransactWriteItems") and plan.fires("transaction_conflict"):
+    if target.endswith("TransactWriteItems") and plan.probabilities.get("transaction_conflict"):
         items = json.loads(request.body or b"{}").get("TransactItems", [])
-        reasons = [
-            {
-                "Code": "TransactionConflict",
-                "Message": "Transaction is ongoing for the item (injected)",
-            }
-            if "Update" in item and "ledger" in item["Update"].get("TableName", "")
-            else {"Code": "None"}
+        hot = [
+            "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
             for item in items
+        ]
+        # Only transactions that touch a ledger item (a hot fund) conflict.
+        if not any(hot) or not plan.fires("transaction_conflict"):
+            return None
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
+            if is_hot
+            else {"Code": "None"}
+            for is_hot in hot
         ]
         return _error_response(
             request,
@@ -174,9 +178,19 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
     return None
 
 
-def _on_after_transact(http_response, parsed, **kwargs) -> None:
+def _mark_pledge_commit(params, context, **kwargs) -> None:
+    """Tag the call when it is a pledge commit: only those get ``ambiguous_after_commit``."""
+    context["pledge_commit"] = any(
+        "Put" in item and item["Put"].get("TableName", "").endswith("pledges")
+        for item in params.get("TransactItems", [])
+    )
+
+
+def _on_after_transact(http_response, parsed, context=None, **kwargs) -> None:
     plan = active_plan()
     if plan is None or http_response.status_code >= 300:
+        return
+    if not (context or {}).get("pledge_commit"):
         return
     if plan.fires("ambiguous_after_commit"):
         raise ReadTimeoutError(endpoint_url="injected ambiguous_after_commit")
@@ -187,6 +201,9 @@ def install(client: DynamoDBClient) -> None:
     call, so installing is harmless when injection is off."""
     # First, so an in-process engine stub (moto) cannot answer before the fault does.
     client.meta.events.register_first("before-send.dynamodb", _on_before_send)
+    client.meta.events.register(
+        "before-parameter-build.dynamodb.TransactWriteItems", _mark_pledge_commit
+    )
     client.meta.events.register("after-call.dynamodb.TransactWriteItems", _on_after_transact)
 
 

@@ -1,0 +1,125 @@
+"""The intake API: ``POST /api/v1/pledges`` and ``GET /api/v1/pledges/<key>``.
+
+Thin translation only: authenticate, parse, call one service, map its outcome to HTTP
+(DESIGN.md §4 outcome table). Bearer tokens map callers to tenants.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from urllib.parse import quote
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard.models import ApiToken
+from reconciliation.actors import Actor, Role
+from reconciliation.pledge_request import (
+    MAX_BODY_BYTES,
+    InvalidRequest,
+    parse_body,
+    parse_idempotency_key,
+)
+from reconciliation.services import pledges
+
+STATUS = {
+    pledges.CREATED: 201,
+    pledges.REPLAYED: 200,
+    pledges.IN_PROGRESS: 409,
+    pledges.KEY_REUSED: 422,
+    pledges.THROTTLED: 503,
+    pledges.UNAVAILABLE: 503,
+    pledges.CONFLICT: 409,
+    pledges.CANCELLED: 409,
+    pledges.REJECTED: 500,
+    pledges.TOKEN_PARAMETER_MISMATCH: 422,
+    pledges.OUTCOME_UNKNOWN: 202,
+}
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+
+
+def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
+    return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
+
+
+def _tenant(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return ApiToken.authenticate(raw.strip())
+
+
+def _unauthorized() -> JsonResponse:
+    response = _error(401, "unauthorized", "A valid bearer token is required.")
+    response["WWW-Authenticate"] = 'Bearer realm="pledges"'
+    return response
+
+
+def _actor(request: HttpRequest, tenant: str) -> Actor:
+    supplied = request.headers.get("X-Request-ID", "")
+    return Actor(
+        username=f"api:{tenant}",
+        role=Role.API,
+        address=request.META.get("REMOTE_ADDR", ""),
+        correlation_id=supplied if REQUEST_ID_RE.match(supplied) else str(uuid.uuid4()),
+    )
+
+
+def _invalid(exc: InvalidRequest) -> JsonResponse:
+    return _error(
+        400, exc.code, "The request was rejected; nothing was recorded.", fields=exc.fields
+    )
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def pledge_create(request: HttpRequest) -> JsonResponse:
+    tenant = _tenant(request)
+    if tenant is None:
+        return _unauthorized()
+    try:
+        key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
+            # Refuse before reading: a large body never reaches memory.
+            raise InvalidRequest({"body": f"larger than {MAX_BODY_BYTES} bytes"}, "body_too_large")
+        body = parse_body(request.body)
+    except InvalidRequest as exc:
+        return _invalid(exc)
+    outcome = pledges.pledge_submit(
+        tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
+    )
+    status = STATUS[outcome.kind]
+    if outcome.kind in (pledges.CREATED, pledges.REPLAYED):
+        response = JsonResponse(outcome.pledge, status=status)
+        if outcome.kind == pledges.REPLAYED:
+            response["Idempotent-Replayed"] = "true"
+    else:
+        extra = {"intent_id": key}
+        if outcome.case_id:
+            extra["case_id"] = outcome.case_id
+        response = _error(status, outcome.kind, outcome.detail, **extra)
+    if outcome.retry_after:
+        response["Retry-After"] = str(outcome.retry_after)
+    if outcome.kind in (pledges.CREATED, pledges.OUTCOME_UNKNOWN, pledges.REPLAYED):
+        response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
+    return response
+
+
+@csrf_exempt
+@require_GET
+def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
+    tenant = _tenant(request)
+    if tenant is None:
+        return _unauthorized()
+    try:
+        key = parse_idempotency_key(intent_id)
+    except InvalidRequest as exc:
+        return _invalid(exc)
+    pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
+    if pledge is None:
+        return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)
+    return JsonResponse(pledge)

@@ -1,0 +1,188 @@
+"""Decoding ``TransactionCanceledException`` into one row per transaction item (DESIGN.md §5).
+
+``CancellationReasons`` are positional: reason *i* belongs to transaction item *i*. Each
+row names the operation, table, key, reason code, the returned old item where DynamoDB
+sent one, a plain-language explanation, and the branch the write path takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reconciliation import metrics
+from reconciliation.dynamo.items import from_item
+
+DUPLICATE = "duplicate"
+LOST_CLAIM = "lost_claim"
+RETRYABLE = "retryable"
+REJECT = "reject"
+NONE = "none"
+
+OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
+
+_MEANING = {
+    "ConditionalCheckFailed": "The item's condition did not hold.",
+    "TransactionConflict": (
+        "Another request was changing this item at the same moment; nothing was written "
+        "and the same request can be retried with the same token."
+    ),
+    "ItemCollectionSizeLimitExceeded": (
+        "The item collection for this key is over 10 GB; the write cannot succeed as is."
+    ),
+    "ProvisionedThroughputExceeded": (
+        "The table or index had no capacity left for this item; retry with backoff."
+    ),
+    "ThrottlingError": "DynamoDB throttled this item; retry with backoff.",
+    "ValidationError": (
+        "The request for this item was invalid (a bug or a limit, not a race); retrying "
+        "the same request will fail again."
+    ),
+    "None": "This item was fine; the transaction was cancelled because of another item.",
+}
+
+
+@dataclass(frozen=True)
+class DecodedReason:
+    index: int
+    operation: str
+    table: str
+    key: dict
+    code: str
+    message: str
+    old_item: dict | None
+    attempted: dict | None
+    explanation: str
+    branch: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _role_of(table: str, tables: dict[str, str]) -> str:
+    for role, name in tables.items():
+        if name == table:
+            return role
+    return "unknown"
+
+
+def _key_of(role: str, operation: str, body: dict) -> dict:
+    if "Key" in body:
+        return from_item(body["Key"]) or {}
+    item = from_item(body.get("Item", {})) or {}
+    key_names = {
+        "pledges": ("intent_id",),
+        "idempotency_keys": ("pk",),
+        "ledger": ("fund",),
+        "cases": ("case_id",),
+        "audit_events": ("stream", "seq"),
+    }.get(role, ())
+    return {k: item[k] for k in key_names if k in item}
+
+
+def _explain(role: str, code: str, old: dict | None) -> tuple[str, str]:
+    if code == "ConditionalCheckFailed":
+        if role == "pledges":
+            return (
+                "The pledge for this intent already exists (the durable record): this "
+                "write is a duplicate and must not be applied again.",
+                DUPLICATE,
+            )
+        if role == "idempotency_keys":
+            status = (old or {}).get("status")
+            holder = f" It is now {status} at version {old.get('version')}." if old else ""
+            return (
+                "The claim is no longer held by this attempt: it expired and another "
+                f"request re-claimed or finished it.{holder} This attempt must not "
+                "complete, fail or delete it.",
+                LOST_CLAIM,
+            )
+        if role == "audit_events":
+            return (
+                "That audit sequence number is already taken: another change was "
+                "recorded first; re-read and try again.",
+                LOST_CLAIM,
+            )
+        if role == "cases":
+            return ("The case changed since it was read.", LOST_CLAIM)
+        return (_MEANING[code], REJECT)
+    if code in ("TransactionConflict", "ProvisionedThroughputExceeded", "ThrottlingError"):
+        return (_MEANING[code], RETRYABLE)
+    if code == "None":
+        return (_MEANING["None"], NONE)
+    return (_MEANING.get(code, f"DynamoDB reported {code}."), REJECT)
+
+
+def cancellation_decode(
+    transact_items: list[dict], response: dict[str, Any], tables: dict[str, str]
+) -> list[DecodedReason]:
+    """Rows for every item of a cancelled transaction, in order.
+
+    ``tables`` maps a role (``pledges``, ``ledger``, …) to its table name, so rows speak
+    of roles rather than prefixed physical names.
+    """
+    reasons = response.get("CancellationReasons") or []
+    rows: list[DecodedReason] = []
+    for index, item in enumerate(transact_items):
+        operation = next(op for op in OPERATIONS if op in item)
+        body = item[operation]
+        role = _role_of(body["TableName"], tables)
+        reason = reasons[index] if index < len(reasons) else {}
+        code = reason.get("Code") or "None"
+        old = from_item(reason["Item"]) if reason.get("Item") else None
+        explanation, branch = _explain(role, code, old)
+        attempted = from_item(body["Item"]) if operation == "Put" else None
+        if operation == "Update":
+            attempted = {"update": body.get("UpdateExpression", "")}
+        rows.append(
+            DecodedReason(
+                index=index,
+                operation=operation,
+                table=role,
+                key=_key_of(role, operation, body),
+                code=code,
+                message=reason.get("Message", ""),
+                old_item=_strip_bulk(old),
+                attempted=_strip_bulk(attempted),
+                explanation=explanation,
+                branch=branch,
+            )
+        )
+        if code != "None":
+            metrics.CANCELLATION_REASONS.labels(code).inc()
+    return rows
+
+
+def overall_branch(rows: list[DecodedReason]) -> str:
+    """The branch for the whole transaction: a lost claim outranks a duplicate (someone
+    else owns the outcome), which outranks a retryable conflict; anything else rejects."""
+    branches = {r.branch for r in rows}
+    for branch in (LOST_CLAIM, DUPLICATE, REJECT, RETRYABLE):
+        if branch in branches:
+            return branch
+    return REJECT
+
+
+def _strip_bulk(item: dict | None) -> dict | None:
+    """Keep evidence readable: cached response bodies are summarised, not repeated."""
+    if item is None:
+        return None
+    out = dict(item)
+    for bulky in ("response", "request"):
+        if bulky in out and isinstance(out[bulky], str) and len(out[bulky]) > 120:
+            out[bulky] = out[bulky][:117] + "…"
+    return _jsonable(out)
+
+
+def _jsonable(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, set, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value

@@ -1,0 +1,39 @@
+"""The one clock. Timezone-aware UTC only; tests move it with :func:`travel`."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+_offset = timedelta(0)
+
+
+def now() -> datetime:
+    return datetime.now(UTC) + _offset
+
+
+def epoch(at: datetime | None = None) -> int:
+    return math.floor((at or now()).timestamp())
+
+
+def iso(at: datetime) -> str:
+    """ISO-8601 UTC with microseconds and a ``Z``: sorts lexically in time order."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(value: str) -> datetime:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+@contextlib.contextmanager
+def travel(seconds: float) -> Iterator[None]:
+    """Move the clock forward by ``seconds`` inside the block (tests only)."""
+    global _offset
+    before = _offset
+    _offset = before + timedelta(seconds=seconds)
+    try:
+        yield
+    finally:
+        _offset = before

@@ -1,0 +1,47 @@
+"""Translation between plain Python values and DynamoDB attribute values.
+
+Numbers come back from DynamoDB as ``Decimal``; integral ones are turned into ``int``
+so plain values round-trip (the audit hash depends on it). Money stays ``Decimal``
+where a repository says so explicitly.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_attr(value: Any) -> dict:
+    return _serializer.serialize(value)
+
+
+def to_item(values: dict[str, Any]) -> dict[str, dict]:
+    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return {_plain(v) for v in value}
+    return value
+
+
+def from_item(item: dict[str, dict] | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def values(**named: Any) -> dict[str, dict]:
+    """``ExpressionAttributeValues`` from keyword arguments: ``values(v=1)`` → ``{":v": …}``."""
+    return {f":{k}": _serializer.serialize(v) for k, v in named.items()}

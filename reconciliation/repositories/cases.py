@@ -1,0 +1,207 @@
+"""Reconciliation cases (``cases``) and their per-queue open counters.
+
+A case's id derives from its source (claim key + version), so opening it twice is a
+no-op. While unresolved a case carries ``queue`` and sits in the sparse
+``open_by_queue`` index; resolving removes ``queue``. Per-queue counters are items in
+the same table, changed in the same transaction as the case, so counts are O(1) reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from reconciliation.dynamo.items import from_item, to_item, values
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+STUCK_PENDING = "STUCK_PENDING"
+AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT"
+CANCELLED_TRANSACTION = "CANCELLED_TRANSACTION"
+TOKEN_MISMATCH = "TOKEN_MISMATCH"
+CASE_TYPES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT, CANCELLED_TRANSACTION, TOKEN_MISMATCH)
+
+OPEN = "OPEN"
+ESCALATED = "ESCALATED"
+OVERRIDE_REQUESTED = "OVERRIDE_REQUESTED"
+RESOLVED = "RESOLVED"
+STATES = (OPEN, ESCALATED, OVERRIDE_REQUESTED, RESOLVED)
+
+# Queues are the case types, plus two for cases a human moved on.
+QUEUE_ESCALATED = "ESCALATED"
+QUEUE_APPROVAL = "OVERRIDE_REQUESTED"
+QUEUES = (*CASE_TYPES, QUEUE_ESCALATED, QUEUE_APPROVAL)
+COUNTER_PREFIX = "#COUNT#"
+
+
+def case_id_for(source: str, version: int) -> str:
+    """Stable id from the source (claim key + version): ``C-`` and 16 base32 characters."""
+    digest = hashlib.sha256(f"{source}@{version}".encode()).digest()
+    return "C-" + base64.b32encode(digest).decode()[:16]
+
+
+def queue_for(case_type: str, state: str) -> str | None:
+    if state == RESOLVED:
+        return None
+    if state == ESCALATED:
+        return QUEUE_ESCALATED
+    if state == OVERRIDE_REQUESTED:
+        return QUEUE_APPROVAL
+    return case_type
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str
+    case_type: str
+    state: str
+    version: int
+    opened_at: str
+    claim_pk: str
+    claim_version: int
+    intent_id: str
+    tenant: str
+    fund: str
+    amount: Decimal
+    currency: str
+    request_token: str
+    token_issued_at: str
+    audit_seq: int
+    audit_head: str
+    queue: str | None = None
+    queue_sort: str | None = None
+    decoded: list = field(default_factory=list)
+    evidence: dict = field(default_factory=dict)
+    client_outcome: dict = field(default_factory=dict)
+    last_actor: str = "system"
+    last_action_at: str = ""
+    assignee: str | None = None
+    override: dict | None = None
+    resolution: dict | None = None
+    last_action_id: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.intent_id.split("#", 1)[1]
+
+    def summary(self) -> dict:
+        return {
+            "state": self.state,
+            "version": self.version,
+            "queue": self.queue,
+            "assignee": self.assignee,
+            "override": self.override,
+            "resolution": self.resolution,
+        }
+
+
+_JSON_FIELDS = ("decoded", "evidence", "client_outcome", "override", "resolution")
+
+
+def case_from_item(item: dict | None) -> Case | None:
+    data = from_item(item)
+    if data is None:
+        return None
+    for name in _JSON_FIELDS:
+        if isinstance(data.get(name), str):
+            data[name] = json.loads(data[name])
+    data["amount"] = Decimal(str(data.get("amount", 0)))
+    known = Case.__dataclass_fields__
+    return Case(**{k: v for k, v in data.items() if k in known})
+
+
+def case_to_item(case: Case) -> dict:
+    data: dict[str, Any] = {k: getattr(case, k) for k in Case.__dataclass_fields__}
+    for name in _JSON_FIELDS:
+        # Kept as JSON text: free-form evidence must never trip DynamoDB's type rules
+        # (floats, empty sets) and is read back exactly as written.
+        if data[name] is not None:
+            data[name] = json.dumps(data[name], sort_keys=True, default=str)
+    return to_item(data)
+
+
+class CaseExists(Exception):
+    pass
+
+
+class CaseRepository:
+    def __init__(self, client: DynamoDBClient, table: str):
+        self.client = client
+        self.table = table
+
+    @staticmethod
+    def _key(case_id: str) -> dict:
+        return {"case_id": {"S": case_id}}
+
+    def get(self, case_id: str, *, consistent: bool = True) -> Case | None:
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(case_id), ConsistentRead=consistent
+        )
+        return case_from_item(response.get("Item"))
+
+    def put_new_item(self, case: Case) -> dict:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": case_to_item(case),
+                # The id derives from the source: a second opening is a no-op.
+                "ConditionExpression": "attribute_not_exists(case_id)",
+            }
+        }
+
+    def replace_item(self, case: Case, *, seen_version: int) -> dict:
+        """Write the whole new case state, conditioned on the version the actor saw."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": case_to_item(case),
+                # version = :seen: two people acting on one case, exactly one wins.
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": values(seen=seen_version),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def counter_item(self, queue: str, delta: int) -> dict:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(COUNTER_PREFIX + queue),
+                "UpdateExpression": "ADD open_count :d",
+                "ExpressionAttributeValues": values(d=delta),
+            }
+        }
+
+    def counts(self) -> dict[str, int]:
+        keys = [self._key(COUNTER_PREFIX + q) for q in QUEUES]
+        response = self.client.batch_get_item(
+            RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+        )
+        out = dict.fromkeys(QUEUES, 0)
+        for raw in response.get("Responses", {}).get(self.table, []):
+            item = from_item(raw)
+            out[item["case_id"].removeprefix(COUNTER_PREFIX)] = int(item.get("open_count", 0))
+        return out
+
+    def exists(self, case_id: str) -> bool:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key=self._key(case_id),
+                ConsistentRead=True,
+                ProjectionExpression="case_id",
+            )
+        except ClientError:
+            raise
+        return "Item" in response
+
+
+def with_changes(case: Case, **changes: Any) -> Case:
+    return replace(case, **changes)

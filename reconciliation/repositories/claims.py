@@ -1,0 +1,411 @@
+"""Claim items in ``idempotency_keys``: ``PENDING → COMPLETED / FAILED`` (DESIGN.md §3, §4).
+
+Every transition is fenced: it is conditioned on the ``version`` (and where it matters
+the ``attempt_id``) that its holder read, so a worker that lost its claim can never
+complete, fail or delete its successor's claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.dynamo.items import from_item, to_item, values
+from reconciliation.dynamo.tables import PENDING_SHARDS
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PENDING = "PENDING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+OPERATION_CREATE_PLEDGE = "create_pledge"
+
+
+def claim_pk(tenant: str, operation: str, idempotency_key: str) -> str:
+    return f"{tenant}#{operation}#{idempotency_key}"
+
+
+def pending_shard(pk: str) -> str:
+    """``P#0``..``P#15`` from a hash of the key, so no single index partition is hot."""
+    return f"P#{int(hashlib.sha256(pk.encode()).hexdigest()[:8], 16) % PENDING_SHARDS}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    pk: str
+    status: str
+    version: int
+    attempt_id: str
+    payload_hash: str
+    request_token: str
+    token_issued_at: str
+    created_at: str
+    claimed_at: str
+    expires_at: int
+    tenant: str
+    idempotency_key: str
+    intent_id: str
+    request: dict
+    correlation_id: str = ""
+    client_address: str = ""
+    response: dict | None = None
+    last_error_code: str | None = None
+    case_id: str | None = None
+    pending_shard: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def expired(self, now_epoch: int | None = None) -> bool:
+        """TTL deletes up to 48 h late: the clock, not the item's presence, decides."""
+        return self.expires_at <= (clock.epoch() if now_epoch is None else now_epoch)
+
+    @property
+    def token_issued(self) -> datetime:
+        return clock.parse_iso(self.token_issued_at)
+
+    @property
+    def claimed(self) -> datetime:
+        return clock.parse_iso(self.claimed_at)
+
+    def snapshot(self) -> dict:
+        """Plain evidence for a case or an audit event (no cached response body)."""
+        return {
+            "pk": self.pk,
+            "status": self.status,
+            "version": self.version,
+            "attempt_id": self.attempt_id,
+            "payload_hash": self.payload_hash,
+            "request_token": self.request_token,
+            "token_issued_at": self.token_issued_at,
+            "created_at": self.created_at,
+            "claimed_at": self.claimed_at,
+            "expires_at": self.expires_at,
+            "last_error_code": self.last_error_code,
+            "case_id": self.case_id,
+            "in_pending_index": self.pending_shard is not None,
+        }
+
+
+_KNOWN = {f for f in Claim.__dataclass_fields__ if f != "extra"}
+
+
+def claim_from_item(item: dict | None) -> Claim | None:
+    data = from_item(item)
+    if data is None:
+        return None
+    plain = {k: v for k, v in data.items() if k in _KNOWN}
+    plain["request"] = json.loads(plain["request"]) if plain.get("request") else {}
+    if plain.get("response"):
+        plain["response"] = json.loads(plain["response"])
+    return Claim(**plain, extra={k: v for k, v in data.items() if k not in _KNOWN})
+
+
+class ClaimTaken(Exception):
+    """A conditional write on the claim failed; ``current`` is the item DynamoDB returned."""
+
+    def __init__(self, current: Claim | None):
+        super().__init__("claim condition failed")
+        self.current = current
+
+
+class ClaimRepository:
+    def __init__(self, client: DynamoDBClient, table: str):
+        self.client = client
+        self.table = table
+
+    @staticmethod
+    def _key(pk: str) -> dict:
+        return {"pk": {"S": pk}}
+
+    def get(self, pk: str, *, consistent: bool = True) -> Claim | None:
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(pk), ConsistentRead=consistent
+        )
+        return claim_from_item(response.get("Item"))
+
+    def new_claim(
+        self,
+        *,
+        pk: str,
+        tenant: str,
+        idempotency_key: str,
+        intent_id: str,
+        payload_hash: str,
+        request: dict,
+        correlation_id: str,
+        client_address: str,
+    ) -> Claim:
+        """A first claim for ``pk``, not yet written: built once, so every retry of the
+        PutItem carries the same ``attempt_id`` and token."""
+        now = clock.now()
+        return Claim(
+            pk=pk,
+            status=PENDING,
+            version=1,
+            attempt_id=str(uuid.uuid4()),
+            payload_hash=payload_hash,
+            # Minted once per intent; reused for every retry of exactly this operation.
+            request_token=str(uuid.uuid4()),
+            token_issued_at=clock.iso(now),
+            created_at=clock.iso(now),
+            claimed_at=clock.iso(now),
+            expires_at=clock.epoch(now) + settings.CLAIM_PENDING_TTL_S,
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            intent_id=intent_id,
+            request=request,
+            correlation_id=correlation_id,
+            client_address=client_address,
+            pending_shard=pending_shard(pk),
+        )
+
+    def create(self, claim: Claim) -> Claim:
+        """First claim: one conditional PutItem. On failure ALL_OLD returns the existing
+        item, so a duplicate costs this one round trip and no extra read."""
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._to_item(claim),
+                # Closes the first-writer race: exactly one caller creates the claim.
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+            raise
+        return claim
+
+    def reclaim(self, seen: Claim, *, correlation_id: str, client_address: str) -> Claim:
+        """Take over a FAILED or expired PENDING claim. Keeps ``request_token`` and
+        ``token_issued_at``; a fresh ``attempt_id`` and ``version + 1`` fence the old holder."""
+        now = clock.now()
+        attempt_id = str(uuid.uuid4())
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=self._key(seen.pk),
+                UpdateExpression=(
+                    "SET #st = :pending, version = :next, attempt_id = :attempt, "
+                    "expires_at = :exp, pending_shard = :shard, claimed_at = :now, "
+                    "correlation_id = :corr, client_address = :addr "
+                    "REMOVE last_error_code, case_id, #resp"
+                ),
+                # version = :seen: another re-claimer that got there first wins.
+                # status = :old and expires_at = :old_exp: the item is the one judged
+                # re-claimable, not one that changed since it was read.
+                ConditionExpression="version = :seen AND #st = :old AND expires_at = :old_exp",
+                ExpressionAttributeNames={"#st": "status", "#resp": "response"},
+                ExpressionAttributeValues=values(
+                    pending=PENDING,
+                    next=seen.version + 1,
+                    attempt=attempt_id,
+                    exp=clock.epoch(now) + settings.CLAIM_PENDING_TTL_S,
+                    shard=pending_shard(seen.pk),
+                    now=clock.iso(now),
+                    corr=correlation_id,
+                    addr=client_address,
+                    seen=seen.version,
+                    old=seen.status,
+                    old_exp=seen.expires_at,
+                ),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+            raise
+        claim = claim_from_item(response["Attributes"])
+        assert claim is not None
+        return claim
+
+    def complete_item(self, claim: Claim, response_body: dict, completed_at: datetime) -> dict:
+        """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
+
+        Every value derives from the claim itself, so a retry of the same commit is
+        byte-identical, as ``ClientRequestToken`` requires."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(claim.pk),
+                "UpdateExpression": (
+                    "SET #st = :done, version = :next, #resp = :resp, expires_at = :exp, "
+                    "completed_at = :at REMOVE pending_shard"
+                ),
+                # status = PENDING and version = :v: only the current holder completes.
+                "ConditionExpression": "#st = :pending AND version = :v",
+                "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
+                "ExpressionAttributeValues": values(
+                    done=COMPLETED,
+                    next=claim.version + 1,
+                    resp=json.dumps(response_body, sort_keys=True),
+                    exp=clock.epoch(completed_at) + settings.CLAIM_COMPLETED_TTL_S,
+                    at=clock.iso(completed_at),
+                    pending=PENDING,
+                    v=claim.version,
+                ),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def finalise(
+        self,
+        claim: Claim,
+        *,
+        status: str,
+        response_body: dict | None = None,
+        error_code: str | None = None,
+        expires_in_s: int,
+        payload_hash: str | None = None,
+        case_id: str | None = None,
+        require_pending: bool = True,
+    ) -> Claim:
+        """Move a claim to COMPLETED or FAILED outside the commit transaction, fenced on
+        the version read. Raises :class:`ClaimTaken` if it changed meanwhile."""
+        return self._update_fenced(
+            claim,
+            self.finalise_expression(
+                claim,
+                status=status,
+                response_body=response_body,
+                error_code=error_code,
+                expires_in_s=expires_in_s,
+                payload_hash=payload_hash,
+                case_id=case_id,
+                require_pending=require_pending,
+            ),
+        )
+
+    def finalise_item(self, claim: Claim, **kwargs: Any) -> dict:
+        """The same transition as :meth:`finalise`, as a transaction item."""
+        expression = self.finalise_expression(claim, **kwargs)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(claim.pk),
+                **expression,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def finalise_expression(
+        self,
+        claim: Claim,
+        *,
+        status: str,
+        expires_in_s: int,
+        response_body: dict | None = None,
+        error_code: str | None = None,
+        payload_hash: str | None = None,
+        case_id: str | None = None,
+        require_pending: bool = True,
+    ) -> dict:
+        sets = ["#st = :st", "version = :next", "expires_at = :exp"]
+        removes = ["pending_shard"]
+        vals: dict[str, Any] = {
+            "st": status,
+            "next": claim.version + 1,
+            "exp": clock.epoch() + expires_in_s,
+            "v": claim.version,
+        }
+        if response_body is not None:
+            sets.append("#resp = :resp")
+            vals["resp"] = json.dumps(response_body, sort_keys=True)
+        if error_code is not None:
+            sets.append("last_error_code = :err")
+            vals["err"] = error_code
+        if payload_hash is not None:
+            sets.append("payload_hash = :ph")
+            vals["ph"] = payload_hash
+        if case_id is not None:
+            sets.append("case_id = :case")
+            vals["case"] = case_id
+        # version = :v fences a worker that lost its claim; status = PENDING (when
+        # required) refuses to rewrite an outcome another party already recorded.
+        condition = "version = :v"
+        if require_pending:
+            condition += " AND #st = :pending"
+            vals["pending"] = PENDING
+        return {
+            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {
+                "#st": "status",
+                **({"#resp": "response"} if response_body is not None else {}),
+            },
+            "ExpressionAttributeValues": values(**vals),
+        }
+
+    def attach_case(self, claim: Claim, *, case_id: str, error_code: str) -> Claim:
+        """Record that a case now tracks this PENDING claim and take it out of the
+        stuck-claim index (the case, not the sweep, follows it from here). Fenced on the
+        holder's version and attempt, so it never touches a successor's claim."""
+        return self._update_fenced(
+            claim,
+            {
+                "UpdateExpression": (
+                    "SET case_id = :case, last_error_code = :err REMOVE pending_shard"
+                ),
+                "ConditionExpression": "#st = :pending AND version = :v AND attempt_id = :a",
+                "ExpressionAttributeNames": {"#st": "status"},
+                "ExpressionAttributeValues": values(
+                    case=case_id,
+                    err=error_code,
+                    pending=PENDING,
+                    v=claim.version,
+                    a=claim.attempt_id,
+                ),
+            },
+        )
+
+    def _update_fenced(self, claim: Claim, expression: dict) -> Claim:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=self._key(claim.pk),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expression,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+            raise
+        updated = claim_from_item(response["Attributes"])
+        assert updated is not None
+        return updated
+
+    def pending_candidates(self, shard: str, older_than_epoch: int) -> list[str]:
+        """Keys of PENDING claims in ``shard`` whose ``expires_at`` is before the bound."""
+        keys: list[str] = []
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "pending_by_expiry",
+            "KeyConditionExpression": "pending_shard = :s AND expires_at < :t",
+            "ExpressionAttributeValues": values(s=shard, t=older_than_epoch),
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        self.last_consumed = 0.0
+        while True:
+            response = self.client.query(**kwargs)
+            self.last_consumed += response.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
+            keys.extend(i["pk"]["S"] for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return keys
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    @staticmethod
+    def _to_item(claim: Claim) -> dict:
+        data = {k: getattr(claim, k) for k in _KNOWN}
+        data["request"] = json.dumps(claim.request, sort_keys=True)
+        data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
+        return to_item(data)

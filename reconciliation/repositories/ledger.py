@@ -1,0 +1,90 @@
+"""Running totals per fund and currency (``ledger``), sharded against hot funds.
+
+A pledge's shard is a hash of its intent, so every retry of one commit touches the same
+item (the transaction must be identical under its token) while different pledges to one
+fund spread over ``LEDGER_SHARDS`` items.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from reconciliation.dynamo.items import from_item
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+def fund_key(fund: str, currency: str) -> str:
+    return f"{fund}#{currency}"
+
+
+def ledger_key_for(fund: str, currency: str, intent_id: str) -> str:
+    shards = max(1, settings.LEDGER_SHARDS)
+    shard = int(hashlib.sha256(intent_id.encode()).hexdigest()[:8], 16) % shards
+    return f"{fund_key(fund, currency)}#{shard}"
+
+
+@dataclass(frozen=True)
+class FundTotal:
+    fund: str
+    currency: str
+    pledged_total: Decimal
+    pledge_count: int
+
+
+class LedgerRepository:
+    def __init__(self, client: DynamoDBClient, table: str):
+        self.client = client
+        self.table = table
+
+    def add_item(
+        self, ledger_key: str, *, fund: str, currency: str, amount: Decimal, count: int
+    ) -> dict:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"fund": {"S": ledger_key}},
+                "UpdateExpression": (
+                    "ADD pledged_total :amount, pledge_count :count "
+                    "SET fund_code = :fund, currency = :cur"
+                ),
+                "ExpressionAttributeValues": {
+                    ":amount": {"N": str(amount)},
+                    ":count": {"N": str(count)},
+                    ":fund": {"S": fund},
+                    ":cur": {"S": currency},
+                },
+            }
+        }
+
+    def total(self, fund: str, currency: str) -> FundTotal:
+        """Consistent sum over every shard of one fund and currency."""
+        base = fund_key(fund, currency)
+        keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
+        total, count = Decimal("0"), 0
+        request = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        while request:
+            response = self.client.batch_get_item(RequestItems=request)
+            for raw in response.get("Responses", {}).get(self.table, []):
+                item = from_item(raw)
+                total += Decimal(str(item.get("pledged_total", 0)))
+                count += int(item.get("pledge_count", 0))
+            request = response.get("UnprocessedKeys") or {}
+        return FundTotal(fund, currency, total, count)
+
+    def shard_items(self, fund: str, currency: str) -> list[dict]:
+        base = fund_key(fund, currency)
+        keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
+        response = self.client.batch_get_item(
+            RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+        )
+        return sorted(
+            (from_item(i) for i in response.get("Responses", {}).get(self.table, [])),
+            key=lambda i: i["fund"],
+        )

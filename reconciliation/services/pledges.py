@@ -1,0 +1,579 @@
+"""The exactly-once pledge write path (DESIGN.md §4).
+
+1. **Claim**: a conditional PutItem creates a PENDING claim; a duplicate learns the
+   existing claim from ALL_OLD in the same round trip. FAILED or expired PENDING claims
+   are re-claimed with a version-fenced UpdateItem that keeps the stored token.
+2. **Commit**: one ``TransactWriteItems`` with the claim's ``ClientRequestToken``: the
+   pledge Put (``attribute_not_exists``), the ledger Update, the audit receipt Put and the
+   claim's PENDING→COMPLETED Update fenced on its version.
+
+Every unclean outcome opens a reconciliation case. Outcomes are returned as
+:class:`IntakeOutcome`; the view maps them to HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock, metrics
+from reconciliation.actors import Actor, Role
+from reconciliation.cancellation import (
+    DUPLICATE,
+    LOST_CLAIM,
+    RETRYABLE,
+    cancellation_decode,
+    overall_branch,
+)
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.errors import AMBIGUOUS_EXCEPTIONS, error_code
+from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.pledge_request import PledgeRequest
+from reconciliation.repositories import Repositories, repositories_for_key
+from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
+from reconciliation.repositories.cases import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    TOKEN_MISMATCH,
+)
+from reconciliation.repositories.claims import (
+    COMPLETED,
+    FAILED,
+    OPERATION_CREATE_PLEDGE,
+    PENDING,
+    Claim,
+    ClaimTaken,
+    claim_pk,
+)
+from reconciliation.repositories.ledger import ledger_key_for
+from reconciliation.repositories.pledges import RECORDED, Pledge, intent_id_for
+from reconciliation.services.cases import case_build, case_open
+
+logger = logging.getLogger(__name__)
+
+TOKEN_WINDOW_S = 600
+RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
+
+# Outcome kinds (the view maps each to its HTTP status).
+CREATED = "created"
+REPLAYED = "replayed"
+IN_PROGRESS = "request_in_progress"
+KEY_REUSED = "idempotency_key_reused"
+THROTTLED = "throttled"
+UNAVAILABLE = "dynamodb_unavailable"
+CONFLICT = "transaction_conflict"
+CANCELLED = "transaction_cancelled"
+REJECTED = "transaction_rejected"
+TOKEN_PARAMETER_MISMATCH = "token_parameter_mismatch"
+OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+@dataclass(frozen=True)
+class IntakeOutcome:
+    kind: str
+    pledge: dict | None = None
+    retry_after: int | None = None
+    case_id: str | None = None
+    detail: str = ""
+    decoded: list[dict] = field(default_factory=list)
+
+
+def pledge_receipt_actor(claim: Claim) -> Actor:
+    return Actor(
+        username=f"api:{claim.tenant}",
+        role=Role.API,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def pledge_submit(
+    *, tenant: str, idempotency_key: str, request: PledgeRequest, actor: Actor
+) -> IntakeOutcome:
+    """Record ``request`` exactly once for ``(tenant, idempotency_key)``."""
+    started = time.monotonic()
+    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
+    repos = repositories_for_key(pk)
+    try:
+        outcome = _claim(repos, pk, tenant, idempotency_key, request, actor)
+        if isinstance(outcome, IntakeOutcome):
+            return _count(outcome)
+        claim, fresh = outcome
+        # The worker may die here, between claim and commit: the sweep finds the claim.
+        faults.crash_after_claim()
+        return _count(pledge_commit(repos, claim, fresh=fresh))
+    finally:
+        metrics.COMMIT_SECONDS.observe(time.monotonic() - started)
+
+
+def _count(outcome: IntakeOutcome) -> IntakeOutcome:
+    metrics.PLEDGE_OUTCOMES.labels(outcome.kind).inc()
+    return outcome
+
+
+def _claim(
+    repos: Repositories,
+    pk: str,
+    tenant: str,
+    idempotency_key: str,
+    request: PledgeRequest,
+    actor: Actor,
+) -> tuple[Claim, bool] | IntakeOutcome:
+    """Acquire the claim, or answer without one (replay, reuse, in progress)."""
+    mine = repos.claims.new_claim(
+        pk=pk,
+        tenant=tenant,
+        idempotency_key=idempotency_key,
+        intent_id=intent_id_for(tenant, idempotency_key),
+        payload_hash=request.payload_hash,
+        request=request.normalised(),
+        correlation_id=actor.correlation_id,
+        client_address=actor.address,
+    )
+    try:
+        with_retry(lambda: repos.claims.create(mine))
+        metrics.CLAIMS.labels("created").inc()
+        return mine, True
+    except ClaimTaken as taken:
+        existing = taken.current
+    except RetriesExhausted as exc:
+        return _throttled(exc)
+    except (BotoCoreError, ClientError) as exc:
+        return _unavailable(exc)
+
+    for _ in range(3):
+        if existing is None:
+            # Deleted between our put and its condition check: the durable pledge
+            # record decides at commit; claim afresh.
+            try:
+                with_retry(lambda: repos.claims.create(mine))
+                return mine, True
+            except ClaimTaken as taken:
+                existing = taken.current
+                continue
+        if existing.attempt_id == mine.attempt_id:
+            # The SDK retried our own PutItem after a lost response: the claim is ours.
+            metrics.CLAIMS.labels("own_retry").inc()
+            return existing, True
+        verdict = _judge_existing(repos, existing, request)
+        if verdict is not None:
+            return verdict
+        try:
+            claim = with_retry(
+                lambda existing=existing: repos.claims.reclaim(
+                    existing,
+                    correlation_id=actor.correlation_id,
+                    client_address=actor.address,
+                )
+            )
+            metrics.CLAIMS.labels("reclaimed").inc()
+            return claim, False
+        except ClaimTaken as taken:
+            existing = taken.current
+        except RetriesExhausted as exc:
+            return _throttled(exc)
+        except (BotoCoreError, ClientError) as exc:
+            return _unavailable(exc)
+    return _in_progress(existing)
+
+
+def _judge_existing(
+    repos: Repositories, existing: Claim, request: PledgeRequest
+) -> IntakeOutcome | None:
+    """Answer from an existing claim, or ``None`` when it may be re-claimed."""
+    if existing.payload_hash != request.payload_hash:
+        metrics.CLAIMS.labels("key_reused").inc()
+        return IntakeOutcome(
+            KEY_REUSED,
+            detail="This Idempotency-Key was used with a different request body.",
+        )
+    now = clock.epoch()
+    if existing.status == COMPLETED:
+        metrics.CLAIMS.labels("replay").inc()
+        if not existing.expired(now) and existing.response:
+            return IntakeOutcome(REPLAYED, pledge=existing.response)
+        # Past its expiry the cached answer is not trusted: the durable record is.
+        pledge = repos.pledges.get(existing.intent_id)
+        if pledge is not None:
+            return IntakeOutcome(REPLAYED, pledge=pledge.api_body())
+        return None
+    if not existing.expired(now):
+        metrics.CLAIMS.labels("in_progress").inc()
+        return _in_progress(existing)
+    return None
+
+
+def _in_progress(existing: Claim | None) -> IntakeOutcome:
+    wait = 1
+    if existing is not None:
+        wait = max(1, existing.expires_at - clock.epoch())
+    return IntakeOutcome(
+        IN_PROGRESS,
+        retry_after=wait,
+        detail="A request with this Idempotency-Key is being processed; retry later.",
+    )
+
+
+def _retry_after_s() -> int:
+    return max(1, math.ceil(settings.DDB_APP_RETRY_CAP_S * 2))
+
+
+def _throttled(exc: RetriesExhausted) -> IntakeOutcome:
+    return IntakeOutcome(
+        THROTTLED,
+        retry_after=_retry_after_s(),
+        detail=f"DynamoDB throttled the request ({exc.code}) past the retry budget.",
+    )
+
+
+def _unavailable(exc: BaseException) -> IntakeOutcome:
+    logger.warning("claim failed: %s", error_code(exc))
+    return IntakeOutcome(
+        UNAVAILABLE,
+        retry_after=_retry_after_s(),
+        detail="DynamoDB could not be reached; nothing was recorded. Retry later.",
+    )
+
+
+def pledge_for_claim(claim: Claim, repos: Repositories) -> tuple[Pledge, dict]:
+    """The pledge and its receipt event for ``claim``. A pure function of the claim, so
+    every retry of one commit sends a byte-identical transaction under its token."""
+    request = claim.request
+    ledger_key = ledger_key_for(request["fund"], request["currency"], claim.intent_id)
+    pledge = Pledge(
+        intent_id=claim.intent_id,
+        tenant=claim.tenant,
+        donor_ref=request["donor_ref"],
+        fund=request["fund"],
+        amount=PledgeRequest.from_normalised(request).amount,
+        currency=request["currency"],
+        status=RECORDED,
+        request_token=claim.request_token,
+        created_at=claim.claimed_at,
+        ledger_key=ledger_key,
+    )
+    receipt = audit_event_build(
+        stream=f"PLEDGE#{claim.intent_id}",
+        seq=1,
+        prev_hash=GENESIS_HASH,
+        action="pledge_recorded",
+        actor=pledge_receipt_actor(claim),
+        at=claim.claimed,
+        event_id=str(uuid.uuid5(RECEIPT_NAMESPACE, f"{claim.request_token}:{claim.version}")),
+        intent_id=claim.intent_id,
+        after=pledge.snapshot(),
+    )
+    pledge = Pledge(**{**pledge.__dict__, "audit_seq": 1, "audit_head": receipt["hash"]})
+    return pledge, receipt
+
+
+def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]:
+    pledge, receipt = pledge_for_claim(claim, repos)
+    items = [
+        repos.pledges.put_item(pledge),
+        repos.ledger.add_item(
+            pledge.ledger_key,
+            fund=pledge.fund,
+            currency=pledge.currency,
+            amount=pledge.amount,
+            count=1,
+        ),
+        repos.audit.put_item(receipt),
+        repos.claims.complete_item(claim, pledge.api_body(), claim.claimed),
+    ]
+    return items, pledge
+
+
+def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
+    """Run the commit transaction for a claim this caller holds."""
+    items, pledge = commit_items(repos, claim)
+
+    def transact() -> None:
+        repos.client.transact_write_items(
+            TransactItems=items, ClientRequestToken=claim.request_token
+        )
+
+    try:
+        with_retry(transact)
+        return IntakeOutcome(CREATED, pledge=pledge.api_body())
+    except RetriesExhausted as exc:
+        return _commit_exhausted(repos, claim, items, exc)
+    except AMBIGUOUS_EXCEPTIONS as exc:
+        return _ambiguous(repos, claim, exc)
+    except ClientError as exc:
+        code = error_code(exc)
+        if code == "TransactionCanceledException":
+            return _cancelled(repos, claim, items, exc, fresh=fresh)
+        if code == "IdempotentParameterMismatchException":
+            return _token_mismatch(repos, claim, exc)
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+            return _ambiguous(repos, claim, exc)
+        # A definitive refusal of the whole request (validation, access): nothing was
+        # written. Free the key after the cool-off and let the caller see a 500.
+        _finalise_quietly(repos, claim, status=FAILED, error=code)
+        raise
+    except BotoCoreError as exc:
+        # Connection-level failures after the SDK's retries: an earlier attempt may
+        # have reached DynamoDB, so the outcome is unknown.
+        return _ambiguous(repos, claim, exc)
+
+
+def _commit_exhausted(
+    repos: Repositories, claim: Claim, items: list[dict], exc: RetriesExhausted
+) -> IntakeOutcome:
+    retry_after = _retry_after_s()
+    if exc.code == "TransactionCanceledException":
+        rows = cancellation_decode(items, exc.last.response, repos.roles())
+        case = _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc.last,
+            client_outcome={"http_status": 409, "error": CONFLICT},
+        )
+        _finalise_quietly(
+            repos,
+            claim,
+            status=FAILED,
+            error="TransactionConflict",
+            cool_off=retry_after,
+            case_id=case,
+        )
+        return IntakeOutcome(
+            CONFLICT,
+            retry_after=retry_after,
+            case_id=case,
+            decoded=[r.as_dict() for r in rows],
+            detail="The transaction kept conflicting with concurrent writes; nothing was "
+            "recorded. Retry with the same Idempotency-Key.",
+        )
+    _finalise_quietly(repos, claim, status=FAILED, error=exc.code, cool_off=retry_after)
+    return _throttled(exc)
+
+
+def _cancelled(
+    repos: Repositories, claim: Claim, items: list[dict], exc: ClientError, *, fresh: bool
+) -> IntakeOutcome:
+    rows = cancellation_decode(items, exc.response, repos.roles())
+    decoded = [r.as_dict() for r in rows]
+    branch = overall_branch(rows)
+    if branch == DUPLICATE:
+        existing = repos.pledges.get(claim.intent_id)
+        if existing is None:  # pragma: no cover - a condition failed on a missing item
+            raise exc
+        if fresh:
+            # Our claim was new, yet the pledge existed: the earlier claim was deleted
+            # by TTL before the client retried.
+            metrics.TTL_DELETE_BEFORE_RETRY.inc()
+        same = existing.normalised_request() == claim.request
+        _finalise_quietly(
+            repos,
+            claim,
+            status=COMPLETED,
+            response=existing.api_body(),
+            payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
+            ttl=settings.CLAIM_COMPLETED_TTL_S,
+        )
+        if same:
+            return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
+        case = _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc,
+            client_outcome={"http_status": 422, "error": KEY_REUSED},
+        )
+        return IntakeOutcome(
+            KEY_REUSED,
+            case_id=case,
+            decoded=decoded,
+            detail="A pledge with this Idempotency-Key exists with a different body.",
+        )
+    if branch == LOST_CLAIM:
+        current = repos.claims.get(claim.pk)
+        case = _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc,
+            client_outcome={"http_status": 409, "error": IN_PROGRESS},
+        )
+        if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
+            return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
+        outcome = _in_progress(current)
+        return IntakeOutcome(
+            IN_PROGRESS,
+            retry_after=outcome.retry_after,
+            case_id=case,
+            decoded=decoded,
+            detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
+        )
+    status = 409 if branch == RETRYABLE else 500
+    case = _open_case(
+        repos,
+        claim,
+        CANCELLED_TRANSACTION,
+        decoded=rows,
+        error=exc,
+        client_outcome={"http_status": status, "error": CANCELLED if status == 409 else REJECTED},
+    )
+    _finalise_quietly(repos, claim, status=FAILED, error=branch, case_id=case)
+    return IntakeOutcome(
+        CANCELLED if status == 409 else REJECTED,
+        case_id=case,
+        decoded=decoded,
+        retry_after=_retry_after_s() if status == 409 else None,
+        detail="DynamoDB cancelled the transaction; nothing was recorded.",
+    )
+
+
+def _token_mismatch(repos: Repositories, claim: Claim, exc: ClientError) -> IntakeOutcome:
+    case = _open_case(
+        repos,
+        claim,
+        TOKEN_MISMATCH,
+        decoded=[],
+        error=exc,
+        client_outcome={"http_status": 422, "error": TOKEN_PARAMETER_MISMATCH},
+    )
+    if case:
+        _attach_quietly(repos, claim, case, TOKEN_MISMATCH)
+    return IntakeOutcome(
+        TOKEN_PARAMETER_MISMATCH,
+        case_id=case,
+        detail="DynamoDB saw a different transaction under this request's token within its "
+        "10-minute window; nothing was recorded by this request. Staff will reconcile it.",
+    )
+
+
+def _ambiguous(repos: Repositories, claim: Claim, exc: BaseException) -> IntakeOutcome:
+    """The transaction may or may not have committed. Never mint a new token: record the
+    doubt as a case and let the durable record answer later."""
+    logger.warning(
+        "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
+    )
+    case = _open_case(
+        repos,
+        claim,
+        AMBIGUOUS_TIMEOUT,
+        decoded=[],
+        error=exc,
+        client_outcome={"http_status": 202, "error": OUTCOME_UNKNOWN},
+    )
+    if case:
+        _attach_quietly(repos, claim, case, AMBIGUOUS_TIMEOUT)
+    return IntakeOutcome(
+        OUTCOME_UNKNOWN,
+        case_id=case,
+        detail="The acknowledgement was lost: the pledge may or may not be recorded. "
+        "GET this pledge to learn the outcome; do not resend with a new key.",
+    )
+
+
+def _open_case(
+    repos: Repositories,
+    claim: Claim,
+    case_type: str,
+    *,
+    decoded: list,
+    error: BaseException,
+    client_outcome: dict,
+) -> str | None:
+    """Open the case for this claim version; on failure log it and leave the claim to
+    the stuck-claim sweep, which will find it (nothing is lost)."""
+    evidence = {
+        "claim": claim.snapshot(),
+        "error_code": error_code(error),
+        "error_message": str(error)[:500],
+        "observed_at": clock.iso(clock.now()),
+        "token_age_s": int((clock.now() - claim.token_issued).total_seconds()),
+        "token_window_s": TOKEN_WINDOW_S,
+    }
+    rows = [r.as_dict() if hasattr(r, "as_dict") else r for r in decoded]
+    case = case_build(
+        case_type=case_type,
+        claim=claim,
+        evidence=evidence,
+        decoded=rows,
+        client_outcome=client_outcome,
+        opened_by=pledge_receipt_actor(claim),
+    )
+    try:
+        stored, _created = case_open(repos, case=case, actor=_system_for(claim))
+    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+        logger.error("could not open %s case: %s", case_type, error_code(exc))
+        return None
+    return stored.case_id
+
+
+def _system_for(claim: Claim) -> Actor:
+    return Actor(
+        username="system",
+        role=Role.SYSTEM,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def _attach_quietly(repos: Repositories, claim: Claim, case_id: str, code: str) -> None:
+    try:
+        repos.claims.attach_case(claim, case_id=case_id, error_code=code)
+    except ClaimTaken:
+        pass  # the claim moved on (it committed, or a successor holds it)
+    except (BotoCoreError, ClientError) as exc:
+        logger.warning("could not attach case to claim: %s", error_code(exc))
+
+
+def _finalise_quietly(
+    repos: Repositories,
+    claim: Claim,
+    *,
+    status: str,
+    error: str | None = None,
+    response: dict | None = None,
+    payload_hash: str | None = None,
+    case_id: str | None = None,
+    cool_off: int | None = None,
+    ttl: int | None = None,
+) -> None:
+    """Fenced transition after a definitive outcome. If it fails the claim stays PENDING
+    and the sweep takes over; the caller's answer does not depend on it."""
+    expires_in = (
+        ttl
+        if ttl is not None
+        else (cool_off if cool_off is not None else settings.CLAIM_FAILED_TTL_S)
+    )
+    try:
+        repos.claims.finalise(
+            claim,
+            status=status,
+            response_body=response,
+            error_code=error,
+            expires_in_s=expires_in,
+            payload_hash=payload_hash,
+            case_id=case_id,
+        )
+    except ClaimTaken:
+        pass
+    except (BotoCoreError, ClientError) as exc:
+        logger.warning("could not finalise claim: %s", error_code(exc))
+
+
+def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
+    """The durable record, read consistently: the recovery path after a 202."""
+    intent_id = intent_id_for(tenant, idempotency_key)
+    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
+    pledge = repositories_for_key(pk).pledges.get(intent_id, consistent=True)
+    return pledge.api_body() if pledge else None
+
+
+__all__ = ["PENDING", "pledge_commit", "pledge_get", "pledge_submit"]

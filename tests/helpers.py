@@ -1,0 +1,60 @@
+"""Test-side readers of whole tables. Tests may Scan; no request path does."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from reconciliation.dynamo.items import from_item
+
+
+def scan_all(ddb, table: str) -> list[dict]:
+    items: list[dict] = []
+    kwargs = {"TableName": table, "ConsistentRead": True}
+    while True:
+        response = ddb.client.scan(**kwargs)
+        items.extend(from_item(i) for i in response.get("Items", []))
+        if "LastEvaluatedKey" not in response:
+            return items
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def pledges(ddb) -> list[dict]:
+    return scan_all(ddb, ddb.tables.pledges)
+
+
+def claims(ddb) -> list[dict]:
+    return scan_all(ddb, ddb.tables.idempotency_keys)
+
+
+def cases(ddb) -> list[dict]:
+    return [c for c in scan_all(ddb, ddb.tables.cases) if not c["case_id"].startswith("#")]
+
+
+def audit_events(ddb, stream_prefix: str = "") -> list[dict]:
+    return sorted(
+        (
+            e
+            for e in scan_all(ddb, ddb.tables.audit_events)
+            if e["stream"].startswith(stream_prefix)
+        ),
+        key=lambda e: (e["stream"], e["seq"]),
+    )
+
+
+def ledger_total(ddb, fund: str = "GENERAL", currency: str = "USD") -> tuple[Decimal, int]:
+    total, count = Decimal("0"), 0
+    for item in scan_all(ddb, ddb.tables.ledger):
+        if item.get("fund_code") == fund and item.get("currency") == currency:
+            total += Decimal(str(item.get("pledged_total", 0)))
+            count += int(item.get("pledge_count", 0))
+    return total, count
+
+
+def nothing_written(ddb) -> bool:
+    return not (
+        pledges(ddb)
+        or claims(ddb)
+        or scan_all(ddb, ddb.tables.ledger)
+        or audit_events(ddb)
+        or cases(ddb)
+    )
