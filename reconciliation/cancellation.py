@@ -80,7 +80,7 @@ def _key_of(role: str, operation: str, body: dict) -> dict:
     return {k: item[k] for k in key_names if k in item}
 
 
-def _explain(role: str, code: str, old: dict | None) -> tuple[str, str]:
+def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, str]:
     if code == "ConditionalCheckFailed":
         if role == "pledges":
             return (
@@ -96,6 +96,12 @@ def _explain(role: str, code: str, old: dict | None) -> tuple[str, str]:
                 f"request re-claimed or finished it.{holder} This attempt must not "
                 "complete, fail or delete it.",
                 LOST_CLAIM,
+            )
+        if role == "audit_events" and str(key.get("stream", "")).startswith("PLEDGE#"):
+            return (
+                "The pledge's receipt is already in its audit stream: the pledge was "
+                "recorded before, so this write is a duplicate.",
+                DUPLICATE,
             )
         if role == "audit_events":
             return (
@@ -130,7 +136,8 @@ def cancellation_decode(
         reason = reasons[index] if index < len(reasons) else {}
         code = reason.get("Code") or "None"
         old = from_item(reason["Item"]) if reason.get("Item") else None
-        explanation, branch = _explain(role, code, old)
+        key = _key_of(role, operation, body)
+        explanation, branch = _explain(role, code, old, key)
         attempted = from_item(body["Item"]) if operation == "Put" else None
         if operation == "Update":
             attempted = {"update": body.get("UpdateExpression", "")}
@@ -139,7 +146,7 @@ def cancellation_decode(
                 index=index,
                 operation=operation,
                 table=role,
-                key=_key_of(role, operation, body),
+                key=key,
                 code=code,
                 message=reason.get("Message", ""),
                 old_item=_strip_bulk(old),

@@ -1,0 +1,331 @@
+"""The write path under races, retries, lost responses and fencing (service layer + API)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from decimal import Decimal
+
+import pytest
+from botocore.exceptions import ClientError
+from django.test import Client
+
+from reconciliation import clock, metrics
+from reconciliation.actors import Actor, Role
+from reconciliation.cancellation import cancellation_decode
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.pledge_request import PledgeRequest, parse_fields
+from reconciliation.repositories import repositories
+from reconciliation.repositories.claims import FAILED, ClaimTaken
+from reconciliation.services import pledges as service
+from tests.conftest import pledge_body
+from tests.helpers import audit_events, cases, claims, ledger_total
+from tests.helpers import pledges as all_pledges
+
+ACTOR = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
+
+
+def _request(**overrides) -> PledgeRequest:
+    return parse_fields(pledge_body(**overrides))
+
+
+def _submit(key: str, **overrides) -> service.IntakeOutcome:
+    return service.pledge_submit(
+        tenant="acme", idempotency_key=key, request=_request(**overrides), actor=ACTOR
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_32_threads_same_key_and_body_record_one_pledge(ddb):
+    """32 threads at a barrier post the same key and body through the API, 20 rounds: exactly
+    one pledge and one ledger increment per round; every answer 201, 200-replay or 409."""
+    from dashboard.models import ApiToken
+
+    _, token = ApiToken.issue("acme")
+    statuses: dict[int, int] = {}
+    for round_no in range(20):
+        barrier = threading.Barrier(32)
+        answers: list[int] = []
+        lock = threading.Lock()
+
+        def post(barrier=barrier, answers=answers, lock=lock, key=f"race-{round_no}"):
+            client = Client()
+            barrier.wait()
+            response = client.post(
+                "/api/v1/pledges",
+                data=json.dumps(pledge_body()),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {token}",
+                HTTP_IDEMPOTENCY_KEY=key,
+            )
+            with lock:
+                answers.append(response.status_code)
+
+        threads = [threading.Thread(target=post) for _ in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(answers) == 32
+        assert set(answers) <= {201, 200, 409}, answers
+        assert answers.count(201) == 1, answers
+        for status in answers:
+            statuses[status] = statuses.get(status, 0) + 1
+    assert len(all_pledges(ddb)) == 20
+    assert ledger_total(ddb) == (Decimal("25.00") * 20, 20)
+    assert statuses[201] == 20
+
+
+@pytest.mark.token_semantics
+def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
+    """ambiguous-after-commit, then the same commit re-sent under the stored token: one
+    pledge, one ledger increment (DynamoDB answers the replay without applying it)."""
+    faults.set_plan(faults.FaultPlan({"ambiguous_after_commit": 1.0}))
+    outcome = _submit("amb-1")
+    faults.set_plan(None)
+    assert outcome.kind == service.OUTCOME_UNKNOWN
+    repos = repositories()
+    claim_item = claims(ddb)[0]
+    # Rebuild the attempt exactly as it was when the commit was sent (version 1).
+    claim = repos.claims.get("acme#create_pledge#amb-1")
+    attempt = claim.__class__(**{**claim.__dict__, "status": "PENDING", "version": 1})
+    retried = service.pledge_commit(repos, attempt)
+    assert retried.kind == service.CREATED
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    assert claim_item["request_token"] == attempt.request_token
+
+
+def test_changed_amount_under_same_key_is_rejected_with_nothing_written(ddb):
+    """A retry of a committed key with a changed amount is key reuse: nothing is written."""
+    assert _submit("chg-1").kind == service.CREATED
+    before = (all_pledges(ddb), claims(ddb), audit_events(ddb))
+    assert _submit("chg-1", amount="99.00").kind == service.KEY_REUSED
+    assert (all_pledges(ddb), claims(ddb), audit_events(ddb)) == before
+
+
+def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb):
+    """A claims, its lease expires, B re-claims and completes; A's late completion and A's
+    late failure both fail their conditions and B's record is intact."""
+    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
+    with pytest.raises(faults.SimulatedCrash):
+        _submit("fence-1")
+    faults.set_plan(None)
+    repos = repositories()
+    worker_a = repos.claims.get("acme#create_pledge#fence-1")
+    with clock.travel(61):
+        assert _submit("fence-1").kind == service.CREATED  # worker B
+    b_record = claims(ddb)[0]
+    assert b_record["status"] == "COMPLETED" and b_record["attempt_id"] != worker_a.attempt_id
+
+    late = service.pledge_commit(repos, worker_a)
+    if ddb.honours_token:
+        # B committed under the same token (a re-claim keeps it) within 10 minutes, so
+        # DynamoDB refuses A's different transaction outright (measured on DynamoDB Local).
+        assert late.kind == service.TOKEN_PARAMETER_MISMATCH
+    else:
+        # Without token semantics the claim condition fences A: a lost claim, B's answer.
+        assert late.kind == service.REPLAYED
+    with pytest.raises(ClaimTaken) as info:
+        repos.claims.finalise(worker_a, status=FAILED, error_code="late", expires_in_s=30)
+    assert info.value.current.status == "COMPLETED"
+    assert claims(ddb)[0] == b_record
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+
+
+@pytest.mark.dynamodb_local_only
+def test_throttling_is_retried_with_backoff_until_it_commits(ddb):
+    """Half the calls throttled (fixed seed): the write path retries with backoff and commits
+    once; the application-level retry counter moved."""
+    before = metrics.APP_RETRIES.labels("ThrottlingException")._value.get()
+    faults.set_plan(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7)))
+    outcome = _submit("thr-1")
+    faults.set_plan(None)
+    assert outcome.kind == service.CREATED
+    assert len(all_pledges(ddb)) == 1
+    assert metrics.APP_RETRIES.labels("ThrottlingException")._value.get() > before
+
+
+def test_conditional_check_failed_is_never_retried(settings):
+    """with_retry gives a ConditionalCheckFailedException straight back after one call, and
+    retries only transient codes, under its attempt budget."""
+    calls = []
+
+    def conditional():
+        calls.append(1)
+        raise ClientError({"Error": {"Code": "ConditionalCheckFailedException"}}, "PutItem")
+
+    with pytest.raises(ClientError):
+        with_retry(conditional, sleep=lambda s: None)
+    assert len(calls) == 1
+
+    delays: list[float] = []
+
+    def throttled():
+        calls.append(1)
+        raise ClientError({"Error": {"Code": "ThrottlingException"}}, "PutItem")
+
+    calls.clear()
+    with pytest.raises(RetriesExhausted):
+        with_retry(throttled, attempts=4, budget_s=60, sleep=delays.append, rng=random.Random(1))
+    assert len(calls) == 4
+    assert len(delays) == 3
+    caps = [
+        min(settings.DDB_APP_RETRY_CAP_S, settings.DDB_APP_RETRY_BASE_S * 2**i) for i in range(3)
+    ]
+    assert all(0 <= d <= cap for d, cap in zip(delays, caps, strict=True))
+
+
+@pytest.mark.dynamodb_local_only
+def test_lost_response_on_claim_still_commits_exactly_one_pledge(ddb):
+    """The claim PutItem takes effect but its response is lost; the SDK re-sends it, the
+    condition fails on our own attempt_id, and the request commits exactly one pledge."""
+    with faults.response_lost(ddb.client, "PutItem") as swallowed:
+        outcome = _submit("lost-1")
+    assert swallowed == [200]
+    assert outcome.kind == service.CREATED
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    assert cases(ddb) == []
+
+
+def _cancelled_rows(ddb, items):
+    with pytest.raises(ClientError) as info:
+        ddb.client.transact_write_items(TransactItems=items)
+    return [
+        r.as_dict() for r in cancellation_decode(items, info.value.response, repositories().roles())
+    ]
+
+
+def test_decoded_rows_for_pledge_exists_failure(ddb):
+    """The commit of an intent whose pledge already exists decodes to: duplicate on the
+    pledge (with the old item), nothing on the other three items."""
+    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
+    with pytest.raises(faults.SimulatedCrash):
+        _submit("dup-1")
+    faults.set_plan(None)
+    repos = repositories()
+    claim = repos.claims.get("acme#create_pledge#dup-1")
+    items, pledge = service.commit_items(repos, claim)
+    ddb.client.put_item(TableName=ddb.tables.pledges, Item=items[0]["Put"]["Item"])
+    rows = _cancelled_rows(ddb, items)
+    assert rows == [
+        {
+            "index": 0,
+            "operation": "Put",
+            "table": "pledges",
+            "key": {"intent_id": "acme#dup-1"},
+            "code": "ConditionalCheckFailed",
+            "message": "The conditional request failed",
+            "old_item": json.loads(json.dumps(rows[0]["old_item"])),
+            "attempted": rows[0]["attempted"],
+            "explanation": "The pledge for this intent already exists (the durable record): "
+            "this write is a duplicate and must not be applied again.",
+            "branch": "duplicate",
+        },
+        {
+            "index": 1,
+            "operation": "Update",
+            "table": "ledger",
+            "key": {"fund": pledge.ledger_key},
+            "code": "None",
+            "message": "",
+            "old_item": None,
+            "attempted": {"update": items[1]["Update"]["UpdateExpression"]},
+            "explanation": "This item was fine; the transaction was cancelled because of "
+            "another item.",
+            "branch": "none",
+        },
+        {
+            "index": 2,
+            "operation": "Put",
+            "table": "audit_events",
+            "key": {"stream": "PLEDGE#acme#dup-1", "seq": 1},
+            "code": "None",
+            "message": "",
+            "old_item": None,
+            "attempted": rows[2]["attempted"],
+            "explanation": "This item was fine; the transaction was cancelled because of "
+            "another item.",
+            "branch": "none",
+        },
+        {
+            "index": 3,
+            "operation": "Update",
+            "table": "idempotency_keys",
+            "key": {"pk": "acme#create_pledge#dup-1"},
+            "code": "None",
+            "message": "",
+            "old_item": None,
+            "attempted": {"update": items[3]["Update"]["UpdateExpression"]},
+            "explanation": "This item was fine; the transaction was cancelled because of "
+            "another item.",
+            "branch": "none",
+        },
+    ]
+    assert rows[0]["old_item"]["intent_id"] == "acme#dup-1"
+    assert rows[0]["old_item"]["amount"] == 25
+    assert rows[0]["attempted"]["intent_id"] == "acme#dup-1"
+    assert rows[2]["attempted"]["action"] == "pledge_recorded"
+
+
+def test_decoded_rows_for_lost_claim_failure(ddb):
+    """A late worker's commit after a successor re-claimed decodes to a lost claim on the
+    claim item (its old item showing the successor's version), nothing elsewhere."""
+    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
+    with pytest.raises(faults.SimulatedCrash):
+        _submit("lost-claim-1")
+    repos = repositories()
+    worker_a = repos.claims.get("acme#create_pledge#lost-claim-1")
+    with clock.travel(61), pytest.raises(faults.SimulatedCrash):
+        _submit("lost-claim-1")  # worker B re-claims, then dies too
+    faults.set_plan(None)
+    items, _ = service.commit_items(repos, worker_a)
+    rows = _cancelled_rows(ddb, items)
+    assert [(r["index"], r["operation"], r["table"], r["code"], r["branch"]) for r in rows] == [
+        (0, "Put", "pledges", "None", "none"),
+        (1, "Update", "ledger", "None", "none"),
+        (2, "Put", "audit_events", "None", "none"),
+        (3, "Update", "idempotency_keys", "ConditionalCheckFailed", "lost_claim"),
+    ]
+    old = rows[3]["old_item"]
+    assert old["status"] == "PENDING" and old["version"] == 2
+    assert old["request_token"] == worker_a.request_token
+    assert rows[3]["explanation"] == (
+        "The claim is no longer held by this attempt: it expired and another request "
+        "re-claimed or finished it. It is now PENDING at version 2. This attempt must not "
+        "complete, fail or delete it."
+    )
+    assert rows[3]["message"] == "The conditional request failed"
+    assert rows[3]["key"] == {"pk": "acme#create_pledge#lost-claim-1"}
+
+
+def test_ttl_deleted_claim_replays_from_the_durable_pledge(ddb):
+    """The claim item is gone (TTL) but the pledge exists: a retry does not write again,
+    answers 200 from the durable record and counts dynamo_ttl_delete_before_retry_total."""
+    assert _submit("ttl-1").kind == service.CREATED
+    ddb.client.delete_item(
+        TableName=ddb.tables.idempotency_keys, Key={"pk": {"S": "acme#create_pledge#ttl-1"}}
+    )
+    before = metrics.TTL_DELETE_BEFORE_RETRY._value.get()
+    outcome = _submit("ttl-1")
+    assert outcome.kind == service.REPLAYED
+    assert outcome.pledge["amount"] == "25.00"
+    assert metrics.TTL_DELETE_BEFORE_RETRY._value.get() == before + 1
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    assert claims(ddb)[0]["status"] == "COMPLETED"
+
+
+def test_expired_completed_claim_is_answered_from_the_durable_record(ddb):
+    """A COMPLETED claim past its expiry (TTL not yet run) is not trusted: the replay
+    comes from a consistent read of the pledge."""
+    assert _submit("old-1").kind == service.CREATED
+    with clock.travel(8 * 24 * 3600):
+        outcome = _submit("old-1")
+    assert outcome.kind == service.REPLAYED
+    assert outcome.pledge["intent_id"] == "old-1"
+    assert len(all_pledges(ddb)) == 1
