@@ -93,6 +93,9 @@ def client_config() -> Config:
         connect_timeout=settings.DDB_CONNECT_TIMEOUT_S,
         read_timeout=settings.DDB_READ_TIMEOUT_S,
         max_pool_connections=64,
+        # Every request is built by code and DynamoDB validates it again server-side;
+        # client-side validation costs ~1 ms of CPU per transaction on the request path.
+        parameter_validation=False,
     )
 
 

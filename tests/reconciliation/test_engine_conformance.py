@@ -282,7 +282,7 @@ def test_sixteen_racers_on_one_key_have_exactly_one_winner(ddb):
             t.start()
         for t in threads:
             t.join()
-        assert errors == []
+        assert errors == [], [str(e) for e in errors]
         assert len(wins) == 1, f"round {round_no}: winners {wins}"
         assert len(losses) == 15
         assert _get(ddb, key)["owner"] == {"S": str(wins[0])}
