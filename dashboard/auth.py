@@ -1,0 +1,90 @@
+"""Who is asking: Django groups mapped to domain roles, and the actor for audit events.
+
+Every view states the roles it admits with :func:`role_required`; anonymous users are
+sent to sign in, signed-in users without one of the three groups get 403. The domain
+services check again (they take the actor and refuse what the role may not do).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from collections.abc import Callable
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+
+from reconciliation.actors import Actor, Role
+
+# A user belongs to one group (add_staff keeps it so); if several, the most privileged
+# wins for display, and services still check the role they are given.
+ROLE_ORDER = (Role.SUPERVISOR, Role.FINANCE_STAFF, Role.AUDITOR)
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+
+
+def user_role(user) -> Role | None:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    cached = getattr(user, "_pledge_role", "unset")
+    if cached != "unset":
+        return cached
+    names = set(user.groups.values_list("name", flat=True))
+    role = next((r for r in ROLE_ORDER if str(r) in names), None)
+    user._pledge_role = role
+    return role
+
+
+def actor_for(request: HttpRequest) -> Actor:
+    user = request.user
+    role = user_role(user)
+    if role is None:
+        raise PermissionDenied
+    return Actor(
+        username=user.get_username(),
+        email=user.email or "",
+        role=role,
+        address=request.META.get("REMOTE_ADDR", ""),
+        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
+    )
+
+
+def role_required(*roles: Role) -> Callable:
+    """Admit signed-in users whose role is one of ``roles`` (default: any staff role)."""
+    allowed = set(roles or ROLE_ORDER)
+
+    def decorator(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            role = user_role(request.user)
+            if role is None or role not in allowed:
+                raise PermissionDenied
+            request.role = role
+            return view(request, *args, **kwargs)
+
+        wrapped.allowed_roles = allowed  # read by the role × action matrix test
+        return wrapped
+
+    return decorator
+
+
+class CorrelationIdMiddleware:
+    """One correlation id per request, shared by every audit event it causes."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        supplied = request.headers.get("X-Request-ID", "")
+        request.correlation_id = supplied if REQUEST_ID_RE.match(supplied) else str(uuid.uuid4())
+        response = self.get_response(request)
+        response["X-Request-ID"] = request.correlation_id
+        return response
+
+
+def role_context(request: HttpRequest) -> dict:
+    role = user_role(getattr(request, "user", None))
+    return {"user_role": str(role) if role else ""}
