@@ -1,5 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from dashboard.views import api, ops
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<path:intent_id>", api.pledge_detail, name="api-pledge"),
+    path("audit/", include("dashboard.urls_audit")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
 ]

@@ -1,0 +1,3 @@
+"""URLs of the audit screens (search, export, downloads)."""
+
+urlpatterns: list = []

@@ -1,0 +1,1 @@
+"""Celery tasks of the audit trail (daily digest, large exports)."""

@@ -1,0 +1,1 @@
+"""Celery tasks of reconciliation cases (sweeps, retries, override expiry)."""
