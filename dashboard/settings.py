@@ -193,4 +193,21 @@ CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "sweep": {
+        "task": "reconciliation.tasks.cases.sweep_task",
+        "schedule": float(SWEEP_INTERVAL_S),
+        "options": {"expires": float(SWEEP_INTERVAL_S)},
+    },
+    "expire-overrides": {
+        "task": "reconciliation.tasks.cases.expire_overrides_task",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+    "audit-daily-digest": {
+        # Hourly; the task writes each UTC day's digest once and is a no-op otherwise.
+        "task": "reconciliation.tasks.audit.audit_daily_digest",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
+}
