@@ -164,6 +164,8 @@ CLAIM_COMPLETED_TTL_S = env_int("CLAIM_COMPLETED_TTL_S", 7 * 24 * 3600)
 # A FAILED claim is a cool-off: the key may be re-claimed once it has passed.
 CLAIM_FAILED_TTL_S = env_int("CLAIM_FAILED_TTL_S", 30)
 STUCK_GRACE_S = env_int("STUCK_GRACE_S", 30)
+# TTL deletes a claim this long after its lease/expiry, never sooner (cost control only).
+CLAIM_PURGE_AFTER_S = env_int("CLAIM_PURGE_AFTER_S", 7 * 24 * 3600)
 OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
 AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")

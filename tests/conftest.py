@@ -133,3 +133,23 @@ def pledge_body(**overrides) -> dict:
     body = {"donor_ref": "D-1001", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
     body.update(overrides)
     return body
+
+
+@pytest.fixture(autouse=True)
+def celery_eager():
+    """Tasks run inline in tests unless a test starts real worker processes."""
+    from dashboard.celery import app
+
+    before = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = before
+
+
+def staff_actor(username: str = "ada", role: str = "finance_staff"):
+    from reconciliation.actors import Actor, Role
+
+    return Actor(
+        username=username, role=Role(role), email=f"{username}@example.org", address="10.0.0.7"
+    )

@@ -112,7 +112,8 @@ def table_definitions(names: TableNames) -> list[Table]:
                     {"ProjectionType": "KEYS_ONLY"},
                 ),
             ),
-            ttl_attribute="expires_at",
+            # Not the lease (expires_at): see repositories/claims.py.
+            ttl_attribute="purge_at",
         ),
         Table(name=names.pledges, hash_key=("intent_id", "S")),
         Table(name=names.ledger, hash_key=("fund", "S")),

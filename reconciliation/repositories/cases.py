@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
@@ -86,6 +84,8 @@ class Case:
     override: dict | None = None
     resolution: dict | None = None
     last_action_id: str | None = None
+    request: dict = field(default_factory=dict)
+    retry: dict | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -102,7 +102,15 @@ class Case:
         }
 
 
-_JSON_FIELDS = ("decoded", "evidence", "client_outcome", "override", "resolution")
+_JSON_FIELDS = (
+    "decoded",
+    "evidence",
+    "client_outcome",
+    "override",
+    "resolution",
+    "request",
+    "retry",
+)
 
 
 def case_from_item(item: dict | None) -> Case | None:
@@ -190,17 +198,114 @@ class CaseRepository:
             out[item["case_id"].removeprefix(COUNTER_PREFIX)] = int(item.get("open_count", 0))
         return out
 
-    def exists(self, case_id: str) -> bool:
-        try:
-            response = self.client.get_item(
-                TableName=self.table,
-                Key=self._key(case_id),
-                ConsistentRead=True,
-                ProjectionExpression="case_id",
-            )
-        except ClientError:
-            raise
-        return "Item" in response
+    def query_queue(
+        self,
+        queue: str,
+        *,
+        limit: int,
+        start_key: dict | None = None,
+        opened_before: str | None = None,
+        filters: dict | None = None,
+    ) -> tuple[list[dict], dict | None, float]:
+        """One Query page of the ``open_by_queue`` index, oldest first.
+
+        ``opened_before`` bounds the range key (minimum age) so old-only pages cost only
+        what they return; ``filters`` (fund, min_amount, assignee) become a
+        FilterExpression. Returns plain rows, the LastEvaluatedKey and the read units.
+        """
+        key_condition = "#q = :q"
+        vals: dict = {"q": queue}
+        if opened_before:
+            key_condition += " AND queue_sort < :before"
+            vals["before"] = opened_before
+        parts = []
+        names = {"#q": "queue"}
+        for name, value in (filters or {}).items():
+            if value in (None, ""):
+                continue
+            if name == "min_amount":
+                parts.append("#amount >= :min_amount")
+                names["#amount"] = "amount"
+            else:
+                parts.append(f"#{name} = :{name}")
+                names[f"#{name}"] = name
+            vals[name] = value
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "open_by_queue",
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values(**vals),
+            "Limit": limit,
+            "ScanIndexForward": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if parts:
+            kwargs["FilterExpression"] = " AND ".join(parts)
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self.client.query(**kwargs)
+        rows = [from_item(i) for i in response.get("Items", [])]
+        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+        return rows, response.get("LastEvaluatedKey"), consumed
+
+    def count_range(
+        self, queue: str, *, before: str | None = None, after: str | None = None
+    ) -> int:
+        """How many open cases of ``queue`` were opened in ``[after, before)``."""
+        condition = "#q = :q"
+        vals: dict = {"q": queue}
+        if before and after:
+            condition += " AND queue_sort BETWEEN :after AND :before"
+            vals.update(after=after, before=before)
+        elif before:
+            condition += " AND queue_sort < :before"
+            vals["before"] = before
+        elif after:
+            condition += " AND queue_sort >= :after"
+            vals["after"] = after
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "open_by_queue",
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#q": "queue"},
+            "ExpressionAttributeValues": values(**vals),
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            response = self.client.query(**kwargs)
+            total += response.get("Count", 0)
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def ids_for_intent(self, intent_id: str) -> list[str]:
+        response = self.client.query(
+            TableName=self.table,
+            IndexName="by_intent",
+            KeyConditionExpression="intent_id = :i",
+            ExpressionAttributeValues=values(i=intent_id),
+        )
+        return [i["case_id"]["S"] for i in response.get("Items", [])]
+
+    def get_many(self, case_ids: list[str]) -> list[Case]:
+        found: list[Case] = []
+        for start in range(0, len(case_ids), 100):
+            request = {
+                self.table: {
+                    "Keys": [self._key(c) for c in case_ids[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.client.batch_get_item(RequestItems=request)
+                found.extend(
+                    case_from_item(i) for i in response.get("Responses", {}).get(self.table, [])
+                )
+                request = response.get("UnprocessedKeys") or {}
+        order = {c: n for n, c in enumerate(case_ids)}
+        return sorted(found, key=lambda c: order.get(c.case_id, 0))
 
 
 def with_changes(case: Case, **changes: Any) -> Case:

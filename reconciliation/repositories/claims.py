@@ -1,5 +1,11 @@
 """Claim items in ``idempotency_keys``: ``PENDING → COMPLETED / FAILED`` (DESIGN.md §3, §4).
 
+``expires_at`` is the lease (and the range key of the stuck-claim index); the TTL
+attribute is ``purge_at``, ``CLAIM_PURGE_AFTER_S`` later. Were the lease itself the TTL
+attribute, DynamoDB could delete a stuck PENDING claim before the sweep saw it (DynamoDB
+Local deletes expired items within seconds; AWS within 48 h), and the crash would leave
+no case behind.
+
 Every transition is fenced: it is conditioned on the ``version`` (and where it matters
 the ``attempt_id``) that its holder read, so a worker that lost its claim can never
 complete, fail or delete its successor's claim.
@@ -32,6 +38,11 @@ OPERATION_CREATE_PLEDGE = "create_pledge"
 
 def claim_pk(tenant: str, operation: str, idempotency_key: str) -> str:
     return f"{tenant}#{operation}#{idempotency_key}"
+
+
+def purge_at(expires_at: int) -> int:
+    """When TTL may delete the item: well after the lease, so sweeps always see it."""
+    return expires_at + settings.CLAIM_PURGE_AFTER_S
 
 
 def pending_shard(pk: str) -> str:
@@ -195,7 +206,8 @@ class ClaimRepository:
                 Key=self._key(seen.pk),
                 UpdateExpression=(
                     "SET #st = :pending, version = :next, attempt_id = :attempt, "
-                    "expires_at = :exp, pending_shard = :shard, claimed_at = :now, "
+                    "expires_at = :exp, purge_at = :purge, pending_shard = :shard, "
+                    "claimed_at = :now, "
                     "correlation_id = :corr, client_address = :addr "
                     "REMOVE last_error_code, case_id, #resp"
                 ),
@@ -209,6 +221,7 @@ class ClaimRepository:
                     next=seen.version + 1,
                     attempt=attempt_id,
                     exp=clock.epoch(now) + settings.CLAIM_PENDING_TTL_S,
+                    purge=purge_at(clock.epoch(now) + settings.CLAIM_PENDING_TTL_S),
                     shard=pending_shard(seen.pk),
                     now=clock.iso(now),
                     corr=correlation_id,
@@ -239,7 +252,7 @@ class ClaimRepository:
                 "Key": self._key(claim.pk),
                 "UpdateExpression": (
                     "SET #st = :done, version = :next, #resp = :resp, expires_at = :exp, "
-                    "completed_at = :at REMOVE pending_shard"
+                    "purge_at = :purge, completed_at = :at REMOVE pending_shard"
                 ),
                 # status = PENDING and version = :v: only the current holder completes.
                 "ConditionExpression": "#st = :pending AND version = :v",
@@ -249,6 +262,7 @@ class ClaimRepository:
                     next=claim.version + 1,
                     resp=json.dumps(response_body, sort_keys=True),
                     exp=clock.epoch(completed_at) + settings.CLAIM_COMPLETED_TTL_S,
+                    purge=purge_at(clock.epoch(completed_at) + settings.CLAIM_COMPLETED_TTL_S),
                     at=clock.iso(completed_at),
                     pending=PENDING,
                     v=claim.version,
@@ -309,12 +323,13 @@ class ClaimRepository:
         case_id: str | None = None,
         require_pending: bool = True,
     ) -> dict:
-        sets = ["#st = :st", "version = :next", "expires_at = :exp"]
+        sets = ["#st = :st", "version = :next", "expires_at = :exp", "purge_at = :purge"]
         removes = ["pending_shard"]
         vals: dict[str, Any] = {
             "st": status,
             "next": claim.version + 1,
             "exp": clock.epoch() + expires_in_s,
+            "purge": purge_at(clock.epoch() + expires_in_s),
             "v": claim.version,
         }
         if response_body is not None:
@@ -408,4 +423,5 @@ class ClaimRepository:
         data = {k: getattr(claim, k) for k in _KNOWN}
         data["request"] = json.dumps(claim.request, sort_keys=True)
         data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
+        data["purge_at"] = purge_at(claim.expires_at)
         return to_item(data)

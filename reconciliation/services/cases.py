@@ -5,6 +5,7 @@ queue counters — no change without its event, no event without its change."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from decimal import Decimal
 
 from botocore.exceptions import ClientError
@@ -65,6 +66,7 @@ def case_build(
         client_outcome=client_outcome or {},
         last_actor=opened_by.username,
         last_action_at=opened_at,
+        request=dict(request),
     )
 
 
@@ -117,3 +119,148 @@ def _audit_safe(evidence: dict) -> dict:
     if isinstance(claim, dict):
         out["claim"] = {k: v for k, v in claim.items() if k not in ("response", "request")}
     return out
+
+
+# --- changing a case -------------------------------------------------------------------
+
+
+class CaseError(Exception):
+    """A case action was refused; the message says why in words a user can act on."""
+
+    code = "refused"
+    status = 422
+
+
+class CaseNotFound(CaseError):
+    code = "not_found"
+    status = 404
+
+
+class NotAllowed(CaseError):
+    code = "not_allowed"
+    status = 403
+
+
+class InvalidReason(CaseError):
+    code = "invalid_reason"
+    status = 400
+
+
+class CaseChanged(CaseError):
+    """Someone else changed the case since it was read: who, when, and the fresh case."""
+
+    code = "case_changed"
+    status = 409
+
+    def __init__(self, current: Case):
+        super().__init__(
+            f"Case {current.case_id} was changed by {current.last_actor} at "
+            f"{current.last_action_at} (now {current.state}, version {current.version})."
+        )
+        self.current = current
+
+
+def case_load(
+    repos: Repositories, case_id: str, *, seen_version: int | None, action_id: str | None
+) -> tuple[Case, bool]:
+    """The case as stored, and whether ``action_id`` was already applied to it.
+
+    A stale ``seen_version`` raises :class:`CaseChanged` unless this very action is what
+    changed it (a double submission), which is reported as already applied."""
+    case = repos.cases.get(case_id)
+    if case is None:
+        raise CaseNotFound(f"No case {case_id}.")
+    if action_id and case.last_action_id == action_id:
+        return case, True
+    if seen_version is not None and case.version != seen_version:
+        raise CaseChanged(case)
+    return case, False
+
+
+def case_commit_change(
+    repos: Repositories,
+    case: Case,
+    *,
+    actor: Actor,
+    action: str,
+    changes: dict,
+    action_id: str | None,
+    disposition: str | None = None,
+    reason_code: str | None = None,
+    reason_text: str | None = None,
+    detail: dict | None = None,
+    extra_items: list[dict] | None = None,
+    extra_events: list[dict] | None = None,
+) -> Case:
+    """Apply ``changes`` to ``case`` in one transaction with its audit event.
+
+    The case write is conditioned on the version read, so of two people acting at once
+    exactly one commits; the loser gets :class:`CaseChanged` naming the winner. Items
+    in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it."""
+    now = clock.now()
+    state = changes.get("state", case.state)
+    queue = queue_for(case.case_type, state)
+    updated = replace(
+        case,
+        **changes,
+        version=case.version + 1,
+        queue=queue,
+        queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
+        last_actor=actor.username,
+        last_action_at=clock.iso(now),
+        last_action_id=action_id,
+    )
+    event = audit_event_build(
+        stream=f"CASE#{case.case_id}",
+        seq=case.audit_seq + 1,
+        prev_hash=case.audit_head,
+        action=action,
+        actor=actor,
+        at=now,
+        case_id=case.case_id,
+        intent_id=case.intent_id,
+        before=case.summary(),
+        after=updated.summary(),
+        disposition=disposition,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        detail=detail,
+    )
+    updated = replace(updated, audit_seq=event["seq"], audit_head=event["hash"])
+    items = [
+        repos.cases.replace_item(updated, seen_version=case.version),
+        repos.audit.put_item(event),
+    ]
+    if case.queue != queue:
+        if case.queue:
+            items.append(repos.cases.counter_item(case.queue, -1))
+        if queue:
+            items.append(repos.cases.counter_item(queue, +1))
+    items.extend(extra_items or [])
+    items.extend(repos.audit.put_item(e) for e in extra_events or [])
+    try:
+        with_retry(lambda: repos.client.transact_write_items(TransactItems=items))
+    except ClientError as exc:
+        if error_code(exc) != "TransactionCanceledException":
+            raise
+        reasons = exc.response.get("CancellationReasons") or []
+        codes = [r.get("Code") for r in reasons]
+        if (
+            codes
+            and codes[0] == "ConditionalCheckFailed"
+            or (len(codes) > 1 and codes[1] == "ConditionalCheckFailed")
+        ):
+            current = repos.cases.get(case.case_id)
+            if current is None:
+                raise CaseNotFound(f"No case {case.case_id}.") from exc
+            if action_id and current.last_action_id == action_id:
+                return current
+            raise CaseChanged(current) from exc
+        from reconciliation.cancellation import cancellation_decode
+
+        rows = cancellation_decode(items, exc.response, repos.roles())
+        failed = [r for r in rows if r.code != "None"]
+        detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
+        raise CaseError(f"The change was not applied: {detail_text}") from exc
+    logger.info("case %s: %s by %s", case.case_id, action, actor.role)
+    return updated

@@ -34,7 +34,7 @@ def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
     assert [i["IndexName"] for i in keys["GlobalSecondaryIndexes"]] == ["pending_by_expiry"]
     assert keys["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     ttl = client.describe_time_to_live(TableName=f"{prefix}idempotency_keys")
-    assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires_at"
+    assert ttl["TimeToLiveDescription"]["AttributeName"] == "purge_at"
     cases = client.describe_table(TableName=f"{prefix}cases")["Table"]
     assert {i["IndexName"] for i in cases["GlobalSecondaryIndexes"]} == {
         "open_by_queue",

@@ -1,0 +1,24 @@
+"""``manage.py sweep``: run every detection sweep once, now, and print what it opened."""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.core.management.base import BaseCommand, CommandError
+
+from reconciliation.dynamo.client import regions
+from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.services.sweeps import sweep_all
+
+
+class Command(BaseCommand):
+    help = "Run the stuck-claim sweep and the re-check of open cases once."
+
+    def handle(self, *args, **options) -> None:
+        try:
+            report = sweep_all()
+        except (BotoCoreError, ClientError) as exc:
+            raise CommandError(describe_connection_problem(exc, regions()[0])) from None
+        for line in report.lines():
+            self.stdout.write(line)
+        if report.errors:
+            raise CommandError(f"{len(report.errors)} claim(s) could not be swept")

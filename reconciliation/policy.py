@@ -1,0 +1,109 @@
+"""What each role may do, which dispositions fit which case, and the fixed reason codes
+(DESIGN.md §6). Services check these themselves; the UI only hides what they refuse."""
+
+from __future__ import annotations
+
+from reconciliation.actors import Role
+from reconciliation.repositories.cases import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    ESCALATED,
+    OPEN,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+)
+
+CONFIRMED_COMMITTED = "CONFIRMED_COMMITTED"
+RETRY_COMMIT = "RETRY_COMMIT"
+DUPLICATE_REJECTED_OK = "DUPLICATE_REJECTED_OK"
+ESCALATE = "ESCALATE"
+RELEASE_CLAIM = "RELEASE_CLAIM"
+VOID_PLEDGE = "VOID_PLEDGE"
+REOPEN = "REOPEN"
+
+DISPOSITIONS = (CONFIRMED_COMMITTED, RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
+OVERRIDES = (RELEASE_CLAIM, VOID_PLEDGE, REOPEN)
+BULK_DISPOSITIONS = (RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
+
+LABELS = {
+    CONFIRMED_COMMITTED: "Confirmed committed",
+    RETRY_COMMIT: "Retry the commit",
+    DUPLICATE_REJECTED_OK: "Duplicate correctly rejected",
+    ESCALATE: "Escalate",
+    RELEASE_CLAIM: "Release the claim (client may retry)",
+    VOID_PLEDGE: "Void the pledge",
+    REOPEN: "Reopen",
+}
+
+# Which evidence-based dispositions and overrides make sense for each case type.
+BY_CASE_TYPE = {
+    STUCK_PENDING: (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE),
+    AMBIGUOUS_TIMEOUT: (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE),
+    CANCELLED_TRANSACTION: (
+        DUPLICATE_REJECTED_OK,
+        CONFIRMED_COMMITTED,
+        RETRY_COMMIT,
+        ESCALATE,
+        RELEASE_CLAIM,
+        VOID_PLEDGE,
+    ),
+    TOKEN_MISMATCH: (
+        DUPLICATE_REJECTED_OK,
+        CONFIRMED_COMMITTED,
+        RETRY_COMMIT,
+        ESCALATE,
+        RELEASE_CLAIM,
+        VOID_PLEDGE,
+    ),
+}
+
+REASON_CODES = {
+    "EVIDENCE_CONFIRMS": "Evidence (consistent reads) confirms the outcome",
+    "CLIENT_CONFIRMED": "The client confirmed the intended outcome",
+    "DUPLICATE_VERIFIED": "Verified as a duplicate of a recorded pledge",
+    "TRANSIENT_FAILURE": "A transient failure; safe to retry",
+    "DONOR_REQUEST": "The donor asked for this change",
+    "DATA_CORRECTION": "Correcting recorded data",
+    "SUSPECTED_FRAUD": "Suspected fraud or abuse",
+    "NEEDS_REVIEW": "Needs a second opinion",
+    "OTHER": "Other (explained in the text)",
+}
+MIN_REASON_LENGTH = 10
+
+# Actions a role may take. Auditors read and export only; system is the sweeps.
+STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})
+ACTIONS = {
+    "assign": STAFF,
+    "dispose": STAFF | {Role.SYSTEM},
+    "override_request": STAFF,
+    "override_approve": frozenset({Role.SUPERVISOR}),
+    "override_reject": frozenset({Role.SUPERVISOR}),
+    "override_expire": frozenset({Role.SYSTEM}),
+    "retry_run": STAFF | {Role.SYSTEM},
+    "open": frozenset({Role.SYSTEM, Role.API}),
+}
+
+# States from which each kind of change may start.
+ACTIVE_STATES = (OPEN, ESCALATED)
+REOPENABLE_STATES = (RESOLVED,)
+PENDING_APPROVAL = OVERRIDE_REQUESTED
+
+
+def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
+    """The dispositions and override requests this role may start on this case now."""
+    if role not in STAFF:
+        return []
+    if state in ACTIVE_STATES:
+        options = list(BY_CASE_TYPE.get(case_type, ()))
+        if state == ESCALATED:
+            options = [o for o in options if o != ESCALATE]
+        return options
+    if state in REOPENABLE_STATES:
+        return [REOPEN]
+    return []
+
+
+def may(role: Role | None, action: str) -> bool:
+    return role is not None and role in ACTIONS.get(action, frozenset())

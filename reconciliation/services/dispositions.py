@@ -1,0 +1,655 @@
+"""Dispositions, four-eyes overrides, assignment and bulk work on cases (DESIGN.md §6).
+
+Each service takes the acting :class:`Actor` (with its role), the case version the
+actor saw and an action id from the form, checks the role itself, and commits one
+transaction: the case change, its audit event and any claim/pledge/ledger write the
+disposition implies. A repeated action id is a no-op; a stale version is refused with
+who changed the case and when.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.policy import (
+    BULK_DISPOSITIONS,
+    CONFIRMED_COMMITTED,
+    DUPLICATE_REJECTED_OK,
+    ESCALATE,
+    LABELS,
+    MIN_REASON_LENGTH,
+    OVERRIDES,
+    REASON_CODES,
+    RELEASE_CLAIM,
+    REOPEN,
+    RETRY_COMMIT,
+    VOID_PLEDGE,
+    allowed_actions,
+    may,
+)
+from reconciliation.repositories import Repositories, repositories
+from reconciliation.repositories.audit import audit_event_build
+from reconciliation.repositories.cases import (
+    ESCALATED,
+    OPEN,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    Case,
+)
+from reconciliation.repositories.claims import COMPLETED, FAILED, PENDING
+from reconciliation.repositories.pledges import RECORDED
+from reconciliation.services.cases import (
+    CaseError,
+    InvalidReason,
+    NotAllowed,
+    case_commit_change,
+    case_load,
+)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    case: Case
+    applied: bool
+    message: str
+
+
+def _check_role(actor: Actor, action: str) -> None:
+    if not may(actor.role, action):
+        raise NotAllowed(f"The {actor.role} role may not {action.replace('_', ' ')}.")
+
+
+def _check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str, str]:
+    code = (reason_code or "").strip()
+    text = (reason_text or "").strip()
+    if code not in REASON_CODES:
+        raise InvalidReason("Choose a reason code from the list.")
+    if len(text) < MIN_REASON_LENGTH:
+        raise InvalidReason(f"Explain the reason in at least {MIN_REASON_LENGTH} characters.")
+    if len(text) > 2000:
+        raise InvalidReason("Keep the reason under 2000 characters.")
+    return code, text
+
+
+def _resolution(disposition: str, actor: Actor, **extra) -> dict:
+    return {
+        "disposition": disposition,
+        "by": actor.username,
+        "at": clock.iso(clock.now()),
+        **extra,
+    }
+
+
+def _already(case: Case) -> ActionResult:
+    return ActionResult(case, False, "That action was already applied; nothing changed.")
+
+
+# --- evidence-based dispositions --------------------------------------------------------
+
+
+def case_dispose(
+    *,
+    case_id: str,
+    disposition: str,
+    actor: Actor,
+    seen_version: int | None,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
+    DUPLICATE_REJECTED_OK or ESCALATE."""
+    repos = repos or repositories()
+    _check_role(actor, "dispose")
+    code, text = _check_reason(reason_code, reason_text)
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    if done:
+        return _already(case)
+    if actor.role != Role.SYSTEM and disposition not in allowed_actions(
+        case.case_type, case.state, actor.role
+    ):
+        raise CaseError(
+            f"{LABELS.get(disposition, disposition)} is not available for a "
+            f"{case.case_type} case in state {case.state}."
+        )
+    if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
+        raise CaseError(f"The case is {case.state}.")
+    common = dict(
+        actor=actor,
+        action_id=action_id,
+        disposition=disposition,
+        reason_code=code,
+        reason_text=text,
+    )
+    if disposition == CONFIRMED_COMMITTED:
+        return _confirm_committed(repos, case, **common)
+    if disposition == DUPLICATE_REJECTED_OK:
+        updated = case_commit_change(
+            repos,
+            case,
+            action="disposition_recorded",
+            changes={"state": RESOLVED, "resolution": _resolution(disposition, actor)},
+            **common,
+        )
+        return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
+    if disposition == ESCALATE:
+        updated = case_commit_change(
+            repos, case, action="case_escalated", changes={"state": ESCALATED}, **common
+        )
+        return ActionResult(updated, True, "Escalated.")
+    if disposition == RETRY_COMMIT:
+        retry = {
+            "status": "queued",
+            "requested_by": actor.username,
+            "requested_at": clock.iso(clock.now()),
+            "request_id": action_id or str(uuid.uuid4()),
+        }
+        updated = case_commit_change(
+            repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
+        )
+        _enqueue_retry(updated.case_id)
+        return ActionResult(
+            updated, True, "The commit will be retried in the background with the same token."
+        )
+    raise CaseError(f"Unknown disposition {disposition}.")
+
+
+def _confirm_committed(repos: Repositories, case: Case, **common) -> ActionResult:
+    actor = common["actor"]
+    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    if pledge is None:
+        raise CaseError(
+            "A consistent read finds no pledge for this intent, so it cannot be confirmed "
+            "as committed. Retry the commit or release the claim instead."
+        )
+    claim = repos.claims.get(case.claim_pk)
+    extra = []
+    if claim is not None and claim.status != COMPLETED:
+        # Finalise the claim so replays are answered from it, fenced on the version read.
+        extra.append(
+            repos.claims.finalise_item(
+                claim,
+                status=COMPLETED,
+                response_body=pledge.api_body(),
+                expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+                require_pending=False,
+            )
+        )
+    updated = case_commit_change(
+        repos,
+        case,
+        action="disposition_recorded",
+        changes={"state": RESOLVED, "resolution": _resolution(CONFIRMED_COMMITTED, actor)},
+        extra_items=extra,
+        detail={"pledge": pledge.snapshot(), "claim_finalised": bool(extra)},
+        **common,
+    )
+    return ActionResult(updated, True, "Confirmed committed: the pledge is recorded.")
+
+
+def _enqueue_retry(case_id: str) -> None:
+    from reconciliation.tasks.cases import retry_commit_task
+
+    retry_commit_task.delay(case_id)
+
+
+def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
+    """Re-run the commit of a case's intent (the Celery task's body). Returns what
+    happened: ``resolved``, ``committed``, ``already_committed``, ``wait:N`` or the
+    failure kind. Duplicate-safe: the durable pledge key refuses a second pledge, and
+    the claim's stored token is reused (same token inside the 10-minute window)."""
+    from reconciliation.services import pledges as pledge_service
+
+    repos = repos or repositories()
+    actor = system_actor()
+    case = repos.cases.get(case_id)
+    if case is None or case.state == RESOLVED or not case.retry:
+        return "nothing_to_do"
+    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    claim = repos.claims.get(case.claim_pk)
+    if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
+        return f"wait:{max(1, claim.expires_at - clock.epoch())}"
+    kind = "already_committed"
+    if pledge is None:
+        if claim is None:
+            claim = repos.claims.new_claim(
+                pk=case.claim_pk,
+                tenant=case.tenant,
+                idempotency_key=case.idempotency_key,
+                intent_id=case.intent_id,
+                payload_hash=_payload_hash(case.request),
+                request=case.request,
+                correlation_id=actor.correlation_id,
+                client_address="",
+            )
+            claim = replace(
+                claim, request_token=case.request_token, token_issued_at=case.token_issued_at
+            )
+            repos.claims.create(claim)
+        elif claim.status != COMPLETED:
+            claim = repos.claims.reclaim(
+                claim, correlation_id=actor.correlation_id, client_address=""
+            )
+        if claim.status == PENDING:
+            outcome = pledge_service.pledge_commit(repos, claim)
+            kind = outcome.kind
+    case = repos.cases.get(case_id)
+    retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
+    if kind in (pledge_service.CREATED, pledge_service.REPLAYED, "already_committed"):
+        case_commit_change(
+            repos,
+            case,
+            actor=actor,
+            action="retry_commit_succeeded",
+            action_id=f"retry-{retry.get('request_id')}",
+            disposition=RETRY_COMMIT,
+            changes={
+                "state": RESOLVED,
+                "retry": retry,
+                "resolution": _resolution(RETRY_COMMIT, actor, outcome=kind),
+            },
+        )
+        return "committed" if kind == pledge_service.CREATED else "already_committed"
+    case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="retry_commit_failed",
+        action_id=f"retry-{retry.get('request_id')}",
+        disposition=RETRY_COMMIT,
+        changes={"retry": retry},
+        detail={"outcome": kind},
+    )
+    return kind
+
+
+def _payload_hash(request: dict) -> str:
+    from reconciliation.pledge_request import PledgeRequest
+
+    return PledgeRequest.from_normalised(request).payload_hash
+
+
+# --- assignment -------------------------------------------------------------------------
+
+
+def case_assign(
+    *,
+    case_id: str,
+    actor: Actor,
+    seen_version: int | None,
+    action_id: str | None = None,
+    unassign: bool = False,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    _check_role(actor, "assign")
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    if done:
+        return _already(case)
+    if case.state == RESOLVED:
+        raise CaseError("A resolved case cannot be assigned.")
+    assignee = None if unassign else actor.username
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="case_unassigned" if unassign else "case_assigned",
+        action_id=action_id,
+        changes={"assignee": assignee},
+    )
+    return ActionResult(updated, True, "Unassigned." if unassign else "Assigned to you.")
+
+
+# --- four-eyes overrides ----------------------------------------------------------------
+
+
+def override_request(
+    *,
+    case_id: str,
+    override: str,
+    actor: Actor,
+    seen_version: int | None,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
+    repos = repos or repositories()
+    _check_role(actor, "override_request")
+    code, text = _check_reason(reason_code, reason_text)
+    if override not in OVERRIDES:
+        raise CaseError(f"Unknown override {override}.")
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    if done:
+        return _already(case)
+    if override not in allowed_actions(case.case_type, case.state, actor.role):
+        raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
+    pins: dict = {}
+    if override == RELEASE_CLAIM:
+        claim = repos.claims.get(case.claim_pk)
+        if claim is None:
+            raise CaseError("The claim no longer exists (TTL): there is nothing to release.")
+        if claim.status == COMPLETED:
+            raise CaseError("The claim is COMPLETED: the pledge committed; nothing to release.")
+        pins["claim_version"] = claim.version
+    if override == VOID_PLEDGE:
+        pledge = repos.pledges.get(case.intent_id)
+        if pledge is None or pledge.status != RECORDED:
+            raise CaseError("There is no recorded pledge for this intent to void.")
+        pins["pledge_audit_seq"] = pledge.audit_seq
+    now = clock.now()
+    request = {
+        "request_id": str(uuid.uuid4()),
+        "action": override,
+        "requested_by": actor.as_audit(),
+        "reason_code": code,
+        "reason_text": text,
+        "requested_at": clock.iso(now),
+        "expires_at": clock.epoch(now) + settings.OVERRIDE_TTL_S,
+        "pinned_version": case.version + 1,
+        "prior_state": case.state,
+        **pins,
+    }
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="override_requested",
+        action_id=action_id,
+        disposition=override,
+        reason_code=code,
+        reason_text=text,
+        changes={"state": OVERRIDE_REQUESTED, "override": request},
+    )
+    return ActionResult(updated, True, f"{LABELS[override]} requested; a supervisor must approve.")
+
+
+def _pending_override(case: Case, request_id: str | None) -> dict:
+    override = case.override or {}
+    if case.state != OVERRIDE_REQUESTED or not override:
+        last = case.resolution or {}
+        raise CaseError(
+            f"There is no pending request on this case: it is {case.state}"
+            + (f", decided by {last.get('by')} at {last.get('at')}." if last else ".")
+        )
+    if request_id and override.get("request_id") != request_id:
+        raise CaseError("That request was already decided; a newer request is pending.")
+    return override
+
+
+def override_approve(
+    *,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    _check_role(actor, "override_approve")
+    code, text = _check_reason(reason_code, reason_text)
+    case, done = case_load(repos, case_id, seen_version=None, action_id=action_id)
+    if done:
+        return _already(case)
+    override = _pending_override(case, request_id)
+    if override["requested_by"]["username"] == actor.username:
+        raise NotAllowed("You requested this override; a different supervisor must approve it.")
+    if case.version != override["pinned_version"]:
+        raise CaseError(
+            f"The case changed since the request (by {case.last_actor} at "
+            f"{case.last_action_at}); the request no longer applies."
+        )
+    if clock.epoch() >= override["expires_at"]:
+        raise CaseError("The request has expired; ask for it again if it is still needed.")
+    action = override["action"]
+    common = dict(
+        actor=actor,
+        action_id=action_id,
+        disposition=action,
+        reason_code=code,
+        reason_text=text,
+        detail={"request": override},
+    )
+    resolution = _resolution(action, actor, requested_by=override["requested_by"]["username"])
+    if action == REOPEN:
+        updated = case_commit_change(
+            repos,
+            case,
+            action="override_approved",
+            changes={"state": OPEN, "override": None, "resolution": None},
+            **common,
+        )
+        return ActionResult(updated, True, "Approved: the case is open again.")
+    if action == RELEASE_CLAIM:
+        claim = repos.claims.get(case.claim_pk)
+        extra = []
+        if claim is not None:
+            if claim.version != override.get("claim_version"):
+                raise CaseError(
+                    f"The claim changed since the request (now {claim.status} at version "
+                    f"{claim.version}); releasing it could undo a newer attempt."
+                )
+            extra.append(
+                repos.claims.finalise_item(
+                    claim,
+                    status=FAILED,
+                    error_code="RELEASED_BY_OVERRIDE",
+                    expires_in_s=0,
+                    require_pending=False,
+                )
+            )
+        updated = case_commit_change(
+            repos,
+            case,
+            action="override_approved",
+            extra_items=extra,
+            changes={"state": RESOLVED, "override": None, "resolution": resolution},
+            **common,
+        )
+        return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
+    if action == VOID_PLEDGE:
+        return _void(repos, case, override, resolution, **common)
+    raise CaseError(f"Unknown override {action}.")
+
+
+def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **common):
+    actor = common["actor"]
+    pledge = repos.pledges.get(case.intent_id)
+    if pledge is None or pledge.status != RECORDED:
+        raise CaseError("The pledge is no longer RECORDED; nothing to void.")
+    if pledge.audit_seq != override.get("pledge_audit_seq"):
+        raise CaseError("The pledge changed since the request; ask again.")
+    now = clock.now()
+    event = audit_event_build(
+        stream=f"PLEDGE#{pledge.intent_id}",
+        seq=pledge.audit_seq + 1,
+        prev_hash=pledge.audit_head,
+        action="pledge_voided",
+        actor=actor,
+        at=now,
+        case_id=case.case_id,
+        intent_id=pledge.intent_id,
+        before={"status": pledge.status},
+        after={"status": "VOIDED"},
+        disposition=VOID_PLEDGE,
+        reason_code=common["reason_code"],
+        reason_text=common["reason_text"],
+        detail={"requested_by": override["requested_by"]["username"]},
+    )
+    extra = [
+        repos.pledges.void_item(pledge, voided_at=clock.iso(now), audit_head=event["hash"]),
+        # The void subtracts in the same transaction that marks the pledge VOIDED, so the
+        # ledger always equals the sum of RECORDED pledges.
+        repos.ledger.add_item(
+            pledge.ledger_key,
+            fund=pledge.fund,
+            currency=pledge.currency,
+            amount=-pledge.amount,
+            count=-1,
+        ),
+    ]
+    updated = case_commit_change(
+        repos,
+        case,
+        action="override_approved",
+        extra_items=extra,
+        extra_events=[event],
+        changes={"state": RESOLVED, "override": None, "resolution": resolution},
+        **common,
+    )
+    return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
+
+
+def override_reject(
+    *,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    _check_role(actor, "override_reject")
+    code, text = _check_reason(reason_code, reason_text)
+    case, done = case_load(repos, case_id, seen_version=None, action_id=action_id)
+    if done:
+        return _already(case)
+    override = _pending_override(case, request_id)
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="override_rejected",
+        action_id=action_id,
+        disposition=override["action"],
+        reason_code=code,
+        reason_text=text,
+        detail={"request": override},
+        changes={"state": _prior_state(override), "override": None},
+    )
+    return ActionResult(updated, True, "Rejected: the case is back where it was.")
+
+
+def _prior_state(override: dict) -> str:
+    # Rejecting or expiring a request returns the case to OPEN, or to where it was
+    # (ESCALATED; RESOLVED for a declined REOPEN).
+    return override.get("prior_state") or OPEN
+
+
+def overrides_expire(*, repos: Repositories | None = None) -> list[str]:
+    """Return expired override requests to their prior state, by ``system``. Queries
+    the approval queue only (its cost grows with pending requests)."""
+    from reconciliation.repositories.cases import QUEUE_APPROVAL
+
+    repos = repos or repositories()
+    actor = system_actor()
+    expired: list[str] = []
+    start = None
+    now = clock.epoch()
+    while True:
+        rows, start, _ = repos.cases.query_queue(QUEUE_APPROVAL, limit=100, start_key=start)
+        for row in rows:
+            override = row.get("override")
+            if isinstance(override, str):
+                import json
+
+                override = json.loads(override)
+            if not override or override.get("expires_at", now + 1) > now:
+                continue
+            case = repos.cases.get(row["case_id"])
+            if case is None or case.state != OVERRIDE_REQUESTED:
+                continue
+            try:
+                case_commit_change(
+                    repos,
+                    case,
+                    actor=actor,
+                    action="override_expired",
+                    action_id=f"expire-{override['request_id']}",
+                    disposition=override["action"],
+                    detail={"request": override},
+                    changes={"state": _prior_state(override), "override": None},
+                )
+                expired.append(case.case_id)
+            except CaseError:
+                continue  # someone decided it meanwhile
+        if not start:
+            return expired
+
+
+# --- bulk work --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkRow:
+    case_id: str
+    ok: bool
+    message: str
+    becomes: str = ""
+
+
+def cases_bulk(
+    *,
+    case_ids: list[str],
+    disposition: str,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    dry_run: bool,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> list[BulkRow]:
+    """Apply one disposition to many cases, each its own audited change; or, with
+    ``dry_run``, say what each case would become without writing anything."""
+    repos = repos or repositories()
+    _check_role(actor, "dispose")
+    if disposition not in BULK_DISPOSITIONS:
+        raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
+    code, text = _check_reason(reason_code, reason_text)
+    rows: list[BulkRow] = []
+    for case_id in dict.fromkeys(case_ids):
+        case = repos.cases.get(case_id)
+        if case is None:
+            rows.append(BulkRow(case_id, False, "No such case."))
+            continue
+        if disposition not in allowed_actions(case.case_type, case.state, actor.role):
+            rows.append(
+                BulkRow(
+                    case_id, False, f"Not available for a {case.case_type} case in {case.state}."
+                )
+            )
+            continue
+        becomes = {
+            ESCALATE: ESCALATED,
+            DUPLICATE_REJECTED_OK: RESOLVED,
+            RETRY_COMMIT: f"{case.state}, commit retried",
+        }[disposition]
+        if dry_run:
+            rows.append(BulkRow(case_id, True, f"{case.state} → {becomes}", becomes))
+            continue
+        try:
+            result = case_dispose(
+                case_id=case_id,
+                disposition=disposition,
+                actor=actor,
+                seen_version=case.version,
+                reason_code=code,
+                reason_text=text,
+                action_id=f"{action_id}:{case_id}" if action_id else None,
+                repos=repos,
+            )
+            rows.append(BulkRow(case_id, True, result.message, result.case.state))
+        except CaseError as exc:
+            rows.append(BulkRow(case_id, False, str(exc)))
+    return rows

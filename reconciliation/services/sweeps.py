@@ -1,0 +1,170 @@
+"""Detection sweeps (DESIGN.md §3, §6).
+
+The stuck-claim sweep queries ``idempotency_keys.pending_by_expiry`` shard by shard for
+PENDING claims whose lease ran out more than ``STUCK_GRACE_S`` ago: its cost grows with
+stuck claims, not with all claims. Each candidate is re-read consistently (the index is
+eventually consistent), the durable pledge is read, and then either the case is opened
+and resolved at once (the pledge committed: evidence-based auto-resolution) or a
+``STUCK_PENDING`` case is opened for a human and the claim leaves the index.
+
+A second pass re-checks open cases whose question is "did it commit?" and resolves those
+whose pledge now exists, so staff only see cases that need a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import system_actor
+from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.tables import PENDING_SHARDS
+from reconciliation.policy import CONFIRMED_COMMITTED
+from reconciliation.repositories import Repositories, repositories
+from reconciliation.repositories.cases import (
+    AMBIGUOUS_TIMEOUT,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+)
+from reconciliation.repositories.claims import PENDING, Claim, ClaimTaken
+from reconciliation.services.cases import CaseError, case_build, case_open
+from reconciliation.services.pledges import TOKEN_WINDOW_S
+
+logger = logging.getLogger(__name__)
+
+AUTO_REASON = "EVIDENCE_CONFIRMS"
+AUTO_TEXT = "Automatic: a consistent read found the pledge recorded."
+# Open cases whose only question is whether the write committed.
+RECHECK_QUEUES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT, TOKEN_MISMATCH)
+
+
+@dataclass
+class SweepReport:
+    candidates: int = 0
+    opened: list[str] = field(default_factory=list)
+    auto_resolved: list[str] = field(default_factory=list)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    read_units: float = 0.0
+
+    def lines(self) -> list[str]:
+        out = [
+            f"stuck-claim candidates: {self.candidates}",
+            f"cases opened: {len(self.opened)}",
+            *(f"  opened {c}" for c in self.opened),
+            f"auto-resolved as committed: {len(self.auto_resolved)}",
+            *(f"  resolved {c}" for c in self.auto_resolved),
+        ]
+        out.extend(f"error: {e}" for e in self.errors)
+        return out
+
+
+def claim_evidence(repos: Repositories, claim: Claim) -> dict:
+    pledge = repos.pledges.get(claim.intent_id, consistent=True)
+    age = int((clock.now() - claim.token_issued).total_seconds())
+    return {
+        "claim": claim.snapshot(),
+        "pledge_exists": pledge is not None,
+        "pledge": pledge.snapshot() if pledge else None,
+        "token_age_s": age,
+        "token_window_s": TOKEN_WINDOW_S,
+        "inside_token_window": age < TOKEN_WINDOW_S,
+        "observed_at": clock.iso(clock.now()),
+    }
+
+
+def sweep_stuck_claims(repos: Repositories | None = None) -> SweepReport:
+    repos = repos or repositories()
+    report = SweepReport()
+    bound = clock.epoch() - settings.STUCK_GRACE_S
+    for shard in range(PENDING_SHARDS):
+        keys = repos.claims.pending_candidates(f"P#{shard}", bound)
+        report.read_units += repos.claims.last_consumed
+        report.candidates += len(keys)
+        for pk in keys:
+            try:
+                _sweep_one(repos, pk, bound, report)
+            except (BotoCoreError, ClientError, CaseError) as exc:
+                report.errors.append(f"{pk}: {error_code(exc)}")
+                logger.warning("sweep of one claim failed: %s", error_code(exc))
+    return report
+
+
+def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport) -> None:
+    claim = repos.claims.get(pk)
+    report.read_units += 0.5
+    if claim is None or claim.status != PENDING or not claim.expired(bound):
+        report.skipped += 1  # moved on since the (eventually consistent) index saw it
+        return
+    evidence = claim_evidence(repos, claim)
+    actor = system_actor()
+    case = case_build(
+        case_type=STUCK_PENDING,
+        claim=claim,
+        evidence=evidence,
+        client_outcome={"http_status": None, "error": "worker_died_between_claim_and_commit"},
+        opened_by=actor,
+    )
+    stored, created = case_open(repos, case=case, actor=actor)
+    if created:
+        report.opened.append(stored.case_id)
+    if evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED:
+        _auto_resolve(repos, stored.case_id, report)
+        return
+    # If it was re-claimed or finished meanwhile, the case stays for a human to close.
+    with contextlib.suppress(ClaimTaken):
+        repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
+
+
+def _auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
+    from reconciliation.services.dispositions import case_dispose
+
+    result = case_dispose(
+        case_id=case_id,
+        disposition=CONFIRMED_COMMITTED,
+        actor=system_actor(),
+        seen_version=None,
+        reason_code=AUTO_REASON,
+        reason_text=AUTO_TEXT,
+        action_id=f"auto-confirm-{case_id}",
+        repos=repos,
+    )
+    if result.applied:
+        report.auto_resolved.append(case_id)
+
+
+def recheck_open_cases(
+    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+) -> SweepReport:
+    """Resolve open 'did it commit?' cases whose pledge now exists (bounded per run)."""
+    repos = repos or repositories()
+    report = report or SweepReport()
+    if not settings.AUTO_RESOLVE_COMMITTED:
+        return report
+    for queue in RECHECK_QUEUES:
+        seen, start = 0, None
+        while seen < limit:
+            rows, start, consumed = repos.cases.query_queue(queue, limit=100, start_key=start)
+            report.read_units += consumed
+            for row in rows:
+                seen += 1
+                if repos.pledges.get(row["intent_id"], consistent=True) is None:
+                    continue
+                try:
+                    _auto_resolve(repos, row["case_id"], report)
+                except CaseError as exc:
+                    report.errors.append(f"{row['case_id']}: {exc}")
+            if not start:
+                break
+    return report
+
+
+def sweep_all(repos: Repositories | None = None) -> SweepReport:
+    repos = repos or repositories()
+    report = sweep_stuck_claims(repos)
+    return recheck_open_cases(repos, report)

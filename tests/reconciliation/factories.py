@@ -1,0 +1,68 @@
+"""Builders of realistic cases through the real write path and sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role
+from reconciliation.dynamo import faults
+from reconciliation.pledge_request import parse_fields
+from reconciliation.repositories import repositories
+from reconciliation.services import pledges as service
+from reconciliation.services.sweeps import sweep_all
+from tests.conftest import pledge_body
+
+API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
+
+
+def submit(key: str, **overrides) -> service.IntakeOutcome:
+    return service.pledge_submit(
+        tenant="acme",
+        idempotency_key=key,
+        request=parse_fields(pledge_body(**overrides)),
+        actor=API,
+    )
+
+
+def crashed_claim(key: str, **overrides) -> None:
+    """A claim left PENDING by a worker that died between claim and commit."""
+    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
+    try:
+        with pytest.raises(faults.SimulatedCrash):
+            submit(key, **overrides)
+    finally:
+        faults.set_plan(None)
+
+
+def stuck_case(key: str, **overrides):
+    """A STUCK_PENDING case opened by the sweep for a crashed claim (no pledge)."""
+    crashed_claim(key, **overrides)
+    with clock.travel(200):
+        report = sweep_all()
+    [case_id] = [c for c in report.opened]
+    return repositories().cases.get(case_id)
+
+
+def ambiguous_case(key: str, **overrides):
+    """An AMBIGUOUS_TIMEOUT case whose commit did in fact succeed."""
+    faults.set_plan(faults.FaultPlan({"ambiguous_after_commit": 1.0}))
+    try:
+        outcome = submit(key, **overrides)
+    finally:
+        faults.set_plan(None)
+    assert outcome.kind == service.OUTCOME_UNKNOWN
+    return repositories().cases.get(outcome.case_id)
+
+
+def key_reuse_case(ddb, key: str):
+    """A CANCELLED_TRANSACTION case: the claim was TTL-deleted and the key came back with
+    a different body, so the durable pledge key refused the write."""
+    assert submit(key).kind == service.CREATED
+    ddb.client.delete_item(
+        TableName=ddb.tables.idempotency_keys,
+        Key={"pk": {"S": f"acme#create_pledge#{key}"}},
+    )
+    outcome = submit(key, amount="99.00")
+    assert outcome.kind == service.KEY_REUSED
+    return repositories().cases.get(outcome.case_id)
