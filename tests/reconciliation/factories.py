@@ -37,9 +37,9 @@ def crashed_claim(key: str, **overrides) -> None:
 
 def stuck_case(key: str, **overrides):
     """A STUCK_PENDING case opened by the sweep for a crashed claim (no pledge)."""
-    crashed_claim(key, **overrides)
-    with clock.travel(200):
-        report = sweep_all()
+    with clock.travel(-200):  # the worker died 200 s ago: lease and grace have passed
+        crashed_claim(key, **overrides)
+    report = sweep_all()
     [case_id] = [c for c in report.opened]
     return repositories().cases.get(case_id)
 

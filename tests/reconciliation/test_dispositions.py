@@ -1,0 +1,544 @@
+"""Dispositions, four-eyes overrides, assignment, bulk work, concurrency and the role
+matrix of every case service."""
+
+from __future__ import annotations
+
+import json
+import threading
+from decimal import Decimal
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.actors import Role, system_actor
+from reconciliation.policy import (
+    CONFIRMED_COMMITTED,
+    DUPLICATE_REJECTED_OK,
+    ESCALATE,
+    RELEASE_CLAIM,
+    REOPEN,
+    RETRY_COMMIT,
+    VOID_PLEDGE,
+)
+from reconciliation.repositories import repositories
+from reconciliation.selectors import InvalidFilter, queue_filters_parse, queue_page
+from reconciliation.services.cases import CaseChanged, CaseError, InvalidReason, NotAllowed
+from reconciliation.services.dispositions import (
+    case_assign,
+    case_dispose,
+    cases_bulk,
+    override_approve,
+    override_reject,
+    override_request,
+    overrides_expire,
+)
+from tests.conftest import staff_actor
+from tests.helpers import audit_events, claims, ledger_total, pledges
+from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
+
+pytestmark = pytest.mark.django_db(databases=[])
+
+STAFF = staff_actor("ada")
+STAFF2 = staff_actor("bob")
+SUPER = staff_actor("sue", "supervisor")
+SUPER2 = staff_actor("sam", "supervisor")
+AUDITOR = staff_actor("aud", "auditor")
+WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
+
+
+def _events(ddb, case_id: str) -> list[str]:
+    return [e["action"] for e in audit_events(ddb, f"CASE#{case_id}")]
+
+
+def test_confirm_committed_is_refused_without_the_pledge(ddb):
+    """CONFIRMED_COMMITTED needs a consistent read to find the pledge; a stuck claim that
+    never committed is refused and the case is unchanged."""
+    case = stuck_case("cc-1")
+    with pytest.raises(CaseError, match="no pledge"):
+        case_dispose(
+            case_id=case.case_id,
+            disposition=CONFIRMED_COMMITTED,
+            actor=STAFF,
+            seen_version=case.version,
+            **WHY,
+        )
+    assert repositories().cases.get(case.case_id).version == case.version
+    assert _events(ddb, case.case_id) == ["case_opened"]
+
+
+def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
+    """With the pledge present, the case resolves and a PENDING claim is finalised."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    case = ambiguous_case("cc-2")
+    result = case_dispose(
+        case_id=case.case_id,
+        disposition=CONFIRMED_COMMITTED,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+    )
+    assert result.applied and result.case.state == "RESOLVED" and result.case.queue is None
+    assert _events(ddb, case.case_id) == ["case_opened", "disposition_recorded"]
+    assert claims(ddb)[0]["status"] == "COMPLETED"
+    assert repositories().cases.counts()["AMBIGUOUS_TIMEOUT"] == 0
+
+
+def test_retry_commit_commits_the_stuck_intent_once(ddb):
+    """RETRY_COMMIT on a stuck claim re-runs the commit (task inline in tests): the pledge
+    is recorded once, with the claim's original token, and the case resolves."""
+    case = stuck_case("rc-1")
+    token = claims(ddb)[0]["request_token"]
+    result = case_dispose(
+        case_id=case.case_id,
+        disposition=RETRY_COMMIT,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+    )
+    assert result.applied
+    final = repositories().cases.get(case.case_id)
+    assert final.state == "RESOLVED"
+    assert final.resolution["outcome"] == "created"
+    assert [p["request_token"] for p in pledges(ddb)] == [token]
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    assert _events(ddb, case.case_id) == [
+        "case_opened",
+        "retry_commit_requested",
+        "retry_commit_succeeded",
+    ]
+    # A second retry request on the resolved case is refused; nothing is written twice.
+    with pytest.raises(CaseError):
+        case_dispose(
+            case_id=case.case_id,
+            disposition=RETRY_COMMIT,
+            actor=STAFF,
+            seen_version=final.version,
+            **WHY,
+        )
+    assert len(pledges(ddb)) == 1
+
+
+def test_duplicate_rejected_ok_and_escalate(ddb):
+    """DUPLICATE_REJECTED_OK resolves a cancelled case; ESCALATE moves a case to the
+    escalated queue, where it can still be acted on."""
+    dup = key_reuse_case(ddb, "dup-1")
+    assert dup.case_type == "CANCELLED_TRANSACTION"
+    done = case_dispose(
+        case_id=dup.case_id,
+        disposition=DUPLICATE_REJECTED_OK,
+        actor=STAFF,
+        seen_version=dup.version,
+        **WHY,
+    )
+    assert done.case.state == "RESOLVED"
+    stuck = stuck_case("esc-1")
+    esc = case_dispose(
+        case_id=stuck.case_id, disposition=ESCALATE, actor=STAFF, seen_version=stuck.version, **WHY
+    )
+    assert esc.case.state == "ESCALATED" and esc.case.queue == "ESCALATED"
+    counts = repositories().cases.counts()
+    assert counts["ESCALATED"] == 1 and counts["STUCK_PENDING"] == 0
+    assert counts["CANCELLED_TRANSACTION"] == 0
+
+
+@pytest.mark.parametrize(
+    "code,text,message",
+    [
+        ("", "long enough reason", "reason code"),
+        ("NOPE", "long enough reason", "reason code"),
+        ("OTHER", "too short", "10 characters"),
+    ],
+)
+def test_reason_is_required(ddb, code, text, message):
+    """A reason code from the fixed list and a text of at least 10 characters."""
+    case = stuck_case("why-1")
+    with pytest.raises(InvalidReason, match=message):
+        case_dispose(
+            case_id=case.case_id,
+            disposition=ESCALATE,
+            actor=STAFF,
+            seen_version=case.version,
+            reason_code=code,
+            reason_text=text,
+        )
+
+
+def test_stale_version_is_refused_naming_who_changed_it(ddb):
+    """Acting on a version someone else already changed: CaseChanged with who and when."""
+    case = stuck_case("stale-1")
+    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=case.version)
+    with pytest.raises(CaseChanged) as info:
+        case_dispose(
+            case_id=case.case_id,
+            disposition=ESCALATE,
+            actor=STAFF,
+            seen_version=case.version,
+            **WHY,
+        )
+    assert "changed by bob at" in str(info.value)
+    assert info.value.current.assignee == "bob"
+
+
+def test_double_submission_of_one_action_has_one_effect(ddb):
+    """The same action id submitted twice: one change, one event, the second a no-op."""
+    case = stuck_case("dbl-1")
+    first = case_dispose(
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        action_id="act-1",
+        **WHY,
+    )
+    second = case_dispose(
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        action_id="act-1",
+        **WHY,
+    )
+    assert first.applied and not second.applied
+    assert second.case.version == first.case.version == case.version + 1
+    assert _events(ddb, case.case_id) == ["case_opened", "case_escalated"]
+
+
+def test_sixteen_people_acting_at_once_one_wins(ddb):
+    """16 threads apply different dispositions to one case: exactly one commits, the case
+    version goes up by one, one event is written; the others get CaseChanged."""
+    case = stuck_case("race-1")
+    options = [(ESCALATE, None), (RETRY_COMMIT, None)]
+    barrier = threading.Barrier(16)
+    wins, changed, other = [], [], []
+
+    def act(n: int) -> None:
+        disposition, _ = options[n % 2]
+        actor = staff_actor(f"user{n}")
+        barrier.wait()
+        try:
+            if n % 4 == 3:
+                case_assign(case_id=case.case_id, actor=actor, seen_version=case.version)
+            else:
+                case_dispose(
+                    case_id=case.case_id,
+                    disposition=disposition,
+                    actor=actor,
+                    seen_version=case.version,
+                    **WHY,
+                )
+            wins.append(n)
+        except CaseChanged:
+            changed.append(n)
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            other.append(repr(exc))
+
+    threads = [threading.Thread(target=act, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert other == []
+    assert len(wins) == 1 and len(changed) == 15
+    stored = repositories().cases.get(case.case_id)
+    assert stored.version >= case.version + 1
+    events = audit_events(ddb, f"CASE#{case.case_id}")
+    # One human event; a RETRY_COMMIT winner adds its own background outcome event.
+    human = [e for e in events[1:] if e["actor"]["username"] != "system"]
+    assert len(human) == 1 and human[0]["seq"] == 2
+
+
+def test_release_claim_needs_a_different_supervisor(ddb):
+    """RELEASE_CLAIM: staff request, the same person cannot approve, a supervisor can; the
+    claim becomes FAILED and at once re-claimable, the case resolves."""
+    case = stuck_case("rel-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    assert requested.case.state == "OVERRIDE_REQUESTED" and requested.case.queue == (
+        "OVERRIDE_REQUESTED"
+    )
+    request_id = requested.case.override["request_id"]
+    with pytest.raises(NotAllowed):
+        override_approve(case_id=case.case_id, request_id=request_id, actor=STAFF, **WHY)
+    approved = override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    assert approved.case.state == "RESOLVED"
+    assert approved.case.resolution["disposition"] == RELEASE_CLAIM
+    [claim] = claims(ddb)
+    assert claim["status"] == "FAILED" and claim["expires_at"] <= clock.epoch()
+    # The client may retry now and commits.
+    assert submit("rel-1").kind == "created"
+    assert _events(ddb, case.case_id) == ["case_opened", "override_requested", "override_approved"]
+
+
+def test_supervisor_cannot_approve_own_request(ddb):
+    """Self-approval is refused in the service, for supervisors too; another may approve."""
+    case = stuck_case("self-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=SUPER, seen_version=case.version, **WHY
+    )
+    request_id = requested.case.override["request_id"]
+    with pytest.raises(NotAllowed, match="different supervisor"):
+        override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    assert (
+        override_approve(
+            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY
+        ).case.state
+        == "RESOLVED"
+    )
+
+
+def test_approve_twice_is_refused(ddb):
+    """A second approval (a different action) finds the request already decided."""
+    case = stuck_case("twice-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    request_id = requested.case.override["request_id"]
+    override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    with pytest.raises(CaseError, match="no pending request"):
+        override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY)
+    assert _events(ddb, case.case_id).count("override_approved") == 1
+
+
+def test_reject_returns_case_to_where_it_was(ddb):
+    """Rejection returns the case to OPEN (its prior state), with the request cleared."""
+    case = stuck_case("rej-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    rejected = override_reject(
+        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+    )
+    assert rejected.case.state == "OPEN" and rejected.case.override is None
+    assert rejected.case.queue == "STUCK_PENDING"
+    assert claims(ddb)[0]["status"] == "PENDING"
+
+
+def test_request_expires_back_to_open_by_system(ddb, settings):
+    """An override request older than OVERRIDE_TTL_S returns to OPEN with a system event."""
+    case = stuck_case("exp-1")
+    override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    assert overrides_expire() == []
+    with clock.travel(settings.OVERRIDE_TTL_S + 5):
+        assert overrides_expire() == [case.case_id]
+    stored = repositories().cases.get(case.case_id)
+    assert stored.state == "OPEN" and stored.override is None
+    last = audit_events(ddb, f"CASE#{case.case_id}")[-1]
+    assert last["action"] == "override_expired" and last["actor"]["role"] == "system"
+
+
+def test_approval_after_the_case_changed_is_refused(ddb):
+    """A request is pinned to the case version it was raised against."""
+    case = stuck_case("pin-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version)
+    with pytest.raises(CaseError, match="changed since the request"):
+        override_approve(
+            case_id=case.case_id,
+            request_id=requested.case.override["request_id"],
+            actor=SUPER,
+            **WHY,
+        )
+
+
+def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
+    """VOID_PLEDGE (approved): pledge VOIDED, ledger back to zero, a chained PLEDGE event."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    case = ambiguous_case("void-1")
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    requested = override_request(
+        case_id=case.case_id,
+        override=VOID_PLEDGE,
+        actor=STAFF,
+        seen_version=case.version,
+        reason_code="DONOR_REQUEST",
+        reason_text="Donor withdrew the pledge by phone.",
+    )
+    override_approve(
+        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+    )
+    [pledge] = pledges(ddb)
+    assert pledge["status"] == "VOIDED" and pledge["audit_seq"] == 2
+    assert ledger_total(ddb) == (Decimal("0.00"), 0)
+    receipt, void = audit_events(ddb, "PLEDGE#")
+    assert void["action"] == "pledge_voided" and void["prev_hash"] == receipt["hash"]
+    assert pledge["audit_head"] == void["hash"]
+
+
+def test_reopen_a_resolved_case(ddb):
+    """REOPEN is an override too: once approved the case is OPEN in its queue again."""
+    case = stuck_case("reo-1")
+    esc = case_dispose(
+        case_id=case.case_id, disposition=ESCALATE, actor=STAFF, seen_version=case.version, **WHY
+    )
+    assert esc.case.state == "ESCALATED"
+    requested = override_request(
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=esc.case.version,
+        **WHY,
+    )
+    done = override_approve(
+        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+    )
+    assert done.case.state == "RESOLVED"
+    again = override_request(
+        case_id=case.case_id, override=REOPEN, actor=STAFF2, seen_version=done.case.version, **WHY
+    )
+    reopened = override_approve(
+        case_id=case.case_id, request_id=again.case.override["request_id"], actor=SUPER2, **WHY
+    )
+    assert reopened.case.state == "OPEN" and reopened.case.queue == "STUCK_PENDING"
+
+
+SERVICES = {
+    "dispose": lambda c, a: case_dispose(
+        case_id=c.case_id, disposition=ESCALATE, actor=a, seen_version=c.version, **WHY
+    ),
+    "assign": lambda c, a: case_assign(case_id=c.case_id, actor=a, seen_version=c.version),
+    "override_request": lambda c, a: override_request(
+        case_id=c.case_id, override=RELEASE_CLAIM, actor=a, seen_version=c.version, **WHY
+    ),
+    "override_approve": lambda c, a: override_approve(
+        case_id=c.case_id, request_id=None, actor=a, **WHY
+    ),
+    "override_reject": lambda c, a: override_reject(
+        case_id=c.case_id, request_id=None, actor=a, **WHY
+    ),
+    "bulk": lambda c, a: cases_bulk(
+        case_ids=[c.case_id], disposition=ESCALATE, actor=a, dry_run=False, **WHY
+    ),
+}
+ALLOWED = {
+    "finance_staff": {"dispose", "assign", "override_request", "bulk"},
+    "supervisor": {
+        "dispose",
+        "assign",
+        "override_request",
+        "override_approve",
+        "override_reject",
+        "bulk",
+    },
+    "auditor": set(),
+}
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.parametrize("role", ["finance_staff", "supervisor", "auditor"])
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_role_matrix_for_every_case_service(ddb, role, service):
+    """Each role × each service: allowed ones pass the role check, others raise NotAllowed
+    and change nothing (auditors never change state)."""
+    case = stuck_case(f"rm-{role}-{service}")
+    if service in ("override_approve", "override_reject"):
+        case = override_request(
+            case_id=case.case_id,
+            override=RELEASE_CLAIM,
+            actor=staff_actor("requester"),
+            seen_version=case.version,
+            **WHY,
+        ).case
+    actor = staff_actor(f"{role}-user", role)
+    if service in ALLOWED[role]:
+        SERVICES[service](case, actor)
+        assert repositories().cases.get(case.case_id).version == case.version + 1
+    else:
+        with pytest.raises(NotAllowed):
+            SERVICES[service](case, actor)
+        assert repositories().cases.get(case.case_id).version == case.version
+
+
+@pytest.mark.engines("moto")
+def test_system_cannot_approve_and_api_cannot_dispose(ddb):
+    """No superuser or setting bypasses four-eyes: system and API actors are refused."""
+    from reconciliation.actors import Actor
+
+    case = stuck_case("sys-1")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    with pytest.raises(NotAllowed):
+        override_approve(case_id=case.case_id, request_id=None, actor=system_actor(), **WHY)
+    with pytest.raises(NotAllowed):
+        case_dispose(
+            case_id=case.case_id,
+            disposition=ESCALATE,
+            actor=Actor(username="api:acme", role=Role.API),
+            seen_version=requested.case.version,
+            **WHY,
+        )
+
+
+def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
+    """Bulk ESCALATE: the dry run previews each case and writes nothing; the real run
+    gives a per-case result, each case its own audited event."""
+    one, two = stuck_case("bulk-1"), stuck_case("bulk-2")
+    preview = cases_bulk(
+        case_ids=[one.case_id, two.case_id, "C-NOPE"],
+        disposition=ESCALATE,
+        actor=STAFF,
+        dry_run=True,
+        **WHY,
+    )
+    assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
+        (one.case_id, True, "ESCALATED"),
+        (two.case_id, True, "ESCALATED"),
+        ("C-NOPE", False, ""),
+    ]
+    assert _events(ddb, one.case_id) == ["case_opened"]
+    done = cases_bulk(
+        case_ids=[one.case_id, two.case_id],
+        disposition=ESCALATE,
+        actor=STAFF,
+        dry_run=False,
+        action_id="bulk-a",
+        **WHY,
+    )
+    assert [r.ok for r in done] == [True, True]
+    assert _events(ddb, one.case_id) == ["case_opened", "case_escalated"]
+    assert _events(ddb, two.case_id) == ["case_opened", "case_escalated"]
+    again = cases_bulk(
+        case_ids=[one.case_id],
+        disposition=ESCALATE,
+        actor=STAFF,
+        dry_run=False,
+        action_id="bulk-a",
+        **WHY,
+    )
+    assert again[0].ok is False  # already escalated: not offered again
+
+
+def test_queue_pages_filters_and_cursor_binding(ddb):
+    """Queue pages are oldest first with a cursor; filters narrow them; a cursor from one
+    queue or filter set is refused on another, and a forged one is refused."""
+    for i in range(5):
+        with clock.travel(i):
+            stuck_case(f"page-{i}", amount=f"{10 + i}.00", fund="GENERAL" if i % 2 else "BUILD")
+    first = queue_page("STUCK_PENDING", limit=2)
+    assert len(first.rows) == 2 and first.next_cursor
+    second = queue_page("STUCK_PENDING", limit=2, cursor=first.next_cursor)
+    third = queue_page("STUCK_PENDING", limit=2, cursor=second.next_cursor)
+    ids = [r.case_id for r in first.rows + second.rows + third.rows]
+    assert len(set(ids)) == 5
+    opened = [r.opened_at for r in first.rows + second.rows + third.rows]
+    assert opened == sorted(opened)
+    general = queue_page("STUCK_PENDING", filters=queue_filters_parse(fund="general"))
+    assert sorted(str(r.amount) for r in general.rows) == ["11", "13"]
+    big = queue_page("STUCK_PENDING", filters=queue_filters_parse(min_amount="12.50"))
+    assert sorted(str(r.amount) for r in big.rows) == ["13", "14"]
+    with pytest.raises(InvalidFilter):
+        queue_page("AMBIGUOUS_TIMEOUT", limit=2, cursor=first.next_cursor)
+    with pytest.raises(InvalidFilter):
+        queue_page(
+            "STUCK_PENDING", filters=queue_filters_parse(fund="GENERAL"), cursor=first.next_cursor
+        )
+    with pytest.raises(InvalidFilter):
+        queue_page("STUCK_PENDING", cursor=first.next_cursor[:-3] + "abc")
+    with pytest.raises(InvalidFilter):
+        queue_filters_parse(min_amount="lots")
+    assert json.loads(json.dumps(repositories().cases.counts()))["STUCK_PENDING"] == 5
