@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<path:intent_id>", api.pledge_detail, name="api-pledge"),
     path("audit/", include("dashboard.urls_audit")),
+    path("", include("dashboard.urls_ui")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
 ]

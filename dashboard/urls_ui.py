@@ -1,0 +1,3 @@
+"""URLs of the staff screens: overview, queues, cases, approvals."""
+
+urlpatterns: list = []
