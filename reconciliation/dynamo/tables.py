@@ -36,6 +36,7 @@ CASE_LISTING_ATTRIBUTES = [
     "last_action_at",
     "assignee",
     "override",
+    "retry",
 ]
 
 

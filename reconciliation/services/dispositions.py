@@ -9,6 +9,7 @@ who changed the case and when.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,8 @@ from reconciliation.services.cases import (
     case_commit_change,
     case_load,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -194,9 +197,20 @@ def _confirm_committed(repos: Repositories, case: Case, **common) -> ActionResul
 
 
 def _enqueue_retry(case_id: str) -> None:
+    """Queue the retry. If the broker is down the case keeps ``retry.status = queued`` and
+    the sweep dispatches it again later: the request is never lost."""
+    from kombu.exceptions import OperationalError
+
     from reconciliation.tasks.cases import retry_commit_task
 
-    retry_commit_task.delay(case_id)
+    try:
+        retry_commit_task.delay(case_id)
+    except OperationalError as exc:
+        logger.warning(
+            "retry of case %s not queued (%s); the sweep will re-dispatch it",
+            case_id,
+            exc.__class__.__name__,
+        )
 
 
 def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:

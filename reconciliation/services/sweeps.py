@@ -14,8 +14,10 @@ whose pledge now exists, so staff only see cases that need a person.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -49,6 +51,7 @@ class SweepReport:
     opened: list[str] = field(default_factory=list)
     auto_resolved: list[str] = field(default_factory=list)
     skipped: int = 0
+    redispatched: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     read_units: float = 0.0
 
@@ -95,12 +98,19 @@ def sweep_stuck_claims(repos: Repositories | None = None) -> SweepReport:
     return report
 
 
-def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport) -> None:
+def sweep_claim(pk: str, *, grace_s: int, repos: Repositories | None = None):
+    """Sweep one claim now (the drill's own), with its own grace; returns its case."""
+    repos = repos or repositories()
+    report = SweepReport()
+    return _sweep_one(repos, pk, clock.epoch() - grace_s, report)
+
+
+def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
     claim = repos.claims.get(pk)
     report.read_units += 0.5
     if claim is None or claim.status != PENDING or not claim.expired(bound):
         report.skipped += 1  # moved on since the (eventually consistent) index saw it
-        return
+        return None
     evidence = claim_evidence(repos, claim)
     actor = system_actor()
     case = case_build(
@@ -115,10 +125,11 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport) ->
         report.opened.append(stored.case_id)
     if evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED:
         _auto_resolve(repos, stored.case_id, report)
-        return
+        return repos.cases.get(stored.case_id)
     # If it was re-claimed or finished meanwhile, the case stays for a human to close.
     with contextlib.suppress(ClaimTaken):
         repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
+    return stored
 
 
 def _auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
@@ -164,7 +175,43 @@ def recheck_open_cases(
     return report
 
 
+RETRY_STALE_S = 120
+
+
+def redispatch_stale_retries(
+    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+) -> SweepReport:
+    """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
+    down when it was requested, or the task was lost)."""
+    from reconciliation.repositories.cases import CASE_TYPES, QUEUE_ESCALATED
+    from reconciliation.services.dispositions import _enqueue_retry
+
+    repos = repos or repositories()
+    report = report or SweepReport()
+    cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
+    for queue in (*CASE_TYPES, QUEUE_ESCALATED):
+        seen, start = 0, None
+        while seen < limit:
+            rows, start, consumed = repos.cases.query_queue(queue, limit=100, start_key=start)
+            report.read_units += consumed
+            for row in rows:
+                seen += 1
+                retry = row.get("retry")
+                retry = json.loads(retry) if isinstance(retry, str) else retry
+                if (
+                    retry
+                    and retry.get("status") == "queued"
+                    and (retry.get("requested_at", "") < cutoff)
+                ):
+                    _enqueue_retry(row["case_id"])
+                    report.redispatched.append(row["case_id"])
+            if not start:
+                break
+    return report
+
+
 def sweep_all(repos: Repositories | None = None) -> SweepReport:
     repos = repos or repositories()
     report = sweep_stuck_claims(repos)
-    return recheck_open_cases(repos, report)
+    recheck_open_cases(repos, report)
+    return redispatch_stale_retries(repos, report)
