@@ -155,6 +155,9 @@ def main() -> int:
         say("Django database migrated")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
+        if env.get("DEMO_SEED", "1") == "1":
+            say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
+            manage(env, "seed_demo")
         say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
         honcho = subprocess.Popen(
             [PYTHON, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env

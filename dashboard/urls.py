@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from dashboard.views import api, ops
+from dashboard.views import api, drill, ops
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -9,6 +9,8 @@ urlpatterns = [
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<path:intent_id>", api.pledge_detail, name="api-pledge"),
     path("audit/", include("dashboard.urls_audit")),
+    path("drill/", drill.drill_page, name="drill"),
+    path("drill/run", drill.drill_start, name="drill-run"),
     path("", include("dashboard.urls_ui")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),

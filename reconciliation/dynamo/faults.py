@@ -11,6 +11,9 @@ SDK's retry logic and our error handling see exactly what a real failure looks l
   raised, so nobody knows whether it committed.
 - ``crash_after_claim``: the request stops between claim and commit, without cleanup,
   as if the worker died (:class:`SimulatedCrash`).
+- ``ambiguous_no_commit``: the pledge commit never reaches DynamoDB, yet the caller sees
+  a read timeout after the SDK's retries: the same doubt as above, but nothing committed,
+  so the case needs a person (retry the commit or release the claim).
 - ``transaction_conflict``: ``TransactWriteItems`` is cancelled with a
   ``TransactionConflict`` reason on the ledger item, as a hot fund does on AWS
   (DynamoDB Local never raises it by itself).
@@ -37,7 +40,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FAULT_NAMES = ("ambiguous_after_commit", "throttle", "crash_after_claim", "transaction_conflict")
+FAULT_NAMES = (
+    "ambiguous_after_commit",
+    "ambiguous_no_commit",
+    "throttle",
+    "crash_after_claim",
+    "transaction_conflict",
+)
 ALIASES = {
     "ambiguous": "ambiguous_after_commit",
     "crash": "crash_after_claim",
@@ -195,6 +204,15 @@ def _mark_pledge_commit(params, context, **kwargs) -> None:
     )
 
 
+def _on_before_transact_call(context=None, **kwargs) -> None:
+    plan = active_plan()
+    if plan is None or not (context or {}).get("pledge_commit"):
+        return
+    if plan.fires("ambiguous_no_commit"):
+        # Raised outside the SDK's retry loop: the request is never sent.
+        raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
+
+
 def _on_after_transact(http_response, parsed, context=None, **kwargs) -> None:
     plan = active_plan()
     if plan is None or http_response.status_code >= 300:
@@ -213,6 +231,7 @@ def install(client: DynamoDBClient) -> None:
     client.meta.events.register(
         "before-parameter-build.dynamodb.TransactWriteItems", _mark_pledge_commit
     )
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", _on_before_transact_call)
     client.meta.events.register("after-call.dynamodb.TransactWriteItems", _on_after_transact)
 
 

@@ -28,11 +28,7 @@ from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.tables import PENDING_SHARDS
 from reconciliation.policy import CONFIRMED_COMMITTED
 from reconciliation.repositories import Repositories, repositories
-from reconciliation.repositories.cases import (
-    AMBIGUOUS_TIMEOUT,
-    STUCK_PENDING,
-    TOKEN_MISMATCH,
-)
+from reconciliation.repositories.cases import AMBIGUOUS_TIMEOUT, STUCK_PENDING
 from reconciliation.repositories.claims import PENDING, Claim, ClaimTaken
 from reconciliation.services.cases import CaseError, case_build, case_open
 from reconciliation.services.pledges import TOKEN_WINDOW_S
@@ -42,7 +38,9 @@ logger = logging.getLogger(__name__)
 AUTO_REASON = "EVIDENCE_CONFIRMS"
 AUTO_TEXT = "Automatic: a consistent read found the pledge recorded."
 # Open cases whose only question is whether the write committed.
-RECHECK_QUEUES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT, TOKEN_MISMATCH)
+# TOKEN_MISMATCH is not re-checked: it means a worker stalled past its lease (or a token
+# was reused), which a person should see even when the successor committed.
+RECHECK_QUEUES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT)
 
 
 @dataclass

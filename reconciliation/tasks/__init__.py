@@ -1,3 +1,3 @@
 """Celery tasks, one module per area; imported here so autodiscovery finds them all."""
 
-from reconciliation.tasks import audit, cases  # noqa: F401
+from reconciliation.tasks import audit, cases, drill  # noqa: F401

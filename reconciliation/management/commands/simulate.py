@@ -13,7 +13,7 @@ from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.dynamo.faults import parse_faults
 from reconciliation.services.simulate import SimulationConfig, simulate_run, summary_lines
 
-DEFAULT_FAULTS = "ambiguous=0.03,throttle=0.05,crash=0.01,conflict=0.05"
+DEFAULT_FAULTS = "ambiguous=0.03,ambiguous_no_commit=0.01,throttle=0.05,crash=0.01,conflict=0.05"
 
 
 class Command(BaseCommand):

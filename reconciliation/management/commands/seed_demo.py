@@ -1,0 +1,85 @@
+"""``manage.py seed_demo``: fill a demo system so every queue of the dashboard has cases.
+
+Synthetic, fictional records only. Refuses to run unless ``DEMO_MODE=1``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.management.base import BaseCommand, CommandError
+
+from reconciliation.actors import Actor, Role
+from reconciliation.policy import ESCALATE, RELEASE_CLAIM
+from reconciliation.repositories.cases import STUCK_PENDING, TOKEN_MISMATCH
+from reconciliation.selectors import queue_page
+from reconciliation.services.cases import CaseError
+from reconciliation.services.dispositions import case_dispose, override_request
+from reconciliation.services.drill import drill_run
+from reconciliation.services.simulate import SimulationConfig, simulate_run, summary_lines
+
+DEMO_STAFF = Actor(
+    username="staff", role=Role.FINANCE_STAFF, email="staff@example.org", address="demo-seed"
+)
+
+
+class Command(BaseCommand):
+    help = "Seed demo data: a simulate run with faults, a drill, escalations, a request."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--pledges", type=int, default=300)
+
+    def handle(self, *args, pledges: int, **options) -> None:
+        if os.environ.get("DEMO_MODE") != "1":
+            raise CommandError("seed_demo writes synthetic data; it runs only with DEMO_MODE=1")
+        config = SimulationConfig(
+            pledges=pledges,
+            faults={
+                "ambiguous_after_commit": 0.03,
+                "ambiguous_no_commit": 0.03,
+                "crash_after_claim": 0.03,
+                "throttle": 0.05,
+                "transaction_conflict": 0.08,
+            },
+            seed=2026,
+            late_worker_ratio=0.02,
+        )
+        report = simulate_run(config)
+        for line in summary_lines(report, config)[:6]:
+            self.stdout.write(line)
+        drill = drill_run()
+        self.stdout.write(f"drill {drill.run_id}: {'passed' if drill.passed else 'FAILED'}")
+        self._human_touches()
+
+    def _human_touches(self) -> None:
+        """Escalate two cases and ask for an override, so those queues are not empty."""
+        reason = {
+            "reason_code": "NEEDS_REVIEW",
+            "reason_text": "Demo: needs a second look before closing.",
+        }
+        stuck = queue_page(STUCK_PENDING, limit=3).rows
+        mismatched = queue_page(TOKEN_MISMATCH, limit=2).rows
+        for row in stuck[:1] + mismatched[:1]:
+            try:
+                case_dispose(
+                    case_id=row.case_id,
+                    disposition=ESCALATE,
+                    actor=DEMO_STAFF,
+                    seen_version=row.version,
+                    **reason,
+                )
+            except CaseError as exc:
+                self.stderr.write(f"could not escalate {row.case_id}: {exc}")
+        for row in stuck[1:2]:
+            try:
+                override_request(
+                    case_id=row.case_id,
+                    override=RELEASE_CLAIM,
+                    actor=DEMO_STAFF,
+                    seen_version=row.version,
+                    reason_code="CLIENT_CONFIRMED",
+                    reason_text="Demo: the client says the request never "
+                    "reached them; let them retry.",
+                )
+            except CaseError as exc:
+                self.stderr.write(f"could not request an override on {row.case_id}: {exc}")
