@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import uuid
 from collections.abc import Callable
 
+from django.conf import settings
+from django.contrib.auth import logout
+from django.contrib.auth.signals import user_logged_in
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
 from reconciliation.actors import Actor, Role
@@ -88,3 +93,52 @@ class CorrelationIdMiddleware:
 def role_context(request: HttpRequest) -> dict:
     role = user_role(getattr(request, "user", None))
     return {"user_role": str(role) if role else ""}
+
+
+class SessionTimeoutMiddleware:
+    """Idle and absolute session timeouts for staff sessions.
+
+    The absolute limit counts from sign-in (``SESSION_COOKIE_AGE``); the idle limit from
+    the last request (``SESSION_IDLE_TIMEOUT_S``). The last-seen time is written at most
+    once a minute, so a busy page does not write the session on every request.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and hasattr(request, "session"):
+            now = int(time.time())
+            started = request.session.get(SESSION_STARTED)
+            seen = request.session.get(SESSION_SEEN, started)
+            if started is None:
+                request.session[SESSION_STARTED] = request.session[SESSION_SEEN] = now
+            elif (
+                now - started > settings.SESSION_COOKIE_AGE
+                or now - (seen or started) > settings.SESSION_IDLE_TIMEOUT_S
+            ):
+                logout(request)
+                return _to_sign_in(request)
+            elif now - (seen or 0) >= 60:
+                request.session[SESSION_SEEN] = now
+        return self.get_response(request)
+
+
+SESSION_STARTED = "auth_started_at"
+SESSION_SEEN = "auth_seen_at"
+
+
+def _to_sign_in(request: HttpRequest) -> HttpResponse:
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = settings.LOGIN_URL
+        return response
+    return redirect_to_login(request.get_full_path())
+
+
+@receiver(user_logged_in)
+def _mark_sign_in(sender, request, user, **kwargs) -> None:
+    if request is not None and hasattr(request, "session"):
+        now = int(time.time())
+        request.session[SESSION_STARTED] = request.session[SESSION_SEEN] = now
