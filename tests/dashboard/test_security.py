@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -158,6 +159,6 @@ def test_api_tokens_are_stored_hashed_and_revocable(client, capsys):
     assert stored.token_hash == hash_token(raw) and raw not in stored.token_hash
     assert ApiToken.authenticate(raw) == "acme"
     assert ApiToken.authenticate(raw[:-1] + ("x" if raw[-1] != "x" else "y")) is None
-    call_command("revoke_api_token", "--tenant", "acme", stdout=open(os.devnull, "w"))
+    call_command("revoke_api_token", "--tenant", "acme", stdout=io.StringIO())
     response = client.get("/api/v1/pledges/k", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 401
