@@ -24,10 +24,11 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
+from reconciliation.dynamo.client import dynamodb_client, regions, table_names
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.tables import PENDING_SHARDS
 from reconciliation.policy import CONFIRMED_COMMITTED
-from reconciliation.repositories import Repositories, repositories
+from reconciliation.repositories import Repositories, repositories, repositories_for_key
 from reconciliation.repositories.cases import AMBIGUOUS_TIMEOUT, STUCK_PENDING
 from reconciliation.repositories.claims import PENDING, Claim, ClaimTaken
 from reconciliation.services.cases import CaseError, case_build, case_open
@@ -80,19 +81,30 @@ def claim_evidence(repos: Repositories, claim: Claim) -> dict:
 
 
 def sweep_stuck_claims(repos: Repositories | None = None) -> SweepReport:
-    repos = repos or repositories()
+    """Query every shard of the pending index in each configured region (given ``repos``:
+    that one only), then handle each stuck claim in its own home region."""
+    sources = (
+        [repos]
+        if repos
+        else [Repositories.build(dynamodb_client(region), table_names()) for region in regions()]
+    )
     report = SweepReport()
     bound = clock.epoch() - settings.STUCK_GRACE_S
-    for shard in range(PENDING_SHARDS):
-        keys = repos.claims.pending_candidates(f"P#{shard}", bound)
-        report.read_units += repos.claims.last_consumed
-        report.candidates += len(keys)
-        for pk in keys:
-            try:
-                _sweep_one(repos, pk, bound, report)
-            except (BotoCoreError, ClientError, CaseError) as exc:
-                report.errors.append(f"{pk}: {error_code(exc)}")
-                logger.warning("sweep of one claim failed: %s", error_code(exc))
+    seen: set[str] = set()
+    for source in sources:
+        for shard in range(PENDING_SHARDS):
+            keys = source.claims.pending_candidates(f"P#{shard}", bound)
+            report.read_units += source.claims.last_consumed
+            for pk in keys:
+                if pk in seen:  # replicated to several regions: handle it once
+                    continue
+                seen.add(pk)
+                report.candidates += 1
+                try:
+                    _sweep_one(repos or repositories_for_key(pk), pk, bound, report)
+                except (BotoCoreError, ClientError, CaseError) as exc:
+                    report.errors.append(f"{pk}: {error_code(exc)}")
+                    logger.warning("sweep of one claim failed: %s", error_code(exc))
     return report
 
 
@@ -209,7 +221,6 @@ def redispatch_stale_retries(
 
 
 def sweep_all(repos: Repositories | None = None) -> SweepReport:
-    repos = repos or repositories()
     report = sweep_stuck_claims(repos)
-    recheck_open_cases(repos, report)
-    return redispatch_stale_retries(repos, report)
+    recheck_open_cases(repos or repositories(), report)
+    return redispatch_stale_retries(repos or repositories(), report)
