@@ -1,0 +1,77 @@
+"""Input fuzzing with hypothesis: the intake API never answers 500 and never writes on a
+rejected request, whatever the body, headers or key."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import claims, pledges
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+field_values = st.one_of(
+    json_values,
+    st.text(alphabet=string.digits + ".-+eE ", max_size=20),
+    st.sampled_from(["25.00", "0", "-1", "1.005", "1e3", "USD", "usd", "XYZ", "D-1", "a@b.c"]),
+)
+bodies = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={k: field_values for k in ("donor_ref", "fund", "amount", "currency", "extra")},
+    ).map(json.dumps),
+    json_values.map(json.dumps),
+    st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
+)
+keys = st.one_of(st.none(), st.text(max_size=300), st.sampled_from(["k", " k", "k" * 256]))
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.django_db
+@FUZZ
+@given(body=bodies, key=keys, auth=st.sampled_from(["good", "none", "garbage"]))
+def test_intake_never_500_and_rejected_requests_write_nothing(ddb, api, body, key, auth):
+    """Any body, key and auth header: a 2xx/4xx answer (never 500); on 4xx nothing new is
+    written to any table."""
+    before = (len(pledges(ddb)), len(claims(ddb)))
+    if auth == "none":
+        api.client.defaults.pop("HTTP_AUTHORIZATION", None)
+    token = {"good": api.token, "none": "", "garbage": "x" * 40}[auth]
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    if key is not None:
+        headers["HTTP_IDEMPOTENCY_KEY"] = key.encode("utf-8", "replace").decode("latin-1")
+    response = api.client.post(
+        "/api/v1/pledges", data=body, content_type="application/json", **headers
+    )
+    assert response.status_code in (200, 201, 400, 401, 409, 422), response.content
+    if response.status_code >= 400:
+        assert (len(pledges(ddb)), len(claims(ddb))) == before
+        assert response.json()["error"]
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.django_db
+@FUZZ
+@given(path=st.text(min_size=1, max_size=300))
+def test_get_by_any_key_never_500(ddb, api, path):
+    """GET /api/v1/pledges/<anything>: 200, 400 or 404, never 500."""
+    from urllib.parse import quote
+
+    response = api.client.get(
+        f"/api/v1/pledges/{quote(path, safe='')}", HTTP_AUTHORIZATION=f"Bearer {api.token}"
+    )
+    assert response.status_code in (200, 400, 404)
