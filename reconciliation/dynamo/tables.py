@@ -159,7 +159,12 @@ def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
     for table in table_definitions(names):
         description = _describe(client, table.name)
         if description is None:
-            client.create_table(**table.create_request())
+            try:
+                client.create_table(**table.create_request())
+            except ClientError as exc:
+                # A create whose answer was lost and retried by the SDK finds its own table.
+                if exc.response["Error"]["Code"] != "ResourceInUseException":
+                    raise
             client.get_waiter("table_exists").wait(
                 TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
             )

@@ -13,7 +13,6 @@ claims become STUCK_PENDING cases, and the ledger is checked against the pledges
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
@@ -27,8 +26,8 @@ from decimal import Decimal
 from django.conf import settings
 
 from reconciliation.actors import Actor, Role
-from reconciliation.dynamo import faults
-from reconciliation.dynamo.client import dynamodb_client, regions
+from reconciliation.dynamo import capacity, faults
+from reconciliation.dynamo.capacity import Capacity
 from reconciliation.pledge_request import parse_fields
 from reconciliation.repositories import repositories, repositories_for_key
 from reconciliation.repositories.cases import CASE_TYPES
@@ -41,18 +40,6 @@ TENANT = "sim"
 HOT_FUND = "GENERAL"
 OTHER_FUNDS = ("BUILDING", "SCHOLARSHIP", "RELIEF")
 CURRENCIES = (("USD", 0.6), ("EUR", 0.25), ("GBP", 0.15))
-CAPACITY_OPERATIONS = frozenset(
-    {
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "GetItem",
-        "Query",
-        "TransactWriteItems",
-        "BatchGetItem",
-        "BatchWriteItem",
-    }
-)
 
 
 @dataclass
@@ -68,18 +55,6 @@ class SimulationConfig:
     peak_rps: float = 50.0
     lease_s: int = 2
     client_retries: int = 3
-
-
-@dataclass
-class Capacity:
-    write: float = 0.0
-    read: float = 0.0
-    requests: int = 0
-
-    def add(self, other: Capacity) -> None:
-        self.write += other.write
-        self.read += other.read
-        self.requests += other.requests
 
 
 @dataclass
@@ -107,47 +82,6 @@ class SimulationReport:
         return Capacity(cap.write / n, cap.read / n, cap.requests)
 
 
-# --- capacity accounting through botocore events ------------------------------------------
-
-_local = threading.local()
-
-
-def _ask_for_capacity(params, model, **_kwargs) -> None:
-    if model.name in CAPACITY_OPERATIONS:
-        params.setdefault("ReturnConsumedCapacity", "TOTAL")
-
-
-def _record_capacity(http_response, parsed, model, **_kwargs) -> None:
-    sink: Capacity | None = getattr(_local, "capacity", None)
-    if sink is None or not isinstance(parsed, dict):
-        return
-    sink.requests += 1
-    error = parsed.get("Error", {}).get("Code")
-    if error in ("ConditionalCheckFailedException", "TransactionCanceledException"):
-        _local.failed_conditions = getattr(_local, "failed_conditions", 0) + 1
-    consumed = parsed.get("ConsumedCapacity")
-    for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-        units = entry.get("CapacityUnits", 0.0)
-        if model.name in ("GetItem", "Query", "BatchGetItem"):
-            sink.read += units
-        else:
-            sink.write += units
-
-
-@contextlib.contextmanager
-def _capacity_instrumented():
-    clients = [dynamodb_client(r) for r in regions()]
-    for client in clients:
-        client.meta.events.register("before-parameter-build.dynamodb", _ask_for_capacity)
-        client.meta.events.register("after-call.dynamodb", _record_capacity)
-    try:
-        yield
-    finally:
-        for client in clients:
-            client.meta.events.unregister("before-parameter-build.dynamodb", _ask_for_capacity)
-            client.meta.events.unregister("after-call.dynamodb", _record_capacity)
-
-
 # --- one synthetic intent -------------------------------------------------------------------
 
 
@@ -172,17 +106,14 @@ class _Traffic:
 
     def submit(self, key: str, body: dict, *, duplicate: bool = False) -> str:
         request = parse_fields(body)
-        _local.capacity = Capacity()
-        _local.failed_conditions = 0
-        try:
-            kind = service.pledge_submit(
-                tenant=TENANT, idempotency_key=key, request=request, actor=self.actor
-            ).kind
-        except faults.SimulatedCrash:
-            kind = "worker_crashed"
-        finally:
-            spent, failed = _local.capacity, _local.failed_conditions
-            _local.capacity = None
+        with capacity.measuring() as spent:
+            try:
+                kind = service.pledge_submit(
+                    tenant=TENANT, idempotency_key=key, request=request, actor=self.actor
+                ).kind
+            except faults.SimulatedCrash:
+                kind = "worker_crashed"
+        failed = spent.failed_conditions
         with self.lock:
             self.report.requests += 1
             self.report.duplicate_requests += int(duplicate)
@@ -270,7 +201,7 @@ def simulate_run(
     started = time.monotonic()
     before = _ledger_snapshot()
     try:
-        with _capacity_instrumented():
+        with capacity.instrumented():
             faults.set_plan(plan)
             try:
                 with ThreadPoolExecutor(max_workers=config.threads) as pool:
