@@ -22,6 +22,8 @@ def start_engine():
     engine = start_dynamodb_local()
     os.environ["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
     os.environ.setdefault("DDB_TABLE_PREFIX", "bench-")
+    # Seeding 100 000 items keeps DynamoDB Local busy; a bench is not a request path.
+    os.environ.setdefault("DDB_READ_TIMEOUT_S", "30")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
