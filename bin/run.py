@@ -167,7 +167,12 @@ def main() -> int:
         try:
             return honcho.wait()
         except KeyboardInterrupt:
-            # The terminal's Ctrl-C reaches honcho too; let it stop its children.
+            # A terminal's Ctrl-C reaches honcho too; a signal sent to this process alone
+            # does not, so pass it on if honcho is still running a moment later.
+            try:
+                return honcho.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                honcho.send_signal(signal.SIGINT)
             try:
                 return honcho.wait(timeout=20)
             except subprocess.TimeoutExpired:
