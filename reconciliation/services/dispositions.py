@@ -92,6 +92,25 @@ def _already(case: Case) -> ActionResult:
     return ActionResult(case, False, "That action was already applied; nothing changed.")
 
 
+def _begin(
+    repos: Repositories,
+    *,
+    case_id: str,
+    actor: Actor,
+    permission: str,
+    reason_code: str | None,
+    reason_text: str | None,
+    seen_version: int | None,
+    action_id: str | None,
+) -> tuple[Case, bool, str, str]:
+    """The checks every reasoned action starts with: role, reason, case and version.
+    Returns the case, whether this action id was already applied, and the reason."""
+    _check_role(actor, permission)
+    code, text = _check_reason(reason_code, reason_text)
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    return case, done, code, text
+
+
 # --- evidence-based dispositions --------------------------------------------------------
 
 
@@ -109,9 +128,16 @@ def case_dispose(
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
     DUPLICATE_REJECTED_OK or ESCALATE."""
     repos = repos or repositories()
-    _check_role(actor, "dispose")
-    code, text = _check_reason(reason_code, reason_text)
-    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    case, done, code, text = _begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="dispose",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=seen_version,
+        action_id=action_id,
+    )
     if done:
         return _already(case)
     if actor.role != Role.SYSTEM and disposition not in allowed_actions(
@@ -336,11 +362,18 @@ def override_request(
 ) -> ActionResult:
     """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
     repos = repos or repositories()
-    _check_role(actor, "override_request")
-    code, text = _check_reason(reason_code, reason_text)
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
-    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    case, done, code, text = _begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="override_request",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=seen_version,
+        action_id=action_id,
+    )
     if done:
         return _already(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
@@ -409,9 +442,16 @@ def override_approve(
     repos: Repositories | None = None,
 ) -> ActionResult:
     repos = repos or repositories()
-    _check_role(actor, "override_approve")
-    code, text = _check_reason(reason_code, reason_text)
-    case, done = case_load(repos, case_id, seen_version=None, action_id=action_id)
+    case, done, code, text = _begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="override_approve",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=None,
+        action_id=action_id,
+    )
     if done:
         return _already(case)
     override = _pending_override(case, request_id)
@@ -534,9 +574,16 @@ def override_reject(
     repos: Repositories | None = None,
 ) -> ActionResult:
     repos = repos or repositories()
-    _check_role(actor, "override_reject")
-    code, text = _check_reason(reason_code, reason_text)
-    case, done = case_load(repos, case_id, seen_version=None, action_id=action_id)
+    case, done, code, text = _begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="override_reject",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=None,
+        action_id=action_id,
+    )
     if done:
         return _already(case)
     override = _pending_override(case, request_id)

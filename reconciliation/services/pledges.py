@@ -437,20 +437,14 @@ def _cancelled(
 
 
 def _token_mismatch(repos: Repositories, claim: Claim, exc: ClientError) -> IntakeOutcome:
-    case = _open_case(
+    return _case_for_pending_claim(
         repos,
         claim,
+        exc,
         TOKEN_MISMATCH,
-        decoded=[],
-        error=exc,
-        client_outcome={"http_status": 422, "error": TOKEN_PARAMETER_MISMATCH},
-    )
-    if case:
-        _attach_quietly(repos, claim, case, TOKEN_MISMATCH)
-    return IntakeOutcome(
         TOKEN_PARAMETER_MISMATCH,
-        case_id=case,
-        detail="DynamoDB saw a different transaction under this request's token within its "
+        422,
+        "DynamoDB saw a different transaction under this request's token within its "
         "10-minute window; nothing was recorded by this request. Staff will reconcile it.",
     )
 
@@ -461,22 +455,40 @@ def _ambiguous(repos: Repositories, claim: Claim, exc: BaseException) -> IntakeO
     logger.warning(
         "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
     )
+    return _case_for_pending_claim(
+        repos,
+        claim,
+        exc,
+        AMBIGUOUS_TIMEOUT,
+        OUTCOME_UNKNOWN,
+        202,
+        "The acknowledgement was lost: the pledge may or may not be recorded. "
+        "GET this pledge to learn the outcome; do not resend with a new key.",
+    )
+
+
+def _case_for_pending_claim(
+    repos: Repositories,
+    claim: Claim,
+    exc: BaseException,
+    case_type: str,
+    kind: str,
+    http_status: int,
+    detail: str,
+) -> IntakeOutcome:
+    """Open a case for a claim left PENDING by an unclear commit, then hand the claim to
+    the case (out of the stuck-claim index)."""
     case = _open_case(
         repos,
         claim,
-        AMBIGUOUS_TIMEOUT,
+        case_type,
         decoded=[],
         error=exc,
-        client_outcome={"http_status": 202, "error": OUTCOME_UNKNOWN},
+        client_outcome={"http_status": http_status, "error": kind},
     )
     if case:
-        _attach_quietly(repos, claim, case, AMBIGUOUS_TIMEOUT)
-    return IntakeOutcome(
-        OUTCOME_UNKNOWN,
-        case_id=case,
-        detail="The acknowledgement was lost: the pledge may or may not be recorded. "
-        "GET this pledge to learn the outcome; do not resend with a new key.",
-    )
+        _attach_quietly(repos, claim, case, case_type)
+    return IntakeOutcome(kind, case_id=case, detail=detail)
 
 
 def _open_case(
