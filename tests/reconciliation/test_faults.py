@@ -50,3 +50,20 @@ def test_fault_injection_is_honoured_with_opt_in(settings):
     finally:
         settings.FAULT_INJECTION = ""
         faults.active_plan()
+
+
+def test_slow_task_sleeps_only_when_honoured(settings, monkeypatch):
+    """``slow_task`` holds a task up only when fault injection is allowed and asks for it."""
+    slept: list[float] = []
+    monkeypatch.setattr(faults.time, "sleep", slept.append)
+    settings.FAULT_INJECTION = "slow_task=1"
+    settings.ALLOW_FAULT_INJECTION = False
+    faults.slow_task("retry_commit_task")
+    assert slept == []
+    settings.ALLOW_FAULT_INJECTION = True
+    try:
+        faults.slow_task("retry_commit_task")
+    finally:
+        settings.FAULT_INJECTION = ""
+        faults.active_plan()
+    assert slept == [faults.SLOW_TASK_S]

@@ -1,0 +1,395 @@
+"""Real processes for the reliability runs: a Redis of our own (which the tests stop and
+start again), the production server (gunicorn) and Celery worker/beat, and a plain HTTP
+client of the intake API. Every process gets its own session so it can be stopped with
+everything it started, and its output goes to a log file the failure message quotes."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from reconciliation.dynamo.local import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.25, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process in its own session, logging to ``log_path``."""
+
+    def __init__(self, args: list[str], *, env: dict, log_path: Path, cwd: Path = ROOT):
+        self.args = args
+        self.env = env
+        self.log_path = log_path
+        self.cwd = cwd
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Process:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.args,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log()[-chars:]
+
+
+# --- Redis --------------------------------------------------------------------------------
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` without persistence on a port of its own: stopping it
+    never touches the Redis other tests and ``make run`` use."""
+
+    def __init__(self, log_dir: Path):
+        self.port = free_port()
+        self.log_dir = log_dir
+        self.process: Process | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def start(self) -> None:
+        self.starts += 1
+        self.process = Process(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            env=dict(os.environ),
+            log_path=self.log_dir / f"redis-{self.port}-{self.starts}.log",
+        ).start()
+        wait_for(self.ping, timeout=15, what=f"redis on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+        wait_for(lambda: not self.ping(), timeout=10, what="redis to stop")
+
+
+# --- Django / gunicorn / Celery -----------------------------------------------------------
+
+
+def django_env(
+    tmp: Path, *, endpoint_url: str, table_prefix: str, redis_url: str, **extra: str
+) -> dict:
+    """The environment of a production-like process of this project, on plain http."""
+    env = dict(os.environ)
+    env.pop("FAULT_INJECTION", None)
+    env.update(
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        DJANGO_DEBUG="0",
+        # Plain http on 127.0.0.1: production security settings must not redirect to
+        # https or refuse the host (the switch is documented in docs/reliability.md).
+        DJANGO_HTTPS="0",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+        AUDIT_SIGNING_KEY="reliability-test-signing-key",
+        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
+        VAR_DIR=str(tmp / "var"),
+        DYNAMODB_ENDPOINT_URL=endpoint_url,
+        DDB_TABLE_PREFIX=table_prefix,
+        DDB_REGIONS="",
+        REDIS_URL=redis_url,
+        REDBEAT_KEY_PREFIX=f"redbeat:reliability-{os.getpid()}-{free_port()}:",
+        PYTHONUNBUFFERED="1",
+        LOG_LEVEL="INFO",
+    )
+    env.update(extra)
+    return env
+
+
+def manage(env: dict, *args: str, timeout: float = 120) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"manage.py {' '.join(args)}: {result.stderr[-2000:]}"
+    return result.stdout
+
+
+class ApiServer:
+    """``gunicorn dashboard.wsgi`` (the documented production server) on a free port,
+    with its own SQLite database for users and API tokens."""
+
+    def __init__(self, env: dict, log_dir: Path, *, workers: int = 2, threads: int = 8):
+        self.env = env
+        self.port = free_port()
+        self.workers = workers
+        self.threads = threads
+        self.process = Process(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "dashboard.wsgi",
+                "--workers",
+                str(workers),
+                "--threads",
+                str(threads),
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--timeout",
+                "60",
+                "--graceful-timeout",
+                "5",
+            ],
+            env=env,
+            log_path=log_dir / f"gunicorn-{self.port}.log",
+        )
+        self.token = ""
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def prepare(self, tenant: str) -> str:
+        """Create the Django tables and an API token for ``tenant`` (the last line printed
+        by ``issue_api_token``, DESIGN.md §8)."""
+        manage(self.env, "migrate", "--noinput")
+        self.token = (
+            manage(self.env, "issue_api_token", "--tenant", tenant).strip().splitlines()[-1]
+        )
+        return self.token
+
+    def start(self) -> ApiServer:
+        self.process.start()
+
+        def answers() -> bool:
+            assert self.process.alive(), self.process.tail()
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/healthz")
+                conn.getresponse().read()
+                conn.close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(answers, timeout=60, what="gunicorn to answer")
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def client(self) -> ApiClient:
+        return ApiClient("127.0.0.1", self.port, self.token)
+
+
+def celery_worker(env: dict, log_dir: Path, *, pool: str = "solo", concurrency: int = 1) -> Process:
+    name = f"reliability{os.getpid()}-{free_port()}@%h"
+    return Process(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "--hostname",
+            name,
+        ],
+        env=env,
+        log_path=log_dir / f"worker-{pool}-{free_port()}.log",
+    )
+
+
+def celery_beat(env: dict, log_dir: Path) -> Process:
+    return Process(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--scheduler",
+            "redbeat.RedBeatScheduler",
+        ],
+        env=env,
+        log_path=log_dir / f"beat-{free_port()}.log",
+    )
+
+
+def child_pids(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid="], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+# --- HTTP client of the intake API --------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    status: int  # 0 when no HTTP response arrived (connection refused or cut)
+    body: dict
+    headers: dict
+    started: float
+    ended: float
+    error: str = ""
+
+    @property
+    def retry_after(self) -> float:
+        try:
+            return float(self.headers.get("retry-after", "1"))
+        except ValueError:
+            return 1.0
+
+
+class ApiClient:
+    """One request per connection (``Connection: close``), so a status always belongs to
+    exactly one request and no keep-alive race is ever retried behind our back."""
+
+    def __init__(self, host: str, port: int, token: str, timeout: float = 30):
+        self.host = host
+        self.port = port
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: bytes | None, headers: dict) -> Answer:
+        started = time.monotonic()
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request(
+                method,
+                path,
+                body=body,
+                headers={
+                    "Authorization": f"Bearer {self.token}",
+                    "Connection": "close",
+                    **headers,
+                },
+            )
+            response = conn.getresponse()
+            raw = response.read()
+            try:
+                payload = json.loads(raw) if raw else {}
+            except ValueError:
+                payload = {"raw": raw[:500].decode(errors="replace")}
+            return Answer(
+                response.status,
+                payload,
+                {k.lower(): v for k, v in response.getheaders()},
+                started,
+                time.monotonic(),
+            )
+        except (OSError, http.client.HTTPException) as exc:
+            return Answer(0, {}, {}, started, time.monotonic(), error=type(exc).__name__)
+        finally:
+            conn.close()
+
+    def post(self, key: str, body: dict) -> Answer:
+        return self._call(
+            "POST",
+            "/api/v1/pledges",
+            json.dumps(body).encode(),
+            {"Idempotency-Key": key, "Content-Type": "application/json"},
+        )
+
+    def get(self, key: str) -> Answer:
+        return self._call("GET", f"/api/v1/pledges/{quote(key, safe='')}", None, {})
+
+
+@dataclass
+class Tally:
+    """Thread-safe counts of what the clients saw."""
+
+    statuses: Counter = field(default_factory=Counter)
+    answers: list[tuple[str, str, Answer]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, kind: str, key: str, answer: Answer) -> None:
+        with self._lock:
+            self.statuses[f"{kind} {answer.status}"] += 1
+            self.answers.append((kind, key, answer))
+
+    def of(self, kind: str) -> Counter:
+        return Counter(
+            {k.split()[1]: v for k, v in self.statuses.items() if k.startswith(kind + " ")}
+        )

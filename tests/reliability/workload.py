@@ -1,0 +1,52 @@
+"""What the reliability scenarios send, and what a person does with the cases they leave."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from reconciliation.policy import RETRY_COMMIT
+from reconciliation.repositories import repositories
+from reconciliation.repositories.cases import RESOLVED
+from reconciliation.repositories.pledges import intent_id_for
+from reconciliation.services.dispositions import case_dispose
+from tests.conftest import staff_actor
+from tests.helpers import cases
+
+FUNDS = ("GENERAL", "BUILDING", "SCHOLARSHIP", "RELIEF")
+CURRENCIES = ("USD", "EUR", "GBP")
+
+
+def body_for(i: int) -> dict:
+    """The request body of intent ``i``: fictional donor, spread over funds/currencies."""
+    return {
+        "donor_ref": f"LOAD-{i:05d}",
+        "fund": FUNDS[i % len(FUNDS)],
+        "amount": f"{10 + i}.{i % 100:02d}",
+        "currency": CURRENCIES[i % len(CURRENCIES)],
+    }
+
+
+def retry_open_cases(ddb, case_type: str) -> Counter:
+    """A person asks RETRY_COMMIT on every open case of ``case_type`` (the task runs
+    inline, as the autouse ``celery_eager`` fixture makes it); returns how each ended."""
+    outcomes: Counter = Counter()
+    for row in cases(ddb):
+        if row["case_type"] != case_type or row["state"] == RESOLVED:
+            continue
+        result = case_dispose(
+            case_id=row["case_id"],
+            disposition=RETRY_COMMIT,
+            actor=staff_actor(),
+            seen_version=None,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text="The worker died before committing; retry it.",
+        )
+        case = repositories().cases.get(row["case_id"])
+        outcomes[(case.retry or {}).get("status", "none") if result.applied else "refused"] += 1
+    return outcomes
+
+
+def recorded(keys: list[str], tenant: str) -> list[str]:
+    """The keys among ``keys`` whose durable pledge exists (consistent reads)."""
+    repos = repositories()
+    return [k for k in keys if repos.pledges.get(intent_id_for(tenant, k)) is not None]
