@@ -119,7 +119,17 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
         key = parse_idempotency_key(intent_id)
     except InvalidRequest as exc:
         return _invalid(exc)
-    pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
+    try:
+        pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
+    except pledges.StoreUnavailable:
+        response = _error(
+            503,
+            pledges.UNAVAILABLE,
+            "DynamoDB could not be reached; the outcome is unknown. Retry later.",
+            intent_id=key,
+        )
+        response["Retry-After"] = "2"
+        return response
     if pledge is None:
         return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)
     return JsonResponse(pledge)

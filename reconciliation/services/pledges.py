@@ -580,11 +580,19 @@ def _finalise_quietly(
         logger.warning("could not finalise claim: %s", error_code(exc))
 
 
+class StoreUnavailable(Exception):
+    """DynamoDB could not be read; the answer is unknown, not 'absent'."""
+
+
 def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
-    """The durable record, read consistently: the recovery path after a 202."""
+    """The durable record, read consistently: the recovery path after a 202. Raises
+    :class:`StoreUnavailable` rather than answering 'not found' when DynamoDB is down."""
     intent_id = intent_id_for(tenant, idempotency_key)
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    pledge = repositories_for_key(pk).pledges.get(intent_id, consistent=True)
+    try:
+        pledge = repositories_for_key(pk).pledges.get(intent_id, consistent=True)
+    except (BotoCoreError, ClientError) as exc:
+        raise StoreUnavailable(error_code(exc)) from exc
     return pledge.api_body() if pledge else None
 
 

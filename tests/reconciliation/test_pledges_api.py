@@ -276,6 +276,10 @@ def test_api_answers_within_5s_when_dynamodb_is_unreachable(db, api, settings):
     assert response.status_code == 503
     assert response.json()["error"] == "dynamodb_unavailable"
     assert elapsed < 5
+    # The recovery GET must not say "not found" (or 500) when it cannot know.
+    recovered = api.get("k-11")
+    reset_clients()
+    assert recovered.status_code == 503 and int(recovered["Retry-After"]) >= 1
 
 
 @pytest.mark.engines("dynamodb_local")

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.services.drill import drill_run
+from reconciliation.services.pledges import StoreUnavailable
 
 
 class Command(BaseCommand):
@@ -25,6 +26,8 @@ class Command(BaseCommand):
             report = drill_run()
         except (BotoCoreError, ClientError) as exc:
             raise CommandError(describe_connection_problem(exc, regions()[0])) from None
+        except StoreUnavailable as exc:
+            raise CommandError(f"DynamoDB became unreachable during the drill ({exc})") from None
         if as_json:
             self.stdout.write(json.dumps(report.as_dict(), indent=2))
         else:
