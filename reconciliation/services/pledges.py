@@ -32,7 +32,7 @@ from reconciliation.cancellation import (
     overall_branch,
 )
 from reconciliation.dynamo import faults
-from reconciliation.dynamo.errors import AMBIGUOUS_EXCEPTIONS, error_code
+from reconciliation.dynamo.errors import AMBIGUOUS_EXCEPTIONS, RETRYABLE_CODES, error_code
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.pledge_request import PledgeRequest
 from reconciliation.repositories import Repositories, repositories_for_key
@@ -108,8 +108,21 @@ def pledge_submit(
         # The worker may die here, between claim and commit: the sweep finds the claim.
         faults.crash_after_claim()
         return _count(pledge_commit(repos, claim, fresh=fresh))
+    except (BotoCoreError, RetriesExhausted) as exc:
+        # A read after a definitive outcome failed (every write outcome that may have
+        # committed is handled inside pledge_commit): the claim stays as it is, the
+        # client retries later.
+        return _count(_unavailable(exc))
+    except ClientError as exc:
+        if error_code(exc) in RETRYABLE_CODES or _server_error(exc):
+            return _count(_unavailable(exc))
+        raise
     finally:
         metrics.COMMIT_SECONDS.observe(time.monotonic() - started)
+
+
+def _server_error(exc: ClientError) -> bool:
+    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
 
 
 def _count(outcome: IntakeOutcome) -> IntakeOutcome:
@@ -199,7 +212,7 @@ def _judge_existing(
         if not existing.expired(now) and existing.response:
             return IntakeOutcome(REPLAYED, pledge=existing.response)
         # Past its expiry the cached answer is not trusted: the durable record is.
-        pledge = repos.pledges.get(existing.intent_id)
+        pledge = with_retry(lambda: repos.pledges.get(existing.intent_id))
         if pledge is not None:
             return IntakeOutcome(REPLAYED, pledge=pledge.api_body())
         return None
@@ -312,7 +325,7 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
             return _cancelled(repos, claim, items, exc, fresh=fresh)
         if code == "IdempotentParameterMismatchException":
             return _token_mismatch(repos, claim, exc)
-        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+        if _server_error(exc):
             return _ambiguous(repos, claim, exc)
         # A definitive refusal of the whole request (validation, access): nothing was
         # written. Free the key after the cool-off and let the caller see a 500.
@@ -365,7 +378,7 @@ def _cancelled(
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
     if branch == DUPLICATE:
-        existing = repos.pledges.get(claim.intent_id)
+        existing = with_retry(lambda: repos.pledges.get(claim.intent_id))
         if existing is None:  # pragma: no cover - a condition failed on a missing item
             raise exc
         if fresh:
@@ -398,7 +411,7 @@ def _cancelled(
             detail="A pledge with this Idempotency-Key exists with a different body.",
         )
     if branch == LOST_CLAIM:
-        current = repos.claims.get(claim.pk)
+        current = with_retry(lambda: repos.claims.get(claim.pk))
         case = _open_case(
             repos,
             claim,
@@ -590,8 +603,9 @@ def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
     intent_id = intent_id_for(tenant, idempotency_key)
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     try:
-        pledge = repositories_for_key(pk).pledges.get(intent_id, consistent=True)
-    except (BotoCoreError, ClientError) as exc:
+        repos = repositories_for_key(pk)
+        pledge = with_retry(lambda: repos.pledges.get(intent_id, consistent=True))
+    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         raise StoreUnavailable(error_code(exc)) from exc
     return pledge.api_body() if pledge else None
 
