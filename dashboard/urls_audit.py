@@ -1,3 +1,23 @@
 """URLs of the audit screens (search, export, downloads)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from dashboard.views import audit
+
+urlpatterns = [
+    path("", audit.audit_search_view, name="audit-search"),
+    path("export.csv", audit.audit_export_csv, name="audit-export-csv"),
+    path("export.jsonl", audit.audit_export_jsonl, name="audit-export-jsonl"),
+    path("exports/", audit.audit_export_start, name="audit-export-start"),
+    path("exports/<str:export_id>/", audit.audit_export_status, name="audit-export-status"),
+    path(
+        "exports/<str:export_id>/download",
+        audit.audit_export_download,
+        name="audit-export-download",
+    ),
+    path(
+        "exports/<str:export_id>/manifest.json",
+        audit.audit_export_manifest,
+        name="audit-export-manifest",
+    ),
+]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -167,3 +168,130 @@ class AuditRepository:
             if "LastEvaluatedKey" not in response:
                 return events
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # --- reads over the ``by_day`` index and bulk loading (audit trail, issue 5/7) ---------
+
+    def day_page(
+        self,
+        day_shard: str,
+        *,
+        descending: bool = False,
+        after: str | None = None,
+        start: str | None = None,
+        limit: int | None = None,
+        filter_expression: str | None = None,
+        names: dict[str, str] | None = None,
+        values: dict[str, dict] | None = None,
+        projection: str | None = None,
+        exclusive_start_key: dict | None = None,
+    ) -> tuple[list[dict], dict | None]:
+        """One Query page of ``by_day`` for one day shard, in ``at_id`` order.
+
+        ``after`` resumes strictly past an ``at_id`` already consumed (in the direction
+        of travel); ``start`` is an inclusive first bound used when nothing has been
+        consumed yet. Items come back raw (attribute values), so a caller that needs only
+        a few fields pays for no full deserialisation. Returns the items and the
+        ``LastEvaluatedKey`` (``None`` on the last page).
+        """
+        condition = "day_shard = :ds"
+        expression_values: dict[str, dict] = {":ds": {"S": day_shard}}
+        if after is not None:
+            condition += " AND at_id < :pos" if descending else " AND at_id > :pos"
+            expression_values[":pos"] = {"S": after}
+        elif start is not None:
+            condition += " AND at_id <= :pos" if descending else " AND at_id >= :pos"
+            expression_values[":pos"] = {"S": start}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_day",
+            "KeyConditionExpression": condition,
+            "ScanIndexForward": not descending,
+        }
+        if limit:
+            kwargs["Limit"] = limit
+        if filter_expression:
+            kwargs["FilterExpression"] = filter_expression
+        if projection:
+            kwargs["ProjectionExpression"] = projection
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if values:
+            expression_values.update(values)
+        kwargs["ExpressionAttributeValues"] = expression_values
+        if exclusive_start_key:
+            kwargs["ExclusiveStartKey"] = exclusive_start_key
+        response = self.client.query(**kwargs)
+        return response.get("Items", []), response.get("LastEvaluatedKey")
+
+    def event_at(self, stream: str, seq: int) -> dict | None:
+        """The stored event at ``(stream, seq)``, read consistently, or ``None``."""
+        response = self.client.get_item(
+            TableName=self.table,
+            Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
+            ConsistentRead=True,
+        )
+        return from_item(response.get("Item"))
+
+    def latest_event(self, stream: str, *, action: str) -> dict | None:
+        """The newest event of ``stream`` with ``action``, walking back from the head."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#s = :s",
+            "FilterExpression": "#a = :a",
+            "ExpressionAttributeNames": {"#s": "stream", "#a": "action"},
+            "ExpressionAttributeValues": {":s": {"S": stream}, ":a": {"S": action}},
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "Limit": 25,
+        }
+        while True:
+            response = self.client.query(**kwargs)
+            items = response.get("Items", [])
+            if items:
+                return from_item(items[0])
+            if "LastEvaluatedKey" not in response:
+                return None
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def batch_put(self, events: list[dict]) -> None:
+        """Bulk-load complete events with BatchWriteItem, 25 per request.
+
+        BatchWriteItem cannot carry a condition, so this overwrites: it is for seeding
+        tests and benchmarks and for restores, never for the live append path.
+        """
+        for start in range(0, len(events), 25):
+            requests = [{"PutRequest": {"Item": to_item(e)}} for e in events[start : start + 25]]
+            pending: dict = {self.table: requests}
+            delay = 0.05
+            while pending:
+                response = self.client.batch_write_item(RequestItems=pending)
+                pending = response.get("UnprocessedItems") or {}
+                if pending:
+                    # Unprocessed items are throttled ones: back off before resending.
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+    def hashes_at(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """Stored ``hash`` of each ``(stream, seq)`` that exists, by BatchGetItem (100 keys
+        a request, consistent reads); absent keys are absent from the answer."""
+        found: dict[tuple[str, int], str] = {}
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            pending: dict = {
+                self.table: {
+                    "Keys": [{"stream": {"S": s}, "seq": {"N": str(q)}} for s, q in chunk],
+                    "ProjectionExpression": "#s, #q, #h",
+                    "ExpressionAttributeNames": {"#s": "stream", "#q": "seq", "#h": "hash"},
+                    "ConsistentRead": True,
+                }
+            }
+            delay = 0.05
+            while pending:
+                response = self.client.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    found[(item["stream"]["S"], int(item["seq"]["N"]))] = item["hash"]["S"]
+                pending = response.get("UnprocessedKeys") or {}
+                if pending:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+        return found

@@ -7,3 +7,13 @@ document.addEventListener("htmx:beforeSwap", function (evt) {
     evt.detail.isError = false;
   }
 });
+
+// "Select every case shown" in a queue table ticks or clears the row boxes of that name.
+document.addEventListener("change", function (evt) {
+  var all = evt.target;
+  if (!all.matches || !all.matches("input[data-select-all]")) return;
+  var boxes = all.closest("table").querySelectorAll(
+    'input[type="checkbox"][name="' + all.getAttribute("data-select-all") + '"]'
+  );
+  boxes.forEach(function (box) { box.checked = all.checked; });
+});

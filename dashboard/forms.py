@@ -1,0 +1,147 @@
+"""Forms of the staff screens. They shape input and label controls; the services decide
+what is allowed (the choices offered come from ``reconciliation.policy``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+
+from reconciliation.policy import (
+    BULK_DISPOSITIONS,
+    DISPOSITIONS,
+    LABELS,
+    MIN_REASON_LENGTH,
+    OVERRIDES,
+    REASON_CODES,
+)
+
+REASON_MAX = 2000
+REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
+
+
+def new_action_id() -> str:
+    """A fresh id per rendered form: submitting the same form twice applies it once."""
+    return str(uuid.uuid4())
+
+
+class QueueFilterForm(forms.Form):
+    """Filters of a queue page; a plain GET form that htmx also submits in place."""
+
+    fund = forms.CharField(required=False, max_length=32, label="Fund")
+    min_amount = forms.CharField(
+        required=False,
+        max_length=20,
+        label="Minimum amount",
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
+    )
+    min_age_h = forms.CharField(
+        required=False,
+        max_length=10,
+        label="Minimum age (hours)",
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 4"}),
+    )
+    q = forms.CharField(
+        required=False,
+        max_length=600,
+        label="Intent id",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "tenant#key, e.g. acme#42"}),
+    )
+    mine = forms.BooleanField(required=False, label="Assigned to me")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "filter_%s")
+        super().__init__(*args, **kwargs)
+
+    def clean_q(self) -> str:
+        value = self.cleaned_data["q"].strip()
+        if value and "#" not in value:
+            raise forms.ValidationError("Enter the intent id as tenant#key, e.g. acme#42.")
+        return value
+
+
+class _ReasonForm(forms.Form):
+    reason_code = forms.ChoiceField(choices=REASON_CHOICES, label="Reason code")
+    reason_text = forms.CharField(
+        label="Reason",
+        min_length=MIN_REASON_LENGTH,
+        max_length=REASON_MAX,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=f"At least {MIN_REASON_LENGTH} characters; recorded in the audit trail.",
+    )
+    action_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def __init__(self, *args, prefix_id: str = "reason", **kwargs):
+        kwargs.setdefault("auto_id", f"{prefix_id}_%s")
+        initial = kwargs.setdefault("initial", {})
+        initial.setdefault("action_id", new_action_id())
+        super().__init__(*args, **kwargs)
+
+
+class DispositionForm(_ReasonForm):
+    disposition = forms.ChoiceField(
+        choices=[(d, LABELS[d]) for d in DISPOSITIONS],
+        widget=forms.RadioSelect,
+        label="Disposition",
+    )
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    field_order = ["disposition", "reason_code", "reason_text"]
+
+    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
+        kwargs.setdefault("prefix_id", "dispose")
+        super().__init__(*args, **kwargs)
+        if offered is not None:
+            self.fields["disposition"].choices = [
+                (d, LABELS[d]) for d in DISPOSITIONS if d in offered
+            ]
+
+
+class OverrideRequestForm(_ReasonForm):
+    override = forms.ChoiceField(
+        choices=[(o, LABELS[o]) for o in OVERRIDES],
+        widget=forms.RadioSelect,
+        label="Override",
+    )
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    field_order = ["override", "reason_code", "reason_text"]
+
+    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
+        kwargs.setdefault("prefix_id", "override")
+        super().__init__(*args, **kwargs)
+        if offered is not None:
+            self.fields["override"].choices = [(o, LABELS[o]) for o in OVERRIDES if o in offered]
+
+
+class AssignForm(forms.Form):
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    action_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    unassign = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "assign_%s")
+        kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
+        super().__init__(*args, **kwargs)
+
+
+class DecisionForm(_ReasonForm):
+    """Approve or reject one pending override request, with a note."""
+
+    request_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def __init__(self, *args, case_id: str = "", **kwargs):
+        kwargs.setdefault("prefix_id", f"decide_{case_id}")
+        super().__init__(*args, **kwargs)
+        self.fields["reason_text"].label = "Note"
+
+
+class BulkForm(_ReasonForm):
+    disposition = forms.ChoiceField(
+        choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS], label="Apply to the selected cases"
+    )
+    step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
+    queue = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
+    field_order = ["disposition", "reason_code", "reason_text"]
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("prefix_id", "bulk")
+        super().__init__(*args, **kwargs)

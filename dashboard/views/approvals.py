@@ -1,0 +1,138 @@
+"""Override requests awaiting a supervisor: who asked, why, how old, when it expires;
+approve or reject with a note. Requests are pinned to the case version they were raised
+against and a supervisor never decides their own (the services refuse both too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.auth import actor_for, role_required
+from dashboard.forms import DecisionForm
+from dashboard.views.pages import render_page, wants_partial
+from reconciliation.actors import Actor, Role
+from reconciliation.repositories.cases import QUEUE_APPROVAL
+from reconciliation.selectors import InvalidFilter, case_detail, queue_page
+from reconciliation.services.cases import CaseError, CaseNotFound
+from reconciliation.services.dispositions import (
+    ActionResult,
+    override_approve,
+    override_reject,
+)
+
+PAGE_SIZE = 50
+
+
+def _item(request: HttpRequest, case, form: DecisionForm | None = None, result=None) -> dict:
+    """One request as shown: the case (a queue row or a full case), its pending override,
+    whether the viewer raised it, and the decision form."""
+    override = case.override or {}
+    requester = (override.get("requested_by") or {}).get("username", "")
+    if form is None and override:
+        form = DecisionForm(case_id=case.case_id, initial={"request_id": override["request_id"]})
+    return {
+        "case": case,
+        "override": override,
+        "own": bool(requester) and requester == request.user.get_username(),
+        "form": form,
+        "result": result,
+    }
+
+
+def _approvals_response(
+    request: HttpRequest, *, status: int = 200, failed: dict | None = None
+) -> HttpResponse:
+    cursor = request.GET.get("cursor") or None
+    page, error = None, ""
+    try:
+        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE)
+    except InvalidFilter as exc:
+        error, status = "; ".join(exc.fields.values()), 400
+    failed = failed or {}
+    items = [_item(request, row, failed.get(row.case_id)) for row in (page.rows if page else [])]
+    more_url = ""
+    if page is not None and page.next_cursor:
+        more_url = "/approvals/?" + urlencode({"cursor": page.next_cursor})
+    context = {
+        "page": page,
+        "items": items,
+        "cursor": cursor,
+        "error": error,
+        "more_url": more_url,
+    }
+    partial = "next_page" if cursor and page is not None else "requests"
+    return render_page(request, "approvals/list.html", partial, context, status=status)
+
+
+@require_GET
+@role_required(Role.SUPERVISOR)
+def approvals_view(request: HttpRequest) -> HttpResponse:
+    return _approvals_response(request)
+
+
+def _decide(
+    request: HttpRequest, case_id: str, decide: Callable[[dict, Actor], ActionResult]
+) -> HttpResponse:
+    form = DecisionForm(request.POST, case_id=case_id)
+    result, status = None, 200
+    if not form.is_valid():
+        status = 400
+        messages.error(request, "Nothing was decided: check the highlighted fields.")
+    else:
+        try:
+            result = decide(form.cleaned_data, actor_for(request))
+        except CaseNotFound as exc:
+            raise Http404(str(exc)) from exc
+        except CaseError as exc:
+            status = exc.status
+            form.add_error(None, str(exc))
+            messages.error(request, f"Not decided: {exc}")
+        else:
+            messages.success(request, result.message)
+    if not wants_partial(request):
+        if result is not None:
+            return redirect("approvals")
+        return _approvals_response(request, status=status, failed={case_id: form})
+    case = case_detail(case_id)
+    if case is None:
+        raise Http404("No such case")
+    item = _item(request, case, None if result else form, result)
+    context = {"item": item, "oob_messages": True}
+    return render_page(request, "approvals/list.html", "request", context, status=status)
+
+
+@require_POST
+@role_required(Role.SUPERVISOR)
+def override_approve_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    def decide(data: dict, actor: Actor) -> ActionResult:
+        return override_approve(
+            case_id=case_id,
+            request_id=data["request_id"],
+            actor=actor,
+            reason_code=data["reason_code"],
+            reason_text=data["reason_text"],
+            action_id=data["action_id"],
+        )
+
+    return _decide(request, case_id, decide)
+
+
+@require_POST
+@role_required(Role.SUPERVISOR)
+def override_reject_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    def decide(data: dict, actor: Actor) -> ActionResult:
+        return override_reject(
+            case_id=case_id,
+            request_id=data["request_id"],
+            actor=actor,
+            reason_code=data["reason_code"],
+            reason_text=data["reason_text"],
+            action_id=data["action_id"],
+        )
+
+    return _decide(request, case_id, decide)

@@ -1,0 +1,215 @@
+"""The audit screens: search, streamed exports, background exports and their downloads.
+
+Auditors and supervisors see every event; finance staff see only events they performed
+themselves (the filter is imposed here, on the server, and the page says so). Views
+parse input, call one selector or service, and render (STYLE.md).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django import forms
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.auth import actor_for, role_required
+from reconciliation.actors import Role
+from reconciliation.audit_export import (
+    CONTENT_TYPES,
+    FORMATS,
+    ExportForbidden,
+    ExportNotFound,
+    ExportNotReady,
+    export_download,
+    export_request,
+    export_status,
+    export_stream_http,
+)
+from reconciliation.selectors_audit import (
+    AuditFilters,
+    CursorError,
+    FilterError,
+    audit_search,
+)
+from reconciliation.tasks.audit import export_enqueue, export_progress
+
+AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)
+FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id")
+
+
+class AuditSearchForm(forms.Form):
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    actor = forms.CharField(required=False, max_length=254, label="Actor (username or e-mail)")
+    action = forms.CharField(required=False, max_length=100)
+    case_id = forms.CharField(required=False, max_length=200, label="Case id")
+    intent_id = forms.CharField(required=False, max_length=600, label="Intent id")
+
+
+def _own_only(request: HttpRequest) -> str:
+    """The username finance staff are restricted to; empty for auditors and supervisors."""
+    return request.user.get_username() if request.role == Role.FINANCE_STAFF else ""
+
+
+def _filters(request: HttpRequest, data) -> tuple[AuditSearchForm, AuditFilters | None, str]:
+    """The bound form, the filters it describes (None when invalid) and an error."""
+    form = AuditSearchForm(data)
+    if not form.is_valid():
+        return form, None, "Check the highlighted fields."
+    values = form.cleaned_data
+    try:
+        filters = AuditFilters.build(
+            since=values["since"].isoformat() if values["since"] else "",
+            until=values["until"].isoformat() if values["until"] else "",
+            actor=values["actor"],
+            action=values["action"],
+            case_id=values["case_id"],
+            intent_id=values["intent_id"],
+            performed_by=_own_only(request),
+        )
+    except FilterError as exc:
+        return form, None, str(exc)
+    return form, filters, ""
+
+
+def _filter_values(filters: AuditFilters, form: AuditSearchForm) -> dict[str, str]:
+    values = {
+        "since": filters.since.date().isoformat(),
+        "until": filters.until.date().isoformat(),
+    }
+    for name in FILTER_FIELDS[2:]:
+        if form.cleaned_data.get(name):
+            values[name] = form.cleaned_data[name]
+    return values
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_search_view(request: HttpRequest) -> HttpResponse:
+    form, filters, error = _filters(request, request.GET)
+    page = None
+    query = ""
+    values: dict[str, str] = {}
+    status = 200
+    if filters is not None:
+        values = _filter_values(filters, form)
+        query = urlencode(values)
+        try:
+            page = audit_search(filters=filters, cursor=request.GET.get("cursor") or None)
+        except CursorError as exc:
+            error, status = str(exc), 400
+    else:
+        status = 400
+    context = {
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "error": error,
+        "query": query,
+        "filters_form_values": list(values.items()),
+        "own_only": bool(_own_only(request)),
+        "formats": FORMATS,
+    }
+    template = "audit/search.html#rows" if request.htmx else "audit/search.html"
+    return render(request, template, context, status=status)
+
+
+def _export_response(request: HttpRequest, fmt: str) -> HttpResponse:
+    form, filters, error = _filters(request, request.GET)
+    if filters is None:
+        return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
+    run, body = export_stream_http(filters=filters, fmt=fmt, actor=actor_for(request))
+    response = StreamingHttpResponse(body, content_type=CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{run.file_name}"'
+    response["X-Audit-Export-Id"] = run.export_id
+    # The signed manifest exists once the last byte has been sent.
+    response["Link"] = f'</audit/exports/{run.export_id}/manifest.json>; rel="describedby"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_export_csv(request: HttpRequest) -> HttpResponse:
+    return _export_response(request, "csv")
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_export_jsonl(request: HttpRequest) -> HttpResponse:
+    return _export_response(request, "jsonl")
+
+
+@require_POST
+@role_required(*AUDIT_ROLES)
+def audit_export_start(request: HttpRequest) -> HttpResponse:
+    """Queue a large export as a background task and go to its progress page."""
+    fmt = request.POST.get("format", "csv")
+    form, filters, error = _filters(request, request.POST)
+    if filters is None or fmt not in FORMATS:
+        return HttpResponseBadRequest(
+            f"Invalid export request: {error or 'unknown format'}", content_type="text/plain"
+        )
+    export_id = export_request(filters=filters, fmt=fmt, actor=actor_for(request))
+    export_enqueue(export_id)
+    return redirect("audit-export-status", export_id=export_id)
+
+
+def _own_export(request: HttpRequest, export_id: str):
+    status = export_status(export_id)
+    if status is None:
+        raise Http404("No such export")
+    if status.owner != request.user.get_username():
+        # Export files belong to whoever asked for them; nobody else, whatever the role.
+        raise PermissionDenied
+    return status
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_export_status(request: HttpRequest, export_id: str) -> HttpResponse:
+    status = _own_export(request, export_id)
+    progress = export_progress(export_id) if status.running else None
+    context = {"export": status, "progress": progress}
+    template = "audit/export.html#progress" if request.htmx else "audit/export.html"
+    return render(request, template, context)
+
+
+def _download(request: HttpRequest, export_id: str, what: str) -> HttpResponse:
+    try:
+        path, name = export_download(export_id, actor=actor_for(request), what=what)
+    except ExportNotFound:
+        raise Http404("No such export")
+    except ExportForbidden:
+        raise PermissionDenied
+    except ExportNotReady:
+        return HttpResponse("The export is not ready.", status=409, content_type="text/plain")
+    content_type = "application/json" if what == "manifest" else None
+    return FileResponse(
+        open(path, "rb"),  # noqa: SIM115 (FileResponse closes it)
+        as_attachment=True,
+        filename=name,
+        content_type=content_type,
+    )
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_export_download(request: HttpRequest, export_id: str) -> HttpResponse:
+    return _download(request, export_id, "file")
+
+
+@require_GET
+@role_required(*AUDIT_ROLES)
+def audit_export_manifest(request: HttpRequest, export_id: str) -> HttpResponse:
+    return _download(request, export_id, "manifest")

@@ -1,0 +1,263 @@
+"""The case page (summary, decoded cancellation reasons, live evidence, token window,
+audit timeline) and the actions on a case: dispositions, override requests, assignment,
+and bulk dispositions on selected cases of a queue.
+
+Every action form carries the case version it was rendered from and a fresh action id;
+the services refuse a stale version (the page then shows who changed the case, when,
+and the fresh state: 409) and apply an action id once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.auth import actor_for, role_required
+from dashboard.forms import AssignForm, BulkForm, DispositionForm, OverrideRequestForm
+from dashboard.templatetags.dashboard_format import utc
+from dashboard.views.pages import (
+    ACTING_ROLES,
+    QUEUE_SLUGS,
+    SLUG_FOR_QUEUE,
+    VIEWING_ROLES,
+    render_page,
+    wants_partial,
+)
+from reconciliation.actors import Actor
+from reconciliation.policy import DISPOSITIONS, LABELS, OVERRIDES, allowed_actions
+from reconciliation.repositories.cases import Case
+from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
+from reconciliation.services.cases import CaseChanged, CaseError, CaseNotFound, InvalidReason
+from reconciliation.services.dispositions import (
+    ActionResult,
+    case_assign,
+    case_dispose,
+    cases_bulk,
+    override_request,
+)
+
+FORM_CLASSES = {
+    "dispose": DispositionForm,
+    "override": OverrideRequestForm,
+    "assign": AssignForm,
+}
+
+
+def _case_or_404(case_id: str) -> Case:
+    case = case_detail(case_id)
+    if case is None:
+        raise Http404("No such case")
+    return case
+
+
+def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
+    """The action forms this role is offered on this case now: a bound form when it is
+    being re-shown with errors, else a fresh one (current version, new action id)."""
+    allowed = allowed_actions(case.case_type, case.state, role) if role in ACTING_ROLES else []
+    offered = {
+        "dispose": [a for a in allowed if a in DISPOSITIONS],
+        "override": [a for a in allowed if a in OVERRIDES],
+    }
+    forms: dict = {}
+    for name in ("dispose", "override"):
+        if not offered[name]:
+            continue
+        form = bound.get(name) or FORM_CLASSES[name](
+            offered=offered[name], initial={**keep.get(name, {}), "seen_version": case.version}
+        )
+        field = form.fields["disposition" if name == "dispose" else "override"]
+        field.choices = [(a, LABELS[a]) for a in offered[name]]
+        forms[name] = form
+    if role in ACTING_ROLES and case.state != "RESOLVED":
+        forms["assign"] = AssignForm(initial={"seen_version": case.version})
+    return forms
+
+
+def _case_response(
+    request: HttpRequest,
+    case_id: str,
+    *,
+    status: int = 200,
+    bound: dict | None = None,
+    keep: dict | None = None,
+    conflict: Case | None = None,
+    partial: str = "case",
+) -> HttpResponse:
+    case = _case_or_404(case_id)
+    context = {
+        "case": case,
+        "evidence": case_evidence(case),
+        "timeline": case_timeline(case.case_id),
+        "forms": _forms(case, request.role, bound or {}, keep or {}),
+        "can_act": request.role in ACTING_ROLES,
+        "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),
+        "is_mine": case.assignee == request.user.get_username(),
+        "conflict": conflict,
+        # Messages travel with an htmx answer to a POST as an out-of-band swap.
+        "oob_messages": request.method == "POST" and wants_partial(request),
+    }
+    return render_page(request, "cases/detail.html", partial, context, status=status)
+
+
+@require_GET
+@role_required(*VIEWING_ROLES)
+def case_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    return _case_response(request, case_id)
+
+
+@require_GET
+@role_required(*VIEWING_ROLES)
+def case_evidence_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    """Fresh consistent reads: the evidence panel for htmx, the case page otherwise."""
+    return _case_response(request, case_id, partial="evidence")
+
+
+def _act(
+    request: HttpRequest,
+    case_id: str,
+    name: str,
+    run: Callable[[dict, Actor], ActionResult],
+) -> HttpResponse:
+    form = FORM_CLASSES[name](request.POST)
+    if not form.is_valid():
+        messages.error(request, "Nothing was changed: check the highlighted fields.")
+        return _case_response(request, case_id, status=400, bound={name: form})
+    try:
+        result = run(form.cleaned_data, actor_for(request))
+    except CaseNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except CaseChanged as exc:
+        current = exc.current
+        messages.error(
+            request,
+            f"Not applied: the case was changed by {current.last_actor} at "
+            f"{utc(current.last_action_at)}. Its fresh state is shown; review it and act again.",
+        )
+        keep = {
+            k: v for k, v in form.cleaned_data.items() if k not in ("seen_version", "action_id")
+        }
+        return _case_response(request, case_id, status=409, keep={name: keep}, conflict=current)
+    except CaseError as exc:
+        messages.error(request, f"Not applied: {exc}")
+        form.add_error("reason_text" if isinstance(exc, InvalidReason) else None, str(exc))
+        return _case_response(request, case_id, status=exc.status, bound={name: form})
+    if result.applied:
+        messages.success(request, result.message)
+    else:
+        messages.info(request, result.message)
+    if not wants_partial(request):
+        return redirect("case", case_id=case_id)
+    return _case_response(request, case_id)
+
+
+@require_POST
+@role_required(*ACTING_ROLES)
+def case_dispose_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    def run(data: dict, actor: Actor) -> ActionResult:
+        return case_dispose(
+            case_id=case_id,
+            disposition=data["disposition"],
+            actor=actor,
+            seen_version=data["seen_version"],
+            reason_code=data["reason_code"],
+            reason_text=data["reason_text"],
+            action_id=data["action_id"],
+        )
+
+    return _act(request, case_id, "dispose", run)
+
+
+@require_POST
+@role_required(*ACTING_ROLES)
+def case_override_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    def run(data: dict, actor: Actor) -> ActionResult:
+        return override_request(
+            case_id=case_id,
+            override=data["override"],
+            actor=actor,
+            seen_version=data["seen_version"],
+            reason_code=data["reason_code"],
+            reason_text=data["reason_text"],
+            action_id=data["action_id"],
+        )
+
+    return _act(request, case_id, "override", run)
+
+
+@require_POST
+@role_required(*ACTING_ROLES)
+def case_assign_view(request: HttpRequest, case_id: str) -> HttpResponse:
+    def run(data: dict, actor: Actor) -> ActionResult:
+        return case_assign(
+            case_id=case_id,
+            actor=actor,
+            seen_version=data["seen_version"],
+            action_id=data["action_id"],
+            unassign=data["unassign"],
+        )
+
+    return _act(request, case_id, "assign", run)
+
+
+@require_POST
+@role_required(*ACTING_ROLES)
+def cases_bulk_view(request: HttpRequest) -> HttpResponse:
+    """Preview (dry run: what each selected case would become), then apply, each case its
+    own audited change; the answer lists the outcome per case."""
+    form = BulkForm(request.POST)
+    case_ids = list(dict.fromkeys(c for c in request.POST.getlist("case_ids") if c))
+    rows, status = None, 200
+    valid = form.is_valid()
+    if not case_ids:
+        form.add_error(None, "Select at least one case in the table.")
+    elif len(case_ids) > MAX_PAGE:
+        form.add_error(None, f"Select at most {MAX_PAGE} cases at a time.")
+    preview = valid and form.cleaned_data["step"] == "preview"
+    if not form.errors:
+        data = form.cleaned_data
+        try:
+            rows = cases_bulk(
+                case_ids=case_ids,
+                disposition=data["disposition"],
+                actor=actor_for(request),
+                reason_code=data["reason_code"],
+                reason_text=data["reason_text"],
+                dry_run=preview,
+                action_id=data["action_id"],
+            )
+        except CaseError as exc:
+            form.add_error(None, str(exc))
+            status = exc.status
+    else:
+        status = 400
+    if form.errors:
+        messages.error(request, "Nothing was changed: check the bulk form.")
+    elif not preview:
+        done = sum(1 for r in rows if r.ok)
+        level = messages.SUCCESS if done == len(rows) else messages.WARNING
+        messages.add_message(
+            request,
+            level,
+            f"Bulk {data['disposition']}: {done} of "
+            f"{len(rows)} cases done; see the result per case.",
+        )
+    slug = request.POST.get("queue", "")
+    context = {
+        "form": form,
+        "rows": rows,
+        "preview": preview and rows is not None,
+        "applied": not preview and rows is not None,
+        "ready_ids": [r.case_id for r in rows or [] if r.ok],
+        "confirm_action_id": BulkForm().initial["action_id"],
+        "slug": slug if slug in QUEUE_SLUGS else "",
+        "oob_messages": wants_partial(request),
+    }
+    response = render_page(request, "cases/bulk.html", "panel", context, status=status)
+    if context["applied"] and wants_partial(request):
+        # The queue table reloads itself (same filters) when cases have moved on.
+        response["HX-Trigger"] = "queue-changed"
+    return response

@@ -1,0 +1,50 @@
+"""The overview: open cases and the oldest per queue, ageing, pending approvals, and the
+latest audit events."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from dashboard.auth import role_required
+from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
+from reconciliation.repositories.cases import QUEUE_APPROVAL
+from reconciliation.selectors import (
+    AGE_BUCKETS,
+    queue_ageing,
+    queue_counts,
+    queue_oldest,
+    queue_page,
+    recent_audit_events,
+)
+
+APPROVALS_SHOWN = 5
+EVENTS_SHOWN = 20
+
+
+@require_GET
+@role_required(*VIEWING_ROLES)
+def overview(request: HttpRequest) -> HttpResponse:
+    counts = queue_counts()
+    oldest = queue_oldest()
+    ageing = queue_ageing()
+    queues = [
+        {
+            "slug": slug,
+            "queue": queue,
+            "count": counts.get(queue, 0),
+            "oldest": oldest.get(queue),
+            "buckets": ageing.get(queue, []),
+            "aged": sum(n for _, n in ageing.get(queue, [])),
+        }
+        for slug, queue in QUEUE_SLUGS.items()
+    ]
+    context = {
+        "queues": queues,
+        "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
+        "largest": max((q["aged"] for q in queues), default=0),
+        "approval_count": counts.get(QUEUE_APPROVAL, 0),
+        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN).rows,
+        "events": recent_audit_events(EVENTS_SHOWN),
+    }
+    return render_page(request, "overview.html", "summary", context)

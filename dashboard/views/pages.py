@@ -1,0 +1,57 @@
+"""What the staff screens share: who may see and act, queue URL slugs, and rendering a
+page or, for htmx, the named partial of the same template (STYLE.md)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+
+from reconciliation.actors import Role
+from reconciliation.repositories.cases import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    QUEUE_APPROVAL,
+    QUEUE_ESCALATED,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+)
+
+# Every screen admits the three staff roles; only staff and supervisors act.
+VIEWING_ROLES = (Role.FINANCE_STAFF, Role.SUPERVISOR, Role.AUDITOR)
+ACTING_ROLES = (Role.FINANCE_STAFF, Role.SUPERVISOR)
+
+# URL slugs of the queues (DESIGN.md §8), in tab order.
+QUEUE_SLUGS = {
+    "stuck": STUCK_PENDING,
+    "ambiguous": AMBIGUOUS_TIMEOUT,
+    "cancelled": CANCELLED_TRANSACTION,
+    "mismatch": TOKEN_MISMATCH,
+    "escalated": QUEUE_ESCALATED,
+    "approval": QUEUE_APPROVAL,
+}
+SLUG_FOR_QUEUE = {queue: slug for slug, queue in QUEUE_SLUGS.items()}
+
+
+def wants_partial(request: HttpRequest) -> bool:
+    """An htmx request that swaps part of a page. A history restore (back button after
+    the htmx cache was evicted) needs the whole page, although it is an htmx request."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def render_page(
+    request: HttpRequest,
+    template: str,
+    partial: str | None,
+    context: dict,
+    *,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole ``template``, or its ``partial`` for htmx. One URL answers both, so the
+    response varies on ``HX-Request`` (or a browser cache could serve a fragment as a
+    page after hx-push-url)."""
+    name = f"{template}#{partial}" if partial and wants_partial(request) else template
+    response = render(request, name, context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    return response

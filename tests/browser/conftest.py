@@ -1,0 +1,101 @@
+"""Playwright driving Debian's Chromium against the app served by ``live_server``, over
+the test's own DynamoDB Local tables (the ``browser`` marker keeps ``ddb`` on DynamoDB
+Local). Playwright's own browser download does not work here, so a missing
+``/usr/bin/chromium`` skips locally and fails under CI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import OUTPUT_DIR
+
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "correct-horse-battery-9"
+WIDE, NARROW = 1280, 800
+
+
+@pytest.fixture(scope="module")
+def chromium_browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        message = f"Chromium not found at {CHROMIUM} (Debian: apt-get install chromium)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; Django's ORM, used by the
+    # tests to create users, would otherwise refuse to run next to it. Module scope: the
+    # loop and the allowance end with the browser tests.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def screenshots() -> Path:
+    folder = OUTPUT_DIR / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def staff_users(transactional_db) -> dict[str, str]:
+    """One user per role (and a second supervisor), all with the same password."""
+    from django.contrib.auth.models import Group, User
+
+    users = {
+        "staff": "finance_staff",
+        "staff2": "finance_staff",
+        "supervisor": "supervisor",
+        "supervisor2": "supervisor",
+        "auditor": "auditor",
+    }
+    for username, role in users.items():
+        user = User.objects.create_user(username, f"{username}@example.org", PASSWORD)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return users
+
+
+@pytest.fixture
+def open_browser(chromium_browser, live_server, staff_users):
+    """``open_browser(username)`` → a signed-in page at 1280 px; every context is closed
+    at the end of the test."""
+    contexts = []
+
+    def sign_in(username: str, width: int = WIDE):
+        context = chromium_browser.new_context(viewport={"width": width, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{live_server.url}/")
+        return page
+
+    yield sign_in
+    for context in contexts:
+        context.close()

@@ -1,0 +1,151 @@
+"""The staff dashboard in a real browser: queues and filters, a cancelled-transaction case
+with its decoded reasons, a disposition, a four-eyes override, and a stale form."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.services import pledges as service
+from tests.browser.conftest import NARROW, WIDE
+from tests.reconciliation.factories import ambiguous_case, stuck_case, submit
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def cancelled_case(ddb, key: str, fund: str):
+    """A CANCELLED_TRANSACTION case in ``fund``: the claim was TTL-deleted and the key came
+    back with a different amount, so the durable pledge key refused the write."""
+    from reconciliation.repositories import repositories
+
+    assert submit(key, fund=fund).kind == service.CREATED
+    ddb.client.delete_item(
+        TableName=ddb.tables.idempotency_keys,
+        Key={"pk": {"S": f"acme#create_pledge#{key}"}},
+    )
+    outcome = submit(key, fund=fund, amount="99.00")
+    assert outcome.kind == service.KEY_REUSED
+    return repositories().cases.get(outcome.case_id)
+
+
+def shoot(page, folder, name: str) -> None:
+    for width in (WIDE, NARROW):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": WIDE, "height": 900})
+
+
+def test_staff_filters_opens_cancelled_case_and_records_retry(
+    ddb, open_browser, live_server, screenshots, settings
+):
+    """Staff filter the cancelled queue by fund, open the case, read the decoded reason
+    and record RETRY_COMMIT; the message and the new state appear without a reload."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    wanted = cancelled_case(ddb, "order-1001", "BUILDING")
+    cancelled_case(ddb, "order-1002", "GENERAL")
+    stuck_case("order-1003")
+    for hours in (2, 6, 30):
+        with clock.travel(-hours * 3600):
+            stuck_case(f"order-aged-{hours}")
+    ambiguous = ambiguous_case("order-1004")
+    page = open_browser("staff")
+    shoot(page, screenshots, "overview")
+
+    page.goto(f"{live_server.url}/cases/{ambiguous.case_id}/")
+    assert page.get_by_text("Acknowledgement failed").is_visible()
+    assert page.get_by_text("Transaction failed").count() == 0
+    shoot(page, screenshots, "case-ambiguous")
+    page.get_by_role("link", name="Overview").click()
+
+    page.get_by_role("link", name="Queues", exact=True).click()
+    page.get_by_role("link", name=re.compile("^Cancelled transactions")).click()
+    rows = page.locator("#results tbody tr")
+    assert rows.count() == 2
+    page.get_by_label("Fund").fill("building")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"fund=building"))
+    assert rows.count() == 1
+    shoot(page, screenshots, "queue")
+
+    page.get_by_role("link", name="acme#order-1001").click()
+    page.wait_for_url(f"{live_server.url}/cases/{wanted.case_id}/")
+    assert page.get_by_text("Transaction failed").is_visible()
+    assert page.get_by_text("Nothing was written").is_visible()
+    decoded = page.locator("table.decoded")
+    assert decoded.get_by_text("ConditionalCheckFailed").first.is_visible()
+    assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
+    shoot(page, screenshots, "case-cancelled")
+
+    page.get_by_role("radio", name=re.compile("Retry the commit")).check()
+    form = page.locator("form.action-form").first
+    form.get_by_label("Reason code").select_option("TRANSIENT_FAILURE")
+    form.get_by_label("Reason", exact=True).fill("The client confirmed it wants the pledge.")
+    form.get_by_role("button", name="Record disposition").click()
+    page.locator("#messages").get_by_text("The commit will be retried").wait_for()
+    assert page.locator("#case .badge.big").inner_text() == "RESOLVED"
+    assert page.locator(".timeline").get_by_text("Commit retry requested").is_visible()
+    shoot(page, screenshots, "case-after-retry")
+
+
+def test_staff_requests_release_and_another_supervisor_approves(
+    ddb, open_browser, live_server, screenshots
+):
+    """Staff request RELEASE_CLAIM on a stuck case; a supervisor approves it on the
+    Approvals page; the case is resolved and the claim FAILED."""
+    from reconciliation.repositories import repositories
+
+    case = stuck_case("order-2001")
+    staff = open_browser("staff")
+    staff.goto(f"{live_server.url}/cases/{case.case_id}/")
+    assert staff.get_by_text("No outcome recorded").is_visible()
+    shoot(staff, screenshots, "case-stuck")
+    form = staff.locator("form.action-form.override")
+    form.get_by_role("radio", name=re.compile("Release the claim")).check()
+    form.get_by_label("Reason code").select_option("CLIENT_CONFIRMED")
+    form.get_by_label("Reason", exact=True).fill("The client wants to send the pledge again.")
+    form.get_by_role("button", name="Request override").click()
+    staff.locator("#messages").get_by_text("a supervisor must approve").wait_for()
+    assert staff.locator("#case .badge.big").inner_text() == "OVERRIDE_REQUESTED"
+
+    supervisor = open_browser("supervisor")
+    supervisor.get_by_role("navigation", name="Main").get_by_role("link", name="Approvals").click()
+    request = supervisor.locator(f"#req-{case.case_id}")
+    assert request.locator("dd", has_text="staff@example.org").inner_text().startswith("staff ")
+    shoot(supervisor, screenshots, "approvals")
+    request.get_by_label("Reason code").select_option("CLIENT_CONFIRMED")
+    request.get_by_label("Note").fill("Checked with the client; release it.")
+    request.get_by_role("button", name="Approve").click()
+    supervisor.locator(f"#req-{case.case_id}").get_by_text(
+        "Approved: the claim is released"
+    ).wait_for()
+    supervisor.locator("#messages").get_by_text("Approved").wait_for()
+
+    stored = repositories().cases.get(case.case_id)
+    assert stored.state == "RESOLVED"
+    assert repositories().claims.get(case.claim_pk).status == "FAILED"
+
+
+def test_stale_form_shows_who_changed_the_case(ddb, open_browser, live_server, screenshots):
+    """Two staff have the same case open; the second acts after the first assigned it:
+    the page shows who changed it and when, with the fresh state, and applies nothing."""
+    case = stuck_case("order-3001")
+    first = open_browser("staff")
+    second = open_browser("staff2")
+    for page in (first, second):
+        page.goto(f"{live_server.url}/cases/{case.case_id}/")
+    first.get_by_role("button", name="Assign to me").click()
+    first.locator("#messages").get_by_text("Assigned to you").wait_for()
+
+    second.get_by_role("radio", name=re.compile("^Escalate")).check()
+    form = second.locator("form.action-form").first
+    form.get_by_label("Reason code").select_option("NEEDS_REVIEW")
+    form.get_by_label("Reason", exact=True).fill("Needs a second pair of eyes.")
+    form.get_by_role("button", name="Record disposition").click()
+    banner = second.locator(".banner.conflict")
+    banner.wait_for()
+    assert "changed by staff" in banner.inner_text()
+    assert second.locator("dd.assignee").get_by_text("staff").first.is_visible()
+    assert second.locator("#case .badge.big").inner_text() == "OPEN"
+    shoot(second, screenshots, "case-conflict")

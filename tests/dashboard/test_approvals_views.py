@@ -1,0 +1,171 @@
+"""The approvals page: pending override requests with requester, reason, age and expiry;
+approve or reject with a note; a supervisor's own requests are shown but cannot be
+decided by them; stale and expired requests are refused."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from reconciliation import clock
+from reconciliation.repositories import repositories
+from reconciliation.services.dispositions import case_assign, override_request
+from tests.conftest import staff_actor
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HTTP_HX_REQUEST": "true"}
+NOTE = {"reason_code": "CLIENT_CONFIRMED", "reason_text": "Checked with the client first."}
+
+
+def sign_in(client, role: str = "supervisor", username: str | None = None) -> User:
+    username = username or role
+    user = User.objects.create_user(username, f"{username}@example.org")
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+    return user
+
+
+def requested(key: str, by: str = "ada", role: str = "finance_staff"):
+    """A stuck case with a RELEASE_CLAIM request pending, raised by ``by``."""
+    case = stuck_case(key)
+    result = override_request(
+        case_id=case.case_id,
+        override="RELEASE_CLAIM",
+        actor=staff_actor(by, role),
+        seen_version=case.version,
+        reason_code="CLIENT_CONFIRMED",
+        reason_text="The client wants to retry.",
+        action_id=f"req-{key}",
+    )
+    return result.case
+
+
+def decision(case, **extra) -> dict:
+    return {
+        "request_id": case.override["request_id"],
+        "action_id": str(uuid.uuid4()),
+        **NOTE,
+        **extra,
+    }
+
+
+def test_approvals_page_lists_pending_requests(ddb, client):
+    """Each pending request shows the action, requester, reason, age, expiry and a
+    decision form; htmx gets the #requests fragment."""
+    case = requested("ap-1")
+    sign_in(client)
+    page = client.get("/approvals/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "<!doctype html>" in html
+    assert f'id="req-{case.case_id}"' in html
+    assert "Release the claim (client may retry)" in html
+    assert 'ada <span class="muted">· finance_staff · ada@example.org' in html
+    assert "The client confirmed the intended outcome: “The client wants to retry.”" in html
+    assert "ago)" in html and "(in 23 h" in html
+    assert f'formaction="/cases/{case.case_id}/approve/"' in html
+    assert f'hx-post="/cases/{case.case_id}/reject/"' in html
+    fragment = client.get("/approvals/", **HX).content.decode()
+    assert fragment.lstrip().startswith('<section id="requests"') and "<html" not in fragment
+
+
+def test_empty_approvals_page(ddb, client):
+    """With nothing pending the page says so."""
+    sign_in(client)
+    assert "No override requests are waiting." in client.get("/approvals/").content.decode()
+
+
+def test_own_request_is_shown_but_not_decidable(ddb, client):
+    """A supervisor's own request is listed without a decision form, and approving it
+    anyway is refused (403) by the service, with the reason."""
+    case = requested("ap-2", by="sue", role="supervisor")
+    sign_in(client, username="sue")
+    html = client.get("/approvals/").content.decode()
+    assert "You asked for this override: another supervisor must decide it." in html
+    assert f'formaction="/cases/{case.case_id}/approve/"' not in html
+    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    assert response.status_code == 403
+    assert "a different supervisor must approve it" in response.content.decode()
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+
+
+def test_approve_by_htmx_replaces_the_request_card(ddb, client):
+    """Approving answers the request's card with the outcome and the message out of
+    band; the case is resolved and the claim released (FAILED)."""
+    case = requested("ap-3")
+    sign_in(client)
+    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith(f'<article class="card request" id="req-{case.case_id}"')
+    assert "Approved: the claim is released; the client may retry." in body
+    assert 'hx-swap-oob="true"' in body
+    assert repositories().cases.get(case.case_id).state == "RESOLVED"
+    assert repositories().claims.get(case.claim_pk).status == "FAILED"
+
+
+def test_reject_without_htmx_redirects(ddb, client):
+    """Rejecting with a plain form post redirects back to the approvals page with the
+    message; the case returns to OPEN."""
+    case = requested("ap-4")
+    sign_in(client)
+    response = client.post(f"/cases/{case.case_id}/reject/", decision(case))
+    assert response.status_code == 302 and response["Location"] == "/approvals/"
+    page = client.get("/approvals/").content.decode()
+    assert "Rejected: the case is back where it was." in page
+    assert repositories().cases.get(case.case_id).state == "OPEN"
+
+
+def test_decision_needs_a_note(ddb, client):
+    """No note: 400 with the field errors, as a page and as the request card."""
+    case = requested("ap-5")
+    sign_in(client)
+    card = client.post(f"/cases/{case.case_id}/approve/", decision(case, reason_text="ok"), **HX)
+    assert card.status_code == 400
+    assert "at least 10 characters" in card.content.decode()
+    page = client.post(f"/cases/{case.case_id}/approve/", decision(case, reason_code=""))
+    assert page.status_code == 400 and "<!doctype html>" in page.content.decode()
+    assert "This field is required." in page.content.decode()
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+
+
+def test_request_pinned_to_its_version(ddb, client):
+    """The case changed after the request was raised: approval is refused (422) with
+    who changed it."""
+    case = requested("ap-6")
+    case_assign(
+        case_id=case.case_id, actor=staff_actor("bob"), seen_version=case.version, action_id="x"
+    )
+    sign_in(client)
+    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    assert response.status_code == 422
+    assert "The case changed since the request (by bob" in response.content.decode()
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+
+
+def test_expired_request(ddb, client):
+    """Past its expiry the page says it expired, and approving is refused."""
+    case = requested("ap-7")
+    sign_in(client)
+    with clock.travel(25 * 3600):
+        html = client.get("/approvals/").content.decode()
+        assert "(expired 1 h" in html
+        response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    assert response.status_code == 422
+    assert "The request has expired" in response.content.decode()
+
+
+def test_decided_elsewhere(ddb, client):
+    """A request another supervisor already decided: the card says it is no longer
+    pending instead of offering the form again."""
+    case = requested("ap-8")
+    sign_in(client, username="sam")
+    client.post(f"/cases/{case.case_id}/reject/", decision(case))
+    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    body = response.content.decode()
+    assert response.status_code == 422
+    assert "There is no pending request on this case" in body
+    assert "No longer pending: the case is OPEN" in body

@@ -1,0 +1,334 @@
+"""The audit screens: role checks for search, export and download; finance staff limited
+to their own events; cursor paging with and without htmx; chain status on the page;
+background exports with a polled progress bar and an owner-only, audited download."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
+from html import unescape
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Group, User
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role
+from reconciliation.audit_export import export_request
+from reconciliation.audit_synthetic import synthetic_events
+from reconciliation.repositories import repositories
+from reconciliation.selectors_audit import AuditFilters
+from reconciliation.tasks.audit import audit_export_task
+from tests.helpers import audit_events
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ("finance_staff", "supervisor", "auditor")
+
+
+def user(username: str, role: str | None) -> User:
+    person = User.objects.create_user(username, f"{username}@example.org", "pw-123456789")
+    if role:
+        person.groups.add(Group.objects.get_or_create(name=role)[0])
+    return person
+
+
+def as_user(client, username: str | None, role: str | None = None):
+    client.logout()
+    if username:
+        client.force_login(User.objects.filter(username=username).first() or user(username, role))
+    return client
+
+
+def seed(total: int = 60) -> list[dict]:
+    start = datetime.combine(clock.now().date() - timedelta(days=2), day_time.min, tzinfo=UTC)
+    events = list(synthetic_events(total, start=start, days=2))
+    repositories().audit.batch_put(events)
+    return events
+
+
+def rng() -> dict:
+    """The seeded days; today, where export events land, is left out."""
+    today = clock.now().date()
+    return {
+        "since": (today - timedelta(days=3)).isoformat(),
+        "until": (today - timedelta(days=1)).isoformat(),
+    }
+
+
+@pytest.fixture
+def queued_celery():
+    """Tasks go to the broker and results are read from Redis (tests run tasks inline
+    by default: tests/conftest.py ``celery_eager``)."""
+    conf = audit_export_task.app.conf
+    before = conf.task_always_eager
+    conf.task_always_eager = False
+    yield
+    conf.task_always_eager = before
+
+
+def expect_login_redirect(response) -> None:
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_search_permissions_per_role(ddb, client):
+    """Anonymous users go to sign-in, users without a staff group get 403, every staff
+    role may search."""
+    seed(20)
+    expect_login_redirect(as_user(client, None).get("/audit/", rng()))
+    assert as_user(client, "nobody", None).get("/audit/", rng()).status_code == 403
+    for role in ROLES:
+        response = as_user(client, f"u-{role}", role).get("/audit/", rng())
+        assert response.status_code == 200, role
+        assert b'id="audit-rows"' in response.content
+
+
+def test_export_permissions_per_role(ddb, client, settings, tmp_path):
+    """Streamed CSV and JSON Lines exports: sign-in redirect, 403 without a group, and a
+    streamed file for every staff role."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(20)
+    for url in ("/audit/export.csv", "/audit/export.jsonl"):
+        expect_login_redirect(as_user(client, None).get(url, rng()))
+        assert as_user(client, "nobody", None).get(url, rng()).status_code == 403
+        for role in ROLES:
+            response = as_user(client, f"u-{role}", role).get(url, rng())
+            assert response.status_code == 200 and response.streaming, (url, role)
+            body = b"".join(response.streaming_content)
+            # Finance staff performed none of the seeded events: an empty export.
+            assert bool(body.count(b"\n") > 1) == (role != "finance_staff"), (url, role)
+            exported = [e for e in audit_events(ddb, "EXPORT#") if e["actor"]["role"] == role]
+            assert exported[-1]["action"] == "export_completed"
+    expect_login_redirect(as_user(client, None).post("/audit/exports/", rng()))
+    assert as_user(client, "nobody", None).post("/audit/exports/", rng()).status_code == 403
+
+
+def test_download_is_owner_only_and_audited(ddb, client, settings, tmp_path):
+    """A finished background export is downloadable by the user who requested it and by
+    nobody else — not a supervisor, not another auditor — and each download is an event.
+    (The task runs inline: tests/conftest.py ``celery_eager``.)"""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    events = seed(40)
+    owner = as_user(client, "aud", "auditor")
+    response = owner.post("/audit/exports/", {**rng(), "format": "csv"})
+    assert response.status_code == 302
+    export_id = response["Location"].rstrip("/").rsplit("/", 1)[-1]
+    urls = [f"/audit/exports/{export_id}/download", f"/audit/exports/{export_id}/manifest.json"]
+    for url in urls:
+        expect_login_redirect(as_user(client, None).get(url))
+        assert as_user(client, "nobody", None).get(url).status_code == 403
+        for name, role in (("sup", "supervisor"), ("aud2", "auditor"), ("fin", "finance_staff")):
+            assert as_user(client, name, role).get(url).status_code == 403, (url, role)
+    assert (
+        as_user(client, "sup", "supervisor").get(f"/audit/exports/{export_id}/").status_code == 403
+    )
+
+    client = as_user(client, "aud")
+    data = client.get(urls[0])
+    assert data.status_code == 200
+    body = b"".join(data.streaming_content)
+    assert data["Content-Disposition"] == f'attachment; filename="audit-{export_id}.csv"'
+    manifest = json.loads(b"".join(client.get(urls[1]).streaming_content))
+    assert manifest["sha256"] == hashlib.sha256(body).hexdigest()
+    assert manifest["row_count"] == len(events)
+    trail = audit_events(ddb, f"EXPORT#{export_id}")
+    assert [e["action"] for e in trail] == [
+        "export_requested",
+        "export_completed",
+        "export_downloaded",
+        "export_downloaded",
+    ]
+    assert {e["actor"]["username"] for e in trail} == {"aud"}
+    assert [e["detail"]["what"] for e in trail[2:]] == ["file", "manifest"]
+
+
+def test_finance_staff_see_only_their_own_events_and_are_told(ddb, client, settings, tmp_path):
+    """Finance staff get only the events they performed, whatever actor they type, on
+    the page and in exports, and the page says so; auditors see everyone's."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    events = seed(200)
+    own = [e for e in events if e["actor"]["username"] == "ada"]
+    assert own and len(own) < len(events)
+    ada = as_user(client, "ada", "finance_staff")
+    page = ada.get("/audit/", {**rng(), "actor": "ben"})
+    assert page.status_code == 200
+    assert b"only the events you performed yourself" in page.content
+    assert b"ben@example.org" not in page.content
+    page = ada.get("/audit/", rng())
+    actor_cell = r"<td>([^<]+)<br><span class=\"muted\">(?:finance_staff|supervisor|api)"
+    shown = set(re.findall(actor_cell, page.content.decode()))
+    assert shown == {"ada"}
+    body = b"".join(ada.get("/audit/export.csv", rng()).streaming_content)
+    rows = list(csv.DictReader(io.StringIO(body.decode(), newline="")))
+    assert len(rows) == len(own) and {r["actor_username"] for r in rows} == {"ada"}
+    done = [e for e in audit_events(ddb, "EXPORT#") if e["action"] == "export_completed"]
+    assert done[-1]["detail"]["filters"]["performed_by"] == "ada"
+    auditor = as_user(client, "aud", "auditor").get("/audit/", {**rng(), "actor": "ben"})
+    assert b"ben@example.org" in auditor.content
+    assert b"only the events you performed yourself" not in auditor.content
+
+
+def next_link(html: str) -> str | None:
+    match = re.search(r'<a class="button" href="([^"]+)"\s+hx-get=', html)
+    return unescape(match.group(1)) if match else None
+
+
+def test_cursor_paging_without_javascript_and_with_htmx(ddb, client):
+    """Plain GET pages follow the "Older events" link to the end without repeats; an
+    htmx request gets only the rows partial; a forged cursor is a 400."""
+    events = seed(120)
+    auditor = as_user(client, "aud", "auditor")
+    url = "/audit/?" + "&".join(f"{k}={v}" for k, v in rng().items())
+    seen: list[str] = []
+    pages = 0
+    while url:
+        response = auditor.get(url)
+        assert response.status_code == 200
+        html = response.content.decode()
+        seen += re.findall(r'<td class="mono">(\d{4}-[^<]+Z)</td>', html)
+        url = next_link(html)
+        pages += 1
+    assert pages == 3
+    assert seen == sorted((e["at"] for e in events), reverse=True)
+
+    partial = auditor.get("/audit/", rng(), HTTP_HX_REQUEST="true")
+    assert partial.status_code == 200
+    assert partial.content.lstrip().startswith(b'<section id="audit-rows"')
+    assert b"<html" not in partial.content and b"hx-get=" in partial.content
+    bad = auditor.get("/audit/", {**rng(), "cursor": "eyJ2IjoxfQ"})
+    assert bad.status_code == 400 and b"not one this search produced" in bad.content
+    invalid = auditor.get("/audit/", {"since": "2026-13-45"})
+    assert invalid.status_code == 400
+
+
+def test_rows_link_to_cases_and_show_chain_status(ddb, client):
+    """Rows with a case id link to the case page; the page states the chain status of
+    the streams shown and names a broken link."""
+    events = seed(40)
+    case_event = next(e for e in events if e.get("case_id"))
+    auditor = as_user(client, "aud", "auditor")
+    page = auditor.get("/audit/", {**rng(), "case_id": case_event["case_id"]}).content
+    assert f'href="/cases/{case_event["case_id"]}/"'.encode() in page
+    assert b"chains intact" in page
+    ddb.client.update_item(
+        TableName=ddb.tables.audit_events,
+        Key={"stream": {"S": case_event["stream"]}, "seq": {"N": "1"}},
+        UpdateExpression="SET reason_code = :r",
+        ExpressionAttributeValues={":r": {"S": "FORGED"}},
+    )
+    page = auditor.get("/audit/", {**rng(), "case_id": case_event["case_id"]}).content.decode()
+    assert "chain broken" in page
+    assert f"{case_event['stream']} seq 1: hash mismatch" in unescape(page)
+
+
+def test_progress_bar_polls_until_the_export_is_done(
+    ddb, client, settings, tmp_path, queued_celery
+):
+    """While the task runs, the status partial shows its reported progress and polls
+    every second; once done it stops polling and offers the download and manifest."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(30)
+    owner = as_user(client, "aud", "auditor")
+    actor = Actor("aud", Role.AUDITOR, "aud@example.org")
+    export_id = export_request(filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor)
+    backend = audit_export_task.backend
+    backend.store_result(export_id, {"rows": 1200, "percent": 40.0}, "PROGRESS")
+    try:
+        partial = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true")
+        html = partial.content.decode()
+        assert partial.status_code == 200 and "<html" not in html
+        assert 'hx-trigger="every 1s"' in html
+        assert 'value="40.0"' in html and "1200 events so far" in html
+        from reconciliation.audit_export import export_run_requested
+
+        export_run_requested(export_id)
+        done = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
+        assert b"hx-trigger" not in done
+        assert f"/audit/exports/{export_id}/download".encode() in done
+        assert f"/audit/exports/{export_id}/manifest.json".encode() in done
+        page = owner.get(f"/audit/exports/{export_id}/")
+        assert b"<html" in page.content and b"Download jsonl" in page.content
+    finally:
+        backend.forget(export_id)
+
+
+@pytest.mark.celery_worker
+def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path, queued_celery):
+    """A Celery worker runs a 4 000-event export: the polled page reports progress from
+    the task state, then the owner downloads a file matching the signed manifest."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(4000)
+    queue = f"audit-test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DYNAMODB_ENDPOINT_URL": ddb.endpoint_url,
+        "DDB_TABLE_PREFIX": django_settings.DDB_TABLE_PREFIX,
+        "AUDIT_EXPORT_DIR": str(tmp_path),
+        "AUDIT_SIGNING_KEY": django_settings.AUDIT_SIGNING_KEY,
+        "REDIS_URL": django_settings.REDIS_URL,
+    }
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "-Q",
+            queue,
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        owner = as_user(client, "aud", "auditor")
+        actor = Actor("aud", Role.AUDITOR, "aud@example.org")
+        export_id = export_request(filters=AuditFilters.build(**rng()), fmt="csv", actor=actor)
+        audit_export_task.apply_async(args=[export_id], task_id=export_id, queue=queue)
+        states: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            html = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
+            if b"Download csv" in html:
+                break
+            states.append("progress" if b"events so far" in html else "queued")
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"export did not finish; saw {states}")
+        assert "progress" in states
+        body = b"".join(owner.get(f"/audit/exports/{export_id}/download").streaming_content)
+        manifest = json.loads(
+            b"".join(owner.get(f"/audit/exports/{export_id}/manifest.json").streaming_content)
+        )
+        assert manifest["row_count"] == 4000
+        assert manifest["sha256"] == hashlib.sha256(body).hexdigest()
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(5)
+        audit_export_task.backend.forget(export_id)

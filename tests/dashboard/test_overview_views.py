@@ -1,0 +1,103 @@
+"""The overview: open cases and the oldest per queue, the ageing chart, pending override
+requests and the latest audit events; as a page and as the htmx refresh fragment."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from reconciliation import clock
+from reconciliation.selectors import case_timeline, recent_audit_events
+from reconciliation.services.dispositions import override_request
+from tests.conftest import staff_actor
+from tests.reconciliation.factories import key_reuse_case, stuck_case
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def sign_in(client, role: str = "finance_staff", username: str | None = None) -> User:
+    username = username or role
+    user = User.objects.create_user(username, f"{username}@example.org")
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+    return user
+
+
+def test_overview_page_and_fragment(ddb, client):
+    """Counts and oldest case per queue, the ageing chart as SVG bars with the numbers
+    beside them, and the latest events; htmx gets the #overview fragment."""
+    with clock.travel(-2 * 3600):
+        old = stuck_case("ov-1")
+    stuck_case("ov-2")
+    key_reuse_case(ddb, "ov-3")
+    sign_in(client)
+    page = client.get("/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "<!doctype html>" in html
+    assert "HX-Request" in page["Vary"]
+    row = re.search(
+        r'<a href="/queues/stuck/">Stuck PENDING</a></th>\s*<td class="num">(\d+)', html
+    )
+    assert row.group(1) == "2"
+    assert f'<a href="/cases/{old.case_id}/" title="opened' in html  # the oldest, linked
+    ageing = html[html.index('<table class="ageing">') :]
+    stuck_row = re.search(r"<th scope=\"row\">Stuck PENDING</th>(.*?)</tr>", ageing, re.S).group(1)
+    assert re.findall(r'<td class="num">(\d+)</td>', stuck_row) == ["1", "1", "0", "0"]
+    assert (
+        'role="img" aria-label="Stuck PENDING: 1 &lt; 1 h, 1 1–4 h, 0 4–24 h, 0 &gt; 24 h"' in html
+    )
+    assert "style=" not in html  # the CSP forbids inline styles: bars are SVG attributes
+    assert "Latest audit events" in html and "Case opened" in html
+    fragment = client.get("/", **HX).content.decode()
+    assert fragment.lstrip().startswith('<div id="overview"') and "<html" not in fragment
+
+
+def test_overview_lists_pending_override_requests(ddb, client):
+    """Pending override requests appear with their count, requester and expiry; the
+    link goes to the approvals page for supervisors, to the queue for others."""
+    case = stuck_case("ov-4")
+    override_request(
+        case_id=case.case_id,
+        override="RELEASE_CLAIM",
+        actor=staff_actor("ada"),
+        seen_version=case.version,
+        reason_code="CLIENT_CONFIRMED",
+        reason_text="The client wants to retry.",
+        action_id="r",
+    )
+    sign_in(client, "supervisor")
+    html = client.get("/").content.decode()
+    assert 'awaiting approval <span class="badge warn">1</span>' in html
+    assert "Release the claim (client may retry)" in html and "by ada" in html
+    assert 'href="/approvals/">Decide them on the Approvals page' in html
+    client.logout()
+    sign_in(client, "auditor")
+    html = client.get("/").content.decode()
+    assert 'href="/queues/approval/">See the Awaiting approval queue' in html
+
+
+def test_recent_audit_events_newest_first_across_two_days(ddb):
+    """The overview's event list is the newest N of today and yesterday, newest first,
+    read by Query from the day shards (yesterday's events included)."""
+    with clock.travel(-86400):
+        stuck_case("ov-yesterday")
+    for n in range(3):
+        stuck_case(f"ov-today-{n}")
+    events = recent_audit_events(limit=50)
+    stamps = [e["at"] for e in events]
+    assert stamps == sorted(stamps, reverse=True)
+    assert any(e.get("intent_id") == "acme#ov-yesterday" for e in events)
+    assert len(recent_audit_events(limit=2)) == 2
+    assert recent_audit_events(limit=2)[0]["at"] == stamps[0]
+
+
+def test_case_timeline_is_the_case_stream(ddb):
+    """The timeline selector returns the case's own stream in seq order."""
+    case = stuck_case("ov-5")
+    events = case_timeline(case.case_id)
+    assert [e["seq"] for e in events] == [1]
+    assert events[0]["action"] == "case_opened" and events[0]["stream"] == f"CASE#{case.case_id}"

@@ -1,0 +1,239 @@
+"""The role × action matrix (DESIGN.md §6): for anonymous, signed-in without a group,
+finance_staff, supervisor and auditor, the status every view and action answers. The
+table must cover every URL the resolver knows (a new URL without a row fails), and every
+POST needs its CSRF token, htmx requests included.
+
+Authorisation does not depend on the DynamoDB engine, so the (wide) matrix runs on moto.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from reconciliation.services.dispositions import override_request
+from tests.conftest import staff_actor
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+
+ROLES = ("anonymous", "no_group", "finance_staff", "supervisor", "auditor")
+LOGIN = "login"  # a redirect to the sign-in page
+# Outside the staff screens: sign-in itself, the bearer-token API, probes, static files.
+EXEMPT = ("accounts/", "api/", "healthz", "metrics", "static")
+WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Role matrix reason text."}
+
+
+def viewers(ok: int) -> dict:
+    """Every staff role may look: the three roles get ``ok``."""
+    return dict(anonymous=LOGIN, no_group=403, finance_staff=ok, supervisor=ok, auditor=ok)
+
+
+def actors(ok: int) -> dict:
+    """Finance staff and supervisors act; auditors read only."""
+    return {**viewers(ok), "auditor": 403}
+
+
+def supervisors(ok: int) -> dict:
+    """Supervisors only."""
+    return {**viewers(ok), "finance_staff": 403, "auditor": 403}
+
+
+@dataclass
+class World:
+    """What a request needs: a stuck case, and one awaiting approval raised by ada."""
+
+    case_id: str
+    pending_id: str
+    request_id: str
+
+
+def _world() -> World:
+    case = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
+    pending = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
+    result = override_request(
+        case_id=pending.case_id,
+        override="RELEASE_CLAIM",
+        actor=staff_actor("ada"),
+        seen_version=pending.version,
+        action_id="req",
+        **WHY,
+    )
+    return World(case.case_id, pending.case_id, result.case.override["request_id"])
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    expected: dict
+    path: Callable[[World], str]
+    data: Callable[[World], dict] = lambda w: {}
+
+
+def _case(suffix: str = "") -> Callable[[World], str]:
+    return lambda w: f"/cases/{w.case_id}/{suffix}"
+
+
+def _pending(suffix: str) -> Callable[[World], str]:
+    return lambda w: f"/cases/{w.pending_id}/{suffix}"
+
+
+def _decision(w: World) -> dict:
+    return {"request_id": w.request_id, "action_id": str(uuid.uuid4()), **WHY}
+
+
+def _disposition(w: World) -> dict:
+    return {"disposition": "ESCALATE", "seen_version": 1, "action_id": str(uuid.uuid4()), **WHY}
+
+
+def _override(w: World) -> dict:
+    return {
+        "override": "RELEASE_CLAIM",
+        "seen_version": 1,
+        "action_id": str(uuid.uuid4()),
+        **WHY,
+    }
+
+
+def _bulk(w: World) -> dict:
+    return {
+        "case_ids": [w.case_id],
+        "disposition": "ESCALATE",
+        "step": "preview",
+        "queue": "stuck",
+        "action_id": str(uuid.uuid4()),
+        **WHY,
+    }
+
+
+NO_EXPORT = "e" * 16
+# route (as the resolver spells it) → the request and the status per role.
+MATRIX: dict[str, Row] = {
+    "": Row("GET", viewers(200), lambda w: "/"),
+    "queues/<str:queue>/": Row("GET", viewers(200), lambda w: "/queues/stuck/"),
+    "cases/<str:case_id>/": Row("GET", viewers(200), _case()),
+    "cases/<str:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
+    "cases/<str:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
+    "cases/<str:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),
+    "cases/<str:case_id>/assign/": Row(
+        "POST", actors(302), _case("assign/"), lambda w: {"seen_version": 1, "action_id": "a1"}
+    ),
+    "cases/bulk/": Row("POST", actors(200), lambda w: "/cases/bulk/", _bulk),
+    "cases/<str:case_id>/approve/": Row("POST", supervisors(302), _pending("approve/"), _decision),
+    "cases/<str:case_id>/reject/": Row("POST", supervisors(302), _pending("reject/"), _decision),
+    "approvals/": Row("GET", supervisors(200), lambda w: "/approvals/"),
+    "audit/": Row("GET", viewers(200), lambda w: "/audit/"),
+    "audit/export.csv": Row("GET", viewers(200), lambda w: "/audit/export.csv"),
+    "audit/export.jsonl": Row("GET", viewers(200), lambda w: "/audit/export.jsonl"),
+    "audit/exports/": Row(
+        "POST", viewers(302), lambda w: "/audit/exports/", lambda w: {"format": "csv"}
+    ),
+    "audit/exports/<str:export_id>/": Row(
+        "GET", viewers(404), lambda w: f"/audit/exports/{NO_EXPORT}/"
+    ),
+    "audit/exports/<str:export_id>/download": Row(
+        "GET", viewers(404), lambda w: f"/audit/exports/{NO_EXPORT}/download"
+    ),
+    "audit/exports/<str:export_id>/manifest.json": Row(
+        "GET", viewers(404), lambda w: f"/audit/exports/{NO_EXPORT}/manifest.json"
+    ),
+    "drill/": Row("GET", supervisors(200), lambda w: "/drill/"),
+    "drill/run": Row("POST", supervisors(302), lambda w: "/drill/run"),
+}
+
+
+def _routes(resolver: URLResolver | None = None, prefix: str = "") -> list[str]:
+    resolver = resolver or get_resolver()
+    found: list[str] = []
+    for entry in resolver.url_patterns:
+        route = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver):
+            found.extend(_routes(entry, route))
+        elif isinstance(entry, URLPattern):
+            found.append(route)
+    return found
+
+
+def _sign_in(client: Client, role: str) -> None:
+    if role == "anonymous":
+        return
+    user = User.objects.create_user(f"user-{role}", f"{role}@example.org")
+    if role != "no_group":
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+
+
+@pytest.fixture
+def world(ddb, settings, tmp_path, monkeypatch) -> World:
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    # The matrix checks who may start a drill, not the drill itself.
+    from dashboard.views import drill
+
+    class _Started:
+        id = "drill-task-id"
+
+    monkeypatch.setattr(drill.drill_task, "delay", lambda *a, **k: _Started())
+    return _world()
+
+
+def test_every_url_has_a_row():
+    """Walks the URL resolver: every route outside the exempt prefixes has a row in the
+    matrix, and every row is a route that exists."""
+    routes = {r for r in _routes() if not r.startswith(EXEMPT)}
+    assert routes - set(MATRIX) == set(), "URLs without a row in the role matrix"
+    assert set(MATRIX) - routes == set(), "rows for URLs that no longer exist"
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("route", sorted(MATRIX))
+def test_role_matrix(world, client, route, role):
+    """Each role gets exactly the status the table says for each view and action."""
+    row = MATRIX[route]
+    _sign_in(client, role)
+    path = row.path(world)
+    response = client.get(path) if row.method == "GET" else client.post(path, row.data(world))
+    expected = row.expected[role]
+    if expected == LOGIN:
+        assert response.status_code == 302, (route, role, response.status_code)
+        assert response["Location"].startswith("/accounts/login/?next=")
+    else:
+        assert response.status_code == expected, (route, role, response.status_code)
+        if expected == 302:
+            assert not response["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize("route", sorted(MATRIX))
+def test_wrong_method_is_405(world, client, route):
+    """Each URL answers only its own method: pages refuse POST, actions refuse GET."""
+    _sign_in(client, "supervisor")
+    row = MATRIX[route]
+    path = row.path(world)
+    response = client.post(path) if row.method == "GET" else client.get(path)
+    assert response.status_code == 405, (route, response.status_code)
+
+
+POSTS = sorted(r for r, row in MATRIX.items() if row.method == "POST")
+
+
+@pytest.mark.parametrize("route", POSTS)
+def test_posts_need_the_csrf_token(world, route):
+    """With CSRF checks enforced, a POST without the token is 403 (plain and htmx) and
+    changes nothing; with the token htmx sends (hx-headers on <body>) it goes through."""
+    row = MATRIX[route]
+    client = Client(enforce_csrf_checks=True)
+    _sign_in(client, "supervisor")
+    path = row.path(world)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        assert client.post(path, row.data(world), **headers).status_code == 403, headers
+    page = client.get("/").content.decode()
+    token = re.search(r'hx-headers=\'\{"X-CSRFToken": "([^"]+)"\}\'', page).group(1)
+    response = client.post(path, row.data(world), HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code != 403, (route, response.status_code)
+    assert response.status_code < 400
