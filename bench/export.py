@@ -192,6 +192,7 @@ def main() -> None:
     parser.add_argument("--budget-min", type=float, default=20.0, help="generation budget")
     parser.add_argument("--sequential", action="store_true", help="also run without prefetch")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--note", default="", help="a sentence on the conditions of the run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -319,7 +320,8 @@ def render(results: list[dict], skipped: list[str], args, generation_s: float) -
         "table and writes the signed manifest and the `EXPORT#` event. The export asks for "
         "each shard's next page in a background thread while it encodes the current one "
         "(at most two pages per shard in memory); the bare loop is sequential. The "
-        "“no prefetch” column is the same export reading one page at a time, for context.",
+        "“no prefetch” column is the same export reading one page at a time, for context."
+        + (f" {args.note}" if args.note else ""),
         "",
         *lines,
         *targets,

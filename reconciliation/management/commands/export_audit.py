@@ -56,11 +56,17 @@ class Command(BaseCommand):
         if not out.parent.is_dir():
             raise CommandError(f"{out.parent}: no such directory")
         show = not o["no_progress"] and sys.stderr.isatty()
-        bar = tqdm(total=100, unit="%", disable=not show, file=sys.stderr, desc="export")
+        bar = tqdm(
+            total=100,
+            disable=not show,
+            file=sys.stderr,
+            desc="export",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}",
+        )
 
         def progress(rows: int, fraction: float) -> None:
             bar.n = round(fraction * 100, 1)
-            bar.set_postfix(rows=rows, refresh=False)
+            bar.set_postfix_str(f"{rows:,} events", refresh=False)
             bar.refresh()
 
         try:
