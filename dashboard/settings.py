@@ -211,6 +211,9 @@ DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
 DDB_CONNECT_TIMEOUT_S = float(os.environ.get("DDB_CONNECT_TIMEOUT_S", "1"))
 DDB_READ_TIMEOUT_S = float(os.environ.get("DDB_READ_TIMEOUT_S", "2"))
 DDB_MAX_ATTEMPTS = env_int("DDB_MAX_ATTEMPTS", 2)
+# Batch work (exports, verification, seeding) is not a request path: it may wait longer.
+DDB_BATCH_READ_TIMEOUT_S = float(os.environ.get("DDB_BATCH_READ_TIMEOUT_S", "20"))
+DDB_BATCH_MAX_ATTEMPTS = env_int("DDB_BATCH_MAX_ATTEMPTS", 5)
 # Application-level retry budget for throttling and transaction conflicts.
 DDB_APP_RETRY_ATTEMPTS = env_int("DDB_APP_RETRY_ATTEMPTS", 4)
 DDB_APP_RETRY_BASE_S = float(os.environ.get("DDB_APP_RETRY_BASE_S", "0.05"))

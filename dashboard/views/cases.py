@@ -31,6 +31,7 @@ from reconciliation.actors import Actor
 from reconciliation.policy import DISPOSITIONS, LABELS, OVERRIDES, allowed_actions
 from reconciliation.repositories.cases import Case
 from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
+from reconciliation.selectors_audit import chain_check
 from reconciliation.services.cases import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.services.dispositions import (
     ActionResult,
@@ -88,10 +89,12 @@ def _case_response(
     partial: str = "case",
 ) -> HttpResponse:
     case = _case_or_404(case_id)
+    timeline = case_timeline(case.case_id)
     context = {
         "case": case,
         "evidence": case_evidence(case),
-        "timeline": case_timeline(case.case_id),
+        "timeline": timeline,
+        "chain": chain_check(f"CASE#{case.case_id}", timeline),
         "forms": _forms(case, request.role, bound or {}, keep or {}),
         "can_act": request.role in ACTING_ROLES,
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),

@@ -145,6 +145,15 @@ def client_for_key(key: str) -> DynamoDBClient:
     return dynamodb_client(home_region(key))
 
 
+def use_batch_timeouts() -> None:
+    """For command-line and background batch work (exports, verification): patient reads
+    and more attempts. A request path keeps the short defaults."""
+    settings.DDB_READ_TIMEOUT_S = max(
+        settings.DDB_READ_TIMEOUT_S, settings.DDB_BATCH_READ_TIMEOUT_S
+    )
+    settings.DDB_MAX_ATTEMPTS = max(settings.DDB_MAX_ATTEMPTS, settings.DDB_BATCH_MAX_ATTEMPTS)
+
+
 def reset_clients() -> None:
     with _lock:
         _clients.clear()

@@ -372,3 +372,23 @@ def test_timeline_lists_the_case_events_in_order(ddb, client):
     assert "OPEN → ESCALATED" in timeline
     assert "Needs a second opinion: “A second opinion, please.”" in timeline
     assert "by bob (finance_staff)" in timeline
+
+
+def test_case_page_shows_chain_status_and_a_broken_link(ddb, client):
+    """The case page states that its audit chain verifies, and names the broken seq once
+    a stored event is edited directly in DynamoDB."""
+    case = stuck_case("chain-view-1")
+    user = User.objects.create_user("aud", "aud@example.org", "pw-Long-enough-1")
+    user.groups.add(Group.objects.get_or_create(name="auditor")[0])
+    client.force_login(user)
+    page = client.get(f"/cases/{case.case_id}/").content.decode()
+    assert "Hash chain intact" in page and "1 event recomputed" in page
+    ddb.client.update_item(
+        TableName=ddb.tables.audit_events,
+        Key={"stream": {"S": f"CASE#{case.case_id}"}, "seq": {"N": "1"}},
+        UpdateExpression="SET #a = :x",
+        ExpressionAttributeNames={"#a": "action"},
+        ExpressionAttributeValues={":x": {"S": "case_closed_quietly"}},
+    )
+    page = client.get(f"/cases/{case.case_id}/").content.decode()
+    assert "Hash chain broken" in page and "at seq 1" in page

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from reconciliation.actors import STAFF_ROLES, Actor, Role
 from reconciliation.audit_export import FORMATS, export_to_file
+from reconciliation.dynamo.client import use_batch_timeouts
 from reconciliation.selectors_audit import AuditFilters, FilterError
 
 
@@ -38,6 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **o) -> None:
+        use_batch_timeouts()
         actor, performed_by = self._actor(o["user"])
         try:
             filters = AuditFilters.build(

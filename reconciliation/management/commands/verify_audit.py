@@ -19,6 +19,7 @@ from datetime import date
 
 from django.core.management.base import BaseCommand, CommandError
 
+from reconciliation.dynamo.client import use_batch_timeouts
 from reconciliation.services.audit import (
     VERIFY_LOOKBACK_DAYS,
     VERIFY_QUIET_DAYS,
@@ -40,6 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--threads", type=int, default=8)
 
     def handle(self, *args, stream=None, since=None, threads=8, **options) -> None:
+        use_batch_timeouts()
         try:
             since_day = date.fromisoformat(since) if since else None
         except ValueError:
