@@ -75,3 +75,79 @@ def test_get_by_any_key_never_500(ddb, api, path):
         f"/api/v1/pledges/{quote(path, safe='')}", HTTP_AUTHORIZATION=f"Bearer {api.token}"
     )
     assert response.status_code in (200, 400, 404)
+
+
+query_text = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(
+        [
+            "",
+            "0",
+            "-1",
+            "1e9",
+            "NaN",
+            "inf",
+            "10.5",
+            "9" * 40,
+            "2026-13-40",
+            "2026-11-29",
+            "GENERAL",
+            "<script>",
+            "' OR 1=1",
+            "\x00",
+        ]
+    ),
+)
+
+
+@pytest.fixture
+def supervisor_client(db, client):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user("fuzz-sup", "f@example.org", "pw-Long-enough-1")
+    user.groups.add(Group.objects.get_or_create(name="supervisor")[0])
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(
+    queue=st.sampled_from(
+        ["stuck", "ambiguous", "cancelled", "mismatch", "escalated", "approval", "nope"]
+    ),
+    params=st.dictionaries(
+        st.sampled_from(
+            ["fund", "min_amount", "min_age_h", "mine", "intent", "cursor", "limit", "page"]
+        ),
+        query_text,
+        max_size=5,
+    ),
+    htmx=st.booleans(),
+)
+def test_queue_filters_and_cursor_never_500(ddb, supervisor_client, queue, params, htmx):
+    """Any filter values or cursor on any queue: an answer that is not a 500, and GETs
+    never write (no claim, pledge or case appears)."""
+    from tests.helpers import cases
+
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    clean = {k: v.replace("\x00", "") for k, v in params.items()}
+    response = supervisor_client.get(f"/queues/{queue}/", clean, **headers)
+    assert response.status_code in (200, 400, 404), response.status_code
+    assert cases(ddb) == [] and claims(ddb) == []
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["since", "until", "actor", "action", "case_id", "intent_id", "cursor"]),
+        query_text,
+        max_size=5,
+    )
+)
+def test_audit_search_filters_never_500(ddb, supervisor_client, params):
+    """Any audit search filters or cursor: 200 or 400, never 500."""
+    clean = {k: v.replace("\x00", "") for k, v in params.items()}
+    response = supervisor_client.get("/audit/", clean)
+    assert response.status_code in (200, 400), response.status_code

@@ -162,3 +162,24 @@ def test_api_tokens_are_stored_hashed_and_revocable(client, capsys):
     call_command("revoke_api_token", "--tenant", "acme", stdout=io.StringIO())
     response = client.get("/api/v1/pledges/k", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 401
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["finance_staff", "supervisor", "auditor"])
+def test_staff_sessions_do_not_open_the_api_and_tokens_do_not_open_the_dashboard(role):
+    """The role × action matrix extended to the API: a signed-in staff session without a
+    bearer token is 401 on the intake API; a tenant's bearer token is not a dashboard
+    sign-in."""
+    user = _user(f"{role}-1", role)
+    session = Client()
+    session.force_login(user)
+    assert session.get("/api/v1/pledges/k").status_code == 401
+    posted = session.post(
+        "/api/v1/pledges", data="{}", content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    assert posted.status_code == 401
+    _, raw = ApiToken.issue("acme")
+    anonymous = Client()
+    for path in ("/", "/queues/stuck/", "/audit/", "/approvals/", "/drill/"):
+        response = anonymous.get(path, HTTP_AUTHORIZATION=f"Bearer {raw}")
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
