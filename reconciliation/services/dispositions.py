@@ -431,6 +431,31 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
     return override
 
 
+def _begin_decision(
+    repos: Repositories,
+    permission: str,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None,
+) -> tuple[Case, bool, dict, str, str]:
+    """A supervisor's decision on a pending request: the common checks, and the request."""
+    case, done, code, text = _begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission=permission,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=None,
+        action_id=action_id,
+    )
+    override = {} if done else _pending_override(case, request_id)
+    return case, done, override, code, text
+
+
 def override_approve(
     *,
     case_id: str,
@@ -442,19 +467,11 @@ def override_approve(
     repos: Repositories | None = None,
 ) -> ActionResult:
     repos = repos or repositories()
-    case, done, code, text = _begin(
-        repos,
-        case_id=case_id,
-        actor=actor,
-        permission="override_approve",
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=None,
-        action_id=action_id,
+    case, done, override, code, text = _begin_decision(
+        repos, "override_approve", case_id, request_id, actor, reason_code, reason_text, action_id
     )
     if done:
         return _already(case)
-    override = _pending_override(case, request_id)
     if override["requested_by"]["username"] == actor.username:
         raise NotAllowed("You requested this override; a different supervisor must approve it.")
     if case.version != override["pinned_version"]:
@@ -574,19 +591,11 @@ def override_reject(
     repos: Repositories | None = None,
 ) -> ActionResult:
     repos = repos or repositories()
-    case, done, code, text = _begin(
-        repos,
-        case_id=case_id,
-        actor=actor,
-        permission="override_reject",
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=None,
-        action_id=action_id,
+    case, done, override, code, text = _begin_decision(
+        repos, "override_reject", case_id, request_id, actor, reason_code, reason_text, action_id
     )
     if done:
         return _already(case)
-    override = _pending_override(case, request_id)
     updated = case_commit_change(
         repos,
         case,

@@ -38,6 +38,7 @@ def _submit(key: str, **overrides) -> service.IntakeOutcome:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.dynamodb_local_only  # moto's in-process backend is not thread-safe
 def test_32_threads_same_key_and_body_record_one_pledge(ddb):
     """32 threads at a barrier post the same key and body through the API, 20 rounds: exactly
     one pledge and one ledger increment per round; every answer 201, 200-replay or 409."""
