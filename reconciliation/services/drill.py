@@ -80,7 +80,7 @@ class DrillReport:
         }
 
     def table(self) -> str:
-        widths = [34, 46, 58, 10]
+        widths = [34, 46, 76, 10]
         header = ("scenario", "expected", "observed", "result")
         lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines.append("-+-".join("-" * w for w in widths))
@@ -174,7 +174,7 @@ class _Drill:
         self.row(
             "1 first commit",
             "201 created; ledger +10.00",
-            f"{outcome.kind}; ledger {total[0]} ({total[1]})",
+            f"{outcome.kind}; ledger {total[0]:.2f} ({total[1]})",
             ok,
         )
         if outcome.kind == pledge_service.CREATED:
@@ -207,7 +207,7 @@ class _Drill:
             observed.append(f"DynamoDB {error_code(exc)}")
             ok = False
         total = self.ledger()
-        observed.append(f"ledger {total[0]} ({total[1]})")
+        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
         ok = ok and total == (AMOUNT, 1)
         self.row(
             "2 identical retry, same token",
@@ -249,7 +249,7 @@ class _Drill:
             ok = ok and code == "IdempotentParameterMismatchException"
         total = self.ledger()
         ok = ok and total == (AMOUNT, 1)
-        observed.append(f"ledger {total[0]} ({total[1]})")
+        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
         self.row(
             "3 same token, changed amount",
             "422 key reused; IdempotentParameterMismatch",
@@ -276,7 +276,7 @@ class _Drill:
             ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
         total = self.ledger()
         ok = ok and total == (AMOUNT, 1)
-        observed.append(f"ledger {total[0]} ({total[1]})")
+        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
         self.row(
             "4 delayed duplicate, new token",
             "refused by the durable pledge key",
