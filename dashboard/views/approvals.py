@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.auth import actor_for, role_required
 from dashboard.forms import DecisionForm
 from dashboard.views.pages import render_page, wants_partial
-from reconciliation.actors import Actor, Role
+from reconciliation.actors import Role
 from reconciliation.repositories.cases import QUEUE_APPROVAL
 from reconciliation.selectors import InvalidFilter, case_detail, queue_page
 from reconciliation.services.cases import CaseError, CaseNotFound
@@ -76,8 +76,9 @@ def approvals_view(request: HttpRequest) -> HttpResponse:
 
 
 def _decide(
-    request: HttpRequest, case_id: str, decide: Callable[[dict, Actor], ActionResult]
+    request: HttpRequest, case_id: str, decide: Callable[..., ActionResult]
 ) -> HttpResponse:
+    """Run ``decide`` (override_approve or override_reject: one signature) on the form."""
     form = DecisionForm(request.POST, case_id=case_id)
     result, status = None, 200
     if not form.is_valid():
@@ -85,7 +86,15 @@ def _decide(
         messages.error(request, "Nothing was decided: check the highlighted fields.")
     else:
         try:
-            result = decide(form.cleaned_data, actor_for(request))
+            data = form.cleaned_data
+            result = decide(
+                case_id=case_id,
+                request_id=data["request_id"],
+                actor=actor_for(request),
+                reason_code=data["reason_code"],
+                reason_text=data["reason_text"],
+                action_id=data["action_id"],
+            )
         except CaseNotFound as exc:
             raise Http404(str(exc)) from exc
         except CaseError as exc:
@@ -109,30 +118,10 @@ def _decide(
 @require_POST
 @role_required(Role.SUPERVISOR)
 def override_approve_view(request: HttpRequest, case_id: str) -> HttpResponse:
-    def decide(data: dict, actor: Actor) -> ActionResult:
-        return override_approve(
-            case_id=case_id,
-            request_id=data["request_id"],
-            actor=actor,
-            reason_code=data["reason_code"],
-            reason_text=data["reason_text"],
-            action_id=data["action_id"],
-        )
-
-    return _decide(request, case_id, decide)
+    return _decide(request, case_id, override_approve)
 
 
 @require_POST
 @role_required(Role.SUPERVISOR)
 def override_reject_view(request: HttpRequest, case_id: str) -> HttpResponse:
-    def decide(data: dict, actor: Actor) -> ActionResult:
-        return override_reject(
-            case_id=case_id,
-            request_id=data["request_id"],
-            actor=actor,
-            reason_code=data["reason_code"],
-            reason_text=data["reason_text"],
-            action_id=data["action_id"],
-        )
-
-    return _decide(request, case_id, decide)
+    return _decide(request, case_id, override_reject)
