@@ -149,50 +149,38 @@ def _claim(
         correlation_id=actor.correlation_id,
         client_address=actor.address,
     )
-    try:
-        with_retry(lambda: repos.claims.create(mine))
-        metrics.CLAIMS.labels("created").inc()
-        return mine, True
-    except ClaimTaken as taken:
-        existing = taken.current
-    except RetriesExhausted as exc:
-        return _throttled(exc)
-    except (BotoCoreError, ClientError) as exc:
-        return _unavailable(exc)
 
-    for _ in range(3):
+    def take(existing: Claim | None) -> tuple[Claim, bool]:
         if existing is None:
-            # Deleted between our put and its condition check: the durable pledge
-            # record decides at commit; claim afresh.
-            try:
-                with_retry(lambda: repos.claims.create(mine))
-                return mine, True
-            except ClaimTaken as taken:
-                existing = taken.current
-                continue
-        if existing.attempt_id == mine.attempt_id:
-            # The SDK retried our own PutItem after a lost response: the claim is ours.
-            metrics.CLAIMS.labels("own_retry").inc()
-            return existing, True
-        verdict = _judge_existing(repos, existing, request)
-        if verdict is not None:
-            return verdict
+            # First claim, or the item vanished (TTL) since: the durable pledge record
+            # still decides at commit.
+            return repos.claims.create(mine), True
+        claim = repos.claims.reclaim(
+            existing, correlation_id=actor.correlation_id, client_address=actor.address
+        )
+        return claim, False
+
+    existing: Claim | None = None
+    for _ in range(4):
+        if existing is not None:
+            if existing.attempt_id == mine.attempt_id:
+                # The SDK retried our own PutItem after a lost response: the claim is ours.
+                metrics.CLAIMS.labels("own_retry").inc()
+                return existing, True
+            verdict = _judge_existing(repos, existing, request)
+            if verdict is not None:
+                return verdict
         try:
-            claim = with_retry(
-                lambda existing=existing: repos.claims.reclaim(
-                    existing,
-                    correlation_id=actor.correlation_id,
-                    client_address=actor.address,
-                )
-            )
-            metrics.CLAIMS.labels("reclaimed").inc()
-            return claim, False
+            claim, fresh = with_retry(lambda existing=existing: take(existing))
         except ClaimTaken as taken:
-            existing = taken.current
+            existing = taken.current  # someone else holds or changed it: judge again
+            continue
         except RetriesExhausted as exc:
             return _throttled(exc)
         except (BotoCoreError, ClientError) as exc:
             return _unavailable(exc)
+        metrics.CLAIMS.labels("created" if fresh else "reclaimed").inc()
+        return claim, fresh
     return _in_progress(existing)
 
 
