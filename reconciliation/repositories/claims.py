@@ -200,11 +200,11 @@ class ClaimRepository:
         ``token_issued_at``; a fresh ``attempt_id`` and ``version + 1`` fence the old holder."""
         now = clock.now()
         attempt_id = str(uuid.uuid4())
-        try:
-            response = self.client.update_item(
-                TableName=self.table,
-                Key=self._key(seen.pk),
-                UpdateExpression=(
+        lease_end = clock.epoch(now) + settings.CLAIM_PENDING_TTL_S
+        return self._update_fenced(
+            seen,
+            {
+                "UpdateExpression": (
                     "SET #st = :pending, version = :next, attempt_id = :attempt, "
                     "expires_at = :exp, purge_at = :purge, pending_shard = :shard, "
                     "claimed_at = :now, "
@@ -214,14 +214,14 @@ class ClaimRepository:
                 # version = :seen: another re-claimer that got there first wins.
                 # status = :old and expires_at = :old_exp: the item is the one judged
                 # re-claimable, not one that changed since it was read.
-                ConditionExpression="version = :seen AND #st = :old AND expires_at = :old_exp",
-                ExpressionAttributeNames={"#st": "status", "#resp": "response"},
-                ExpressionAttributeValues=values(
+                "ConditionExpression": "version = :seen AND #st = :old AND expires_at = :old_exp",
+                "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
+                "ExpressionAttributeValues": values(
                     pending=PENDING,
                     next=seen.version + 1,
                     attempt=attempt_id,
-                    exp=clock.epoch(now) + settings.CLAIM_PENDING_TTL_S,
-                    purge=purge_at(clock.epoch(now) + settings.CLAIM_PENDING_TTL_S),
+                    exp=lease_end,
+                    purge=purge_at(lease_end),
                     shard=pending_shard(seen.pk),
                     now=clock.iso(now),
                     corr=correlation_id,
@@ -230,16 +230,8 @@ class ClaimRepository:
                     old=seen.status,
                     old_exp=seen.expires_at,
                 ),
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
-            raise
-        claim = claim_from_item(response["Attributes"])
-        assert claim is not None
-        return claim
+            },
+        )
 
     def complete_item(self, claim: Claim, response_body: dict, completed_at: datetime) -> dict:
         """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
