@@ -78,38 +78,47 @@ class _ReasonForm(forms.Form):
         super().__init__(*args, **kwargs)
 
 
-class DispositionForm(_ReasonForm):
+class _ChoiceReasonForm(_ReasonForm):
+    """A reasoned action with one radio choice, narrowed to what ``offered`` allows."""
+
+    choice_field: str
+    options: tuple[str, ...]
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+
+    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if offered is not None:
+            self.fields[self.choice_field].choices = [
+                (o, LABELS[o]) for o in self.options if o in offered
+            ]
+
+
+class DispositionForm(_ChoiceReasonForm):
+    choice_field, options = "disposition", DISPOSITIONS
     disposition = forms.ChoiceField(
         choices=[(d, LABELS[d]) for d in DISPOSITIONS],
         widget=forms.RadioSelect,
         label="Disposition",
     )
-    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     field_order = ["disposition", "reason_code", "reason_text"]
 
-    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
+    def __init__(self, *args, **kwargs):
         kwargs.setdefault("prefix_id", "dispose")
         super().__init__(*args, **kwargs)
-        if offered is not None:
-            self.fields["disposition"].choices = [
-                (d, LABELS[d]) for d in DISPOSITIONS if d in offered
-            ]
 
 
-class OverrideRequestForm(_ReasonForm):
+class OverrideRequestForm(_ChoiceReasonForm):
+    choice_field, options = "override", OVERRIDES
     override = forms.ChoiceField(
         choices=[(o, LABELS[o]) for o in OVERRIDES],
         widget=forms.RadioSelect,
         label="Override",
     )
-    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     field_order = ["override", "reason_code", "reason_text"]
 
-    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
+    def __init__(self, *args, **kwargs):
         kwargs.setdefault("prefix_id", "override")
         super().__init__(*args, **kwargs)
-        if offered is not None:
-            self.fields["override"].choices = [(o, LABELS[o]) for o in OVERRIDES if o in offered]
 
 
 class AssignForm(forms.Form):
