@@ -181,102 +181,68 @@ class _Drill:
             self.committed.append(key)
         return key
 
-    def identical_retry(self, key: str) -> None:
+    def resend(self, key: str, *, new_token: bool = False, amount: Decimal | None = None):
+        """Send again the transaction that committed ``key`` (rebuilt from its claim, as
+        the committing attempt saw it), optionally with a changed amount or a new token.
+        Returns the ClientError DynamoDB answered with, or None if it accepted."""
         repos = self.repos(key)
-        replay = self.submit(key)
         claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        attempt = replace(claim, status=PENDING, version=claim.version - 1)
+        if amount is not None:
+            attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
+        items, _ = pledge_service.commit_items(repos, attempt)
+        token = str(uuid.uuid4()) if new_token else claim.request_token
+        try:
+            repos.client.transact_write_items(TransactItems=items, ClientRequestToken=token)
+        except ClientError as exc:
+            return exc
+        return None
+
+    def ledger_untouched(self, observed: list[str]) -> bool:
+        total = self.ledger()
+        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
+        return total == (AMOUNT, 1)
+
+    def identical_retry(self, key: str) -> None:
+        scenario = "2 identical retry, same token"
+        replay = self.submit(key)
         observed = [f"API {replay.kind}"]
-        ok = replay.kind == pledge_service.REPLAYED
         if not self.report.engine_honours_token:
-            self.row(
-                "2 identical retry, same token",
-                "no second write",
-                "; ".join(observed) + "; token replay not provable on this engine",
-                None,
-            )
+            observed.append("token replay not provable on this engine")
+            self.row(scenario, "no second write", "; ".join(observed), None)
             return
         # Re-send the very transaction that committed, under its token.
-        attempt = replace(claim, status=PENDING, version=claim.version - 1)
-        items, _ = pledge_service.commit_items(repos, attempt)
-        try:
-            repos.client.transact_write_items(
-                TransactItems=items, ClientRequestToken=claim.request_token
-            )
-            observed.append("DynamoDB answered success")
-        except ClientError as exc:
-            observed.append(f"DynamoDB {error_code(exc)}")
-            ok = False
-        total = self.ledger()
-        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
-        ok = ok and total == (AMOUNT, 1)
-        self.row(
-            "2 identical retry, same token",
-            "200 replay; token replay applies nothing",
-            "; ".join(observed),
-            ok,
-        )
+        error = self.resend(key)
+        observed.append(f"DynamoDB {error_code(error)}" if error else "DynamoDB answered success")
+        ok = replay.kind == pledge_service.REPLAYED and error is None
+        ok = self.ledger_untouched(observed) and ok
+        self.row(scenario, "200 replay; token replay applies nothing", "; ".join(observed), ok)
 
     def changed_amount(self, key: str) -> None:
-        repos = self.repos(key)
+        scenario = "3 same token, changed amount"
         api = self.submit(key, amount=AMOUNT + 1)
         observed = [f"API {api.kind}"]
-        ok = api.kind == pledge_service.KEY_REUSED
         if not self.report.engine_honours_token:
-            self.row(
-                "3 same token, changed amount",
-                "rejected as a mismatch",
-                "; ".join(observed) + "; token mismatch not provable on this engine",
-                None,
-            )
+            observed.append("token mismatch not provable on this engine")
+            self.row(scenario, "rejected as a mismatch", "; ".join(observed), None)
             return
-        claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
-        changed = replace(
-            claim,
-            status=PENDING,
-            version=claim.version - 1,
-            request={**claim.request, "amount": f"{AMOUNT + 1:.2f}"},
-        )
-        items, _ = pledge_service.commit_items(repos, changed)
-        try:
-            repos.client.transact_write_items(
-                TransactItems=items, ClientRequestToken=claim.request_token
-            )
-            observed.append("DynamoDB accepted it")
-            ok = False
-        except ClientError as exc:
-            code = error_code(exc)
-            observed.append(f"DynamoDB {code}")
-            ok = ok and code == "IdempotentParameterMismatchException"
-        total = self.ledger()
-        ok = ok and total == (AMOUNT, 1)
-        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
-        self.row(
-            "3 same token, changed amount",
-            "422 key reused; IdempotentParameterMismatch",
-            "; ".join(observed),
-            ok,
-        )
+        error = self.resend(key, amount=AMOUNT + 1)
+        code = error_code(error) if error else ""
+        observed.append(f"DynamoDB {code}" if error else "DynamoDB accepted it")
+        ok = api.kind == pledge_service.KEY_REUSED
+        ok = ok and code == "IdempotentParameterMismatchException"
+        ok = self.ledger_untouched(observed) and ok
+        self.row(scenario, "422 key reused; IdempotentParameterMismatch", "; ".join(observed), ok)
 
     def delayed_duplicate(self, key: str) -> None:
-        repos = self.repos(key)
-        claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
-        late = replace(claim, status=PENDING, version=claim.version - 1)
-        items, _ = pledge_service.commit_items(repos, late)
-        observed = []
-        ok = False
-        try:
-            # A new token: DynamoDB treats it as a new request, as after the window.
-            repos.client.transact_write_items(
-                TransactItems=items, ClientRequestToken=str(uuid.uuid4())
-            )
-            observed.append("DynamoDB applied it")
-        except ClientError as exc:
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-            observed.append(f"{error_code(exc)} {reasons[:1]}")
-            ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
-        total = self.ledger()
-        ok = ok and total == (AMOUNT, 1)
-        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
+        # A new token: DynamoDB treats it as a new request, as after the 10-minute window.
+        error = self.resend(key, new_token=True)
+        reasons = [
+            r.get("Code") for r in (error.response.get("CancellationReasons", []) if error else [])
+        ]
+        observed = [f"{error_code(error)} {reasons[:1]}" if error else "DynamoDB applied it"]
+        ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
+        ok = self.ledger_untouched(observed) and ok
         self.row(
             "4 delayed duplicate, new token",
             "refused by the durable pledge key",
