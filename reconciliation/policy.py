@@ -9,7 +9,6 @@ from reconciliation.repositories.cases import (
     CANCELLED_TRANSACTION,
     ESCALATED,
     OPEN,
-    OVERRIDE_REQUESTED,
     RESOLVED,
     STUCK_PENDING,
     TOKEN_MISMATCH,
@@ -88,7 +87,6 @@ ACTIONS = {
 # States from which each kind of change may start.
 ACTIVE_STATES = (OPEN, ESCALATED)
 REOPENABLE_STATES = (RESOLVED,)
-PENDING_APPROVAL = OVERRIDE_REQUESTED
 
 
 def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:

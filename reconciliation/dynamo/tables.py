@@ -145,10 +145,6 @@ def table_definitions(names: TableNames) -> list[Table]:
     ]
 
 
-class EngineUnreachable(Exception):
-    """DynamoDB did not answer at the configured endpoint."""
-
-
 def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
     """Create whatever table, index or TTL setting is missing; return what was done.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -133,10 +133,6 @@ def case_to_item(case: Case) -> dict:
         if data[name] is not None:
             data[name] = json.dumps(data[name], sort_keys=True, default=str)
     return to_item(data)
-
-
-class CaseExists(Exception):
-    pass
 
 
 class CaseRepository:
@@ -306,7 +302,3 @@ class CaseRepository:
                 request = response.get("UnprocessedKeys") or {}
         order = {c: n for n, c in enumerate(case_ids)}
         return sorted(found, key=lambda c: order.get(c.case_id, 0))
-
-
-def with_changes(case: Case, **changes: Any) -> Case:
-    return replace(case, **changes)

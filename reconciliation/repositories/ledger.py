@@ -77,14 +77,3 @@ class LedgerRepository:
                 count += int(item.get("pledge_count", 0))
             request = response.get("UnprocessedKeys") or {}
         return FundTotal(fund, currency, total, count)
-
-    def shard_items(self, fund: str, currency: str) -> list[dict]:
-        base = fund_key(fund, currency)
-        keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
-        response = self.client.batch_get_item(
-            RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
-        )
-        return sorted(
-            (from_item(i) for i in response.get("Responses", {}).get(self.table, [])),
-            key=lambda i: i["fund"],
-        )
