@@ -114,8 +114,6 @@ class CaseRow:
 
 def _row(item: dict) -> CaseRow:
     override = item.get("override")
-    if isinstance(override, str):
-        override = json.loads(override)
     return CaseRow(
         case_id=item["case_id"],
         case_type=item.get("case_type", ""),

@@ -113,13 +113,19 @@ _JSON_FIELDS = (
 )
 
 
-def case_from_item(item: dict | None) -> Case | None:
+def _decoded(item: dict) -> dict:
+    """Plain values of a stored case or index row, JSON fields parsed."""
     data = from_item(item)
-    if data is None:
-        return None
     for name in _JSON_FIELDS:
         if isinstance(data.get(name), str):
             data[name] = json.loads(data[name])
+    return data
+
+
+def case_from_item(item: dict | None) -> Case | None:
+    if item is None:
+        return None
+    data = _decoded(item)
     data["amount"] = Decimal(str(data.get("amount", 0)))
     known = Case.__dataclass_fields__
     return Case(**{k: v for k, v in data.items() if k in known})
@@ -241,7 +247,7 @@ class CaseRepository:
         if start_key:
             kwargs["ExclusiveStartKey"] = start_key
         response = self.client.query(**kwargs)
-        rows = [from_item(i) for i in response.get("Items", [])]
+        rows = [_decoded(i) for i in response.get("Items", [])]
         consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
         return rows, response.get("LastEvaluatedKey"), consumed
 

@@ -631,10 +631,6 @@ def overrides_expire(*, repos: Repositories | None = None) -> list[str]:
         rows, start, _ = repos.cases.query_queue(QUEUE_APPROVAL, limit=100, start_key=start)
         for row in rows:
             override = row.get("override")
-            if isinstance(override, str):
-                import json
-
-                override = json.loads(override)
             if not override or override.get("expires_at", now + 1) > now:
                 continue
             case = repos.cases.get(row["case_id"])

@@ -14,7 +14,6 @@ whose pledge now exists, so staff only see cases that need a person.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -207,7 +206,6 @@ def redispatch_stale_retries(
             for row in rows:
                 seen += 1
                 retry = row.get("retry")
-                retry = json.loads(retry) if isinstance(retry, str) else retry
                 if (
                     retry
                     and retry.get("status") == "queued"
