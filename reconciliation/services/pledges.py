@@ -365,6 +365,17 @@ def _cancelled(
     rows = cancellation_decode(items, exc.response, repos.roles())
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
+
+    def cancelled_case(http_status: int, kind: str) -> str | None:
+        return _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc,
+            client_outcome={"http_status": http_status, "error": kind},
+        )
+
     if branch == DUPLICATE:
         existing = with_retry(lambda: repos.pledges.get(claim.intent_id))
         if existing is None:  # pragma: no cover - a condition failed on a missing item
@@ -384,14 +395,7 @@ def _cancelled(
         )
         if same:
             return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
-        case = _open_case(
-            repos,
-            claim,
-            CANCELLED_TRANSACTION,
-            decoded=rows,
-            error=exc,
-            client_outcome={"http_status": 422, "error": KEY_REUSED},
-        )
+        case = cancelled_case(422, KEY_REUSED)
         return IntakeOutcome(
             KEY_REUSED,
             case_id=case,
@@ -400,14 +404,7 @@ def _cancelled(
         )
     if branch == LOST_CLAIM:
         current = with_retry(lambda: repos.claims.get(claim.pk))
-        case = _open_case(
-            repos,
-            claim,
-            CANCELLED_TRANSACTION,
-            decoded=rows,
-            error=exc,
-            client_outcome={"http_status": 409, "error": IN_PROGRESS},
-        )
+        case = cancelled_case(409, IN_PROGRESS)
         if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
             return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
         outcome = _in_progress(current)
@@ -419,17 +416,11 @@ def _cancelled(
             detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
         )
     status = 409 if branch == RETRYABLE else 500
-    case = _open_case(
-        repos,
-        claim,
-        CANCELLED_TRANSACTION,
-        decoded=rows,
-        error=exc,
-        client_outcome={"http_status": status, "error": CANCELLED if status == 409 else REJECTED},
-    )
+    kind = CANCELLED if status == 409 else REJECTED
+    case = cancelled_case(status, kind)
     _finalise_quietly(repos, claim, status=FAILED, error=branch, case_id=case)
     return IntakeOutcome(
-        CANCELLED if status == 409 else REJECTED,
+        kind,
         case_id=case,
         decoded=decoded,
         retry_after=_retry_after_s() if status == 409 else None,
