@@ -58,3 +58,14 @@ def nothing_written(ddb) -> bool:
         or audit_events(ddb)
         or cases(ddb)
     )
+
+
+def sign_in(client, role: str = "finance_staff", username: str | None = None):
+    """A staff user in ``role``'s group, signed in on ``client``."""
+    from django.contrib.auth.models import Group, User
+
+    username = username or role
+    user = User.objects.create_user(username, f"{username}@example.org")
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    client.force_login(user)
+    return user

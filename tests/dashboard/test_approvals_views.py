@@ -7,11 +7,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
 from reconciliation import clock
 from reconciliation.repositories import repositories
 from reconciliation.services.dispositions import case_assign, override_request
+from tests import helpers
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import stuck_case
 
@@ -22,11 +23,7 @@ NOTE = {"reason_code": "CLIENT_CONFIRMED", "reason_text": "Checked with the clie
 
 
 def sign_in(client, role: str = "supervisor", username: str | None = None) -> User:
-    username = username or role
-    user = User.objects.create_user(username, f"{username}@example.org")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client.force_login(user)
-    return user
+    return helpers.sign_in(client, role, username)
 
 
 def requested(key: str, by: str = "ada", role: str = "finance_staff"):

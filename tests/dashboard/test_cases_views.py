@@ -14,21 +14,13 @@ from reconciliation import clock
 from reconciliation.repositories import repositories
 from reconciliation.services.dispositions import case_assign, case_dispose
 from tests.conftest import staff_actor
-from tests.helpers import audit_events
+from tests.helpers import audit_events, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
 WHY = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "Checked the consistent reads."}
-
-
-def sign_in(client, role: str = "finance_staff", username: str | None = None) -> User:
-    username = username or role
-    user = User.objects.create_user(username, f"{username}@example.org")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client.force_login(user)
-    return user
 
 
 def form(case, **fields) -> dict:

@@ -6,25 +6,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
 
 from reconciliation import clock
 from reconciliation.selectors import case_timeline, recent_audit_events
 from reconciliation.services.dispositions import override_request
 from tests.conftest import staff_actor
+from tests.helpers import sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def sign_in(client, role: str = "finance_staff", username: str | None = None) -> User:
-    username = username or role
-    user = User.objects.create_user(username, f"{username}@example.org")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client.force_login(user)
-    return user
 
 
 def test_overview_page_and_fragment(ddb, client):

@@ -8,27 +8,18 @@ import re
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group, User
 
 from reconciliation import clock
 from reconciliation.repositories import repositories
 from reconciliation.services.dispositions import case_assign
 from tests.conftest import staff_actor
-from tests.helpers import audit_events
+from tests.helpers import audit_events, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
-
-
-def sign_in(client, role: str = "finance_staff", username: str | None = None) -> User:
-    username = username or role
-    user = User.objects.create_user(username, f"{username}@example.org")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client.force_login(user)
-    return user
 
 
 def shown(html: str) -> list[str]:
