@@ -184,6 +184,7 @@ def test_digest_is_written_once_per_utc_day(ddb):
         assert digest_task() == []
 
 
+@pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
 def test_concurrent_digest_writers_write_one_digest(ddb):
     """Four writers race for the same day at a barrier: the SYSTEM stream stays one
     chain and holds exactly one digest for the day."""

@@ -204,7 +204,7 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
 
 
 # Race tests run where concurrency is real: moto's in-process backend is not thread-safe
-# (pinned in test_engine_conformance.py), so on moto they would test moto, not us.
+# (see test_engine_conformance.py), so on moto they would test moto, not us.
 @pytest.mark.dynamodb_local_only
 def test_sixteen_people_acting_at_once_one_wins(ddb):
     """16 threads apply different dispositions to one case: exactly one commits, the case

@@ -252,6 +252,10 @@ def test_same_item_twice_in_one_transaction_is_rejected(ddb):
     assert _get(ddb, "twice") is None
 
 
+# DynamoDB Local only: moto's in-process backend is not thread-safe. Under this race it
+# has answered some calls with a 500 and, in one CI run, let two racers win the same key
+# (round 25 of 50). A race test on moto tests moto, and fails at random.
+@pytest.mark.dynamodb_local_only
 def test_sixteen_racers_on_one_key_have_exactly_one_winner(ddb):
     """16 threads at a barrier put-if-absent the same key: exactly one wins, 50 rounds."""
     table = _table(ddb)
@@ -285,13 +289,6 @@ def test_sixteen_racers_on_one_key_have_exactly_one_winner(ddb):
         for t in threads:
             t.join()
         assert len(wins) == 1, f"round {round_no}: winners {wins}"
-        if ddb.name == "moto":
-            # moto's in-process backend is not thread-safe: under contention it sometimes
-            # fails a call with a 500 (never with a second winner).
-            kinds = {_code(e) if isinstance(e, ClientError) else type(e).__name__ for e in errors}
-            assert kinds <= {"InternalFailure", "RuntimeError"}, errors
-            assert len(losses) + len(errors) == 15
-        else:
-            assert errors == [], [str(e) for e in errors]
-            assert len(losses) == 15
+        assert errors == [], [str(e) for e in errors]
+        assert len(losses) == 15
         assert _get(ddb, key)["owner"] == {"S": str(wins[0])}
