@@ -236,32 +236,16 @@ class ClaimRepository:
     def complete_item(self, claim: Claim, response_body: dict, completed_at: datetime) -> dict:
         """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
 
-        Every value derives from the claim itself, so a retry of the same commit is
+        Every value derives from the claim itself (the expiry counts from
+        ``completed_at``, the claim's own time), so a retry of the same commit is
         byte-identical, as ``ClientRequestToken`` requires."""
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": self._key(claim.pk),
-                "UpdateExpression": (
-                    "SET #st = :done, version = :next, #resp = :resp, expires_at = :exp, "
-                    "purge_at = :purge, completed_at = :at REMOVE pending_shard"
-                ),
-                # status = PENDING and version = :v: only the current holder completes.
-                "ConditionExpression": "#st = :pending AND version = :v",
-                "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
-                "ExpressionAttributeValues": values(
-                    done=COMPLETED,
-                    next=claim.version + 1,
-                    resp=json.dumps(response_body, sort_keys=True),
-                    exp=clock.epoch(completed_at) + settings.CLAIM_COMPLETED_TTL_S,
-                    purge=purge_at(clock.epoch(completed_at) + settings.CLAIM_COMPLETED_TTL_S),
-                    at=clock.iso(completed_at),
-                    pending=PENDING,
-                    v=claim.version,
-                ),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
+        return self.finalise_item(
+            claim,
+            status=COMPLETED,
+            response_body=response_body,
+            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+            at=completed_at,
+        )
 
     def finalise(
         self,
@@ -314,16 +298,24 @@ class ClaimRepository:
         payload_hash: str | None = None,
         case_id: str | None = None,
         require_pending: bool = True,
+        at: datetime | None = None,
     ) -> dict:
+        """The fenced transition's expression. ``expires_in_s`` counts from ``at``
+        (default now); a COMPLETED claim records ``at`` as ``completed_at``."""
+        at = at or clock.now()
+        expires_at = clock.epoch(at) + expires_in_s
         sets = ["#st = :st", "version = :next", "expires_at = :exp", "purge_at = :purge"]
         removes = ["pending_shard"]
         vals: dict[str, Any] = {
             "st": status,
             "next": claim.version + 1,
-            "exp": clock.epoch() + expires_in_s,
-            "purge": purge_at(clock.epoch() + expires_in_s),
+            "exp": expires_at,
+            "purge": purge_at(expires_at),
             "v": claim.version,
         }
+        if status == COMPLETED:
+            sets.append("completed_at = :at")
+            vals["at"] = clock.iso(at)
         if response_body is not None:
             sets.append("#resp = :resp")
             vals["resp"] = json.dumps(response_body, sort_keys=True)

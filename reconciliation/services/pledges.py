@@ -344,7 +344,7 @@ def _commit_exhausted(
             claim,
             status=FAILED,
             error="TransactionConflict",
-            cool_off=retry_after,
+            expires_in_s=retry_after,
             case_id=case,
         )
         return IntakeOutcome(
@@ -355,7 +355,7 @@ def _commit_exhausted(
             detail="The transaction kept conflicting with concurrent writes; nothing was "
             "recorded. Retry with the same Idempotency-Key.",
         )
-    _finalise_quietly(repos, claim, status=FAILED, error=exc.code, cool_off=retry_after)
+    _finalise_quietly(repos, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
     return _throttled(exc)
 
 
@@ -391,7 +391,7 @@ def _cancelled(
             status=COMPLETED,
             response=existing.api_body(),
             payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
-            ttl=settings.CLAIM_COMPLETED_TTL_S,
+            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
         )
         if same:
             return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
@@ -546,23 +546,18 @@ def _finalise_quietly(
     response: dict | None = None,
     payload_hash: str | None = None,
     case_id: str | None = None,
-    cool_off: int | None = None,
-    ttl: int | None = None,
+    expires_in_s: int | None = None,
 ) -> None:
-    """Fenced transition after a definitive outcome. If it fails the claim stays PENDING
+    """Fenced transition after a definitive outcome; the claim expires after
+    ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
     and the sweep takes over; the caller's answer does not depend on it."""
-    expires_in = (
-        ttl
-        if ttl is not None
-        else (cool_off if cool_off is not None else settings.CLAIM_FAILED_TTL_S)
-    )
     try:
         repos.claims.finalise(
             claim,
             status=status,
             response_body=response,
             error_code=error,
-            expires_in_s=expires_in,
+            expires_in_s=settings.CLAIM_FAILED_TTL_S if expires_in_s is None else expires_in_s,
             payload_hash=payload_hash,
             case_id=case_id,
         )
