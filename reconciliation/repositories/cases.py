@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -250,6 +251,28 @@ class CaseRepository:
         rows = [_decoded(i) for i in response.get("Items", [])]
         consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
         return rows, response.get("LastEvaluatedKey"), consumed
+
+    def walk_queue(
+        self,
+        queue: str,
+        *,
+        limit: int | None = None,
+        on_units: Callable[[float], None] | None = None,
+    ) -> Iterator[dict]:
+        """Every open case of ``queue``, oldest first, read 100 rows a page, stopping
+        after ``limit`` rows; ``on_units`` hears each page's read units."""
+        start, seen = None, 0
+        while True:
+            rows, start, units = self.query_queue(queue, limit=100, start_key=start)
+            if on_units:
+                on_units(units)
+            for row in rows:
+                if limit is not None and seen >= limit:
+                    return
+                seen += 1
+                yield row
+            if not start:
+                return
 
     def count_range(
         self, queue: str, *, before: str | None = None, after: str | None = None

@@ -625,33 +625,29 @@ def overrides_expire(*, repos: Repositories | None = None) -> list[str]:
     repos = repos or repositories()
     actor = system_actor()
     expired: list[str] = []
-    start = None
     now = clock.epoch()
-    while True:
-        rows, start, _ = repos.cases.query_queue(QUEUE_APPROVAL, limit=100, start_key=start)
-        for row in rows:
-            override = row.get("override")
-            if not override or override.get("expires_at", now + 1) > now:
-                continue
-            case = repos.cases.get(row["case_id"])
-            if case is None or case.state != OVERRIDE_REQUESTED:
-                continue
-            try:
-                case_commit_change(
-                    repos,
-                    case,
-                    actor=actor,
-                    action="override_expired",
-                    action_id=f"expire-{override['request_id']}",
-                    disposition=override["action"],
-                    detail={"request": override},
-                    changes={"state": _prior_state(override), "override": None},
-                )
-                expired.append(case.case_id)
-            except CaseError:
-                continue  # someone decided it meanwhile
-        if not start:
-            return expired
+    for row in repos.cases.walk_queue(QUEUE_APPROVAL):
+        override = row.get("override")
+        if not override or override.get("expires_at", now + 1) > now:
+            continue
+        case = repos.cases.get(row["case_id"])
+        if case is None or case.state != OVERRIDE_REQUESTED:
+            continue
+        try:
+            case_commit_change(
+                repos,
+                case,
+                actor=actor,
+                action="override_expired",
+                action_id=f"expire-{override['request_id']}",
+                disposition=override["action"],
+                detail={"request": override},
+                changes={"state": _prior_state(override), "override": None},
+            )
+            expired.append(case.case_id)
+        except CaseError:
+            continue  # someone decided it meanwhile
+    return expired
 
 
 # --- bulk work --------------------------------------------------------------------------

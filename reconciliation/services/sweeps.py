@@ -53,6 +53,9 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
     read_units: float = 0.0
 
+    def add_units(self, units: float) -> None:
+        self.read_units += units
+
     def lines(self) -> list[str]:
         out = [
             f"stuck-claim candidates: {self.candidates}",
@@ -167,20 +170,13 @@ def recheck_open_cases(
     if not settings.AUTO_RESOLVE_COMMITTED:
         return report
     for queue in RECHECK_QUEUES:
-        seen, start = 0, None
-        while seen < limit:
-            rows, start, consumed = repos.cases.query_queue(queue, limit=100, start_key=start)
-            report.read_units += consumed
-            for row in rows:
-                seen += 1
-                if repos.pledges.get(row["intent_id"], consistent=True) is None:
-                    continue
-                try:
-                    _auto_resolve(repos, row["case_id"], report)
-                except CaseError as exc:
-                    report.errors.append(f"{row['case_id']}: {exc}")
-            if not start:
-                break
+        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
+            if repos.pledges.get(row["intent_id"], consistent=True) is None:
+                continue
+            try:
+                _auto_resolve(repos, row["case_id"], report)
+            except CaseError as exc:
+                report.errors.append(f"{row['case_id']}: {exc}")
     return report
 
 
@@ -199,22 +195,11 @@ def redispatch_stale_retries(
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
     for queue in (*CASE_TYPES, QUEUE_ESCALATED):
-        seen, start = 0, None
-        while seen < limit:
-            rows, start, consumed = repos.cases.query_queue(queue, limit=100, start_key=start)
-            report.read_units += consumed
-            for row in rows:
-                seen += 1
-                retry = row.get("retry")
-                if (
-                    retry
-                    and retry.get("status") == "queued"
-                    and (retry.get("requested_at", "") < cutoff)
-                ):
-                    _enqueue_retry(row["case_id"])
-                    report.redispatched.append(row["case_id"])
-            if not start:
-                break
+        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
+            retry = row.get("retry")
+            if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
+                _enqueue_retry(row["case_id"])
+                report.redispatched.append(row["case_id"])
     return report
 
 

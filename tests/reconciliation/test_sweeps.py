@@ -17,7 +17,7 @@ from reconciliation import clock
 from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
 from reconciliation.services.sweeps import sweep_all
-from tests.helpers import audit_events, cases, claims
+from tests.helpers import audit_events, cases, claims, pledges
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -112,6 +112,40 @@ def test_ambiguous_case_is_auto_resolved_when_the_pledge_exists(ddb):
     report = sweep_all()
     assert report.auto_resolved == [case.case_id]
     assert repositories().cases.get(case.case_id).state == "RESOLVED"
+
+
+def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monkeypatch):
+    """RETRY_COMMIT requested while the broker refused the task stays 'queued'; once it
+    is older than RETRY_STALE_S the sweep queues it again and the case resolves."""
+    from kombu.exceptions import OperationalError
+
+    from reconciliation.services.dispositions import RETRY_COMMIT, case_dispose
+    from reconciliation.services.sweeps import RETRY_STALE_S
+    from reconciliation.tasks.cases import retry_commit_task
+    from tests.conftest import staff_actor
+    from tests.reconciliation.factories import stuck_case
+
+    def broker_refuses(*args: object) -> None:
+        raise OperationalError("connection refused")
+
+    case = stuck_case("redispatch-1")
+    with monkeypatch.context() as broker_down:
+        broker_down.setattr(retry_commit_task, "delay", broker_refuses)
+        case_dispose(
+            case_id=case.case_id,
+            disposition=RETRY_COMMIT,
+            actor=staff_actor("ada"),
+            seen_version=case.version,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text="The worker died; commit it again.",
+        )
+    assert repositories().cases.get(case.case_id).retry["status"] == "queued"
+    assert sweep_all().redispatched == []  # not stale yet
+    with clock.travel(RETRY_STALE_S + 1):
+        report = sweep_all()
+    assert report.redispatched == [case.case_id]
+    assert repositories().cases.get(case.case_id).state == "RESOLVED"
+    assert len(pledges(ddb)) == 1
 
 
 def test_sweep_command_prints_what_it_opened(ddb):
