@@ -36,26 +36,15 @@ LABELS = {
     REOPEN: "Reopen",
 }
 
-# Which evidence-based dispositions and overrides make sense for each case type.
+# Which evidence-based dispositions and overrides make sense for each case type. Every
+# case asks "did it commit?"; a cancelled or token-mismatched one may also be a correctly
+# refused duplicate.
+_DID_IT_COMMIT = (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE)
 BY_CASE_TYPE = {
-    STUCK_PENDING: (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE),
-    AMBIGUOUS_TIMEOUT: (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE),
-    CANCELLED_TRANSACTION: (
-        DUPLICATE_REJECTED_OK,
-        CONFIRMED_COMMITTED,
-        RETRY_COMMIT,
-        ESCALATE,
-        RELEASE_CLAIM,
-        VOID_PLEDGE,
-    ),
-    TOKEN_MISMATCH: (
-        DUPLICATE_REJECTED_OK,
-        CONFIRMED_COMMITTED,
-        RETRY_COMMIT,
-        ESCALATE,
-        RELEASE_CLAIM,
-        VOID_PLEDGE,
-    ),
+    STUCK_PENDING: _DID_IT_COMMIT,
+    AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
+    CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+    TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
 }
 
 REASON_CODES = {
