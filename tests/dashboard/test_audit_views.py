@@ -10,15 +10,11 @@ import io
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
 from html import unescape
-from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -32,6 +28,7 @@ from reconciliation.repositories import repositories
 from reconciliation.selectors_audit import AuditFilters
 from reconciliation.tasks.audit import audit_export_task
 from tests.helpers import audit_events
+from tests.processes import celery_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -281,27 +278,7 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
         "AUDIT_SIGNING_KEY": django_settings.AUDIT_SIGNING_KEY,
         "REDIS_URL": django_settings.REDIS_URL,
     }
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "-Q",
-            queue,
-            "--pool",
-            "solo",
-            "--concurrency",
-            "1",
-            "--loglevel",
-            "WARNING",
-        ],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        start_new_session=True,
-    )
+    worker = celery_worker(env, tmp_path, queue=queue).start()
     try:
         owner = as_user(client, "aud", "auditor")
         actor = Actor("aud", Role.AUDITOR, "aud@example.org")
@@ -325,10 +302,5 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
         assert manifest["row_count"] == 4000
         assert manifest["sha256"] == hashlib.sha256(body).hexdigest()
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(5)
+        worker.stop()
         audit_export_task.backend.forget(export_id)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -18,10 +15,10 @@ from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
 from reconciliation.services.sweeps import sweep_all
 from tests.helpers import audit_events, cases, claims, pledges
+from tests.processes import celery_beat, celery_worker
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _completed_claims(ddb, n: int) -> None:
@@ -186,41 +183,8 @@ def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
         UpdateExpression="SET expires_at = :past",
         ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 5)}},
     )
-    celery = [sys.executable, "-m", "celery", "-A", "dashboard"]
-    worker = subprocess.Popen(
-        [
-            *celery,
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--hostname",
-            f"test{os.getpid()}@%h",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    beat = subprocess.Popen(
-        [
-            *celery,
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--scheduler",
-            "redbeat.RedBeatScheduler",
-            "--schedule",
-            str(tmp_path / "beat"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    worker = celery_worker(env, tmp_path).start()
+    beat = celery_beat(env, tmp_path).start()
     try:
         deadline = time.monotonic() + 60
         found = []
@@ -229,8 +193,8 @@ def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
             time.sleep(0.5)
     finally:
         for proc in (beat, worker):
-            proc.terminate()
-        logs = "".join(p.communicate(timeout=30)[0] for p in (beat, worker))
+            proc.stop()
+        logs = beat.log() + worker.log()
     assert [c["case_type"] for c in found] == ["STUCK_PENDING"], logs[-3000:]
     assert found[0]["last_actor"] == "system"
     assert "reconciliation.tasks.cases.sweep_task" in logs

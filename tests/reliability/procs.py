@@ -1,7 +1,6 @@
 """Real processes for the reliability runs: a Redis of our own (which the tests stop and
-start again), the production server (gunicorn) and Celery worker/beat, and a plain HTTP
-client of the intake API. Every process gets its own session so it can be stopped with
-everything it started, and its output goes to a log file the failure message quotes."""
+start again), the production server (gunicorn), and a plain HTTP client of the intake
+API. Every process is a :class:`tests.processes.Process`: its own session, its own log."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import http.client
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -21,73 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from reconciliation.dynamo.local import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(predicate, *, timeout: float, interval: float = 0.25, what: str = "condition"):
-    """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
-class Process:
-    """A child process in its own session, logging to ``log_path``."""
-
-    def __init__(self, args: list[str], *, env: dict, log_path: Path, cwd: Path = ROOT):
-        self.args = args
-        self.env = env
-        self.log_path = log_path
-        self.cwd = cwd
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Process:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.args,
-                cwd=self.cwd,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout)
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, chars: int = 4000) -> str:
-        return self.log()[-chars:]
-
+from tests.processes import ROOT, Process, wait_for
 
 # --- Redis --------------------------------------------------------------------------------
 
@@ -250,51 +182,6 @@ class ApiServer:
 
     def client(self) -> ApiClient:
         return ApiClient("127.0.0.1", self.port, self.token)
-
-
-def celery_worker(env: dict, log_dir: Path, *, pool: str = "solo", concurrency: int = 1) -> Process:
-    name = f"reliability{os.getpid()}-{free_port()}@%h"
-    return Process(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--pool",
-            pool,
-            "--concurrency",
-            str(concurrency),
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-            "--hostname",
-            name,
-        ],
-        env=env,
-        log_path=log_dir / f"worker-{pool}-{free_port()}.log",
-    )
-
-
-def celery_beat(env: dict, log_dir: Path) -> Process:
-    return Process(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--scheduler",
-            "redbeat.RedBeatScheduler",
-        ],
-        env=env,
-        log_path=log_dir / f"beat-{free_port()}.log",
-    )
 
 
 def child_pids(pid: int) -> list[int]:

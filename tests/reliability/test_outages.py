@@ -25,17 +25,10 @@ from reconciliation.services.dispositions import case_dispose
 from reconciliation.services.sweeps import sweep_all
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, cases, claims, pledges
+from tests.processes import celery_beat, celery_worker, wait_for
 from tests.reconciliation.factories import crashed_claim, stuck_case
 from tests.reliability.invariants import assert_invariants
-from tests.reliability.procs import (
-    ApiServer,
-    Tally,
-    celery_beat,
-    celery_worker,
-    child_pids,
-    django_env,
-    wait_for,
-)
+from tests.reliability.procs import ApiServer, Tally, child_pids, django_env
 from tests.reliability.workload import body_for, recorded, retry_open_cases
 
 pytestmark = [
