@@ -230,7 +230,6 @@ class ExportRun:
     byte_count: int = 0
     first_event: dict | None = None
     last_event: dict | None = None
-    finished: bool = False
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -287,7 +286,6 @@ class ExportRun:
             yield self._emit(buffer)
         if last_item is not None:
             self.last_event = event_ref(decode_event(last_item))
-        self.finished = True
         if self.progress:
             self.progress(self.row_count, 1.0)
 

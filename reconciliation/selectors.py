@@ -104,10 +104,6 @@ class CaseRow:
     override: dict | None
 
     @property
-    def age_s(self) -> int:
-        return int((clock.now() - clock.parse_iso(self.opened_at)).total_seconds())
-
-    @property
     def idempotency_key(self) -> str:
         return self.intent_id.split("#", 1)[1]
 

@@ -715,7 +715,3 @@ def audit_streams_touched(
         for found in pool.map(one, keys):
             streams |= found
     return streams
-
-
-def utc_day(value: str) -> date:
-    return date.fromisoformat(value)

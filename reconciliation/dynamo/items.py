@@ -16,10 +16,6 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_attr(value: Any) -> dict:
-    return _serializer.serialize(value)
-
-
 def to_item(values: dict[str, Any]) -> dict[str, dict]:
     return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
 

@@ -242,7 +242,7 @@ def _unavailable(exc: BaseException) -> IntakeOutcome:
     )
 
 
-def pledge_for_claim(claim: Claim, repos: Repositories) -> tuple[Pledge, dict]:
+def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
     """The pledge and its receipt event for ``claim``. A pure function of the claim, so
     every retry of one commit sends a byte-identical transaction under its token."""
     request = claim.request
@@ -275,7 +275,7 @@ def pledge_for_claim(claim: Claim, repos: Repositories) -> tuple[Pledge, dict]:
 
 
 def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]:
-    pledge, receipt = pledge_for_claim(claim, repos)
+    pledge, receipt = pledge_for_claim(claim)
     items = [
         repos.pledges.put_item(pledge),
         repos.ledger.add_item(
