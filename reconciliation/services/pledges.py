@@ -28,6 +28,7 @@ from reconciliation.cancellation import (
     DUPLICATE,
     LOST_CLAIM,
     RETRYABLE,
+    DecodedReason,
     cancellation_decode,
     overall_branch,
 )
@@ -488,21 +489,22 @@ def _open_case(
     claim: Claim,
     case_type: str,
     *,
-    decoded: list,
+    decoded: list[DecodedReason],
     error: BaseException,
     client_outcome: dict,
 ) -> str | None:
     """Open the case for this claim version; on failure log it and leave the claim to
     the stuck-claim sweep, which will find it (nothing is lost)."""
+    now = clock.now()
     evidence = {
         "claim": claim.snapshot(),
         "error_code": error_code(error),
         "error_message": str(error)[:500],
-        "observed_at": clock.iso(clock.now()),
-        "token_age_s": int((clock.now() - claim.token_issued).total_seconds()),
+        "observed_at": clock.iso(now),
+        "token_age_s": int((now - claim.token_issued).total_seconds()),
         "token_window_s": TOKEN_WINDOW_S,
     }
-    rows = [r.as_dict() if hasattr(r, "as_dict") else r for r in decoded]
+    rows = [r.as_dict() for r in decoded]
     case = case_build(
         case_type=case_type,
         claim=claim,
