@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,18 +30,29 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value not in (None, "") else default
 
 
-def _local_secret(name: str) -> str:
+def _local_secret(name: str, folder: Path = VAR_DIR) -> str:
     """A random secret kept in ``var/`` so a local run needs no configuration.
 
     Production passes the value in the environment instead; the file is never
     committed (``var/`` is ignored) and is readable by its owner only.
+
+    ``make run`` starts web, worker and beat at once on a fresh machine, so the
+    file is written whole under a private name and then linked into place: the
+    first link wins, the others read the winner's key, and nobody ever reads a
+    half-written file.
     """
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    path = VAR_DIR / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
     if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(50))
+        fd, draft = tempfile.mkstemp(prefix=f".{name}.", dir=folder)  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(50))
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(draft)
     return path.read_text().strip()
 
 
