@@ -42,7 +42,7 @@ from reconciliation.selectors_audit import (
 )
 from reconciliation.services.audit import (
     audit_append,
-    heads_line,
+    heads_sha256,
     key_id,
     sign,
     signature_valid,
@@ -201,12 +201,7 @@ class HeadsTable:
         yield from self.db.execute("SELECT stream, seq, hash FROM heads ORDER BY stream")
 
     def digest(self) -> tuple[int, str]:
-        sha = hashlib.sha256()
-        count = 0
-        for stream, seq, digest in self.rows():
-            sha.update(heads_line(stream, seq, digest))
-            count += 1
-        return count, sha.hexdigest()
+        return heads_sha256(self.rows())
 
     def close(self) -> None:
         self.db.close()
@@ -733,13 +728,11 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
         )
     elif not signature_valid({k: manifest[k] for k in MANIFEST_SIGNED}, manifest["signature"]):
         problems.append("signature mismatch: the manifest was altered or signed with another key")
-    listed = manifest["chain_heads"]
-    sha = hashlib.sha256()
-    for stream, seq, digest in listed:
-        sha.update(heads_line(stream, seq, digest))
-    if len(listed) != manifest["chain_heads_count"] or (
-        sha.hexdigest() != manifest["chain_heads_sha256"]
-    ):
+    try:
+        listed = heads_sha256(manifest["chain_heads"])
+    except (TypeError, ValueError):  # not a list of [stream, seq, hash]
+        listed = None
+    if listed != (manifest["chain_heads_count"], manifest["chain_heads_sha256"]):
         problems.append("chain heads mismatch: the listed heads do not match chain_heads_sha256")
 
     digest, size = _file_digest(Path(file_path))

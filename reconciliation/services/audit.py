@@ -30,6 +30,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
+from reconciliation.dynamo.retry import full_jitter_delay
 from reconciliation.repositories import Repositories, repositories
 from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build, canonical_json
 from reconciliation.selectors_audit import (
@@ -38,6 +39,7 @@ from reconciliation.selectors_audit import (
     audit_day_heads,
     audit_streams_touched,
     chain_check,
+    stream_chain_status,
 )
 
 logger = logging.getLogger(__name__)
@@ -121,7 +123,7 @@ def audit_append(
             return None
         if repos.audit.append(event):
             return event
-        time.sleep(rng.uniform(0, min(0.5, 0.02 * 2**attempt)))
+        time.sleep(full_jitter_delay(attempt, 0.02, 0.5, rng))
     raise AuditAppendContended(f"{stream}: lost the race for the next seq {attempts} times")
 
 
@@ -358,19 +360,18 @@ def audit_verify(
     if system_events:
         streams.add(SYSTEM_STREAM)
 
-    def check(name: str) -> tuple[ChainStatus, int]:
-        events = repos.audit.stream_events(name)
-        if not events:
-            return ChainStatus(name, False, 0, problem="no events"), 0
-        return chain_check(name, events), len(events)
+    def check(name: str) -> ChainStatus:
+        if name == SYSTEM_STREAM and system_events:  # read once, above
+            return chain_check(name, system_events)
+        return stream_chain_status(name, repos=repos)
 
     ordered = sorted(streams)
     done = 0
     with ThreadPoolExecutor(threads) as pool:
-        for status, count in pool.map(check, ordered):
+        for status in pool.map(check, ordered):
             done += 1
             report.streams += 1
-            report.events += count
+            report.events += status.events
             # A stream listed only by a digest and now empty is the digest's finding.
             if not status.ok and (status.events or stream):
                 report.problems.append(status.line())
