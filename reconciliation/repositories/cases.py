@@ -37,6 +37,7 @@ QUEUE_ESCALATED = "ESCALATED"
 QUEUE_APPROVAL = "OVERRIDE_REQUESTED"
 QUEUES = (*CASE_TYPES, QUEUE_ESCALATED, QUEUE_APPROVAL)
 COUNTER_PREFIX = "#COUNT#"
+WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 
 
 def case_id_for(source: str, version: int) -> str:
@@ -258,18 +259,16 @@ class CaseRepository:
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
     ) -> Iterator[dict]:
-        """Every open case of ``queue``, oldest first, read 100 rows a page, stopping
-        after ``limit`` rows; ``on_units`` hears each page's read units."""
+        """Every open case of ``queue``, oldest first, ``WALK_PAGE`` rows a page, reading
+        no further than ``limit`` rows; ``on_units`` hears each page's read units."""
         start, seen = None, 0
-        while True:
-            rows, start, units = self.query_queue(queue, limit=100, start_key=start)
+        while limit is None or seen < limit:
+            page = WALK_PAGE if limit is None else min(WALK_PAGE, limit - seen)
+            rows, start, units = self.query_queue(queue, limit=page, start_key=start)
             if on_units:
                 on_units(units)
-            for row in rows:
-                if limit is not None and seen >= limit:
-                    return
-                seen += 1
-                yield row
+            seen += len(rows)
+            yield from rows
             if not start:
                 return
 

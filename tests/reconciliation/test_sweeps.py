@@ -111,6 +111,28 @@ def test_ambiguous_case_is_auto_resolved_when_the_pledge_exists(ddb):
     assert repositories().cases.get(case.case_id).state == "RESOLVED"
 
 
+def test_a_queue_walk_reads_no_page_beyond_its_limit(ddb, monkeypatch):
+    """A sweep's walk stops reading where its limit ends, even on a page boundary."""
+    from reconciliation.repositories import cases as case_repository
+    from tests.reconciliation.factories import stuck_case
+
+    opened = [stuck_case(f"walk-{i}").case_id for i in range(5)]
+    monkeypatch.setattr(case_repository, "WALK_PAGE", 3)
+    repo = repositories().cases
+    pages: list[float] = []
+
+    walked = [
+        r["case_id"] for r in repo.walk_queue("STUCK_PENDING", limit=3, on_units=pages.append)
+    ]
+    assert len(walked) == 3 and set(walked) <= set(opened)
+    assert len(pages) == 1
+
+    pages.clear()
+    everything = [r["case_id"] for r in repo.walk_queue("STUCK_PENDING", on_units=pages.append)]
+    assert sorted(everything) == sorted(opened) and everything[:3] == walked
+    assert len(pages) == 2
+
+
 def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monkeypatch):
     """RETRY_COMMIT requested while the broker refused the task stays 'queued'; once it
     is older than RETRY_STALE_S the sweep queues it again and the case resolves."""
