@@ -433,6 +433,7 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
 
 def _begin_decision(
     repos: Repositories,
+    *,
     permission: str,
     case_id: str,
     request_id: str | None,
@@ -441,7 +442,8 @@ def _begin_decision(
     reason_text: str | None,
     action_id: str | None,
 ) -> tuple[Case, bool, dict, str, str]:
-    """A supervisor's decision on a pending request: the common checks, and the request."""
+    """A supervisor's decision on a pending request: the common checks, and the request.
+    Nobody decides their own request, either way (four eyes)."""
     case, done, code, text = _begin(
         repos,
         case_id=case_id,
@@ -452,7 +454,11 @@ def _begin_decision(
         seen_version=None,
         action_id=action_id,
     )
-    override = {} if done else _pending_override(case, request_id)
+    if done:
+        return case, done, {}, code, text
+    override = _pending_override(case, request_id)
+    if override["requested_by"]["username"] == actor.username:
+        raise NotAllowed("You requested this override; a different supervisor must decide it.")
     return case, done, override, code, text
 
 
@@ -468,12 +474,17 @@ def override_approve(
 ) -> ActionResult:
     repos = repos or repositories()
     case, done, override, code, text = _begin_decision(
-        repos, "override_approve", case_id, request_id, actor, reason_code, reason_text, action_id
+        repos,
+        permission="override_approve",
+        case_id=case_id,
+        request_id=request_id,
+        actor=actor,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        action_id=action_id,
     )
     if done:
         return _already(case)
-    if override["requested_by"]["username"] == actor.username:
-        raise NotAllowed("You requested this override; a different supervisor must approve it.")
     if case.version != override["pinned_version"]:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
@@ -592,7 +603,14 @@ def override_reject(
 ) -> ActionResult:
     repos = repos or repositories()
     case, done, override, code, text = _begin_decision(
-        repos, "override_reject", case_id, request_id, actor, reason_code, reason_text, action_id
+        repos,
+        permission="override_reject",
+        case_id=case_id,
+        request_id=request_id,
+        actor=actor,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        action_id=action_id,
     )
     if done:
         return _already(case)

@@ -76,16 +76,17 @@ def test_empty_approvals_page(ddb, client):
 
 
 def test_own_request_is_shown_but_not_decidable(ddb, client):
-    """A supervisor's own request is listed without a decision form, and approving it
-    anyway is refused (403) by the service, with the reason."""
+    """A supervisor's own request is listed without a decision form, and approving or
+    rejecting it anyway is refused (403) by the service, with the reason."""
     case = requested("ap-2", by="sue", role="supervisor")
     sign_in(client, username="sue")
     html = client.get("/approvals/").content.decode()
     assert "You asked for this override: another supervisor must decide it." in html
     assert f'formaction="/cases/{case.case_id}/approve/"' not in html
-    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
-    assert response.status_code == 403
-    assert "a different supervisor must approve it" in response.content.decode()
+    for decide in ("approve", "reject"):
+        response = client.post(f"/cases/{case.case_id}/{decide}/", decision(case), **HX)
+        assert response.status_code == 403, decide
+        assert "a different supervisor must decide it" in response.content.decode()
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
 
 

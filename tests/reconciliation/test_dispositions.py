@@ -274,7 +274,8 @@ def test_release_claim_needs_a_different_supervisor(ddb):
 
 
 def test_supervisor_cannot_approve_own_request(ddb):
-    """Self-approval is refused in the service, for supervisors too; another may approve."""
+    """Self-approval is refused in the service, for supervisors too, and so is rejecting
+    one's own request (four eyes either way); another may approve."""
     case = stuck_case("self-1")
     requested = override_request(
         case_id=case.case_id, override=RELEASE_CLAIM, actor=SUPER, seen_version=case.version, **WHY
@@ -282,6 +283,9 @@ def test_supervisor_cannot_approve_own_request(ddb):
     request_id = requested.case.override["request_id"]
     with pytest.raises(NotAllowed, match="different supervisor"):
         override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    with pytest.raises(NotAllowed, match="different supervisor"):
+        override_reject(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
     assert (
         override_approve(
             case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY
