@@ -93,3 +93,18 @@ def test_case_timeline_is_the_case_stream(ddb):
     events = case_timeline(case.case_id)
     assert [e["seq"] for e in events] == [1]
     assert events[0]["action"] == "case_opened" and events[0]["stream"] == f"CASE#{case.case_id}"
+
+
+def test_screen_reader_only_text_is_hidden_by_the_stylesheet():
+    """Labels meant for screen readers only (the chart column's header, the export
+    format's label) use a class the stylesheet really hides."""
+    from django.conf import settings
+
+    css = (settings.BASE_DIR / "static/css/app.css").read_text()
+    templates = [
+        (settings.BASE_DIR / "templates" / name).read_text()
+        for name in ("overview.html", "audit/search.html")
+    ]
+    assert all('class="visually-hidden"' in t for t in templates)
+    rule = re.search(r"\.visually-hidden\s*\{([^}]*)\}", css)
+    assert rule and "position: absolute" in rule.group(1) and "clip:" in rule.group(1)
