@@ -313,9 +313,9 @@ class ExportRun:
         core["signature"] = sign({k: core[k] for k in MANIFEST_SIGNED})
         return core
 
-    def write_manifest(self, out: IO[str], core: dict | None = None) -> dict:
+    def write_manifest(self, out: IO[str]) -> dict:
         """Write the manifest to ``out``, the heads streamed one a line; return the core."""
-        core = core or self.manifest_core()
+        core = self.manifest_core()
         text = json.dumps(core, indent=2, sort_keys=True, ensure_ascii=False)
         out.write(text[: text.rindex("}")].rstrip() + ',\n  "chain_heads": [')
         first = True
@@ -343,7 +343,11 @@ def export_paths(export_id: str, fmt: str) -> tuple[Path, Path]:
     if not EXPORT_ID_RE.match(export_id) or fmt not in FORMATS:
         raise ValueError("not an export id")
     base = export_dir() / f"audit-{export_id}.{fmt}"
-    return base, Path(f"{base}.manifest.json")
+    return base, manifest_path_for(base)
+
+
+def manifest_path_for(data_path: Path) -> Path:
+    return Path(f"{data_path}.manifest.json")
 
 
 def _atomic_write_manifest(run: ExportRun, path: Path) -> dict:
@@ -416,9 +420,7 @@ def export_stream_http(
                 detail=_event_detail(run, core, delivery="http"),
             )
             outcome = COMPLETED
-        except GeneratorExit:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # not GeneratorExit: a client that left is handled below
             outcome, why = FAILED, type(exc).__name__
             raise
         finally:
@@ -449,7 +451,6 @@ def export_to_file(
     fmt: str,
     actor: Actor,
     out_path: Path,
-    manifest_path: Path | None = None,
     export_id: str | None = None,
     repos: Repositories | None = None,
     progress: Callable[[int, float], None] | None = None,
@@ -459,7 +460,7 @@ def export_to_file(
     ``export_completed`` event; return the manifest core. The file appears under its
     name only when complete (written to ``.part``, then renamed)."""
     repos = repos or repositories()
-    manifest_path = manifest_path or Path(f"{out_path}.manifest.json")
+    manifest_path = manifest_path_for(out_path)
     run = ExportRun(
         filters=filters,
         fmt=fmt,
@@ -506,7 +507,7 @@ class ExportNotReady(Exception):
 @dataclass(frozen=True)
 class ExportStatus:
     export_id: str
-    owner: str
+    request: dict  # the stream's first event: who asked, from where, when, for what
     fmt: str
     filters: dict
     delivery: str
@@ -514,8 +515,18 @@ class ExportStatus:
     row_count: int | None
     sha256: str
     downloads: int
-    requested_by: dict
-    requested_at: str
+
+    @property
+    def requested_by(self) -> dict:
+        return self.request["actor"]
+
+    @property
+    def owner(self) -> str:
+        return self.requested_by["username"]
+
+    @property
+    def requested_at(self) -> str:
+        return self.request["at"]
 
     @property
     def done(self) -> bool:
@@ -541,7 +552,7 @@ def export_status(export_id: str, *, repos: Repositories | None = None) -> Expor
     last_detail = last.get("detail") or {}
     return ExportStatus(
         export_id=export_id,
-        owner=first["actor"]["username"],
+        request=first,
         fmt=detail.get("format", ""),
         filters=detail.get("filters", {}),
         delivery=detail.get("delivery", ""),
@@ -549,9 +560,20 @@ def export_status(export_id: str, *, repos: Repositories | None = None) -> Expor
         row_count=last_detail.get("row_count", last_detail.get("rows_sent")),
         sha256=last_detail.get("sha256", ""),
         downloads=sum(1 for e in events if e.get("action") == DOWNLOADED),
-        requested_by=first["actor"],
-        requested_at=first["at"],
     )
+
+
+def export_owned(
+    export_id: str, *, actor: Actor, repos: Repositories | None = None
+) -> ExportStatus:
+    """The status of an export ``actor`` requested. Export files belong to whoever
+    asked for them and nobody else, whatever the role."""
+    status = export_status(export_id, repos=repos)
+    if status is None:
+        raise ExportNotFound(export_id)
+    if status.owner != actor.username:
+        raise ExportForbidden(export_id)
+    return status
 
 
 def filters_from_dict(values: dict) -> AuditFilters:
@@ -597,8 +619,7 @@ def export_run_requested(
     status = export_status(export_id, repos=repos)
     if status is None or status.state != "requested":
         return None
-    who = status.requested_by
-    request_event = repos.audit.event_at(export_stream(export_id), 1) or {}
+    who, request_event = status.requested_by, status.request
     actor = Actor(
         username=who["username"],
         role=Role(who["role"]),
@@ -606,14 +627,13 @@ def export_run_requested(
         address=request_event.get("client_address", ""),
         correlation_id=request_event.get("correlation_id", "") or new_export_id(),
     )
-    data_path, manifest_path = export_paths(export_id, status.fmt)
+    data_path, _ = export_paths(export_id, status.fmt)
     try:
         return export_to_file(
             filters=filters_from_dict(status.filters),
             fmt=status.fmt,
             actor=actor,
             out_path=data_path,
-            manifest_path=manifest_path,
             export_id=export_id,
             repos=repos,
             progress=progress,
@@ -636,11 +656,7 @@ def export_download(
     download as an ``export_downloaded`` event, and return the path and file name.
     The event is written before a byte is served: no download goes unrecorded."""
     repos = repos or repositories()
-    status = export_status(export_id, repos=repos)
-    if status is None:
-        raise ExportNotFound(export_id)
-    if status.owner != actor.username:
-        raise ExportForbidden(export_id)
+    status = export_owned(export_id, actor=actor, repos=repos)
     if not status.done or (what == "file" and status.delivery != "file"):
         raise ExportNotReady(export_id)
     data_path, manifest_path = export_paths(export_id, status.fmt)

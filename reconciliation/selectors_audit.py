@@ -293,8 +293,6 @@ class DayIndexReader:
         page_limit: int = EXPORT_PAGE_LIMIT,
         max_queries: int | None = None,
         prefetch: bool = False,
-        projection: str | None = None,
-        projection_names: dict[str, str] | None = None,
     ):
         self.audit = audit
         self.filters = filters
@@ -302,9 +300,7 @@ class DayIndexReader:
         self.page_limit = page_limit
         self.max_queries = max_queries
         self.prefetch = prefetch
-        self.projection = projection
-        self.filter_expression, names, self.values = filters.expression()
-        self.names = {**names, **(projection_names or {})}
+        self.filter_expression, self.names, self.values = filters.expression()
         self.days = filters.days(descending=descending)
         self.start_cursor = cursor
         self.queries = 0
@@ -414,7 +410,6 @@ class DayIndexReader:
             filter_expression=self.filter_expression,
             names=self.names or None,
             values=self.values or None,
-            projection=self.projection,
         )
 
     def _budget_left(self) -> bool:

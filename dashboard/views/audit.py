@@ -31,8 +31,8 @@ from reconciliation.audit_export import (
     ExportNotFound,
     ExportNotReady,
     export_download,
+    export_owned,
     export_request,
-    export_status,
     export_stream_http,
 )
 from reconciliation.selectors_audit import (
@@ -165,20 +165,15 @@ def audit_export_start(request: HttpRequest) -> HttpResponse:
     return redirect("audit-export-status", export_id=export_id)
 
 
-def _own_export(request: HttpRequest, export_id: str):
-    status = export_status(export_id)
-    if status is None:
-        raise Http404("No such export")
-    if status.owner != request.user.get_username():
-        # Export files belong to whoever asked for them; nobody else, whatever the role.
-        raise PermissionDenied
-    return status
-
-
 @require_GET
 @role_required(*AUDIT_ROLES)
 def audit_export_status(request: HttpRequest, export_id: str) -> HttpResponse:
-    status = _own_export(request, export_id)
+    try:
+        status = export_owned(export_id, actor=actor_for(request))
+    except ExportNotFound:
+        raise Http404("No such export")
+    except ExportForbidden:
+        raise PermissionDenied
     progress = export_progress(export_id) if status.running else None
     context = {"export": status, "progress": progress}
     template = "audit/export.html#progress" if request.htmx else "audit/export.html"

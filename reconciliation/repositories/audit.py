@@ -183,7 +183,6 @@ class AuditRepository:
         names: dict[str, str] | None = None,
         values: dict[str, dict] | None = None,
         projection: str | None = None,
-        exclusive_start_key: dict | None = None,
     ) -> tuple[list[dict], dict | None]:
         """One Query page of ``by_day`` for one day shard, in ``at_id`` order.
 
@@ -218,8 +217,6 @@ class AuditRepository:
         if values:
             expression_values.update(values)
         kwargs["ExpressionAttributeValues"] = expression_values
-        if exclusive_start_key:
-            kwargs["ExclusiveStartKey"] = exclusive_start_key
         response = self.client.query(**kwargs)
         return response.get("Items", []), response.get("LastEvaluatedKey")
 
