@@ -21,11 +21,8 @@ from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
-from reconciliation.actors import Actor, Role
+from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 
-# A user belongs to one group (add_staff keeps it so); if several, the most privileged
-# wins for display, and services still check the role they are given.
-ROLE_ORDER = (Role.SUPERVISOR, Role.FINANCE_STAFF, Role.AUDITOR)
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
 
@@ -35,8 +32,7 @@ def user_role(user) -> Role | None:
     cached = getattr(user, "_pledge_role", "unset")
     if cached != "unset":
         return cached
-    names = set(user.groups.values_list("name", flat=True))
-    role = next((r for r in ROLE_ORDER if str(r) in names), None)
+    role = staff_role(user.groups.values_list("name", flat=True))
     user._pledge_role = role
     return role
 
@@ -57,7 +53,7 @@ def actor_for(request: HttpRequest) -> Actor:
 
 def role_required(*roles: Role) -> Callable:
     """Admit signed-in users whose role is one of ``roles`` (default: any staff role)."""
-    allowed = set(roles or ROLE_ORDER)
+    allowed = set(roles or STAFF_ROLES)
 
     def decorator(view: Callable) -> Callable:
         @functools.wraps(view)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -15,7 +16,15 @@ class Role(StrEnum):
     API = "api"
 
 
-STAFF_ROLES = (Role.FINANCE_STAFF, Role.SUPERVISOR, Role.AUDITOR)
+# Most privileged first. A user belongs to one group (add_staff keeps it so); if several,
+# the first of these wins for display, and services still check the role they are given.
+STAFF_ROLES = (Role.SUPERVISOR, Role.FINANCE_STAFF, Role.AUDITOR)
+
+
+def staff_role(group_names: Iterable[str]) -> Role | None:
+    """The role of a user in these Django groups (``None``: not staff)."""
+    names = set(group_names)
+    return next((r for r in STAFF_ROLES if str(r) in names), None)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from reconciliation.actors import STAFF_ROLES, Actor, Role
-from reconciliation.audit_export import FORMATS, export_to_file
+from reconciliation.actors import Actor, Role, staff_role
+from reconciliation.audit_export import FORMATS, export_to_file, manifest_path_for
 from reconciliation.dynamo.client import use_batch_timeouts
 from reconciliation.selectors_audit import AuditFilters, FilterError
 
@@ -84,17 +84,14 @@ class Command(BaseCommand):
             bar.close()
         self.stdout.write(
             f"{core['row_count']} events -> {out} ({core['bytes']} bytes, sha256 "
-            f"{core['sha256']}); manifest {out}.manifest.json; export id {core['export_id']}"
+            f"{core['sha256']}); manifest {manifest_path_for(out)}; export id {core['export_id']}"
         )
 
     def _actor(self, username: str) -> tuple[Actor, str]:
         if not username:
             return Actor(username=f"cli:{getpass.getuser()}", role=Role.SYSTEM), ""
         user = get_user_model().objects.filter(username=username, is_active=True).first()
-        groups = set(user.groups.values_list("name", flat=True)) if user else set()
-        # The most privileged staff group wins, as on the web (dashboard.auth.ROLE_ORDER).
-        order = (Role.SUPERVISOR, Role.FINANCE_STAFF, Role.AUDITOR)
-        role = next((r for r in order if r in STAFF_ROLES and str(r) in groups), None)
+        role = staff_role(user.groups.values_list("name", flat=True)) if user else None
         if role is None:
             raise CommandError(f"{username}: no such staff user")
         actor = Actor(username=user.get_username(), role=role, email=user.email or "")
