@@ -79,22 +79,18 @@ class _ReasonForm(forms.Form):
 
 
 class _ChoiceReasonForm(_ReasonForm):
-    """A reasoned action with one radio choice, narrowed to what ``offered`` allows."""
+    """A reasoned action with one radio choice."""
 
     choice_field: str
-    options: tuple[str, ...]
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
-    def __init__(self, *args, offered: list[str] | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        if offered is not None:
-            self.fields[self.choice_field].choices = [
-                (o, LABELS[o]) for o in self.options if o in offered
-            ]
+    def offer(self, offered: list[str]) -> None:
+        """Show only these choices, in this order (what the role may do on the case now)."""
+        self.fields[self.choice_field].choices = [(o, LABELS[o]) for o in offered]
 
 
 class DispositionForm(_ChoiceReasonForm):
-    choice_field, options = "disposition", DISPOSITIONS
+    choice_field = "disposition"
     disposition = forms.ChoiceField(
         choices=[(d, LABELS[d]) for d in DISPOSITIONS],
         widget=forms.RadioSelect,
@@ -108,7 +104,7 @@ class DispositionForm(_ChoiceReasonForm):
 
 
 class OverrideRequestForm(_ChoiceReasonForm):
-    choice_field, options = "override", OVERRIDES
+    choice_field = "override"
     override = forms.ChoiceField(
         choices=[(o, LABELS[o]) for o in OVERRIDES],
         widget=forms.RadioSelect,

@@ -28,7 +28,7 @@ from dashboard.views.pages import (
     wants_partial,
 )
 from reconciliation.actors import Actor
-from reconciliation.policy import DISPOSITIONS, LABELS, OVERRIDES, allowed_actions
+from reconciliation.policy import DISPOSITIONS, OVERRIDES, allowed_actions
 from reconciliation.repositories.cases import Case
 from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
 from reconciliation.selectors_audit import chain_check
@@ -58,20 +58,16 @@ def _case_or_404(case_id: str) -> Case:
 def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
     """The action forms this role is offered on this case now: a bound form when it is
     being re-shown with errors, else a fresh one (current version, new action id)."""
-    allowed = allowed_actions(case.case_type, case.state, role) if role in ACTING_ROLES else []
-    offered = {
-        "dispose": [a for a in allowed if a in DISPOSITIONS],
-        "override": [a for a in allowed if a in OVERRIDES],
-    }
+    allowed = allowed_actions(case.case_type, case.state, role)
     forms: dict = {}
-    for name in ("dispose", "override"):
-        if not offered[name]:
+    for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
+        offered = [a for a in allowed if a in kinds]
+        if not offered:
             continue
         form = bound.get(name) or FORM_CLASSES[name](
-            offered=offered[name], initial={**keep.get(name, {}), "seen_version": case.version}
+            initial={**keep.get(name, {}), "seen_version": case.version}
         )
-        field = form.fields["disposition" if name == "dispose" else "override"]
-        field.choices = [(a, LABELS[a]) for a in offered[name]]
+        form.offer(offered)
         forms[name] = form
     if role in ACTING_ROLES and case.state != "RESOLVED":
         forms["assign"] = AssignForm(initial={"seen_version": case.version})
@@ -115,8 +111,13 @@ def case_view(request: HttpRequest, case_id: str) -> HttpResponse:
 @require_GET
 @role_required(*VIEWING_ROLES)
 def case_evidence_view(request: HttpRequest, case_id: str) -> HttpResponse:
-    """Fresh consistent reads: the evidence panel for htmx, the case page otherwise."""
-    return _case_response(request, case_id, partial="evidence")
+    """Fresh consistent reads: the evidence panel for htmx (which needs nothing else),
+    the case page otherwise."""
+    if not wants_partial(request):
+        return _case_response(request, case_id)
+    case = _case_or_404(case_id)
+    context = {"case": case, "evidence": case_evidence(case)}
+    return render_page(request, "cases/detail.html", "evidence", context)
 
 
 def _act(

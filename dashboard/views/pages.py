@@ -7,7 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
-from reconciliation.actors import Role
+from reconciliation.actors import STAFF_ROLES
+from reconciliation.policy import STAFF
 from reconciliation.repositories.cases import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
@@ -18,8 +19,8 @@ from reconciliation.repositories.cases import (
 )
 
 # Every screen admits the three staff roles; only staff and supervisors act.
-VIEWING_ROLES = (Role.FINANCE_STAFF, Role.SUPERVISOR, Role.AUDITOR)
-ACTING_ROLES = (Role.FINANCE_STAFF, Role.SUPERVISOR)
+VIEWING_ROLES = STAFF_ROLES
+ACTING_ROLES = STAFF
 
 # URL slugs of the queues (DESIGN.md §8), in tab order.
 QUEUE_SLUGS = {

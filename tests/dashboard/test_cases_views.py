@@ -123,13 +123,18 @@ def test_no_decoded_reasons_for_a_lost_acknowledgement(ddb, client, settings):
     assert 'class="decoded-item' not in html
 
 
-def test_evidence_panel_refresh(ddb, client, settings):
+def test_evidence_panel_refresh(ddb, client, settings, monkeypatch):
     """The evidence refresh answers htmx with the #evidence panel (consistent reads and
-    the time read) and plain browsers with the whole case page."""
+    the time read; not the timeline, which the panel does not show) and plain browsers
+    with the whole case page."""
+    from dashboard.views import cases as case_views
+
     settings.AUTO_RESOLVE_COMMITTED = False
     case = ambiguous_case("cp-8")
     sign_in(client)
-    fragment = client.get(f"/cases/{case.case_id}/evidence/", **HX)
+    with monkeypatch.context() as no_timeline:
+        no_timeline.setattr(case_views, "case_timeline", lambda *a: pytest.fail("timeline read"))
+        fragment = client.get(f"/cases/{case.case_id}/evidence/", **HX)
     body = fragment.content.decode()
     assert fragment.status_code == 200
     assert body.lstrip().startswith('<section id="evidence"')
