@@ -18,10 +18,9 @@ from django.core import signing
 from reconciliation import clock
 from reconciliation.repositories import Repositories, repositories
 from reconciliation.repositories.cases import QUEUES, Case
-from reconciliation.repositories.claims import Claim
+from reconciliation.repositories.claims import TOKEN_WINDOW_S, Claim
 from reconciliation.repositories.ledger import FundTotal
 from reconciliation.repositories.pledges import Pledge
-from reconciliation.services.pledges import TOKEN_WINDOW_S
 
 CURSOR_SALT = "reconciliation.queue-cursor"
 MAX_PAGE = 100
@@ -250,8 +249,8 @@ def case_evidence(case: Case, repos: Repositories | None = None) -> Evidence:
     claim = repos.claims.get(case.claim_pk, consistent=True)
     pledge = repos.pledges.get(case.intent_id, consistent=True)
     ledger = repos.ledger.total(case.fund, case.currency) if case.fund else None
-    issued = clock.parse_iso(case.token_issued_at)
-    age = int((clock.now() - issued).total_seconds())
+    now = clock.now()
+    age = int((now - clock.parse_iso(case.token_issued_at)).total_seconds())
     notes = []
     if claim is None:
         notes.append("The claim item is gone (TTL); the durable pledge record decides.")
@@ -261,7 +260,7 @@ def case_evidence(case: Case, repos: Repositories | None = None) -> Evidence:
             f"{claim.version}, now {claim.status})."
         )
     return Evidence(
-        read_at=clock.iso(clock.now()),
+        read_at=clock.iso(now),
         claim=claim,
         pledge=pledge,
         ledger=ledger,

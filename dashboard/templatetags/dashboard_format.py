@@ -10,7 +10,7 @@ from django import template
 
 from reconciliation import clock
 from reconciliation.policy import LABELS, REASON_CODES
-from reconciliation.services.pledges import TOKEN_WINDOW_S
+from reconciliation.repositories.claims import TOKEN_WINDOW_S
 
 register = template.Library()
 

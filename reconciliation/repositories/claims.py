@@ -34,6 +34,9 @@ PENDING = "PENDING"
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 OPERATION_CREATE_PLEDGE = "create_pledge"
+# DynamoDB recognises a ClientRequestToken for 10 minutes; after that only the durable
+# pledge key keeps a retry from applying twice.
+TOKEN_WINDOW_S = 600
 
 
 def claim_pk(tenant: str, operation: str, idempotency_key: str) -> str:
@@ -85,6 +88,17 @@ class Claim:
     @property
     def claimed(self) -> datetime:
         return clock.parse_iso(self.claimed_at)
+
+    def token_evidence(self, now: datetime) -> dict:
+        """What a case records of this claim and its token, observed at ``now``."""
+        age = int((now - self.token_issued).total_seconds())
+        return {
+            "claim": self.snapshot(),
+            "observed_at": clock.iso(now),
+            "token_age_s": age,
+            "token_window_s": TOKEN_WINDOW_S,
+            "inside_token_window": age < TOKEN_WINDOW_S,
+        }
 
     def snapshot(self) -> dict:
         """Plain evidence for a case or an audit event (no cached response body)."""

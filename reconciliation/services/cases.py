@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import datetime
 from decimal import Decimal
 
 from botocore.exceptions import ClientError
@@ -35,9 +36,11 @@ def case_build(
     decoded: list[dict] | None = None,
     client_outcome: dict | None = None,
     opened_by: Actor,
+    now: datetime,
 ) -> Case:
-    """A new OPEN case for ``claim`` at the version it was seen, not yet written."""
-    now = clock.now()
+    """A new OPEN case for ``claim`` at the version it was seen, opened at ``now``, not
+    yet written. Its evidence is the claim and its token as they were at ``now``, plus
+    what the caller adds (``evidence``)."""
     case_id = case_id_for(claim.pk, claim.version)
     request = claim.request or {}
     opened_at = clock.iso(now)
@@ -62,7 +65,7 @@ def case_build(
         queue=queue,
         queue_sort=f"{opened_at}#{case_id}",
         decoded=decoded or [],
-        evidence=evidence,
+        evidence={**claim.token_evidence(now), **evidence},
         client_outcome=client_outcome or {},
         last_actor=opened_by.username,
         last_action_at=opened_at,

@@ -58,7 +58,6 @@ from reconciliation.services.cases import case_build, case_open
 
 logger = logging.getLogger(__name__)
 
-TOKEN_WINDOW_S = 600
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
 # Outcome kinds (the view maps each to its HTTP status).
@@ -495,23 +494,14 @@ def _open_case(
 ) -> str | None:
     """Open the case for this claim version; on failure log it and leave the claim to
     the stuck-claim sweep, which will find it (nothing is lost)."""
-    now = clock.now()
-    evidence = {
-        "claim": claim.snapshot(),
-        "error_code": error_code(error),
-        "error_message": str(error)[:500],
-        "observed_at": clock.iso(now),
-        "token_age_s": int((now - claim.token_issued).total_seconds()),
-        "token_window_s": TOKEN_WINDOW_S,
-    }
-    rows = [r.as_dict() for r in decoded]
     case = case_build(
         case_type=case_type,
         claim=claim,
-        evidence=evidence,
-        decoded=rows,
+        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
+        decoded=[r.as_dict() for r in decoded],
         client_outcome=client_outcome,
         opened_by=pledge_receipt_actor(claim),
+        now=clock.now(),
     )
     try:
         stored, _created = case_open(repos, case=case, actor=_system_for(claim))

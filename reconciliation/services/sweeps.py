@@ -31,7 +31,6 @@ from reconciliation.repositories import Repositories, repositories, repositories
 from reconciliation.repositories.cases import AMBIGUOUS_TIMEOUT, STUCK_PENDING
 from reconciliation.repositories.claims import PENDING, Claim, ClaimTaken
 from reconciliation.services.cases import CaseError, case_build, case_open
-from reconciliation.services.pledges import TOKEN_WINDOW_S
 
 logger = logging.getLogger(__name__)
 
@@ -68,18 +67,9 @@ class SweepReport:
         return out
 
 
-def claim_evidence(repos: Repositories, claim: Claim) -> dict:
+def _pledge_evidence(repos: Repositories, claim: Claim) -> dict:
     pledge = repos.pledges.get(claim.intent_id, consistent=True)
-    age = int((clock.now() - claim.token_issued).total_seconds())
-    return {
-        "claim": claim.snapshot(),
-        "pledge_exists": pledge is not None,
-        "pledge": pledge.snapshot() if pledge else None,
-        "token_age_s": age,
-        "token_window_s": TOKEN_WINDOW_S,
-        "inside_token_window": age < TOKEN_WINDOW_S,
-        "observed_at": clock.iso(clock.now()),
-    }
+    return {"pledge_exists": pledge is not None, "pledge": pledge.snapshot() if pledge else None}
 
 
 def sweep_stuck_claims(repos: Repositories | None = None) -> SweepReport:
@@ -123,7 +113,7 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
     if claim is None or claim.status != PENDING or not claim.expired(bound):
         report.skipped += 1  # moved on since the (eventually consistent) index saw it
         return None
-    evidence = claim_evidence(repos, claim)
+    evidence = _pledge_evidence(repos, claim)
     actor = system_actor()
     case = case_build(
         case_type=STUCK_PENDING,
@@ -131,6 +121,7 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
         evidence=evidence,
         client_outcome={"http_status": None, "error": "worker_died_between_claim_and_commit"},
         opened_by=actor,
+        now=clock.now(),
     )
     stored, created = case_open(repos, case=case, actor=actor)
     if created:

@@ -220,3 +220,17 @@ def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
     assert [c["case_type"] for c in found] == ["STUCK_PENDING"], logs[-3000:]
     assert found[0]["last_actor"] == "system"
     assert "reconciliation.tasks.cases.sweep_task" in logs
+
+
+def test_a_case_records_its_claim_as_observed_the_moment_it_opened(ddb, settings):
+    """Whether the sweep or the intake path opens it, a case's evidence holds the claim
+    and its token window as they were at the instant the case opened."""
+    from tests.reconciliation.factories import ambiguous_case, stuck_case
+
+    settings.AUTO_RESOLVE_COMMITTED = False
+    for case in (stuck_case("observed-1"), ambiguous_case("observed-2")):
+        evidence = case.evidence
+        assert evidence["observed_at"] == case.opened_at, case.case_type
+        assert evidence["claim"]["pk"] == case.claim_pk
+        assert evidence["token_window_s"] == 600
+        assert evidence["inside_token_window"] is (evidence["token_age_s"] < 600)
