@@ -279,26 +279,19 @@ def case_timeline(case_id: str, repos: Repositories | None = None) -> list[dict]
 def recent_audit_events(limit: int = 20, repos: Repositories | None = None) -> list[dict]:
     """The newest ``limit`` audit events of today and yesterday (UTC), newest first.
 
-    One Query per ``by_day`` shard (``YYYY-MM-DD#0..7``), each newest first with
-    ``Limit``, merged by ``at_id``: at most 16 small Queries, never a Scan."""
-    from concurrent.futures import ThreadPoolExecutor
+    The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
+    opens yesterday only when today holds fewer than ``limit``: never a Scan."""
+    from itertools import islice
 
     from reconciliation.dynamo.items import from_item
-    from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
+    from reconciliation.selectors_audit import AuditFilters, DayIndexReader
 
     repos = repos or repositories()
-    today = clock.now().date()
-    shards = [
-        f"{day.isoformat()}#{n}"
-        for day in (today, today - timedelta(days=1))
-        for n in range(AUDIT_DAY_SHARDS)
-    ]
-
-    def newest(shard: str) -> list[dict]:
-        items, _ = repos.audit.day_page(shard, descending=True, limit=limit)
-        return items
-
-    with ThreadPoolExecutor(8, thread_name_prefix="recent-audit") as pool:
-        items = [item for found in pool.map(newest, shards) for item in found]
-    items.sort(key=lambda i: i["at_id"]["S"], reverse=True)
-    return [from_item(i) for i in items[:limit]]
+    reader = DayIndexReader(
+        repos.audit,
+        AuditFilters.build(default_days=2),
+        descending=True,
+        page_limit=limit,
+        prefetch=True,
+    )
+    return [from_item(i) for i in islice(reader, limit)]
