@@ -247,18 +247,18 @@ class ClaimRepository:
             },
         )
 
-    def complete_item(self, claim: Claim, response_body: dict, completed_at: datetime) -> dict:
+    def complete_item(self, claim: Claim, response_body: dict) -> dict:
         """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
 
-        Every value derives from the claim itself (the expiry counts from
-        ``completed_at``, the claim's own time), so a retry of the same commit is
-        byte-identical, as ``ClientRequestToken`` requires."""
+        Every value derives from the claim itself (the expiry counts from the instant
+        it was claimed, not from now), so a retry of the same commit is byte-identical,
+        as ``ClientRequestToken`` requires."""
         return self.finalise_item(
             claim,
             status=COMPLETED,
             response_body=response_body,
             expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
-            at=completed_at,
+            at=claim.claimed,
         )
 
     def finalise(

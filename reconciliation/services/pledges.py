@@ -286,7 +286,7 @@ def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]
             count=1,
         ),
         repos.audit.put_item(receipt),
-        repos.claims.complete_item(claim, pledge.api_body(), claim.claimed),
+        repos.claims.complete_item(claim, pledge.api_body()),
     ]
     return items, pledge
 
