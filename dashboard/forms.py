@@ -11,12 +11,12 @@ from reconciliation.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
     LABELS,
+    MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
     OVERRIDES,
     REASON_CODES,
 )
 
-REASON_MAX = 2000
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
 
 
@@ -65,7 +65,7 @@ class _ReasonForm(forms.Form):
     reason_text = forms.CharField(
         label="Reason",
         min_length=MIN_REASON_LENGTH,
-        max_length=REASON_MAX,
+        max_length=MAX_REASON_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text=f"At least {MIN_REASON_LENGTH} characters; recorded in the audit trail.",
     )

@@ -59,6 +59,7 @@ REASON_CODES = {
     "OTHER": "Other (explained in the text)",
 }
 MIN_REASON_LENGTH = 10
+MAX_REASON_LENGTH = 2000
 
 # Actions a role may take. Auditors read and export only; system is the sweeps.
 STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})

@@ -123,12 +123,12 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
         pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
     except pledges.StoreUnavailable:
         response = _error(
-            503,
+            STATUS[pledges.UNAVAILABLE],
             pledges.UNAVAILABLE,
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,
         )
-        response["Retry-After"] = "2"
+        response["Retry-After"] = str(pledges.retry_after_s())
         return response
     if pledge is None:
         return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)

@@ -17,7 +17,13 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.auth import actor_for, role_required
-from dashboard.forms import AssignForm, BulkForm, DispositionForm, OverrideRequestForm
+from dashboard.forms import (
+    AssignForm,
+    BulkForm,
+    DispositionForm,
+    OverrideRequestForm,
+    new_action_id,
+)
 from dashboard.templatetags.dashboard_format import utc
 from dashboard.views.pages import (
     ACTING_ROLES,
@@ -256,7 +262,7 @@ def cases_bulk_view(request: HttpRequest) -> HttpResponse:
         "preview": preview and rows is not None,
         "applied": not preview and rows is not None,
         "ready_ids": [r.case_id for r in rows or [] if r.ok],
-        "confirm_action_id": BulkForm().initial["action_id"],
+        "confirm_action_id": new_action_id(),
         "slug": slug if slug in QUEUE_SLUGS else "",
         "oob_messages": wants_partial(request),
     }

@@ -23,6 +23,7 @@ from reconciliation.policy import (
     DUPLICATE_REJECTED_OK,
     ESCALATE,
     LABELS,
+    MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
     OVERRIDES,
     REASON_CODES,
@@ -74,8 +75,8 @@ def _check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str
         raise InvalidReason("Choose a reason code from the list.")
     if len(text) < MIN_REASON_LENGTH:
         raise InvalidReason(f"Explain the reason in at least {MIN_REASON_LENGTH} characters.")
-    if len(text) > 2000:
-        raise InvalidReason("Keep the reason under 2000 characters.")
+    if len(text) > MAX_REASON_LENGTH:
+        raise InvalidReason(f"Keep the reason under {MAX_REASON_LENGTH} characters.")
     return code, text
 
 

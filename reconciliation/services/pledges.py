@@ -221,14 +221,15 @@ def _in_progress(existing: Claim | None) -> IntakeOutcome:
     )
 
 
-def _retry_after_s() -> int:
+def retry_after_s() -> int:
+    """Seconds a client should wait before retrying when DynamoDB is busy or away."""
     return max(1, math.ceil(settings.DDB_APP_RETRY_CAP_S * 2))
 
 
 def _throttled(exc: RetriesExhausted) -> IntakeOutcome:
     return IntakeOutcome(
         THROTTLED,
-        retry_after=_retry_after_s(),
+        retry_after=retry_after_s(),
         detail=f"DynamoDB throttled the request ({exc.code}) past the retry budget.",
     )
 
@@ -237,7 +238,7 @@ def _unavailable(exc: BaseException) -> IntakeOutcome:
     logger.warning("claim failed: %s", error_code(exc))
     return IntakeOutcome(
         UNAVAILABLE,
-        retry_after=_retry_after_s(),
+        retry_after=retry_after_s(),
         detail="DynamoDB could not be reached; nothing was recorded. Retry later.",
     )
 
@@ -328,7 +329,7 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
 def _commit_exhausted(
     repos: Repositories, claim: Claim, items: list[dict], exc: RetriesExhausted
 ) -> IntakeOutcome:
-    retry_after = _retry_after_s()
+    retry_after = retry_after_s()
     if exc.code == "TransactionCanceledException":
         rows = cancellation_decode(items, exc.last.response, repos.roles())
         case = _open_case(
@@ -423,7 +424,7 @@ def _cancelled(
         kind,
         case_id=case,
         decoded=decoded,
-        retry_after=_retry_after_s() if status == 409 else None,
+        retry_after=retry_after_s() if status == 409 else None,
         detail="DynamoDB cancelled the transaction; nothing was recorded.",
     )
 
