@@ -652,27 +652,32 @@ def chain_statuses(
 # --- day heads (digest) ------------------------------------------------------------------
 
 
+def _shard_items(
+    repos: Repositories, day_shard: str, projection: str, names: dict[str, str]
+) -> Iterator[dict]:
+    """Every item of one ``by_day`` shard, oldest first, only the projected attributes."""
+    after = None
+    while True:
+        items, lek = repos.audit.day_page(
+            day_shard, after=after, projection=projection, names=names
+        )
+        yield from items
+        if lek is None:
+            return
+        after = lek["at_id"]["S"]
+
+
 def audit_day_heads(day: date, *, repos: Repositories | None = None) -> list[tuple[str, int, str]]:
     """``(stream, seq, hash)`` of the last event of ``day`` of every stream touched that
     day, sorted by stream: eight shards of ``by_day``, keys and hash only."""
     repos = repos or repositories()
     heads: dict[str, tuple[int, str]] = {}
+    names = {"#s": "stream", "#q": "seq", "#h": "hash"}
     for n in range(AUDIT_DAY_SHARDS):
-        after = None
-        while True:
-            items, lek = repos.audit.day_page(
-                f"{day.isoformat()}#{n}",
-                after=after,
-                projection="#s, #q, #h, at_id",
-                names={"#s": "stream", "#q": "seq", "#h": "hash"},
-            )
-            for item in items:
-                stream, seq = item["stream"]["S"], int(item["seq"]["N"])
-                if seq > heads.get(stream, (0, ""))[0]:
-                    heads[stream] = (seq, item["hash"]["S"])
-            if lek is None:
-                break
-            after = lek["at_id"]["S"]
+        for item in _shard_items(repos, f"{day.isoformat()}#{n}", "#s, #q, #h, at_id", names):
+            stream, seq = item["stream"]["S"], int(item["seq"]["N"])
+            if seq > heads.get(stream, (0, ""))[0]:
+                heads[stream] = (seq, item["hash"]["S"])
     return [(s, q, h) for s, (q, h) in sorted(heads.items())]
 
 
@@ -693,16 +698,8 @@ def audit_streams_touched(
     repos = repos or repositories()
 
     def one(day_shard: str) -> set[str]:
-        found: set[str] = set()
-        after = None
-        while True:
-            items, lek = repos.audit.day_page(
-                day_shard, after=after, projection="#s, at_id", names={"#s": "stream"}
-            )
-            found.update(i["stream"]["S"] for i in items)
-            if lek is None:
-                return found
-            after = lek["at_id"]["S"]
+        items = _shard_items(repos, day_shard, "#s, at_id", {"#s": "stream"})
+        return {i["stream"]["S"] for i in items}
 
     keys = [f"{d.isoformat()}#{n}" for d in days for n in range(AUDIT_DAY_SHARDS)]
     streams: set[str] = set()
