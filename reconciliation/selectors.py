@@ -197,21 +197,33 @@ def queue_counts(repos: Repositories | None = None) -> dict[str, int]:
     return (repos or repositories()).cases.counts()
 
 
-def queue_oldest(repos: Repositories | None = None) -> dict[str, CaseRow | None]:
+def _open_queues(counts: dict[str, int]) -> list[str]:
+    """The queues worth a Query: those the counters say hold open cases."""
+    return [q for q in QUEUES if counts.get(q, 0) > 0]
+
+
+def queue_oldest(
+    counts: dict[str, int], repos: Repositories | None = None
+) -> dict[str, CaseRow | None]:
+    """The oldest open case per queue; a queue that ``counts`` (from
+    :func:`queue_counts`) says is empty costs no Query."""
     repos = repos or repositories()
-    out: dict[str, CaseRow | None] = {}
-    for queue in QUEUES:
+    out: dict[str, CaseRow | None] = dict.fromkeys(QUEUES)
+    for queue in _open_queues(counts):
         items, _, _ = repos.cases.query_queue(queue, limit=1)
         out[queue] = _row(items[0]) if items else None
     return out
 
 
-def queue_ageing(repos: Repositories | None = None) -> dict[str, list[tuple[str, int]]]:
-    """Open cases per age bucket per queue (COUNT queries over the range key)."""
+def queue_ageing(
+    counts: dict[str, int], repos: Repositories | None = None
+) -> dict[str, list[tuple[str, int]]]:
+    """Open cases per age bucket per queue (COUNT queries over the range key); a queue
+    that ``counts`` says is empty has zero in every bucket without asking."""
     repos = repos or repositories()
     now = clock.now()
-    result: dict[str, list[tuple[str, int]]] = {}
-    for queue in QUEUES:
+    result = {q: [(label, 0) for label, _, _ in AGE_BUCKETS] for q in QUEUES}
+    for queue in _open_queues(counts):
         buckets = []
         for label, young, old in AGE_BUCKETS:
             newest = clock.iso(now - timedelta(seconds=young))

@@ -26,8 +26,8 @@ EVENTS_SHOWN = 20
 @role_required(*VIEWING_ROLES)
 def overview(request: HttpRequest) -> HttpResponse:
     counts = queue_counts()
-    oldest = queue_oldest()
-    ageing = queue_ageing()
+    oldest = queue_oldest(counts)
+    ageing = queue_ageing(counts)
     queues = [
         {
             "slug": slug,

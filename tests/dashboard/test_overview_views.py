@@ -108,3 +108,27 @@ def test_screen_reader_only_text_is_hidden_by_the_stylesheet():
     assert all('class="visually-hidden"' in t for t in templates)
     rule = re.search(r"\.visually-hidden\s*\{([^}]*)\}", css)
     assert rule and "position: absolute" in rule.group(1) and "clip:" in rule.group(1)
+
+
+def test_empty_queues_cost_no_query(ddb, monkeypatch):
+    """The overview asks the index only about queues whose counter holds open cases; an
+    empty queue shows no oldest case and zero in every age bucket."""
+    from reconciliation.repositories.cases import CaseRepository
+    from reconciliation.selectors import queue_ageing, queue_counts, queue_oldest
+
+    stuck_case("ov-only")
+    asked: list[str] = []
+    for method in ("query_queue", "count_range"):
+        real = getattr(CaseRepository, method)
+
+        def spy(self, queue, *args, _real=real, **kwargs):
+            asked.append(queue)
+            return _real(self, queue, *args, **kwargs)
+
+        monkeypatch.setattr(CaseRepository, method, spy)
+    counts = queue_counts()
+    oldest, ageing = queue_oldest(counts), queue_ageing(counts)
+    assert set(asked) == {"STUCK_PENDING"}
+    assert oldest["STUCK_PENDING"] is not None and oldest["ESCALATED"] is None
+    assert sum(n for _, n in ageing["STUCK_PENDING"]) == 1
+    assert [n for _, n in ageing["TOKEN_MISMATCH"]] == [0, 0, 0, 0]
