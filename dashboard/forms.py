@@ -84,6 +84,11 @@ class _ChoiceReasonForm(_ReasonForm):
     choice_field: str
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
+    @property
+    def choice(self):
+        """The bound radio field, whichever the form names it."""
+        return self[self.choice_field]
+
     def offer(self, offered: list[str]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
         self.fields[self.choice_field].choices = [(o, LABELS[o]) for o in offered]
