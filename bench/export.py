@@ -63,25 +63,16 @@ def bench_env(endpoint: str) -> dict:
 def generate(count: int, *, tag: str, threads: int) -> float:
     """Write ``count`` fresh chained events; return the seconds it took."""
     from reconciliation.audit_synthetic import synthetic_events
-    from reconciliation.dynamo.client import dynamodb_client, table_names
-    from reconciliation.dynamo.items import to_item
+    from reconciliation.repositories import repositories
 
-    client = dynamodb_client()
-    table = table_names().audit_events
+    audit = repositories().audit
     start = datetime.combine(first_day(), datetime.min.time(), tzinfo=UTC)
     slots = threading.Semaphore(threads * 4)  # bounded backlog: memory stays flat
     errors: list[BaseException] = []
 
     def put(batch: list[dict]) -> None:
         try:
-            pending = {table: [{"PutRequest": {"Item": item}} for item in batch]}
-            delay = 0.05
-            while pending:
-                response = client.batch_write_item(RequestItems=pending)
-                pending = response.get("UnprocessedItems") or {}
-                if pending:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+            audit.batch_put(batch)
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -93,7 +84,7 @@ def generate(count: int, *, tag: str, threads: int) -> float:
         for event in synthetic_events(
             count, start=start, days=DAYS, seed=hash(tag) % 10_000, tag=tag
         ):
-            batch.append(to_item(event))
+            batch.append(event)
             if len(batch) == 25:
                 slots.acquire()
                 pool.submit(put, batch)
