@@ -60,12 +60,13 @@ def nothing_written(ddb) -> bool:
     )
 
 
-def sign_in(client, role: str = "finance_staff", username: str | None = None):
-    """A staff user in ``role``'s group, signed in on ``client``."""
+def sign_in(client, role: str | None = "finance_staff", username: str | None = None):
+    """A user in ``role``'s group (``None``: in no group), signed in on ``client``."""
     from django.contrib.auth.models import Group, User
 
-    username = username or role
+    username = username or role or "nobody"
     user = User.objects.create_user(username, f"{username}@example.org")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    if role:
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
     client.force_login(user)
     return user

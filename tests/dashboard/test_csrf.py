@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.helpers import sign_in
 
 # Bearer-token API: no cookies, so no CSRF; it answers 401 without a token instead.
 CSRF_EXEMPT_PREFIXES = ("api/",)
@@ -56,10 +57,8 @@ ROUTES = sorted(
 def test_unsafe_methods_without_token_are_403(route, htmx):
     """POST, PUT, PATCH and DELETE without a CSRF token are refused with 403, as a
     signed-in supervisor, with and without HX-Request."""
-    user = User.objects.create_user("sue", "sue@example.org", "pw-Long-enough-1")
-    user.groups.add(Group.objects.get_or_create(name="supervisor")[0])
     client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
+    sign_in(client, "supervisor", username="sue")
     headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
     path = _concrete(route)
     for method in ("post", "put", "patch", "delete"):

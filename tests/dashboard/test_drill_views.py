@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
 
-
-def _login(client, role: str | None, name: str = "u1"):
-    user = User.objects.create_user(name, f"{name}@example.org", "pw-Long-enough-1")
-    if role:
-        group, _ = Group.objects.get_or_create(name=role)
-        user.groups.add(group)
-    client.force_login(user)
-    return user
+from tests.helpers import sign_in
 
 
 @pytest.mark.engines("dynamodb_local")
 @pytest.mark.django_db
 def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client):
     """POST starts the drill (inline in tests); the page then shows every scenario passed."""
-    _login(client, "supervisor")
+    sign_in(client, "supervisor")
     page = client.get("/drill/")
     assert page.status_code == 200 and b"No drill has run yet" in page.content
     started = client.post("/drill/run")
@@ -37,7 +29,7 @@ def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client):
 @pytest.mark.parametrize("role,status", [("finance_staff", 403), ("auditor", 403), (None, 403)])
 def test_drill_page_is_for_supervisors_only(ddb, client, role, status):
     """Staff, auditors and users without a group get 403 for the page and the button."""
-    _login(client, role)
+    sign_in(client, role)
     assert client.get("/drill/").status_code == status
     assert client.post("/drill/run").status_code == status
 

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from reconciliation.services.dispositions import override_request
 from tests.conftest import staff_actor
+from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -162,12 +162,8 @@ def _routes(resolver: URLResolver | None = None, prefix: str = "") -> list[str]:
 
 
 def _sign_in(client: Client, role: str) -> None:
-    if role == "anonymous":
-        return
-    user = User.objects.create_user(f"user-{role}", f"{role}@example.org")
-    if role != "no_group":
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client.force_login(user)
+    if role != "anonymous":
+        sign_in(client, None if role == "no_group" else role, username=f"user-{role}")
 
 
 @pytest.fixture

@@ -27,10 +27,11 @@ from decimal import Decimal
 from reconciliation import clock
 from reconciliation.pledge_request import PledgeRequest
 from reconciliation.repositories.cases import RESOLVED
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, PENDING
+from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
 from reconciliation.repositories.pledges import RECORDED
 from reconciliation.selectors_audit import chain_check
 from reconciliation.services.audit import audit_verify
+from tests.helpers import cases as case_items
 from tests.helpers import scan_all
 
 
@@ -65,7 +66,7 @@ class InvariantReport:
 
 def _claim_pk(pledge: dict) -> str:
     key = pledge["intent_id"].split("#", 1)[1]
-    return f"{pledge['tenant']}#{OPERATION_CREATE_PLEDGE}#{key}"
+    return claim_pk(pledge["tenant"], OPERATION_CREATE_PLEDGE, key)
 
 
 def _payload_hash(pledge: dict) -> str:
@@ -86,7 +87,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
     pledges = scan_all(ddb, ddb.tables.pledges)
     claims = {c["pk"]: c for c in scan_all(ddb, ddb.tables.idempotency_keys)}
     ledger = scan_all(ddb, ddb.tables.ledger)
-    cases = [c for c in scan_all(ddb, ddb.tables.cases) if not c["case_id"].startswith("#")]
+    cases = case_items(ddb)
     streams: dict[str, list[dict]] = defaultdict(list)
     for event in scan_all(ddb, ddb.tables.audit_events):
         streams[event["stream"]].append(event)

@@ -20,6 +20,7 @@ from reconciliation.repositories.cases import (
     RESOLVED,
     STUCK_PENDING,
 )
+from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.repositories.ledger import ledger_key_for
 from reconciliation.repositories.pledges import intent_id_for
 from reconciliation.services import pledges as service
@@ -49,7 +50,7 @@ def _intent_fates(run_id: str) -> Counter:
         if repos.pledges.get(intent_id_for(TENANT, key)) is not None:
             fates["recorded"] += 1
             continue
-        claim = repos.claims.get(f"{TENANT}#create_pledge#{key}")
+        claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
         if claim is None:
             fates["never_claimed (client told 503)"] += 1
         elif claim.case_id:
