@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -47,6 +48,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("ddb", engines, indirect=True)
 
 
+def local_engine_unavailable(exc: LocalEngineError) -> NoReturn:
+    """Under CI a DynamoDB Local that does not start fails the run; elsewhere it skips."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"DynamoDB Local must run under CI: {exc}")
+    pytest.skip(f"DynamoDB Local unavailable: {exc}")
+
+
+def fresh_tables(settings, endpoint_url: str | None, *, tag: str = "t") -> tuple[Any, TableNames]:
+    """Point the settings at ``endpoint_url`` (``None``: moto) and create every table
+    under a unique prefix, with no regions and no faults; return the client and names."""
+    names = TableNames.from_prefix(f"{tag}{uuid.uuid4().hex[:10]}-")
+    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
+    settings.DDB_REGIONS = ""
+    settings.FAULT_INJECTION = ""
+    settings.DYNAMODB_ENDPOINT_URL = endpoint_url
+    faults.set_plan(None)
+    reset_clients()
+    client = dynamodb_client()
+    ensure_tables(client, names)
+    return client, names
+
+
 @pytest.fixture(scope="session")
 def dynamodb_local() -> Iterator[LocalEngine]:
     """One DynamoDB Local for the session, on a free port. Under CI it must start."""
@@ -54,9 +77,7 @@ def dynamodb_local() -> Iterator[LocalEngine]:
     try:
         engine = start_dynamodb_local(log_path=OUTPUT_DIR / "dynamodb-local.log")
     except LocalEngineError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"DynamoDB Local must run under CI: {exc}")
-        pytest.skip(f"DynamoDB Local unavailable: {exc}")
+        local_engine_unavailable(exc)
     yield engine
     engine.stop()
 
@@ -64,27 +85,16 @@ def dynamodb_local() -> Iterator[LocalEngine]:
 @pytest.fixture
 def ddb(request: pytest.FixtureRequest, settings) -> Iterator[Engine]:
     """Fresh tables with a unique prefix on the requested engine."""
-    names = TableNames.from_prefix(f"t{uuid.uuid4().hex[:10]}-")
-    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
-    settings.DDB_REGIONS = ""
-    settings.FAULT_INJECTION = ""
-    faults.set_plan(None)
     if request.param == "moto":
         from moto import mock_aws
 
         with mock_aws():
-            settings.DYNAMODB_ENDPOINT_URL = None
-            reset_clients()
-            client = dynamodb_client()
-            ensure_tables(client, names)
+            client, names = fresh_tables(settings, None)
             yield Engine("moto", client, names, None)
             reset_clients()
     else:
         local = request.getfixturevalue("dynamodb_local")
-        settings.DYNAMODB_ENDPOINT_URL = local.endpoint_url
-        reset_clients()
-        client = dynamodb_client()
-        ensure_tables(client, names)
+        client, names = fresh_tables(settings, local.endpoint_url)
         yield Engine("dynamodb_local", client, names, local.endpoint_url)
         faults.set_plan(None)
         drop_tables(client, names)

@@ -5,19 +5,16 @@ are written to ``test-results/reliability/*.json`` and printed at the end of the
 from __future__ import annotations
 
 import json
-import os
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reconciliation.dynamo import faults
-from reconciliation.dynamo.client import TableNames, dynamodb_client, reset_clients
+from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
-from reconciliation.dynamo.tables import ensure_tables
-from tests.conftest import OUTPUT_DIR, Engine
+from tests.conftest import OUTPUT_DIR, Engine, fresh_tables, local_engine_unavailable
 from tests.reliability.procs import RedisServer
 
 FIGURES_DIR = OUTPUT_DIR / "reliability"
@@ -98,18 +95,8 @@ def disk_ddb(settings, tmp_path: Path, log_dir: Path) -> Iterator[tuple[Engine, 
     try:
         engine.start()
     except LocalEngineError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"DynamoDB Local must run under CI: {exc}")
-        pytest.skip(f"DynamoDB Local unavailable: {exc}")
-    names = TableNames.from_prefix(f"r{uuid.uuid4().hex[:10]}-")
-    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
-    settings.DDB_REGIONS = ""
-    settings.FAULT_INJECTION = ""
-    settings.DYNAMODB_ENDPOINT_URL = engine.endpoint_url
-    faults.set_plan(None)
-    reset_clients()
-    client = dynamodb_client()
-    ensure_tables(client, names)
+        local_engine_unavailable(exc)
+    client, names = fresh_tables(settings, engine.endpoint_url, tag="r")
     try:
         yield Engine("dynamodb_local", client, names, engine.endpoint_url), engine
     finally:
