@@ -167,22 +167,27 @@ class ClaimRepository:
         request: dict,
         correlation_id: str,
         client_address: str,
+        lease_s: int | None = None,
     ) -> Claim:
-        """A first claim for ``pk``, not yet written: built once, so every retry of the
-        PutItem carries the same ``attempt_id`` and token."""
+        """This request's claim attempt for ``pk``, not yet written: built once, so every
+        retry of its PutItem (or of its re-claim) carries the same ``attempt_id`` and token.
+        ``lease_s`` is how long the claim is held (default ``CLAIM_PENDING_TTL_S``)."""
         now = clock.now()
+        lease_s = settings.CLAIM_PENDING_TTL_S if lease_s is None else lease_s
         return Claim(
             pk=pk,
             status=PENDING,
             version=1,
             attempt_id=str(uuid.uuid4()),
             payload_hash=payload_hash,
-            # Minted once per intent; reused for every retry of exactly this operation.
+            # Minted once per attempt; reused for every retry of exactly this attempt's
+            # commit. A re-claim is a new attempt with a different transaction, so it
+            # carries its own token: no token ever names two different transactions.
             request_token=str(uuid.uuid4()),
             token_issued_at=clock.iso(now),
             created_at=clock.iso(now),
             claimed_at=clock.iso(now),
-            expires_at=clock.epoch(now) + settings.CLAIM_PENDING_TTL_S,
+            expires_at=clock.epoch(now) + lease_s,
             tenant=tenant,
             idempotency_key=idempotency_key,
             intent_id=intent_id,
@@ -209,19 +214,23 @@ class ClaimRepository:
             raise
         return claim
 
-    def reclaim(self, seen: Claim, *, correlation_id: str, client_address: str) -> Claim:
-        """Take over a FAILED or expired PENDING claim. Keeps ``request_token`` and
-        ``token_issued_at``; a fresh ``attempt_id`` and ``version + 1`` fence the old holder."""
-        now = clock.now()
-        attempt_id = str(uuid.uuid4())
-        lease_end = clock.epoch(now) + settings.CLAIM_PENDING_TTL_S
+    def reclaim(self, seen: Claim, *, attempt: Claim) -> Claim:
+        """Take over a FAILED, expired PENDING (or, for a person's retry, COMPLETED
+        without its pledge) claim for ``attempt``, built by :meth:`new_claim`.
+
+        The claim takes the attempt's ``attempt_id``, token and lease: a re-claim is a new
+        transaction, so it never reuses the previous attempt's ``ClientRequestToken``
+        (DESIGN.md §3), and when its response is lost and the SDK sends it again, the
+        ``ALL_OLD`` item names this attempt, so the caller knows the claim is its own.
+        ``version + 1`` fences the previous holder."""
         return self._update_fenced(
             seen,
             {
                 "UpdateExpression": (
                     "SET #st = :pending, version = :next, attempt_id = :attempt, "
+                    "request_token = :token, token_issued_at = :issued, "
                     "expires_at = :exp, purge_at = :purge, pending_shard = :shard, "
-                    "claimed_at = :now, "
+                    "claimed_at = :claimed, "
                     "correlation_id = :corr, client_address = :addr "
                     "REMOVE last_error_code, case_id, #resp"
                 ),
@@ -233,13 +242,15 @@ class ClaimRepository:
                 "ExpressionAttributeValues": values(
                     pending=PENDING,
                     next=seen.version + 1,
-                    attempt=attempt_id,
-                    exp=lease_end,
-                    purge=purge_at(lease_end),
+                    attempt=attempt.attempt_id,
+                    token=attempt.request_token,
+                    issued=attempt.token_issued_at,
+                    exp=attempt.expires_at,
+                    purge=purge_at(attempt.expires_at),
                     shard=pending_shard(seen.pk),
-                    now=clock.iso(now),
-                    corr=correlation_id,
-                    addr=client_address,
+                    claimed=attempt.claimed_at,
+                    corr=attempt.correlation_id,
+                    addr=attempt.client_address,
                     seen=seen.version,
                     old=seen.status,
                     old_exp=seen.expires_at,

@@ -43,7 +43,7 @@ from reconciliation.repositories.cases import (
     RESOLVED,
     Case,
 )
-from reconciliation.repositories.claims import COMPLETED, FAILED, PENDING
+from reconciliation.repositories.claims import COMPLETED, FAILED, PENDING, Claim
 from reconciliation.repositories.pledges import RECORDED
 from reconciliation.services.cases import (
     CaseError,
@@ -258,28 +258,9 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         return f"wait:{max(1, claim.expires_at - clock.epoch())}"
     kind = "already_committed"
     if pledge is None:
-        if claim is None:
-            claim = repos.claims.new_claim(
-                pk=case.claim_pk,
-                tenant=case.tenant,
-                idempotency_key=case.idempotency_key,
-                intent_id=case.intent_id,
-                payload_hash=_payload_hash(case.request),
-                request=case.request,
-                correlation_id=actor.correlation_id,
-                client_address="",
-            )
-            claim = replace(
-                claim, request_token=case.request_token, token_issued_at=case.token_issued_at
-            )
-            repos.claims.create(claim)
-        elif claim.status != COMPLETED:
-            claim = repos.claims.reclaim(
-                claim, correlation_id=actor.correlation_id, client_address=""
-            )
-        if claim.status == PENDING:
-            outcome = pledge_service.pledge_commit(repos, claim)
-            kind = outcome.kind
+        claim = _retry_claim(repos, case, claim)
+        outcome = pledge_service.pledge_commit(repos, claim)
+        kind = outcome.kind
     case = repos.cases.get(case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     if kind in (pledge_service.CREATED, pledge_service.REPLAYED, "already_committed"):
@@ -308,6 +289,37 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         detail={"outcome": kind},
     )
     return kind
+
+
+def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:
+    """The claim a retry commits under, when a consistent read found no pledge.
+
+    The case's own attempt, still PENDING and inside its token window, is committed again
+    as it was: the identical transaction under its token, so if the first send is still
+    in flight DynamoDB applies it once. Otherwise this is a new attempt with a token of
+    its own: the key is claimed afresh, or re-claimed whatever its status says, since a
+    COMPLETED claim whose pledge a consistent read cannot find records nothing."""
+    if (
+        claim is not None
+        and claim.status == PENDING
+        and claim.version == case.claim_version
+        and claim.request_token == case.request_token
+        and claim.token_evidence(clock.now())["inside_token_window"]
+    ):
+        return claim
+    attempt = repos.claims.new_claim(
+        pk=case.claim_pk,
+        tenant=case.tenant,
+        idempotency_key=case.idempotency_key,
+        intent_id=case.intent_id,
+        payload_hash=_payload_hash(case.request),
+        request=case.request,
+        correlation_id=system_actor().correlation_id,
+        client_address="",
+    )
+    if claim is None:
+        return repos.claims.create(attempt)
+    return repos.claims.reclaim(claim, attempt=attempt)
 
 
 def _payload_hash(request: dict) -> str:

@@ -94,14 +94,20 @@ def pledge_receipt_actor(claim: Claim) -> Actor:
 
 
 def pledge_submit(
-    *, tenant: str, idempotency_key: str, request: PledgeRequest, actor: Actor
+    *,
+    tenant: str,
+    idempotency_key: str,
+    request: PledgeRequest,
+    actor: Actor,
+    lease_s: int | None = None,
 ) -> IntakeOutcome:
-    """Record ``request`` exactly once for ``(tenant, idempotency_key)``."""
+    """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
+    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``)."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     repos = repositories_for_key(pk)
     try:
-        outcome = _claim(repos, pk, tenant, idempotency_key, request, actor)
+        outcome = _claim(repos, pk, tenant, idempotency_key, request, actor, lease_s)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
         claim, fresh = outcome
@@ -137,6 +143,7 @@ def _claim(
     idempotency_key: str,
     request: PledgeRequest,
     actor: Actor,
+    lease_s: int | None,
 ) -> tuple[Claim, bool] | IntakeOutcome:
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
     mine = repos.claims.new_claim(
@@ -148,6 +155,7 @@ def _claim(
         request=request.normalised(),
         correlation_id=actor.correlation_id,
         client_address=actor.address,
+        lease_s=lease_s,
     )
 
     def take(existing: Claim | None) -> tuple[Claim, bool]:
@@ -155,18 +163,16 @@ def _claim(
             # First claim, or the item vanished (TTL) since: the durable pledge record
             # still decides at commit.
             return repos.claims.create(mine), True
-        claim = repos.claims.reclaim(
-            existing, correlation_id=actor.correlation_id, client_address=actor.address
-        )
-        return claim, False
+        return repos.claims.reclaim(existing, attempt=mine), False
 
     existing: Claim | None = None
     for _ in range(4):
         if existing is not None:
             if existing.attempt_id == mine.attempt_id:
-                # The SDK retried our own PutItem after a lost response: the claim is ours.
+                # The SDK sent our own PutItem or re-claim again after a lost response:
+                # the claim is ours (a re-claim carries this request's attempt id too).
                 metrics.CLAIMS.labels("own_retry").inc()
-                return existing, True
+                return existing, existing.version == 1
             verdict = _judge_existing(repos, existing, request)
             if verdict is not None:
                 return verdict

@@ -72,16 +72,19 @@ def _pledge_evidence(repos: Repositories, claim: Claim) -> dict:
     return {"pledge_exists": pledge is not None, "pledge": pledge.snapshot() if pledge else None}
 
 
-def sweep_stuck_claims(repos: Repositories | None = None) -> SweepReport:
+def sweep_stuck_claims(
+    repos: Repositories | None = None, *, grace_s: int | None = None
+) -> SweepReport:
     """Query every shard of the pending index in each configured region (given ``repos``:
-    that one only), then handle each stuck claim in its own home region."""
+    that one only), then handle each stuck claim in its own home region. A claim is stuck
+    ``grace_s`` (default ``STUCK_GRACE_S``) after its lease ended."""
     sources = (
         [repos]
         if repos
         else [Repositories.build(dynamodb_client(region), table_names()) for region in regions()]
     )
     report = SweepReport()
-    bound = clock.epoch() - settings.STUCK_GRACE_S
+    bound = clock.epoch() - (settings.STUCK_GRACE_S if grace_s is None else grace_s)
     seen: set[str] = set()
     for source in sources:
         for shard in range(PENDING_SHARDS):
@@ -194,7 +197,7 @@ def redispatch_stale_retries(
     return report
 
 
-def sweep_all(repos: Repositories | None = None) -> SweepReport:
-    report = sweep_stuck_claims(repos)
+def sweep_all(repos: Repositories | None = None, *, grace_s: int | None = None) -> SweepReport:
+    report = sweep_stuck_claims(repos, grace_s=grace_s)
     recheck_open_cases(repos or repositories(), report)
     return redispatch_stale_retries(repos or repositories(), report)
