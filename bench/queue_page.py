@@ -88,7 +88,7 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
         "intent_id": f"acme#{key}",
         "request": json.dumps(request),
     }
-    case_id = case_id_for(pk, 1)
+    case_id = case_id_for(pk, 1, case_type)
     decoded = []
     if case_type == "CANCELLED_TRANSACTION":
         decoded = [
@@ -137,7 +137,7 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
 def seed(client, tables, size: int) -> float:
     """Write ``size`` claims and ``size`` open cases plus the per-queue counters."""
     from reconciliation.dynamo.items import to_item
-    from reconciliation.repositories.cases import COUNTER_PREFIX, QUEUES
+    from reconciliation.repositories.cases import QUEUES, counter_key
 
     now = datetime.now(UTC)
     started = time.perf_counter()
@@ -163,7 +163,7 @@ def seed(client, tables, size: int) -> float:
         counts[_case_type(i)] += 1
     write(
         tables.cases,
-        [to_item({"case_id": COUNTER_PREFIX + q, "open_count": n}) for q, n in counts.items()],
+        [to_item({"case_id": counter_key(q, 0), "open_count": n}) for q, n in counts.items()],
     )
     return time.perf_counter() - started
 

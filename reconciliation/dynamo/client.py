@@ -110,9 +110,10 @@ def build_client(region: Region) -> DynamoDBClient:
             kwargs["aws_secret_access_key"] = "local"
     client = session.client("dynamodb", **kwargs)
     from reconciliation import metrics
-    from reconciliation.dynamo import faults
+    from reconciliation.dynamo import attempts, faults
 
     metrics.instrument_client(client)
+    attempts.install(client)
     faults.install(client)
     return client
 

@@ -1,9 +1,12 @@
 """Reconciliation cases (``cases``) and their per-queue open counters.
 
-A case's id derives from its source (claim key + version), so opening it twice is a
-no-op. While unresolved a case carries ``queue`` and sits in the sparse
+A case's id derives from its source (claim key + version) and its type, so opening it
+twice is a no-op while two different problems with one claim version never merge into
+one case. While unresolved a case carries ``queue`` and sits in the sparse
 ``open_by_queue`` index; resolving removes ``queue``. Per-queue counters are items in
-the same table, changed in the same transaction as the case, so counts are O(1) reads.
+the same table, changed in the same transaction as the case, so counts are O(1) reads;
+each queue's count is spread over ``COUNTER_SHARDS`` items, so no single item is touched
+by every case change (a burst of openings would otherwise conflict on it).
 """
 
 from __future__ import annotations
@@ -37,13 +40,25 @@ QUEUE_ESCALATED = "ESCALATED"
 QUEUE_APPROVAL = "OVERRIDE_REQUESTED"
 QUEUES = (*CASE_TYPES, QUEUE_ESCALATED, QUEUE_APPROVAL)
 COUNTER_PREFIX = "#COUNT#"
+COUNTER_SHARDS = 8
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 
 
-def case_id_for(source: str, version: int) -> str:
-    """Stable id from the source (claim key + version): ``C-`` and 16 base32 characters."""
-    digest = hashlib.sha256(f"{source}@{version}".encode()).digest()
+def case_id_for(source: str, version: int, case_type: str) -> str:
+    """Stable id from the source (claim key + version) and the case type: ``C-`` and 16
+    base32 characters. The type is part of it, so a late worker's TOKEN_MISMATCH on a
+    claim version the sweep already opened as STUCK_PENDING is a case of its own."""
+    digest = hashlib.sha256(f"{source}@{version}#{case_type}".encode()).digest()
     return "C-" + base64.b32encode(digest).decode()[:16]
+
+
+def counter_key(queue: str, shard: int) -> str:
+    return f"{COUNTER_PREFIX}{queue}#{shard % COUNTER_SHARDS}"
+
+
+def counter_shard(case_id: str) -> int:
+    """The shard a case's counter moves start on (a retry moves on to the next)."""
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
 
 
 def queue_for(case_type: str, state: str) -> str | None:
@@ -180,25 +195,37 @@ class CaseRepository:
             }
         }
 
-    def counter_item(self, queue: str, delta: int) -> dict:
+    def counter_item(self, queue: str, delta: int, *, shard: int) -> dict:
+        """Move ``queue``'s count by ``delta`` on one of its shards. Shards may go below
+        zero on their own (an opening and its resolution may land on different shards);
+        only their sum is the count."""
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": self._key(COUNTER_PREFIX + queue),
+                "Key": self._key(counter_key(queue, shard)),
                 "UpdateExpression": "ADD open_count :d",
                 "ExpressionAttributeValues": values(d=delta),
             }
         }
 
     def counts(self) -> dict[str, int]:
-        keys = [self._key(COUNTER_PREFIX + q) for q in QUEUES]
-        response = self.client.batch_get_item(
-            RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
-        )
+        """Open cases per queue: the sum of its shards, plus the single unsharded item
+        that tables written before sharding still hold."""
+        keys = [
+            self._key(key)
+            for q in QUEUES
+            for key in (COUNTER_PREFIX + q, *(counter_key(q, n) for n in range(COUNTER_SHARDS)))
+        ]
         out = dict.fromkeys(QUEUES, 0)
-        for raw in response.get("Responses", {}).get(self.table, []):
-            item = from_item(raw)
-            out[item["case_id"].removeprefix(COUNTER_PREFIX)] = int(item.get("open_count", 0))
+        request: dict = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        while request:
+            response = self.client.batch_get_item(RequestItems=request)
+            for raw in response.get("Responses", {}).get(self.table, []):
+                item = from_item(raw)
+                queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
+                if queue in out:
+                    out[queue] += int(item.get("open_count", 0))
+            request = response.get("UnprocessedKeys") or {}
         return out
 
     def query_queue(

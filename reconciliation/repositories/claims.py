@@ -373,23 +373,35 @@ class ClaimRepository:
         """Record that a case now tracks this PENDING claim and take it out of the
         stuck-claim index (the case, not the sweep, follows it from here). Fenced on the
         holder's version and attempt, so it never touches a successor's claim."""
-        return self._update_fenced(
-            claim,
-            {
-                "UpdateExpression": (
-                    "SET case_id = :case, last_error_code = :err REMOVE pending_shard"
-                ),
-                "ConditionExpression": "#st = :pending AND version = :v AND attempt_id = :a",
-                "ExpressionAttributeNames": {"#st": "status"},
-                "ExpressionAttributeValues": values(
-                    case=case_id,
-                    err=error_code,
-                    pending=PENDING,
-                    v=claim.version,
-                    a=claim.attempt_id,
-                ),
-            },
-        )
+        return self._update_fenced(claim, self._attach_expression(claim, case_id, error_code))
+
+    def attach_item(self, claim: Claim, *, case_id: str, error_code: str) -> dict:
+        """The same move as :meth:`attach_case`, as an item of the case's own transaction."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(claim.pk),
+                **self._attach_expression(claim, case_id, error_code),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    @staticmethod
+    def _attach_expression(claim: Claim, case_id: str, error_code: str) -> dict:
+        return {
+            "UpdateExpression": "SET case_id = :case, last_error_code = :err REMOVE pending_shard",
+            # status = PENDING: a finished claim needs no case to follow it. version and
+            # attempt_id: the holder's own claim, never a successor's.
+            "ConditionExpression": "#st = :pending AND version = :v AND attempt_id = :a",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": values(
+                case=case_id,
+                err=error_code,
+                pending=PENDING,
+                v=claim.version,
+                a=claim.attempt_id,
+            ),
+        }
 
     def _update_fenced(self, claim: Claim, expression: dict) -> Claim:
         try:

@@ -4,6 +4,7 @@ queue counters — no change without its event, no event without its change."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import replace
 from datetime import datetime
@@ -21,6 +22,7 @@ from reconciliation.repositories.cases import (
     OPEN,
     Case,
     case_id_for,
+    counter_shard,
     queue_for,
 )
 from reconciliation.repositories.claims import Claim
@@ -41,7 +43,7 @@ def case_build(
     """A new OPEN case for ``claim`` at the version it was seen, opened at ``now``, not
     yet written. Its evidence is the claim and its token as they were at ``now``, plus
     what the caller adds (``evidence``)."""
-    case_id = case_id_for(claim.pk, claim.version)
+    case_id = case_id_for(claim.pk, claim.version, case_type)
     request = claim.request or {}
     opened_at = clock.iso(now)
     queue = queue_for(case_type, OPEN)
@@ -73,11 +75,17 @@ def case_build(
     )
 
 
-def case_open(repos: Repositories, *, case: Case, actor: Actor) -> tuple[Case, bool]:
+def case_open(
+    repos: Repositories, *, case: Case, actor: Actor, claim_item: dict | None = None
+) -> tuple[Case, bool]:
     """Write a new case with its ``case_opened`` event and counter, once.
 
-    Returns the case and whether this call created it; opening an existing case id is a
-    no-op that returns the stored case.
+    ``claim_item`` is the claim's move out of the stuck-claim index (attach, or a fenced
+    finalisation), written in the same transaction: a claim leaves the index only with
+    its case, never alone (DESIGN.md §3). If the claim moved on meanwhile (its fence
+    fails), the case is opened without it. Returns the case and whether this call
+    created it; opening an existing case id is a no-op that returns the stored case and
+    leaves the claim to the caller.
     """
     event = audit_event_build(
         stream=f"CASE#{case.case_id}",
@@ -92,27 +100,54 @@ def case_open(repos: Repositories, *, case: Case, actor: Actor) -> tuple[Case, b
         detail={"client_outcome": case.client_outcome, "evidence": _audit_safe(case.evidence)},
     )
     stored = Case(**{**case.__dict__, "audit_seq": 1, "audit_head": event["hash"]})
-    items = [
-        repos.cases.put_new_item(stored),
-        repos.audit.put_item(event),
-        repos.cases.counter_item(stored.queue, +1),
-    ]
+    items = [repos.cases.put_new_item(stored), repos.audit.put_item(event)]
+    if claim_item is not None:
+        items.append(claim_item)
     try:
-        with_retry(lambda: repos.client.transact_write_items(TransactItems=items))
+        _CaseWrite(repos, stored.case_id, [(stored.queue, +1)]).send(items)
     except ClientError as exc:
-        reasons = exc.response.get("CancellationReasons") or []
-        if (
-            error_code(exc) == "TransactionCanceledException"
-            and reasons
-            and reasons[0].get("Code") == "ConditionalCheckFailed"
-        ):
+        codes = _cancellation_codes(exc)
+        if codes and codes[0] == "ConditionalCheckFailed":
             existing = repos.cases.get(case.case_id)
             if existing is not None:
                 return existing, False
+        if claim_item is not None and len(codes) > 2 and codes[2] == "ConditionalCheckFailed":
+            # The claim moved on (committed, or a successor holds it): the problem this
+            # case records still happened, so open it without touching the claim.
+            return case_open(repos, case=case, actor=actor)
         raise
     metrics.CASES_OPENED.labels(case.case_type).inc()
     logger.info("case opened case_id=%s type=%s", case.case_id, case.case_type)
     return stored, True
+
+
+def _cancellation_codes(exc: ClientError) -> list[str]:
+    if error_code(exc) != "TransactionCanceledException":
+        return []
+    return [r.get("Code", "None") for r in exc.response.get("CancellationReasons") or []]
+
+
+class _CaseWrite:
+    """One case transaction, retried on transient errors, with the queue counter moves
+    appended. Each attempt moves the counters on the next shard, so a counter item made
+    hot by a burst of case changes cannot keep a case from opening or changing."""
+
+    def __init__(self, repos: Repositories, case_id: str, counter_moves: list[tuple[str, int]]):
+        self.repos = repos
+        self.counter_moves = counter_moves
+        self.shards = itertools.count(counter_shard(case_id))
+        self.sent: list[dict] = []  # the last attempt's items, to decode a cancellation
+
+    def send(self, items: list[dict]) -> None:
+        with_retry(lambda: self._attempt(items))
+
+    def _attempt(self, items: list[dict]) -> None:
+        shard = next(self.shards)
+        self.sent = items + [
+            self.repos.cases.counter_item(queue, delta, shard=shard)
+            for queue, delta in self.counter_moves
+        ]
+        self.repos.client.transact_write_items(TransactItems=self.sent)
 
 
 def _audit_safe(evidence: dict) -> dict:
@@ -233,26 +268,23 @@ def case_commit_change(
     items = [
         repos.cases.replace_item(updated, seen_version=case.version),
         repos.audit.put_item(event),
+        *(extra_items or []),
+        *(repos.audit.put_item(e) for e in extra_events or []),
     ]
+    moves = []
     if case.queue != queue:
         if case.queue:
-            items.append(repos.cases.counter_item(case.queue, -1))
+            moves.append((case.queue, -1))
         if queue:
-            items.append(repos.cases.counter_item(queue, +1))
-    items.extend(extra_items or [])
-    items.extend(repos.audit.put_item(e) for e in extra_events or [])
+            moves.append((queue, +1))
+    write = _CaseWrite(repos, case.case_id, moves)
     try:
-        with_retry(lambda: repos.client.transact_write_items(TransactItems=items))
+        write.send(items)
     except ClientError as exc:
-        if error_code(exc) != "TransactionCanceledException":
+        codes = _cancellation_codes(exc)
+        if not codes:
             raise
-        reasons = exc.response.get("CancellationReasons") or []
-        codes = [r.get("Code") for r in reasons]
-        if (
-            codes
-            and codes[0] == "ConditionalCheckFailed"
-            or (len(codes) > 1 and codes[1] == "ConditionalCheckFailed")
-        ):
+        if codes[0] == "ConditionalCheckFailed" or codes[1:2] == ["ConditionalCheckFailed"]:
             current = repos.cases.get(case.case_id)
             if current is None:
                 raise CaseNotFound(f"No case {case.case_id}.") from exc
@@ -261,7 +293,7 @@ def case_commit_change(
             raise CaseChanged(current) from exc
         from reconciliation.cancellation import cancellation_decode
 
-        rows = cancellation_decode(items, exc.response, repos.roles())
+        rows = cancellation_decode(write.sent, exc.response, repos.roles())
         failed = [r for r in rows if r.code != "None"]
         detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
         raise CaseError(f"The change was not applied: {detail_text}") from exc

@@ -17,6 +17,7 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -32,8 +33,8 @@ from reconciliation.cancellation import (
     cancellation_decode,
     overall_branch,
 )
-from reconciliation.dynamo import faults
-from reconciliation.dynamo.errors import AMBIGUOUS_EXCEPTIONS, RETRYABLE_CODES, error_code
+from reconciliation.dynamo import attempts, faults
+from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.pledge_request import PledgeRequest
 from reconciliation.repositories import Repositories, repositories_for_key
@@ -120,14 +121,16 @@ def pledge_submit(
         # client retries later.
         return _count(_unavailable(exc))
     except ClientError as exc:
-        if error_code(exc) in RETRYABLE_CODES or _server_error(exc):
-            return _count(_unavailable(exc))
-        raise
+        # A read or claim write refused outright (AccessDenied, Validation…): nothing of
+        # this request was committed (the commit answers for itself), so a definite 503.
+        return _count(_unavailable(exc))
     finally:
         metrics.COMMIT_SECONDS.observe(time.monotonic() - started)
 
 
-def _server_error(exc: ClientError) -> bool:
+def _server_error(exc: BaseException) -> bool:
+    if not isinstance(exc, ClientError):
+        return False
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
 
 
@@ -299,7 +302,12 @@ def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]
 
 
 def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
-    """Run the commit transaction for a claim this caller holds."""
+    """Run the commit transaction for a claim this caller holds.
+
+    The outcome rule (DESIGN.md §4): once any attempt may have applied — a timeout after
+    the request was sent, a lost response, a 5xx, including the SDK's own attempts that
+    the final error hides — the answer is success or 202, never a definite failure,
+    whatever the later attempts said."""
     items, pledge = commit_items(repos, claim)
 
     def transact() -> None:
@@ -307,34 +315,81 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
             TransactItems=items, ClientRequestToken=claim.request_token
         )
 
-    try:
-        with_retry(transact)
-        return IntakeOutcome(CREATED, pledge=pledge.api_body())
-    except RetriesExhausted as exc:
+    with attempts.watch() as log:
+        try:
+            with_retry(transact)
+        except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+            failure: BotoCoreError | ClientError | RetriesExhausted = exc
+        else:
+            return IntakeOutcome(CREATED, pledge=pledge.api_body())
+    return _commit_failed(repos, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
+
+
+def _commit_failed(
+    repos: Repositories,
+    claim: Claim,
+    items: list[dict],
+    exc: BotoCoreError | ClientError | RetriesExhausted,
+    *,
+    fresh: bool,
+    maybe: bool,
+) -> IntakeOutcome:
+    """Answer a commit that did not succeed; ``maybe``: an attempt may have applied."""
+    last = exc.last if isinstance(exc, RetriesExhausted) else exc
+    if isinstance(exc, ClientError) and error_code(exc) == "TransactionCanceledException":
+        rows = cancellation_decode(items, exc.response, repos.roles())
+        if overall_branch(rows) == DUPLICATE:
+            # The pledge exists: the durable record answers, whatever came before.
+            try:
+                return _cancelled(repos, claim, rows, exc, fresh=fresh)
+            except (BotoCoreError, ClientError, RetriesExhausted):
+                if not maybe:
+                    raise
+                return _ambiguous(repos, claim, exc)
+        if not maybe:
+            return _cancelled(repos, claim, rows, exc, fresh=fresh)
+    if (
+        maybe
+        or _server_error(last)
+        or (isinstance(exc, BotoCoreError) and not isinstance(exc, attempts.NEVER_SENT))
+    ):
+        return _ambiguous(repos, claim, last)
+    if isinstance(exc, RetriesExhausted):
         return _commit_exhausted(repos, claim, items, exc)
-    except AMBIGUOUS_EXCEPTIONS as exc:
-        return _ambiguous(repos, claim, exc)
-    except ClientError as exc:
-        code = error_code(exc)
-        if code == "TransactionCanceledException":
-            return _cancelled(repos, claim, items, exc, fresh=fresh)
-        if code == "IdempotentParameterMismatchException":
-            return _token_mismatch(repos, claim, exc)
-        if _server_error(exc):
-            return _ambiguous(repos, claim, exc)
-        # A definitive refusal of the whole request (validation, access): nothing was
-        # written. Free the key after the cool-off and let the caller see a 500.
-        _finalise_quietly(repos, claim, status=FAILED, error=code)
-        raise
-    except BotoCoreError as exc:
-        # Connection-level failures after the SDK's retries: an earlier attempt may
-        # have reached DynamoDB, so the outcome is unknown.
-        return _ambiguous(repos, claim, exc)
+    if isinstance(exc, BotoCoreError):
+        # The commit never left this process: nothing applied, the client retries.
+        _finalise_quietly(
+            repos, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
+        )
+        return _unavailable(exc)
+    if error_code(exc) == "IdempotentParameterMismatchException":
+        return _token_mismatch(repos, claim, exc)
+    return _refused(exc)
+
+
+def _refused(exc: ClientError) -> IntakeOutcome:
+    """DynamoDB refused the call itself (AccessDenied, Validation…): nothing was written.
+    The claim stays PENDING in the stuck-claim index, so the sweep opens its case if the
+    client does not come back; the client hears a definite, JSON answer."""
+    code = error_code(exc)
+    logger.error("commit refused by DynamoDB: %s", code)
+    if code == "ValidationException":
+        return IntakeOutcome(
+            REJECTED,
+            detail=f"DynamoDB rejected the request ({code}); nothing was recorded.",
+        )
+    return IntakeOutcome(
+        UNAVAILABLE,
+        retry_after=retry_after_s(),
+        detail=f"DynamoDB refused the request ({code}); nothing was recorded. Retry later.",
+    )
 
 
 def _commit_exhausted(
     repos: Repositories, claim: Claim, items: list[dict], exc: RetriesExhausted
 ) -> IntakeOutcome:
+    """Every attempt met a transient refusal and none may have applied: a definite
+    failure. A conflict that never cleared opens a case with the claim's release."""
     retry_after = retry_after_s()
     if exc.code == "TransactionCanceledException":
         rows = cancellation_decode(items, exc.last.response, repos.roles())
@@ -345,14 +400,13 @@ def _commit_exhausted(
             decoded=rows,
             error=exc.last,
             client_outcome={"http_status": 409, "error": CONFLICT},
-        )
-        _finalise_quietly(
-            repos,
-            claim,
-            status=FAILED,
-            error="TransactionConflict",
-            expires_in_s=retry_after,
-            case_id=case,
+            claim_move=lambda case_id: repos.claims.finalise_item(
+                claim,
+                status=FAILED,
+                error_code="TransactionConflict",
+                expires_in_s=retry_after,
+                case_id=case_id,
+            ),
         )
         return IntakeOutcome(
             CONFLICT,
@@ -367,13 +421,19 @@ def _commit_exhausted(
 
 
 def _cancelled(
-    repos: Repositories, claim: Claim, items: list[dict], exc: ClientError, *, fresh: bool
+    repos: Repositories,
+    claim: Claim,
+    rows: list[DecodedReason],
+    exc: ClientError,
+    *,
+    fresh: bool,
 ) -> IntakeOutcome:
-    rows = cancellation_decode(items, exc.response, repos.roles())
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
 
-    def cancelled_case(http_status: int, kind: str) -> str | None:
+    def cancelled_case(
+        http_status: int, kind: str, claim_move: Callable[[str], dict] | None = None
+    ) -> str | None:
         return _open_case(
             repos,
             claim,
@@ -381,6 +441,7 @@ def _cancelled(
             decoded=rows,
             error=exc,
             client_outcome={"http_status": http_status, "error": kind},
+            claim_move=claim_move,
         )
 
     if branch == DUPLICATE:
@@ -422,15 +483,26 @@ def _cancelled(
             decoded=decoded,
             detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
         )
-    status = 409 if branch == RETRYABLE else 500
-    kind = CANCELLED if status == 409 else REJECTED
-    case = cancelled_case(status, kind)
-    _finalise_quietly(repos, claim, status=FAILED, error=branch, case_id=case)
+    retryable = branch == RETRYABLE
+    kind = CANCELLED if retryable else REJECTED
+    # The claim is released in the case's own transaction: if the case cannot be
+    # written, the claim stays PENDING in the stuck-claim index and the sweep opens it.
+    case = cancelled_case(
+        409 if retryable else 500,
+        kind,
+        lambda case_id: repos.claims.finalise_item(
+            claim,
+            status=FAILED,
+            error_code=branch,
+            expires_in_s=settings.CLAIM_FAILED_TTL_S,
+            case_id=case_id,
+        ),
+    )
     return IntakeOutcome(
         kind,
         case_id=case,
         decoded=decoded,
-        retry_after=retry_after_s() if status == 409 else None,
+        retry_after=retry_after_s() if retryable else None,
         detail="DynamoDB cancelled the transaction; nothing was recorded.",
     )
 
@@ -475,8 +547,8 @@ def _case_for_pending_claim(
     http_status: int,
     detail: str,
 ) -> IntakeOutcome:
-    """Open a case for a claim left PENDING by an unclear commit, then hand the claim to
-    the case (out of the stuck-claim index)."""
+    """Open a case for a claim left PENDING by an unclear commit, and hand the claim to
+    the case (out of the stuck-claim index) in the same transaction."""
     case = _open_case(
         repos,
         claim,
@@ -484,9 +556,10 @@ def _case_for_pending_claim(
         decoded=[],
         error=exc,
         client_outcome={"http_status": http_status, "error": kind},
+        claim_move=lambda case_id: repos.claims.attach_item(
+            claim, case_id=case_id, error_code=case_type
+        ),
     )
-    if case:
-        _attach_quietly(repos, claim, case, case_type)
     return IntakeOutcome(kind, case_id=case, detail=detail)
 
 
@@ -498,9 +571,11 @@ def _open_case(
     decoded: list[DecodedReason],
     error: BaseException,
     client_outcome: dict,
+    claim_move: Callable[[str], dict] | None = None,
 ) -> str | None:
-    """Open the case for this claim version; on failure log it and leave the claim to
-    the stuck-claim sweep, which will find it (nothing is lost)."""
+    """Open the case for this claim version, with the claim's move (``claim_move``,
+    given the case id) in the same transaction. If it cannot be written the claim stays
+    PENDING in the stuck-claim index, where the sweep will find it: nothing is lost."""
     case = case_build(
         case_type=case_type,
         claim=claim,
@@ -510,12 +585,27 @@ def _open_case(
         opened_by=pledge_receipt_actor(claim),
         now=clock.now(),
     )
+    claim_item = claim_move(case.case_id) if claim_move else None
     try:
-        stored, _created = case_open(repos, case=case, actor=_system_for(claim))
+        stored, created = case_open(
+            repos, case=case, actor=_system_for(claim), claim_item=claim_item
+        )
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         logger.error("could not open %s case: %s", case_type, error_code(exc))
         return None
+    if not created and claim_item is not None:
+        # The case already existed (an earlier attempt of this very opening): the claim
+        # may now follow it on its own.
+        _apply_quietly(repos, claim_item)
     return stored.case_id
+
+
+def _apply_quietly(repos: Repositories, claim_item: dict) -> None:
+    try:
+        repos.client.update_item(**claim_item["Update"])
+    except (BotoCoreError, ClientError) as exc:
+        # A failed fence means the claim moved on (committed, or a successor holds it).
+        logger.info("claim not moved to its case: %s", error_code(exc))
 
 
 def _system_for(claim: Claim) -> Actor:
@@ -525,15 +615,6 @@ def _system_for(claim: Claim) -> Actor:
         address=claim.client_address,
         correlation_id=claim.correlation_id,
     )
-
-
-def _attach_quietly(repos: Repositories, claim: Claim, case_id: str, code: str) -> None:
-    try:
-        repos.claims.attach_case(claim, case_id=case_id, error_code=code)
-    except ClaimTaken:
-        pass  # the claim moved on (it committed, or a successor holds it)
-    except (BotoCoreError, ClientError) as exc:
-        logger.warning("could not attach case to claim: %s", error_code(exc))
 
 
 def _finalise_quietly(

@@ -126,15 +126,23 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
         opened_by=actor,
         now=clock.now(),
     )
-    stored, created = case_open(repos, case=case, actor=actor)
+    committed = evidence["pledge_exists"]
+    # Without its pledge the claim leaves the index in the case's own transaction (if it
+    # was re-claimed or finished meanwhile, the case stays for a human to close).
+    attach = (
+        None
+        if committed
+        else repos.claims.attach_item(claim, case_id=case.case_id, error_code=STUCK_PENDING)
+    )
+    stored, created = case_open(repos, case=case, actor=actor, claim_item=attach)
     if created:
         report.opened.append(stored.case_id)
-    if evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED:
+    if committed and settings.AUTO_RESOLVE_COMMITTED:
         _auto_resolve(repos, stored.case_id, report)
         return repos.cases.get(stored.case_id)
-    # If it was re-claimed or finished meanwhile, the case stays for a human to close.
-    with contextlib.suppress(ClaimTaken):
-        repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
+    if not created and not committed:
+        with contextlib.suppress(ClaimTaken):
+            repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
     return stored
 
 

@@ -122,13 +122,11 @@ def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb)
     assert b_record["status"] == "COMPLETED" and b_record["attempt_id"] != worker_a.attempt_id
 
     late = service.pledge_commit(repos, worker_a)
-    if ddb.honours_token:
-        # B committed under the same token (a re-claim keeps it) within 10 minutes, so
-        # DynamoDB refuses A's different transaction outright (measured on DynamoDB Local).
-        assert late.kind == service.TOKEN_PARAMETER_MISMATCH
-    else:
-        # Without token semantics the claim condition fences A: a lost claim, B's answer.
-        assert late.kind == service.REPLAYED
+    # B's re-claim minted its own token, so on every engine A's late transaction is
+    # judged by its conditions alone: the pledge exists with the same body, A's claim
+    # fence fails, and A's caller hears B's answer.
+    assert late.kind == service.REPLAYED
+    assert b_record["request_token"] != worker_a.request_token
     with pytest.raises(ClaimTaken) as info:
         repos.claims.finalise(worker_a, status=FAILED, error_code="late", expires_in_s=30)
     assert info.value.current.status == "COMPLETED"
@@ -294,7 +292,9 @@ def test_decoded_rows_for_lost_claim_failure(ddb):
     ]
     old = rows[3]["old_item"]
     assert old["status"] == "PENDING" and old["version"] == 2
-    assert old["request_token"] == worker_a.request_token
+    # The successor is a new attempt with a token of its own.
+    assert old["attempt_id"] != worker_a.attempt_id
+    assert old["request_token"] != worker_a.request_token
     assert rows[3]["explanation"] == (
         "The claim is no longer held by this attempt: it expired and another request "
         "re-claimed or finished it. It is now PENDING at version 2. This attempt must not "

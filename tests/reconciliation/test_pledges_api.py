@@ -4,6 +4,7 @@ honours what the row needs."""
 from __future__ import annotations
 
 import json
+import uuid
 from decimal import Decimal
 
 import pytest
@@ -100,8 +101,8 @@ def test_pending_claim_not_expired_is_409_with_retry_after(ddb, api):
 
 
 def test_failed_claim_not_expired_is_409_then_reclaimable(ddb, api, settings):
-    """A FAILED claim inside its cool-off is 409; after it, the same key re-claims with the
-    same token and commits."""
+    """A FAILED claim inside its cool-off is 409; after it, the same key re-claims as a new
+    attempt, with a token of its own (a re-claim is a different transaction), and commits."""
     _plan(crash_after_claim=1.0)
     with pytest.raises(faults.SimulatedCrash):
         api.post("k-5", pledge_body())
@@ -116,7 +117,10 @@ def test_failed_claim_not_expired_is_409_then_reclaimable(ddb, api, settings):
         response = api.post("k-5", pledge_body())
     assert response.status_code == 201
     [stored] = claims(ddb)
-    assert stored["request_token"] == claim.request_token
+    [pledge] = pledges(ddb)
+    assert stored["request_token"] != claim.request_token
+    assert pledge["request_token"] == stored["request_token"]
+    assert stored["token_issued_at"] > claim.token_issued_at
     assert stored["version"] == claim.version + 3  # FAILED, re-claimed, COMPLETED
 
 
@@ -235,13 +239,9 @@ def test_get_unknown_pledge_is_404_and_other_tenant_cannot_read(ddb, api):
 
 @pytest.mark.token_semantics
 def test_token_mismatch_is_422_and_opens_token_mismatch_case(ddb, api):
-    """Another transaction used this intent's token within 10 minutes: our commit raises
+    """Another transaction used this request's token within 10 minutes: the commit raises
     IdempotentParameterMismatchException → 422, a TOKEN_MISMATCH case, nothing recorded."""
-    _plan(crash_after_claim=1.0)
-    with pytest.raises(faults.SimulatedCrash):
-        api.post("k-10", pledge_body())
-    faults.set_plan(None)
-    [claim] = claims(ddb)
+    foreign = str(uuid.uuid4())
     ddb.client.transact_write_items(
         TransactItems=[
             {
@@ -253,14 +253,25 @@ def test_token_mismatch_is_422_and_opens_token_mismatch_case(ddb, api):
                 }
             }
         ],
-        ClientRequestToken=claim["request_token"],
+        ClientRequestToken=foreign,
     )
-    with clock.travel(61):
+
+    def reuse_token(params, **_kwargs):
+        # The commit goes out under the token the foreign transaction already used.
+        if "ClientRequestToken" in params:
+            params["ClientRequestToken"] = foreign
+
+    event = "before-parameter-build.dynamodb.TransactWriteItems"
+    ddb.client.meta.events.register(event, reuse_token)
+    try:
         response = api.post("k-10", pledge_body())
+    finally:
+        ddb.client.meta.events.unregister(event, reuse_token)
     assert response.status_code == 422
     assert response.json()["error"] == "token_parameter_mismatch"
     [case] = cases(ddb)
     assert case["case_type"] == "TOKEN_MISMATCH"
+    assert response.json()["case_id"] == case["case_id"]
     assert pledges(ddb) == []
 
 
