@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 
 from botocore.exceptions import ClientError
-from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
@@ -119,7 +118,9 @@ class _Drill:
     def repos(self, key: str) -> Repositories:
         return repositories_for_key(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
 
-    def submit(self, key: str, amount: Decimal = AMOUNT) -> pledge_service.IntakeOutcome:
+    def submit(
+        self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
+    ) -> pledge_service.IntakeOutcome:
         request = parse_fields(
             {
                 "donor_ref": f"SYN-{self.run}",
@@ -129,7 +130,7 @@ class _Drill:
             }
         )
         return pledge_service.pledge_submit(
-            tenant=TENANT, idempotency_key=key, request=request, actor=self.actor
+            tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
         )
 
     def row(self, scenario: str, expected: str, observed: str, ok: bool | None) -> None:
@@ -284,13 +285,10 @@ class _Drill:
         key = self.key()
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
         repos = self.repos(key)
-        lease = settings.CLAIM_PENDING_TTL_S
-        settings.CLAIM_PENDING_TTL_S = 1  # this drill claim's lease only
-        try:
-            with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
-                self.submit(key)
-        finally:
-            settings.CLAIM_PENDING_TTL_S = lease
+        # A 1-second lease for this claim alone, passed down: the drill runs inside a
+        # worker or web process whose other requests keep the configured lease.
+        with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
+            self.submit(key, lease_s=1)
         time.sleep(1.5)
         case = sweep_claim(pk, grace_s=0, repos=repos)
         observed = [f"sweep opened {case.case_type if case else 'nothing'}"]

@@ -23,8 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.conf import settings
-
 from reconciliation.actors import Actor, Role
 from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
@@ -76,10 +74,36 @@ class SimulationReport:
     def duplicate_ratio(self) -> float:
         return self.duplicate_requests / max(1, self.requests - self.duplicate_requests)
 
-    def per(self, outcome: str) -> Capacity:
+    def per(self, outcome: str) -> CapacityShare:
+        """Consumed capacity per submission answered ``outcome``: for ``created``, per
+        committed pledge (both of its calls, and any retries, together)."""
+        return CapacityShare.of(self.capacity.get(outcome, Capacity()), self.outcomes[outcome])
+
+    def per_call(self, outcome: str) -> CapacityShare:
+        """Consumed capacity per DynamoDB call made by the submissions answered ``outcome``."""
         cap = self.capacity.get(outcome, Capacity())
-        n = max(1, cap.requests)
-        return Capacity(cap.write / n, cap.read / n, cap.requests)
+        return CapacityShare.of(cap, cap.requests)
+
+    def total(self) -> Capacity:
+        """What every measured submission of the run consumed, whatever its outcome."""
+        out = Capacity()
+        for cap in self.capacity.values():
+            out.add(cap)
+        return out
+
+
+@dataclass(frozen=True)
+class CapacityShare:
+    """Consumed capacity divided by ``over`` (submissions or calls, as the caller says)."""
+
+    write: float
+    read: float
+    over: int
+
+    @classmethod
+    def of(cls, cap: Capacity, over: int) -> CapacityShare:
+        n = max(1, over)
+        return cls(cap.write / n, cap.read / n, over)
 
 
 # --- one synthetic intent -------------------------------------------------------------------
@@ -109,7 +133,11 @@ class _Traffic:
         with capacity.measuring() as spent:
             try:
                 kind = service.pledge_submit(
-                    tenant=TENANT, idempotency_key=key, request=request, actor=self.actor
+                    tenant=TENANT,
+                    idempotency_key=key,
+                    request=request,
+                    actor=self.actor,
+                    lease_s=self.config.lease_s,
                 ).kind
             except faults.SimulatedCrash:
                 kind = "worker_crashed"
@@ -171,6 +199,7 @@ class _Traffic:
             request=request.normalised(),
             correlation_id=str(uuid.uuid4()),
             client_address="simulator",
+            lease_s=self.config.lease_s,
         )
         try:
             repos.claims.create(stale)
@@ -191,29 +220,29 @@ class _Traffic:
 def simulate_run(
     config: SimulationConfig, progress: Callable[[int], None] | None = None
 ) -> SimulationReport:
-    """Run the traffic, sweep, and check the ledger; faults apply to this process only."""
+    """Run the traffic, sweep, and check the ledger; faults apply to this process only.
+
+    The run's claims hold ``config.lease_s`` and its sweep uses no grace, both passed
+    down, so crashed claims are found at the end of the run while every other request
+    in the process keeps the configured lease (settings are never assigned)."""
     report = SimulationReport(run_id=uuid.uuid4().hex[:8])
     traffic = _Traffic(config, report)
     plan = faults.FaultPlan(config.faults, rng=random.Random(config.seed))
-    saved = settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S
-    # Short leases so crashed claims are found by the sweep at the end of the run.
-    settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S = config.lease_s, 0
     started = time.monotonic()
     before = _ledger_snapshot()
-    try:
-        with capacity.instrumented():
-            faults.set_plan(plan)
-            try:
-                with ThreadPoolExecutor(max_workers=config.threads) as pool:
-                    for _ in pool.map(traffic.intent, range(config.pledges)):
-                        if progress:
-                            progress(1)
-            finally:
-                faults.set_plan(None)
-            time.sleep(config.lease_s + 0.5)
-            sweep_all()
-    finally:
-        settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S = saved
+    with capacity.instrumented():
+        faults.set_plan(plan)
+        try:
+            with ThreadPoolExecutor(max_workers=config.threads) as pool:
+                for _ in pool.map(traffic.intent, range(config.pledges)):
+                    if progress:
+                        progress(1)
+        finally:
+            faults.set_plan(None)
+        # expires_at is whole epoch seconds and the index query asks for expires_at <
+        # now: a full second past the lease is the least that finds the last claim.
+        time.sleep(config.lease_s + 1.0)
+        sweep_all(grace_s=0)
     report.elapsed_s = time.monotonic() - started
     report.faults_fired = dict(plan.counts)
     _count_cases(report, config.pledges)
@@ -275,7 +304,10 @@ def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
 
 def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[str]:
     committed = report.per(service.CREATED)
+    committed_call = report.per_call(service.CREATED)
     replay = report.per(service.REPLAYED)
+    total = report.total()
+    recorded = len(report.committed_keys)
     lines = [
         f"run {report.run_id}: {config.pledges} intents, {report.requests} requests in "
         f"{report.elapsed_s:.1f}s ({report.requests / max(report.elapsed_s, 1e-9):.0f} req/s)",
@@ -288,10 +320,16 @@ def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[st
         "cases by type: " + ", ".join(f"{t}={report.cases_by_type.get(t, 0)}" for t in CASE_TYPES),
         *report.ledger_lines,
         f"ledger check: {'ok' if report.ledger_ok else 'MISMATCH'}",
-        "capacity (engine-reported ReturnConsumedCapacity):",
+        "capacity (engine-reported ReturnConsumedCapacity; DynamoDB Local counts index "
+        "writes in it):",
         f"  per committed pledge: {committed.write:.2f} WCU, {committed.read:.2f} RCU "
-        f"over {committed.requests} pledges",
-        f"  per replay: {replay.write:.2f} WCU, {replay.read:.2f} RCU over {replay.requests}",
+        f"over {committed.over} pledges committed with a 201 (every call of each)",
+        f"    per DynamoDB call: {committed_call.write:.2f} WCU, {committed_call.read:.2f} RCU "
+        f"over the {committed_call.over} calls of those submissions",
+        f"  per replay: {replay.write:.2f} WCU, {replay.read:.2f} RCU over {replay.over} replays",
+        f"  whole run: {total.write:.1f} WCU, {total.read:.1f} RCU over {report.requests} "
+        f"submissions ({total.requests} calls; duplicates, retries and faults included) = "
+        f"{total.write / max(1, recorded):.2f} WCU per pledge recorded ({recorded})",
         f"  failed conditional writes: {report.failed_conditions} (engines report no capacity "
         "for them; AWS bills each as a write of the item, 1 WCU for items under 1 KB)",
     ]
@@ -302,7 +340,7 @@ def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[st
         f"  seed rule: required_WCU = peak_rps × (1 + duplicate_ratio) = "
         f"{config.peak_rps * (1 + dup):.0f} write requests/s, transactions at 2× → "
         f"{config.peak_rps * (1 + dup) * 2:.0f} WCU",
-        f"  measured: peak_rps × (WCU per new pledge + duplicate_ratio × 1 WCU) = "
+        f"  measured: peak_rps × (WCU per committed pledge + duplicate_ratio × 1 WCU) = "
         f"{config.peak_rps * (wcu_new + dup):.0f} WCU",
     ]
     return lines

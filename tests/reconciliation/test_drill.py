@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 
 import pytest
@@ -49,3 +50,53 @@ def test_drill_reports_unprovable_token_scenarios_on_moto(ddb):
     statuses = {r["scenario"][:1]: r["status"] for r in drill_last()["rows"]}
     assert statuses["2"] == statuses["3"] == "unprovable"
     assert statuses["1"] == statuses["4"] == statuses["5"] == statuses["6"] == "pass"
+
+
+def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings):
+    """While the drill's crash scenario runs, another request in the same process (as in
+    the Celery worker behind the Drill page) takes a claim: it gets the configured lease,
+    and only the drill's own claim gets the drill's 1-second lease."""
+    from reconciliation import clock
+    from reconciliation.actors import Actor, Role
+    from reconciliation.dynamo import faults
+    from reconciliation.pledge_request import parse_fields
+    from reconciliation.repositories import repositories_for_key
+    from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
+    from reconciliation.services import drill as drill_module
+    from reconciliation.services import pledges as pledge_service
+
+    original_submit = drill_module._Drill.submit
+    leases: dict[str, int] = {}
+
+    def lease_of(tenant: str, key: str) -> int:
+        pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)
+        claim = repositories_for_key(pk).claims.get(pk)
+        return claim.expires_at - clock.epoch(clock.parse_iso(claim.claimed_at))
+
+    def submit(self, key, *args, **kwargs):
+        plan = faults.active_plan()
+        if plan is None or not plan.probabilities.get("crash_after_claim"):
+            return original_submit(self, key, *args, **kwargs)
+        # The crash scenario: its submission raises SimulatedCrash after the claim.
+        try:
+            return original_submit(self, key, *args, **kwargs)
+        finally:
+            leases["drill"] = lease_of(drill_module.TENANT, key)
+            request = parse_fields(
+                {"donor_ref": "D-1", "fund": "GENERAL", "amount": "5.00", "currency": "USD"}
+            )
+            other = Actor(username="api:acme", role=Role.API, address="10.0.0.9")
+            # The other request meets the same injected crash, so its claim stays PENDING
+            # with the lease it was given, for us to read.
+            with contextlib.suppress(faults.SimulatedCrash):
+                pledge_service.pledge_submit(
+                    tenant="acme", idempotency_key="other-1", request=request, actor=other
+                )
+            leases["other"] = lease_of("acme", "other-1")
+
+    settings.CLAIM_PENDING_TTL_S = 60  # the configured lease (test set-up, before the run)
+    monkeypatch.setattr(drill_module._Drill, "submit", submit)
+    report = drill_module.drill_run()
+    assert leases == {"drill": 1, "other": 60}
+    assert settings.CLAIM_PENDING_TTL_S == 60
+    assert not [r for r in report.rows if r.status == "FAIL"], report.table()

@@ -61,3 +61,101 @@ def test_simulate_command_prints_summary_and_rejects_bad_faults(ddb):
     assert "per committed pledge:" in text and "required_WCU" in text
     with pytest.raises(CommandError, match="unknown fault"):
         call_command("simulate", "--pledges", "5", "--faults", "meteor=1")
+
+
+def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypatch, settings):
+    """A run with short leases (crashed claims for the sweep, late workers re-claimed by
+    the client's retry) works while every request and the sweep see the settings as
+    configured: the run's lease and grace are passed down, never assigned to settings."""
+    from django.conf import settings as live
+
+    from reconciliation.services import simulate as simulate_module
+
+    settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S = 60, 30  # as configured
+    seen: list[tuple[str, int, int]] = []
+    submit, sweep = simulate_module.service.pledge_submit, simulate_module.sweep_all
+
+    def observed(name, call):
+        def wrapper(*args, **kwargs):
+            seen.append((name, live.CLAIM_PENDING_TTL_S, live.STUCK_GRACE_S))
+            return call(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(simulate_module.service, "pledge_submit", observed("submit", submit))
+    monkeypatch.setattr(simulate_module, "sweep_all", observed("sweep", sweep))
+    quiet = {"double_click_ratio": 0.0, "conflicting_retry_ratio": 0.0, "threads": 1}
+
+    crashed = simulate_run(
+        SimulationConfig(
+            pledges=3,
+            faults={"crash_after_claim": 1.0},
+            seed=3,
+            lease_s=1,
+            late_worker_ratio=0.0,
+            **quiet,
+        )
+    )
+    assert crashed.outcomes["worker_crashed"] == 3
+    assert crashed.cases_by_type["STUCK_PENDING"] == 3  # the 1 s leases ran out: swept
+    assert crashed.ledger_ok, crashed.ledger_lines
+
+    late = simulate_run(
+        SimulationConfig(pledges=2, faults={}, seed=4, lease_s=1, late_worker_ratio=1.0, **quiet)
+    )
+    # The client's retry re-claimed each stalled 1 s lease and committed; each late
+    # worker was fenced off.
+    assert late.outcomes["created"] == 2 and len(late.committed_keys) == 2
+    fenced = {k: v for k, v in late.outcomes.items() if k.startswith("late_worker_")}
+    assert sum(fenced.values()) == 2 and "late_worker_created" not in fenced
+    assert late.ledger_ok, late.ledger_lines
+
+    assert {name for name, _, _ in seen} == {"submit", "sweep"}
+    assert {(ttl, grace) for _, ttl, grace in seen} == {(60, 30)}
+    assert (live.CLAIM_PENDING_TTL_S, live.STUCK_GRACE_S) == (60, 30)
+
+
+@pytest.mark.dynamodb_local_only
+def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
+    """A no-fault run of 4 pledges, 2 write calls each (claim PutItem, commit
+    TransactWriteItems): the figure reported per committed pledge is every write unit
+    DynamoDB Local reported for the run divided by the 4 pledges (twice the per-call
+    figure), and the summary prints it under that label. Consumed capacity is only
+    engine-reported on DynamoDB Local (index writes included)."""
+    from reconciliation.services.simulate import summary_lines
+
+    writes = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+    reported: list[float] = []
+
+    def engine_reported(parsed, model, **_kwargs):
+        consumed = parsed.get("ConsumedCapacity") if isinstance(parsed, dict) else None
+        if model.name in writes and consumed:
+            entries = consumed if isinstance(consumed, list) else [consumed]
+            reported.extend(entry["CapacityUnits"] for entry in entries)
+
+    ddb.client.meta.events.register("after-call.dynamodb", engine_reported)
+    try:
+        config = SimulationConfig(
+            pledges=4,
+            faults={},
+            seed=5,
+            threads=1,
+            double_click_ratio=0.0,
+            conflicting_retry_ratio=0.0,
+            late_worker_ratio=0.0,
+        )
+        report = simulate_run(config)
+    finally:
+        ddb.client.meta.events.unregister("after-call.dynamodb", engine_reported)
+
+    assert report.outcomes == {"created": 4} and len(report.committed_keys) == 4
+    engine_total = sum(reported)
+    assert engine_total > 0
+    per_pledge = report.per("created")
+    assert per_pledge.write == pytest.approx(engine_total / 4)
+    per_call = report.per_call("created")
+    assert report.capacity["created"].requests == 8
+    assert per_pledge.write == pytest.approx(2 * per_call.write)
+    text = "\n".join(summary_lines(report, config))
+    assert f"per committed pledge: {engine_total / 4:.2f} WCU" in text
+    assert f"per DynamoDB call: {engine_total / 8:.2f} WCU" in text
