@@ -9,6 +9,7 @@ who changed the case and when.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from reconciliation.repositories.cases import (
     RESOLVED,
     Case,
 )
-from reconciliation.repositories.claims import COMPLETED, FAILED, PENDING, Claim
+from reconciliation.repositories.claims import COMPLETED, FAILED, PENDING, Claim, ClaimTaken
 from reconciliation.repositories.pledges import RECORDED
 from reconciliation.services.cases import (
     CaseError,
@@ -256,27 +257,35 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
     claim = repos.claims.get(case.claim_pk)
     if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
         return f"wait:{max(1, claim.expires_at - clock.epoch())}"
-    kind = "already_committed"
+    kind, superseded_by = "already_committed", None
     if pledge is None:
         claim = _retry_claim(repos, case, claim)
         outcome = pledge_service.pledge_commit(repos, claim)
         kind = outcome.kind
+        if outcome.case_id not in (None, case_id):
+            # The retry's own unclear outcome opened a case of its own: that case now
+            # carries the intent, so this one closes pointing at it (one open case).
+            superseded_by = outcome.case_id
+        elif kind not in pledge_service.SUCCESS:
+            _keep_claim_with_case(repos, claim, case_id)
     case = repos.cases.get(case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
-    if kind in (pledge_service.CREATED, pledge_service.REPLAYED, "already_committed"):
+    if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
+        resolution = _resolution(RETRY_COMMIT, actor, outcome=kind)
+        if superseded_by:
+            resolution["superseded_by"] = superseded_by
         case_commit_change(
             repos,
             case,
             actor=actor,
-            action="retry_commit_succeeded",
+            action="retry_commit_failed" if superseded_by else "retry_commit_succeeded",
             action_id=f"retry-{retry.get('request_id')}",
             disposition=RETRY_COMMIT,
-            changes={
-                "state": RESOLVED,
-                "retry": retry,
-                "resolution": _resolution(RETRY_COMMIT, actor, outcome=kind),
-            },
+            changes={"state": RESOLVED, "retry": retry, "resolution": resolution},
+            detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
         )
+        if superseded_by:
+            return kind
         return "committed" if kind == pledge_service.CREATED else "already_committed"
     case_commit_change(
         repos,
@@ -289,6 +298,22 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         detail={"outcome": kind},
     )
     return kind
+
+
+def _keep_claim_with_case(repos: Repositories, claim: Claim, case_id: str) -> None:
+    """A failed retry that opened no case of its own may have left its new attempt's
+    claim PENDING in the stuck-claim index: this case, still open, follows it, so the
+    sweep does not open a second case for the same intent."""
+    current = repos.claims.get(claim.pk)
+    if (
+        current is None
+        or current.status != PENDING
+        or current.attempt_id != claim.attempt_id
+        or current.pending_shard is None
+    ):
+        return
+    with contextlib.suppress(ClaimTaken):
+        repos.claims.attach_case(current, case_id=case_id, error_code=RETRY_COMMIT)
 
 
 def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:

@@ -73,6 +73,7 @@ CANCELLED = "transaction_cancelled"
 REJECTED = "transaction_rejected"
 TOKEN_PARAMETER_MISMATCH = "token_parameter_mismatch"
 OUTCOME_UNKNOWN = "outcome_unknown"
+SUCCESS = (CREATED, REPLAYED)
 
 
 @dataclass(frozen=True)

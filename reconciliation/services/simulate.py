@@ -5,14 +5,16 @@ only: tenant ``sim``, donor references ``SYN-…``.
 What it produces, per intent: a first submission; sometimes a double click (the same
 request twice at once); sometimes a conflicting retry (same key, changed amount);
 client retries after 409/503; a GET after a 202; and, for a few intents, a worker that
-stalls past its lease while the client's retry commits (the late worker is fenced: a
-token mismatch on DynamoDB, a lost claim elsewhere). Faults come from the same
+stalls past its lease while the client's retry commits (the late worker is fenced by the
+durable pledge key; for every other one, a copied request has meanwhile used its token,
+so DynamoDB answers a token mismatch). Faults come from the same
 ``FAULT_INJECTION`` machinery as everywhere else. At the end the sweep runs, so crashed
 claims become STUCK_PENDING cases, and the ledger is checked against the pledges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -23,9 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from django.conf import settings
+
+from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
+from reconciliation.dynamo.items import values
 from reconciliation.pledge_request import parse_fields
 from reconciliation.repositories import repositories, repositories_for_key
 from reconciliation.repositories.cases import CASE_TYPES
@@ -212,9 +218,32 @@ class _Traffic:
                 break
             time.sleep(0.2)
         if stale is not None:
+            if int(stale.attempt_id[-1], 16) % 2:
+                _token_collision(repos, stale, key)
             late = service.pledge_commit(repos, stale)
             with self.lock:
                 self.report.outcomes[f"late_worker_{late.kind}"] += 1
+
+
+def _token_collision(repos, stale, key: str) -> None:
+    """Another transaction under the stale worker's token (a copied request replayed by
+    hand): a harmless counter in the claims table, expiring like any claim."""
+    with contextlib.suppress(Exception):
+        repos.client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": repos.tables.idempotency_keys,
+                        "Key": {"pk": {"S": f"{TENANT}#token_collision#{key}"}},
+                        "UpdateExpression": "ADD collisions :one SET purge_at = :purge",
+                        "ExpressionAttributeValues": values(
+                            one=1, purge=clock.epoch() + settings.CLAIM_PURGE_AFTER_S
+                        ),
+                    }
+                }
+            ],
+            ClientRequestToken=stale.request_token,
+        )
 
 
 def simulate_run(
