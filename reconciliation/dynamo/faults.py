@@ -20,6 +20,27 @@ SDK's retry logic and our error handling see exactly what a real failure looks l
 - ``slow_task``: ``retry_commit_task`` sleeps ``SLOW_TASK_S`` seconds before it starts,
   so a test can kill the worker process mid-task and watch the broker redeliver it
   (``acks_late`` + ``reject_on_worker_lost``). Nothing else changes.
+- ``internal_error_after_commit``: the pledge commit is really sent to DynamoDB (it
+  applies, unless the engine itself refuses it; its real answer is dropped), yet the
+  caller gets HTTP 500 ``InternalServerError``, to it and to every retry of it (same
+  ``ClientRequestToken``, never sent again): the SDK's and the application's retries all
+  see 500.
+- ``ambiguous_then_throttle``: the pledge commit is really sent (and applies, as above),
+  its response is lost (``ConnectionClosedError``), and every retry of it (same token) is
+  answered ``ThrottlingException``: a definite-looking refusal of something that applied.
+- ``case_write_fails``: every write to the cases table (``PutItem``, ``UpdateItem``,
+  ``DeleteItem``, ``BatchWriteItem`` on it, and any ``TransactWriteItems`` with an item
+  on it) is answered ``ThrottlingException``; nothing reaches the engine.
+- ``access_denied``: every call is answered ``AccessDeniedException`` (HTTP 400), as with
+  an IAM policy that does not allow it; nothing reaches the engine.
+
+Every fault draws its probability on each call it applies to. ``internal_error_after_commit``
+and ``ambiguous_then_throttle`` draw on each send of a pledge commit that neither has
+taken yet; once one takes a commit (a ``ClientRequestToken``) it answers every retry of
+that token, in this plan, whatever the probability. Faults that answer at the HTTP layer
+(all but ``crash_after_claim``, ``slow_task`` and the two ``ambiguous_*_commit``) need an
+engine reached over HTTP (DynamoDB Local, AWS): an in-process stub such as moto applies
+every request it sees whatever the fault answers.
 """
 
 from __future__ import annotations
@@ -51,7 +72,13 @@ FAULT_NAMES = (
     "crash_after_claim",
     "transaction_conflict",
     "slow_task",
+    "internal_error_after_commit",
+    "ambiguous_then_throttle",
+    "case_write_fails",
+    "access_denied",
 )
+# The faults that apply the pledge commit and then answer for it, and every retry of it.
+COMMIT_FAULTS = ("internal_error_after_commit", "ambiguous_then_throttle")
 ALIASES = {
     "ambiguous": "ambiguous_after_commit",
     "crash": "crash_after_claim",
@@ -90,7 +117,10 @@ class FaultPlan:
     rng: random.Random = field(default_factory=random.Random)
     counts: dict[str, int] = field(default_factory=dict)
     conflicted: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # ClientRequestToken -> the commit fault that applied that commit and now answers
+    # for every retry of it.
+    commit_tokens: dict[str, str] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def fires(self, name: str) -> bool:
         p = self.probabilities.get(name, 0.0)
@@ -101,6 +131,20 @@ class FaultPlan:
             if hit:
                 self.counts[name] = self.counts.get(name, 0) + 1
         return hit
+
+    def take_commit(self, token: str) -> tuple[str | None, bool]:
+        """The commit fault that takes the commit sent under ``token`` (or ``None``), and
+        whether this is its first send. Once a fault has taken a token it keeps it for
+        every retry; a send that no fault took draws again on its retry. Atomic, so
+        concurrent sends of one token agree on both."""
+        with self._lock:
+            taken = self.commit_tokens.get(token) if token else None
+            if taken is not None:
+                return taken, False
+            taken = next((name for name in COMMIT_FAULTS if self.fires(name)), None)
+            if taken is not None and token:
+                self.commit_tokens[token] = taken
+            return taken, taken is not None
 
 
 _plan: FaultPlan | None = None
@@ -166,59 +210,148 @@ def _error_response(request, status: int, error_type: str, message: str, **extra
     return AWSResponse(request.url, status, {"x-amzn-requestid": "fault-injection"}, _Body(body))
 
 
+THROTTLING = "com.amazonaws.dynamodb.v20120810#ThrottlingException"
+INTERNAL_ERROR = "com.amazonaws.dynamodb.v20120810#InternalServerError"
+ACCESS_DENIED = "com.amazon.coral.service#AccessDeniedException"
+SINGLE_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+TRANSACT_OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
+
+_session: URLLib3Session | None = None
+_session_lock = threading.Lock()
+
+
+def _send_for_real(request) -> int:
+    """Send ``request`` to the engine past every hook; return the status it answered."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = URLLib3Session()
+        session = _session
+    return session.send(request).status_code
+
+
+def _throttled(request) -> AWSResponse:
+    return _error_response(
+        request, 400, THROTTLING, "Rate of requests exceeds the allowed throughput (injected)"
+    )
+
+
+def _operation(request) -> str:
+    target = request.headers.get("X-Amz-Target", b"")
+    if isinstance(target, bytes):
+        target = target.decode()
+    return target.rpartition(".")[2]
+
+
+def _is_cases_table(name: str) -> bool:
+    return name.endswith("cases")
+
+
+def _writes_cases(operation: str, body: dict) -> bool:
+    if operation in SINGLE_WRITES:
+        return _is_cases_table(body.get("TableName", ""))
+    if operation == "BatchWriteItem":
+        return any(_is_cases_table(name) for name in body.get("RequestItems", {}))
+    if operation == "TransactWriteItems":
+        return any(
+            _is_cases_table(item[kind].get("TableName", ""))
+            for item in body.get("TransactItems", [])
+            for kind in TRANSACT_OPERATIONS
+            if kind in item
+        )
+    return False
+
+
+def _is_pledge_commit(items: list[dict]) -> bool:
+    return any(
+        "Put" in item and item["Put"].get("TableName", "").endswith("pledges") for item in items
+    )
+
+
+def _commit_fault(plan: FaultPlan, request, token: str) -> AWSResponse | None:
+    """``internal_error_after_commit`` / ``ambiguous_then_throttle`` on a pledge commit."""
+    name, first = plan.take_commit(token)
+    if name is None:
+        return None
+    if first:
+        # The first send of this commit reaches the engine and applies; only what comes
+        # back is faulty.
+        status = _send_for_real(request)
+        logger.warning("%s fault: the commit was sent (engine answered %s)", name, status)
+    if name == "internal_error_after_commit":
+        return _error_response(
+            request, 500, INTERNAL_ERROR, "Internal server error (injected after commit)"
+        )
+    if first:
+        raise ConnectionClosedError(endpoint_url=request.url)
+    return _throttled(request)
+
+
 def _on_before_send(request, **kwargs) -> AWSResponse | None:
     plan = active_plan()
     if plan is None:
         return None
+    if plan.fires("access_denied"):
+        return _error_response(
+            request,
+            400,
+            ACCESS_DENIED,
+            "User is not authorized to perform this action on this resource (injected)",
+        )
     if plan.fires("throttle"):
-        return _error_response(
-            request,
-            400,
-            "com.amazonaws.dynamodb.v20120810#ThrottlingException",
-            "Rate of requests exceeds the allowed throughput (injected)",
-        )
-    target = request.headers.get("X-Amz-Target", b"")
-    if isinstance(target, bytes):
-        target = target.decode()
-    if target.endswith("TransactWriteItems") and plan.probabilities.get("transaction_conflict"):
-        items = json.loads(request.body or b"{}").get("TransactItems", [])
-        hot = [
-            "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
-            for item in items
-        ]
-        # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
-        # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
-        # again nine times in ten.
-        if not any(hot):
-            return None
-        token = json.loads(request.body or b"{}").get("ClientRequestToken", "")
-        again = token and token in plan.conflicted and plan.rng.random() < 0.9
-        if not again and not plan.fires("transaction_conflict"):
-            return None
-        if token:
-            plan.conflicted.add(token)
-        reasons = [
-            {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
-            if is_hot
-            else {"Code": "None"}
-            for is_hot in hot
-        ]
-        return _error_response(
-            request,
-            400,
-            "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-            "Transaction cancelled, please refer cancellation reasons for specific reasons",
-            CancellationReasons=reasons,
-        )
-    return None
+        return _throttled(request)
+    operation = _operation(request)
+    watched = plan.probabilities.get("case_write_fails") or (
+        operation == "TransactWriteItems"
+        and any(plan.probabilities.get(name) for name in (*COMMIT_FAULTS, "transaction_conflict"))
+    )
+    if not watched:
+        return None
+    body = json.loads(request.body or b"{}")
+    if _writes_cases(operation, body) and plan.fires("case_write_fails"):
+        return _throttled(request)
+    if operation != "TransactWriteItems":
+        return None
+    items = body.get("TransactItems", [])
+    token = body.get("ClientRequestToken", "")
+    if _is_pledge_commit(items):
+        answer = _commit_fault(plan, request, token)
+        if answer is not None:
+            return answer
+    if not plan.probabilities.get("transaction_conflict"):
+        return None
+    hot = [
+        "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
+        for item in items
+    ]
+    # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
+    # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
+    # again nine times in ten.
+    if not any(hot):
+        return None
+    again = token and token in plan.conflicted and plan.rng.random() < 0.9
+    if not again and not plan.fires("transaction_conflict"):
+        return None
+    if token:
+        plan.conflicted.add(token)
+    reasons = [
+        {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
+        if is_hot
+        else {"Code": "None"}
+        for is_hot in hot
+    ]
+    return _error_response(
+        request,
+        400,
+        "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "Transaction cancelled, please refer cancellation reasons for specific reasons",
+        CancellationReasons=reasons,
+    )
 
 
 def _mark_pledge_commit(params, context, **kwargs) -> None:
     """Tag the call when it is a pledge commit: only those get ``ambiguous_after_commit``."""
-    context["pledge_commit"] = any(
-        "Put" in item and item["Put"].get("TableName", "").endswith("pledges")
-        for item in params.get("TransactItems", [])
-    )
+    context["pledge_commit"] = _is_pledge_commit(params.get("TransactItems", []))
 
 
 def _on_before_transact_call(context=None, **kwargs) -> None:
