@@ -56,6 +56,17 @@ def watch() -> Iterator[AttemptLog]:
         _current.reset(token)
 
 
+@contextlib.contextmanager
+def detached() -> Iterator[None]:
+    """Calls made inside the block belong to no enclosing :func:`watch` (another request
+    served while the watching one waits)."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def _on_attempt(response=None, caught_exception=None, **_kwargs) -> None:
     log = _current.get()
     if log is None:

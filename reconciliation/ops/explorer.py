@@ -21,6 +21,7 @@ nothing; ``seed`` picks the scenarios' idempotency keys.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fnmatch
 import hashlib
 import itertools
@@ -49,7 +50,7 @@ from django.test.utils import override_settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.dynamo import faults
+from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.client import (
     TableNames,
     build_client,
@@ -57,11 +58,13 @@ from reconciliation.dynamo.client import (
     regions,
     reset_clients,
 )
+from reconciliation.dynamo.items import from_item
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
 from reconciliation.ops.invariants import (
     ESCAPED,
     KEY_ATTRIBUTES,
+    LOST,
     VIEW_ERRORS,
     Answer,
     Problem,
@@ -71,7 +74,9 @@ from reconciliation.ops.invariants import (
 from reconciliation.policy import RETRY_COMMIT, allowed_actions
 from reconciliation.repositories.cases import COUNTER_PREFIX, RESOLVED
 from reconciliation.repositories.claims import (
+    COMPLETED,
     OPERATION_CREATE_PLEDGE,
+    PENDING,
     ClaimTaken,
     claim_pk,
     pending_shard,
@@ -101,6 +106,10 @@ KINDS = {
     "validation": FaultKind(False, False, "validation"),
     "access_denied": FaultKind(False, False, "access_denied"),
     "crash_after": FaultKind(True, False, "crash"),
+    # The process pauses right after the call returns, past its lease (a GC pause, a frozen
+    # VM): meanwhile the sweep runs and the client, hearing nothing, sends its request
+    # again; then the late worker carries on with what it holds.
+    "stall_after": FaultKind(True, False, "stall"),
 }
 FAULT_KINDS = tuple(KINDS)
 # After these the caller cannot tell whether the call took effect (DESIGN.md §4).
@@ -112,7 +121,10 @@ THROTTLES = frozenset({"throttle_once", *EXHAUSTING})
 # Not run on a read: a read has no effect, so the "after" kinds equal the "before" ones
 # (lost_then_throttle equals throttle_exhausted), and DynamoDB answers a read during a
 # transaction with the committed item, never TransactionConflict.
-WRITE_ONLY = frozenset({"timeout_after", "http500_after", "lost_then_throttle", "conflict"})
+# A stalled read is only a later start of the next write: stalls are made at writes.
+WRITE_ONLY = frozenset(
+    {"timeout_after", "http500_after", "lost_then_throttle", "conflict", "stall_after"}
+)
 WRITE_OPERATIONS = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 )
@@ -136,6 +148,7 @@ COLUMNS = {
     "validation": "valid",
     "access_denied": "deny",
     "crash_after": "crash",
+    "stall_after": "stall",
 }
 
 FAULT_FREE = "fault-free"
@@ -215,6 +228,7 @@ class CallShape:
     items: tuple[str, ...] = ()  # transaction items as "table|key"
     hot: int = 0  # the item a conflict lands on
     case_open: tuple[str, str] | None = None  # (case_id, case_type) of a case opening
+    case_claim_version: int | None = None  # the claim version that case is about
 
 
 READ_LABELS = {
@@ -309,7 +323,15 @@ def _transaction_shape(body: dict, roles: dict[str, str]) -> CallShape:
         ):
             case = spec["Item"]
             opened = (case["case_id"]["S"], case.get("case_type", {}).get("S", "?"))
-            return CallShape("case open", True, items=items, hot=hot, case_open=opened)
+            version = int(case.get("claim_version", {}).get("N", "0"))
+            return CallShape(
+                "case open",
+                True,
+                items=items,
+                hot=hot,
+                case_open=opened,
+                case_claim_version=version,
+            )
     if any(role == "cases" for _, _, role in parts):
         return CallShape("case change", True, items=items, hot=hot)
     return CallShape("transaction", True, items=items)
@@ -380,6 +402,7 @@ class CallRecord:
     write: bool
     digest: str  # of the request body: identical retries share it
     case_open: tuple[str, str] | None = None
+    case_claim_version: int | None = None
     unfenced: tuple[str, ...] = ()  # writes without the condition their kind must carry
     fault: str | None = None  # a planned kind, or "throttled"/"conflicted" (lasting faults)
     sent: bool = False
@@ -438,6 +461,18 @@ class Wire:
         self.own_shard = own_shard
         self.begin("setup")
 
+    on_stall: Callable[[str], None] | None = None
+
+    def _stall(self, point: str) -> None:
+        """Run what happens while the caller of ``point`` is paused, then give the caller
+        back its episode as it was."""
+        saved = (self.episode, self._writes, self._reads, self._exhausted, self._hot)
+        try:
+            if self.on_stall:
+                self.on_stall(point)
+        finally:
+            self.episode, self._writes, self._reads, self._exhausted, self._hot = saved
+
     def begin(self, episode: str) -> None:
         """A new request or task run: call counts restart and lasting faults end."""
         self.episode = episode
@@ -478,12 +513,15 @@ class Wire:
         record = CallRecord(
             str(point), self.episode, shape.label, operation, shape.write, digest, shape.case_open
         )
+        record.case_claim_version = shape.case_claim_version
         self.calls.append(record)
         return record
 
     def _inject(self, kind: FaultKind, request, record: CallRecord, shape: CallShape):
-        if kind.sends:
-            self._send(request, record)
+        response = self._send(request, record) if kind.sends else None
+        if kind.outcome == "stall" and response is not None:
+            self._stall(record.point)
+            return response
         if kind.exhausts:
             self._exhausted.add(record.digest)
         if kind.outcome == "timeout":
@@ -551,9 +589,23 @@ class Life:
         self._clock = contextlib.ExitStack()
 
     def live(self) -> None:
+        self.wire.on_stall = self._while_stalled
         with self._clock:  # every advance of the simulated clock is undone at the end
             self._client()
             self._at_rest()
+
+    def _while_stalled(self, point: str) -> None:
+        """The world goes on while a worker is paused past its lease: the sweep runs and
+        the client, hearing nothing, sends its request again. Its own calls are heard by
+        nobody's attempt log but their own (a separate context)."""
+
+        def elsewhere() -> None:
+            with attempts.detached():
+                self._advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
+                self._sweep()
+                self.answers.append(self._request("POST"))
+
+        contextvars.copy_context().run(elsewhere)
 
     def _advance(self, seconds: int) -> None:
         self._clock.enter_context(clock.travel(seconds))
@@ -576,8 +628,9 @@ class Life:
 
     def _request(self, method: str) -> Answer:
         answer = Answer(self._begin(method), method)
+        request_id = f"xf-{answer.episode.replace('#', '-')}-{self.key[-8:]}"
         try:
-            read_response(answer, self.session.http_call(method, self.key))
+            read_response(answer, self.session.http_call(method, self.key, request_id))
         except faults.SimulatedCrash:
             pass  # the serving process died: the client hears nothing
         except Exception as exc:  # the view let it escape: the client sees an HTML 500
@@ -587,7 +640,49 @@ class Life:
         answer.commit_applied = any(c.status == 200 for c in commits)
         answer.commit_maybe = any(c.fault in MAY_HAVE_APPLIED for c in commits)
         answer.pledge_exists = self.session.pledge_exists(self.intent_id)
+        self._check_episode(answer.episode)
+        if (answer.status, answer.error) == (409, "request_in_progress"):
+            self._check_not_own_claim(answer.episode, request_id)
         return answer
+
+    def _check_episode(self, episode: str) -> None:
+        """Right after an episode that set out to open a case for the intent: its claim
+        left the stuck-claim index only with its pledge or its case (DESIGN.md §3), so a
+        case that could not be written leaves the claim where the sweep will find it."""
+        about = {
+            c.case_claim_version for c in self.wire.calls if c.episode == episode and c.case_open
+        }
+        claim = self.session.claim(self.key)
+        if claim is None or claim.get("status") == COMPLETED or claim.get("pending_shard"):
+            return
+        # The claim as the case opening left it: at the version the case is about, or one
+        # further when the opening finalises it (a later writer's claim is not its doing).
+        version = int(claim.get("version", 0))
+        if not about & {version, version - 1}:
+            return
+        if claim.get("case_id") in self.session.case_ids(self.intent_id):
+            return
+        self.problems.append(
+            Problem(
+                LOST,
+                f"{episode}: the claim (v{claim.get('version')}, {claim.get('status')}) left "
+                "the stuck-claim index without its case, which could not be written",
+            )
+        )
+
+    def _check_not_own_claim(self, episode: str, request_id: str) -> None:
+        """A request that holds the claim itself (its own claim put or re-claim applied,
+        the response lost) must not answer 'in progress' about it: nobody would then hold
+        the key for a whole lease."""
+        claim = self.session.claim(self.key)
+        if claim and claim.get("status") == PENDING and claim.get("correlation_id") == request_id:
+            self.problems.append(
+                Problem(
+                    LOST,
+                    f"{episode}: answered 409 request_in_progress for a claim "
+                    f"(v{claim.get('version')}) this very request holds",
+                )
+            )
 
     def _at_rest(self) -> None:
         past_lease = settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1
@@ -616,13 +711,18 @@ class Life:
             detail = f"{episode}: {type(exc).__name__} escaped: {exc}"[:300]
             self.problems.append(Problem(ESCAPED, detail))
             return BROKEN
+        finally:
+            self._check_episode(episode)
 
     def _sweep(self) -> bool:
         """The beat's sweep; an aborted run is run again, as the next tick would."""
         from reconciliation.services.sweeps import sweep_all
 
         for run in range(RERUNS):
-            if self._background("sweep", lambda: sweep_all(grace_s=0)) is not ABORTED:
+            report = self._background("sweep", lambda: sweep_all(grace_s=0))
+            # A run that could not handle a claim (report.errors) has not completed: the
+            # next tick takes it again.
+            if report is not ABORTED and not getattr(report, "errors", None):
                 return run > 0
         return True
 
@@ -817,8 +917,11 @@ class Session:
     def _dispatch(self, args=None, kwargs=None, **_options) -> None:
         self.dispatched.append((args or [None])[0])
 
-    def http_call(self, method: str, key: str):
+    def http_call(self, method: str, key: str, request_id: str = ""):
         auth = {"HTTP_AUTHORIZATION": f"Bearer {self.token}", "secure": True}
+        if request_id:
+            # The claim records it as its correlation id: the oracle can tell whose it is.
+            auth["HTTP_X_REQUEST_ID"] = request_id
         if method == "POST":
             return self.http.post(
                 "/api/v1/pledges",
@@ -836,6 +939,18 @@ class Session:
             ConsistentRead=True,
         ).get("Item")
         return item is not None
+
+    def claim(self, key: str) -> dict | None:
+        item = self.oracle.get_item(
+            TableName=self.names.idempotency_keys,
+            Key={"pk": {"S": claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return from_item(item) if item else None
+
+    def case_ids(self, intent_id: str) -> set[str]:
+        snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
+        return {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}
 
     def open_cases(self, intent_id: str) -> list[dict]:
         """What a person finds on the queue pages for this intent, oldest id first."""
@@ -1081,7 +1196,7 @@ class ExploreConfig:
     only: str | None = None
     workers: int = 1  # 0: in this process (the caller provides the database)
     endpoint_url: str | None = None
-    later_writes: bool = False  # depth 2 also faults every write of the later episodes
+    later_writes: bool = True  # depth 2 also faults every write of the later episodes
 
 
 @contextlib.contextmanager

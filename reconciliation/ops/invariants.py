@@ -12,7 +12,9 @@ system lying.
    documented ``error``;
 3. nothing lost: the intent is recorded, or its client was told a definite failure, or
    exactly one open case follows it; no PENDING claim leaves the stuck-claim index without
-   a case, and no COMPLETED claim lacks its pledge;
+   a case, no COMPLETED claim lacks its pledge, and an unrecorded intent whose problem
+   the system noticed (it sent a case opening) has a case at rest: that one, or another
+   (the sweep's, when the opening itself failed and the claim stayed in the index);
 4. two different problems never share one case;
 5. every case's ``version`` is the number of its events, its stored head is its stream's
    head, and every audit chain verifies;
@@ -155,6 +157,7 @@ def check_at_rest(
         *ledger_problems(snapshot),
         *answer_problems(answers, documented),
         *lost_problems(snapshot, intent_id, answers),
+        *unrecorded_problems(snapshot, intent_id, case_opens),
         *case_type_problems(case_opens),
         *audit_problems(snapshot),
         *fence_problems(unfenced),
@@ -272,6 +275,30 @@ def lost_problems(snapshot: Snapshot, intent_id: str, answers: list[Answer]) -> 
                 Problem(LOST, f"claim v{claim.get('version')} is COMPLETED without its pledge")
             )
     return problems
+
+
+def unrecorded_problems(
+    snapshot: Snapshot, intent_id: str, case_opens: Iterable[tuple[str, str]]
+) -> list[Problem]:
+    """Invariant 3, continued: a case the system set out to open is not lost with its
+    claim (a cancelled transaction whose case write failed must not finalise the claim
+    out of the stuck-claim index, where only the sweep could still find it)."""
+    pledged = any(
+        p["intent_id"] == intent_id and p.get("status") == RECORDED
+        for p in snapshot.plain("pledges")
+    )
+    cases = {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}
+    attempted = {case_id for case_id, _type in case_opens}
+    # Recorded, the question the case would have asked is answered.
+    if pledged or not attempted or cases:
+        return []
+    return [
+        Problem(
+            LOST,
+            f"the system tried to open {', '.join(sorted(attempted))} and no case for the "
+            "intent exists at rest",
+        )
+    ]
 
 
 def case_type_problems(case_opens: Iterable[tuple[str, str]]) -> list[Problem]:

@@ -5,9 +5,11 @@ purpose must be found."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import re
 import time
+import uuid
 
 import pytest
 from django.core.management import call_command
@@ -463,3 +465,72 @@ def test_a_claim_fence_dropped_on_purpose_is_reported(dynamodb_local, monkeypatc
         "Update on idempotency_keys without version or attempt_id"
     ) in lines
     assert lines[-1] == "explore_faults: 1 scenarios, 1 violations"
+
+
+def _violations(endpoint_url: str, only: str) -> list[str]:
+    exploration = explore(ExploreConfig(only=only, workers=0, endpoint_url=endpoint_url))
+    return [line for line in exploration.lines() if line.startswith("explore_faults --only")]
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.django_db
+def test_a_claim_released_apart_from_its_case_is_reported(dynamodb_local, monkeypatch):
+    """The cancelled commit's claim released on its own before its case is written (the
+    old order): when the case write fails, the claim has left the stuck-claim index with
+    no case, and the explorer says so for that very request."""
+    from reconciliation.services import pledges
+
+    real = pledges._open_case
+
+    def release_first(repos, claim, case_type, *, claim_move=None, **kwargs):
+        if claim_move is not None:
+            pledges._apply_quietly(repos, claim_move(f"released-{claim.version}"))
+        return real(repos, claim, case_type, **kwargs)
+
+    monkeypatch.setattr(pledges, "_open_case", release_first)
+    lines = _violations(
+        dynamodb_local.endpoint_url, "POST#1 commit#1:conflict+POST#1 case open#1:validation"
+    )
+    assert any("left the stuck-claim index without its case" in line for line in lines), lines
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.django_db
+def test_a_reclaim_that_forgets_its_attempt_is_reported(dynamodb_local, monkeypatch):
+    """A re-claim that mints an attempt id of its own (the old way): when its response is
+    lost, the request no longer knows the claim is its own and answers 409 about it."""
+    real = ClaimRepository.reclaim
+
+    def forgetful(self, seen, *, attempt):
+        return real(self, seen, attempt=dataclasses.replace(attempt, attempt_id=str(uuid.uuid4())))
+
+    monkeypatch.setattr(ClaimRepository, "reclaim", forgetful)
+    lines = _violations(
+        dynamodb_local.endpoint_url,
+        "POST#1 claim put#1:lost_then_throttle+POST#3 re-claim#1:timeout_after",
+    )
+    assert any("this very request holds" in line for line in lines), lines
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.django_db
+def test_a_late_worker_merging_two_problems_into_one_case_is_reported(dynamodb_local, monkeypatch):
+    """Re-claims that keep the previous token and case ids blind to the case type (the old
+    way): a worker stalled past its lease comes back, meets a token mismatch, and its case
+    merges into the sweep's STUCK_PENDING case; the explorer names the shared case id."""
+    from reconciliation.repositories import cases as case_repository
+    from reconciliation.services import cases as case_service
+
+    real_reclaim = ClaimRepository.reclaim
+
+    def same_token(self, seen, *, attempt):
+        kept = dataclasses.replace(
+            attempt, request_token=seen.request_token, token_issued_at=seen.token_issued_at
+        )
+        return real_reclaim(self, seen, attempt=kept)
+
+    real_id = case_repository.case_id_for
+    monkeypatch.setattr(ClaimRepository, "reclaim", same_token)
+    monkeypatch.setattr(case_service, "case_id_for", lambda pk, v, _type: real_id(pk, v, "-"))
+    lines = _violations(dynamodb_local.endpoint_url, "POST#1 claim put#1:stall_after")
+    assert any("was opened as STUCK_PENDING and TOKEN_MISMATCH" in line for line in lines), lines

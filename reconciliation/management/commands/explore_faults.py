@@ -42,11 +42,11 @@ class Command(BaseCommand):
             "scenario id, as printed on a violation's line, is replayed whatever the depth",
         )
         parser.add_argument(
-            "--later-writes",
+            "--within-request",
             action="store_true",
-            help="at depth 2, also pair each first fault with a second at every write of "
-            "the life's later episodes (the client's next requests, the sweeps, the "
-            "disposition, the retry task)",
+            help="at depth 2, pair each first fault only with later calls of its own "
+            "episode (one request or task run), not with the writes of the life's later "
+            "episodes (the client's next requests, the sweeps, the disposition, the retry)",
         )
         parser.add_argument(
             "--workers",
@@ -65,7 +65,7 @@ class Command(BaseCommand):
             seed=options["seed"],
             only=options["only"],
             workers=workers,
-            later_writes=options["later_writes"],
+            later_writes=not options["within_request"],
         )
         bar = tqdm(unit="scenario", disable=not sys.stderr.isatty(), file=sys.stderr)
         try:
