@@ -125,8 +125,8 @@ class HotCounter:
         items = body.get("TransactItems", [])
         keys = [
             item["Update"]["Key"]["case_id"]["S"]
-            if "Update" in item and item["Update"]["Key"].get("case_id", {}).get("S", "")
-            .startswith("#COUNT#")
+            if "Update" in item
+            and item["Update"]["Key"].get("case_id", {}).get("S", "").startswith("#COUNT#")
             else None
             for item in items
         ]
