@@ -1,0 +1,283 @@
+"""A worker's session: its own tables, settings and API token, the simulated waits, and
+running one scenario from a clean slate to its :class:`Result`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+from urllib.parse import quote
+
+import botocore.endpoint
+from botocore.retries.quota import RetryQuota
+from django.conf import settings
+from django.test.utils import override_settings
+
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.client import (
+    TableNames,
+    build_client,
+    dynamodb_client,
+    regions,
+    reset_clients,
+)
+from reconciliation.dynamo.items import from_item
+from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from reconciliation.ops.explorer.life import Life
+from reconciliation.ops.explorer.vocabulary import (
+    BODY,
+    OWN_SHARD,
+    TENANT,
+    Fault,
+    scenario_id,
+    scenario_parse,
+)
+from reconciliation.ops.explorer.wire import CallRecord, Wire
+from reconciliation.ops.invariants import (
+    KEY_ATTRIBUTES,
+    VIEW_ERRORS,
+    Answer,
+    Problem,
+    Snapshot,
+    check_at_rest,
+)
+from reconciliation.repositories.cases import RESOLVED
+from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
+
+
+@dataclass
+class Result:
+    scenario: str
+    calls: list[CallRecord] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    unfired: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def plan(self) -> tuple[Fault, ...]:
+        return scenario_parse(self.scenario)
+
+
+def scenario_key(sid: str, seed: int) -> str:
+    """The scenario's own idempotency key: fresh for each scenario, the same on every
+    replay, and always in OWN_SHARD, so the sweep's calls come in one order."""
+    base = hashlib.sha256(f"{seed}:{sid}".encode()).hexdigest()[:16]
+    for salt in itertools.count():
+        key = f"xf-{base}-{salt}"
+        if pending_shard(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)) == OWN_SHARD:
+            return key
+    raise AssertionError("unreachable")
+
+
+class _SleeplessTime:
+    """``time`` as botocore's endpoint sees it, minus the sleeping between retries."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(_seconds: float) -> None:
+        return None
+
+
+def _quota_always(_self, _capacity_amount: int) -> bool:
+    return True
+
+
+@contextlib.contextmanager
+def _simulated_waits() -> Iterator[None]:
+    """No real waiting: botocore's retry sleeps are skipped, and its retry quota (a
+    client-wide circuit breaker that no single intent drains) stays full, so no scenario
+    depends on the ones that ran before it."""
+    with (
+        mock.patch.object(botocore.endpoint, "time", _SleeplessTime()),
+        mock.patch.object(RetryQuota, "acquire", _quota_always),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """Injected failures make the system log loudly by design; the matrix says it all."""
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(before)
+
+
+def _documented_errors() -> frozenset[str]:
+    """Outcome kinds the intake view maps to HTTP, plus its own field and auth errors.
+    The explorer is a client of the HTTP edge: here and in the token it reaches into
+    ``dashboard``, the one place below the edge that does."""
+    from dashboard.views.api import STATUS
+
+    return frozenset(STATUS) | VIEW_ERRORS
+
+
+class Session:
+    """One worker's tables, API token and hooks; it runs scenarios one after another and
+    resets between them whatever a scenario could leak into the next: the tables are
+    emptied, the clock unwound, the wire's plan and counters replaced."""
+
+    def __init__(self, *, endpoint_url: str, prefix: str, seed: int = 0):
+        self.endpoint_url = endpoint_url
+        self.names = TableNames.from_prefix(prefix)
+        self.seed = seed
+        self.dispatched: list[str] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Session:
+        try:
+            self._open(self._stack)
+        except BaseException:
+            self._stack.close()  # nothing of a half-opened session outlives it
+            raise
+        return self
+
+    def _open(self, stack: contextlib.ExitStack) -> None:
+        from reconciliation.tasks.cases import retry_commit_task
+
+        stack.enter_context(override_settings(**self._settings()))
+        stack.callback(reset_clients)
+        stack.enter_context(_quiet_logs())
+        stack.enter_context(_simulated_waits())
+        # The retry task runs in the life's own retry episodes, never through a broker.
+        stack.enter_context(mock.patch.object(retry_commit_task, "apply_async", self._dispatch))
+        faults.set_plan(None)
+        reset_clients()
+        self.oracle = build_client(regions()[0])  # unhooked: for checks and cleaning
+        ensure_tables(self.oracle, self.names)
+        stack.callback(drop_tables, self.oracle, self.names)
+        self.wire = Wire(self.names)
+        dynamodb_client().meta.events.register_first("before-send.dynamodb", self.wire)
+        self.http, self.token = self._api_client(stack)
+        self.documented = _documented_errors()
+
+    def __exit__(self, *exc_info) -> None:
+        self._stack.close()
+
+    def _settings(self) -> dict:
+        return {
+            "DYNAMODB_ENDPOINT_URL": self.endpoint_url,
+            "DDB_TABLE_PREFIX": self.names.idempotency_keys.removesuffix("idempotency_keys"),
+            "DDB_REGIONS": "",
+            "FAULT_INJECTION": "",
+            # Every application retry is still made, at once (full jitter of zero).
+            "DDB_APP_RETRY_BASE_S": 0,
+        }
+
+    @staticmethod
+    def _api_client(stack: contextlib.ExitStack):
+        from django.test import Client
+
+        from dashboard.models import ApiToken
+
+        token, raw = ApiToken.issue(TENANT)
+        stack.callback(token.delete)
+        hosts = [h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")]
+        return Client(HTTP_HOST=(hosts or ["localhost"])[0]), raw
+
+    def _dispatch(self, args=None, kwargs=None, **_options) -> None:
+        self.dispatched.append((args or [None])[0])
+
+    def http_call(self, method: str, key: str, request_id: str = ""):
+        auth = {"HTTP_AUTHORIZATION": f"Bearer {self.token}", "secure": True}
+        if request_id:
+            # The claim records it as its correlation id: the oracle can tell whose it is.
+            auth["HTTP_X_REQUEST_ID"] = request_id
+        if method == "POST":
+            return self.http.post(
+                "/api/v1/pledges",
+                data=json.dumps(BODY),
+                content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=key,
+                **auth,
+            )
+        return self.http.get(f"/api/v1/pledges/{quote(key, safe='')}", **auth)
+
+    def pledge_exists(self, intent_id: str) -> bool:
+        item = self.oracle.get_item(
+            TableName=self.names.pledges,
+            Key={"intent_id": {"S": intent_id}},
+            ConsistentRead=True,
+        ).get("Item")
+        return item is not None
+
+    def claim(self, key: str) -> dict | None:
+        item = self.oracle.get_item(
+            TableName=self.names.idempotency_keys,
+            Key={"pk": {"S": claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return from_item(item) if item else None
+
+    def case_ids(self, intent_id: str) -> set[str]:
+        snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
+        return {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}
+
+    def open_cases(self, intent_id: str) -> list[dict]:
+        """What a person finds on the queue pages for this intent, oldest id first."""
+        snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
+        return sorted(
+            (c for c in snapshot.cases() if c["intent_id"] == intent_id and c["state"] != RESOLVED),
+            key=lambda c: c["case_id"],
+        )
+
+    def run(self, plan: tuple[Fault, ...]) -> Result:
+        sid = scenario_id(plan)
+        started = time.monotonic()
+        self.wire.start(plan)
+        self.dispatched.clear()
+        life = Life(self, scenario_key(sid, self.seed))
+        try:
+            life.live()
+        finally:
+            snapshot = Snapshot.scan(self.oracle, self.names)
+            self._empty(snapshot)
+        problems = life.problems + check_at_rest(
+            snapshot,
+            intent_id=life.intent_id,
+            answers=life.answers,
+            case_opens=[c.case_open for c in self.wire.calls if c.case_open],
+            unfenced=[(c.point, text) for c in self.wire.calls for text in c.unfenced],
+            documented=self.documented,
+        )
+        return Result(
+            sid,
+            calls=list(self.wire.calls),
+            answers=life.answers,
+            problems=problems,
+            unfired=[str(f) for f in plan if str(f.point) not in self.wire.fired],
+            seconds=time.monotonic() - started,
+        )
+
+    def _empty(self, snapshot: Snapshot) -> None:
+        for role, attributes in KEY_ATTRIBUTES.items():
+            keys = [{a: item[a] for a in attributes} for item in snapshot.raw.get(role, [])]
+            table = getattr(self.names, role)
+            for start in range(0, len(keys), 25):
+                request = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]}
+                while request:
+                    request = self.oracle.batch_write_item(RequestItems=request).get(
+                        "UnprocessedItems"
+                    )
+
+
+def run_guarded(session: Session, sid: str) -> Result:
+    """A scenario the explorer itself could not run is reported, never silently dropped."""
+    try:
+        return session.run(scenario_parse(sid))
+    except (Exception, faults.SimulatedCrash) as exc:
+        detail = f"the explorer could not run it: {type(exc).__name__}: {exc}"[:300]
+        return Result(sid, problems=[Problem("explorer", detail)])

@@ -1,0 +1,356 @@
+"""Every DynamoDB call as it leaves botocore: its name in the life (a point), its shape,
+the fence it must carry, and the ``before-send`` :class:`Wire` that applies a scenario's
+plan, answering a failed call as DynamoDB would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+from botocore.httpsession import URLLib3Session
+
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.client import TableNames
+from reconciliation.ops.explorer.vocabulary import (
+    DDB,
+    ERRORS,
+    KINDS,
+    OWN_SHARD,
+    WRITE_OPERATIONS,
+    Fault,
+    FaultKind,
+    Point,
+)
+from reconciliation.ops.invariants import KEY_ATTRIBUTES
+from reconciliation.repositories.cases import COUNTER_PREFIX
+
+# --- naming the calls --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What a request is, read from its body: its label, and for a transaction its items."""
+
+    label: str
+    write: bool
+    identity: str = ""  # reads: two reads with one identity are one point
+    items: tuple[str, ...] = ()  # transaction items as "table|key"
+    hot: int = 0  # the item a conflict lands on
+    case_open: tuple[str, str] | None = None  # (case_id, case_type) of a case opening
+    case_claim_version: int | None = None  # the claim version that case is about
+
+
+READ_LABELS = {
+    "idempotency_keys": "claim read",
+    "pledges": "pledge read",
+    "cases": "case read",
+    "ledger": "ledger read",
+    "audit_events": "audit read",
+}
+
+
+def table_roles(names: TableNames) -> dict[str, str]:
+    return {getattr(names, role): role for role in KEY_ATTRIBUTES}
+
+
+def call_shape(operation: str, body: dict, roles: dict[str, str], own_shard: str) -> CallShape:
+    if operation == "TransactWriteItems":
+        return _transaction_shape(body, roles)
+    table = body.get("TableName", "")
+    label = _label(operation, roles.get(table, table), body, roles, own_shard)
+    if operation in WRITE_OPERATIONS:
+        return CallShape(label, True)
+    return CallShape(label, False, identity=_read_identity(label, body))
+
+
+def _label(operation: str, role: str, body: dict, roles: dict, own_shard: str) -> str:
+    if operation == "PutItem":
+        return "claim put" if role == "idempotency_keys" else f"put {role}"
+    if operation == "UpdateItem":
+        return _update_label(role, body.get("UpdateExpression", ""))
+    if operation == "GetItem":
+        return READ_LABELS.get(role, f"read {role}")
+    if operation == "Query":
+        return _query_label(role, body, own_shard)
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        verb = "get" if operation == "BatchGetItem" else "write"
+        return f"batch {verb} " + " ".join(sorted(roles.get(t, t) for t in body["RequestItems"]))
+    return f"{operation} {role}"
+
+
+def _update_label(role: str, expression: str) -> str:
+    if role != "idempotency_keys":
+        return f"update {role}"
+    if "#st = :pending" in expression:
+        return "re-claim"
+    if "#st = :st" in expression:
+        return "finalise"
+    if "case_id" in expression and "REMOVE pending_shard" in expression:
+        return "attach"
+    return "claim update"
+
+
+def _query_label(role: str, body: dict, own_shard: str) -> str:
+    index = body.get("IndexName", "")
+    values = body.get("ExpressionAttributeValues", {})
+    if index == "pending_by_expiry":
+        shard = values.get(":s", {}).get("S")
+        return "pending query own" if shard == own_shard else "pending query other"
+    if index == "open_by_queue":
+        verb = "queue count" if body.get("Select") == "COUNT" else "queue walk"
+        return f"{verb} {values.get(':q', {}).get('S', '?')}"
+    return f"query {role} {index}".rstrip()
+
+
+def _read_identity(label: str, body: dict) -> str:
+    """Identical reads are one point: same request, ignoring numbers (times) in values.
+    The other fifteen pending shards are one point too."""
+    if label == "pending query other":
+        return label
+    values = {k: v for k, v in body.get("ExpressionAttributeValues", {}).items() if "N" not in v}
+    rest = {k: v for k, v in body.items() if k != "ExpressionAttributeValues"}
+    return json.dumps([rest, values], sort_keys=True)
+
+
+def _transaction_shape(body: dict, roles: dict[str, str]) -> CallShape:
+    parts = [
+        (verb, spec, roles.get(spec.get("TableName", ""), "?"))
+        for item in body.get("TransactItems", [])
+        for verb, spec in item.items()
+    ]
+    items = tuple(_item_identity(spec, role) for _, spec, role in parts)
+    if any(verb == "Put" and role == "pledges" for verb, _, role in parts):
+        ledger = [i for i, (v, _, r) in enumerate(parts) if v == "Update" and r == "ledger"]
+        return CallShape("commit", True, items=items, hot=(ledger or [0])[0])
+    counters = [i for i, part in enumerate(parts) if _is_counter(*part)]
+    hot = (counters or [0])[0]
+    for verb, spec, role in parts:
+        if (
+            verb == "Put"
+            and role == "cases"
+            and "attribute_not_exists" in spec.get("ConditionExpression", "")
+        ):
+            case = spec["Item"]
+            opened = (case["case_id"]["S"], case.get("case_type", {}).get("S", "?"))
+            version = int(case.get("claim_version", {}).get("N", "0"))
+            return CallShape(
+                "case open",
+                True,
+                items=items,
+                hot=hot,
+                case_open=opened,
+                case_claim_version=version,
+            )
+    if any(role == "cases" for _, _, role in parts):
+        return CallShape("case change", True, items=items, hot=hot)
+    return CallShape("transaction", True, items=items)
+
+
+def _is_counter(verb: str, spec: dict, role: str) -> bool:
+    case_id = spec.get("Key", {}).get("case_id", {}).get("S", "")
+    return role == "cases" and verb == "Update" and case_id.startswith(COUNTER_PREFIX)
+
+
+# The condition each kind of write must carry (DESIGN.md §3, §4, §6, §7): a claim moves
+# only under the version or attempt its holder read, a pledge, case or event is created
+# only where none is. Ledger and queue-counter ADDs commute and need none.
+FENCES = {
+    ("idempotency_keys", "Put"): ("attribute_not_exists(pk)",),
+    ("idempotency_keys", "Update"): ("version", "attempt_id"),
+    ("idempotency_keys", "Delete"): ("version", "attempt_id"),
+    ("pledges", "Put"): ("attribute_not_exists(intent_id)",),
+    ("pledges", "Update"): ("#st", "audit_seq", "version"),
+    ("cases", "Put"): ("attribute_not_exists(case_id)", "version"),
+    ("cases", "Update"): ("version",),
+    ("audit_events", "Put"): ("attribute_not_exists(seq)",),
+}
+VERBS = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}
+
+
+def unfenced_writes(operation: str, body: dict, roles: dict[str, str]) -> tuple[str, ...]:
+    """The writes of a request that lack the condition their kind must carry."""
+    if operation in VERBS:
+        parts = [(VERBS[operation], body)]
+    elif operation == "TransactWriteItems":
+        parts = [(v, spec) for item in body.get("TransactItems", []) for v, spec in item.items()]
+    elif operation == "BatchWriteItem":  # DynamoDB cannot condition a batch write
+        tables = [roles.get(t, t) for t in body.get("RequestItems", {})]
+        return tuple(f"batch write {t}" for t in tables if any(r == t for r, _ in FENCES))
+    else:
+        return ()
+    out = []
+    for verb, spec in parts:
+        role = roles.get(spec.get("TableName", ""), "?")
+        fence = FENCES.get((role, verb))
+        if fence is None or _is_counter(verb, spec, role):
+            continue
+        if not any(part in spec.get("ConditionExpression", "") for part in fence):
+            out.append(f"{verb} on {role} without {' or '.join(fence)}")
+    return tuple(out)
+
+
+def _item_identity(spec: dict, role: str) -> str:
+    key = spec.get("Key")
+    if key is None:  # a Put names its key inside the item
+        item = spec.get("Item", {})
+        key = {a: item[a] for a in KEY_ATTRIBUTES.get(role, ()) if a in item}
+    return f"{spec.get('TableName')}|{json.dumps(key, sort_keys=True)}"
+
+
+# --- the wire ----------------------------------------------------------------------------
+
+
+@dataclass
+class CallRecord:
+    """One DynamoDB call as it left botocore, and what became of it."""
+
+    point: str
+    episode: str
+    label: str
+    operation: str
+    write: bool
+    digest: str  # of the request body: identical retries share it
+    case_open: tuple[str, str] | None = None
+    case_claim_version: int | None = None
+    unfenced: tuple[str, ...] = ()  # writes without the condition their kind must carry
+    fault: str | None = None  # a planned kind, or "throttled"/"conflicted" (lasting faults)
+    sent: bool = False
+    status: int | None = None  # the engine's own answer, when it was sent
+
+
+class _Raw:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **_kwargs) -> Iterator[bytes]:
+        yield self._data
+
+
+def _answer(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+    """An error answer as DynamoDB sends it (built like faults.py's injected ones)."""
+    body = json.dumps({"__type": error_type, "message": f"{message} (injected)", **extra})
+    headers = {"x-amzn-requestid": "explore-faults"}
+    return AWSResponse(request.url, status, headers, _Raw(body.encode()))
+
+
+def _cancelled(request, items: tuple[str, ...], hot: set[str]) -> AWSResponse:
+    reasons = [
+        {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+        if item in hot
+        else {"Code": "None"}
+        for item in items
+    ]
+    return _answer(
+        request,
+        400,
+        DDB + "TransactionCanceledException",
+        "Transaction cancelled, please refer cancellation reasons for specific reasons",
+        CancellationReasons=reasons,
+    )
+
+
+class Wire:
+    """The ``before-send`` hook of the system's client, registered first.
+
+    It names every call, applies the scenario's plan, and sends every call it does not
+    fail itself, so it knows the engine's real answer to each: a commit that applied while
+    its caller heard a timeout still counts as applied."""
+
+    def __init__(self, names: TableNames):
+        self.roles = table_roles(names)
+        # TCP_NODELAY as botocore sets it: without it every call waits out a delayed ACK.
+        nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        self.session = URLLib3Session(timeout=10, max_pool_connections=4, socket_options=nodelay)
+        self.start(())
+
+    def start(self, plan: Iterable[Fault], *, own_shard: str = OWN_SHARD) -> None:
+        self.plan = {str(f.point): f.kind for f in plan}
+        self.fired: set[str] = set()
+        self.calls: list[CallRecord] = []
+        self.own_shard = own_shard
+        self.begin("setup")
+
+    on_stall: Callable[[str], None] | None = None
+
+    def _stall(self, point: str) -> None:
+        """Run what happens while the caller of ``point`` is paused, then give the caller
+        back its episode as it was."""
+        saved = (self.episode, self._writes, self._reads, self._exhausted, self._hot)
+        try:
+            if self.on_stall:
+                self.on_stall(point)
+        finally:
+            self.episode, self._writes, self._reads, self._exhausted, self._hot = saved
+
+    def begin(self, episode: str) -> None:
+        """A new request or task run: call counts restart and lasting faults end."""
+        self.episode = episode
+        self._writes: Counter = Counter()
+        self._reads: dict[str, dict[str, int]] = {}
+        self._exhausted: set[str] = set()
+        self._hot: set[str] = set()
+
+    def __call__(self, request, event_name: str = "", **_kwargs) -> AWSResponse | None:
+        operation = event_name.rsplit(".", 1)[-1]
+        raw = request.body or b"{}"
+        raw = raw.encode() if isinstance(raw, str) else raw
+        body = json.loads(raw)
+        shape = call_shape(operation, body, self.roles, self.own_shard)
+        record = self._record(operation, shape, hashlib.sha256(raw).hexdigest()[:16])
+        record.unfenced = unfenced_writes(operation, body, self.roles)
+        kind = self.plan.get(record.point)
+        if kind and record.point not in self.fired:
+            self.fired.add(record.point)
+            record.fault = kind
+            return self._inject(KINDS[kind], request, record, shape)
+        if record.digest in self._exhausted:
+            record.fault = "throttled"
+            return _answer(request, *ERRORS["throttle"])
+        if self._hot.intersection(shape.items):
+            record.fault = "conflicted"
+            return _cancelled(request, shape.items, self._hot)
+        return self._send(request, record)
+
+    def _record(self, operation: str, shape: CallShape, digest: str) -> CallRecord:
+        if shape.write:
+            self._writes[shape.label] += 1
+            occurrence = self._writes[shape.label]
+        else:
+            seen = self._reads.setdefault(shape.label, {})
+            occurrence = seen.setdefault(shape.identity, len(seen) + 1)
+        point = Point(self.episode, shape.label, occurrence)
+        record = CallRecord(
+            str(point), self.episode, shape.label, operation, shape.write, digest, shape.case_open
+        )
+        record.case_claim_version = shape.case_claim_version
+        self.calls.append(record)
+        return record
+
+    def _inject(self, kind: FaultKind, request, record: CallRecord, shape: CallShape):
+        response = self._send(request, record) if kind.sends else None
+        if kind.outcome == "stall" and response is not None:
+            self._stall(record.point)
+            return response
+        if kind.exhausts:
+            self._exhausted.add(record.digest)
+        if kind.outcome == "timeout":
+            raise ReadTimeoutError(endpoint_url=request.url)
+        if kind.outcome == "crash":
+            raise faults.SimulatedCrash(f"explore_faults: died after {record.point}")
+        if kind.outcome == "conflict" and shape.items:
+            # The hot item stays hot for the rest of the episode, as a hot key does.
+            self._hot.add(shape.items[shape.hot])
+            return _cancelled(request, shape.items, self._hot)
+        return _answer(request, *ERRORS[kind.outcome])
+
+    def _send(self, request, record: CallRecord) -> AWSResponse:
+        response = self.session.send(request)
+        record.sent, record.status = True, response.status_code
+        return response
