@@ -70,3 +70,21 @@ def sign_in(client, role: str | None = "finance_staff", username: str | None = N
         user.groups.add(Group.objects.get_or_create(name=role)[0])
     client.force_login(user)
     return user
+
+
+def spend_token(ddb, token: str) -> None:
+    """Another transaction under ``token`` (a copied request replayed by hand): DynamoDB
+    then refuses any different transaction under it for 10 minutes."""
+    ddb.client.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": ddb.tables.ledger,
+                    "Key": {"fund": {"S": "OTHER#USD#0"}},
+                    "UpdateExpression": "ADD pledge_count :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            }
+        ],
+        ClientRequestToken=token,
+    )

@@ -18,7 +18,7 @@ from reconciliation.repositories.pledges import intent_id_for
 from reconciliation.services import pledges as service
 from reconciliation.services.dispositions import case_dispose
 from reconciliation.services.sweeps import recheck_open_cases, sweep_all
-from tests.helpers import cases, claims, ledger_total, pledges
+from tests.helpers import cases, claims, ledger_total, pledges, spend_token
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -56,19 +56,7 @@ def test_a_late_token_mismatch_is_its_own_case_beside_the_stuck_case(ddb):
     claim = repos.claims.get(_pk("late-mismatch-1"))
     [stuck_id] = sweep_all().opened
     # Another transaction used the late worker's token inside the 10-minute window.
-    ddb.client.transact_write_items(
-        TransactItems=[
-            {
-                "Update": {
-                    "TableName": ddb.tables.ledger,
-                    "Key": {"fund": {"S": "OTHER#USD#0"}},
-                    "UpdateExpression": "ADD pledge_count :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                }
-            }
-        ],
-        ClientRequestToken=claim.request_token,
-    )
+    spend_token(ddb, claim.request_token)
     late = service.pledge_commit(repos, claim)
     assert late.kind == service.TOKEN_PARAMETER_MISMATCH
     assert late.case_id and late.case_id != stuck_id

@@ -23,6 +23,7 @@ from tests.helpers import (
     ledger_total,
     nothing_written,
     pledges,
+    spend_token,
 )
 
 
@@ -242,19 +243,7 @@ def test_token_mismatch_is_422_and_opens_token_mismatch_case(ddb, api):
     """Another transaction used this request's token within 10 minutes: the commit raises
     IdempotentParameterMismatchException → 422, a TOKEN_MISMATCH case, nothing recorded."""
     foreign = str(uuid.uuid4())
-    ddb.client.transact_write_items(
-        TransactItems=[
-            {
-                "Update": {
-                    "TableName": ddb.tables.ledger,
-                    "Key": {"fund": {"S": "OTHER#USD#0"}},
-                    "UpdateExpression": "ADD pledge_count :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                }
-            }
-        ],
-        ClientRequestToken=foreign,
-    )
+    spend_token(ddb, foreign)
 
     def reuse_token(params, **_kwargs):
         # The commit goes out under the token the foreign transaction already used.
