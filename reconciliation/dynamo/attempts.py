@@ -31,7 +31,7 @@ class AttemptLog:
     attempts: int = 0
     maybe_applied: bool = False
 
-    def heard(self, *, status: int | None, exception: BaseException | None) -> None:
+    def heard(self, *, status: int | None, exception: BaseException | None, code: str = "") -> None:
         self.attempts += 1
         if exception is not None:
             # A read timeout or a dropped connection after the request was sent: the
@@ -39,6 +39,9 @@ class AttemptLog:
             self.maybe_applied |= not isinstance(exception, NEVER_SENT)
         elif status is not None and status >= 500:
             # A 5xx says nothing about whether the write was applied.
+            self.maybe_applied = True
+        elif code == "TransactionInProgressException":
+            # A transaction under this token is still in flight: it may yet apply.
             self.maybe_applied = True
 
 
@@ -72,7 +75,8 @@ def _on_attempt(response=None, caught_exception=None, **_kwargs) -> None:
     if log is None:
         return
     status = response[0].status_code if response is not None else None
-    log.heard(status=status, exception=caught_exception)
+    code = (response[1] or {}).get("Error", {}).get("Code", "") if response is not None else ""
+    log.heard(status=status, exception=caught_exception, code=code)
 
 
 def install(client: DynamoDBClient) -> None:

@@ -15,7 +15,8 @@ system lying.
    a case, no COMPLETED claim lacks its pledge, and an unrecorded intent whose problem
    the system noticed (it sent a case opening) has a case at rest: that one, or another
    (the sweep's, when the opening itself failed and the claim stayed in the index);
-4. two different problems never share one case;
+4. two different problems never share one case (STUCK_PENDING and AMBIGUOUS_TIMEOUT on one
+   claim version ask one question, "did it commit?", and share theirs);
 5. every case's ``version`` is the number of its events, its stored head is its stream's
    head, and every audit chain verifies;
 6. every write of a claim, pledge, case or audit event carries its fence (the condition
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item
-from reconciliation.repositories.cases import COUNTER_PREFIX, RESOLVED
+from reconciliation.repositories.cases import COUNTER_PREFIX, RESOLVED, case_question
 from reconciliation.repositories.claims import COMPLETED, PENDING
 from reconciliation.repositories.pledges import RECORDED
 from reconciliation.selectors_audit import chain_check
@@ -305,7 +306,8 @@ def case_type_problems(case_opens: Iterable[tuple[str, str]]) -> list[Problem]:
     """Invariant 4: one case id was never attempted for two different case types."""
     types: dict[str, set[str]] = defaultdict(set)
     for case_id, case_type in case_opens:
-        types[case_id].add(case_type)
+        # Types asking one question (STUCK_PENDING, AMBIGUOUS_TIMEOUT) share their case.
+        types[case_id].add(case_question(case_type))
     return [
         Problem(ONE_PROBLEM, f"case {case_id} was opened as {' and '.join(sorted(kinds))}")
         for case_id, kinds in sorted(types.items())

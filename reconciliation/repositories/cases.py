@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -42,14 +43,37 @@ QUEUES = (*CASE_TYPES, QUEUE_ESCALATED, QUEUE_APPROVAL)
 COUNTER_PREFIX = "#COUNT#"
 COUNTER_SHARDS = 8
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
+# What case_id_for makes: "C-" and 16 base32 characters. Counter items share the table
+# (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables), and a typed id may be
+# longer than DynamoDB's 2,048-byte key (a ValidationException): neither is a case.
+CASE_ID_PATTERN = "C-[A-Z2-7]{16}"
+_CASE_ID_RE = re.compile(CASE_ID_PATTERN)
+
+
+# Case types that ask one question about a claim version share its case: a stuck claim
+# whose late worker then times out is still one "did it commit?" question, answered once.
+# That question keeps the id derivation cases had before types were part of it.
+DID_IT_COMMIT = frozenset({STUCK_PENDING, AMBIGUOUS_TIMEOUT})
+
+
+def case_question(case_type: str) -> str:
+    """The question a case of ``case_type`` asks; one case per question and claim version."""
+    return "did_it_commit" if case_type in DID_IT_COMMIT else case_type
 
 
 def case_id_for(source: str, version: int, case_type: str) -> str:
-    """Stable id from the source (claim key + version) and the case type: ``C-`` and 16
-    base32 characters. The type is part of it, so a late worker's TOKEN_MISMATCH on a
-    claim version the sweep already opened as STUCK_PENDING is a case of its own."""
-    digest = hashlib.sha256(f"{source}@{version}#{case_type}".encode()).digest()
+    """Stable id from the source (claim key + version) and the question the case asks:
+    ``C-`` and 16 base32 characters. A late worker's TOKEN_MISMATCH on a claim version the
+    sweep already opened as STUCK_PENDING is a different problem, so a case of its own."""
+    question = case_question(case_type)
+    suffix = "" if question == "did_it_commit" else f"#{question}"
+    digest = hashlib.sha256(f"{source}@{version}{suffix}".encode()).digest()
     return "C-" + base64.b32encode(digest).decode()[:16]
+
+
+def is_case_id(value: str) -> bool:
+    """Whether ``value`` has the shape of a case id (the whole string, no newline)."""
+    return isinstance(value, str) and _CASE_ID_RE.fullmatch(value) is not None
 
 
 def counter_key(queue: str, shard: int) -> str:
@@ -167,6 +191,9 @@ class CaseRepository:
         return {"case_id": {"S": case_id}}
 
     def get(self, case_id: str, *, consistent: bool = True) -> Case | None:
+        if not is_case_id(case_id):
+            # Never a read: a counter item is no case, an oversized key a ValidationException.
+            return None
         response = self.client.get_item(
             TableName=self.table, Key=self._key(case_id), ConsistentRead=consistent
         )
@@ -218,7 +245,9 @@ class CaseRepository:
         ]
         out = dict.fromkeys(QUEUES, 0)
         request: dict = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        while request:
+        for _ in range(5):  # a few rounds for unprocessed keys, never a spin
+            if not request:
+                break
             response = self.client.batch_get_item(RequestItems=request)
             for raw in response.get("Responses", {}).get(self.table, []):
                 item = from_item(raw)
@@ -340,6 +369,7 @@ class CaseRepository:
         return [i["case_id"]["S"] for i in response.get("Items", [])]
 
     def get_many(self, case_ids: list[str]) -> list[Case]:
+        case_ids = [c for c in case_ids if is_case_id(c)]
         found: list[Case] = []
         for start in range(0, len(case_ids), 100):
             request = {

@@ -262,10 +262,13 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         claim = _retry_claim(repos, case, claim)
         outcome = pledge_service.pledge_commit(repos, claim)
         kind = outcome.kind
-        if outcome.case_id not in (None, case_id):
-            # The retry's own unclear outcome opened a case of its own: that case now
-            # carries the intent, so this one closes pointing at it (one open case).
-            superseded_by = outcome.case_id
+        successor = (
+            repos.cases.get(outcome.case_id) if outcome.case_id not in (None, case_id) else None
+        )
+        if successor is not None and successor.state != RESOLVED:
+            # The retry's own unclear outcome opened a case of its own, still open: that
+            # case now carries the intent, so this one closes pointing at it (one open case).
+            superseded_by = successor.case_id
         elif kind not in pledge_service.SUCCESS:
             _keep_claim_with_case(repos, claim, case_id)
     case = repos.cases.get(case_id)

@@ -42,6 +42,7 @@ from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
 from reconciliation.repositories.cases import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
+    RESOLVED,
     TOKEN_MISMATCH,
 )
 from reconciliation.repositories.claims import (
@@ -594,9 +595,10 @@ def _open_case(
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         logger.error("could not open %s case: %s", case_type, error_code(exc))
         return None
-    if not created and claim_item is not None:
-        # The case already existed (an earlier attempt of this very opening): the claim
-        # may now follow it on its own.
+    if not created and claim_item is not None and stored.state != RESOLVED:
+        # The case already existed, open (an earlier attempt of this very opening, or the
+        # sweep's on the same question): the claim may now follow it on its own. A
+        # resolved case follows nothing: the claim stays where the sweep can find it.
         _apply_quietly(repos, claim_item)
     return stored.case_id
 

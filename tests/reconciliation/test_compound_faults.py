@@ -209,3 +209,63 @@ def test_a_crash_token_is_never_reused_by_the_next_attempt(ddb):
     assert claim["request_token"] != first.request_token
     assert pledge["request_token"] == claim["request_token"]
     assert uuid.UUID(claim["request_token"])
+
+
+def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version(ddb):
+    """The sweep opened STUCK_PENDING for a stalled worker's claim version; the worker wakes
+    and its commit's outcome is unknown: the same question ("did it commit?") about the same
+    claim version, so one open case, not a second beside it."""
+    with clock.travel(-200):
+        crashed_claim("late-unclear-1")
+    repos = repositories()
+    claim = repos.claims.get(_pk("late-unclear-1"))
+    [stuck_id] = sweep_all().opened
+    faults.set_plan(faults.FaultPlan({"ambiguous_no_commit": 1.0}))
+    try:
+        late = service.pledge_commit(repos, claim)
+    finally:
+        faults.set_plan(None)
+    assert late.kind == service.OUTCOME_UNKNOWN
+    assert late.case_id == stuck_id
+    [case] = cases(ddb)
+    assert (case["case_type"], case["state"]) == ("STUCK_PENDING", "OPEN")
+    [stored] = claims(ddb)
+    assert stored["case_id"] == stuck_id and "pending_shard" not in stored
+
+
+@pytest.mark.token_semantics
+def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
+    """A token-mismatch case was resolved as a correctly refused duplicate; a retry of the
+    stuck case meets the same mismatch: the stuck case stays open (it is the intent's only
+    open case), never closed as superseded by the resolved one."""
+    with clock.travel(-200):
+        crashed_claim("no-supersede-1")
+    repos = repositories()
+    claim = repos.claims.get(_pk("no-supersede-1"))
+    [stuck_id] = sweep_all().opened
+    spend_token(ddb, claim.request_token)
+    mismatch = service.pledge_commit(repos, claim)
+    assert mismatch.kind == service.TOKEN_PARAMETER_MISMATCH
+    mismatch_case = repos.cases.get(mismatch.case_id)
+    case_dispose(
+        case_id=mismatch.case_id,
+        disposition="DUPLICATE_REJECTED_OK",
+        actor=STAFF,
+        seen_version=mismatch_case.version,
+        reason_code="DUPLICATE_VERIFIED",
+        reason_text="A copied request; nothing to record.",
+    )
+    stuck = repos.cases.get(stuck_id)
+    case_dispose(
+        case_id=stuck_id,
+        disposition="RETRY_COMMIT",
+        actor=STAFF,
+        seen_version=stuck.version,
+        reason_code="TRANSIENT_FAILURE",
+        reason_text="Retry the stuck commit, please.",
+    )
+    after = repos.cases.get(stuck_id)
+    assert after.state == "OPEN"
+    assert after.resolution is None
+    assert after.retry["status"] == service.TOKEN_PARAMETER_MISMATCH
+    assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [stuck_id]
