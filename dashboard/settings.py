@@ -90,6 +90,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.background.BackgroundUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
@@ -255,14 +256,32 @@ ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
 # --- Redis and Celery -----------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
-CELERY_RESULT_BACKEND = REDIS_URL
+# Every Redis call made on a request path is bounded (issue 12): a refused or hung Redis
+# costs a staff request a few seconds and a clear page, never a 500 or minutes. The
+# result backend never subscribes on publish (dashboard/celery_results.py).
+CELERY_RESULT_BACKEND = f"dashboard.celery_results:RequestSafeRedisBackend+{REDIS_URL}"
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 2
+CELERY_REDIS_SOCKET_TIMEOUT = 3
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+# One quick retry of a publish, then the caller hears OperationalError (default: 3).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 # Every countdown and time limit stays below the visibility timeout, or Redis would
 # hand a still-running task to a second worker.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 3600,
+    # Above the transport's 1 s BRPOP, so an idle worker is never cut off by them.
+    "socket_timeout": 3,
+    "socket_connect_timeout": 2,
+}
 CELERY_TASK_SOFT_TIME_LIMIT = 300
 CELERY_TASK_TIME_LIMIT = 360
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

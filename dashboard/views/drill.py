@@ -7,11 +7,11 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
-from kombu.exceptions import OperationalError
 
 from dashboard.auth import role_required
 from reconciliation.actors import Role
 from reconciliation.services.drill import drill_last
+from reconciliation.tasks.audit import QUEUE_ERRORS, UNAVAILABLE
 from reconciliation.tasks.drill import drill_task
 
 SESSION_KEY = "drill_task_id"
@@ -24,10 +24,19 @@ def drill_page(request: HttpRequest) -> HttpResponse:
     running = False
     if task_id:
         result = AsyncResult(task_id)
-        running = not result.ready()
-        if not running:
-            del request.session[SESSION_KEY]
-            if result.failed():
+        try:
+            running = not result.ready()
+            failed = not running and result.failed()
+        except QUEUE_ERRORS:
+            # One bounded read; the drill's state is unknown until Redis answers again.
+            running = failed = False
+            messages.warning(
+                request, "Background work is unavailable; the drill's state is unknown."
+            )
+        else:
+            if not running:
+                del request.session[SESSION_KEY]
+            if failed:
                 messages.error(request, "The drill could not run to the end; see the worker log.")
     context = {"last": drill_last(), "running": running}
     template = "drill.html#report" if request.htmx else "drill.html"
@@ -39,8 +48,8 @@ def drill_page(request: HttpRequest) -> HttpResponse:
 def drill_start(request: HttpRequest) -> HttpResponse:
     try:
         result = drill_task.delay()
-    except OperationalError:
-        messages.error(request, "The task queue (Redis) is unreachable; the drill did not start.")
+    except QUEUE_ERRORS:
+        messages.error(request, UNAVAILABLE)
         return redirect("drill")
     request.session[SESSION_KEY] = result.id
     messages.success(request, "The drill is running; this page updates when it is done.")

@@ -9,12 +9,25 @@ import logging
 from botocore.exceptions import BotoCoreError
 from celery import shared_task
 from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
+from reconciliation.actors import system_actor
 from reconciliation.services.audit import AuditAppendContended
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT = (BotoCoreError, AuditAppendContended)
+# What a bounded publish or result read raises when Redis refuses or does not answer
+# (the bounds are the CELERY_* socket timeouts and publish retry policy in settings).
+QUEUE_ERRORS = (OperationalError, RedisError, OSError)
+UNAVAILABLE = "Background work is unavailable; nothing was started."
+
+
+class BackgroundUnavailable(Exception):
+    """The task queue (Redis) did not take the task: nothing was started."""
+
+
 # A large export reads the whole range once; it must end before Redis's visibility
 # timeout (3600 s) hands it to a second worker.
 EXPORT_SOFT_TIME_LIMIT_S = 3000
@@ -70,16 +83,42 @@ def audit_export_task(self, export_id: str) -> dict:
 
 
 def export_enqueue(export_id: str) -> None:
-    """Queue the export under its own id, so its progress is ``AsyncResult(export_id)``."""
-    audit_export_task.apply_async(args=[export_id], task_id=export_id)
+    """Queue the export under its own id, so its progress is ``AsyncResult(export_id)``.
+
+    If the queue does not take it, ``system`` closes the request as ``export_abandoned``
+    before :class:`BackgroundUnavailable` is raised (the web answers a clear 503): no
+    ``export_requested`` is left that nothing will ever complete. Should a publish that
+    timed out reach Redis after all, the task finds the export abandoned and does
+    nothing."""
+    from reconciliation.audit_export import export_event_append
+    from reconciliation.repositories import repositories
+
+    try:
+        audit_export_task.apply_async(args=[export_id], task_id=export_id)
+    except OperationalError as exc:
+        logger.warning("export %s not queued (%s)", export_id, type(exc).__name__)
+        export_event_append(
+            repositories(),
+            export_id=export_id,
+            action="export_abandoned",
+            actor=system_actor(),
+            detail={"reason": "task_queue_unavailable"},
+        )
+        raise BackgroundUnavailable(UNAVAILABLE) from exc
 
 
 def export_progress(export_id: str) -> dict:
-    """The task's last reported progress: ``state``, ``rows``, ``percent``."""
-    result = AsyncResult(export_id, app=audit_export_task.app)
-    info = result.info if isinstance(result.info, dict) else {}
+    """The task's last reported progress: ``state``, ``rows``, ``percent``; ``state`` is
+    ``UNAVAILABLE`` when Redis does not answer (one bounded read, never a wait)."""
+    try:
+        result = AsyncResult(export_id, app=audit_export_task.app)
+        state, info = result.state, result.info
+    except QUEUE_ERRORS as exc:
+        logger.warning("export %s progress unreadable (%s)", export_id, type(exc).__name__)
+        return {"state": "UNAVAILABLE", "rows": 0, "percent": 0.0}
+    info = info if isinstance(info, dict) else {}
     return {
-        "state": result.state,
+        "state": state,
         "rows": int(info.get("rows", 0) or 0),
         "percent": float(info.get("percent", 0) or 0),
     }

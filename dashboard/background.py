@@ -1,0 +1,22 @@
+"""A task the queue (Redis) did not take answers a clear 503 page, never a 500."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from reconciliation.tasks.audit import BackgroundUnavailable
+
+
+class BackgroundUnavailableMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, BackgroundUnavailable):
+            context = {"message": str(exception)}
+            return render(request, "background_unavailable.html", context, status=503)
+        return None
