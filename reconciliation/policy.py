@@ -95,3 +95,10 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
 
 def may(role: Role | None, action: str) -> bool:
     return role is not None and role in ACTIONS.get(action, frozenset())
+
+
+def audit_visible_performer(role: Role | None, username: str) -> str:
+    """Whose audit events this viewer may read, wherever events are shown or exported:
+    finance staff only their own (the username returned); auditors, supervisors and the
+    system everyone's (empty)."""
+    return username if role == Role.FINANCE_STAFF else ""

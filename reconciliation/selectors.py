@@ -288,22 +288,28 @@ def case_timeline(case_id: str, repos: Repositories | None = None) -> list[dict]
     return (repos or repositories()).audit.stream_events(f"CASE#{case_id}")
 
 
-def recent_audit_events(limit: int = 20, repos: Repositories | None = None) -> list[dict]:
-    """The newest ``limit`` audit events of today and yesterday (UTC), newest first.
+def recent_audit_events(
+    limit: int = 20, repos: Repositories | None = None, *, performed_by: str = ""
+) -> list[dict]:
+    """The newest ``limit`` audit events of today and yesterday (UTC), newest first;
+    only ``performed_by``'s when given (:func:`policy.audit_visible_performer`).
 
     The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
     opens yesterday only when today holds fewer than ``limit``: never a Scan."""
     from itertools import islice
 
     from reconciliation.dynamo.items import from_item
-    from reconciliation.selectors_audit import AuditFilters, DayIndexReader
+    from reconciliation.selectors_audit import SEARCH_QUERY_BUDGET, AuditFilters, DayIndexReader
 
     repos = repos or repositories()
     reader = DayIndexReader(
         repos.audit,
-        AuditFilters.build(default_days=2),
+        AuditFilters.build(default_days=2, performed_by=performed_by),
         descending=True,
         page_limit=limit,
+        # Filtered to one person, the newest ``limit`` may lie far back: bounded like a
+        # search page, so the overview never reads two whole days.
+        max_queries=SEARCH_QUERY_BUDGET,
         prefetch=True,
     )
     return [from_item(i) for i in islice(reader, limit)]

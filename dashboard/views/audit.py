@@ -35,6 +35,7 @@ from reconciliation.audit_export import (
     export_request,
     export_stream_http,
 )
+from reconciliation.policy import audit_visible_performer
 from reconciliation.selectors_audit import (
     AuditFilters,
     CursorError,
@@ -58,7 +59,7 @@ class AuditSearchForm(forms.Form):
 
 def _own_only(request: HttpRequest) -> str:
     """The username finance staff are restricted to; empty for auditors and supervisors."""
-    return request.user.get_username() if request.role == Role.FINANCE_STAFF else ""
+    return audit_visible_performer(request.role, request.user.get_username())
 
 
 def _filters(request: HttpRequest, data) -> tuple[AuditSearchForm, AuditFilters | None, str]:

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.auth import role_required
 from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
+from reconciliation.policy import audit_visible_performer
 from reconciliation.repositories.cases import QUEUE_APPROVAL
 from reconciliation.selectors import (
     AGE_BUCKETS,
@@ -25,6 +26,7 @@ EVENTS_SHOWN = 20
 @require_GET
 @role_required(*VIEWING_ROLES)
 def overview(request: HttpRequest) -> HttpResponse:
+    own_only = audit_visible_performer(request.role, request.user.get_username())
     counts = queue_counts()
     oldest = queue_oldest(counts)
     ageing = queue_ageing(counts)
@@ -45,6 +47,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "largest": max((q["aged"] for q in queues), default=0),
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
         "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN).rows,
-        "events": recent_audit_events(EVENTS_SHOWN),
+        "events": recent_audit_events(EVENTS_SHOWN, performed_by=own_only),
+        "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)

@@ -26,7 +26,7 @@ def test_overview_page_and_fragment(ddb, client):
         old = stuck_case("ov-1")
     stuck_case("ov-2")
     key_reuse_case(ddb, "ov-3")
-    sign_in(client)
+    sign_in(client, "supervisor")  # finance staff would see only their own events
     page = client.get("/")
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
@@ -132,3 +132,26 @@ def test_empty_queues_cost_no_query(ddb, monkeypatch):
     assert oldest["STUCK_PENDING"] is not None and oldest["ESCALATED"] is None
     assert sum(n for _, n in ageing["STUCK_PENDING"]) == 1
     assert [n for _, n in ageing["TOKEN_MISMATCH"]] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("role", "sees_others"),
+    [("finance_staff", False), ("supervisor", True), ("auditor", True)],
+)
+def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role, sees_others):
+    """The overview's latest events apply the audit page's rule: finance staff see only
+    their own events, supervisors and auditors everyone's."""
+    from reconciliation.services.dispositions import case_assign
+
+    mine, theirs = stuck_case("ov-vis-1"), stuck_case("ov-vis-2")
+    if role != "auditor":  # auditors take no action, so have no events of their own
+        case_assign(case_id=mine.case_id, actor=staff_actor("viewer", role), seen_version=1)
+    case_assign(case_id=theirs.case_id, actor=staff_actor("ben"), seen_version=1)
+    sign_in(client, role, username="viewer")
+    html = client.get("/").content.decode()
+    events = html[html.index('<table class="events">') :]
+    assert ("ben <span" in events) is sees_others
+    assert ("system <span" in events) is sees_others
+    if role != "auditor":
+        assert "viewer <span" in events
+    assert ("Your own actions only." in html) is not sees_others

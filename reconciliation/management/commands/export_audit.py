@@ -20,6 +20,7 @@ from tqdm import tqdm
 from reconciliation.actors import Actor, Role, staff_role
 from reconciliation.audit_export import FORMATS, export_to_file, manifest_path_for
 from reconciliation.dynamo.client import use_batch_timeouts
+from reconciliation.policy import audit_visible_performer
 from reconciliation.selectors_audit import AuditFilters, FilterError
 
 
@@ -95,4 +96,4 @@ class Command(BaseCommand):
         if role is None:
             raise CommandError(f"{username}: no such staff user")
         actor = Actor(username=user.get_username(), role=role, email=user.email or "")
-        return actor, (actor.username if role == Role.FINANCE_STAFF else "")
+        return actor, audit_visible_performer(role, actor.username)
