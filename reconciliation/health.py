@@ -1,13 +1,31 @@
-"""Reachability of the system's dependencies, for ``/healthz`` and ``make run``."""
+"""Reachability of the system's dependencies, for ``/healthz`` and ``make run``.
+
+``/healthz`` is anonymous, so each entry names a component and its state only
+(``ok``, ``error: unreachable``, ``error: tables missing`` …), never an endpoint URL,
+host or credential: ``REDIS_URL`` may carry the Redis password. The detail an operator
+needs (which endpoint, which exception) goes to the server log, the password masked.
+"""
 
 from __future__ import annotations
 
+import logging
+from urllib.parse import urlsplit, urlunsplit
+
 import redis
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 from django.conf import settings
 
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
-from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.dynamo.errors import describe_connection_problem, error_code
+
+logger = logging.getLogger(__name__)
 
 
 def dynamodb_status() -> str:
@@ -17,11 +35,25 @@ def dynamodb_status() -> str:
             dynamodb_client(region).describe_table(TableName=names.idempotency_keys)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-                return "error: tables missing; run `python manage.py ddb_setup`"
-            return "error: " + describe_connection_problem(exc, region)
+                logger.warning("health: DynamoDB tables missing in region %s", region.name)
+                return "error: tables missing"
+            logger.warning("health: %s", describe_connection_problem(exc, region))
+            # An error code (AccessDeniedException…) names a state, not a place.
+            return f"error: {error_code(exc)}"
         except BotoCoreError as exc:
-            return "error: " + describe_connection_problem(exc, region)
+            logger.warning("health: %s", describe_connection_problem(exc, region))
+            return f"error: {_botocore_state(exc)}"
     return "ok"
+
+
+def _botocore_state(exc: BotoCoreError) -> str:
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
+        return "unreachable"
+    if isinstance(exc, NoCredentialsError):
+        return "no credentials"
+    if isinstance(exc, ReadTimeoutError):
+        return "timeout"
+    return "failed"
 
 
 def redis_status() -> str:
@@ -30,9 +62,37 @@ def redis_status() -> str:
             settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
         )
         client.ping()
+    except redis.AuthenticationError as exc:
+        logger.warning(
+            "health: Redis refused the credentials at %s (%s)",
+            redacted_url(settings.REDIS_URL),
+            exc.__class__.__name__,
+        )
+        return "error: authentication failed"
     except redis.RedisError as exc:
-        return f"error: Redis unreachable at {settings.REDIS_URL} ({exc.__class__.__name__})"
+        logger.warning(
+            "health: Redis unreachable at %s (%s)",
+            redacted_url(settings.REDIS_URL),
+            exc.__class__.__name__,
+        )
+        return "error: unreachable"
     return "ok"
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        port = f":{parts.port}" if parts.port else ""
+        netloc = f"{user}:***@{host}{port}"
+    except ValueError:
+        return "<unparseable URL>"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def health_check() -> dict[str, str]:

@@ -27,8 +27,31 @@ def test_healthz_names_what_is_down(client, settings):
     reset_clients()
     body = response.json()
     assert response.status_code == 503
-    assert body["dynamodb"].startswith("error: DynamoDB is unreachable")
-    assert body["redis"].startswith("error: Redis unreachable")
+    assert body == {"dynamodb": "error: unreachable", "redis": "error: unreachable"}
+
+
+@pytest.mark.django_db(databases=[])
+def test_healthz_never_discloses_urls_or_credentials(client, settings, caplog):
+    """Unreachable Redis with a password in REDIS_URL and an unreachable DynamoDB endpoint:
+    the anonymous 503 names each component and its state, never the URL, host, port or
+    password; the detail goes to the server log instead."""
+    dynamo_port, redis_port = free_port(), free_port()
+    settings.DYNAMODB_ENDPOINT_URL = f"http://127.0.0.1:{dynamo_port}"
+    settings.DDB_REGIONS = ""
+    settings.REDIS_URL = f"redis://:S3cret-Pa55word@127.0.0.1:{redis_port}/0"
+    reset_clients()
+    with caplog.at_level("WARNING", logger="reconciliation.health"):
+        response = client.get("/healthz")
+    reset_clients()
+    assert response.status_code == 503
+    text = response.content.decode()
+    for secret in ("S3cret-Pa55word", "redis://", "http://", "127.0.0.1", str(redis_port)):
+        assert secret not in text, secret
+    assert str(dynamo_port) not in text
+    assert set(response.json()) == {"dynamodb", "redis"}
+    logged = caplog.text
+    assert "Redis unreachable" in logged and "DynamoDB is unreachable" in logged
+    assert "S3cret-Pa55word" not in logged  # the log names the host, not the password
 
 
 @pytest.mark.django_db(databases=[])
