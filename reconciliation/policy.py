@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from reconciliation.actors import Role
 from reconciliation.repositories.cases import (
     AMBIGUOUS_TIMEOUT,
@@ -60,6 +62,26 @@ REASON_CODES = {
 }
 MIN_REASON_LENGTH = 10
 MAX_REASON_LENGTH = 2000
+
+# What draws nothing on screen: controls, format characters (zero-width spaces and
+# joiners, bidi controls, the BOM, soft hyphen), surrogates, private-use and unassigned
+# code points, separators; combining marks count with the letter they sit on. Some
+# letters and symbols render blank too (Hangul fillers, the blank Braille pattern).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+_BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def visible_length(text: str) -> int:
+    """How many characters of ``text`` a reader sees: a mandatory reason is measured by
+    these, so ten zero-width spaces or bidi controls do not pass for an explanation."""
+    return sum(
+        1
+        for ch in text
+        if not ch.isspace()
+        and ch not in _BLANK_CHARACTERS
+        and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+    )
+
 
 # Actions a role may take. Auditors read and export only; system is the sweeps.
 STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})

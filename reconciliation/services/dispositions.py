@@ -34,6 +34,7 @@ from reconciliation.policy import (
     VOID_PLEDGE,
     allowed_actions,
     may,
+    visible_length,
 )
 from reconciliation.repositories import Repositories, repositories
 from reconciliation.repositories.audit import audit_event_build
@@ -74,7 +75,7 @@ def _check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str
     text = (reason_text or "").strip()
     if code not in REASON_CODES:
         raise InvalidReason("Choose a reason code from the list.")
-    if len(text) < MIN_REASON_LENGTH:
+    if visible_length(text) < MIN_REASON_LENGTH:
         raise InvalidReason(f"Explain the reason in at least {MIN_REASON_LENGTH} characters.")
     if len(text) > MAX_REASON_LENGTH:
         raise InvalidReason(f"Keep the reason under {MAX_REASON_LENGTH} characters.")

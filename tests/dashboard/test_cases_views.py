@@ -389,3 +389,15 @@ def test_case_page_shows_chain_status_and_a_broken_link(ddb, client):
     )
     page = client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Hash chain broken" in page and "at seq 1" in page
+
+
+def test_reason_of_invisible_characters_is_400_and_changes_nothing(ddb, client):
+    """Ten zero-width spaces and a bidi control as the reason: 400 with the reason's
+    field error, the case untouched."""
+    case = stuck_case("cp-invisible")
+    sign_in(client)
+    data = form(case, disposition="ESCALATE", reason_text="\u200b" * 10 + "\u202e")
+    response = client.post(f"/cases/{case.case_id}/dispose/", data, **HX)
+    assert response.status_code == 400
+    assert "at least 10 characters" in response.content.decode()
+    assert case_events(ddb, case.case_id) == ["case_opened"]

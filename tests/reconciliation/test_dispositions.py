@@ -549,3 +549,68 @@ def test_queue_pages_filters_and_cursor_binding(ddb):
     with pytest.raises(InvalidFilter):
         queue_filters_parse(min_amount="lots")
     assert json.loads(json.dumps(repositories().cases.counts()))["STUCK_PENDING"] == 5
+
+
+INVISIBLE_REASONS = [
+    "\u200b" * 10,  # zero-width spaces
+    "\u202e\u202d\u202a\u202b\u202c\u2066\u2067\u2068\u2069\u200e\u200f",  # bidi controls
+    "\ufeff\u2060\u00ad\u200c\u200d\u180e\u2061\u2062\u2063\u2064",  # other format (Cf)
+    " \u00a0\u3000\u2003\t\u200b\u202e \u2028\u2029\u200b\ufeff\u3164\u2800 ",  # mixed
+    "ok" + "\u200b" * 20 + "\u202e",  # two visible characters padded with invisible ones
+]
+
+
+@pytest.mark.parametrize("text", INVISIBLE_REASONS)
+def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
+    """A reason of zero-width, bidi, format characters and whitespace is refused for a
+    disposition, an override request and a supervisor's decision, with the usual message;
+    a short reason padded with them too."""
+    case = stuck_case("why-invisible")
+    invisible = dict(reason_code="OTHER", reason_text=text)
+    with pytest.raises(InvalidReason, match="at least 10 characters"):
+        case_dispose(
+            case_id=case.case_id,
+            disposition=ESCALATE,
+            actor=STAFF,
+            seen_version=case.version,
+            **invisible,
+        )
+    with pytest.raises(InvalidReason, match="at least 10 characters"):
+        override_request(
+            case_id=case.case_id,
+            override=RELEASE_CLAIM,
+            actor=STAFF,
+            seen_version=case.version,
+            **invisible,
+        )
+    requested = override_request(
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+    ).case
+    for decide in (override_approve, override_reject):
+        with pytest.raises(InvalidReason, match="at least 10 characters"):
+            decide(
+                case_id=case.case_id,
+                request_id=requested.override["request_id"],
+                actor=SUPER,
+                **invisible,
+            )
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+
+
+def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
+    """Ten visible characters are enough whatever invisible ones surround them (accents
+    written as combining marks count with their letter)."""
+    case = stuck_case("why-visible")
+    result = case_dispose(
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        reason_code="OTHER",
+        reason_text="\u200bre\u0301sume\u0301 done\u200b",  # exactly 10 visible
+    )
+    assert result.applied
