@@ -15,6 +15,7 @@ against it needs the file, the manifest and the key; no DynamoDB.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import io
@@ -676,14 +677,55 @@ def export_download(
 # --- offline verification ------------------------------------------------------------------
 
 
-def _file_digest(path: Path) -> tuple[str, int]:
+class ExportUnreadable(ValueError):
+    """The file or manifest handed to offline verification is not something an export
+    can be (not UTF-8, not JSON, not a JSON object): there is nothing to compare."""
+
+
+def _file_digest(path: Path) -> tuple[str, int, int | None]:
+    """SHA-256 and size of ``path``, and the offset of its first byte that is not UTF-8
+    (``None``: all UTF-8), in one pass with constant memory."""
     sha = hashlib.sha256()
     size = 0
+    bad_at: int | None = None
+    decoder = codecs.getincrementaldecoder("utf-8")()
     with open(path, "rb") as fh:
         while block := fh.read(1 << 20):
             sha.update(block)
+            if bad_at is None:
+                # A multi-byte character may straddle blocks: the decoder holds its start.
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as exc:
+                    bad_at = size - pending + exc.start
             size += len(block)
-    return sha.hexdigest(), size
+    if bad_at is None:
+        pending = len(decoder.getstate()[0])
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            bad_at = size - pending + exc.start
+    return sha.hexdigest(), size, bad_at
+
+
+def _manifest_read(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExportUnreadable(f"manifest {path} is not UTF-8 (byte {exc.start})") from exc
+    except OSError as exc:
+        raise ExportUnreadable(f"manifest {path} is unreadable: {exc.strerror}") from exc
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:
+        raise ExportUnreadable(f"manifest {path} is not JSON: {exc}") from exc
+    if not isinstance(manifest, dict):
+        kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(manifest), "a number"
+        )
+        raise ExportUnreadable(f"manifest {path} is {kind}, not a JSON object")
+    return manifest
 
 
 def _csv_events(path: Path, problems: list[str]) -> Iterator[dict]:
@@ -717,6 +759,12 @@ def _jsonl_events(path: Path, problems: list[str]) -> Iterator[dict]:
             except ValueError:
                 problems.append(f"line {number}: not JSON")
                 continue
+            if not isinstance(event, dict):
+                problems.append(f"line {number}: not a JSON object")
+                continue
+            if not isinstance(event.get("stream"), str) or type(event.get("seq")) is not int:
+                problems.append(f"line {number}: lacks a stream and a whole-number seq")
+                continue
             # JSON Lines rows are the stored events: each carries its own hash.
             if event_hash(event) != event.get("hash"):
                 problems.append(
@@ -728,12 +776,12 @@ def _jsonl_events(path: Path, problems: list[str]) -> Iterator[dict]:
 
 def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
     """Problems with a file against its manifest (none: it is the export the manifest
-    describes, and the manifest was signed with this key)."""
+    describes, and the manifest was signed with this key).
+
+    Raises :class:`ExportUnreadable` when the manifest is not a JSON object or the file
+    is not UTF-8: then nothing can be compared."""
     problems: list[str] = []
-    try:
-        manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return [f"manifest unreadable: {exc}"]
+    manifest = _manifest_read(Path(manifest_path))
     missing = [k for k in (*MANIFEST_SIGNED, "signature", "chain_heads") if k not in manifest]
     if missing:
         return [f"manifest lacks {', '.join(missing)}"]
@@ -751,7 +799,11 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
     if listed != (manifest["chain_heads_count"], manifest["chain_heads_sha256"]):
         problems.append("chain heads mismatch: the listed heads do not match chain_heads_sha256")
 
-    digest, size = _file_digest(Path(file_path))
+    digest, size, bad_at = _file_digest(Path(file_path))
+    if bad_at is not None:
+        raise ExportUnreadable(
+            f"{file_path} is not UTF-8 (byte {bad_at}): not an audit export, or damaged"
+        )
     if digest != manifest["sha256"]:
         problems.append(f"sha256 mismatch: manifest {manifest['sha256']}, file {digest}")
     if size != manifest["bytes"]:

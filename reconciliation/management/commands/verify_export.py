@@ -1,7 +1,8 @@
 """``manage.py verify_export FILE MANIFEST``: check an audit export against its signed
 manifest offline (no DynamoDB): signature, SHA-256, size, row count, first and last
 event and the chain heads; for JSON Lines also every event's own hash. Exit 0 when all
-match, otherwise one line per mismatch and exit 1."""
+match, otherwise one line per mismatch and exit 1; a file that is not UTF-8 or a manifest
+that is not a JSON object is a ``CommandError`` saying so (exit 1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.audit_export import export_verify_offline
+from reconciliation.audit_export import ExportUnreadable, export_verify_offline
 
 
 class Command(BaseCommand):
@@ -24,7 +25,10 @@ class Command(BaseCommand):
         for path in (file, manifest):
             if not Path(path).is_file():
                 raise CommandError(f"{path}: no such file")
-        problems = export_verify_offline(Path(file), Path(manifest))
+        try:
+            problems = export_verify_offline(Path(file), Path(manifest))
+        except ExportUnreadable as exc:
+            raise CommandError(str(exc)) from exc
         for line in problems:
             self.stdout.write(line)
         if problems:
