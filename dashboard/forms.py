@@ -4,6 +4,7 @@ what is allowed (the choices offered come from ``reconciliation.policy``)."""
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 from django import forms
 
@@ -29,16 +30,32 @@ class QueueFilterForm(forms.Form):
     """Filters of a queue page; a plain GET form that htmx also submits in place."""
 
     fund = forms.CharField(required=False, max_length=32, label="Fund")
-    min_amount = forms.CharField(
+    # Decimal fields with bounds: "1E-200" is a valid Decimal that DynamoDB's number
+    # context cannot hold (Underflow), so the range and the places are checked here.
+    min_amount = forms.DecimalField(
         required=False,
-        max_length=20,
+        min_value=0,
+        max_value=Decimal("999999999999.99"),
+        max_digits=14,
+        decimal_places=2,
         label="Minimum amount",
+        error_messages={
+            "invalid": "a non-negative number",
+            "min_value": "a non-negative number",
+        },
         widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
     )
-    min_age_h = forms.CharField(
+    min_age_h = forms.DecimalField(
         required=False,
-        max_length=10,
+        min_value=0,
+        max_value=24 * 3650,
+        max_digits=8,
+        decimal_places=2,
         label="Minimum age (hours)",
+        error_messages={
+            "invalid": "hours, a number from 0",
+            "min_value": "hours, a number from 0",
+        },
         widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 4"}),
     )
     q = forms.CharField(

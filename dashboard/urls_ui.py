@@ -1,20 +1,22 @@
 """URLs of the staff screens: overview, queues, cases, approvals."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
+from dashboard.converters import CaseIdConverter
 from dashboard.views import approvals, cases, overview, queues
+
+register_converter(CaseIdConverter, "case_id")
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("queues/<str:queue>/", queues.queue_view, name="queue"),
-    # Before the case routes: "bulk" is not a case id (those start with "C-").
     path("cases/bulk/", cases.cases_bulk_view, name="cases-bulk"),
-    path("cases/<str:case_id>/", cases.case_view, name="case"),
-    path("cases/<str:case_id>/evidence/", cases.case_evidence_view, name="case-evidence"),
-    path("cases/<str:case_id>/dispose/", cases.case_dispose_view, name="case-dispose"),
-    path("cases/<str:case_id>/override/", cases.case_override_view, name="case-override"),
-    path("cases/<str:case_id>/assign/", cases.case_assign_view, name="case-assign"),
-    path("cases/<str:case_id>/approve/", approvals.override_approve_view, name="case-approve"),
-    path("cases/<str:case_id>/reject/", approvals.override_reject_view, name="case-reject"),
+    path("cases/<case_id:case_id>/", cases.case_view, name="case"),
+    path("cases/<case_id:case_id>/evidence/", cases.case_evidence_view, name="case-evidence"),
+    path("cases/<case_id:case_id>/dispose/", cases.case_dispose_view, name="case-dispose"),
+    path("cases/<case_id:case_id>/override/", cases.case_override_view, name="case-override"),
+    path("cases/<case_id:case_id>/assign/", cases.case_assign_view, name="case-assign"),
+    path("cases/<case_id:case_id>/approve/", approvals.override_approve_view, name="case-approve"),
+    path("cases/<case_id:case_id>/reject/", approvals.override_reject_view, name="case-reject"),
     path("approvals/", approvals.approvals_view, name="approvals"),
 ]

@@ -42,6 +42,11 @@ SEARCH_MAX_DAYS = 366
 # Items per Query page when exporting. With prefetch a reader holds at most two pages
 # per shard (16 pages), so this bounds an export's memory whatever the range holds.
 EXPORT_PAGE_LIMIT = 500
+# Bounds of a date filter: no event predates the system, and day arithmetic on a bound
+# (the day before, the day after, a default week) must stay inside datetime's years 1-9999
+# (year 1 raised OverflowError, in a request and in a background export's worker).
+EARLIEST_DAY = date(2000, 1, 1)
+LATEST_DAY = date(2999, 12, 31)
 AT_ID_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T[0-9:.]+Z#[A-Za-z0-9._:-]{1,100}$")
 
 
@@ -60,17 +65,24 @@ def parse_bound(value: str, *, end: bool) -> datetime:
     """``YYYY-MM-DD`` (the whole day: from its first or to its last microsecond) or an
     ISO-8601 date-time with a zone (``Z`` or an offset), as an aware UTC datetime."""
     value = (value or "").strip()
+    out_of_range = f"{value!r} is out of range: dates run from {EARLIEST_DAY} to {LATEST_DAY}"
     try:
         if len(value) == 10:
             day = date.fromisoformat(value)
             moment = datetime.combine(day, time.max if end else time.min, tzinfo=UTC)
-            return moment
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        else:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise FilterError(f"{value!r} is not a date (YYYY-MM-DD) or an ISO date-time")
     if moment.tzinfo is None:
         raise FilterError(f"{value!r} has no time zone; add Z or an offset")
-    return moment.astimezone(UTC)
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:  # an offset that moves 0001-01-01 or 9999-12-31 off the calendar
+        raise FilterError(out_of_range) from None
+    if not EARLIEST_DAY <= moment.date() <= LATEST_DAY:
+        raise FilterError(out_of_range)
+    return moment
 
 
 @dataclass(frozen=True)

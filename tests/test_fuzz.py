@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import claims, pledges
+from tests.helpers import audit_events, claims, pledges
 
 FUZZ = settings(
     max_examples=150,
@@ -151,3 +151,164 @@ def test_audit_search_filters_never_500(ddb, supervisor_client, params):
     clean = {k: v.replace("\x00", "") for k, v in params.items()}
     response = supervisor_client.get("/audit/", clean)
     assert response.status_code in (200, 400), response.status_code
+
+
+# --- every staff form and filter (issue 12, defect 5) ------------------------------------
+
+edge_text = st.one_of(
+    query_text,
+    st.sampled_from(
+        [
+            "1E-200",
+            "1E+200",
+            "0E-1000000",
+            "1e999999999",
+            "-0",
+            "0001-01-01",
+            "0001-01-03",
+            "9999-12-31",
+            "0001-01-01T00:00:00+05:00",
+            "#COUNT#STUCK_PENDING",
+            "#COUNT#STUCK_PENDING#0",
+            "C-" + "A" * 3000,
+            "é" * 1100,
+            "GENERAL\n",
+            "\u200b" * 10,
+        ]
+    ),
+)
+
+
+def answered(response) -> None:
+    """A considered answer: no 5xx, and no server error page or traceback in the body."""
+    assert response.status_code < 500, response.status_code
+    body = b"" if response.streaming else response.content
+    assert b"Server Error" not in body and b"Traceback" not in body
+
+
+def strip_nul(values: dict) -> dict:
+    """The test client cannot send NUL in form data; the server never sees it either."""
+    return {
+        k: [v.replace("\x00", "") for v in vs] if isinstance(vs, list) else vs.replace("\x00", "")
+        for k, vs in values.items()
+    }
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(
+    queue=st.sampled_from(["stuck", "ambiguous", "escalated", "approval"]),
+    params=st.dictionaries(
+        st.sampled_from(["fund", "min_amount", "min_age_h", "q", "mine", "cursor"]),
+        edge_text,
+        max_size=6,
+    ),
+    htmx=st.booleans(),
+)
+def test_queue_form_fields_never_500(ddb, supervisor_client, queue, params, htmx):
+    """The queue filter form's own fields (fund, amounts, ages, intent search) with edge
+    numbers, dates, counter ids and oversized text: never a 500."""
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    answered(supervisor_client.get(f"/queues/{queue}/", strip_nul(params), **headers))
+
+
+audit_params = st.dictionaries(
+    st.sampled_from(["since", "until", "actor", "action", "case_id", "intent_id", "format"]),
+    edge_text,
+    max_size=7,
+)
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(params=audit_params, where=st.sampled_from(["search", "csv", "jsonl", "background"]))
+def test_audit_search_and_every_export_never_500(ddb, supervisor_client, params, where):
+    """Audit search, both streamed exports and a background export, with any parameters:
+    never a 500; a refused export starts nothing (no export event is written)."""
+    params = strip_nul(params)
+    before = audit_events(ddb, "EXPORT#")
+    if where == "background":
+        response = supervisor_client.post("/audit/exports/", params)
+    else:
+        url = {"search": "/audit/", "csv": "/audit/export.csv", "jsonl": "/audit/export.jsonl"}
+        response = supervisor_client.get(url[where], params)
+    answered(response)
+    if response.streaming:
+        b"".join(response.streaming_content)
+    if response.status_code >= 400:
+        assert audit_events(ddb, "EXPORT#") == before
+
+
+@pytest.fixture
+def one_case(ddb):
+    from tests.reconciliation.factories import stuck_case
+
+    return stuck_case("fuzz-case")
+
+
+case_fields = st.dictionaries(
+    st.sampled_from(
+        [
+            "disposition",
+            "override",
+            "reason_code",
+            "reason_text",
+            "seen_version",
+            "action_id",
+            "unassign",
+            "request_id",
+        ]
+    ),
+    st.one_of(
+        edge_text,
+        st.sampled_from(
+            ["ESCALATE", "RELEASE_CLAIM", "EVIDENCE_CONFIRMS", "1", "0", "-1", "9" * 30]
+        ),
+    ),
+    max_size=8,
+)
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(
+    action=st.sampled_from(["dispose", "override", "assign", "approve", "reject", "evidence"]),
+    fields=case_fields,
+    real=st.booleans(),
+    other_id=edge_text,
+    htmx=st.booleans(),
+)
+def test_case_action_forms_never_500(
+    ddb, supervisor_client, one_case, action, fields, real, other_id, htmx
+):
+    """Every case action form (and the evidence panel) with any fields, on a real case or
+    on any id at all (counter items, oversized, unicode): never a 500."""
+    from urllib.parse import quote
+
+    case_id = one_case.case_id if real else quote(other_id.replace("\x00", ""), safe="") or "x"
+    path = f"/cases/{case_id}/{action}/"
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    if action == "evidence":
+        answered(supervisor_client.get(path, **headers))
+        answered(supervisor_client.get(f"/cases/{case_id}/", **headers))
+    else:
+        answered(supervisor_client.post(path, strip_nul(fields), **headers))
+
+
+@pytest.mark.engines("moto")
+@FUZZ
+@given(
+    fields=case_fields,
+    step=st.sampled_from(["preview", "apply", "", "nope"]),
+    queue=edge_text,
+    ids=st.lists(edge_text, max_size=5),
+    include_real=st.booleans(),
+)
+def test_bulk_form_never_500(
+    ddb, supervisor_client, one_case, fields, step, queue, ids, include_real
+):
+    """The bulk form with any fields and any list of case ids (real ones among counter
+    items, oversized and unicode ids): never a 500."""
+    data = {**fields, "step": step, "queue": queue}
+    data["case_ids"] = [*([one_case.case_id] if include_real else []), *ids]
+    answered(supervisor_client.post("/cases/bulk/", strip_nul(data), HTTP_HX_REQUEST="true"))

@@ -30,6 +30,11 @@ PAGE_SIZE = 50
 FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine")
 
 
+def _text(value) -> str:
+    """A cleaned number as the text the filter parser reads ("" when not given)."""
+    return "" if value is None else str(value)
+
+
 def _filter_query(form: QueueFilterForm) -> str:
     """The filters as a query string, for shareable links (tabs, load more, refresh)."""
     data = form.cleaned_data if form.is_bound and form.is_valid() else {}
@@ -58,8 +63,8 @@ def queue_view(request: HttpRequest, queue: str) -> HttpResponse:
             try:
                 filters = queue_filters_parse(
                     fund=values.get("fund", ""),
-                    min_amount=values.get("min_amount", ""),
-                    min_age_h=values.get("min_age_h", ""),
+                    min_amount=_text(values.get("min_amount")),
+                    min_age_h=_text(values.get("min_age_h")),
                     assignee=request.user.get_username() if values.get("mine") else "",
                 )
                 page = queue_page(name, filters=filters, cursor=cursor, limit=PAGE_SIZE)

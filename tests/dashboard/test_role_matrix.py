@@ -118,16 +118,20 @@ NO_EXPORT = "e" * 16
 MATRIX: dict[str, Row] = {
     "": Row("GET", viewers(200), lambda w: "/"),
     "queues/<str:queue>/": Row("GET", viewers(200), lambda w: "/queues/stuck/"),
-    "cases/<str:case_id>/": Row("GET", viewers(200), _case()),
-    "cases/<str:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
-    "cases/<str:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
-    "cases/<str:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),
-    "cases/<str:case_id>/assign/": Row(
+    "cases/<case_id:case_id>/": Row("GET", viewers(200), _case()),
+    "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
+    "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
+    "cases/<case_id:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),
+    "cases/<case_id:case_id>/assign/": Row(
         "POST", actors(302), _case("assign/"), lambda w: {"seen_version": 1, "action_id": "a1"}
     ),
     "cases/bulk/": Row("POST", actors(200), lambda w: "/cases/bulk/", _bulk),
-    "cases/<str:case_id>/approve/": Row("POST", supervisors(302), _pending("approve/"), _decision),
-    "cases/<str:case_id>/reject/": Row("POST", supervisors(302), _pending("reject/"), _decision),
+    "cases/<case_id:case_id>/approve/": Row(
+        "POST", supervisors(302), _pending("approve/"), _decision
+    ),
+    "cases/<case_id:case_id>/reject/": Row(
+        "POST", supervisors(302), _pending("reject/"), _decision
+    ),
     "approvals/": Row("GET", supervisors(200), lambda w: "/approvals/"),
     "audit/": Row("GET", viewers(200), lambda w: "/audit/"),
     "audit/export.csv": Row("GET", viewers(200), lambda w: "/audit/export.csv"),
