@@ -377,13 +377,21 @@ def case_assign(
     if case.state == RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
     assignee = None if unassign else actor.username
+    changes: dict = {"assignee": assignee}
+    override = case.override
+    if case.state == OVERRIDE_REQUESTED and override and override["pinned_version"] == case.version:
+        # Who works the case is not what a pending override depends on: the pin moves
+        # with the assignment, in the same conditional write, so approval still applies.
+        # It moves only while current: after a material change (state, evidence,
+        # resolution) it stays behind and approval is refused as before.
+        changes["override"] = {**override, "pinned_version": case.version + 1}
     updated = case_commit_change(
         repos,
         case,
         actor=actor,
         action="case_unassigned" if unassign else "case_assigned",
         action_id=action_id,
-        changes={"assignee": assignee},
+        changes=changes,
     )
     return ActionResult(updated, True, "Unassigned." if unassign else "Assigned to you.")
 
@@ -442,6 +450,8 @@ def override_request(
         "reason_text": text,
         "requested_at": clock.iso(now),
         "expires_at": clock.epoch(now) + settings.OVERRIDE_TTL_S,
+        # The version after this request; only an assignment carries it forward
+        # (case_assign): any other change of the case leaves it behind.
         "pinned_version": case.version + 1,
         "prior_state": case.state,
         **pins,

@@ -131,17 +131,31 @@ def test_decision_needs_a_note(ddb, client):
 
 
 def test_request_pinned_to_its_version(ddb, client):
-    """The case changed after the request was raised: approval is refused (422) with
-    who changed it."""
+    """The case's evidence changed after the request was raised: approval is refused
+    (422) with who changed it."""
+    from tests.reconciliation.test_dispositions import material_change
+
     case = requested("ap-6")
+    material_change(case.case_id)
+    sign_in(client)
+    response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
+    assert response.status_code == 422
+    assert "The case changed since the request (by system" in response.content.decode()
+    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+
+
+def test_assignment_after_the_request_does_not_block_approval(ddb, client):
+    """Someone assigns the case to themselves after the request: the supervisor's
+    approval still applies."""
+    case = requested("ap-6b")
     case_assign(
         case_id=case.case_id, actor=staff_actor("bob"), seen_version=case.version, action_id="x"
     )
     sign_in(client)
     response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)
-    assert response.status_code == 422
-    assert "The case changed since the request (by bob" in response.content.decode()
-    assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
+    assert response.status_code == 200
+    assert "Approved: the claim is released" in response.content.decode()
+    assert repositories().cases.get(case.case_id).state == "RESOLVED"
 
 
 def test_expired_request(ddb, client):

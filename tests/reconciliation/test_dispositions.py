@@ -336,13 +336,33 @@ def test_request_expires_back_to_open_by_system(ddb, settings):
     assert last["action"] == "override_expired" and last["actor"]["role"] == "system"
 
 
-def test_approval_after_the_case_changed_is_refused(ddb):
-    """A request is pinned to the case version it was raised against."""
+def material_change(case_id: str):
+    """A change of the case's evidence while a request is pending (a background retry's
+    outcome recorded by the system)."""
+    from reconciliation.services.cases import case_commit_change
+
+    repos = repositories()
+    return case_commit_change(
+        repos,
+        repos.cases.get(case_id),
+        actor=system_actor(),
+        action="retry_commit_failed",
+        action_id=None,
+        changes={"retry": {"status": "throttled", "request_id": "bg"}},
+    )
+
+
+@pytest.mark.parametrize("assign_after", [False, True])
+def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
+    """A request is pinned to the case as it was raised: after a material change it is
+    refused, also when an assignment follows the change."""
     case = stuck_case("pin-1")
     requested = override_request(
         case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
     )
-    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version)
+    changed = material_change(case.case_id)
+    if assign_after:
+        case_assign(case_id=case.case_id, actor=STAFF2, seen_version=changed.version)
     with pytest.raises(CaseError, match="changed since the request"):
         override_approve(
             case_id=case.case_id,
@@ -350,6 +370,29 @@ def test_approval_after_the_case_changed_is_refused(ddb):
             actor=SUPER,
             **WHY,
         )
+
+
+@pytest.mark.parametrize("unassign", [False, True])
+def test_assignment_does_not_block_a_pending_override(ddb, unassign):
+    """Request an override, someone assigns the case to themselves (and unassigns it):
+    the supervisor's approval still applies, since nothing it depends on changed."""
+    case = stuck_case("pin-2")
+    requested = override_request(
+        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+    )
+    assigned = case_assign(case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version)
+    if unassign:
+        case_assign(
+            case_id=case.case_id, actor=STAFF2, seen_version=assigned.case.version, unassign=True
+        )
+    result = override_approve(
+        case_id=case.case_id,
+        request_id=requested.case.override["request_id"],
+        actor=SUPER,
+        **WHY,
+    )
+    assert result.applied and result.case.state == "RESOLVED"
+    assert claims(ddb)[0]["status"] == "FAILED"
 
 
 def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
