@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -15,12 +16,55 @@ from reconciliation.currencies import ISO_4217, ZERO_DECIMAL
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_AMOUNT = Decimal("999999999999.99")
+# The body is one flat object; nesting beyond this is refused before json.loads, which
+# would otherwise recurse once per level (a RecursionError deep down, then a 500).
+MAX_JSON_DEPTH = 16
 FIELDS = ("donor_ref", "fund", "amount", "currency")
-AMOUNT_RE = re.compile(r"^[0-9]{1,15}(\.[0-9]{1,})?$")
+# Patterns are used with fullmatch only: ``$`` also matches before a final newline, and
+# "GENERAL\n" became a ledger item of its own.
+AMOUNT_RE = re.compile(r"[0-9]{1,15}(\.[0-9]{1,})?")
 # Opaque references only: no spaces and no '@', so a name or an e-mail cannot pass.
-DONOR_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-FUND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
-KEY_RE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?$")
+DONOR_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+FUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+KEY_RE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?")
+
+
+def _text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a code or reference at all, before its own pattern: a
+    control or format character (newline, NUL, zero-width, bidi), or any non-ASCII
+    character. Codes are compared byte for byte (keys, ledger items, the payload hash), so
+    look-alikes are refused rather than folded: NFKC turns "uſd" into "usd" and
+    full-width "ＧＥＮＥＲＡＬ" into "GENERAL", and the error says so."""
+    if any(unicodedata.category(ch).startswith("C") for ch in value):
+        return "must not contain control or invisible formatting characters"
+    if not value.isascii():
+        folded = unicodedata.normalize("NFKC", value)
+        hint = f"; write {folded[:64]!r}" if folded.isascii() and folded.isprintable() else ""
+        return "ASCII characters only" + hint
+    return None
+
+
+def _nesting_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``text`` opens more than ``limit`` arrays/objects inside each other;
+    brackets inside strings are text."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
 
 
 class InvalidRequest(Exception):
@@ -78,7 +122,10 @@ def parse_idempotency_key(raw: str | None) -> str:
         value = value[1:-1]
     if len(value) > 255:
         raise InvalidRequest({"Idempotency-Key": "longer than 255 characters"}, "invalid_key")
-    if not KEY_RE.match(value):
+    problem = _text_problem(value)
+    if problem:
+        raise InvalidRequest({"Idempotency-Key": problem}, "invalid_key")
+    if not KEY_RE.fullmatch(value):
         raise InvalidRequest(
             {"Idempotency-Key": "must be 1-255 printable ASCII characters, no outer spaces"},
             "invalid_key",
@@ -89,10 +136,18 @@ def parse_idempotency_key(raw: str | None) -> str:
 def parse_body(raw: bytes) -> PledgeRequest:
     if len(raw) > MAX_BODY_BYTES:
         raise InvalidRequest({"body": f"larger than {MAX_BODY_BYTES} bytes"}, "body_too_large")
+    too_deep = InvalidRequest(
+        {"body": f"nested more than {MAX_JSON_DEPTH} levels deep"}, "body_too_deep"
+    )
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        if _nesting_too_deep(text):
+            raise too_deep
+        data = json.loads(text)
     except (UnicodeDecodeError, ValueError):
         raise InvalidRequest({"body": "not valid UTF-8 JSON"}, "malformed_json") from None
+    except RecursionError:  # the check above keeps it out of reach; never a 500
+        raise too_deep from None
     if not isinstance(data, dict):
         raise InvalidRequest({"body": "must be a JSON object"}, "malformed_json")
     return parse_fields(data)
@@ -111,22 +166,31 @@ def parse_fields(data: dict) -> PledgeRequest:
             )
     if errors:
         raise InvalidRequest(errors)
+    for name in FIELDS:
+        problem = _text_problem(data[name])
+        if problem:
+            errors[name] = problem
 
     donor_ref = data["donor_ref"]
-    if not DONOR_REF_RE.match(donor_ref):
+    if "donor_ref" in errors:
+        pass
+    elif not DONOR_REF_RE.fullmatch(donor_ref):
         errors["donor_ref"] = (
             "must be an opaque reference: 1-64 letters, digits, '_', '.', ':' or '-' "
             "(never a name or an e-mail)"
         )
     fund = data["fund"]
-    if not FUND_RE.match(fund):
+    if "fund" not in errors and not FUND_RE.fullmatch(fund):
         errors["fund"] = "must be 1-32 letters, digits, '_' or '-'"
+    # ASCII only (checked above) before upper(): str.upper maps "ſ" to "S" and "ﬀ" to "FF".
     currency = data["currency"].upper()
-    if currency not in ISO_4217:
+    if "currency" not in errors and currency not in ISO_4217:
         errors["currency"] = "unknown ISO 4217 currency code"
     amount_text = data["amount"]
     amount: Decimal | None = None
-    if not AMOUNT_RE.match(amount_text):
+    if "amount" in errors:
+        pass
+    elif not AMOUNT_RE.fullmatch(amount_text):
         errors["amount"] = 'must be a decimal number such as "25.00"'
     else:
         try:

@@ -145,6 +145,12 @@ BAD_INPUTS = [
     ("e-mail as donor ref", "k", pledge_body(donor_ref="ada@example.org"), "donor_ref"),
     ("name as donor ref", "k", pledge_body(donor_ref="Ada Lovelace"), "donor_ref"),
     ("fractional yen", "k", pledge_body(currency="JPY", amount="10.50"), "amount"),
+    ("deeply nested JSON", "k", b"[" * 5000 + b"]" * 5000, "body"),
+    ("fund with trailing newline", "k", pledge_body(fund="GENERAL\n"), "fund"),
+    ("donor ref with trailing newline", "k", pledge_body(donor_ref="D-1\n"), "donor_ref"),
+    ("key with trailing newline", "k\n", pledge_body(), "Idempotency-Key"),
+    ("look-alike currency", "k", pledge_body(currency="u\u017fd"), "currency"),
+    ("zero-width space in fund", "k", pledge_body(fund="GEN\u200bERAL"), "fund"),
 ]
 
 
@@ -155,6 +161,15 @@ def test_bad_input_is_400_with_field_error_and_writes_nothing(ddb, api, label, k
     assert response.status_code == 400, response.content
     assert field in response.json()["fields"]
     assert nothing_written(ddb)
+
+
+@pytest.mark.engines("moto")
+def test_get_with_a_trailing_newline_in_the_key_is_400(ddb, api):
+    """GET /api/v1/pledges/k%0A is not the pledge of key "k" nor a key of its own: 400."""
+    assert api.post("k", pledge_body()).status_code == 201
+    response = api.get("k\n")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_key"
 
 
 @pytest.mark.engines("moto")
