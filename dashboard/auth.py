@@ -1,7 +1,8 @@
 """Who is asking: Django groups mapped to domain roles, and the actor for audit events.
 
 Every view states the roles it admits with :func:`role_required`; anonymous users are
-sent to sign in, signed-in users without one of the three groups get 403. The domain
+sent to sign in, signed-in users without one of the three groups get 403, and what the
+others get is marked ``Cache-Control: no-store, private``. The domain
 services check again (they take the actor and refuse what the role may not do).
 """
 
@@ -20,6 +21,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.utils.cache import patch_cache_control
 
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 
@@ -64,7 +66,11 @@ def role_required(*roles: Role) -> Callable:
             if role is None or role not in allowed:
                 raise PermissionDenied
             request.role = role
-            return view(request, *args, **kwargs)
+            response = view(request, *args, **kwargs)
+            # Staff pages, partials and exports carry case and donor data: neither the
+            # browser (back button after sign-out) nor a shared cache may keep a copy.
+            patch_cache_control(response, no_store=True, private=True)
+            return response
 
         wrapped.allowed_roles = allowed  # read by the role × action matrix test
         return wrapped
