@@ -9,6 +9,7 @@ services check again (they take the actor and refuse what the role may not do).
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 import time
 import uuid
@@ -48,9 +49,36 @@ def actor_for(request: HttpRequest) -> Actor:
         username=user.get_username(),
         email=user.email or "",
         role=role,
-        address=request.META.get("REMOTE_ADDR", ""),
+        address=client_address(request) or "",
         correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
     )
+
+
+def client_address(request) -> str | None:
+    """The address of the client, for the sign-in lockout (``AXES_CLIENT_IP_CALLABLE``)
+    and audit events.
+
+    ``REMOTE_ADDR``, unless ``TRUSTED_PROXY_COUNT`` says that many proxies of ours stand
+    in front of Django, each appending the address it received from to
+    ``X-Forwarded-For``: then the client is the entry the outermost of them added, the
+    N-th from the right. Entries further left are whatever the client sent and are
+    never trusted, else anyone could pick the address a lockout keys on. A header with
+    fewer entries than proxies, or a malformed entry, did not come through the chain:
+    ``REMOTE_ADDR`` then.
+    """
+    meta = getattr(request, "META", {})
+    remote = meta.get("REMOTE_ADDR")
+    count = settings.TRUSTED_PROXY_COUNT
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR", "")
+    if count <= 0 or not forwarded:
+        return remote
+    entries = [entry.strip() for entry in forwarded.split(",")]
+    if len(entries) < count:
+        return remote
+    try:
+        return str(ipaddress.ip_address(entries[-count]))
+    except ValueError:
+        return remote
 
 
 def role_required(*roles: Role) -> Callable:

@@ -149,9 +149,14 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_HSTS_SECONDS = 31536000 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
-if env_bool("DJANGO_BEHIND_PROXY", False):
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
+if BEHIND_PROXY:
     # Only when a trusted proxy terminates TLS and always sets this header.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# How many proxies of ours append to X-Forwarded-For in front of Django (1 behind the
+# proxy, 0 otherwise: the header is then ignored). The client address for the sign-in
+# lockout and audit events is the entry the outermost one added (dashboard.auth).
+TRUSTED_PROXY_COUNT = env_int("DJANGO_TRUSTED_PROXY_COUNT", 1 if BEHIND_PROXY else 0)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
@@ -188,6 +193,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+# The client's address, not the proxy's: behind a proxy every client shares its address.
+AXES_CLIENT_IP_CALLABLE = "dashboard.auth.client_address"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
