@@ -87,11 +87,43 @@ def home_region(key: str) -> Region:
     return all_regions[int.from_bytes(digest[:8], "big") % len(all_regions)]
 
 
-def client_config() -> Config:
+@dataclass(frozen=True)
+class Patience:
+    """How long a client waits for an answer and how often it tries."""
+
+    read_timeout_s: float
+    max_attempts: int
+
+
+# Set once by a batch process at its edge (a command); settings themselves are read only.
+_batch = False
+
+
+def use_batch_timeouts() -> None:
+    """For command-line and background batch work (exports, verification): patient reads
+    and more attempts, for every client this process builds from now on. A request path
+    keeps the short defaults."""
+    global _batch
+    _batch = True
+
+
+def patience() -> Patience:
+    """The request path's patience, or a batch process's."""
+    request = Patience(settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS)
+    if not _batch:
+        return request
+    return Patience(
+        max(request.read_timeout_s, settings.DDB_BATCH_READ_TIMEOUT_S),
+        max(request.max_attempts, settings.DDB_BATCH_MAX_ATTEMPTS),
+    )
+
+
+def client_config(wait: Patience | None = None) -> Config:
+    wait = wait or patience()
     return Config(
-        retries={"mode": "standard", "total_max_attempts": settings.DDB_MAX_ATTEMPTS},
+        retries={"mode": "standard", "total_max_attempts": wait.max_attempts},
         connect_timeout=settings.DDB_CONNECT_TIMEOUT_S,
-        read_timeout=settings.DDB_READ_TIMEOUT_S,
+        read_timeout=wait.read_timeout_s,
         max_pool_connections=64,
         # Every request is built by code and DynamoDB validates it again server-side;
         # client-side validation costs ~1 ms of CPU per transaction on the request path.
@@ -99,9 +131,9 @@ def client_config() -> Config:
     )
 
 
-def build_client(region: Region) -> DynamoDBClient:
+def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient:
     session = boto3.session.Session()
-    kwargs: dict = {"region_name": region.name, "config": client_config()}
+    kwargs: dict = {"region_name": region.name, "config": client_config(wait)}
     if region.endpoint_url:
         kwargs["endpoint_url"] = region.endpoint_url
         if session.get_credentials() is None:
@@ -125,11 +157,11 @@ def dynamodb_client(region: Region | None = None) -> DynamoDBClient:
     under a lock.
     """
     region = region or regions()[0]
+    wait = patience()
     key = (
         region,
         settings.DDB_CONNECT_TIMEOUT_S,
-        settings.DDB_READ_TIMEOUT_S,
-        settings.DDB_MAX_ATTEMPTS,
+        wait,
         settings.FAULT_INJECTION,
         settings.ALLOW_FAULT_INJECTION,
     )
@@ -138,21 +170,12 @@ def dynamodb_client(region: Region | None = None) -> DynamoDBClient:
         with _lock:
             client = _clients.get(key)
             if client is None:
-                client = _clients[key] = build_client(region)
+                client = _clients[key] = build_client(region, wait)
     return client
 
 
 def client_for_key(key: str) -> DynamoDBClient:
     return dynamodb_client(home_region(key))
-
-
-def use_batch_timeouts() -> None:
-    """For command-line and background batch work (exports, verification): patient reads
-    and more attempts. A request path keeps the short defaults."""
-    settings.DDB_READ_TIMEOUT_S = max(
-        settings.DDB_READ_TIMEOUT_S, settings.DDB_BATCH_READ_TIMEOUT_S
-    )
-    settings.DDB_MAX_ATTEMPTS = max(settings.DDB_MAX_ATTEMPTS, settings.DDB_BATCH_MAX_ATTEMPTS)
 
 
 def reset_clients() -> None:
