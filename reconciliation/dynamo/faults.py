@@ -205,7 +205,8 @@ class _Body:
         yield self._data
 
 
-def _error_response(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+def error_response(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+    """An error answer as DynamoDB sends it, in place of the HTTP call (``before-send``)."""
     body = json.dumps({"__type": error_type, "message": message, **extra}).encode()
     return AWSResponse(request.url, status, {"x-amzn-requestid": "fault-injection"}, _Body(body))
 
@@ -231,7 +232,7 @@ def _send_for_real(request) -> int:
 
 
 def _throttled(request) -> AWSResponse:
-    return _error_response(
+    return error_response(
         request, 400, THROTTLING, "Rate of requests exceeds the allowed throughput (injected)"
     )
 
@@ -279,7 +280,7 @@ def _commit_fault(plan: FaultPlan, request, token: str) -> AWSResponse | None:
         status = _send_for_real(request)
         logger.warning("%s fault: the commit was sent (engine answered %s)", name, status)
     if name == "internal_error_after_commit":
-        return _error_response(
+        return error_response(
             request, 500, INTERNAL_ERROR, "Internal server error (injected after commit)"
         )
     if first:
@@ -292,7 +293,7 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
     if plan is None:
         return None
     if plan.fires("access_denied"):
-        return _error_response(
+        return error_response(
             request,
             400,
             ACCESS_DENIED,
@@ -340,7 +341,7 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
         else {"Code": "None"}
         for is_hot in hot
     ]
-    return _error_response(
+    return error_response(
         request,
         400,
         "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",

@@ -131,7 +131,7 @@ class HotCounter:
             else {"Code": "None"}
             for k in keys
         ]
-        return faults._error_response(
+        return faults.error_response(
             request,
             400,
             "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",

@@ -138,7 +138,7 @@ def refuse_pledge_commit(error_type: str, message: str) -> Iterator[list[str]]:
         if not any("Put" in i and i["Put"].get("TableName", "").endswith("pledges") for i in items):
             return None
         refused.append(payload.get("ClientRequestToken", ""))
-        return faults._error_response(request, 400, error_type, message)
+        return faults.error_response(request, 400, error_type, message)
 
     event = "before-send.dynamodb.TransactWriteItems"
     client.meta.events.register_first(event, handler)

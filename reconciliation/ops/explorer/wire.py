@@ -9,7 +9,7 @@ import hashlib
 import json
 import socket
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from botocore.awsrequest import AWSResponse
@@ -225,19 +225,8 @@ class CallRecord:
     status: int | None = None  # the engine's own answer, when it was sent
 
 
-class _Raw:
-    def __init__(self, data: bytes):
-        self._data = data
-
-    def stream(self, **_kwargs) -> Iterator[bytes]:
-        yield self._data
-
-
 def _answer(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
-    """An error answer as DynamoDB sends it (built like faults.py's injected ones)."""
-    body = json.dumps({"__type": error_type, "message": f"{message} (injected)", **extra})
-    headers = {"x-amzn-requestid": "explore-faults"}
-    return AWSResponse(request.url, status, headers, _Raw(body.encode()))
+    return faults.error_response(request, status, error_type, f"{message} (injected)", **extra)
 
 
 def _cancelled(request, items: tuple[str, ...], hot: set[str]) -> AWSResponse:
