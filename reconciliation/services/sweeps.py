@@ -191,7 +191,7 @@ def redispatch_stale_retries(
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
     from reconciliation.repositories.cases import CASE_TYPES, QUEUE_ESCALATED
-    from reconciliation.services.dispositions import _enqueue_retry
+    from reconciliation.services.retries import _enqueue_retry
 
     repos = repos or repositories()
     report = report or SweepReport()

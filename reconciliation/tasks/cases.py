@@ -44,7 +44,7 @@ def sweep_task() -> dict:
     time_limit=90,
 )
 def expire_overrides_task() -> list[str]:
-    from reconciliation.services.dispositions import overrides_expire
+    from reconciliation.services.overrides import overrides_expire
 
     return overrides_expire()
 
@@ -66,7 +66,7 @@ def expire_overrides_task() -> list[str]:
 )
 def retry_commit_task(self, case_id: str) -> str:
     from reconciliation.dynamo import faults
-    from reconciliation.services.dispositions import retry_commit_run
+    from reconciliation.services.retries import retry_commit_run
 
     faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
