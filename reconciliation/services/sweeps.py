@@ -126,21 +126,22 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
         opened_by=actor,
         now=clock.now(),
     )
-    committed = evidence["pledge_exists"]
-    # Without its pledge the claim leaves the index in the case's own transaction (if it
-    # was re-claimed or finished meanwhile, the case stays for a human to close).
+    resolves_itself = evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED
+    # Unless the case resolves at once (which finalises the claim), the claim leaves the
+    # index in the case's own transaction, so no later sweep reads it again (if it was
+    # re-claimed or finished meanwhile, the case stays for a human to close).
     attach = (
         None
-        if committed
+        if resolves_itself
         else repos.claims.attach_item(claim, case_id=case.case_id, error_code=STUCK_PENDING)
     )
     stored, created = case_open(repos, case=case, actor=actor, claim_item=attach)
     if created:
         report.opened.append(stored.case_id)
-    if committed and settings.AUTO_RESOLVE_COMMITTED:
+    if resolves_itself:
         _auto_resolve(repos, stored.case_id, report)
         return repos.cases.get(stored.case_id)
-    if not created and not committed:
+    if not created:
         with contextlib.suppress(ClaimTaken):
             repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
     return stored
