@@ -203,7 +203,7 @@ def measure(tables, rounds: int, warmup: int) -> dict:
 
     from dashboard.views.queues import queue_view
     from reconciliation.dynamo.client import dynamodb_client
-    from reconciliation.repositories.cases import QUEUES
+    from reconciliation.repositories.cases import counter_keys
     from reconciliation.selectors import queue_page
 
     client = dynamodb_client()
@@ -227,7 +227,8 @@ def measure(tables, rounds: int, warmup: int) -> dict:
         response = client.query(**raw_kwargs)
         assert len(response["Items"]) == PAGE
 
-    count_keys = [{"case_id": {"S": f"#COUNT#{q}"}} for q in QUEUES]
+    # The same counter items the page reads: every shard of every queue.
+    count_keys = counter_keys()
 
     def raw_with_counts() -> None:
         raw()

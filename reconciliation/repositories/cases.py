@@ -80,6 +80,16 @@ def counter_key(queue: str, shard: int) -> str:
     return f"{COUNTER_PREFIX}{queue}#{shard % COUNTER_SHARDS}"
 
 
+def counter_keys() -> list[dict]:
+    """Every counter item of every queue: its shards, and the unsharded item that tables
+    written before sharding still hold."""
+    return [
+        {"case_id": {"S": key}}
+        for q in QUEUES
+        for key in (COUNTER_PREFIX + q, *(counter_key(q, n) for n in range(COUNTER_SHARDS)))
+    ]
+
+
 def counter_shard(case_id: str) -> int:
     """The shard a case's counter moves start on (a retry moves on to the next)."""
     return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
@@ -238,11 +248,7 @@ class CaseRepository:
     def counts(self) -> dict[str, int]:
         """Open cases per queue: the sum of its shards, plus the single unsharded item
         that tables written before sharding still hold."""
-        keys = [
-            self._key(key)
-            for q in QUEUES
-            for key in (COUNTER_PREFIX + q, *(counter_key(q, n) for n in range(COUNTER_SHARDS)))
-        ]
+        keys = counter_keys()
         out = dict.fromkeys(QUEUES, 0)
         request: dict = {self.table: {"Keys": keys, "ConsistentRead": True}}
         for _ in range(5):  # a few rounds for unprocessed keys, never a spin
