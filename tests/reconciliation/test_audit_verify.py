@@ -214,7 +214,7 @@ def test_large_day_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatc
     """A day with more heads than fit one item is digested in part events that the
     signed digest lists; it verifies, and deleting a part is reported. (The per-item
     limit is lowered to 25 heads so the test stays small.)"""
-    monkeypatch.setattr("reconciliation.services.audit.DIGEST_INLINE_HEADS", 25)
+    monkeypatch.setattr("reconciliation.services.audit.digests.DIGEST_INLINE_HEADS", 25)
     repos = repositories()
     day = yesterday()
     events = list(
