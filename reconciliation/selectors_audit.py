@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -475,8 +475,15 @@ class ChainStatus:
     problem: str = ""
     expected: str = ""
     stored: str = ""
+    # The chain links, but it disagrees with the head its subject item stores (the
+    # newest events deleted, the stream rewritten, or the item gone): ``problem`` says
+    # how, ``detail`` gives the hashes.
+    head: bool = False
+    detail: str = ""
 
     def line(self) -> str:
+        if self.head:
+            return f"{self.stream}: {self.problem}" + (f" ({self.detail})" if self.detail else "")
         text = f"{self.stream} seq {self.seq}: {self.problem}"
         if self.expected or self.stored:
             text += f": expected {self.expected or '-'} stored {self.stored or '-'}"
@@ -643,6 +650,125 @@ def stream_chain_status(stream: str, *, repos: Repositories | None = None) -> Ch
     return chain_check(stream, events)
 
 
+# --- stored heads (subject items) -----------------------------------------------------
+
+SUBJECT_KINDS = {"CASE#": "case", "PLEDGE#": "pledge"}
+
+
+@dataclass(frozen=True)
+class SubjectHead:
+    """The head a subject item stores beside its state, written in the same transaction
+    as each of its events: ``audit_seq`` and ``audit_head``."""
+
+    kind: str  # "case" or "pledge"
+    seq: int
+    hash: str
+
+
+def subject_of(stream: str) -> tuple[str, str] | None:
+    """``("case", case_id)`` or ``("pledge", intent_id)``; ``None`` for streams without a
+    subject item (``SYSTEM``, ``EXPORT#…``, ``STAFF#…``)."""
+    for prefix, kind in SUBJECT_KINDS.items():
+        if stream.startswith(prefix):
+            return kind, stream.removeprefix(prefix)
+    return None
+
+
+def subject_heads(
+    streams: set[str] | list[str], *, repos: Repositories | None = None
+) -> dict[str, SubjectHead]:
+    """The stored head of each subject stream whose item exists, keyed by stream: one
+    BatchGetItem a hundred items per table, two attributes each, consistent reads."""
+    repos = repos or repositories()
+    ids: dict[str, list[str]] = {"case": [], "pledge": []}
+    for stream in streams:
+        subject = subject_of(stream)
+        if subject:
+            ids[subject[0]].append(subject[1])
+    heads: dict[str, SubjectHead] = {}
+    for kind, prefix, found in (
+        ("case", "CASE#", repos.cases.heads(ids["case"]) if ids["case"] else {}),
+        ("pledge", "PLEDGE#", repos.pledges.heads(ids["pledge"]) if ids["pledge"] else {}),
+    ):
+        for key, (seq, digest) in found.items():
+            heads[prefix + key] = SubjectHead(kind, seq, digest)
+    return heads
+
+
+def subject_chain_status(
+    stream: str,
+    events: list[dict],
+    head: SubjectHead | None,
+    *,
+    reread: Callable[[], SubjectHead | None] | None = None,
+) -> ChainStatus:
+    """:func:`chain_check`, then the stream against the head its subject item stores.
+
+    Read the item *before* the stream: an event and its item's new head are written in
+    one transaction, so the item read first can only be behind the stream read after
+    it, never ahead. A stream that ends before the stored head lost its newest events;
+    one that runs past it raced a live change, so the item is read again (``reread``)
+    and only a stream still past it is reported.
+    """
+    status = chain_check(stream, events)
+    subject = subject_of(stream)
+    if not status.ok or subject is None:
+        return status
+    noun = subject[0]
+    if head is None:
+        if not events:
+            return status
+        return ChainStatus(
+            stream,
+            False,
+            len(events),
+            problem=f"{len(events)} events but no {noun} item to store the stream's head",
+            head=True,
+        )
+    last = int(events[-1]["seq"]) if events else 0
+    if last > head.seq and reread is not None:
+        head = reread() or head
+    by_seq = {int(e["seq"]): e for e in events}
+    at_head = by_seq.get(head.seq)
+    if not events and head.seq == 0:
+        return status  # an item that never had an event (none is written that way)
+    if not events:
+        problem = f"the {noun} item stores audit_seq {head.seq} but the stream has no events"
+        detail = f"audit_head {head.hash or '-'}"
+    elif last < head.seq:
+        problem = f"the {noun} item stores audit_seq {head.seq} but the stream ends at seq {last}"
+        detail = f"audit_head {head.hash or '-'}, stream's last hash {events[-1].get('hash')}"
+    elif at_head is None or at_head.get("hash") != head.hash:
+        problem = f"the {noun} item's audit_head is not the hash of seq {head.seq}"
+        stored = at_head.get("hash") if at_head else "-"
+        detail = f"audit_head {head.hash or '-'}, stream's seq {head.seq} hash {stored}"
+    elif last > head.seq:
+        problem = f"the stream runs to seq {last}, past the {noun} item's audit_seq {head.seq}"
+        detail = f"audit_head {head.hash or '-'}"
+    else:
+        return status
+    return ChainStatus(
+        stream, False, len(events), seq=head.seq, problem=problem, head=True, detail=detail
+    )
+
+
+def case_chain_status(
+    case_id: str,
+    events: list[dict],
+    head: SubjectHead,
+    *,
+    repos: Repositories | None = None,
+) -> ChainStatus:
+    """The case page's status: its timeline against the head its item stores (read
+    before the timeline; read again only if the timeline runs past it)."""
+    stream = f"CASE#{case_id}"
+
+    def reread() -> SubjectHead | None:
+        return subject_heads([stream], repos=repos).get(stream)
+
+    return subject_chain_status(stream, events, head, reread=reread)
+
+
 def chain_statuses(
     streams: set[str] | list[str], *, repos: Repositories | None = None, threads: int = 8
 ) -> dict[str, ChainStatus]:
@@ -703,19 +829,36 @@ def audit_day_has_events(day: date, *, repos: Repositories | None = None) -> boo
     return False
 
 
-def audit_streams_touched(
-    days: list[date], *, repos: Repositories | None = None, threads: int = 8
-) -> set[str]:
-    """Every stream with an event on one of ``days`` (Queries over ``by_day``, no Scan)."""
-    repos = repos or repositories()
+@dataclass
+class RangeIndex:
+    """What the ``by_day`` index says about a range of days: the streams with events in
+    it, and the pledges its case events name (``intent_id``)."""
 
-    def one(day_shard: str) -> set[str]:
-        items = _shard_items(repos, day_shard, "#s, at_id", {"#s": "stream"})
-        return {i["stream"]["S"] for i in items}
+    streams: set[str] = field(default_factory=set)
+    referenced: set[str] = field(default_factory=set)  # PLEDGE#… streams
+
+
+def audit_range_index(
+    days: list[date], *, repos: Repositories | None = None, threads: int = 8
+) -> RangeIndex:
+    """Every stream with an event on one of ``days``, and every pledge stream a case
+    event of those days names (Queries over ``by_day``, three attributes, no Scan)."""
+    repos = repos or repositories()
+    names = {"#s": "stream", "#i": "intent_id"}
+
+    def one(day_shard: str) -> RangeIndex:
+        found = RangeIndex()
+        for item in _shard_items(repos, day_shard, "#s, #i, at_id", names):
+            stream = item["stream"]["S"]
+            found.streams.add(stream)
+            if stream.startswith("CASE#") and "intent_id" in item:
+                found.referenced.add(f"PLEDGE#{item['intent_id']['S']}")
+        return found
 
     keys = [f"{d.isoformat()}#{n}" for d in days for n in range(AUDIT_DAY_SHARDS)]
-    streams: set[str] = set()
+    index = RangeIndex()
     with ThreadPoolExecutor(threads) as pool:
         for found in pool.map(one, keys):
-            streams |= found
-    return streams
+            index.streams |= found.streams
+            index.referenced |= found.referenced
+    return index

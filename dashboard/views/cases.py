@@ -37,7 +37,7 @@ from reconciliation.actors import Actor
 from reconciliation.policy import DISPOSITIONS, OVERRIDES, allowed_actions
 from reconciliation.repositories.cases import Case
 from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
-from reconciliation.selectors_audit import chain_check
+from reconciliation.selectors_audit import SubjectHead, case_chain_status
 from reconciliation.services.cases import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.services.dispositions import (
     ActionResult,
@@ -96,7 +96,10 @@ def _case_response(
         "case": case,
         "evidence": case_evidence(case),
         "timeline": timeline,
-        "chain": chain_check(f"CASE#{case.case_id}", timeline),
+        # The case was read before its timeline, so its stored head can only be behind.
+        "chain": case_chain_status(
+            case.case_id, timeline, SubjectHead("case", case.audit_seq, case.audit_head)
+        ),
         "forms": _forms(case, request.role, bound or {}, keep or {}),
         "can_act": request.role in ACTING_ROLES,
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from reconciliation.dynamo.batch import stored_heads
 from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
@@ -373,6 +374,11 @@ class CaseRepository:
             ExpressionAttributeValues=values(i=intent_id),
         )
         return [i["case_id"]["S"] for i in response.get("Items", [])]
+
+    def heads(self, case_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """``{case_id: (audit_seq, audit_head)}`` of the cases that exist: BatchGetItem,
+        two attributes each (audit verification compares them with the streams)."""
+        return stored_heads(self.client, self.table, "case_id", case_ids)
 
     def get_many(self, case_ids: list[str]) -> list[Case]:
         case_ids = [c for c in case_ids if is_case_id(c)]

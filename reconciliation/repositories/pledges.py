@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from reconciliation.dynamo.batch import stored_heads
 from reconciliation.dynamo.items import from_item, to_item
 
 if TYPE_CHECKING:
@@ -90,6 +91,11 @@ class PledgeRepository:
             TableName=self.table, Key=self._key(intent_id), ConsistentRead=consistent
         )
         return pledge_from_item(response.get("Item"))
+
+    def heads(self, intent_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """``{intent_id: (audit_seq, audit_head)}`` of the pledges that exist: BatchGetItem,
+        two attributes each (audit verification compares them with the streams)."""
+        return stored_heads(self.client, self.table, "intent_id", intent_ids)
 
     def put_item(self, pledge: Pledge) -> dict:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}

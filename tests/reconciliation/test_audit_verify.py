@@ -15,6 +15,7 @@ from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import event_hash
+from reconciliation.selectors_audit import subject_of
 from reconciliation.services.audit import (
     DIGEST_ACTION,
     DIGEST_PART_ACTION,
@@ -34,14 +35,41 @@ def yesterday():
     return clock.now().date() - timedelta(days=1)
 
 
+def put_subjects(ddb, events: list[dict]) -> None:
+    """The case and pledge items of synthetic streams: only their keys and the head each
+    stores (``audit_seq``, ``audit_head``), as the live write path keeps it. ``ddb`` is
+    the engine fixture or a :class:`Repositories` (both carry ``client`` and ``tables``)."""
+    heads = {e["stream"]: e for e in sorted(events, key=lambda e: (e["stream"], e["seq"]))}
+    for stream, last in heads.items():
+        kind, key = subject_of(stream)
+        table, name = (
+            (ddb.tables.cases, "case_id") if kind == "case" else (ddb.tables.pledges, "intent_id")
+        )
+        ddb.client.put_item(
+            TableName=table,
+            Item=to_item({name: key, "audit_seq": last["seq"], "audit_head": last["hash"]}),
+        )
+
+
 def seed(total: int = 80, *, day=None, tag: str = "") -> list[dict]:
-    """``total`` chained events dated ``day`` (default yesterday), bulk-loaded."""
+    """``total`` chained events dated ``day`` (default yesterday) and their subjects'
+    items, bulk-loaded."""
     day = day or yesterday()
     events = list(
         synthetic_events(total, start=datetime.combine(day, time.min, tzinfo=UTC), tag=tag)
     )
-    repositories().audit.batch_put(events)
+    repos = repositories()
+    repos.audit.batch_put(events)
+    put_subjects(repos, events)
     return events
+
+
+def delete_subject(ddb, stream: str) -> None:
+    kind, key = subject_of(stream)
+    table, name = (
+        (ddb.tables.cases, "case_id") if kind == "case" else (ddb.tables.pledges, "intent_id")
+    )
+    ddb.client.delete_item(TableName=table, Key={name: {"S": key}})
 
 
 def longest_stream(events: list[dict]) -> tuple[str, list[dict]]:
@@ -114,8 +142,9 @@ def test_deleted_event_is_reported_as_a_gap(ddb):
 
 
 def test_deleting_a_whole_stream_fails_that_days_digest(ddb):
-    """A stream deleted outright leaves no broken chain behind, but the signed digest of
-    its day lists its head, so verification names the missing head."""
+    """A stream deleted outright, its subject item with it, leaves no broken chain and
+    no stored head behind, but the signed digest of its day lists its head, so
+    verification names the missing head."""
     events = seed(80)
     audit_daily_digest()
     name, chain = longest_stream(events)
@@ -124,6 +153,7 @@ def test_deleting_a_whole_stream_fails_that_days_digest(ddb):
             TableName=ddb.tables.audit_events,
             Key={"stream": {"S": name}, "seq": {"N": str(event["seq"])}},
         )
+    delete_subject(ddb, name)
     report = audit_verify()
     digest = audit_events(ddb, SYSTEM_STREAM)[-1]
     head = chain[-1]
@@ -134,14 +164,16 @@ def test_deleting_a_whole_stream_fails_that_days_digest(ddb):
 
 
 def test_rehashed_tail_is_caught_by_the_signed_digest(ddb):
-    """Rewriting a stream's last event *and* its hash keeps the chain consistent; only
-    the signed digest, which the writer cannot re-sign, exposes it."""
+    """Rewriting a stream's last event *and* its hash, and the head its subject item
+    stores, keeps the chain and the item consistent; only the signed digest, which the
+    writer cannot re-sign, exposes it."""
     events = seed(80)
     audit_daily_digest()
     name, chain = longest_stream(events)
     forged = {**chain[-1], "reason_text": "rewritten"}
     forged["hash"] = event_hash(forged)
     ddb.client.put_item(TableName=ddb.tables.audit_events, Item=to_item(forged))
+    put_subjects(ddb, [forged])
     report = audit_verify()
     assert len(report.problems) == 1
     assert report.problems[0].endswith(
@@ -221,6 +253,7 @@ def test_large_day_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatc
         synthetic_events(150, start=datetime.combine(day, time.min, tzinfo=UTC), tag="big")
     )
     repos.audit.batch_put(events)
+    put_subjects(repos, events)
     digest = audit_digest_write(repos, day=day)
     streams = len({e["stream"] for e in events})
     assert streams > 25 and digest["detail"]["stream_count"] == streams

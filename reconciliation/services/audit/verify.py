@@ -12,9 +12,9 @@ from reconciliation.repositories import Repositories, repositories
 from reconciliation.selectors_audit import (
     ChainStatus,
     audit_day_has_events,
-    audit_streams_touched,
-    chain_check,
-    stream_chain_status,
+    audit_range_index,
+    subject_chain_status,
+    subject_heads,
 )
 from reconciliation.services.audit.digests import DIGEST_ACTION, SYSTEM_STREAM, digest_payload
 from reconciliation.services.audit.signing import heads_sha256, key_id, signature_valid
@@ -120,23 +120,33 @@ def audit_verify(
     threads: int = 8,
     progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
-    """Recompute chains and check digests; one problem line per broken stream or digest.
+    """Recompute chains, compare them with the heads their subject items store, and
+    check digests; one problem line per broken stream or digest.
 
     With ``stream``, that chain alone. Otherwise every stream with an event dated
     ``since`` or later (found through ``by_day``) or listed by a digest of such a day is
-    verified from its first event, then every digest of those days.
+    verified from its first event, then every digest of those days. A pledge that a case
+    event of the range names is verified too when its item exists, so a pledge stream
+    deleted outright is found through the case that speaks of it.
+
+    Subject items are read before their streams (BatchGetItem, two attributes), so a
+    change committed meanwhile can only put a stream ahead of its item, which is then
+    read again; never behind.
     """
     repos = repos or repositories()
     report = VerifyReport()
     today = clock.now().date()
     system_events = [] if stream else repos.audit.stream_events(SYSTEM_STREAM)
+    candidates: set[str] = set()
     if stream:
         streams = {stream}
     else:
         since = since or verify_default_since(repos, system_events, today)
         report.since = since
         days = [since + timedelta(days=i) for i in range((today - since).days + 1)]
-        streams = audit_streams_touched(days, repos=repos, threads=threads)
+        index = audit_range_index(days, repos=repos, threads=threads)
+        streams = index.streams
+        candidates = index.referenced
     by_seq = {e["seq"]: e for e in system_events}
     digests = [
         e
@@ -150,11 +160,22 @@ def audit_verify(
         streams.update(h[0] for h in _digest_heads(digest, by_seq)[0])
     if system_events:
         streams.add(SYSTEM_STREAM)
+    heads = subject_heads(streams | candidates, repos=repos)
+    # A named pledge without an item is one whose commit never ran: nothing to verify.
+    streams.update(c for c in candidates if c in heads)
 
     def check(name: str) -> ChainStatus:
         if name == SYSTEM_STREAM and system_events:  # read once, above
-            return chain_check(name, system_events)
-        return stream_chain_status(name, repos=repos)
+            events = system_events
+        else:
+            events = repos.audit.stream_events(name)
+        if not events and name not in heads:
+            return ChainStatus(name, False, 0, problem="no events")
+
+        def reread():
+            return subject_heads([name], repos=repos).get(name)
+
+        return subject_chain_status(name, events, heads.get(name), reread=reread)
 
     ordered = sorted(streams)
     done = 0
@@ -163,8 +184,9 @@ def audit_verify(
             done += 1
             report.streams += 1
             report.events += status.events
-            # A stream listed only by a digest and now empty is the digest's finding.
-            if not status.ok and (status.events or stream):
+            # A stream listed only by a digest and now empty is the digest's finding,
+            # unless its subject item still stores a head: then the item names it too.
+            if not status.ok and (status.events or status.head or stream):
                 report.problems.append(status.line())
             if progress:
                 progress(done, len(ordered))

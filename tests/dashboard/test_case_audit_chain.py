@@ -1,0 +1,50 @@
+"""The case page's audit status compares the timeline with the head the case item stores
+(issue 12, defect 2): a truncated or emptied trail is never "Hash chain intact"."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation.policy import ESCALATE
+from reconciliation.services.dispositions import case_assign, case_dispose
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = pytest.mark.django_db
+
+STAFF = staff_actor("ada")
+WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
+
+
+def delete_event(ddb, stream: str, seq: int) -> None:
+    ddb.client.delete_item(
+        TableName=ddb.tables.audit_events,
+        Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
+    )
+
+
+def test_truncated_timeline_is_not_reported_intact(ddb, client):
+    """Deleting the newest event of the case's stream: the page no longer says the chain
+    is intact; it says the case stores seq 3 and the stream ends at seq 2. Deleting the
+    rest: it says the stream has no events."""
+    case = stuck_case("page-trunc-1")
+    case = case_assign(case_id=case.case_id, actor=STAFF, seen_version=case.version).case
+    case = case_dispose(
+        case_id=case.case_id, disposition=ESCALATE, actor=STAFF, seen_version=case.version, **WHY
+    ).case
+    sign_in(client)
+    url = f"/cases/{case.case_id}/"
+    page = client.get(url).content.decode()
+    assert "Hash chain intact" in page and "3 events recomputed" in page
+    stream = f"CASE#{case.case_id}"
+    delete_event(ddb, stream, 3)
+    page = client.get(url).content.decode()
+    assert "Hash chain intact" not in page
+    assert "Audit trail does not match the case" in page
+    assert "the case item stores audit_seq 3 but the stream ends at seq 2" in page
+    delete_event(ddb, stream, 2)
+    delete_event(ddb, stream, 1)
+    page = client.get(url).content.decode()
+    assert "Hash chain intact" not in page
+    assert "the case item stores audit_seq 3 but the stream has no events" in page
