@@ -149,7 +149,7 @@ class SessionTimeoutMiddleware:
                 or now - (seen or started) > settings.SESSION_IDLE_TIMEOUT_S
             ):
                 logout(request)
-                return _to_sign_in(request)
+                return to_sign_in(request)
             elif now - (seen or 0) >= 60:
                 request.session[SESSION_SEEN] = now
         return self.get_response(request)
@@ -159,7 +159,7 @@ SESSION_STARTED = "auth_started_at"
 SESSION_SEEN = "auth_seen_at"
 
 
-def _to_sign_in(request: HttpRequest) -> HttpResponse:
+def to_sign_in(request: HttpRequest) -> HttpResponse:
     if getattr(request, "htmx", False):
         response = HttpResponse(status=204)
         response["HX-Redirect"] = settings.LOGIN_URL

@@ -7,7 +7,10 @@ import uuid
 from decimal import Decimal
 
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 
+from dashboard import mfa
 from reconciliation.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
@@ -16,6 +19,7 @@ from reconciliation.policy import (
     MIN_REASON_LENGTH,
     OVERRIDES,
     REASON_CODES,
+    visible_length,
 )
 
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
@@ -172,3 +176,78 @@ class BulkForm(_ReasonForm):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("prefix_id", "bulk")
         super().__init__(*args, **kwargs)
+
+
+class StaffSignInForm(AuthenticationForm):
+    """Username, password and, where a second factor applies, ``otp_token`` (DESIGN.md
+    §8): the authenticator's six digits or a single-use recovery or enrolment code."""
+
+    otp_token = forms.CharField(
+        required=False,
+        max_length=32,
+        strip=True,
+        label="Authenticator code",
+        help_text="Supervisors and auditors: the 6 digits your authenticator app shows, "
+        "or a recovery code.",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
+    )
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "otp_required": "This account signs in with a second factor: enter the code your "
+        "authenticator app shows (or a recovery code).",
+        "otp_missing": "This account needs a second factor and has none yet. Ask a "
+        "supervisor to reset it: they will give you a one-time enrolment code.",
+        "otp_invalid": "That code is not valid (codes change every 30 seconds, and a "
+        "recovery code works once).",
+    }
+
+    def clean(self):
+        cleaned = super().clean()  # the password: raises before any code is looked at
+        user = self.get_user()
+        if user is None or not mfa.second_factor_applies(user):
+            return cleaned
+        if not mfa.has_any_device(user):
+            raise ValidationError(self.error_messages["otp_missing"], code="otp_missing")
+        token = cleaned.get("otp_token") or ""
+        if not token:
+            raise ValidationError(self.error_messages["otp_required"], code="otp_required")
+        try:
+            device = mfa.device_for_token(user, token)
+        except mfa.SecondFactorRefused as exc:
+            raise ValidationError(str(exc), code="otp_throttled") from exc
+        if device is None:
+            raise ValidationError(self.error_messages["otp_invalid"], code="otp_invalid")
+        # django-otp's user_logged_in receiver keeps the device in the session, which
+        # makes request.user.is_verified() true for the rest of it.
+        user.otp_device = device
+        return cleaned
+
+
+class CodeForm(forms.Form):
+    """A code from the authenticator app, to confirm an enrolment or a sensitive step."""
+
+    otp_token = forms.CharField(
+        max_length=32,
+        label="Code from the app",
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "spellcheck": "false"}
+        ),
+    )
+
+
+class ResetSecondFactorForm(forms.Form):
+    """A supervisor resets a colleague's second factor, saying why."""
+
+    reason_text = forms.CharField(
+        label="Reason",
+        min_length=MIN_REASON_LENGTH,
+        max_length=MAX_REASON_LENGTH,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. phone lost, confirmed by call"}),
+        help_text="Recorded in the audit trail.",
+    )
+
+    def clean_reason_text(self) -> str:
+        text = self.cleaned_data["reason_text"]
+        if visible_length(text) < MIN_REASON_LENGTH:
+            raise ValidationError(f"At least {MIN_REASON_LENGTH} visible characters.")
+        return text

@@ -75,6 +75,9 @@ INSTALLED_APPS = [
     "template_partials",
     "axes",
     "csp",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "reconciliation",
     "dashboard",
 ]
@@ -86,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # request.user.is_verified(): signed in with a second factor in this session.
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -93,6 +98,7 @@ MIDDLEWARE = [
     "dashboard.background.BackgroundUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
+    "dashboard.mfa.SecondFactorMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -136,6 +142,10 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "/accounts/login/"
+# A second factor (TOTP, django-otp) for the roles that approve and audit; finance staff
+# may enrol too, and then must use it. Off only in debug, or on purpose.
+STAFF_MFA_REQUIRED = env_bool("STAFF_MFA_REQUIRED", not DEBUG)
+OTP_TOTP_ISSUER = os.environ.get("STAFF_MFA_ISSUER", "Pledge reconciliation")
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
@@ -255,6 +265,9 @@ OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
 AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")
 AUDIT_EXPORT_DIR = Path(os.environ.get("AUDIT_EXPORT_DIR", VAR_DIR / "exports"))
+# Outcome volumes are business data: with a token set, /metrics answers only
+# "Authorization: Bearer <token>" (the scraper's credential).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
 # Fault injection is honoured only in debug or with an explicit opt-in (DESIGN.md §8).
 FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")

@@ -2,13 +2,35 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 
 from dashboard.converters import AnyKeyConverter
-from dashboard.views import api, drill, ops
+from dashboard.forms import StaffSignInForm
+from dashboard.views import accounts, api, drill, ops
 
 register_converter(AnyKeyConverter, "anykey")
 
 urlpatterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(authentication_form=StaffSignInForm),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/profile/", accounts.profile_view, name="profile"),
+    path(
+        "accounts/profile/authenticator/",
+        accounts.authenticator_confirm_view,
+        name="profile-authenticator",
+    ),
+    path(
+        "accounts/profile/recovery-codes/",
+        accounts.recovery_codes_view,
+        name="profile-recovery-codes",
+    ),
+    path("accounts/staff/", accounts.staff_view, name="staff"),
+    path(
+        "accounts/staff/<str:username>/reset-second-factor/",
+        accounts.second_factor_reset_view,
+        name="staff-reset-second-factor",
+    ),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<anykey:intent_id>", api.pledge_detail, name="api-pledge"),
     path("audit/", include("dashboard.urls_audit")),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import audit_events, claims, pledges
+from tests.helpers import audit_events, claims, pass_second_factor, pledges
 
 FUZZ = settings(
     max_examples=150,
@@ -107,6 +107,7 @@ def supervisor_client(db, client):
     user = User.objects.create_user("fuzz-sup", "f@example.org", "pw-Long-enough-1")
     user.groups.add(Group.objects.get_or_create(name="supervisor")[0])
     client.force_login(user)
+    pass_second_factor(client, user)
     return client
 
 

@@ -53,6 +53,12 @@ ACTION_WORDS = {
     "override_expired": "Override request expired",
     "pledge_recorded": "Pledge recorded",
     "pledge_voided": "Pledge voided",
+    "staff_created": "Staff account created",
+    "staff_role_changed": "Staff role changed",
+    "staff_password_set": "Staff password set",
+    "mfa_enrolled": "Authenticator enrolled",
+    "mfa_reset": "Second factor reset",
+    "recovery_codes_issued": "Recovery codes issued",
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hmac
+
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
@@ -18,5 +21,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text; with ``METRICS_TOKEN`` set, only for ``Bearer <token>``."""
+    if settings.METRICS_TOKEN and not _bearer_matches(request, settings.METRICS_TOKEN):
+        response = HttpResponse(
+            "metrics need Authorization: Bearer <METRICS_TOKEN>\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     body, content_type = metrics.render()
     return HttpResponse(body, content_type=content_type)
+
+
+def _bearer_matches(request: HttpRequest, token: str) -> bool:
+    scheme, _, supplied = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        supplied.strip().encode(), token.encode()
+    )

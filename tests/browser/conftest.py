@@ -64,6 +64,7 @@ def screenshots() -> Path:
 def staff_users(transactional_db) -> dict[str, str]:
     """One user per role (and a second supervisor), all with the same password."""
     from django.contrib.auth.models import Group, User
+    from django_otp.plugins.otp_totp.models import TOTPDevice
 
     users = {
         "staff": "finance_staff",
@@ -75,7 +76,24 @@ def staff_users(transactional_db) -> dict[str, str]:
     for username, role in users.items():
         user = User.objects.create_user(username, f"{username}@example.org", PASSWORD)
         user.groups.add(Group.objects.get_or_create(name=role)[0])
+        if role in ("supervisor", "auditor"):  # they sign in with an authenticator
+            TOTPDevice.objects.create(user=user, name="authenticator", confirmed=True)
     return users
+
+
+def authenticator_code(username: str) -> str:
+    """The code ``username``'s authenticator shows now, or "" without one. The device
+    forgets the last code it accepted, so one test may sign the same person in twice
+    within 30 seconds (production refuses that replay: test_second_factor.py)."""
+    from django_otp.oath import totp
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    device = TOTPDevice.objects.filter(user__username=username, confirmed=True).first()
+    if device is None:
+        return ""
+    TOTPDevice.objects.filter(pk=device.pk).update(last_t=-1)
+    value = totp(device.bin_key, device.step, device.t0, device.digits, device.drift)
+    return f"{value:0{device.digits}d}"
 
 
 @pytest.fixture
@@ -92,6 +110,7 @@ def open_browser(chromium_browser, live_server, staff_users):
         page.goto(f"{live_server.url}/accounts/login/")
         page.get_by_label("Username").fill(username)
         page.get_by_label("Password").fill(PASSWORD)
+        page.locator("#id_otp_token").fill(authenticator_code(username))
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(f"{live_server.url}/")
         return page

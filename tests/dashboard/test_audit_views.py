@@ -27,7 +27,7 @@ from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.repositories import repositories
 from reconciliation.selectors_audit import AuditFilters
 from reconciliation.tasks.audit import audit_export_task
-from tests.helpers import audit_events
+from tests.helpers import audit_events, pass_second_factor
 from tests.processes import celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,9 @@ def user(username: str, role: str | None) -> User:
 def as_user(client, username: str | None, role: str | None = None):
     client.logout()
     if username:
-        client.force_login(User.objects.filter(username=username).first() or user(username, role))
+        person = User.objects.filter(username=username).first() or user(username, role)
+        client.force_login(person)
+        pass_second_factor(client, person)
     return client
 
 

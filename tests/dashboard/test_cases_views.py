@@ -14,7 +14,7 @@ from reconciliation import clock
 from reconciliation.repositories import repositories
 from reconciliation.services.dispositions import case_assign, case_dispose
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, sign_in
+from tests.helpers import audit_events, pass_second_factor, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 pytestmark = pytest.mark.django_db
@@ -378,6 +378,7 @@ def test_case_page_shows_chain_status_and_a_broken_link(ddb, client):
     user = User.objects.create_user("aud", "aud@example.org", "pw-Long-enough-1")
     user.groups.add(Group.objects.get_or_create(name="auditor")[0])
     client.force_login(user)
+    pass_second_factor(client, user)
     page = client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Hash chain intact" in page and "1 event recomputed" in page
     ddb.client.update_item(

@@ -63,3 +63,23 @@ def test_metrics_are_prometheus_text(ddb, client):
     assert response["Content-Type"].startswith("text/plain")
     assert b"dynamo_calls_total" in response.content
     assert b"dynamo_ttl_delete_before_retry_total" in response.content
+
+
+@pytest.mark.django_db(databases=[])
+def test_metrics_with_a_token_answer_only_its_bearer(client, settings):
+    """With ``METRICS_TOKEN`` set, outcome volumes go only to the scraper that holds it:
+    no header, another scheme, a wrong or a longer token each get 401 and no counters."""
+    settings.METRICS_TOKEN = "scrape-7f3a"
+    refused = [
+        client.get("/metrics"),
+        client.get("/metrics", HTTP_AUTHORIZATION="Basic scrape-7f3a"),
+        client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-7f3b"),
+        client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-7f3a0"),
+    ]
+    for response in refused:
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer")
+        assert b"dynamo_calls_total" not in response.content
+    allowed = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-7f3a")
+    assert allowed.status_code == 200
+    assert b"dynamo_calls_total" in allowed.content

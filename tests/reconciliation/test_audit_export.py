@@ -31,7 +31,7 @@ from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
 from reconciliation.selectors_audit import AuditFilters
-from tests.helpers import audit_events
+from tests.helpers import audit_events, pass_second_factor
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
 OTHER_AUDITOR = Actor("aud2", Role.AUDITOR, "aud2@example.org", "10.0.0.31")
@@ -89,6 +89,7 @@ def login_auditor(client) -> User:
     user = User.objects.create_user("aud", "aud@example.org", "pw-aud-123456")
     user.groups.add(Group.objects.get_or_create(name="auditor")[0])
     client.force_login(user)
+    pass_second_factor(client, user)
     return user
 
 

@@ -1,7 +1,19 @@
-"""``manage.py add_staff USERNAME --role ROLE [--password P]``: create or update a staff user."""
+"""``manage.py add_staff USERNAME --role ROLE [--password P] [--email E] [--new-authenticator]``:
+create or update a staff user in exactly one role group.
+
+Every change (account created, role changed, password set, authenticator enrolled) is an
+audit event on ``STAFF#USERNAME``, appended inside the database transaction that makes
+it: when the audit trail cannot be written, nothing changes.
+
+Where a second factor applies (supervisors and auditors while ``STAFF_MFA_REQUIRED``) and
+the account has no authenticator yet, or ``--new-authenticator`` is given, one is
+enrolled now: recovery codes are printed, then the ``otpauth://`` URI on the last line
+(DESIGN.md §8) for the new colleague to scan.
+"""
 
 from __future__ import annotations
 
+import getpass
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -9,25 +21,53 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from reconciliation.actors import STAFF_ROLES
+from dashboard import mfa
+from dashboard.auth import user_role
+from dashboard.views.accounts import AUDIT_UNAVAILABLE
+from reconciliation.actors import STAFF_ROLES, Actor, Role
+from reconciliation.repositories import repositories
+from reconciliation.services.staff_audit import staff_event_append
 
 
 class Command(BaseCommand):
-    help = "Create or update a staff user in exactly one role group."
+    help = "Create or update a staff user in exactly one role group (audited)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--role", required=True, choices=[str(r) for r in STAFF_ROLES])
         parser.add_argument("--password", help="default: a random one, printed once")
         parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--new-authenticator",
+            action="store_true",
+            help="enrol a new authenticator (the old one stops working) and print its URI",
+        )
 
-    @transaction.atomic
-    def handle(self, *args, username: str, role: str, password: str | None, email: str, **opts):
+    def handle(self, *args, username: str, role: str, password, email: str, **opts) -> None:
         username = username.strip()
         if not username or len(username) > 150:
             raise CommandError("USERNAME must be 1-150 characters")
-        user_model = get_user_model()
-        user, created = user_model.objects.get_or_create(username=username)
+        actor = Actor(
+            username="system", role=Role.SYSTEM, address=f"manage.py add_staff ({_os_user()})"
+        )
+        try:
+            with transaction.atomic():
+                lines = self._apply(username, role, password, email, actor, opts)
+        except mfa.SecondFactorRefused as exc:
+            raise CommandError(str(exc)) from exc
+        except AUDIT_UNAVAILABLE as exc:
+            raise CommandError(
+                f"the audit trail could not be written ({exc}): nothing was changed"
+            ) from exc
+        for line in lines:
+            self.stdout.write(line)
+
+    def _apply(self, username, role, password, email, actor, opts) -> list[str]:
+        repos = repositories()
+        user, created = get_user_model().objects.get_or_create(username=username)
+        before = (
+            {"role": str(user_role(user) or ""), "active": user.is_active} if not created else None
+        )
         generated = password is None and (created or not user.has_usable_password())
         if generated:
             password = secrets.token_urlsafe(12)
@@ -41,7 +81,37 @@ class Command(BaseCommand):
             Group.objects.get_or_create(name=str(name))
         user.groups.remove(*Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
         user.groups.add(Group.objects.get(name=role))
-        verb = "created" if created else "updated"
-        self.stdout.write(f"{verb} {username} in group {role}")
+        user._pledge_role = "unset"  # the cached role is stale now
+        after = {"role": role, "active": True}
+        if created:
+            staff_event_append(
+                repos, username=username, action="staff_created", actor=actor, after=after
+            )
+        elif before != after:
+            staff_event_append(
+                repos,
+                username=username,
+                action="staff_role_changed",
+                actor=actor,
+                before=before,
+                after=after,
+            )
+        if password is not None and not created:
+            staff_event_append(repos, username=username, action="staff_password_set", actor=actor)
+        lines = [f"{'created' if created else 'updated'} {username} in group {role}"]
         if generated:
-            self.stdout.write(f"password for {username}: {password}")
+            lines.append(f"password for {username}: {password}")
+        if opts.get("new_authenticator") or (
+            mfa.mfa_required(user) and mfa.authenticator(user) is None
+        ):
+            uri, codes = mfa.authenticator_enrol_now(user, actor=actor)
+            lines.append(f"recovery codes for {username}: {' '.join(codes)}")
+            lines.append(uri)
+        return lines
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,330 @@
+"""The second factor of staff sign-in (DESIGN.md §8): TOTP from an authenticator app,
+recovery codes, and the one-time enrolment code a supervisor's reset hands out.
+
+Devices are django-otp's, one purpose each, told apart by name:
+
+- ``authenticator``: a ``TOTPDevice``; unconfirmed while its owner is enrolling, so the
+  QR code stays the same across reloads until a code from the app confirms it.
+- ``recovery``: a ``StaticDevice`` of ten single-use codes, issued at enrolment.
+- ``enrolment``: a ``StaticDevice`` with one single-use code, issued by a supervisor's
+  reset. It lets its owner sign in once, and only to enrol a new authenticator.
+
+Supervisors and auditors must pass a second factor when ``STAFF_MFA_REQUIRED`` (on
+unless debug); anyone who has enrolled must use theirs. Every change here is an audit
+event on the person's ``STAFF#`` stream, written in the same database transaction as the
+change (the event first: a change the audit trail refused does not happen).
+"""
+
+from __future__ import annotations
+
+import secrets
+from base64 import b32encode
+from dataclasses import dataclass
+
+import segno
+from django.conf import settings
+from django.contrib.auth import logout
+from django.db import transaction
+from django.http import HttpResponse, HttpResponseRedirect
+from django_otp.models import Device
+from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from dashboard.auth import to_sign_in, user_role
+from reconciliation.actors import Actor, Role
+from reconciliation.repositories import repositories
+from reconciliation.services.staff_audit import staff_event_append
+
+AUTHENTICATOR = "authenticator"
+RECOVERY = "recovery"
+ENROLMENT = "enrolment"
+RECOVERY_CODE_COUNT = 10
+MFA_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
+
+
+class SecondFactorRefused(Exception):
+    """A code was refused; the message says why in words a person can act on."""
+
+
+@dataclass(frozen=True)
+class SecondFactorStatus:
+    required: bool
+    enrolled: bool
+    enrolment_code_open: bool
+    recovery_codes_left: int
+
+    @property
+    def label(self) -> str:
+        if self.enrolled:
+            return "Authenticator app"
+        if self.enrolment_code_open:
+            return "Enrolment code issued"
+        return "Not enrolled"
+
+
+# --- policy ------------------------------------------------------------------------------
+
+
+def mfa_required(user) -> bool:
+    """Whether ``user``'s role must pass a second factor at sign-in."""
+    return bool(settings.STAFF_MFA_REQUIRED) and user_role(user) in MFA_ROLES
+
+
+def has_any_device(user) -> bool:
+    return (
+        _confirmed(TOTPDevice, user).exists()
+        or StaticToken.objects.filter(device__user=user, device__confirmed=True).exists()
+    )
+
+
+def second_factor_applies(user) -> bool:
+    """At sign-in: required by the role, or chosen by enrolling."""
+    return mfa_required(user) or has_any_device(user)
+
+
+def authenticator(user) -> TOTPDevice | None:
+    return _confirmed(TOTPDevice, user).first()
+
+
+def needs_enrolment(request) -> bool:
+    """Signed in as a role that requires an authenticator, without one (first sign-in
+    with a supervisor's enrolment code, or an account older than the requirement)."""
+    user = request.user
+    if not mfa_required(user):
+        return False
+    if isinstance(getattr(user, "otp_device", None), TOTPDevice):
+        return False  # verified by the authenticator this session: no query
+    return authenticator(user) is None
+
+
+def status(user) -> SecondFactorStatus:
+    recovery = _confirmed(StaticDevice, user).filter(name=RECOVERY).first()
+    return SecondFactorStatus(
+        required=mfa_required(user),
+        enrolled=authenticator(user) is not None,
+        enrolment_code_open=_confirmed(StaticDevice, user)
+        .filter(name=ENROLMENT, token_set__isnull=False)
+        .exists(),
+        recovery_codes_left=recovery.token_set.count() if recovery else 0,
+    )
+
+
+# --- sign-in -----------------------------------------------------------------------------
+
+
+def device_for_token(user, token: str) -> Device | None:
+    """The confirmed device of ``user`` that accepts ``token`` (consuming it), or None.
+
+    Six digits are tried against the authenticator, anything else against the single-use
+    codes, so a typo never spends an attempt of the other kind. django-otp throttles
+    each device after a failure (1 s, 2 s, 4 s… until a success): a guessed code is
+    refused while throttled, with a message that says so.
+    """
+    code = normalise(token)
+    if not code:
+        return None
+    if code.isdigit() and len(code) == 6:
+        devices: list[Device] = list(_confirmed(TOTPDevice, user))
+    else:
+        devices = list(_confirmed(StaticDevice, user))
+    for device in devices:
+        if _verify(device, code):
+            return device
+    return None
+
+
+def _verify(device: Device, code: str) -> bool:
+    """``device.verify_token``, but a throttled device says so instead of "wrong code"."""
+    allowed, extra = device.verify_is_allowed()
+    if not allowed:
+        wait = extra.get("locked_until")
+        raise SecondFactorRefused(
+            "Too many wrong codes: wait a little and try again"
+            + (f" after {wait:%H:%M:%S} UTC." if wait else ".")
+        )
+    return bool(device.verify_token(code))
+
+
+def normalise(token: str) -> str:
+    """Codes as people type them: spaces and dashes dropped, letters lower-cased."""
+    return "".join(ch for ch in (token or "") if ch not in " -\t").lower()
+
+
+# --- enrolment ---------------------------------------------------------------------------
+
+
+def pending_authenticator(user) -> TOTPDevice:
+    """The unconfirmed authenticator being enrolled (created on first call)."""
+    device = TOTPDevice.objects.filter(user=user, name=AUTHENTICATOR, confirmed=False).first()
+    return device or TOTPDevice.objects.create(user=user, name=AUTHENTICATOR, confirmed=False)
+
+
+def qr_svg(uri: str) -> str:
+    """The ``otpauth://`` URI as an inline SVG QR code (no image request, CSP-clean)."""
+    return segno.make(uri, error="m").svg_inline(scale=4, dark="#111", light="#fff")
+
+
+def secret_text(device: TOTPDevice) -> str:
+    """The key as an authenticator app takes it typed in: base32, in groups of four."""
+    text = b32encode(device.bin_key).decode()
+    return " ".join(text[i : i + 4] for i in range(0, len(text), 4))
+
+
+def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice, list[str]]:
+    """Confirm the pending authenticator with a code from the app; it replaces any
+    earlier one, the enrolment code is spent, and fresh recovery codes are returned
+    (shown once) with the device. Raises :class:`SecondFactorRefused` on a wrong code."""
+    device = pending_authenticator(user)
+    if not _verify(device, normalise(token)):
+        raise SecondFactorRefused(
+            "That code does not match: check the app shows this account, and that the "
+            "phone's clock is set automatically."
+        )
+    with transaction.atomic():
+        replaced = _confirmed(TOTPDevice, user).exists()
+        staff_event_append(
+            repositories(),
+            username=user.get_username(),
+            action="mfa_enrolled",
+            actor=actor,
+            detail={"replaced_earlier_authenticator": replaced},
+        )
+        _confirmed(TOTPDevice, user).delete()
+        StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
+        device.confirmed = True
+        device.save(update_fields=["confirmed"])
+        return device, _recovery_codes_replace(user)
+
+
+def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
+    """Enrol at account creation (``add_staff``): a confirmed authenticator whose URI
+    the new colleague scans, and recovery codes; returns both."""
+    with transaction.atomic():
+        staff_event_append(
+            repositories(),
+            username=user.get_username(),
+            action="mfa_enrolled",
+            actor=actor,
+            detail={"via": "add_staff"},
+        )
+        TOTPDevice.objects.filter(user=user).delete()
+        StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
+        device = TOTPDevice.objects.create(user=user, name=AUTHENTICATOR, confirmed=True)
+        return device.config_url, _recovery_codes_replace(user)
+
+
+def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
+    """New recovery codes (the old ones stop working), after a code from the app."""
+    device = authenticator(user)
+    if device is None or not _verify(device, normalise(token)):
+        raise SecondFactorRefused("That code does not match the authenticator app.")
+    with transaction.atomic():
+        staff_event_append(
+            repositories(),
+            username=user.get_username(),
+            action="recovery_codes_issued",
+            actor=actor,
+            detail={"count": RECOVERY_CODE_COUNT},
+        )
+        return _recovery_codes_replace(user)
+
+
+def mfa_reset(target, *, actor: Actor, reason: str) -> str:
+    """A supervisor resets a colleague's second factor: every device goes, and one
+    enrolment code is returned for the supervisor to hand over in person. With it and
+    their password the colleague signs in once and must enrol a new authenticator.
+
+    The supervisor never sees the new secret, so cannot sign in as the colleague; nobody
+    resets their own (four eyes, as for overrides)."""
+    if actor.role != Role.SUPERVISOR:
+        raise SecondFactorRefused("Only a supervisor may reset a second factor.")
+    if target.get_username() == actor.username:
+        raise SecondFactorRefused("A different supervisor must reset your second factor.")
+    code = _new_code()
+    with transaction.atomic():
+        staff_event_append(
+            repositories(),
+            username=target.get_username(),
+            action="mfa_reset",
+            actor=actor,
+            reason_text=reason,
+            detail={"devices_removed": _device_count(target)},
+        )
+        TOTPDevice.objects.filter(user=target).delete()
+        StaticDevice.objects.filter(user=target).delete()
+        device = StaticDevice.objects.create(user=target, name=ENROLMENT, confirmed=True)
+        device.token_set.create(token=code)
+    return format_code(code)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def format_code(code: str) -> str:
+    return f"{code[:5]}-{code[5:]}"
+
+
+def _new_code() -> str:
+    # 10 base32 characters: 50 bits, single use, throttled on failure.
+    return b32encode(secrets.token_bytes(10)).decode()[:10].lower()
+
+
+def _recovery_codes_replace(user) -> list[str]:
+    StaticDevice.objects.filter(user=user, name=RECOVERY).delete()
+    device = StaticDevice.objects.create(user=user, name=RECOVERY, confirmed=True)
+    codes = [_new_code() for _ in range(RECOVERY_CODE_COUNT)]
+    StaticToken.objects.bulk_create(StaticToken(device=device, token=c) for c in codes)
+    return [format_code(c) for c in codes]
+
+
+def _confirmed(model, user):
+    return model.objects.filter(user=user, confirmed=True)
+
+
+def _device_count(user) -> int:
+    return (
+        TOTPDevice.objects.filter(user=user).count()
+        + StaticDevice.objects.filter(user=user).count()
+    )
+
+
+# --- the gate ----------------------------------------------------------------------------
+
+ENROLMENT_PATHS = ("/accounts/profile/", "/accounts/logout/")
+# Paths that never read the session's user: the intake API (bearer tokens) and probes.
+UNGATED_PATHS = ("/api/", "/healthz", "/metrics", "/static/")
+
+
+class SecondFactorMiddleware:
+    """Sessions of roles that require a second factor must have passed one.
+
+    A session without it (opened before the requirement was switched on) is signed out.
+    A session opened with a supervisor's enrolment code, or by an account that has no
+    authenticator, reaches only the profile page until one is enrolled.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        user = getattr(request, "user", None)
+        if (
+            user is not None
+            and not request.path.startswith(UNGATED_PATHS)
+            and user.is_authenticated
+            and mfa_required(user)
+        ):
+            if not user.is_verified():
+                logout(request)
+                return to_sign_in(request)
+            if not request.path.startswith(ENROLMENT_PATHS) and needs_enrolment(request):
+                return redirect_to(request, ENROLMENT_PATHS[0])
+        return self.get_response(request)
+
+
+def redirect_to(request, url: str) -> HttpResponse:
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return HttpResponseRedirect(url)

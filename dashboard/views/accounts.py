@@ -1,0 +1,140 @@
+"""One's own account (profile: the second factor, recovery codes) and, for supervisors,
+the staff list where a colleague's second factor is reset. Codes and recovery codes are
+shown once, in the answer to the POST that made them, and never stored readable."""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+from django_otp import login as otp_login
+
+from dashboard import mfa
+from dashboard.auth import actor_for, role_required, user_role
+from dashboard.forms import CodeForm, ResetSecondFactorForm
+from reconciliation.actors import STAFF_ROLES, Role
+from reconciliation.services.audit import AuditAppendContended
+
+AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
+NOT_RECORDED = "The audit trail could not be written just now, so nothing was changed. Try again."
+
+
+def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
+    user = request.user
+    state = mfa.status(user)
+    enrolling = not state.enrolled or request.GET.get("replace") == "1" or "code_form" in extra
+    context = {"role": user_role(user), "mfa": state, "enrolling": enrolling, **extra}
+    if enrolling and "recovery_codes" not in extra:
+        device = mfa.pending_authenticator(user)
+        context.update(
+            qr_svg=mfa.qr_svg(device.config_url),
+            secret=mfa.secret_text(device),
+            code_form=extra.get("code_form") or CodeForm(),
+        )
+    if state.enrolled:
+        context.setdefault("recovery_form", CodeForm(prefix="recovery"))
+    return render(request, "accounts/profile.html", context, status=status)
+
+
+@require_GET
+@role_required()
+def profile_view(request: HttpRequest) -> HttpResponse:
+    return _profile(request)
+
+
+@require_POST
+@role_required()
+def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
+    form = CodeForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, code_form=form)
+    try:
+        device, codes = mfa.authenticator_confirm(
+            request.user, form.cleaned_data["otp_token"], actor=actor_for(request)
+        )
+    except mfa.SecondFactorRefused as exc:
+        form.add_error("otp_token", str(exc))
+        return _profile(request, status=400, code_form=form)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    # The session was verified by the device this replaces (or the spent enrolment
+    # code): it is verified by the new authenticator from now on.
+    otp_login(request, device)
+    return _profile(request, recovery_codes=codes, done="Your authenticator app is set up.")
+
+
+@require_POST
+@role_required()
+def recovery_codes_view(request: HttpRequest) -> HttpResponse:
+    form = CodeForm(request.POST, prefix="recovery")
+    if not form.is_valid():
+        return _profile(request, status=400, recovery_form=form)
+    try:
+        codes = mfa.recovery_codes_issue(
+            request.user, form.cleaned_data["otp_token"], actor=actor_for(request)
+        )
+    except mfa.SecondFactorRefused as exc:
+        form.add_error("otp_token", str(exc))
+        return _profile(request, status=400, recovery_form=form)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    return _profile(request, recovery_codes=codes, done="New recovery codes issued.")
+
+
+# --- staff (supervisors) -----------------------------------------------------------------
+
+
+def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
+    forms = forms or {}
+    users = (
+        get_user_model()
+        .objects.filter(groups__in=Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
+        .distinct()
+        .order_by("username")
+        .prefetch_related("groups")
+    )
+    me = request.user.get_username()
+    return [
+        {
+            "user": user,
+            "role": user_role(user),
+            "mfa": mfa.status(user),
+            "own": user.get_username() == me,
+            "form": forms.get(user.get_username()) or ResetSecondFactorForm(),
+        }
+        for user in users
+    ]
+
+
+def _staff(request: HttpRequest, *, status: int = 200, forms=None, **extra) -> HttpResponse:
+    context = {"rows": _staff_rows(request, forms), **extra}
+    return render(request, "accounts/staff.html", context, status=status)
+
+
+@require_GET
+@role_required(Role.SUPERVISOR)
+def staff_view(request: HttpRequest) -> HttpResponse:
+    return _staff(request)
+
+
+@require_POST
+@role_required(Role.SUPERVISOR)
+def second_factor_reset_view(request: HttpRequest, username: str) -> HttpResponse:
+    target = get_user_model().objects.filter(username=username).first()
+    if target is None or user_role(target) is None:
+        raise Http404("no such staff member")
+    form = ResetSecondFactorForm(request.POST)
+    if not form.is_valid():
+        return _staff(request, status=400, forms={username: form})
+    try:
+        code = mfa.mfa_reset(
+            target, actor=actor_for(request), reason=form.cleaned_data["reason_text"]
+        )
+    except mfa.SecondFactorRefused as exc:
+        return _staff(request, status=409, error=str(exc))
+    except AUDIT_UNAVAILABLE:
+        return _staff(request, status=503, error=NOT_RECORDED)
+    return _staff(request, reset={"username": username, "code": code})
