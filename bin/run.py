@@ -110,7 +110,8 @@ def create_demo_users(env: dict) -> None:
         if username in existing:
             continue
         out = manage(env, "add_staff", username, "--role", role, "--email", email, capture=True)
-        password = out.strip().splitlines()[-1].rsplit(": ", 1)[-1]
+        said = [line for line in out.splitlines() if line.startswith(f"password for {username}: ")]
+        password = said[0].rsplit(": ", 1)[-1] if said else "(not printed)"
         created.append((username, role, password))
     if created:
         say("demo users (passwords are shown this once; demo mode only):")
