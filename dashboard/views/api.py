@@ -6,14 +6,13 @@ Thin translation only: authenticate, parse, call one service, map its outcome to
 
 from __future__ import annotations
 
-import re
-import uuid
 from urllib.parse import quote
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.auth import client_address
 from dashboard.models import ApiToken
 from reconciliation.actors import Actor, Role
 from reconciliation.pledge_request import (
@@ -37,7 +36,6 @@ STATUS = {
     pledges.TOKEN_PARAMETER_MISMATCH: 422,
     pledges.OUTCOME_UNKNOWN: 202,
 }
-REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
 
 def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
@@ -59,12 +57,11 @@ def _unauthorized() -> JsonResponse:
 
 
 def _actor(request: HttpRequest, tenant: str) -> Actor:
-    supplied = request.headers.get("X-Request-ID", "")
     return Actor(
         username=f"api:{tenant}",
         role=Role.API,
-        address=request.META.get("REMOTE_ADDR", ""),
-        correlation_id=supplied if REQUEST_ID_RE.match(supplied) else str(uuid.uuid4()),
+        address=client_address(request) or "",
+        correlation_id=request.correlation_id,  # CorrelationIdMiddleware's, as answered
     )
 
 

@@ -87,3 +87,24 @@ def test_client_address_takes_the_entry_the_outermost_trusted_proxy_added(
     if forwarded is not None:
         extra["HTTP_X_FORWARDED_FOR"] = forwarded
     assert client_address(RequestFactory().get("/", **extra)) == expected
+
+
+@pytest.mark.engines("moto")
+def test_api_audit_events_carry_the_client_address_and_the_request_id(ddb, api, settings):
+    """Behind the proxy the intake API records the client's address, as sign-in does, and
+    the request's correlation id is the one the middleware answers with."""
+    from tests.conftest import pledge_body
+    from tests.helpers import audit_events
+
+    settings.TRUSTED_PROXY_COUNT = 1
+    response = api.post(
+        "addr-1",
+        pledge_body(),
+        REMOTE_ADDR=PROXY,
+        HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.7",
+        HTTP_X_REQUEST_ID="req-0000-addr-1",
+    )
+    assert response.status_code == 201
+    [event] = [e for e in audit_events(ddb) if e["action"] == "pledge_recorded"]
+    assert event["client_address"] == "203.0.113.7"
+    assert event["correlation_id"] == response["X-Request-ID"] == "req-0000-addr-1"
