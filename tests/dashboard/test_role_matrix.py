@@ -14,9 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django_otp.oath import totp
 
+from dashboard import mfa
 from reconciliation.services.dispositions import override_request
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
@@ -27,7 +30,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 ROLES = ("anonymous", "no_group", "finance_staff", "supervisor", "auditor")
 LOGIN = "login"  # a redirect to the sign-in page
 # Outside the staff screens: sign-in itself, the bearer-token API, probes, static files.
-EXEMPT = ("accounts/", "api/", "healthz", "metrics", "static")
+EXEMPT = ("accounts/login/", "accounts/logout/", "api/", "healthz", "metrics", "static")
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Role matrix reason text."}
 
 
@@ -53,6 +56,7 @@ class World:
     case_id: str
     pending_id: str
     request_id: str
+    username: str | None = None  # who the test signed in as
 
 
 def _world() -> World:
@@ -66,7 +70,23 @@ def _world() -> World:
         action_id="req",
         **WHY,
     )
+    target = User.objects.create_user("rm-target", "t@example.org")
+    target.groups.add(Group.objects.get_or_create(name="finance_staff")[0])
     return World(case.case_id, pending.case_id, result.case.override["request_id"])
+
+
+def _app_code(w: World, *, pending: bool) -> dict:
+    """A good code from the signed-in user's app: for the authenticator being enrolled,
+    or (one step ahead, unspent) for the enrolled one; nothing for those without."""
+    user = User.objects.filter(username=w.username).first()
+    if user is None:
+        return {}
+    device = mfa.pending_authenticator(user) if pending else mfa.authenticator(user)
+    if device is None:
+        return {"recovery-otp_token": "000000"}
+    value = totp(device.bin_key, device.step, device.t0, device.digits, device.drift + 1)
+    token = f"{value:06d}"
+    return {"otp_token": token} if pending else {"recovery-otp_token": token}
 
 
 @dataclass(frozen=True)
@@ -148,6 +168,26 @@ MATRIX: dict[str, Row] = {
     "audit/exports/<str:export_id>/manifest.json": Row(
         "GET", viewers(404), lambda w: f"/audit/exports/{NO_EXPORT}/manifest.json"
     ),
+    "accounts/profile/": Row("GET", viewers(200), lambda w: "/accounts/profile/"),
+    "accounts/profile/authenticator/": Row(
+        "POST",
+        viewers(200),
+        lambda w: "/accounts/profile/authenticator/",
+        lambda w: _app_code(w, pending=True),
+    ),
+    "accounts/profile/recovery-codes/": Row(
+        "POST",
+        {**viewers(200), "finance_staff": 400},  # enrolled no authenticator: nothing to show
+        lambda w: "/accounts/profile/recovery-codes/",
+        lambda w: _app_code(w, pending=False),
+    ),
+    "accounts/staff/": Row("GET", supervisors(200), lambda w: "/accounts/staff/"),
+    "accounts/staff/<str:username>/reset-second-factor/": Row(
+        "POST",
+        supervisors(200),
+        lambda w: "/accounts/staff/rm-target/reset-second-factor/",
+        lambda w: {"reason_text": "Role matrix reset reason."},
+    ),
     "drill/": Row("GET", supervisors(200), lambda w: "/drill/"),
     "drill/run": Row("POST", supervisors(302), lambda w: "/drill/run"),
 }
@@ -165,9 +205,11 @@ def _routes(resolver: URLResolver | None = None, prefix: str = "") -> list[str]:
     return found
 
 
-def _sign_in(client: Client, role: str) -> None:
+def _sign_in(client: Client, role: str, world: World | None = None) -> None:
     if role != "anonymous":
-        sign_in(client, None if role == "no_group" else role, username=f"user-{role}")
+        user = sign_in(client, None if role == "no_group" else role, username=f"user-{role}")
+        if world is not None:
+            world.username = user.username
 
 
 @pytest.fixture
@@ -196,7 +238,7 @@ def test_every_url_has_a_row():
 def test_role_matrix(world, client, route, role):
     """Each role gets exactly the status the table says for each view and action."""
     row = MATRIX[route]
-    _sign_in(client, role)
+    _sign_in(client, role, world)
     path = row.path(world)
     response = client.get(path) if row.method == "GET" else client.post(path, row.data(world))
     expected = row.expected[role]
@@ -228,7 +270,7 @@ def test_posts_need_the_csrf_token(world, route):
     changes nothing; with the token htmx sends (hx-headers on <body>) it goes through."""
     row = MATRIX[route]
     client = Client(enforce_csrf_checks=True)
-    _sign_in(client, "supervisor")
+    _sign_in(client, "supervisor", world)
     path = row.path(world)
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
         assert client.post(path, row.data(world), **headers).status_code == 403, headers
