@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Run a command and start it again whenever it exits on its own (with backoff).
 
-``make run`` wraps Celery beat in this: redbeat lets a Redis outage end the beat process,
-and honcho would then stop the whole stack. In production use your process manager's
-restart policy instead (systemd ``Restart=always``, Kubernetes, supervisord).
+``make run`` wraps Celery beat and the worker in this: redbeat lets a Redis outage end the
+beat process, any unrecoverable error ends a worker, and honcho would then stop the whole
+stack. In production use your process manager's restart policy instead (systemd
+``Restart=always``, Kubernetes, supervisord).
 """
 
 from __future__ import annotations

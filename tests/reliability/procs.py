@@ -25,12 +25,15 @@ from tests.processes import ROOT, Process, wait_for
 
 
 class RedisServer:
-    """A throwaway ``redis-server`` without persistence on a port of its own: stopping it
-    never touches the Redis other tests and ``make run`` use."""
+    """A throwaway ``redis-server`` on a port of its own: stopping it never touches the
+    Redis other tests and ``make run`` use. Without ``data_dir`` it keeps nothing across a
+    restart; with one it keeps an append-only file there, fsynced on every write, as a
+    deployed broker does, so a restart loses no message."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, data_dir: Path | None = None):
         self.port = free_port()
         self.log_dir = log_dir
+        self.data_dir = data_dir
         self.process: Process | None = None
         self.starts = 0
 
@@ -48,6 +51,12 @@ class RedisServer:
 
     def start(self) -> None:
         self.starts += 1
+        if self.data_dir is None:
+            persistence = ["--appendonly", "no"]
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            persistence = ["--appendonly", "yes", "--appendfsync", "always"]
+            persistence += ["--dir", str(self.data_dir)]
         self.process = Process(
             [
                 "redis-server",
@@ -57,8 +66,7 @@ class RedisServer:
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *persistence,
             ],
             env=dict(os.environ),
             log_path=self.log_dir / f"redis-{self.port}-{self.starts}.log",
