@@ -188,13 +188,14 @@ class StaffSignInForm(AuthenticationForm):
         strip=True,
         label="Authenticator code",
         help_text="Supervisors and auditors: the 6 digits your authenticator app shows, "
-        "or a recovery code.",
+        "or a recovery or enrolment code.",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
     error_messages = {
         **AuthenticationForm.error_messages,
         "otp_required": "This account signs in with a second factor: enter the code your "
-        "authenticator app shows (or a recovery code).",
+        "authenticator app shows, a recovery code, or the enrolment code a supervisor gave "
+        "you.",
         "otp_missing": "This account needs a second factor and has none yet. Ask a "
         "supervisor to reset it: they will give you a one-time enrolment code.",
         "otp_invalid": "That code is not valid (codes change every 30 seconds, and a "
