@@ -7,8 +7,9 @@ where a repository says so explicitly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -32,7 +33,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def from_item(item: dict[str, dict] | None) -> dict[str, Any] | None:
+# An item boto3 returns is typed ``dict[str, AttributeValueTypeDef]``; the overloads
+# let a caller that holds an item get a plain ``dict`` back without a None check.
+@overload
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]: ...
+@overload
+def from_item(item: None) -> None: ...
+@overload
+def from_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None: ...
+def from_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if item is None:
         return None
     return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}

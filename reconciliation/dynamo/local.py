@@ -175,7 +175,7 @@ def start_dynamodb_local(
         storage = ["-dbPath", str(Path(db_path).resolve())]
     else:
         storage = ["-inMemory"]
-    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (child keeps it)
+    log = open(log_path, "ab") if log_path else None  # noqa: SIM115 (child keeps it)
     process = subprocess.Popen(
         [
             shutil.which("java") or "java",
@@ -190,11 +190,11 @@ def start_dynamodb_local(
             str(port),
         ],
         cwd=jar.parent,
-        stdout=log,
+        stdout=subprocess.DEVNULL if log is None else log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    if log is not subprocess.DEVNULL:
+    if log is not None:
         log.close()  # the child holds its own copy of the descriptor
     engine = LocalEngine("dynamodb_local", port, process)
     try:

@@ -16,6 +16,15 @@ from reconciliation.dynamo.client import TableNames
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.literals import ScalarAttributeTypeType
+    from mypy_boto3_dynamodb.type_defs import (
+        AttributeDefinitionTypeDef,
+        CreateGlobalSecondaryIndexActionTypeDef,
+        CreateTableInputTypeDef,
+        KeySchemaElementTypeDef,
+        ProjectionTypeDef,
+        TableDescriptionTypeDef,
+    )
 
 PENDING_SHARDS = 16
 AUDIT_DAY_SHARDS = 8
@@ -40,23 +49,29 @@ CASE_LISTING_ATTRIBUTES = [
 ]
 
 
+def _project_all() -> ProjectionTypeDef:
+    return {"ProjectionType": "ALL"}
+
+
 @dataclass(frozen=True)
 class Index:
     name: str
-    hash_key: tuple[str, str]
-    range_key: tuple[str, str] | None = None
-    projection: dict = field(default_factory=lambda: {"ProjectionType": "ALL"})
+    hash_key: tuple[str, ScalarAttributeTypeType]
+    range_key: tuple[str, ScalarAttributeTypeType] | None = None
+    projection: ProjectionTypeDef = field(default_factory=_project_all)
 
-    def key_schema(self) -> list[dict]:
-        schema = [{"AttributeName": self.hash_key[0], "KeyType": "HASH"}]
+    def key_schema(self) -> list[KeySchemaElementTypeDef]:
+        schema: list[KeySchemaElementTypeDef] = [
+            {"AttributeName": self.hash_key[0], "KeyType": "HASH"}
+        ]
         if self.range_key:
             schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
         return schema
 
-    def attributes(self) -> list[tuple[str, str]]:
+    def attributes(self) -> list[tuple[str, ScalarAttributeTypeType]]:
         return [self.hash_key] + ([self.range_key] if self.range_key else [])
 
-    def definition(self) -> dict:
+    def definition(self) -> CreateGlobalSecondaryIndexActionTypeDef:
         return {
             "IndexName": self.name,
             "KeySchema": self.key_schema(),
@@ -67,19 +82,23 @@ class Index:
 @dataclass(frozen=True)
 class Table:
     name: str
-    hash_key: tuple[str, str]
-    range_key: tuple[str, str] | None = None
+    hash_key: tuple[str, ScalarAttributeTypeType]
+    range_key: tuple[str, ScalarAttributeTypeType] | None = None
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
 
-    def key_schema(self) -> list[dict]:
-        schema = [{"AttributeName": self.hash_key[0], "KeyType": "HASH"}]
+    def key_schema(self) -> list[KeySchemaElementTypeDef]:
+        schema: list[KeySchemaElementTypeDef] = [
+            {"AttributeName": self.hash_key[0], "KeyType": "HASH"}
+        ]
         if self.range_key:
             schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
         return schema
 
-    def attribute_definitions(self, indexes: tuple[Index, ...] | None = None) -> list[dict]:
-        seen: dict[str, str] = {}
+    def attribute_definitions(
+        self, indexes: tuple[Index, ...] | None = None
+    ) -> list[AttributeDefinitionTypeDef]:
+        seen: dict[str, ScalarAttributeTypeType] = {}
         attrs = [self.hash_key] + ([self.range_key] if self.range_key else [])
         for index in self.indexes if indexes is None else indexes:
             attrs.extend(index.attributes())
@@ -87,8 +106,8 @@ class Table:
             seen.setdefault(name, kind)
         return [{"AttributeName": n, "AttributeType": t} for n, t in seen.items()]
 
-    def create_request(self) -> dict:
-        request: dict = {
+    def create_request(self) -> CreateTableInputTypeDef:
+        request: CreateTableInputTypeDef = {
             "TableName": self.name,
             "KeySchema": self.key_schema(),
             "AttributeDefinitions": self.attribute_definitions(),
@@ -199,7 +218,7 @@ def drop_tables(client: DynamoDBClient, names: TableNames) -> None:
                 raise
 
 
-def _describe(client: DynamoDBClient, name: str) -> dict | None:
+def _describe(client: DynamoDBClient, name: str) -> TableDescriptionTypeDef | None:
     try:
         return client.describe_table(TableName=name)["Table"]
     except ClientError as exc:

@@ -15,16 +15,17 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from reconciliation.dynamo.batch import stored_heads
 from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
 
 STUCK_PENDING = "STUCK_PENDING"
 AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT"
@@ -164,7 +165,7 @@ _JSON_FIELDS = (
 )
 
 
-def _decoded(item: dict) -> dict:
+def _decoded(item: Mapping[str, Any]) -> dict[str, Any]:
     """Plain values of a stored case or index row, JSON fields parsed."""
     data = from_item(item)
     for name in _JSON_FIELDS:
@@ -173,7 +174,11 @@ def _decoded(item: dict) -> dict:
     return data
 
 
-def case_from_item(item: dict | None) -> Case | None:
+@overload
+def case_from_item(item: Mapping[str, Any]) -> Case: ...
+@overload
+def case_from_item(item: Mapping[str, Any] | None) -> Case | None: ...
+def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
     if item is None:
         return None
     data = _decoded(item)
@@ -251,7 +256,9 @@ class CaseRepository:
         that tables written before sharding still hold."""
         keys = counter_keys()
         out = dict.fromkeys(QUEUES, 0)
-        request: dict = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
+            self.table: {"Keys": keys, "ConsistentRead": True}
+        }
         for _ in range(5):  # a few rounds for unprocessed keys, never a spin
             if not request:
                 break
@@ -384,7 +391,7 @@ class CaseRepository:
         case_ids = [c for c in case_ids if is_case_id(c)]
         found: list[Case] = []
         for start in range(0, len(case_ids), 100):
-            request = {
+            request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
                 self.table: {
                     "Keys": [self._key(c) for c in case_ids[start : start + 100]],
                     "ConsistentRead": True,

@@ -17,7 +17,10 @@ from django.conf import settings
 from reconciliation.dynamo.items import from_item
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
 
 
 def fund_key(fund: str, currency: str) -> str:
@@ -68,7 +71,9 @@ class LedgerRepository:
         base = fund_key(fund, currency)
         keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
         total, count = Decimal("0"), 0
-        request = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
+            self.table: {"Keys": keys, "ConsistentRead": True}
+        }
         while request:
             response = self.client.batch_get_item(RequestItems=request)
             for raw in response.get("Responses", {}).get(self.table, []):
