@@ -14,6 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import logout
@@ -22,28 +23,54 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.cache import patch_cache_control
 
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
+
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
+# What a user's ``_pledge_role`` holds when the role must be looked up again.
+ROLE_UNSET = "unset"
 
-def user_role(user) -> Role | None:
+
+class CorrelatedRequest(HttpRequest):
+    """A request as it reaches the views, for the type checker only: the middleware
+    sets ``correlation_id`` (CorrelationIdMiddleware) and ``htmx`` (django-htmx)."""
+
+    correlation_id: str
+    htmx: HtmxDetails
+
+
+class StaffRequest(CorrelatedRequest):
+    """A request a :func:`role_required` view receives: it also carries ``role``."""
+
+    role: Role
+
+
+def user_role(user: Any) -> Role | None:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return None
-    cached = getattr(user, "_pledge_role", "unset")
-    if cached != "unset":
+    cached = getattr(user, "_pledge_role", ROLE_UNSET)
+    if cached is None or isinstance(cached, Role):
         return cached
     role = staff_role(user.groups.values_list("name", flat=True))
     user._pledge_role = role
     return role
 
 
+def forget_role(user: Any) -> None:
+    """Make :func:`user_role` look the role up again (its groups changed)."""
+    user._pledge_role = ROLE_UNSET
+
+
 def actor_for(request: HttpRequest) -> Actor:
     user = request.user
     role = user_role(user)
-    if role is None:
+    if role is None or not user.is_authenticated:
         raise PermissionDenied
     return Actor(
         username=user.get_username(),
@@ -87,7 +114,7 @@ def role_required(*roles: Role) -> Callable:
 
     def decorator(view: Callable) -> Callable:
         @functools.wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        def wrapped(request: StaffRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             role = user_role(request.user)
@@ -100,7 +127,8 @@ def role_required(*roles: Role) -> Callable:
             patch_cache_control(response, no_store=True, private=True)
             return response
 
-        wrapped.allowed_roles = allowed  # read by the role × action matrix test
+        # read by the role × action matrix test; mypy has no notion of function attributes
+        wrapped.allowed_roles = allowed  # type: ignore[attr-defined]
         return wrapped
 
     return decorator
@@ -112,7 +140,7 @@ class CorrelationIdMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: CorrelatedRequest) -> HttpResponse:
         supplied = request.headers.get("X-Request-ID", "")
         request.correlation_id = supplied if REQUEST_ID_RE.match(supplied) else str(uuid.uuid4())
         response = self.get_response(request)

@@ -112,7 +112,10 @@ class _ChoiceReasonForm(_ReasonForm):
 
     def offer(self, offered: list[str]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
-        self.fields[self.choice_field].choices = [(o, LABELS[o]) for o in offered]
+        field = self.fields[self.choice_field]
+        if not isinstance(field, forms.ChoiceField):
+            raise TypeError(f"{type(self).__name__}.{self.choice_field} is not a choice field")
+        field.choices = [(o, LABELS[o]) for o in offered]
 
 
 class DispositionForm(_ChoiceReasonForm):

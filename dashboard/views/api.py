@@ -12,7 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.auth import client_address
+from dashboard.auth import CorrelatedRequest, client_address
 from dashboard.models import ApiToken
 from reconciliation.actors import Actor, Role
 from reconciliation.pledge_request import (
@@ -56,7 +56,7 @@ def _unauthorized() -> JsonResponse:
     return response
 
 
-def _actor(request: HttpRequest, tenant: str) -> Actor:
+def _actor(request: CorrelatedRequest, tenant: str) -> Actor:
     return Actor(
         username=f"api:{tenant}",
         role=Role.API,
@@ -73,7 +73,7 @@ def _invalid(exc: InvalidRequest) -> JsonResponse:
 
 @csrf_exempt
 @require_http_methods(["POST"])
-def pledge_create(request: HttpRequest) -> JsonResponse:
+def pledge_create(request: CorrelatedRequest) -> JsonResponse:
     tenant = _tenant(request)
     if tenant is None:
         return _unauthorized()

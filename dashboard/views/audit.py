@@ -14,15 +14,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import (
     FileResponse,
     Http404,
-    HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.auth import actor_for, role_required
+from dashboard.auth import StaffRequest, actor_for, role_required
 from reconciliation.actors import Role
 from reconciliation.audit_export import (
     CONTENT_TYPES,
@@ -57,12 +57,12 @@ class AuditSearchForm(forms.Form):
     intent_id = forms.CharField(required=False, max_length=600, label="Intent id")
 
 
-def _own_only(request: HttpRequest) -> str:
+def _own_only(request: StaffRequest) -> str:
     """The username finance staff are restricted to; empty for auditors and supervisors."""
     return audit_visible_performer(request.role, request.user.get_username())
 
 
-def _filters(request: HttpRequest, data) -> tuple[AuditSearchForm, AuditFilters | None, str]:
+def _filters(request: StaffRequest, data) -> tuple[AuditSearchForm, AuditFilters | None, str]:
     """The bound form, the filters it describes (None when invalid) and an error."""
     form = AuditSearchForm(data)
     if not form.is_valid():
@@ -96,7 +96,7 @@ def _filter_values(filters: AuditFilters, form: AuditSearchForm) -> dict[str, st
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_search_view(request: HttpRequest) -> HttpResponse:
+def audit_search_view(request: StaffRequest) -> HttpResponse:
     form, filters, error = _filters(request, request.GET)
     page = None
     query = ""
@@ -125,7 +125,7 @@ def audit_search_view(request: HttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def _export_response(request: HttpRequest, fmt: str) -> HttpResponse:
+def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
     form, filters, error = _filters(request, request.GET)
     if filters is None:
         return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
@@ -141,19 +141,19 @@ def _export_response(request: HttpRequest, fmt: str) -> HttpResponse:
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_export_csv(request: HttpRequest) -> HttpResponse:
+def audit_export_csv(request: StaffRequest) -> HttpResponseBase:
     return _export_response(request, "csv")
 
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_export_jsonl(request: HttpRequest) -> HttpResponse:
+def audit_export_jsonl(request: StaffRequest) -> HttpResponseBase:
     return _export_response(request, "jsonl")
 
 
 @require_POST
 @role_required(*AUDIT_ROLES)
-def audit_export_start(request: HttpRequest) -> HttpResponse:
+def audit_export_start(request: StaffRequest) -> HttpResponse:
     """Queue a large export as a background task and go to its progress page."""
     fmt = request.POST.get("format", "csv")
     form, filters, error = _filters(request, request.POST)
@@ -168,7 +168,7 @@ def audit_export_start(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_export_status(request: HttpRequest, export_id: str) -> HttpResponse:
+def audit_export_status(request: StaffRequest, export_id: str) -> HttpResponse:
     try:
         status = export_owned(export_id, actor=actor_for(request))
     except ExportNotFound:
@@ -181,7 +181,7 @@ def audit_export_status(request: HttpRequest, export_id: str) -> HttpResponse:
     return render(request, template, context)
 
 
-def _download(request: HttpRequest, export_id: str, what: str) -> HttpResponse:
+def _download(request: StaffRequest, export_id: str, what: str) -> HttpResponseBase:
     try:
         path, name = export_download(export_id, actor=actor_for(request), what=what)
     except ExportNotFound:
@@ -201,11 +201,11 @@ def _download(request: HttpRequest, export_id: str, what: str) -> HttpResponse:
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_export_download(request: HttpRequest, export_id: str) -> HttpResponse:
+def audit_export_download(request: StaffRequest, export_id: str) -> HttpResponseBase:
     return _download(request, export_id, "file")
 
 
 @require_GET
 @role_required(*AUDIT_ROLES)
-def audit_export_manifest(request: HttpRequest, export_id: str) -> HttpResponse:
+def audit_export_manifest(request: StaffRequest, export_id: str) -> HttpResponseBase:
     return _download(request, export_id, "manifest")

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.forms import Form
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.auth import actor_for, role_required
+from dashboard.auth import StaffRequest, actor_for, role_required
 from dashboard.forms import (
     AssignForm,
     BulkForm,
@@ -47,11 +48,12 @@ from reconciliation.services.dispositions import (
     override_request,
 )
 
-FORM_CLASSES = {
+# The forms whose choices are narrowed to what the role may do on the case now.
+CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]] = {
     "dispose": DispositionForm,
     "override": OverrideRequestForm,
-    "assign": AssignForm,
 }
+FORM_CLASSES: dict[str, type[Form]] = {**CHOICE_FORM_CLASSES, "assign": AssignForm}
 
 
 def _case_or_404(case_id: str) -> Case:
@@ -70,7 +72,7 @@ def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
         offered = [a for a in allowed if a in kinds]
         if not offered:
             continue
-        form = bound.get(name) or FORM_CLASSES[name](
+        form = bound.get(name) or CHOICE_FORM_CLASSES[name](
             initial={**keep.get(name, {}), "seen_version": case.version}
         )
         form.offer(offered)
@@ -81,7 +83,7 @@ def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
 
 
 def _case_response(
-    request: HttpRequest,
+    request: StaffRequest,
     case_id: str,
     *,
     status: int = 200,
@@ -113,13 +115,13 @@ def _case_response(
 
 @require_GET
 @role_required(*VIEWING_ROLES)
-def case_view(request: HttpRequest, case_id: str) -> HttpResponse:
+def case_view(request: StaffRequest, case_id: str) -> HttpResponse:
     return _case_response(request, case_id)
 
 
 @require_GET
 @role_required(*VIEWING_ROLES)
-def case_evidence_view(request: HttpRequest, case_id: str) -> HttpResponse:
+def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     """Fresh consistent reads: the evidence panel for htmx (which needs nothing else),
     the case page otherwise."""
     if not wants_partial(request):
@@ -130,7 +132,7 @@ def case_evidence_view(request: HttpRequest, case_id: str) -> HttpResponse:
 
 
 def _act(
-    request: HttpRequest,
+    request: StaffRequest,
     case_id: str,
     name: str,
     run: Callable[[dict, Actor], ActionResult],
@@ -169,7 +171,7 @@ def _act(
 
 @require_POST
 @role_required(*ACTING_ROLES)
-def case_dispose_view(request: HttpRequest, case_id: str) -> HttpResponse:
+def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_dispose(
             case_id=case_id,
@@ -186,7 +188,7 @@ def case_dispose_view(request: HttpRequest, case_id: str) -> HttpResponse:
 
 @require_POST
 @role_required(*ACTING_ROLES)
-def case_override_view(request: HttpRequest, case_id: str) -> HttpResponse:
+def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return override_request(
             case_id=case_id,
@@ -203,7 +205,7 @@ def case_override_view(request: HttpRequest, case_id: str) -> HttpResponse:
 
 @require_POST
 @role_required(*ACTING_ROLES)
-def case_assign_view(request: HttpRequest, case_id: str) -> HttpResponse:
+def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_assign(
             case_id=case_id,
@@ -218,7 +220,7 @@ def case_assign_view(request: HttpRequest, case_id: str) -> HttpResponse:
 
 @require_POST
 @role_required(*ACTING_ROLES)
-def cases_bulk_view(request: HttpRequest) -> HttpResponse:
+def cases_bulk_view(request: StaffRequest) -> HttpResponse:
     """Preview (dry run: what each selected case would become), then apply, each case its
     own audited change; the answer lists the outcome per case."""
     form = BulkForm(request.POST)
@@ -249,7 +251,7 @@ def cases_bulk_view(request: HttpRequest) -> HttpResponse:
         status = 400
     if form.errors:
         messages.error(request, "Nothing was changed: check the bulk form.")
-    elif not preview:
+    elif not preview and rows is not None:  # rows is None only with form errors
         done = sum(1 for r in rows if r.ok)
         level = messages.SUCCESS if done == len(rows) else messages.WARNING
         messages.add_message(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from celery.result import AsyncResult
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.auth import role_required
+from dashboard.auth import StaffRequest, role_required
 from reconciliation.actors import Role
 from reconciliation.services.drill import drill_last
 from reconciliation.tasks.audit import QUEUE_ERRORS, UNAVAILABLE
@@ -19,11 +19,11 @@ SESSION_KEY = "drill_task_id"
 
 @require_GET
 @role_required(Role.SUPERVISOR)
-def drill_page(request: HttpRequest) -> HttpResponse:
+def drill_page(request: StaffRequest) -> HttpResponse:
     task_id = request.session.get(SESSION_KEY)
     running = False
     if task_id:
-        result = AsyncResult(task_id)
+        result: AsyncResult[dict] = AsyncResult(task_id)
         try:
             running = not result.ready()
             failed = not running and result.failed()
@@ -45,7 +45,7 @@ def drill_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @role_required(Role.SUPERVISOR)
-def drill_start(request: HttpRequest) -> HttpResponse:
+def drill_start(request: StaffRequest) -> HttpResponse:
     try:
         result = drill_task.delay()
     except QUEUE_ERRORS:

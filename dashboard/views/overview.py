@@ -3,10 +3,10 @@ latest audit events."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.auth import role_required
+from dashboard.auth import StaffRequest, role_required
 from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
 from reconciliation.policy import audit_visible_performer
 from reconciliation.repositories.cases import QUEUE_APPROVAL
@@ -25,11 +25,12 @@ EVENTS_SHOWN = 20
 
 @require_GET
 @role_required(*VIEWING_ROLES)
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
     counts = queue_counts()
     oldest = queue_oldest(counts)
     ageing = queue_ageing(counts)
+    aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
             "slug": slug,
@@ -37,14 +38,14 @@ def overview(request: HttpRequest) -> HttpResponse:
             "count": counts.get(queue, 0),
             "oldest": oldest.get(queue),
             "buckets": ageing.get(queue, []),
-            "aged": sum(n for _, n in ageing.get(queue, [])),
+            "aged": aged[queue],
         }
         for slug, queue in QUEUE_SLUGS.items()
     ]
     context = {
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
-        "largest": max((q["aged"] for q in queues), default=0),
+        "largest": max(aged.values(), default=0),
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
         "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN).rows,
         "events": recent_audit_events(EVENTS_SHOWN, performed_by=own_only),

@@ -3,6 +3,8 @@ page or, for htmx, the named partial of the same template (STYLE.md)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
@@ -17,6 +19,9 @@ from reconciliation.repositories.cases import (
     STUCK_PENDING,
     TOKEN_MISMATCH,
 )
+
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
 
 # Every screen admits the three staff roles; only staff and supervisors act.
 VIEWING_ROLES = STAFF_ROLES
@@ -37,8 +42,8 @@ SLUG_FOR_QUEUE = {queue: slug for slug, queue in QUEUE_SLUGS.items()}
 def wants_partial(request: HttpRequest) -> bool:
     """An htmx request that swaps part of a page. A history restore (back button after
     the htmx cache was evicted) needs the whole page, although it is an htmx request."""
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    return htmx is not None and bool(htmx) and not htmx.history_restore_request
 
 
 def render_page(

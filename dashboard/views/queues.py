@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.auth import role_required
+from dashboard.auth import StaffRequest, role_required
 from dashboard.forms import BulkForm, QueueFilterForm
 from dashboard.views.pages import (
     ACTING_ROLES,
@@ -45,7 +45,7 @@ def _filter_query(form: QueueFilterForm) -> str:
 
 @require_GET
 @role_required(*VIEWING_ROLES)
-def queue_view(request: HttpRequest, queue: str) -> HttpResponse:
+def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     name = QUEUE_SLUGS.get(queue)
     if name is None:
         raise Http404("No such queue")

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from dashboard import mfa
-from dashboard.auth import user_role
+from dashboard.auth import forget_role, user_role
 from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import STAFF_ROLES, Actor, Role
 from reconciliation.repositories import repositories
@@ -81,7 +81,7 @@ class Command(BaseCommand):
             Group.objects.get_or_create(name=str(name))
         user.groups.remove(*Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
         user.groups.add(Group.objects.get(name=role))
-        user._pledge_role = "unset"  # the cached role is stale now
+        forget_role(user)  # the cached role is stale now
         after = {"role": role, "active": True}
         if created:
             staff_event_append(
