@@ -198,7 +198,8 @@ def parse_fields(data: dict) -> PledgeRequest:
         except InvalidOperation:
             errors["amount"] = 'must be a decimal number such as "25.00"'
     if amount is not None:
-        places = -amount.as_tuple().exponent if amount.as_tuple().exponent < 0 else 0
+        exponent = amount.as_tuple().exponent  # an int: AMOUNT_RE admits no NaN or Infinity
+        places = -exponent if isinstance(exponent, int) and exponent < 0 else 0
         if amount <= 0:
             errors["amount"] = "must be greater than 0"
         elif places > 2:

@@ -182,8 +182,9 @@ def ledger_problems(snapshot: Snapshot) -> list[Problem]:
         ]
         if len(receipts) != 1:
             problems.append(Problem(LEDGER, f"{len(receipts)} pledge_recorded receipts"))
-    recorded: Counter = Counter()
-    counted: Counter = Counter()
+    # Sums of money and counts by (fund, currency, "amount" | "count").
+    recorded: defaultdict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    counted: defaultdict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for pledge in pledges:
         if pledge.get("status") == RECORDED:
             recorded[(pledge["fund"], pledge["currency"], "amount")] += Decimal(
@@ -191,9 +192,9 @@ def ledger_problems(snapshot: Snapshot) -> list[Problem]:
             )
             recorded[(pledge["fund"], pledge["currency"], "count")] += 1
     for item in snapshot.plain("ledger"):
-        fund = (item.get("fund_code", "?"), item.get("currency", "?"))
-        counted[(*fund, "amount")] += Decimal(str(item.get("pledged_total", 0)))
-        counted[(*fund, "count")] += int(item.get("pledge_count", 0))
+        fund_currency = (item.get("fund_code", "?"), item.get("currency", "?"))
+        counted[(*fund_currency, "amount")] += Decimal(str(item.get("pledged_total", 0)))
+        counted[(*fund_currency, "count")] += int(item.get("pledge_count", 0))
     for key in sorted(set(recorded) | set(counted)):
         if recorded[key] != counted[key]:
             fund, currency, what = key
@@ -225,7 +226,11 @@ def _untruths(answer: Answer, documented: frozenset[str]) -> list[str]:
     out = []
     if not answer.json:
         out.append(f"{said}: the body is not JSON")
-    elif (answer.status >= 400 or answer.status == 202) and answer.error not in documented:
+    elif (
+        answer.status is not None
+        and (answer.status >= 400 or answer.status == 202)
+        and answer.error not in documented
+    ):
         out.append(f"{said}: {answer.error!r} is not a documented error code")
     if answer.method == "POST" and answer.definite_failure:
         if answer.commit_applied:
@@ -319,7 +324,9 @@ def audit_problems(snapshot: Snapshot) -> list[Problem]:
     """Invariant 5: no case change without its event, and every chain intact."""
     streams = snapshot.streams()
     problems: list[Problem] = []
-    subjects = [(f"CASE#{c['case_id']}", c, "version") for c in snapshot.cases()]
+    subjects: list[tuple[str, dict, str | None]] = [
+        (f"CASE#{c['case_id']}", c, "version") for c in snapshot.cases()
+    ]
     subjects += [(f"PLEDGE#{p['intent_id']}", p, None) for p in snapshot.plain("pledges")]
     for stream, item, version_field in subjects:
         events = streams.get(stream, [])

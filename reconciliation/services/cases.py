@@ -104,7 +104,9 @@ def case_open(
     if claim_item is not None:
         items.append(claim_item)
     try:
-        _CaseWrite(repos, stored.case_id, [(stored.queue, +1)]).send(items)
+        # A new case is OPEN, so it has a queue; count it only where it is listed.
+        moves = [(stored.queue, +1)] if stored.queue else []
+        _CaseWrite(repos, stored.case_id, moves).send(items)
     except ClientError as exc:
         codes = _cancellation_codes(exc)
         if codes and codes[0] == "ConditionalCheckFailed":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from django.conf import settings
 
@@ -73,6 +74,16 @@ __all__ = [
 # --- evidence-based dispositions --------------------------------------------------------
 
 
+class _ChangeCommon(TypedDict):
+    """What every change a disposition makes passes on to ``case_commit_change``."""
+
+    actor: Actor
+    action_id: str | None
+    disposition: str
+    reason_code: str
+    reason_text: str
+
+
 def case_dispose(
     *,
     case_id: str,
@@ -108,7 +119,7 @@ def case_dispose(
         )
     if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
         raise CaseError(f"The case is {case.state}.")
-    common = dict(
+    common = _ChangeCommon(
         actor=actor,
         action_id=action_id,
         disposition=disposition,
@@ -148,7 +159,9 @@ def case_dispose(
     raise CaseError(f"Unknown disposition {disposition}.")
 
 
-def _confirm_committed(repos: Repositories, case: Case, **common) -> ActionResult:
+def _confirm_committed(
+    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
     actor = common["actor"]
     pledge = repos.pledges.get(case.intent_id, consistent=True)
     if pledge is None:

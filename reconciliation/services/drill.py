@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -44,6 +45,9 @@ from reconciliation.services import pledges as pledge_service
 PASS, FAIL, UNPROVABLE = "pass", "FAIL", "unprovable"
 TENANT = "drill"
 AMOUNT = Decimal("10.00")
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 
 @dataclass
@@ -147,7 +151,7 @@ class _Drill:
         repos = self.repos("probe")
         key = f"DRILLPROBE#{self.run}"
         token = str(uuid.uuid4())
-        item = [
+        item: list[TransactWriteItemTypeDef] = [
             {
                 "Update": {
                     "TableName": repos.tables.ledger,
@@ -188,6 +192,8 @@ class _Drill:
         Returns the ClientError DynamoDB answered with, or None if it accepted."""
         repos = self.repos(key)
         claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        if claim is None:  # only committed keys are resent, and their claims are kept
+            raise LookupError(f"no claim for the committed key {key}")
         attempt = replace(claim, status=PENDING, version=claim.version - 1)
         if amount is not None:
             attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
@@ -315,9 +321,10 @@ class _Drill:
             with contextlib.suppress(CaseError):
                 retry_commit_run(case.case_id, repos=repos)
             final = repos.cases.get(case.case_id)
-            observed.append(f"retry → case {final.state}")
+            final_state = final.state if final is not None else "absent"
+            observed.append(f"retry → case {final_state}")
             self.cases[case.case_id] = RESOLVED
-            ok = ok and result.applied and final.state == RESOLVED
+            ok = ok and result.applied and final_state == RESOLVED
             if pledge_service.pledge_get(tenant=TENANT, idempotency_key=key):
                 self.committed.append(key)
         self.row(

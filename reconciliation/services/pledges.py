@@ -15,6 +15,7 @@ them to HTTP.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 
@@ -142,7 +143,7 @@ def _claim(
             if verdict is not None:
                 return verdict
         try:
-            claim, fresh = with_retry(lambda existing=existing: take(existing))
+            claim, fresh = with_retry(functools.partial(take, existing))
         except ClaimTaken as taken:
             existing = taken.current  # someone else holds or changed it: judge again
             continue

@@ -67,6 +67,8 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         elif kind not in pledge_service.SUCCESS:
             _keep_claim_with_case(repos, claim, case_id)
     case = repos.cases.get(case_id)
+    if case is None:  # cases are never deleted: one gone mid-retry is a fault, not a no-op
+        raise LookupError(f"case {case_id} disappeared during its retry")
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
         resolution = _resolution(RETRY_COMMIT, actor, outcome=kind)

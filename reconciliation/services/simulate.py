@@ -35,7 +35,7 @@ from reconciliation.dynamo.items import values
 from reconciliation.pledge_request import parse_fields
 from reconciliation.repositories import repositories, repositories_for_key
 from reconciliation.repositories.cases import CASE_TYPES
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, Claim, claim_pk
 from reconciliation.repositories.pledges import intent_id_for
 from reconciliation.services import pledges as service
 from reconciliation.services.sweeps import sweep_all
@@ -196,7 +196,7 @@ class _Traffic:
         request = parse_fields(body)
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
         repos = repositories_for_key(pk)
-        stale = repos.claims.new_claim(
+        claim = repos.claims.new_claim(
             pk=pk,
             tenant=TENANT,
             idempotency_key=key,
@@ -207,8 +207,9 @@ class _Traffic:
             client_address="simulator",
             lease_s=self.config.lease_s,
         )
+        stale: Claim | None = claim
         try:
-            repos.claims.create(stale)
+            repos.claims.create(claim)
         except Exception:  # noqa: BLE001 - a fault fired; the intent is simply retried below
             stale = None
         time.sleep(self.config.lease_s + 0.3)

@@ -93,7 +93,7 @@ class Command(BaseCommand):
             return Actor(username=f"cli:{getpass.getuser()}", role=Role.SYSTEM), ""
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         role = staff_role(user.groups.values_list("name", flat=True)) if user else None
-        if role is None:
+        if user is None or role is None:
             raise CommandError(f"{username}: no such staff user")
         actor = Actor(username=user.get_username(), role=role, email=user.email or "")
         return actor, audit_visible_performer(role, actor.username)

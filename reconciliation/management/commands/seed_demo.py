@@ -57,10 +57,6 @@ class Command(BaseCommand):
 
     def _human_touches(self) -> None:
         """Escalate two cases and ask for an override, so those queues are not empty."""
-        reason = {
-            "reason_code": "NEEDS_REVIEW",
-            "reason_text": "Demo: needs a second look before closing.",
-        }
         stuck = queue_page(STUCK_PENDING, limit=3).rows
         mismatched = queue_page(TOKEN_MISMATCH, limit=2).rows
         for row in stuck[:1] + mismatched[:1]:
@@ -70,7 +66,8 @@ class Command(BaseCommand):
                     disposition=ESCALATE,
                     actor=DEMO_STAFF,
                     seen_version=row.version,
-                    **reason,
+                    reason_code="NEEDS_REVIEW",
+                    reason_text="Demo: needs a second look before closing.",
                 )
             except CaseError as exc:
                 self.stderr.write(f"could not escalate {row.case_id}: {exc}")

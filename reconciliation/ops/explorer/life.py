@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -133,13 +134,14 @@ class Life:
         return episode
 
     def _client(self) -> None:
-        method: str | None = "POST"
+        method = "POST"
         for _ in range(MAX_REQUESTS):
             answer = self._request(method)
             self.answers.append(answer)
-            method, wait = client_next(answer)
-            if method is None:
+            next_method, wait = client_next(answer)
+            if next_method is None:
                 return
+            method = next_method
             self._advance(wait)
 
     def _request(self, method: str) -> Answer:
@@ -252,7 +254,7 @@ class Life:
                 continue
             disposed = True
             for _ in range(RERUNS):
-                if self._background("dispose", lambda c=case: _dispose(c)) is not ABORTED:
+                if self._background("dispose", functools.partial(_dispose, case)) is not ABORTED:
                     break
         return disposed
 
@@ -264,7 +266,7 @@ class Life:
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
             case_id, runs = pending[0], runs + 1
-            outcome = self._background("retry", lambda c=case_id: retry_commit_run(c))
+            outcome = self._background("retry", functools.partial(retry_commit_run, case_id))
             if outcome is ABORTED:
                 continue
             pending.pop(0)

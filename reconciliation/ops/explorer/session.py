@@ -10,9 +10,9 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 from urllib.parse import quote
 
@@ -51,6 +51,9 @@ from reconciliation.ops.invariants import (
 )
 from reconciliation.repositories.cases import RESOLVED
 from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import WriteRequestUnionTypeDef
 
 
 @dataclass
@@ -267,7 +270,9 @@ class Session:
             keys = [{a: item[a] for a in attributes} for item in snapshot.raw.get(role, [])]
             table = getattr(self.names, role)
             for start in range(0, len(keys), 25):
-                request = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]}
+                request: Mapping[str, Sequence[WriteRequestUnionTypeDef]] | None = {
+                    table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+                }
                 while request:
                     request = self.oracle.batch_write_item(RequestItems=request).get(
                         "UnprocessedItems"

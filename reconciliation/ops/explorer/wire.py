@@ -252,6 +252,13 @@ class Wire:
     fail itself, so it knows the engine's real answer to each: a commit that applied while
     its caller heard a timeout still counts as applied."""
 
+    # The current episode and what it has done so far (reset by :meth:`begin`).
+    episode: str
+    _writes: Counter[str]
+    _reads: dict[str, dict[str, int]]
+    _exhausted: set[str]
+    _hot: set[str]
+
     def __init__(self, names: TableNames):
         self.roles = table_roles(names)
         # TCP_NODELAY as botocore sets it: without it every call waits out a delayed ACK.
@@ -281,10 +288,10 @@ class Wire:
     def begin(self, episode: str) -> None:
         """A new request or task run: call counts restart and lasting faults end."""
         self.episode = episode
-        self._writes: Counter = Counter()
-        self._reads: dict[str, dict[str, int]] = {}
-        self._exhausted: set[str] = set()
-        self._hot: set[str] = set()
+        self._writes = Counter()
+        self._reads = {}
+        self._exhausted = set()
+        self._hot = set()
 
     def __call__(self, request, event_name: str = "", **_kwargs) -> AWSResponse | None:
         operation = event_name.rsplit(".", 1)[-1]
