@@ -23,7 +23,7 @@ def test_every_staff_url_is_no_store_private(world: World, client: Client, route
     """A supervisor (who may use every staff URL) gets ``no-store`` and ``private`` on
     each page, partial, export and action response."""
     row = MATRIX[route]
-    _sign_in(client, "supervisor")
+    _sign_in(client, "supervisor", world)
     path = row.path(world)
     headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
     if row.method == "GET":
