@@ -54,7 +54,7 @@ from reconciliation.services.overrides import (
     override_request,
     overrides_expire,
 )
-from reconciliation.services.retries import _enqueue_retry, retry_commit_run
+from reconciliation.services.retries import enqueue_retry, retry_commit_run
 
 __all__ = [
     "RETRY_COMMIT",
@@ -152,7 +152,7 @@ def case_dispose(
         updated = case_commit_change(
             repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
         )
-        _enqueue_retry(updated.case_id)
+        enqueue_retry(updated.case_id)
         return ActionResult(
             updated, True, "The commit will be retried in the background with the same token."
         )

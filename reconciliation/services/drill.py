@@ -258,7 +258,7 @@ class _Drill:
         )
 
     def ambiguous(self) -> None:
-        from reconciliation.services.sweeps import SweepReport, _auto_resolve
+        from reconciliation.services.sweeps import SweepReport, auto_resolve
 
         key = self.key()
         with _faults(ambiguous_after_commit=1.0):
@@ -267,7 +267,7 @@ class _Drill:
         observed = [outcome.kind, f"durable record {'found' if pledge else 'absent'}"]
         ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
         if outcome.case_id:
-            _auto_resolve(self.repos(key), outcome.case_id, SweepReport())
+            auto_resolve(self.repos(key), outcome.case_id, SweepReport())
             case = self.repos(key).cases.get(outcome.case_id)
             observed.append(f"case {case.state if case else 'missing'}")
             self.cases[outcome.case_id] = RESOLVED

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
@@ -19,7 +20,21 @@ from reconciliation.services.cases import case_commit_change
 logger = logging.getLogger(__name__)
 
 
-def _enqueue_retry(case_id: str) -> None:
+@dataclass(frozen=True)
+class RetryOutcome:
+    """What one run of a case's retry did: ``kind`` is ``resolved``, ``committed``,
+    ``already_committed``, ``nothing_to_do`` or the commit's failure kind; ``wait_s`` is
+    set when the claim's lease still runs and the retry must run again after it."""
+
+    kind: str
+    wait_s: int | None = None
+
+    @classmethod
+    def wait(cls, seconds: int) -> RetryOutcome:
+        return cls("wait", wait_s=max(1, seconds))
+
+
+def enqueue_retry(case_id: str) -> None:
     """Queue the retry. If the broker is down the case keeps ``retry.status = queued`` and
     the sweep dispatches it again later: the request is never lost."""
     from kombu.exceptions import OperationalError
@@ -36,22 +51,22 @@ def _enqueue_retry(case_id: str) -> None:
         )
 
 
-def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
-    """Re-run the commit of a case's intent (the Celery task's body). Returns what
-    happened: ``resolved``, ``committed``, ``already_committed``, ``wait:N`` or the
-    failure kind. Duplicate-safe: the durable pledge key refuses a second pledge, and
-    the claim's stored token is reused (same token inside the 10-minute window)."""
+def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> RetryOutcome:
+    """Re-run the commit of a case's intent (the Celery task's body) and say what
+    happened (:class:`RetryOutcome`). Duplicate-safe: the durable pledge key refuses a
+    second pledge, and the claim's stored token is reused (same token inside the
+    10-minute window)."""
     from reconciliation.services import pledges as pledge_service
 
     repos = repos or repositories()
     actor = system_actor()
     case = repos.cases.get(case_id)
     if case is None or case.state == RESOLVED or not case.retry:
-        return "nothing_to_do"
+        return RetryOutcome("nothing_to_do")
     pledge = repos.pledges.get(case.intent_id, consistent=True)
     claim = repos.claims.get(case.claim_pk)
     if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
-        return f"wait:{max(1, claim.expires_at - clock.epoch())}"
+        return RetryOutcome.wait(claim.expires_at - clock.epoch())
     kind, superseded_by = "already_committed", None
     if pledge is None:
         claim = _retry_claim(repos, case, claim)
@@ -85,8 +100,8 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
             detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
         )
         if superseded_by:
-            return kind
-        return "committed" if kind == pledge_service.CREATED else "already_committed"
+            return RetryOutcome(kind)
+        return RetryOutcome("committed" if kind == pledge_service.CREATED else "already_committed")
     case_commit_change(
         repos,
         case,
@@ -97,7 +112,7 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> str:
         changes={"retry": retry},
         detail={"outcome": kind},
     )
-    return kind
+    return RetryOutcome(kind)
 
 
 def _keep_claim_with_case(repos: Repositories, claim: Claim, case_id: str) -> None:

@@ -139,7 +139,7 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
     if created:
         report.opened.append(stored.case_id)
     if resolves_itself:
-        _auto_resolve(repos, stored.case_id, report)
+        auto_resolve(repos, stored.case_id, report)
         return repos.cases.get(stored.case_id)
     if not created:
         with contextlib.suppress(ClaimTaken):
@@ -147,7 +147,7 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
     return stored
 
 
-def _auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
+def auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
     from reconciliation.services.dispositions import case_dispose
 
     result = case_dispose(
@@ -177,7 +177,7 @@ def recheck_open_cases(
             if repos.pledges.get(row["intent_id"], consistent=True) is None:
                 continue
             try:
-                _auto_resolve(repos, row["case_id"], report)
+                auto_resolve(repos, row["case_id"], report)
             except CaseError as exc:
                 report.errors.append(f"{row['case_id']}: {exc}")
     return report
@@ -192,7 +192,7 @@ def redispatch_stale_retries(
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
     from reconciliation.repositories.cases import CASE_TYPES, QUEUE_ESCALATED
-    from reconciliation.services.retries import _enqueue_retry
+    from reconciliation.services.retries import enqueue_retry
 
     repos = repos or repositories()
     report = report or SweepReport()
@@ -201,7 +201,7 @@ def redispatch_stale_retries(
         for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
             retry = row.get("retry")
             if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
-                _enqueue_retry(row["case_id"])
+                enqueue_retry(row["case_id"])
                 report.redispatched.append(row["case_id"])
     return report
 

@@ -71,8 +71,8 @@ def retry_commit_task(self, case_id: str) -> str:
     faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
     outcome = retry_commit_run(case_id)
-    if outcome.startswith("wait:"):
+    if outcome.wait_s is not None:
         # The claim's lease is still running; try again when it ends (well below the
         # broker's visibility timeout).
-        raise self.retry(countdown=min(int(outcome[5:]) + 1, 600))
-    return outcome
+        raise self.retry(countdown=min(outcome.wait_s + 1, 600))
+    return outcome.kind

@@ -657,3 +657,34 @@ def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
         reason_text="\u200bre\u0301sume\u0301 done\u200b",  # exactly 10 visible
     )
     assert result.applied
+
+
+def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypatch):
+    """The commit's answer was lost and nothing applied: the claim is still PENDING inside
+    its lease. The retry run says how long to wait (a value, not a string protocol), and
+    run again after the lease it commits once."""
+    from reconciliation.dynamo import faults
+    from reconciliation.services import dispositions
+    from reconciliation.services.retries import RetryOutcome, retry_commit_run
+    from tests.reconciliation.factories import submit
+
+    faults.set_plan(faults.FaultPlan({"ambiguous_no_commit": 1.0}))
+    try:
+        outcome = submit("rc-wait")
+    finally:
+        faults.set_plan(None)
+    case = repositories().cases.get(outcome.case_id)
+    monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id: None)
+    case_dispose(
+        case_id=case.case_id,
+        disposition=RETRY_COMMIT,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+    )
+    waiting = retry_commit_run(case.case_id)
+    assert waiting.kind == "wait" and 1 <= waiting.wait_s <= 60
+    assert pledges(ddb) == []
+    with clock.travel(waiting.wait_s + 1):
+        assert retry_commit_run(case.case_id) == RetryOutcome("committed")
+    assert len(pledges(ddb)) == 1

@@ -300,7 +300,7 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         # The same message the app sends, through this test's own broker.
         sent.append(sender.send_task(RETRY_TASK, args=[case_id]).id)
 
-    monkeypatch.setattr(dispositions, "_enqueue_retry", enqueue)
+    monkeypatch.setattr(dispositions, "enqueue_retry", enqueue)
     figures: dict = {"pool": "prefork, concurrency 1"}
     try:
         worker.start()

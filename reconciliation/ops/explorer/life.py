@@ -261,7 +261,7 @@ class Life:
     def _run_retries(self) -> bool:
         """The retry task for each dispatched case: run again after a crash or a transient
         error (acks_late, autoretry) and after the lease wait it asks for."""
-        from reconciliation.services.dispositions import retry_commit_run
+        from reconciliation.services.retries import RetryOutcome, retry_commit_run
 
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
@@ -270,8 +270,8 @@ class Life:
             if outcome is ABORTED:
                 continue
             pending.pop(0)
-            if isinstance(outcome, str) and outcome.startswith("wait:"):
-                self._advance(int(outcome.removeprefix("wait:")) + 1)
+            if isinstance(outcome, RetryOutcome) and outcome.wait_s is not None:
+                self._advance(outcome.wait_s + 1)
                 pending.append(case_id)
         return runs > 0
 
