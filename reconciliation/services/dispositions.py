@@ -14,6 +14,7 @@ re-exported here for existing callers.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
@@ -126,37 +127,49 @@ def case_dispose(
         reason_code=code,
         reason_text=text,
     )
-    if disposition == CONFIRMED_COMMITTED:
-        return _confirm_committed(repos, case, **common)
-    if disposition == DUPLICATE_REJECTED_OK:
-        updated = case_commit_change(
-            repos,
-            case,
-            action="disposition_recorded",
-            changes={"state": RESOLVED, "resolution": _resolution(disposition, actor)},
-            **common,
-        )
-        return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
-    if disposition == ESCALATE:
-        updated = case_commit_change(
-            repos, case, action="case_escalated", changes={"state": ESCALATED}, **common
-        )
-        return ActionResult(updated, True, "Escalated.")
-    if disposition == RETRY_COMMIT:
-        retry = {
-            "status": "queued",
-            "requested_by": actor.username,
-            "requested_at": clock.iso(clock.now()),
-            "request_id": action_id or str(uuid.uuid4()),
-        }
-        updated = case_commit_change(
-            repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
-        )
-        enqueue_retry(updated.case_id)
-        return ActionResult(
-            updated, True, "The commit will be retried in the background with the same token."
-        )
-    raise CaseError(f"Unknown disposition {disposition}.")
+    handler = _DISPOSITION_HANDLERS.get(disposition)
+    if handler is None:
+        raise CaseError(f"Unknown disposition {disposition}.")
+    return handler(repos, case, **common)
+
+
+def _duplicate_rejected_ok(
+    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    updated = case_commit_change(
+        repos,
+        case,
+        action="disposition_recorded",
+        changes={
+            "state": RESOLVED,
+            "resolution": _resolution(common["disposition"], common["actor"]),
+        },
+        **common,
+    )
+    return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
+
+
+def _escalate(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    updated = case_commit_change(
+        repos, case, action="case_escalated", changes={"state": ESCALATED}, **common
+    )
+    return ActionResult(updated, True, "Escalated.")
+
+
+def _retry_commit(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    retry = {
+        "status": "queued",
+        "requested_by": common["actor"].username,
+        "requested_at": clock.iso(clock.now()),
+        "request_id": common["action_id"] or str(uuid.uuid4()),
+    }
+    updated = case_commit_change(
+        repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
+    )
+    enqueue_retry(updated.case_id)
+    return ActionResult(
+        updated, True, "The commit will be retried in the background with the same token."
+    )
 
 
 def _confirm_committed(
@@ -192,6 +205,15 @@ def _confirm_committed(
         **common,
     )
     return ActionResult(updated, True, "Confirmed committed: the pledge is recorded.")
+
+
+# What each evidence-based disposition does, once the case, role and reason are checked.
+_DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
+    CONFIRMED_COMMITTED: _confirm_committed,
+    DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
+    ESCALATE: _escalate,
+    RETRY_COMMIT: _retry_commit,
+}
 
 
 # --- assignment -------------------------------------------------------------------------
