@@ -1,7 +1,24 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class ReconciliationConfig(AppConfig):
     name = "reconciliation"
     verbose_name = "Pledge reconciliation"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        checks.register(audit_checkpoint_period_check)
+
+
+def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """``AUDIT_CHECKPOINT_PERIOD_S`` must divide a day (``manage.py check``, ``migrate``
+    and ``runserver`` refuse to go on otherwise; the checkpoint task and ``verify_audit``
+    refuse too)."""
+    from django.conf import settings
+
+    from reconciliation.services.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
+
+    value = getattr(settings, "AUDIT_CHECKPOINT_PERIOD_S", DEFAULT_PERIOD_S)
+    problem = period_setting_problem(value)
+    return [checks.Error(problem, id="reconciliation.E001")] if problem else []

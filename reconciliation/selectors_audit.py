@@ -787,7 +787,7 @@ def chain_statuses(
         return dict(zip(ordered, pool.map(check, ordered), strict=True))
 
 
-# --- day heads (digest) ------------------------------------------------------------------
+# --- period heads (checkpoints) and the range index (verification) ----------------------
 
 
 def _shard_items(
@@ -805,14 +805,22 @@ def _shard_items(
         after = lek["at_id"]["S"]
 
 
-def audit_day_heads(day: date, *, repos: Repositories | None = None) -> list[tuple[str, int, str]]:
-    """``(stream, seq, hash)`` of the last event of ``day`` of every stream touched that
-    day, sorted by stream: eight shards of ``by_day``, keys and hash only."""
+def audit_period_heads(
+    start: datetime, end: datetime, *, repos: Repositories | None = None
+) -> list[tuple[str, int, str]]:
+    """``(stream, seq, hash)`` of the last event dated in ``[start, end)`` of every stream
+    with one, sorted by stream: eight Queries (and their pages) over the ``by_day``
+    shards of that day, bounded to the period, keys and hash only. The period lies
+    within one UTC day."""
     repos = repos or repositories()
+    # at_id is "{at}#{event_id}": every at_id of an event at or after ``end`` sorts
+    # after the bare timestamp, so ``hi`` is exclusive of them.
+    lo, hi = clock.iso(start), clock.iso(end)
     heads: dict[str, tuple[int, str]] = {}
     names = {"#s": "stream", "#q": "seq", "#h": "hash"}
     for n in range(AUDIT_DAY_SHARDS):
-        for item in _shard_items(repos, f"{day.isoformat()}#{n}", "#s, #q, #h, at_id", names):
+        shard = f"{start.date().isoformat()}#{n}"
+        for item in repos.audit.period_items(shard, lo, hi, projection="#s, #q, #h", names=names):
             stream, seq = item["stream"]["S"], int(item["seq"]["N"])
             if seq > heads.get(stream, (0, ""))[0]:
                 heads[stream] = (seq, item["hash"]["S"])
@@ -832,27 +840,40 @@ def audit_day_has_events(day: date, *, repos: Repositories | None = None) -> boo
 @dataclass
 class RangeIndex:
     """What the ``by_day`` index says about a range of days: the streams with events in
-    it, and the pledges its case events name (``intent_id``)."""
+    it, the pledges its case events name (``intent_id``), and the start of every
+    checkpoint period holding an event."""
 
     streams: set[str] = field(default_factory=set)
     referenced: set[str] = field(default_factory=set)  # PLEDGE#… streams
+    periods: set[datetime] = field(default_factory=set)
 
 
 def audit_range_index(
-    days: list[date], *, repos: Repositories | None = None, threads: int = 8
+    days: list[date],
+    *,
+    period_s: int = 86400,
+    repos: Repositories | None = None,
+    threads: int = 8,
 ) -> RangeIndex:
-    """Every stream with an event on one of ``days``, and every pledge stream a case
-    event of those days names (Queries over ``by_day``, three attributes, no Scan)."""
+    """Every stream with an event on one of ``days``, every pledge stream a case event of
+    those days names, and every period of ``period_s`` seconds (aligned to midnight)
+    with an event (Queries over ``by_day``, three attributes, no Scan)."""
     repos = repos or repositories()
     names = {"#s": "stream", "#i": "intent_id"}
 
     def one(day_shard: str) -> RangeIndex:
         found = RangeIndex()
+        offsets: set[int] = set()
         for item in _shard_items(repos, day_shard, "#s, #i, at_id", names):
             stream = item["stream"]["S"]
             found.streams.add(stream)
             if stream.startswith("CASE#") and "intent_id" in item:
                 found.referenced.add(f"PLEDGE#{item['intent_id']['S']}")
+            at = item["at_id"]["S"]  # YYYY-MM-DDTHH:MM:SS.ffffffZ#…, sliced, not parsed
+            second = int(at[11:13]) * 3600 + int(at[14:16]) * 60 + int(at[17:19])
+            offsets.add(second - second % period_s)
+        midnight = datetime.combine(date.fromisoformat(day_shard[:10]), time.min, tzinfo=UTC)
+        found.periods = {midnight + timedelta(seconds=o) for o in offsets}
         return found
 
     keys = [f"{d.isoformat()}#{n}" for d in days for n in range(AUDIT_DAY_SHARDS)]
@@ -861,4 +882,5 @@ def audit_range_index(
         for found in pool.map(one, keys):
             index.streams |= found.streams
             index.referenced |= found.referenced
+            index.periods |= found.periods
     return index

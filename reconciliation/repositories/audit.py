@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -220,6 +221,30 @@ class AuditRepository:
         response = self.client.query(**kwargs)
         return response.get("Items", []), response.get("LastEvaluatedKey")
 
+    def period_items(
+        self, day_shard: str, lo: str, hi: str, *, projection: str, names: dict[str, str]
+    ) -> Iterator[dict]:
+        """Every ``by_day`` item of one day shard with ``lo <= at_id <= hi``, oldest
+        first, only the projected attributes (raw attribute values)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_day",
+            "KeyConditionExpression": "day_shard = :ds AND at_id BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":ds": {"S": day_shard},
+                ":lo": {"S": lo},
+                ":hi": {"S": hi},
+            },
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": names,
+        }
+        while True:
+            response = self.client.query(**kwargs)
+            yield from response.get("Items", [])
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def event_at(self, stream: str, seq: int) -> dict | None:
         """The stored event at ``(stream, seq)``, read consistently, or ``None``."""
         response = self.client.get_item(
@@ -229,14 +254,17 @@ class AuditRepository:
         )
         return from_item(response.get("Item"))
 
-    def latest_event(self, stream: str, *, action: str) -> dict | None:
-        """The newest event of ``stream`` with ``action``, walking back from the head."""
+    def latest_event(self, stream: str, *, action: str | tuple[str, ...]) -> dict | None:
+        """The newest event of ``stream`` with ``action`` (or one of several), walking
+        back from the head."""
+        actions = (action,) if isinstance(action, str) else action
+        wanted = {f":a{n}": {"S": a} for n, a in enumerate(actions)}
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#s = :s",
-            "FilterExpression": "#a = :a",
+            "FilterExpression": f"#a IN ({', '.join(wanted)})",
             "ExpressionAttributeNames": {"#s": "stream", "#a": "action"},
-            "ExpressionAttributeValues": {":s": {"S": stream}, ":a": {"S": action}},
+            "ExpressionAttributeValues": {":s": {"S": stream}, **wanted},
             "ScanIndexForward": False,
             "ConsistentRead": True,
             "Limit": 25,

@@ -1,5 +1,6 @@
-"""Chain verification, the signed daily digest and ``manage.py verify_audit``: tampering
-with one field, deleting one event and deleting a whole stream are each named."""
+"""Chain verification, the signed checkpoints and ``manage.py verify_audit``: tampering
+with one field, deleting one event and deleting a whole stream are each named; daily
+digests written before checkpoints still verify."""
 
 from __future__ import annotations
 
@@ -11,21 +12,27 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation import clock
+from reconciliation.actors import system_actor
 from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
-from reconciliation.repositories.audit import event_hash
-from reconciliation.selectors_audit import subject_of
+from reconciliation.repositories.audit import audit_event_build, event_hash
+from reconciliation.selectors_audit import audit_period_heads, subject_of
 from reconciliation.services.audit import (
+    CHECKPOINT_ACTION,
+    CHECKPOINT_PART_ACTION,
     DIGEST_ACTION,
-    DIGEST_PART_ACTION,
     SYSTEM_STREAM,
-    audit_daily_digest,
-    audit_digest_write,
+    Period,
+    audit_checkpoint,
+    audit_checkpoint_write,
     audit_verify,
+    digest_payload,
     heads_sha256,
+    key_id,
+    sign,
 )
-from reconciliation.tasks.audit import audit_daily_digest as digest_task
+from reconciliation.tasks.audit import audit_checkpoint as checkpoint_task
 from tests.helpers import audit_events
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -96,16 +103,39 @@ def no_scans(ddb) -> list[str]:
     return seen
 
 
+def checkpoints(ddb) -> list[dict]:
+    return [e for e in audit_events(ddb, SYSTEM_STREAM) if e["action"] == CHECKPOINT_ACTION]
+
+
+def listing(ddb, stream: str) -> list[tuple[dict, list]]:
+    """Each checkpoint that lists ``stream``, with the head it lists."""
+    return [
+        (c, head)
+        for c in checkpoints(ddb)
+        for head in c["detail"].get("heads", [])
+        if head[0] == stream
+    ]
+
+
+def label(checkpoint: dict) -> str:
+    start = clock.parse_iso(checkpoint["detail"]["start"])
+    return Period(start, start + timedelta(hours=1)).label
+
+
 def test_intact_trail_verifies_with_queries_only(ddb):
-    """A seeded trail and its digest verify: exit 0, every stream counted, no Scan."""
+    """A seeded trail and its checkpoints verify: exit 0, every stream counted, no Scan."""
     events = seed(80)
-    assert audit_daily_digest() == [yesterday().isoformat()]
+    written = audit_checkpoint()
+    assert len(written) >= 24 and written[0] == f"{yesterday().isoformat()}T00:00Z"
     scans = no_scans(ddb)
     code, out = run_verify()
     streams = {e["stream"] for e in events}
     assert code == 0, out
     assert out.startswith("OK since ")
-    assert f"{len(streams) + 1} streams, {len(events) + 1} events, 1 digests" in out
+    assert (
+        f"{len(streams) + 1} streams, {len(events) + len(written)} events, "
+        f"{len(written)} checkpoints"
+    ) in out
     assert scans == []
 
 
@@ -113,6 +143,7 @@ def test_changed_field_names_the_stream_and_seq(ddb):
     """Editing one stored field in DynamoDB: verification names that stream and seq with
     the recomputed and the stored hash, and the command exits non-zero."""
     name, chain = longest_stream(seed(80))
+    audit_checkpoint()
     victim = chain[1]
     ddb.client.update_item(
         TableName=ddb.tables.audit_events,
@@ -141,12 +172,12 @@ def test_deleted_event_is_reported_as_a_gap(ddb):
     assert out.splitlines() == [f"{name} seq 2: gap: seq 2 missing (next stored seq 3)"]
 
 
-def test_deleting_a_whole_stream_fails_that_days_digest(ddb):
+def test_deleting_a_whole_stream_fails_its_periods_checkpoints(ddb):
     """A stream deleted outright, its subject item with it, leaves no broken chain and
-    no stored head behind, but the signed digest of its day lists its head, so
-    verification names the missing head."""
+    no stored head behind, but each signed checkpoint of a period it had events in lists
+    its head there, so verification names every missing head."""
     events = seed(80)
-    audit_daily_digest()
+    audit_checkpoint()
     name, chain = longest_stream(events)
     for event in chain:
         ddb.client.delete_item(
@@ -155,20 +186,21 @@ def test_deleting_a_whole_stream_fails_that_days_digest(ddb):
         )
     delete_subject(ddb, name)
     report = audit_verify()
-    digest = audit_events(ddb, SYSTEM_STREAM)[-1]
-    head = chain[-1]
+    listed = listing(ddb, name)
+    assert listed and listed[-1][1] == [name, chain[-1]["seq"], chain[-1]["hash"]]
     assert report.problems == [
-        f"digest {yesterday().isoformat()} (SYSTEM seq {digest['seq']}): stream {name} "
-        f"seq {head['seq']} missing: expected hash {head['hash']}"
+        f"checkpoint {label(c)} (SYSTEM seq {c['seq']}): stream {name} seq {seq} missing: "
+        f"expected hash {digest}"
+        for c, (_, seq, digest) in listed
     ]
 
 
-def test_rehashed_tail_is_caught_by_the_signed_digest(ddb):
+def test_rehashed_tail_is_caught_by_the_signed_checkpoint(ddb):
     """Rewriting a stream's last event *and* its hash, and the head its subject item
-    stores, keeps the chain and the item consistent; only the signed digest, which the
-    writer cannot re-sign, exposes it."""
+    stores, keeps the chain and the item consistent; only the signed checkpoint, which
+    the writer cannot re-sign, exposes it."""
     events = seed(80)
-    audit_daily_digest()
+    audit_checkpoint()
     name, chain = longest_stream(events)
     forged = {**chain[-1], "reason_text": "rewritten"}
     forged["hash"] = event_hash(forged)
@@ -182,52 +214,65 @@ def test_rehashed_tail_is_caught_by_the_signed_digest(ddb):
     )
 
 
-def test_re_signed_digest_without_the_key_fails_its_signature(ddb):
-    """A digest rewritten to drop a stream, with its SHA-256 and event hash recomputed,
-    still carries the old signature: verification says the signature does not verify."""
+def test_re_signed_checkpoint_without_the_key_fails_its_signature(ddb):
+    """A checkpoint rewritten to drop a head, with its SHA-256 recomputed and the rest of
+    SYSTEM re-chained after it, still carries the old signature: verification says the
+    signature does not verify, and nothing else."""
     seed(30)
-    audit_daily_digest()
-    [digest] = [e for e in audit_events(ddb, SYSTEM_STREAM) if e["action"] == DIGEST_ACTION]
-    detail = dict(digest["detail"])
+    audit_checkpoint()
+    system = audit_events(ddb, SYSTEM_STREAM)
+    n, victim = next((n, e) for n, e in enumerate(system) if e["detail"].get("heads"))
+    detail = dict(victim["detail"])
     detail["heads"] = detail["heads"][1:]
     detail["stream_count"], detail["heads_sha256"] = heads_sha256(detail["heads"])
-    forged = {**digest, "detail": detail}
-    forged["hash"] = event_hash(forged)
-    ddb.client.put_item(TableName=ddb.tables.audit_events, Item=to_item(forged))
+    forged = {**victim, "detail": detail}
+    previous = None
+    for event in [forged, *system[n + 1 :]]:
+        event = {**event, "prev_hash": previous["hash"]} if previous else event
+        event["hash"] = event_hash(event)
+        ddb.client.put_item(TableName=ddb.tables.audit_events, Item=to_item(event))
+        previous = event
     report = audit_verify()
     assert report.problems == [
-        f"digest {detail['day']} (SYSTEM seq {digest['seq']}): signature does not verify"
+        f"checkpoint {label(victim)} (SYSTEM seq {victim['seq']}): signature does not verify"
     ]
 
 
-def test_digest_is_written_once_per_utc_day(ddb):
-    """The hourly task writes yesterday's digest on its first run and nothing after;
-    two days later it writes exactly the two days since."""
+def test_checkpoint_is_written_once_per_period(ddb):
+    """The task writes every finished period's checkpoint on its first run (from the
+    start of yesterday) and nothing after; two periods later it writes exactly those
+    two, empty periods included."""
     events = seed(20)
-    assert digest_task() == [yesterday().isoformat()]
-    assert digest_task() == []
-    digests = [e for e in audit_events(ddb, SYSTEM_STREAM) if e["action"] == DIGEST_ACTION]
-    assert [d["detail"]["day"] for d in digests] == [yesterday().isoformat()]
-    assert digests[0]["detail"]["stream_count"] == len({e["stream"] for e in events})
-    assert "AUDIT_SIGNING_KEY" not in str(digests[0]) and "signature" in digests[0]["detail"]
-    with clock.travel(2 * 86400):
-        days = [yesterday() - timedelta(days=1), yesterday()]
-        assert digest_task() == [d.isoformat() for d in days]
-        assert digest_task() == []
+    first = checkpoint_task()
+    assert first[0] == f"{yesterday().isoformat()}T00:00Z"
+    assert checkpoint_task() == []
+    written = checkpoints(ddb)
+    assert [label(c) for c in written] == first
+    assert sum(c["detail"]["stream_count"] for c in written[:24]) >= len(
+        {e["stream"] for e in events}
+    )
+    assert "AUDIT_SIGNING_KEY" not in str(written[0]) and "signature" in written[0]["detail"]
+    with clock.travel(2 * 3600):
+        later = checkpoint_task()
+        last = clock.parse_iso(written[-1]["detail"]["end"])
+        assert later == [Period.containing(last + timedelta(hours=h), 3600).label for h in (0, 1)]
+        assert checkpoint_task() == []
+        assert audit_verify().ok
 
 
 @pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
-def test_concurrent_digest_writers_write_one_digest(ddb):
-    """Four writers race for the same day at a barrier: the SYSTEM stream stays one
-    chain and holds exactly one digest for the day."""
+def test_concurrent_checkpoint_writers_write_one_checkpoint(ddb):
+    """Four writers race for the same period at a barrier: the SYSTEM stream stays one
+    chain and holds exactly one checkpoint for the period."""
     seed(20)
+    period = Period.containing(clock.now() - timedelta(hours=1), 3600)
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
     def write() -> None:
         try:
             barrier.wait()
-            audit_digest_write(repositories(), day=yesterday())
+            audit_checkpoint_write(repositories(), period=period)
         except BaseException as exc:  # pragma: no cover - surfaced below
             errors.append(exc)
 
@@ -238,15 +283,16 @@ def test_concurrent_digest_writers_write_one_digest(ddb):
         t.join()
     assert errors == []
     system = audit_events(ddb, SYSTEM_STREAM)
-    assert [e["action"] for e in system] == [DIGEST_ACTION]
-    assert audit_verify().ok
+    assert [e["action"] for e in system] == [CHECKPOINT_ACTION]
+    assert audit_verify(stream=SYSTEM_STREAM).ok
 
 
-def test_large_day_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatch):
-    """A day with more heads than fit one item is digested in part events that the
-    signed digest lists; it verifies, and deleting a part is reported. (The per-item
-    limit is lowered to 25 heads so the test stays small.)"""
-    monkeypatch.setattr("reconciliation.services.audit.digests.DIGEST_INLINE_HEADS", 25)
+def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatch, settings):
+    """A period with more heads than fit one item is checkpointed in part events that the
+    signed checkpoint lists; it verifies, and deleting a part is reported. (Daily
+    periods, and the per-item limit lowered to 25 heads, so the test stays small.)"""
+    settings.AUDIT_CHECKPOINT_PERIOD_S = 86400
+    monkeypatch.setattr("reconciliation.services.audit.checkpoints.CHECKPOINT_INLINE_HEADS", 25)
     repos = repositories()
     day = yesterday()
     events = list(
@@ -254,20 +300,74 @@ def test_large_day_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatc
     )
     repos.audit.batch_put(events)
     put_subjects(repos, events)
-    digest = audit_digest_write(repos, day=day)
+    assert audit_checkpoint() == [day.isoformat() + "T00:00Z"]
+    [checkpoint] = checkpoints(ddb)
     streams = len({e["stream"] for e in events})
-    assert streams > 25 and digest["detail"]["stream_count"] == streams
-    assert "heads" not in digest["detail"] and len(digest["detail"]["parts"]) >= 2
+    assert streams > 25 and checkpoint["detail"]["stream_count"] == streams
+    assert "heads" not in checkpoint["detail"] and len(checkpoint["detail"]["parts"]) >= 2
     assert audit_verify(since=day).ok
-    part_seq = digest["detail"]["parts"][0][0]
+    part_seq = checkpoint["detail"]["parts"][0][0]
     part = repos.audit.event_at(SYSTEM_STREAM, part_seq)
-    assert part["action"] == DIGEST_PART_ACTION
+    assert part["action"] == CHECKPOINT_PART_ACTION
     ddb.client.delete_item(
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": SYSTEM_STREAM}, "seq": {"N": str(part_seq)}},
     )
     problems = audit_verify(since=day).problems
     assert f"part SYSTEM seq {part_seq} missing or changed" in "\n".join(problems)
+
+
+def legacy_digest(repos, day) -> dict:
+    """The daily digest of ``day`` as written before checkpoints (inline heads)."""
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    heads = audit_period_heads(start, start + timedelta(days=1), repos=repos)
+    count, sha = heads_sha256(heads)
+    kid = key_id()
+    head = repos.audit.head(SYSTEM_STREAM)
+    event = audit_event_build(
+        stream=SYSTEM_STREAM,
+        seq=head.seq + 1 if head else 1,
+        prev_hash=head.hash if head else "0" * 64,
+        action=DIGEST_ACTION,
+        actor=system_actor(),
+        detail={
+            "day": day.isoformat(),
+            "stream_count": count,
+            "heads_sha256": sha,
+            "key_id": kid,
+            "signature": sign(digest_payload(day.isoformat(), count, sha, kid)),
+            "algorithm": "HMAC-SHA256",
+            "heads": [list(h) for h in heads],
+        },
+    )
+    assert repos.audit.append(event)
+    return event
+
+
+def test_legacy_daily_digest_still_verifies_and_checkpoints_continue_after_it(ddb):
+    """A daily digest written before checkpoints is verified with its own payload and
+    covers its day; the first checkpoint run continues at the next midnight, and a
+    stream the digest lists, once deleted, is named against the digest."""
+    repos = repositories()
+    events = seed(40)
+    digest = legacy_digest(repos, yesterday())
+    written = audit_checkpoint()
+    assert written[0] == f"{clock.now().date().isoformat()}T00:00Z" or written == []
+    report = audit_verify()
+    assert report.ok, report.problems
+    assert report.checkpoints == 1 + len(written)
+    name, chain = longest_stream(events)
+    for event in chain:
+        ddb.client.delete_item(
+            TableName=ddb.tables.audit_events,
+            Key={"stream": {"S": name}, "seq": {"N": str(event["seq"])}},
+        )
+    delete_subject(ddb, name)
+    head = chain[-1]
+    assert audit_verify().problems == [
+        f"digest {yesterday().isoformat()} (SYSTEM seq {digest['seq']}): stream {name} "
+        f"seq {head['seq']} missing: expected hash {head['hash']}"
+    ]
 
 
 def test_default_start_walks_back_across_quiet_days(ddb):
@@ -288,7 +388,7 @@ def test_default_start_walks_back_across_quiet_days(ddb):
 
 
 def test_real_case_and_pledge_events_verify(ddb):
-    """Events written by the live pledge and case paths verify and are digested."""
+    """Events written by the live pledge and case paths verify and are checkpointed."""
     from tests.reconciliation.factories import stuck_case, submit
 
     submit("verify-1")
@@ -296,7 +396,8 @@ def test_real_case_and_pledge_events_verify(ddb):
     report = audit_verify(since=clock.now().date())
     assert report.ok, report.problems
     assert report.streams >= 2
-    written = audit_digest_write(repositories(), day=clock.now().date())
+    period = Period.containing(clock.now(), 3600)
+    written = audit_checkpoint_write(repositories(), period=period)
     heads = {h[0] for h in written["detail"]["heads"]}
     assert f"CASE#{case.case_id}" in heads and "PLEDGE#acme#verify-1" in heads
     assert audit_verify(since=clock.now().date()).ok

@@ -1,15 +1,19 @@
-"""``manage.py verify_audit [--stream S] [--since DATE]``: recompute the hash chains and
-check the signed daily digests. Exit 0 only when everything holds; otherwise one line
-per problem on stdout and exit 1.
+"""``manage.py verify_audit [--stream S] [--since DATE]``: recompute the hash chains,
+compare each case and pledge stream with the head its item stores, check the signed
+checkpoints and name every past period without one. Exit 0 only when everything holds;
+otherwise one line per problem on stdout and exit 1.
 
 Streams are found without a Scan: through the ``by_day`` index, day by day from
-``--since`` to today, plus every stream a digest of those days lists (so a stream
-deleted outright is still named). Each stream found is verified from its first event.
+``--since`` to today, plus every stream a checkpoint of those days lists (so a stream
+deleted outright is still named) and every pledge a case event of those days names.
+Each stream found is verified from its first event.
 
 Without ``--since`` the start is the earliest day found cheaply: walking back from today
-until 31 days in a row hold no event (at most 400 days), or the first digest's day if
-older. Digests put an event on every day once they run, so the walk reaches them; give
-``--since`` for a quieter history before that.
+until 31 days in a row hold no event (at most 400 days), or the first checkpoint's day
+if older. Checkpoints put an event in every period once they run, so the walk reaches
+them; give ``--since`` for a quieter history before that.
+
+What verification cannot catch, and for how long, is in ``docs/audit.md``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import sys
 from datetime import date
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.dynamo.client import use_batch_timeouts
@@ -29,10 +34,11 @@ from reconciliation.services.audit import (
 
 class Command(BaseCommand):
     help = (
-        "Recompute every audit hash chain (gaps, hashes, links) and verify the signed "
-        "daily digests. Without --since, starts at the earliest day found by walking back "
-        f"until {VERIFY_QUIET_DAYS} empty days in a row (at most {VERIFY_LOOKBACK_DAYS}), or "
-        "at the first digest if older."
+        "Recompute every audit hash chain (gaps, hashes, links), compare case and pledge "
+        "streams with the heads their items store, verify the signed checkpoints and name "
+        "past periods without one. Without --since, starts at the earliest day found by "
+        f"walking back until {VERIFY_QUIET_DAYS} empty days in a row (at most "
+        f"{VERIFY_LOOKBACK_DAYS}), or at the first checkpoint if older."
     )
 
     def add_arguments(self, parser) -> None:
@@ -46,12 +52,18 @@ class Command(BaseCommand):
             since_day = date.fromisoformat(since) if since else None
         except ValueError:
             raise CommandError(f"--since {since!r} is not a date (YYYY-MM-DD)")
-        report = audit_verify(stream=stream, since=since_day, threads=threads)
+        try:
+            report = audit_verify(stream=stream, since=since_day, threads=threads)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         for line in report.problems:
             self.stdout.write(line)
+        for line in report.warnings:  # not failures: said on stderr, the exit code holds
+            self.stderr.write(f"warning: {line}")
         scope = f"stream {stream}" if stream else f"since {report.since}"
         summary = (
-            f"{scope}: {report.streams} streams, {report.events} events, {report.digests} digests"
+            f"{scope}: {report.streams} streams, {report.events} events, "
+            f"{report.checkpoints} checkpoints"
         )
         if report.ok:
             self.stdout.write(f"OK {summary}")

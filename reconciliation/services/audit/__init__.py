@@ -1,24 +1,32 @@
 """Audit trail services (DESIGN.md §7): appending to a stream by its head
-(:mod:`.append`), signing (:mod:`.signing`), the signed daily digest (:mod:`.digests`)
-and verification of chains and digests (:mod:`.verify`).
-
-Bare hashes can be recomputed by anyone who can write the table, so the daily digest is
-signed with HMAC-SHA256 under ``AUDIT_SIGNING_KEY``, a key that never goes to DynamoDB.
+(:mod:`.append`), signing (:mod:`.signing`), the signed checkpoint of every period
+(:mod:`.checkpoints`) and verification of chains, stored heads and checkpoints
+(:mod:`.verify`). What verification cannot catch, and for how long, is in
+``docs/audit.md``.
 """
 
 from __future__ import annotations
 
 from reconciliation.services.audit.append import AuditAppendContended, audit_append
-from reconciliation.services.audit.digests import (
+from reconciliation.services.audit.checkpoints import (
+    CHECKPOINT_ACTION,
+    CHECKPOINT_INLINE_HEADS,
+    CHECKPOINT_OVERDUE_S,
+    CHECKPOINT_PART_ACTION,
+    CHECKPOINT_SETTLE_S,
     DIGEST_ACTION,
-    DIGEST_INLINE_HEADS,
     DIGEST_PART_ACTION,
+    SIGNED_ACTIONS,
     SYSTEM_STREAM,
-    audit_daily_digest,
-    audit_digest_write,
-    digest_days_due,
+    Period,
+    audit_checkpoint,
+    audit_checkpoint_write,
+    checkpoint_payload,
+    checkpoint_period_s,
+    checkpoint_periods_due,
+    covered_until,
     digest_payload,
-    last_digest_day,
+    period_setting_problem,
 )
 from reconciliation.services.audit.signing import (
     heads_line,
@@ -33,30 +41,43 @@ from reconciliation.services.audit.verify import (
     VERIFY_QUIET_DAYS,
     VerifyReport,
     audit_verify,
-    digest_verify,
+    checkpoint_verify,
+    late_checkpoints,
+    missing_checkpoints,
     verify_default_since,
 )
 
 __all__ = [
+    "CHECKPOINT_ACTION",
+    "CHECKPOINT_INLINE_HEADS",
+    "CHECKPOINT_OVERDUE_S",
+    "CHECKPOINT_PART_ACTION",
+    "CHECKPOINT_SETTLE_S",
     "DIGEST_ACTION",
-    "DIGEST_INLINE_HEADS",
     "DIGEST_PART_ACTION",
+    "SIGNED_ACTIONS",
     "SYSTEM_STREAM",
     "VERIFY_LOOKBACK_DAYS",
     "VERIFY_QUIET_DAYS",
     "AuditAppendContended",
+    "Period",
     "VerifyReport",
     "audit_append",
-    "audit_daily_digest",
-    "audit_digest_write",
+    "audit_checkpoint",
+    "audit_checkpoint_write",
     "audit_verify",
-    "digest_days_due",
+    "checkpoint_payload",
+    "checkpoint_period_s",
+    "checkpoint_periods_due",
+    "checkpoint_verify",
+    "covered_until",
     "digest_payload",
-    "digest_verify",
     "heads_line",
     "heads_sha256",
     "key_id",
-    "last_digest_day",
+    "late_checkpoints",
+    "missing_checkpoints",
+    "period_setting_problem",
     "sign",
     "signature_valid",
     "signing_key",
