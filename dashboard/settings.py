@@ -265,6 +265,10 @@ OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
 AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")
 AUDIT_EXPORT_DIR = Path(os.environ.get("AUDIT_EXPORT_DIR", VAR_DIR / "exports"))
+# Signed audit checkpoints cover periods of this many seconds (300..86400, dividing a
+# day; checked by reconciliation.E001): the window in which a table writer can still
+# rewrite the newest events unseen (docs/audit.md).
+AUDIT_CHECKPOINT_PERIOD_S = env_int("AUDIT_CHECKPOINT_PERIOD_S", 3600)
 # Outcome volumes are business data: with a token set, /metrics answers only
 # "Authorization: Bearer <token>" (the scraper's credential).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
@@ -325,10 +329,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
-    "audit-daily-digest": {
-        # Hourly; the task writes each UTC day's digest once and is a no-op otherwise.
-        "task": "reconciliation.tasks.audit.audit_daily_digest",
-        "schedule": 3600.0,
-        "options": {"expires": 3600.0},
+    "audit-checkpoint": {
+        # Every 5 minutes; the task signs each finished period's checkpoint once and is
+        # a no-op otherwise.
+        "task": "reconciliation.tasks.audit.audit_checkpoint",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
     },
 }
