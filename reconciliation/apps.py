@@ -9,6 +9,10 @@ class ReconciliationConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(audit_checkpoint_period_check)
+        # Register the Celery tasks in every process (web, commands, tests), not only in
+        # the worker: services enqueue a task by its registered name (RETRY_COMMIT_TASK)
+        # and never import the task modules (the tasks import the services).
+        import reconciliation.tasks  # noqa: F401
 
 
 def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:

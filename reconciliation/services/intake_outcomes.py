@@ -30,6 +30,23 @@ REJECTED = "transaction_rejected"
 TOKEN_PARAMETER_MISMATCH = "token_parameter_mismatch"
 OUTCOME_UNKNOWN = "outcome_unknown"
 SUCCESS = (CREATED, REPLAYED)
+# Every kind above: the view's STATUS map covers exactly these (a test holds it to that),
+# so a client of the API, the fault explorer, knows them without importing the view.
+OUTCOME_KINDS = frozenset(
+    {
+        CREATED,
+        REPLAYED,
+        IN_PROGRESS,
+        KEY_REUSED,
+        THROTTLED,
+        UNAVAILABLE,
+        CONFLICT,
+        CANCELLED,
+        REJECTED,
+        TOKEN_PARAMETER_MISMATCH,
+        OUTCOME_UNKNOWN,
+    }
+)
 
 
 @dataclass(frozen=True)

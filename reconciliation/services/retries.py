@@ -34,13 +34,20 @@ class RetryOutcome:
         return cls("wait", wait_s=max(1, seconds))
 
 
+# The Celery task that runs :func:`retry_commit_run` (reconciliation/tasks/cases.py).
+# Services reach it by its registered name, as beat does: the tasks call the services,
+# so a service importing the task module would close an import cycle (DESIGN.md §2).
+RETRY_COMMIT_TASK = "reconciliation.tasks.cases.retry_commit_task"
+
+
 def enqueue_retry(case_id: str) -> None:
     """Queue the retry. If the broker is down the case keeps ``retry.status = queued`` and
     the sweep dispatches it again later: the request is never lost."""
+    from celery import current_app
     from kombu.exceptions import OperationalError
 
-    from reconciliation.tasks.cases import retry_commit_task
-
+    # Registered in every process: ReconciliationConfig.ready() imports the tasks.
+    retry_commit_task = current_app.tasks[RETRY_COMMIT_TASK]
     try:
         retry_commit_task.delay(case_id)
     except OperationalError as exc:

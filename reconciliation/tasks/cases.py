@@ -10,6 +10,7 @@ from celery import shared_task
 
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.repositories.claims import ClaimTaken
+from reconciliation.services.retries import RETRY_COMMIT_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def expire_overrides_task() -> list[str]:
 
 @shared_task(
     bind=True,
-    name="reconciliation.tasks.cases.retry_commit_task",
+    name=RETRY_COMMIT_TASK,
     # Idempotent: it re-reads the case, claim and pledge, and the durable pledge key
     # refuses a second write; so a redelivery after a worker died is safe.
     acks_late=True,

@@ -51,6 +51,7 @@ from reconciliation.ops.invariants import (
 )
 from reconciliation.repositories.cases import RESOLVED
 from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
+from reconciliation.services.intake_outcomes import OUTCOME_KINDS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestUnionTypeDef
@@ -120,12 +121,10 @@ def _quiet_logs() -> Iterator[None]:
 
 
 def _documented_errors() -> frozenset[str]:
-    """Outcome kinds the intake view maps to HTTP, plus its own field and auth errors.
-    The explorer is a client of the HTTP edge: here and in the token it reaches into
-    ``dashboard``, the one place below the edge that does."""
-    from dashboard.views.api import STATUS
-
-    return frozenset(STATUS) | VIEW_ERRORS
+    """Outcome kinds the intake view maps to HTTP (its STATUS map covers exactly
+    ``OUTCOME_KINDS``, tests/dashboard/test_api_status.py), plus its own field and auth
+    errors."""
+    return OUTCOME_KINDS | VIEW_ERRORS
 
 
 class Session:
@@ -182,11 +181,14 @@ class Session:
 
     @staticmethod
     def _api_client(stack: contextlib.ExitStack):
+        from django.apps import apps
         from django.test import Client
 
-        from dashboard.models import ApiToken
-
-        token, raw = ApiToken.issue(TENANT)
+        # The explorer is a client of the HTTP edge and needs a bearer token; the token
+        # model is the edge's, reached through the app registry: reconciliation never
+        # imports dashboard (DESIGN.md §2).
+        api_token = apps.get_model("dashboard", "ApiToken")
+        token, raw = api_token.issue(TENANT)
         stack.callback(token.delete)
         hosts = [h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")]
         return Client(HTTP_HOST=(hosts or ["localhost"])[0]), raw
