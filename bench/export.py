@@ -62,7 +62,8 @@ def bench_env(endpoint: str) -> dict:
 
 def generate(count: int, *, tag: str, threads: int) -> float:
     """Write ``count`` fresh chained events; return the seconds it took."""
-    from reconciliation.audit_synthetic import synthetic_events
+    from audit_synthetic import synthetic_events
+
     from reconciliation.repositories import repositories
 
     audit = repositories().audit

@@ -142,11 +142,11 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
             kwargs["aws_secret_access_key"] = "local"
     client = session.client("dynamodb", **kwargs)
     from reconciliation import metrics
-    from reconciliation.dynamo import attempts, faults
+    from reconciliation.dynamo import attempts, fault_hooks
 
     metrics.instrument_client(client)
     attempts.install(client)
-    faults.install(client)
+    fault_hooks.install(client)
     return client
 
 

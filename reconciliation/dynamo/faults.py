@@ -41,11 +41,13 @@ that token, in this plan, whatever the probability. Faults that answer at the HT
 (all but ``crash_after_claim``, ``slow_task`` and the two ``ambiguous_*_commit``) need an
 engine reached over HTTP (DynamoDB Local, AWS): an in-process stub such as moto applies
 every request it sees whatever the fault answers.
+
+This module holds the vocabulary, the plan and the faults raised in our own code; the
+botocore hooks that carry out the rest are in :mod:`reconciliation.dynamo.fault_hooks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import random
@@ -53,15 +55,9 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
-from botocore.httpsession import URLLib3Session
 from django.conf import settings
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 logger = logging.getLogger(__name__)
 
@@ -209,203 +205,3 @@ def error_response(request, status: int, error_type: str, message: str, **extra)
     """An error answer as DynamoDB sends it, in place of the HTTP call (``before-send``)."""
     body = json.dumps({"__type": error_type, "message": message, **extra}).encode()
     return AWSResponse(request.url, status, {"x-amzn-requestid": "fault-injection"}, _Body(body))
-
-
-THROTTLING = "com.amazonaws.dynamodb.v20120810#ThrottlingException"
-INTERNAL_ERROR = "com.amazonaws.dynamodb.v20120810#InternalServerError"
-ACCESS_DENIED = "com.amazon.coral.service#AccessDeniedException"
-SINGLE_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
-TRANSACT_OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
-
-_session: URLLib3Session | None = None
-_session_lock = threading.Lock()
-
-
-def _send_for_real(request) -> int:
-    """Send ``request`` to the engine past every hook; return the status it answered."""
-    global _session
-    with _session_lock:
-        if _session is None:
-            _session = URLLib3Session()
-        session = _session
-    return session.send(request).status_code
-
-
-def _throttled(request) -> AWSResponse:
-    return error_response(
-        request, 400, THROTTLING, "Rate of requests exceeds the allowed throughput (injected)"
-    )
-
-
-def _operation(request) -> str:
-    target = request.headers.get("X-Amz-Target", b"")
-    if isinstance(target, bytes):
-        target = target.decode()
-    return target.rpartition(".")[2]
-
-
-def _is_cases_table(name: str) -> bool:
-    return name.endswith("cases")
-
-
-def _writes_cases(operation: str, body: dict) -> bool:
-    if operation in SINGLE_WRITES:
-        return _is_cases_table(body.get("TableName", ""))
-    if operation == "BatchWriteItem":
-        return any(_is_cases_table(name) for name in body.get("RequestItems", {}))
-    if operation == "TransactWriteItems":
-        return any(
-            _is_cases_table(item[kind].get("TableName", ""))
-            for item in body.get("TransactItems", [])
-            for kind in TRANSACT_OPERATIONS
-            if kind in item
-        )
-    return False
-
-
-def _is_pledge_commit(items: list[dict]) -> bool:
-    return any(
-        "Put" in item and item["Put"].get("TableName", "").endswith("pledges") for item in items
-    )
-
-
-def _commit_fault(plan: FaultPlan, request, token: str) -> AWSResponse | None:
-    """``internal_error_after_commit`` / ``ambiguous_then_throttle`` on a pledge commit."""
-    name, first = plan.take_commit(token)
-    if name is None:
-        return None
-    if first:
-        # The first send of this commit reaches the engine and applies; only what comes
-        # back is faulty.
-        status = _send_for_real(request)
-        logger.warning("%s fault: the commit was sent (engine answered %s)", name, status)
-    if name == "internal_error_after_commit":
-        return error_response(
-            request, 500, INTERNAL_ERROR, "Internal server error (injected after commit)"
-        )
-    if first:
-        raise ConnectionClosedError(endpoint_url=request.url)
-    return _throttled(request)
-
-
-def _on_before_send(request, **kwargs) -> AWSResponse | None:
-    plan = active_plan()
-    if plan is None:
-        return None
-    if plan.fires("access_denied"):
-        return error_response(
-            request,
-            400,
-            ACCESS_DENIED,
-            "User is not authorized to perform this action on this resource (injected)",
-        )
-    if plan.fires("throttle"):
-        return _throttled(request)
-    operation = _operation(request)
-    watched = plan.probabilities.get("case_write_fails") or (
-        operation == "TransactWriteItems"
-        and any(plan.probabilities.get(name) for name in (*COMMIT_FAULTS, "transaction_conflict"))
-    )
-    if not watched:
-        return None
-    body = json.loads(request.body or b"{}")
-    if _writes_cases(operation, body) and plan.fires("case_write_fails"):
-        return _throttled(request)
-    if operation != "TransactWriteItems":
-        return None
-    items = body.get("TransactItems", [])
-    token = body.get("ClientRequestToken", "")
-    if _is_pledge_commit(items):
-        answer = _commit_fault(plan, request, token)
-        if answer is not None:
-            return answer
-    if not plan.probabilities.get("transaction_conflict"):
-        return None
-    hot = [
-        "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
-        for item in items
-    ]
-    # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
-    # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
-    # again nine times in ten.
-    if not any(hot):
-        return None
-    again = token and token in plan.conflicted and plan.rng.random() < 0.9
-    if not again and not plan.fires("transaction_conflict"):
-        return None
-    if token:
-        plan.conflicted.add(token)
-    reasons = [
-        {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
-        if is_hot
-        else {"Code": "None"}
-        for is_hot in hot
-    ]
-    return error_response(
-        request,
-        400,
-        "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-        "Transaction cancelled, please refer cancellation reasons for specific reasons",
-        CancellationReasons=reasons,
-    )
-
-
-def _mark_pledge_commit(params, context, **kwargs) -> None:
-    """Tag the call when it is a pledge commit: only those get ``ambiguous_after_commit``."""
-    context["pledge_commit"] = _is_pledge_commit(params.get("TransactItems", []))
-
-
-def _on_before_transact_call(context=None, **kwargs) -> None:
-    plan = active_plan()
-    if plan is None or not (context or {}).get("pledge_commit"):
-        return
-    if plan.fires("ambiguous_no_commit"):
-        # Raised outside the SDK's retry loop: the request is never sent.
-        raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
-
-
-def _on_after_transact(http_response, parsed, context=None, **kwargs) -> None:
-    plan = active_plan()
-    if plan is None or http_response.status_code >= 300:
-        return
-    if not (context or {}).get("pledge_commit"):
-        return
-    if plan.fires("ambiguous_after_commit"):
-        raise ReadTimeoutError(endpoint_url="injected ambiguous_after_commit")
-
-
-def install(client: DynamoDBClient) -> None:
-    """Hook fault injection into ``client``. Handlers consult the active plan on each
-    call, so installing is harmless when injection is off."""
-    # First, so an in-process engine stub (moto) cannot answer before the fault does.
-    client.meta.events.register_first("before-send.dynamodb", _on_before_send)
-    client.meta.events.register(
-        "before-parameter-build.dynamodb.TransactWriteItems", _mark_pledge_commit
-    )
-    client.meta.events.register("before-call.dynamodb.TransactWriteItems", _on_before_transact_call)
-    client.meta.events.register("after-call.dynamodb.TransactWriteItems", _on_after_transact)
-
-
-@contextlib.contextmanager
-def response_lost(client: DynamoDBClient, operation: str, times: int = 1) -> Iterator[list]:
-    """The next ``times`` calls of ``operation`` reach DynamoDB and take effect, but the
-    response is lost on the way back, so the SDK retries the very same request.
-
-    Yields a list that collects the status code of each swallowed response.
-    """
-    swallowed: list[int] = []
-    session = URLLib3Session()
-
-    def handler(request, **_kwargs):
-        if len(swallowed) >= times:
-            return None
-        response = session.send(request)
-        swallowed.append(response.status_code)
-        raise ConnectionClosedError(endpoint_url=request.url)
-
-    event = f"before-send.dynamodb.{operation}"
-    client.meta.events.register(event, handler)
-    try:
-        yield swallowed
-    finally:
-        client.meta.events.unregister(event, handler)

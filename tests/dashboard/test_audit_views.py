@@ -20,10 +20,10 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User
 
+from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit_export import export_request
-from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.repositories import repositories
 from reconciliation.selectors_audit import AuditFilters
 from reconciliation.tasks.audit import audit_export_task

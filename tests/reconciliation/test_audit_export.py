@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
+from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit_export import (
@@ -27,7 +28,6 @@ from reconciliation.audit_export import (
     export_stream_http,
     export_to_file,
 )
-from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
 from reconciliation.selectors_audit import AuditFilters

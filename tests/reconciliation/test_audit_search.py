@@ -7,8 +7,8 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
+from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
-from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.dynamo.items import from_item
 from reconciliation.repositories import repositories
 from reconciliation.selectors_audit import (

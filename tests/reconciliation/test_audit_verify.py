@@ -11,9 +11,9 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from django.core.management import call_command
 
+from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.audit_synthetic import synthetic_events
 from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import audit_event_build, event_hash

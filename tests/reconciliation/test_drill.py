@@ -63,9 +63,10 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
     from reconciliation.repositories import repositories_for_key
     from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.services import drill as drill_module
+    from reconciliation.services import drill_scenarios
     from reconciliation.services import pledges as pledge_service
 
-    original_submit = drill_module._Drill.submit
+    original_submit = drill_scenarios.Drill.submit
     leases: dict[str, int] = {}
 
     def lease_of(tenant: str, key: str) -> int:
@@ -81,7 +82,7 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
         try:
             return original_submit(self, key, *args, **kwargs)
         finally:
-            leases["drill"] = lease_of(drill_module.TENANT, key)
+            leases["drill"] = lease_of(drill_scenarios.TENANT, key)
             request = parse_fields(
                 {"donor_ref": "D-1", "fund": "GENERAL", "amount": "5.00", "currency": "USD"}
             )
@@ -95,7 +96,7 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
             leases["other"] = lease_of("acme", "other-1")
 
     settings.CLAIM_PENDING_TTL_S = 60  # the configured lease (test set-up, before the run)
-    monkeypatch.setattr(drill_module._Drill, "submit", submit)
+    monkeypatch.setattr(drill_scenarios.Drill, "submit", submit)
     report = drill_module.drill_run()
     assert leases == {"drill": 1, "other": 60}
     assert settings.CLAIM_PENDING_TTL_S == 60

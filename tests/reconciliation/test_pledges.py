@@ -21,6 +21,7 @@ from reconciliation.repositories import repositories
 from reconciliation.repositories.claims import FAILED, ClaimTaken
 from reconciliation.services import pledges as service
 from tests.conftest import pledge_body
+from tests.fault_helpers import response_lost
 from tests.helpers import audit_events, cases, claims, ledger_total
 from tests.helpers import pledges as all_pledges
 
@@ -182,7 +183,7 @@ def test_conditional_check_failed_is_never_retried(settings):
 def test_lost_response_on_claim_still_commits_exactly_one_pledge(ddb):
     """The claim PutItem takes effect but its response is lost; the SDK re-sends it, the
     condition fails on our own attempt_id, and the request commits exactly one pledge."""
-    with faults.response_lost(ddb.client, "PutItem") as swallowed:
+    with response_lost(ddb.client, "PutItem") as swallowed:
         outcome = _submit("lost-1")
     assert swallowed == [200]
     assert outcome.kind == service.CREATED

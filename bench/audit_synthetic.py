@@ -3,6 +3,9 @@
 The events are built with :func:`audit_event_build`, so every hash and link is real;
 streams look like the live ones (``PLEDGE#…`` receipts, ``CASE#…`` histories) and are
 spread over a range of days. Load them with :meth:`AuditRepository.batch_put`.
+
+Not production code: ``bench/export.py`` imports it as ``audit_synthetic`` (the bench
+directory is its script's path), tests as ``bench.audit_synthetic``.
 """
 
 from __future__ import annotations
