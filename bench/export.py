@@ -32,7 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from _common import ROOT, machine_line, start_engine, write_section
 
-from reconciliation.selectors_audit import EXPORT_PAGE_LIMIT as PAGE_LIMIT
+from reconciliation.selectors_audit.day_index import EXPORT_PAGE_LIMIT as PAGE_LIMIT
 
 DAYS = 10
 PREFIX = "bench-export-"
@@ -107,7 +107,7 @@ def child(kind: str) -> None:
     django.setup()
     from reconciliation.actors import Actor, Role
     from reconciliation.dynamo.client import dynamodb_client, table_names
-    from reconciliation.selectors_audit import AuditFilters
+    from reconciliation.selectors_audit.filters import AuditFilters
 
     filters = AuditFilters.build(
         since=first_day().isoformat(),
@@ -135,12 +135,12 @@ def child(kind: str) -> None:
                         break
                     kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
     else:
-        from reconciliation.audit_export import export_to_file
+        from reconciliation.audit_export.delivery import export_to_file
 
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "export.csv")
             if kind == "export-sequential":
-                import reconciliation.audit_export as audit_export
+                import reconciliation.audit_export.run as audit_export
 
                 original = audit_export.ExportRun.__post_init__
 

@@ -299,7 +299,9 @@ def recent_audit_events(
     from itertools import islice
 
     from reconciliation.dynamo.items import from_item
-    from reconciliation.selectors_audit import SEARCH_QUERY_BUDGET, AuditFilters, DayIndexReader
+    from reconciliation.selectors_audit.day_index import DayIndexReader
+    from reconciliation.selectors_audit.filters import AuditFilters
+    from reconciliation.selectors_audit.search import SEARCH_QUERY_BUDGET
 
     repos = repos or repositories()
     reader = DayIndexReader(

@@ -24,24 +24,20 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from reconciliation.actors import Role
-from reconciliation.audit_export import (
-    CONTENT_TYPES,
-    FORMATS,
+from reconciliation.audit_export.background import (
     ExportForbidden,
     ExportNotFound,
     ExportNotReady,
     export_download,
     export_owned,
     export_request,
-    export_stream_http,
 )
+from reconciliation.audit_export.delivery import export_stream_http
+from reconciliation.audit_export.rows import CONTENT_TYPES, FORMATS
 from reconciliation.policy import audit_visible_performer
-from reconciliation.selectors_audit import (
-    AuditFilters,
-    CursorError,
-    FilterError,
-    audit_search,
-)
+from reconciliation.selectors_audit.day_index import CursorError
+from reconciliation.selectors_audit.filters import AuditFilters, FilterError
+from reconciliation.selectors_audit.search import audit_search
 from reconciliation.tasks.audit import export_enqueue, export_progress
 
 AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)

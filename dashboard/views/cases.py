@@ -38,7 +38,7 @@ from reconciliation.actors import Actor
 from reconciliation.policy import DISPOSITIONS, OVERRIDES, allowed_actions
 from reconciliation.repositories.cases import Case
 from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
-from reconciliation.selectors_audit import SubjectHead, case_chain_status
+from reconciliation.selectors_audit.chains import SubjectHead, case_chain_status
 from reconciliation.services.cases import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.services.dispositions import (
     ActionResult,

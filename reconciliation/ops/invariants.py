@@ -36,7 +36,7 @@ from reconciliation.dynamo.items import from_item
 from reconciliation.repositories.cases import COUNTER_PREFIX, RESOLVED, case_question
 from reconciliation.repositories.claims import COMPLETED, PENDING
 from reconciliation.repositories.pledges import RECORDED
-from reconciliation.selectors_audit import chain_check
+from reconciliation.selectors_audit.chains import chain_check
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

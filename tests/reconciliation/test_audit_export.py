@@ -18,19 +18,18 @@ from django.core.management import call_command
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.audit_export import (
-    CSV_COLUMNS,
+from reconciliation.audit_export.background import (
     ExportForbidden,
     export_download,
     export_request,
     export_run_requested,
     export_status,
-    export_stream_http,
-    export_to_file,
 )
+from reconciliation.audit_export.delivery import export_stream_http, export_to_file
+from reconciliation.audit_export.rows import CSV_COLUMNS
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
-from reconciliation.selectors_audit import AuditFilters
+from reconciliation.selectors_audit.filters import AuditFilters
 from tests.helpers import audit_events, pass_second_factor
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
@@ -276,7 +275,8 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
     def boom(*args, **kwargs):
         raise AssertionError("verify_export must not touch DynamoDB")
 
-    monkeypatch.setattr("reconciliation.audit_export.repositories", boom)
+    for module in ("run", "delivery", "background"):
+        monkeypatch.setattr(f"reconciliation.audit_export.{module}.repositories", boom)
     monkeypatch.setattr("reconciliation.repositories.dynamodb_client", boom)
     assert verify_export(out, manifest_path)[0] == 0
     original = out.read_bytes()

@@ -175,7 +175,7 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
 def test_a_stream_ahead_of_a_stale_item_read_is_read_again_not_reported():
     """The item was read, then a change committed, then the stream was read: the stream
     is one event ahead of the stale head; the item read again holds the new head."""
-    from reconciliation.selectors_audit import SubjectHead, subject_chain_status
+    from reconciliation.selectors_audit.chains import SubjectHead, subject_chain_status
 
     first = audit_event_build(
         stream="CASE#c1", seq=1, prev_hash="0" * 64, action="case_opened", actor=STAFF

@@ -17,7 +17,8 @@ from reconciliation.actors import system_actor
 from reconciliation.dynamo.items import to_item
 from reconciliation.repositories import repositories
 from reconciliation.repositories.audit import audit_event_build, event_hash
-from reconciliation.selectors_audit import audit_period_heads, subject_of
+from reconciliation.selectors_audit.chains import subject_of
+from reconciliation.selectors_audit.periods import audit_period_heads
 from reconciliation.services.audit import (
     CHECKPOINT_ACTION,
     CHECKPOINT_PART_ACTION,

@@ -29,7 +29,7 @@ from reconciliation.pledge_request import PledgeRequest
 from reconciliation.repositories.cases import RESOLVED
 from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
 from reconciliation.repositories.pledges import RECORDED
-from reconciliation.selectors_audit import chain_check
+from reconciliation.selectors_audit.chains import chain_check
 from reconciliation.services.audit import audit_verify
 from tests.helpers import cases as case_items
 from tests.helpers import scan_all

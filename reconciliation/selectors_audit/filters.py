@@ -1,0 +1,157 @@
+"""Audit search and export filters: what a listing selects (a UTC range, an actor, an
+action, a case, a pledge), parsed and bounded, and its DynamoDB FilterExpression.
+
+A bad filter raises :class:`FilterError`, whose message says which filter and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from reconciliation import clock
+
+SEARCH_MAX_DAYS = 366
+# Bounds of a date filter: no event predates the system, and day arithmetic on a bound
+# (the day before, the day after, a default week) must stay inside datetime's years 1-9999
+# (year 1 raised OverflowError, in a request and in a background export's worker).
+EARLIEST_DAY = date(2000, 1, 1)
+LATEST_DAY = date(2999, 12, 31)
+
+
+class FilterError(ValueError):
+    """A search or export filter is malformed; the message says which and why."""
+
+
+def parse_bound(value: str, *, end: bool) -> datetime:
+    """``YYYY-MM-DD`` (the whole day: from its first or to its last microsecond) or an
+    ISO-8601 date-time with a zone (``Z`` or an offset), as an aware UTC datetime."""
+    value = (value or "").strip()
+    out_of_range = f"{value!r} is out of range: dates run from {EARLIEST_DAY} to {LATEST_DAY}"
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            moment = datetime.combine(day, time.max if end else time.min, tzinfo=UTC)
+        else:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise FilterError(f"{value!r} is not a date (YYYY-MM-DD) or an ISO date-time")
+    if moment.tzinfo is None:
+        raise FilterError(f"{value!r} has no time zone; add Z or an offset")
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:  # an offset that moves 0001-01-01 or 9999-12-31 off the calendar
+        raise FilterError(out_of_range) from None
+    if not EARLIEST_DAY <= moment.date() <= LATEST_DAY:
+        raise FilterError(out_of_range)
+    return moment
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    """What a search or export selects. ``since``/``until`` are inclusive UTC bounds.
+
+    ``actor`` is typed by the user and matches a username or an e-mail address;
+    ``performed_by`` is imposed by the server (finance staff see only their own events)
+    and matches the username only.
+    """
+
+    since: datetime
+    until: datetime
+    actor: str = ""
+    action: str = ""
+    case_id: str = ""
+    intent_id: str = ""
+    performed_by: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        since: str = "",
+        until: str = "",
+        actor: str = "",
+        action: str = "",
+        case_id: str = "",
+        intent_id: str = "",
+        performed_by: str = "",
+        default_days: int = 7,
+        max_days: int | None = SEARCH_MAX_DAYS,
+    ) -> AuditFilters:
+        today = clock.now().date()
+        until_at = (
+            parse_bound(until, end=True) if until else datetime.combine(today, time.max, tzinfo=UTC)
+        )
+        since_at = (
+            parse_bound(since, end=False)
+            if since
+            else datetime.combine(
+                until_at.date() - timedelta(days=default_days - 1), time.min, tzinfo=UTC
+            )
+        )
+        if since_at > until_at:
+            raise FilterError("the range starts after it ends")
+        span = (until_at.date() - since_at.date()).days + 1
+        if max_days is not None and span > max_days:
+            raise FilterError(f"the range covers {span} days; at most {max_days} at a time")
+        for name, text in (("actor", actor), ("action", action), ("case id", case_id)):
+            if len(text) > 300:
+                raise FilterError(f"{name} is too long")
+        if len(intent_id) > 600:
+            raise FilterError("intent id is too long")
+        return cls(
+            since=since_at,
+            until=until_at,
+            actor=actor.strip(),
+            action=action.strip(),
+            case_id=case_id.strip(),
+            intent_id=intent_id.strip(),
+            performed_by=performed_by,
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        """Plain values for audit events, manifests and cursors (empty filters left out)."""
+        out = {"since": clock.iso(self.since), "until": clock.iso(self.until)}
+        for name in ("actor", "action", "case_id", "intent_id", "performed_by"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.as_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def days(self, *, descending: bool = False) -> list[date]:
+        first, last = self.since.date(), self.until.date()
+        out = [first + timedelta(days=i) for i in range((last - first).days + 1)]
+        return out[::-1] if descending else out
+
+    def expression(self) -> tuple[str | None, dict[str, str], dict[str, dict]]:
+        """FilterExpression, names and values for the non-key filters (None if none)."""
+        parts: list[str] = []
+        names: dict[str, str] = {}
+        values: dict[str, dict] = {}
+        if self.actor:
+            names.update({"#actor": "actor", "#un": "username", "#em": "email"})
+            values[":actor"] = {"S": self.actor}
+            parts.append("(#actor.#un = :actor OR #actor.#em = :actor)")
+        if self.performed_by:
+            names.update({"#actor": "actor", "#un": "username"})
+            values[":me"] = {"S": self.performed_by}
+            parts.append("#actor.#un = :me")
+        if self.action:
+            names["#action"] = "action"
+            values[":action"] = {"S": self.action}
+            parts.append("#action = :action")
+        if self.case_id:
+            names["#case"] = "case_id"
+            values[":case"] = {"S": self.case_id}
+            parts.append("#case = :case")
+        if self.intent_id:
+            names["#intent"] = "intent_id"
+            values[":intent"] = {"S": self.intent_id}
+            parts.append("#intent = :intent")
+        return (" AND ".join(parts) or None), names, values
