@@ -7,11 +7,14 @@ where a repository says so explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -50,3 +53,10 @@ def from_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def values(**named: Any) -> dict[str, dict]:
     """``ExpressionAttributeValues`` from keyword arguments: ``values(v=1)`` → ``{":v": …}``."""
     return {f":{k}": _serializer.serialize(v) for k, v in named.items()}
+
+
+def transact_items(items: Sequence[dict]) -> list[TransactWriteItemTypeDef]:
+    """The transaction items the repositories build (plain dicts of ``Put``, ``Update``,
+    ``ConditionCheck``), typed as ``TransactWriteItems`` takes them. One cast, here, at the
+    boundary, instead of a TypedDict per builder."""
+    return cast("list[TransactWriteItemTypeDef]", list(items))

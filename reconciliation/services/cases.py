@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import with_retry
 from reconciliation.repositories import Repositories
 from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
@@ -149,7 +150,7 @@ class _CaseWrite:
             self.repos.cases.counter_item(queue, delta, shard=shard)
             for queue, delta in self.counter_moves
         ]
-        self.repos.client.transact_write_items(TransactItems=self.sent)
+        self.repos.client.transact_write_items(TransactItems=transact_items(self.sent))
 
 
 def _audit_safe(evidence: dict) -> dict:

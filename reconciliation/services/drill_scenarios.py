@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -22,6 +22,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.items import transact_items
 from reconciliation.pledge_request import parse_fields
 from reconciliation.policy import RETRY_COMMIT
 from reconciliation.repositories import Repositories, repositories_for_key
@@ -144,7 +145,7 @@ class Drill:
         if amount is not None:
             attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
         built, _ = pledge_service.commit_items(repos, attempt)
-        items = cast("list[TransactWriteItemTypeDef]", built)
+        items = transact_items(built)
         token = str(uuid.uuid4()) if new_token else claim.request_token
         try:
             repos.client.transact_write_items(TransactItems=items, ClientRequestToken=token)

@@ -25,6 +25,7 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.pledge_request import PledgeRequest
 from reconciliation.repositories import Repositories, repositories_for_key
@@ -242,7 +243,7 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
 
     def transact() -> None:
         repos.client.transact_write_items(
-            TransactItems=items, ClientRequestToken=claim.request_token
+            TransactItems=transact_items(items), ClientRequestToken=claim.request_token
         )
 
     with attempts.watch() as log:

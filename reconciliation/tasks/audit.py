@@ -104,7 +104,7 @@ def export_enqueue(export_id: str) -> None:
     from reconciliation.repositories import repositories
 
     try:
-        audit_export_task.apply_async(args=[export_id], task_id=export_id)
+        audit_export_task.apply_async(args=(export_id,), task_id=export_id)
     except OperationalError as exc:
         logger.warning("export %s not queued (%s)", export_id, type(exc).__name__)
         export_event_append(
@@ -121,7 +121,7 @@ def export_progress(export_id: str) -> dict:
     """The task's last reported progress: ``state``, ``rows``, ``percent``; ``state`` is
     ``UNAVAILABLE`` when Redis does not answer (one bounded read, never a wait)."""
     try:
-        result = AsyncResult(export_id, app=audit_export_task.app)
+        result: AsyncResult = AsyncResult(export_id, app=audit_export_task.app)
         state, info = result.state, result.info
     except QUEUE_ERRORS as exc:
         logger.warning("export %s progress unreadable (%s)", export_id, type(exc).__name__)

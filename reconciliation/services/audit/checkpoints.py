@@ -139,7 +139,12 @@ def signed_interval(event: dict) -> tuple[datetime, datetime] | None:
 
 
 def checkpoint_payload(
-    start: str, end: str, signed_at: str, stream_count: int, sha: str, kid: str
+    start: str | None,
+    end: str | None,
+    signed_at: str | None,
+    stream_count: int | None,
+    sha: str | None,
+    kid: str | None,
 ) -> dict:
     """What the signature covers; the heads are covered through their SHA-256. The
     signing time is covered too, so a checkpoint signed again after its predecessor was
@@ -155,8 +160,11 @@ def checkpoint_payload(
     }
 
 
-def digest_payload(day: str, stream_count: int, sha: str, kid: str) -> dict:
-    """What a legacy daily digest's signature covers."""
+def digest_payload(
+    day: str | None, stream_count: int | None, sha: str | None, kid: str | None
+) -> dict:
+    """What a legacy daily digest's signature covers. Verification passes the stored
+    values as they are: a missing one is covered as null and fails the signature."""
     return {
         "kind": DIGEST_ACTION,
         "day": day,

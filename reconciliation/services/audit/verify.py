@@ -309,7 +309,7 @@ def audit_verify(
         e
         for e in signed
         if since_start is not None
-        and (intervals[e["seq"]] is None or intervals[e["seq"]][1] > since_start)
+        and ((interval := intervals[e["seq"]]) is None or interval[1] > since_start)
     ]
     listed: dict[str, set[int]] = {}
     for checkpoint in checkpoints:
