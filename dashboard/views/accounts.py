@@ -4,6 +4,8 @@ shown once, in the answer to the POST that made them, and never stored readable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -45,43 +47,48 @@ def profile_view(request: HttpRequest) -> HttpResponse:
     return _profile(request)
 
 
+def _code_step(
+    request: HttpRequest, *, form_key: str, step: Callable[[str], list[str]], done: str
+) -> HttpResponse:
+    """A step taken with a code from the app: the form, the step, and the page that
+    shows the recovery codes it issued (once), or says why it was refused."""
+    form = CodeForm(request.POST, prefix="recovery" if form_key == "recovery_form" else None)
+    if not form.is_valid():
+        return _profile(request, status=400, **{form_key: form})
+    try:
+        codes = step(form.cleaned_data["otp_token"])
+    except mfa.SecondFactorRefused as exc:
+        form.add_error("otp_token", str(exc))
+        return _profile(request, status=400, **{form_key: form})
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    return _profile(request, recovery_codes=codes, done=done)
+
+
 @require_POST
 @role_required()
 def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
-    form = CodeForm(request.POST)
-    if not form.is_valid():
-        return _profile(request, status=400, code_form=form)
-    try:
-        device, codes = mfa.authenticator_confirm(
-            request.user, form.cleaned_data["otp_token"], actor=actor_for(request)
-        )
-    except mfa.SecondFactorRefused as exc:
-        form.add_error("otp_token", str(exc))
-        return _profile(request, status=400, code_form=form)
-    except AUDIT_UNAVAILABLE:
-        return _profile(request, status=503, error=NOT_RECORDED)
-    # The session was verified by the device this replaces (or the spent enrolment
-    # code): it is verified by the new authenticator from now on.
-    otp_login(request, device)
-    return _profile(request, recovery_codes=codes, done="Your authenticator app is set up.")
+    def confirm(token: str) -> list[str]:
+        device, codes = mfa.authenticator_confirm(request.user, token, actor=actor_for(request))
+        # The session was verified by the device this replaces (or the spent enrolment
+        # code): it is verified by the new authenticator from now on.
+        otp_login(request, device)
+        return codes
+
+    return _code_step(
+        request, form_key="code_form", step=confirm, done="Your authenticator app is set up."
+    )
 
 
 @require_POST
 @role_required()
 def recovery_codes_view(request: HttpRequest) -> HttpResponse:
-    form = CodeForm(request.POST, prefix="recovery")
-    if not form.is_valid():
-        return _profile(request, status=400, recovery_form=form)
-    try:
-        codes = mfa.recovery_codes_issue(
-            request.user, form.cleaned_data["otp_token"], actor=actor_for(request)
-        )
-    except mfa.SecondFactorRefused as exc:
-        form.add_error("otp_token", str(exc))
-        return _profile(request, status=400, recovery_form=form)
-    except AUDIT_UNAVAILABLE:
-        return _profile(request, status=503, error=NOT_RECORDED)
-    return _profile(request, recovery_codes=codes, done="New recovery codes issued.")
+    def issue(token: str) -> list[str]:
+        return mfa.recovery_codes_issue(request.user, token, actor=actor_for(request))
+
+    return _code_step(
+        request, form_key="recovery_form", step=issue, done="New recovery codes issued."
+    )
 
 
 # --- staff (supervisors) -----------------------------------------------------------------
