@@ -16,7 +16,8 @@ from tests import helpers
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import stuck_case
 
-pytestmark = pytest.mark.django_db
+# Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 NOTE = {"reason_code": "CLIENT_CONFIRMED", "reason_text": "Checked with the client first."}

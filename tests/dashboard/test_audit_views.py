@@ -30,7 +30,9 @@ from reconciliation.tasks.audit import audit_export_task
 from tests.helpers import audit_events, pass_second_factor
 from tests.processes import celery_worker
 
-pytestmark = pytest.mark.django_db
+# Views only: search, paging and export over both engines are tested in tests/reconciliation;
+# the real-worker test below needs DynamoDB Local's endpoint and says so itself.
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 ROLES = ("finance_staff", "supervisor", "auditor")
 
@@ -265,6 +267,7 @@ def test_progress_bar_polls_until_the_export_is_done(
 
 
 @pytest.mark.celery_worker
+@pytest.mark.engines("dynamodb_local")
 def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path, queued_celery):
     """A Celery worker runs a 4 000-event export: the polled page reports progress from
     the task state, then the owner downloads a file matching the signed manifest."""

@@ -11,7 +11,8 @@ from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case
 
-pytestmark = pytest.mark.django_db
+# Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 STAFF = staff_actor("ada")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")

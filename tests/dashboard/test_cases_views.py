@@ -13,11 +13,12 @@ from django.contrib.auth.models import Group, User
 from reconciliation import clock
 from reconciliation.repositories import repositories
 from reconciliation.services.dispositions import case_assign, case_dispose
-from tests.conftest import staff_actor
+from tests.conftest import ENGINES, staff_actor
 from tests.helpers import audit_events, pass_second_factor, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
-pytestmark = pytest.mark.django_db
+# Views only, except the decoded cancellation reasons, which differ between engines.
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 WHY = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "Checked the consistent reads."}
@@ -88,6 +89,7 @@ def test_ambiguous_and_failed_transactions_cannot_be_confused(ddb, client, setti
     assert "Acknowledgement failed" not in stuck_page and "Transaction failed" not in stuck_page
 
 
+@pytest.mark.engines(*ENGINES)  # the engine's CancellationReasons and ALL_OLD items
 def test_decoded_reasons_one_row_per_item_with_old_item_beside_attempt(ddb, client):
     """The cancelled transaction's reasons are a table: one item per transaction item,
     with operation, table, key, code, meaning, and the returned old item beside the

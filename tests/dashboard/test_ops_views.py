@@ -7,6 +7,8 @@ import pytest
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
 
+pytestmark = pytest.mark.engines("moto")  # status pages: no engine semantics
+
 
 @pytest.mark.django_db(databases=[])
 def test_healthz_reports_dynamodb_and_redis_ok(ddb, client):

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.mark.engines("moto")
 def test_overview_page_and_fragment(ddb, client):
     """Counts and oldest case per queue, the ageing chart as SVG bars with the numbers
     beside them, and the latest events; htmx gets the #overview fragment."""
@@ -48,6 +49,7 @@ def test_overview_page_and_fragment(ddb, client):
     assert fragment.lstrip().startswith('<div id="overview"') and "<html" not in fragment
 
 
+@pytest.mark.engines("moto")
 def test_overview_lists_pending_override_requests(ddb, client):
     """Pending override requests appear with their count, requester and expiry; the
     link goes to the approvals page for supervisors, to the queue for others."""
@@ -134,6 +136,7 @@ def test_empty_queues_cost_no_query(ddb, monkeypatch):
     assert [n for _, n in ageing["TOKEN_MISMATCH"]] == [0, 0, 0, 0]
 
 
+@pytest.mark.engines("moto")
 @pytest.mark.parametrize(
     ("role", "sees_others"),
     [("finance_staff", False), ("supervisor", True), ("auditor", True)],

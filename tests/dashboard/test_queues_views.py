@@ -16,7 +16,8 @@ from tests.conftest import staff_actor
 from tests.helpers import audit_events, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
-pytestmark = pytest.mark.django_db
+# Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
