@@ -48,12 +48,13 @@ botocore hooks that carry out the rest are in :mod:`reconciliation.dynamo.fault_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from botocore.awsrequest import AWSResponse
@@ -173,6 +174,19 @@ def set_plan(plan: FaultPlan | None) -> None:
     with _plan_lock:
         _plan = plan
         _plan_source = (settings.FAULT_INJECTION, settings.ALLOW_FAULT_INJECTION)
+
+
+@contextlib.contextmanager
+def injected(plan: FaultPlan | Mapping[str, float]) -> Iterator[FaultPlan]:
+    """Use ``plan`` (or a plan of these ``name: probability`` pairs) for the block, then
+    none: the simulator, the drill and tests inject faults this way, never by a
+    set/unset pair that an exception could leave half done."""
+    chosen = plan if isinstance(plan, FaultPlan) else FaultPlan(dict(plan))
+    set_plan(chosen)
+    try:
+        yield chosen
+    finally:
+        set_plan(None)
 
 
 def crash_after_claim() -> None:

@@ -42,11 +42,8 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def _faults(**probabilities: float) -> Iterator[None]:
     """Inject faults into this process's calls for the block (the drill's own intents)."""
-    faults.set_plan(faults.FaultPlan(probabilities))
-    try:
+    with faults.injected(faults.FaultPlan(probabilities)):
         yield
-    finally:
-        faults.set_plan(None)
 
 
 class Drill:

@@ -261,14 +261,10 @@ def simulate_run(
     started = time.monotonic()
     before = _ledger_snapshot()
     with capacity.instrumented():
-        faults.set_plan(plan)
-        try:
-            with ThreadPoolExecutor(max_workers=config.threads) as pool:
-                for _ in pool.map(traffic.intent, range(config.pledges)):
-                    if progress:
-                        progress(1)
-        finally:
-            faults.set_plan(None)
+        with faults.injected(plan), ThreadPoolExecutor(max_workers=config.threads) as pool:
+            for _ in pool.map(traffic.intent, range(config.pledges)):
+                if progress:
+                    progress(1)
         # expires_at is whole epoch seconds and the index query asks for expires_at <
         # now: a full second past the lease is the least that finds the last claim.
         time.sleep(config.lease_s + 1.0)

@@ -27,12 +27,8 @@ def submit(key: str, **overrides) -> service.IntakeOutcome:
 
 def crashed_claim(key: str, **overrides) -> None:
     """A claim left PENDING by a worker that died between claim and commit."""
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    try:
-        with pytest.raises(faults.SimulatedCrash):
-            submit(key, **overrides)
-    finally:
-        faults.set_plan(None)
+    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
+        submit(key, **overrides)
 
 
 def stuck_case(key: str, **overrides):
@@ -46,11 +42,8 @@ def stuck_case(key: str, **overrides):
 
 def ambiguous_case(key: str, **overrides):
     """An AMBIGUOUS_TIMEOUT case whose commit did in fact succeed."""
-    faults.set_plan(faults.FaultPlan({"ambiguous_after_commit": 1.0}))
-    try:
+    with faults.injected({"ambiguous_after_commit": 1.0}):
         outcome = submit(key, **overrides)
-    finally:
-        faults.set_plan(None)
     assert outcome.kind == service.OUTCOME_UNKNOWN
     return repositories().cases.get(outcome.case_id)
 

@@ -220,11 +220,8 @@ def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version
     repos = repositories()
     claim = repos.claims.get(_pk("late-unclear-1"))
     [stuck_id] = sweep_all().opened
-    faults.set_plan(faults.FaultPlan({"ambiguous_no_commit": 1.0}))
-    try:
+    with faults.injected({"ambiguous_no_commit": 1.0}):
         late = service.pledge_commit(repos, claim)
-    finally:
-        faults.set_plan(None)
     assert late.kind == service.OUTCOME_UNKNOWN
     assert late.case_id == stuck_id
     [case] = cases(ddb)

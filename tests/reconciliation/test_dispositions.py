@@ -668,11 +668,8 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     from reconciliation.services.retries import RetryOutcome, retry_commit_run
     from tests.reconciliation.factories import submit
 
-    faults.set_plan(faults.FaultPlan({"ambiguous_no_commit": 1.0}))
-    try:
+    with faults.injected({"ambiguous_no_commit": 1.0}):
         outcome = submit("rc-wait")
-    finally:
-        faults.set_plan(None)
     case = repositories().cases.get(outcome.case_id)
     monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id: None)
     case_dispose(

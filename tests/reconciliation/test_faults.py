@@ -193,26 +193,25 @@ def test_internal_error_after_commit_applies_then_answers_500_to_every_retry(ddb
     the engine saw it once (the ledger counts one pledge)."""
     from botocore.exceptions import ClientError
 
-    faults.set_plan(faults.FaultPlan({"internal_error_after_commit": 1.0}))
-    sends = _sends(ddb.client, "TransactWriteItems")
-    items = _commit_items(ddb, "acme#ie-1")
-    with pytest.raises(ClientError) as first:
-        ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
-    assert _error(first) == ("InternalServerError", 500)
-    # The SDK retried the 500 (standard mode), with the same token.
-    assert sends == ["tok-ie-1"] * settings.DDB_MAX_ATTEMPTS
-    assert _pledge(ddb, "acme#ie-1") is not None
-    assert _ledger(ddb) == (10, 1)
+    with faults.injected({"internal_error_after_commit": 1.0}):
+        sends = _sends(ddb.client, "TransactWriteItems")
+        items = _commit_items(ddb, "acme#ie-1")
+        with pytest.raises(ClientError) as first:
+            ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
+        assert _error(first) == ("InternalServerError", 500)
+        # The SDK retried the 500 (standard mode), with the same token.
+        assert sends == ["tok-ie-1"] * settings.DDB_MAX_ATTEMPTS
+        assert _pledge(ddb, "acme#ie-1") is not None
+        assert _ledger(ddb) == (10, 1)
 
-    with pytest.raises(ClientError) as again:
-        ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
-    assert _error(again) == ("InternalServerError", 500)
-    plan = faults.active_plan()
-    assert plan.counts == {"internal_error_after_commit": 1}  # drawn once for the token
-    assert _ledger(ddb) == (10, 1)
+        with pytest.raises(ClientError) as again:
+            ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
+        assert _error(again) == ("InternalServerError", 500)
+        plan = faults.active_plan()
+        assert plan.counts == {"internal_error_after_commit": 1}  # drawn once for the token
+        assert _ledger(ddb) == (10, 1)
 
-    # Without the fault the engine answers the retry from its token: applied once, 200.
-    faults.set_plan(None)
+        # Without the fault the engine answers the retry from its token: applied once, 200.
     ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
     assert _ledger(ddb) == (10, 1)
 
@@ -279,45 +278,44 @@ def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, set
     cases_table = ddb.tables.cases
     key = {"case_id": {"S": "C-1"}}
     ddb.client.put_item(TableName=cases_table, Item={**key, "state": {"S": "OPEN"}})
-    faults.set_plan(faults.FaultPlan({"case_write_fails": 1.0}))
-    writes = [
-        lambda: ddb.client.put_item(TableName=cases_table, Item={"case_id": {"S": "C-2"}}),
-        lambda: ddb.client.update_item(
-            TableName=cases_table,
-            Key=key,
-            UpdateExpression="SET #s = :s",
-            ExpressionAttributeNames={"#s": "state"},
-            ExpressionAttributeValues={":s": {"S": "RESOLVED"}},
-        ),
-        lambda: ddb.client.delete_item(TableName=cases_table, Key=key),
-        lambda: ddb.client.batch_write_item(
-            RequestItems={cases_table: [{"PutRequest": {"Item": {"case_id": {"S": "C-3"}}}}]}
-        ),
-        lambda: ddb.client.transact_write_items(
-            TransactItems=[
-                {"Put": {"TableName": cases_table, "Item": {"case_id": {"S": "C-4"}}}},
-                {
-                    "Put": {
-                        "TableName": ddb.tables.audit_events,
-                        "Item": {"stream": {"S": "CASE#C-4"}, "seq": {"N": "1"}},
-                    }
-                },
-            ]
-        ),
-    ]
-    for write in writes:
-        with pytest.raises(ClientError) as refused:
-            write()
-        assert _error(refused) == ("ThrottlingException", 400)
-    # Every attempt, the SDK's retries included, was throttled.
-    assert faults.active_plan().counts == {
-        "case_write_fails": len(writes) * settings.DDB_MAX_ATTEMPTS
-    }
-    # Reads of the cases table, and writes elsewhere, are untouched.
-    item = ddb.client.get_item(TableName=cases_table, Key=key, ConsistentRead=True)["Item"]
-    assert item["state"] == {"S": "OPEN"}
-    ddb.client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "p"}})
-    faults.set_plan(None)
+    with faults.injected({"case_write_fails": 1.0}):
+        writes = [
+            lambda: ddb.client.put_item(TableName=cases_table, Item={"case_id": {"S": "C-2"}}),
+            lambda: ddb.client.update_item(
+                TableName=cases_table,
+                Key=key,
+                UpdateExpression="SET #s = :s",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={":s": {"S": "RESOLVED"}},
+            ),
+            lambda: ddb.client.delete_item(TableName=cases_table, Key=key),
+            lambda: ddb.client.batch_write_item(
+                RequestItems={cases_table: [{"PutRequest": {"Item": {"case_id": {"S": "C-3"}}}}]}
+            ),
+            lambda: ddb.client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": cases_table, "Item": {"case_id": {"S": "C-4"}}}},
+                    {
+                        "Put": {
+                            "TableName": ddb.tables.audit_events,
+                            "Item": {"stream": {"S": "CASE#C-4"}, "seq": {"N": "1"}},
+                        }
+                    },
+                ]
+            ),
+        ]
+        for write in writes:
+            with pytest.raises(ClientError) as refused:
+                write()
+            assert _error(refused) == ("ThrottlingException", 400)
+        # Every attempt, the SDK's retries included, was throttled.
+        assert faults.active_plan().counts == {
+            "case_write_fails": len(writes) * settings.DDB_MAX_ATTEMPTS
+        }
+        # Reads of the cases table, and writes elsewhere, are untouched.
+        item = ddb.client.get_item(TableName=cases_table, Key=key, ConsistentRead=True)["Item"]
+        assert item["state"] == {"S": "OPEN"}
+        ddb.client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "p"}})
     # Nothing of the refused writes reached the engine.
     rows = ddb.client.scan(TableName=cases_table, ConsistentRead=True)["Items"]
     assert [r["case_id"]["S"] for r in rows] == ["C-1"]
@@ -330,20 +328,21 @@ def test_access_denied_answers_every_call_and_writes_nothing(ddb):
     reaches the engine."""
     from botocore.exceptions import ClientError
 
-    faults.set_plan(faults.FaultPlan({"access_denied": 1.0}))
-    calls = [
-        lambda: ddb.client.describe_table(TableName=ddb.tables.pledges),
-        lambda: ddb.client.get_item(
-            TableName=ddb.tables.pledges, Key={"intent_id": {"S": "x"}}, ConsistentRead=True
-        ),
-        lambda: ddb.client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "x"}}),
-        lambda: ddb.client.transact_write_items(TransactItems=_commit_items(ddb, "acme#ad")),
-    ]
-    for call in calls:
-        with pytest.raises(ClientError) as refused:
-            call()
-        assert _error(refused) == ("AccessDeniedException", 400)
-    faults.set_plan(None)
+    with faults.injected({"access_denied": 1.0}):
+        calls = [
+            lambda: ddb.client.describe_table(TableName=ddb.tables.pledges),
+            lambda: ddb.client.get_item(
+                TableName=ddb.tables.pledges, Key={"intent_id": {"S": "x"}}, ConsistentRead=True
+            ),
+            lambda: ddb.client.put_item(
+                TableName=ddb.tables.pledges, Item={"intent_id": {"S": "x"}}
+            ),
+            lambda: ddb.client.transact_write_items(TransactItems=_commit_items(ddb, "acme#ad")),
+        ]
+        for call in calls:
+            with pytest.raises(ClientError) as refused:
+                call()
+            assert _error(refused) == ("AccessDeniedException", 400)
     assert ddb.client.scan(TableName=ddb.tables.pledges)["Items"] == []
     assert _ledger(ddb) == (0, 0)
 

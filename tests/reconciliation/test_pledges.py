@@ -84,9 +84,8 @@ def test_32_threads_same_key_and_body_record_one_pledge(ddb):
 def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
     """ambiguous-after-commit, then the same commit re-sent under the stored token: one
     pledge, one ledger increment (DynamoDB answers the replay without applying it)."""
-    faults.set_plan(faults.FaultPlan({"ambiguous_after_commit": 1.0}))
-    outcome = _submit("amb-1")
-    faults.set_plan(None)
+    with faults.injected({"ambiguous_after_commit": 1.0}):
+        outcome = _submit("amb-1")
     assert outcome.kind == service.OUTCOME_UNKNOWN
     repos = repositories()
     claim_item = claims(ddb)[0]
@@ -111,10 +110,8 @@ def test_changed_amount_under_same_key_is_rejected_with_nothing_written(ddb):
 def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb):
     """A claims, its lease expires, B re-claims and completes; A's late completion and A's
     late failure both fail their conditions and B's record is intact."""
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    with pytest.raises(faults.SimulatedCrash):
+    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
         _submit("fence-1")
-    faults.set_plan(None)
     repos = repositories()
     worker_a = repos.claims.get("acme#create_pledge#fence-1")
     with clock.travel(61):
@@ -141,9 +138,8 @@ def test_throttling_is_retried_with_backoff_until_it_commits(ddb):
     """Half the calls throttled (fixed seed): the write path retries with backoff and commits
     once; the application-level retry counter moved."""
     before = metrics.APP_RETRIES.labels("ThrottlingException")._value.get()
-    faults.set_plan(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7)))
-    outcome = _submit("thr-1")
-    faults.set_plan(None)
+    with faults.injected(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7))):
+        outcome = _submit("thr-1")
     assert outcome.kind == service.CREATED
     assert len(all_pledges(ddb)) == 1
     assert metrics.APP_RETRIES.labels("ThrottlingException")._value.get() > before
@@ -203,10 +199,8 @@ def _cancelled_rows(ddb, items):
 def test_decoded_rows_for_pledge_exists_failure(ddb):
     """The commit of an intent whose pledge already exists decodes to: duplicate on the
     pledge (with the old item), nothing on the other three items."""
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    with pytest.raises(faults.SimulatedCrash):
+    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
         _submit("dup-1")
-    faults.set_plan(None)
     repos = repositories()
     claim = repos.claims.get("acme#create_pledge#dup-1")
     items, pledge = service.commit_items(repos, claim)
@@ -275,14 +269,13 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
 def test_decoded_rows_for_lost_claim_failure(ddb):
     """A late worker's commit after a successor re-claimed decodes to a lost claim on the
     claim item (its old item showing the successor's version), nothing elsewhere."""
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    with pytest.raises(faults.SimulatedCrash):
-        _submit("lost-claim-1")
-    repos = repositories()
-    worker_a = repos.claims.get("acme#create_pledge#lost-claim-1")
-    with clock.travel(61), pytest.raises(faults.SimulatedCrash):
-        _submit("lost-claim-1")  # worker B re-claims, then dies too
-    faults.set_plan(None)
+    with faults.injected({"crash_after_claim": 1.0}):
+        with pytest.raises(faults.SimulatedCrash):
+            _submit("lost-claim-1")
+        repos = repositories()
+        worker_a = repos.claims.get("acme#create_pledge#lost-claim-1")
+        with clock.travel(61), pytest.raises(faults.SimulatedCrash):
+            _submit("lost-claim-1")  # worker B re-claims, then dies too
     items, _ = service.commit_items(repos, worker_a)
     rows = _cancelled_rows(ddb, items)
     assert [(r["index"], r["operation"], r["table"], r["code"], r["branch"]) for r in rows] == [
