@@ -27,12 +27,12 @@ class ActionResult:
     message: str
 
 
-def _check_role(actor: Actor, action: str) -> None:
+def check_role(actor: Actor, action: str) -> None:
     if not may(actor.role, action):
         raise NotAllowed(f"The {actor.role} role may not {action.replace('_', ' ')}.")
 
 
-def _check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str, str]:
+def check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str, str]:
     code = (reason_code or "").strip()
     text = (reason_text or "").strip()
     if code not in REASON_CODES:
@@ -44,7 +44,7 @@ def _check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str
     return code, text
 
 
-def _resolution(disposition: str, actor: Actor, **extra) -> dict:
+def resolution_for(disposition: str, actor: Actor, **extra) -> dict:
     return {
         "disposition": disposition,
         "by": actor.username,
@@ -53,11 +53,11 @@ def _resolution(disposition: str, actor: Actor, **extra) -> dict:
     }
 
 
-def _already(case: Case) -> ActionResult:
+def already_applied(case: Case) -> ActionResult:
     return ActionResult(case, False, "That action was already applied; nothing changed.")
 
 
-def _begin(
+def action_begin(
     repos: Repositories,
     *,
     case_id: str,
@@ -70,7 +70,7 @@ def _begin(
 ) -> tuple[Case, bool, str, str]:
     """The checks every reasoned action starts with: role, reason, case and version.
     Returns the case, whether this action id was already applied, and the reason."""
-    _check_role(actor, permission)
-    code, text = _check_reason(reason_code, reason_text)
+    check_role(actor, permission)
+    code, text = check_reason(reason_code, reason_text)
     case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
     return case, done, code, text

@@ -48,10 +48,10 @@ from reconciliation.services.intake_outcomes import (
     TOKEN_PARAMETER_MISMATCH,
     UNAVAILABLE,
     IntakeOutcome,
-    _in_progress,
-    _throttled,
-    _unavailable,
+    in_progress_outcome,
     retry_after_s,
+    throttled_outcome,
+    unavailable_outcome,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _server_error(exc: BaseException) -> bool:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
 
 
-def _commit_failed(
+def commit_failed(
     repos: Repositories,
     claim: Claim,
     items: list[dict],
@@ -108,7 +108,7 @@ def _commit_failed(
         _finalise_quietly(
             repos, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
         )
-        return _unavailable(exc)
+        return unavailable_outcome(exc)
     if error_code(exc) == "IdempotentParameterMismatchException":
         return _token_mismatch(repos, claim, exc)
     return _refused(exc)
@@ -164,7 +164,7 @@ def _commit_exhausted(
             "recorded. Retry with the same Idempotency-Key.",
         )
     _finalise_quietly(repos, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
-    return _throttled(exc)
+    return throttled_outcome(exc)
 
 
 def _cancelled(
@@ -222,7 +222,7 @@ def _cancelled(
         case = cancelled_case(409, IN_PROGRESS)
         if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
             return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
-        outcome = _in_progress(current)
+        outcome = in_progress_outcome(current)
         return IntakeOutcome(
             IN_PROGRESS,
             retry_after=outcome.retry_after,

@@ -42,11 +42,11 @@ from reconciliation.repositories.cases import (
 from reconciliation.repositories.claims import COMPLETED
 from reconciliation.services.case_actions import (
     ActionResult,
-    _already,
-    _begin,
-    _check_reason,
-    _check_role,
-    _resolution,
+    action_begin,
+    already_applied,
+    check_reason,
+    check_role,
+    resolution_for,
 )
 from reconciliation.services.cases import CaseError, case_commit_change, case_load
 from reconciliation.services.overrides import (
@@ -99,7 +99,7 @@ def case_dispose(
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
     DUPLICATE_REJECTED_OK or ESCALATE."""
     repos = repos or repositories()
-    case, done, code, text = _begin(
+    case, done, code, text = action_begin(
         repos,
         case_id=case_id,
         actor=actor,
@@ -110,7 +110,7 @@ def case_dispose(
         action_id=action_id,
     )
     if done:
-        return _already(case)
+        return already_applied(case)
     if actor.role != Role.SYSTEM and disposition not in allowed_actions(
         case.case_type, case.state, actor.role
     ):
@@ -142,7 +142,7 @@ def _duplicate_rejected_ok(
         action="disposition_recorded",
         changes={
             "state": RESOLVED,
-            "resolution": _resolution(common["disposition"], common["actor"]),
+            "resolution": resolution_for(common["disposition"], common["actor"]),
         },
         **common,
     )
@@ -199,7 +199,7 @@ def _confirm_committed(
         repos,
         case,
         action="disposition_recorded",
-        changes={"state": RESOLVED, "resolution": _resolution(CONFIRMED_COMMITTED, actor)},
+        changes={"state": RESOLVED, "resolution": resolution_for(CONFIRMED_COMMITTED, actor)},
         extra_items=extra,
         detail={"pledge": pledge.snapshot(), "claim_finalised": bool(extra)},
         **common,
@@ -229,10 +229,10 @@ def case_assign(
     repos: Repositories | None = None,
 ) -> ActionResult:
     repos = repos or repositories()
-    _check_role(actor, "assign")
+    check_role(actor, "assign")
     case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
     if done:
-        return _already(case)
+        return already_applied(case)
     if case.state == RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
     assignee = None if unassign else actor.username
@@ -280,10 +280,10 @@ def cases_bulk(
     """Apply one disposition to many cases, each its own audited change; or, with
     ``dry_run``, say what each case would become without writing anything."""
     repos = repos or repositories()
-    _check_role(actor, "dispose")
+    check_role(actor, "dispose")
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
-    code, text = _check_reason(reason_code, reason_text)
+    code, text = check_reason(reason_code, reason_text)
     rows: list[BulkRow] = []
     for case_id in dict.fromkeys(case_ids):
         case = repos.cases.get(case_id)

@@ -59,7 +59,7 @@ class IntakeOutcome:
     decoded: list[dict] = field(default_factory=list)
 
 
-def _in_progress(existing: Claim | None) -> IntakeOutcome:
+def in_progress_outcome(existing: Claim | None) -> IntakeOutcome:
     wait = 1
     if existing is not None:
         wait = max(1, existing.expires_at - clock.epoch())
@@ -75,7 +75,7 @@ def retry_after_s() -> int:
     return max(1, math.ceil(settings.DDB_APP_RETRY_CAP_S * 2))
 
 
-def _throttled(exc: RetriesExhausted) -> IntakeOutcome:
+def throttled_outcome(exc: RetriesExhausted) -> IntakeOutcome:
     return IntakeOutcome(
         THROTTLED,
         retry_after=retry_after_s(),
@@ -83,7 +83,7 @@ def _throttled(exc: RetriesExhausted) -> IntakeOutcome:
     )
 
 
-def _unavailable(exc: BaseException) -> IntakeOutcome:
+def unavailable_outcome(exc: BaseException) -> IntakeOutcome:
     logger.warning("claim failed: %s", error_code(exc))
     return IntakeOutcome(
         UNAVAILABLE,

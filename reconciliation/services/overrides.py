@@ -23,7 +23,12 @@ from reconciliation.repositories.audit import audit_event_build
 from reconciliation.repositories.cases import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case
 from reconciliation.repositories.claims import COMPLETED, FAILED
 from reconciliation.repositories.pledges import RECORDED
-from reconciliation.services.case_actions import ActionResult, _already, _begin, _resolution
+from reconciliation.services.case_actions import (
+    ActionResult,
+    action_begin,
+    already_applied,
+    resolution_for,
+)
 from reconciliation.services.cases import CaseError, NotAllowed, case_commit_change
 
 
@@ -42,7 +47,7 @@ def override_request(
     repos = repos or repositories()
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
-    case, done, code, text = _begin(
+    case, done, code, text = action_begin(
         repos,
         case_id=case_id,
         actor=actor,
@@ -53,7 +58,7 @@ def override_request(
         action_id=action_id,
     )
     if done:
-        return _already(case)
+        return already_applied(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
         raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
     pins: dict = {}
@@ -124,7 +129,7 @@ def _begin_decision(
 ) -> tuple[Case, bool, dict, str, str]:
     """A supervisor's decision on a pending request: the common checks, and the request.
     Nobody decides their own request, either way (four eyes)."""
-    case, done, code, text = _begin(
+    case, done, code, text = action_begin(
         repos,
         case_id=case_id,
         actor=actor,
@@ -164,7 +169,7 @@ def override_approve(
         action_id=action_id,
     )
     if done:
-        return _already(case)
+        return already_applied(case)
     if case.version != override["pinned_version"]:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
@@ -181,7 +186,7 @@ def override_approve(
         reason_text=text,
         detail={"request": override},
     )
-    resolution = _resolution(action, actor, requested_by=override["requested_by"]["username"])
+    resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
     if action == REOPEN:
         updated = case_commit_change(
             repos,
@@ -293,7 +298,7 @@ def override_reject(
         action_id=action_id,
     )
     if done:
-        return _already(case)
+        return already_applied(case)
     updated = case_commit_change(
         repos,
         case,

@@ -40,7 +40,7 @@ from reconciliation.repositories.claims import (
 )
 from reconciliation.repositories.ledger import ledger_key_for
 from reconciliation.repositories.pledges import RECORDED, Pledge, intent_id_for
-from reconciliation.services.commit_outcomes import _commit_failed, pledge_receipt_actor
+from reconciliation.services.commit_outcomes import commit_failed, pledge_receipt_actor
 from reconciliation.services.intake_outcomes import (
     CANCELLED,
     CONFLICT,
@@ -55,10 +55,10 @@ from reconciliation.services.intake_outcomes import (
     TOKEN_PARAMETER_MISMATCH,
     UNAVAILABLE,
     IntakeOutcome,
-    _in_progress,
-    _throttled,
-    _unavailable,
+    in_progress_outcome,
     retry_after_s,
+    throttled_outcome,
+    unavailable_outcome,
 )
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
@@ -89,11 +89,11 @@ def pledge_submit(
         # A read after a definitive outcome failed (every write outcome that may have
         # committed is handled inside pledge_commit): the claim stays as it is, the
         # client retries later.
-        return _count(_unavailable(exc))
+        return _count(unavailable_outcome(exc))
     except ClientError as exc:
         # A read or claim write refused outright (AccessDenied, Validation…): nothing of
         # this request was committed (the commit answers for itself), so a definite 503.
-        return _count(_unavailable(exc))
+        return _count(unavailable_outcome(exc))
     finally:
         metrics.COMMIT_SECONDS.observe(time.monotonic() - started)
 
@@ -149,12 +149,12 @@ def _claim(
             existing = taken.current  # someone else holds or changed it: judge again
             continue
         except RetriesExhausted as exc:
-            return _throttled(exc)
+            return throttled_outcome(exc)
         except (BotoCoreError, ClientError) as exc:
-            return _unavailable(exc)
+            return unavailable_outcome(exc)
         metrics.CLAIMS.labels("created" if fresh else "reclaimed").inc()
         return claim, fresh
-    return _in_progress(existing)
+    return in_progress_outcome(existing)
 
 
 def _judge_existing(
@@ -179,7 +179,7 @@ def _judge_existing(
         return None
     if not existing.expired(now):
         metrics.CLAIMS.labels("in_progress").inc()
-        return _in_progress(existing)
+        return in_progress_outcome(existing)
     return None
 
 
@@ -253,7 +253,7 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
             failure: BotoCoreError | ClientError | RetriesExhausted = exc
         else:
             return IntakeOutcome(CREATED, pledge=pledge.api_body())
-    return _commit_failed(repos, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
+    return commit_failed(repos, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
 
 
 class StoreUnavailable(Exception):

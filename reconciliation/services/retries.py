@@ -14,7 +14,7 @@ from reconciliation.policy import RETRY_COMMIT
 from reconciliation.repositories import Repositories, repositories
 from reconciliation.repositories.cases import RESOLVED, Case
 from reconciliation.repositories.claims import PENDING, Claim, ClaimTaken
-from reconciliation.services.case_actions import _resolution
+from reconciliation.services.case_actions import resolution_for
 from reconciliation.services.cases import case_commit_change
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> Retr
         raise LookupError(f"case {case_id} disappeared during its retry")
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
-        resolution = _resolution(RETRY_COMMIT, actor, outcome=kind)
+        resolution = resolution_for(RETRY_COMMIT, actor, outcome=kind)
         if superseded_by:
             resolution["superseded_by"] = superseded_by
         case_commit_change(
