@@ -208,9 +208,12 @@ class StaffSignInForm(AuthenticationForm):
     def clean(self):
         cleaned = super().clean()  # the password: raises before any code is looked at
         user = self.get_user()
-        if user is None or not mfa.second_factor_applies(user):
+        if user is None:
             return cleaned
-        if not mfa.has_any_device(user):
+        has_device = mfa.has_any_device(user)
+        if not has_device and not mfa.mfa_required(user):
+            return cleaned  # no second factor: not required by the role, none enrolled
+        if not has_device:
             raise ValidationError(self.error_messages["otp_missing"], code="otp_missing")
         token = cleaned.get("otp_token") or ""
         if not token:

@@ -77,11 +77,6 @@ def has_any_device(user) -> bool:
     )
 
 
-def second_factor_applies(user) -> bool:
-    """At sign-in: required by the role, or chosen by enrolling."""
-    return mfa_required(user) or has_any_device(user)
-
-
 def authenticator(user) -> TOTPDevice | None:
     return _confirmed(TOTPDevice, user).first()
 

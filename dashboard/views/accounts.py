@@ -101,7 +101,6 @@ def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
         .objects.filter(groups__in=Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
         .distinct()
         .order_by("username")
-        .prefetch_related("groups")
     )
     me = request.user.get_username()
     return [
