@@ -157,6 +157,21 @@ def celery_eager():
     app.conf.task_always_eager, app.conf.task_eager_propagates = before
 
 
+@pytest.fixture
+def midday():
+    """The clock at today's 12:00 UTC for the test: tests that reason about yesterday's
+    and today's audit periods must not depend on the hour they happen to run at (just
+    after midnight, yesterday's last period is not yet due for its checkpoint)."""
+    from datetime import UTC, datetime, time
+
+    from reconciliation import clock
+
+    now = clock.now()
+    noon = datetime.combine(now.date(), time(12), tzinfo=UTC)
+    with clock.travel((noon - now).total_seconds()):
+        yield
+
+
 def staff_actor(username: str = "ada", role: str = "finance_staff"):
     from reconciliation.actors import Actor, Role
 

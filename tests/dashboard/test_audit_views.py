@@ -32,7 +32,7 @@ from tests.processes import celery_worker
 
 # Views only: search, paging and export over both engines are tested in tests/reconciliation;
 # the real-worker test below needs DynamoDB Local's endpoint and says so itself.
-pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto"), pytest.mark.usefixtures("midday")]
 
 ROLES = ("finance_staff", "supervisor", "auditor")
 

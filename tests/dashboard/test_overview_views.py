@@ -14,7 +14,7 @@ from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

@@ -27,7 +27,7 @@ from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.reconciliation.factories import stuck_case, submit
 
-pytestmark = pytest.mark.django_db(databases=[])
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 HOUR = timedelta(hours=1)
 STAFF = staff_actor("ada")

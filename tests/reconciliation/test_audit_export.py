@@ -36,6 +36,8 @@ AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
 OTHER_AUDITOR = Actor("aud2", Role.AUDITOR, "aud2@example.org", "10.0.0.31")
 FORMULAS = ['=HYPERLINK("http://x")', "+1+1", "-2", "@SUM(A1)", "\tTAB", "\rCR", "plain"]
 
+pytestmark = pytest.mark.usefixtures("midday")
+
 
 def day_start(days_ago: int) -> datetime:
     return datetime.combine(clock.now().date() - timedelta(days=days_ago), time.min, tzinfo=UTC)

@@ -15,7 +15,7 @@ from reconciliation.selectors_audit.day_index import CursorError, DayIndexReader
 from reconciliation.selectors_audit.filters import AuditFilters, FilterError
 from reconciliation.selectors_audit.search import audit_search
 
-pytestmark = pytest.mark.django_db(databases=[])
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 
 def seed(total: int, *, days: int = 3, tag: str = "") -> list[dict]:

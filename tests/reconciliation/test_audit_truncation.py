@@ -22,7 +22,7 @@ from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
-pytestmark = pytest.mark.django_db(databases=[])
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 STAFF = staff_actor("ada")
 SUPER = staff_actor("sue", "supervisor")

@@ -36,7 +36,7 @@ from reconciliation.services.audit import (
 from reconciliation.tasks.audit import audit_checkpoint as checkpoint_task
 from tests.helpers import audit_events
 
-pytestmark = pytest.mark.django_db(databases=[])
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 
 def yesterday():
