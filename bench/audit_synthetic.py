@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from reconciliation.actors import Actor, Role
-from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
+from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 
 STAFF = (
     Actor("ada", Role.FINANCE_STAFF, "ada@example.org", "10.0.0.11"),

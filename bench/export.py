@@ -32,7 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from _common import ROOT, machine_line, start_engine, write_section
 
-from reconciliation.selectors_audit.day_index import EXPORT_PAGE_LIMIT as PAGE_LIMIT
+from reconciliation.audit.day_index import EXPORT_PAGE_LIMIT as PAGE_LIMIT
 
 DAYS = 10
 PREFIX = "bench-export-"
@@ -64,7 +64,7 @@ def generate(count: int, *, tag: str, threads: int) -> float:
     """Write ``count`` fresh chained events; return the seconds it took."""
     from audit_synthetic import synthetic_events
 
-    from reconciliation.repositories import repositories
+    from reconciliation.stores import repositories
 
     audit = repositories().audit
     start = datetime.combine(first_day(), datetime.min.time(), tzinfo=UTC)
@@ -106,8 +106,8 @@ def child(kind: str) -> None:
 
     django.setup()
     from reconciliation.actors import Actor, Role
+    from reconciliation.audit.filters import AuditFilters
     from reconciliation.dynamo.client import dynamodb_client, table_names
-    from reconciliation.selectors_audit.filters import AuditFilters
 
     filters = AuditFilters.build(
         since=first_day().isoformat(),
@@ -135,12 +135,12 @@ def child(kind: str) -> None:
                         break
                     kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
     else:
-        from reconciliation.audit_export.delivery import export_to_file
+        from reconciliation.audit.export.delivery import export_to_file
 
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "export.csv")
             if kind == "export-sequential":
-                import reconciliation.audit_export.run as audit_export
+                import reconciliation.audit.export.run as audit_export
 
                 original = audit_export.ExportRun.__post_init__
 

@@ -192,9 +192,9 @@ def run(args, label: str) -> str:
     )
 
     from reconciliation.actors import Actor, Role
+    from reconciliation.claims.intake import CREATED, REPLAYED, pledge_submit
+    from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo.client import dynamodb_client, table_names
-    from reconciliation.pledge_request import parse_fields
-    from reconciliation.services.pledges import CREATED, REPLAYED, pledge_submit
 
     client = dynamodb_client()
     tables = table_names()

@@ -57,9 +57,9 @@ def _case_type(i: int) -> str:
 
 def _items(i: int, now: datetime) -> tuple[dict, dict]:
     """One claim item and its open case, as the write path would store them."""
+    from reconciliation.audit.repository import GENESIS_HASH
+    from reconciliation.cases.repository import Case, case_id_for, case_to_item
     from reconciliation.dynamo.items import to_item
-    from reconciliation.repositories.audit import GENESIS_HASH
-    from reconciliation.repositories.cases import Case, case_id_for, case_to_item
 
     rng = random.Random(i)
     key = f"bench-{i:07d}"
@@ -136,8 +136,8 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
 
 def seed(client, tables, size: int) -> float:
     """Write ``size`` claims and ``size`` open cases plus the per-queue counters."""
+    from reconciliation.cases.repository import QUEUES, counter_key
     from reconciliation.dynamo.items import to_item
-    from reconciliation.repositories.cases import QUEUES, counter_key
 
     now = datetime.now(UTC)
     started = time.perf_counter()
@@ -202,9 +202,9 @@ def measure(tables, rounds: int, warmup: int) -> dict:
     from django.conf import settings
 
     from dashboard.views.queues import queue_view
+    from reconciliation.cases.repository import counter_keys
+    from reconciliation.casework.selectors import queue_page
     from reconciliation.dynamo.client import dynamodb_client
-    from reconciliation.repositories.cases import counter_keys
-    from reconciliation.selectors import queue_page
 
     client = dynamodb_client()
     trips = RoundTrips(client)

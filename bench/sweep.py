@@ -49,9 +49,9 @@ def seed_completed(client, table: str, start: int, stop: int) -> None:
 def make_stuck(n: int, tag: str) -> None:
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
+    from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo import faults
-    from reconciliation.pledge_request import parse_fields
-    from reconciliation.services.pledges import pledge_submit
 
     actor = Actor(username="api:bench", role=Role.API)
     request = parse_fields(
@@ -102,9 +102,9 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     engine = start_engine()
     try:
+        from reconciliation.casework.sweeps import sweep_stuck_claims
         from reconciliation.dynamo import capacity
         from reconciliation.dynamo.client import dynamodb_client, table_names
-        from reconciliation.services.sweeps import sweep_stuck_claims
 
         client, table = dynamodb_client(), table_names().idempotency_keys
         rows, seeded = [], 0

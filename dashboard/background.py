@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from reconciliation.tasks.audit import BackgroundUnavailable
+from reconciliation.audit.tasks import BackgroundUnavailable
 
 
 class BackgroundUnavailableMiddleware:

@@ -10,4 +10,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["reconciliation"])
+# Each domain package keeps its tasks in its own ``tasks`` module.
+app.autodiscover_tasks(["reconciliation.audit", "reconciliation.casework", "reconciliation.ops"])

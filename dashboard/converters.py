@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciliation.repositories.cases import CASE_ID_PATTERN
+from reconciliation.cases.repository import CASE_ID_PATTERN
 
 
 class CaseIdConverter:

@@ -1,5 +1,5 @@
 """Forms of the staff screens. They shape input and label controls; the services decide
-what is allowed (the choices offered come from ``reconciliation.policy``)."""
+what is allowed (the choices offered come from ``reconciliation.cases.policy``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
 from dashboard import mfa
-from reconciliation.policy import (
+from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
     LABELS,

@@ -32,8 +32,8 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
-from reconciliation.repositories import repositories
-from reconciliation.services.staff_audit import staff_event_append
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import repositories
 
 AUTHENTICATOR = "authenticator"
 RECOVERY = "recovery"

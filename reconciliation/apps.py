@@ -12,7 +12,9 @@ class ReconciliationConfig(AppConfig):
         # Register the Celery tasks in every process (web, commands, tests), not only in
         # the worker: services enqueue a task by its registered name (RETRY_COMMIT_TASK)
         # and never import the task modules (the tasks import the services).
-        import reconciliation.tasks  # noqa: F401
+        import reconciliation.audit.tasks
+        import reconciliation.casework.tasks
+        import reconciliation.ops.tasks  # noqa: F401
 
 
 def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
@@ -21,7 +23,7 @@ def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.Che
     refuse too)."""
     from django.conf import settings
 
-    from reconciliation.services.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
+    from reconciliation.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
 
     value = getattr(settings, "AUDIT_CHECKPOINT_PERIOD_S", DEFAULT_PERIOD_S)
     problem = period_setting_problem(value)

@@ -9,8 +9,8 @@ from decimal import Decimal, InvalidOperation
 from django import template
 
 from reconciliation import clock
-from reconciliation.policy import LABELS, REASON_CODES
-from reconciliation.repositories.claims import TOKEN_WINDOW_S
+from reconciliation.cases.policy import LABELS, REASON_CODES
+from reconciliation.claims.repository import TOKEN_WINDOW_S
 
 register = template.Library()
 

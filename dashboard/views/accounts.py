@@ -18,7 +18,7 @@ from dashboard import mfa
 from dashboard.auth import actor_for, role_required, user_role
 from dashboard.forms import CodeForm, ResetSecondFactorForm
 from reconciliation.actors import STAFF_ROLES, Role
-from reconciliation.services.audit import AuditAppendContended
+from reconciliation.audit.services import AuditAppendContended
 
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
 NOT_RECORDED = "The audit trail could not be written just now, so nothing was changed. Try again."

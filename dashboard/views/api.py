@@ -15,13 +15,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 from dashboard.auth import CorrelatedRequest, client_address
 from dashboard.models import ApiToken
 from reconciliation.actors import Actor, Role
-from reconciliation.pledge_request import (
+from reconciliation.claims import intake as pledges
+from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
     parse_body,
     parse_idempotency_key,
 )
-from reconciliation.services import pledges
 
 STATUS = {
     pledges.CREATED: 201,

@@ -16,14 +16,14 @@ from dashboard.auth import actor_for, role_required
 from dashboard.forms import DecisionForm
 from dashboard.views.pages import render_page, wants_partial
 from reconciliation.actors import Role
-from reconciliation.repositories.cases import QUEUE_APPROVAL
-from reconciliation.selectors import InvalidFilter, case_detail, queue_page
-from reconciliation.services.cases import CaseError, CaseNotFound
-from reconciliation.services.dispositions import (
+from reconciliation.cases.changes import CaseError, CaseNotFound
+from reconciliation.cases.repository import QUEUE_APPROVAL
+from reconciliation.casework.dispositions import (
     ActionResult,
     override_approve,
     override_reject,
 )
+from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
 
 PAGE_SIZE = 50
 

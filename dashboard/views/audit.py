@@ -24,7 +24,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from reconciliation.actors import Role
-from reconciliation.audit_export.background import (
+from reconciliation.audit.day_index import CursorError
+from reconciliation.audit.export.background import (
     ExportForbidden,
     ExportNotFound,
     ExportNotReady,
@@ -32,13 +33,12 @@ from reconciliation.audit_export.background import (
     export_owned,
     export_request,
 )
-from reconciliation.audit_export.delivery import export_stream_http
-from reconciliation.audit_export.rows import CONTENT_TYPES, FORMATS
-from reconciliation.policy import audit_visible_performer
-from reconciliation.selectors_audit.day_index import CursorError
-from reconciliation.selectors_audit.filters import AuditFilters, FilterError
-from reconciliation.selectors_audit.search import audit_search
-from reconciliation.tasks.audit import export_enqueue, export_progress
+from reconciliation.audit.export.delivery import export_stream_http
+from reconciliation.audit.export.rows import CONTENT_TYPES, FORMATS
+from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.search import audit_search
+from reconciliation.audit.tasks import export_enqueue, export_progress
+from reconciliation.cases.policy import audit_visible_performer
 
 AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)
 FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id")

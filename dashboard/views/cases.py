@@ -35,18 +35,18 @@ from dashboard.views.pages import (
     wants_partial,
 )
 from reconciliation.actors import Actor
-from reconciliation.policy import DISPOSITIONS, OVERRIDES, allowed_actions
-from reconciliation.repositories.cases import Case
-from reconciliation.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
-from reconciliation.selectors_audit.chains import SubjectHead, case_chain_status
-from reconciliation.services.cases import CaseChanged, CaseError, CaseNotFound, InvalidReason
-from reconciliation.services.dispositions import (
+from reconciliation.audit.chains import SubjectHead, case_chain_status
+from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
+from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, allowed_actions
+from reconciliation.cases.repository import Case
+from reconciliation.casework.dispositions import (
     ActionResult,
     case_assign,
     case_dispose,
     cases_bulk,
     override_request,
 )
+from reconciliation.casework.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
 
 # The forms whose choices are narrowed to what the role may do on the case now.
 CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]] = {

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.auth import StaffRequest, role_required
 from reconciliation.actors import Role
-from reconciliation.services.drill import drill_last
-from reconciliation.tasks.audit import QUEUE_ERRORS, UNAVAILABLE
-from reconciliation.tasks.drill import drill_task
+from reconciliation.audit.tasks import QUEUE_ERRORS, UNAVAILABLE
+from reconciliation.ops.drill import drill_last
+from reconciliation.ops.tasks import drill_task
 
 SESSION_KEY = "drill_task_id"
 

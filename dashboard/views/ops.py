@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from reconciliation import metrics
-from reconciliation.health import health_check
+from reconciliation.ops.health import health_check
 
 
 @require_GET

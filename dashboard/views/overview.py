@@ -8,9 +8,9 @@ from django.views.decorators.http import require_GET
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
-from reconciliation.policy import audit_visible_performer
-from reconciliation.repositories.cases import QUEUE_APPROVAL
-from reconciliation.selectors import (
+from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.cases.repository import QUEUE_APPROVAL
+from reconciliation.casework.selectors import (
     AGE_BUCKETS,
     queue_ageing,
     queue_counts,

@@ -10,8 +10,8 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from reconciliation.actors import STAFF_ROLES
-from reconciliation.policy import STAFF
-from reconciliation.repositories.cases import (
+from reconciliation.cases.policy import STAFF
+from reconciliation.cases.repository import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
     QUEUE_APPROVAL,

@@ -17,8 +17,8 @@ from dashboard.views.pages import (
     render_page,
     wants_partial,
 )
-from reconciliation.repositories.cases import QUEUE_APPROVAL
-from reconciliation.selectors import (
+from reconciliation.cases.repository import QUEUE_APPROVAL
+from reconciliation.casework.selectors import (
     InvalidFilter,
     cases_for_intent,
     queue_counts,

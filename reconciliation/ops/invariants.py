@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from reconciliation.audit.chains import chain_check
+from reconciliation.cases.repository import COUNTER_PREFIX, RESOLVED, case_question
+from reconciliation.claims.pledges import RECORDED
+from reconciliation.claims.repository import COMPLETED, PENDING
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item
-from reconciliation.repositories.cases import COUNTER_PREFIX, RESOLVED, case_question
-from reconciliation.repositories.claims import COMPLETED, PENDING
-from reconciliation.repositories.pledges import RECORDED
-from reconciliation.selectors_audit.chains import chain_check
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.services import pledges as service
+from reconciliation.claims import intake as service
 from tests.browser.conftest import NARROW, WIDE
 from tests.reconciliation.factories import ambiguous_case, stuck_case, submit
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def cancelled_case(ddb, key: str, fund: str):
     """A CANCELLED_TRANSACTION case in ``fund``: the claim was TTL-deleted and the key came
     back with a different amount, so the durable pledge key refused the write."""
-    from reconciliation.repositories import repositories
+    from reconciliation.stores import repositories
 
     assert submit(key, fund=fund).kind == service.CREATED
     ddb.client.delete_item(
@@ -94,7 +94,7 @@ def test_staff_requests_release_and_another_supervisor_approves(
 ):
     """Staff request RELEASE_CLAIM on a stuck case; a supervisor approves it on the
     Approvals page; the case is resolved and the claim FAILED."""
-    from reconciliation.repositories import repositories
+    from reconciliation.stores import repositories
 
     case = stuck_case("order-2001")
     staff = open_browser("staff")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.views.api import STATUS
-from reconciliation.services.intake_outcomes import OUTCOME_KINDS
+from reconciliation.claims.outcomes import OUTCOME_KINDS
 
 
 def test_status_maps_exactly_the_outcome_kinds():

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from reconciliation import clock
-from reconciliation.repositories import repositories
-from reconciliation.services.dispositions import case_assign, override_request
+from reconciliation.casework.dispositions import case_assign, override_request
+from reconciliation.stores import repositories
 from tests import helpers
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import stuck_case

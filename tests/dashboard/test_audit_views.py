@@ -23,10 +23,10 @@ from django.contrib.auth.models import Group, User
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.audit_export.background import export_request
-from reconciliation.repositories import repositories
-from reconciliation.selectors_audit.filters import AuditFilters
-from reconciliation.tasks.audit import audit_export_task
+from reconciliation.audit.export.background import export_request
+from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.tasks import audit_export_task
+from reconciliation.stores import repositories
 from tests.helpers import audit_events, pass_second_factor
 from tests.processes import celery_worker
 
@@ -253,7 +253,7 @@ def test_progress_bar_polls_until_the_export_is_done(
         assert partial.status_code == 200 and "<html" not in html
         assert 'hx-trigger="every 1s"' in html
         assert 'value="40.0"' in html and "1200 events so far" in html
-        from reconciliation.audit_export.background import export_run_requested
+        from reconciliation.audit.export.background import export_run_requested
 
         export_run_requested(export_id)
         done = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.policy import ESCALATE
-from reconciliation.services.dispositions import case_assign, case_dispose
+from reconciliation.cases.policy import ESCALATE
+from reconciliation.casework.dispositions import case_assign, case_dispose
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case

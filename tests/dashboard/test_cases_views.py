@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from reconciliation import clock
-from reconciliation.repositories import repositories
-from reconciliation.services.dispositions import case_assign, case_dispose
+from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.stores import repositories
 from tests.conftest import ENGINES, staff_actor
 from tests.helpers import audit_events, pass_second_factor, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case

@@ -42,7 +42,7 @@ def test_healthz_never_discloses_urls_or_credentials(client, settings, caplog):
     settings.DDB_REGIONS = ""
     settings.REDIS_URL = f"redis://:S3cret-Pa55word@127.0.0.1:{redis_port}/0"
     reset_clients()
-    with caplog.at_level("WARNING", logger="reconciliation.health"):
+    with caplog.at_level("WARNING", logger="reconciliation.ops.health"):
         response = client.get("/healthz")
     reset_clients()
     assert response.status_code == 503

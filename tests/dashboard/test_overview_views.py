@@ -8,8 +8,8 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.selectors import case_timeline, recent_audit_events
-from reconciliation.services.dispositions import override_request
+from reconciliation.casework.dispositions import override_request
+from reconciliation.casework.selectors import case_timeline, recent_audit_events
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
@@ -115,8 +115,8 @@ def test_screen_reader_only_text_is_hidden_by_the_stylesheet():
 def test_empty_queues_cost_no_query(ddb, monkeypatch):
     """The overview asks the index only about queues whose counter holds open cases; an
     empty queue shows no oldest case and zero in every age bucket."""
-    from reconciliation.repositories.cases import CaseRepository
-    from reconciliation.selectors import queue_ageing, queue_counts, queue_oldest
+    from reconciliation.cases.repository import CaseRepository
+    from reconciliation.casework.selectors import queue_ageing, queue_counts, queue_oldest
 
     stuck_case("ov-only")
     asked: list[str] = []
@@ -144,7 +144,7 @@ def test_empty_queues_cost_no_query(ddb, monkeypatch):
 def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role, sees_others):
     """The overview's latest events apply the audit page's rule: finance staff see only
     their own events, supervisors and auditors everyone's."""
-    from reconciliation.services.dispositions import case_assign
+    from reconciliation.casework.dispositions import case_assign
 
     mine, theirs = stuck_case("ov-vis-1"), stuck_case("ov-vis-2")
     if role != "auditor":  # auditors take no action, so have no events of their own

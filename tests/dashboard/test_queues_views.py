@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from reconciliation import clock
-from reconciliation.repositories import repositories
-from reconciliation.services.dispositions import case_assign
+from reconciliation.casework.dispositions import case_assign
+from reconciliation.stores import repositories
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case

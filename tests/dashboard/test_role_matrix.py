@@ -20,7 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
 
 from dashboard import mfa
-from reconciliation.services.dispositions import override_request
+from reconciliation.casework.dispositions import override_request
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case

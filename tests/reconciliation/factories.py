@@ -6,11 +6,11 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.casework.sweeps import sweep_all
+from reconciliation.claims import intake as service
+from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
-from reconciliation.pledge_request import parse_fields
-from reconciliation.repositories import repositories
-from reconciliation.services import pledges as service
-from reconciliation.services.sweeps import sweep_all
+from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 
 API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")

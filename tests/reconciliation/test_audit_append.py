@@ -8,12 +8,12 @@ import json
 import pytest
 
 from reconciliation.actors import Actor, Role
-from reconciliation.repositories import repositories
-from reconciliation.repositories.audit import (
+from reconciliation.audit.repository import (
     GENESIS_HASH,
     audit_event_build,
     event_hash,
 )
+from reconciliation.stores import repositories
 
 ACTOR = Actor(
     username="ada",

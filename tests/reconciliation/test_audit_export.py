@@ -18,18 +18,18 @@ from django.core.management import call_command
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.audit_export.background import (
+from reconciliation.audit.export.background import (
     ExportForbidden,
     export_download,
     export_request,
     export_run_requested,
     export_status,
 )
-from reconciliation.audit_export.delivery import export_stream_http, export_to_file
-from reconciliation.audit_export.rows import CSV_COLUMNS
-from reconciliation.repositories import repositories
-from reconciliation.repositories.audit import GENESIS_HASH, audit_event_build
-from reconciliation.selectors_audit.filters import AuditFilters
+from reconciliation.audit.export.delivery import export_stream_http, export_to_file
+from reconciliation.audit.export.rows import CSV_COLUMNS
+from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
+from reconciliation.stores import repositories
 from tests.helpers import audit_events, pass_second_factor
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
@@ -278,8 +278,8 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
         raise AssertionError("verify_export must not touch DynamoDB")
 
     for module in ("run", "delivery", "background"):
-        monkeypatch.setattr(f"reconciliation.audit_export.{module}.repositories", boom)
-    monkeypatch.setattr("reconciliation.repositories.dynamodb_client", boom)
+        monkeypatch.setattr(f"reconciliation.audit.export.{module}.repositories", boom)
+    monkeypatch.setattr("reconciliation.stores.dynamodb_client", boom)
     assert verify_export(out, manifest_path)[0] == 0
     original = out.read_bytes()
     manifest = json.loads(manifest_path.read_text())

@@ -9,11 +9,11 @@ import pytest
 
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
+from reconciliation.audit.day_index import CursorError, DayIndexReader, decode_event
+from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.search import audit_search
 from reconciliation.dynamo.items import from_item
-from reconciliation.repositories import repositories
-from reconciliation.selectors_audit.day_index import CursorError, DayIndexReader, decode_event
-from reconciliation.selectors_audit.filters import AuditFilters, FilterError
-from reconciliation.selectors_audit.search import audit_search
+from reconciliation.stores import repositories
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
@@ -92,7 +92,7 @@ def test_time_bounds_are_inclusive_to_the_microsecond(ddb):
 def test_sparse_search_stops_on_its_budget_and_resumes(ddb, monkeypatch):
     """A filter that matches nothing in most days ends a page on its query budget with a
     cursor; following the cursors still finds the one match and then ends."""
-    monkeypatch.setattr("reconciliation.selectors_audit.search.SEARCH_QUERY_BUDGET", 12)
+    monkeypatch.setattr("reconciliation.audit.search.SEARCH_QUERY_BUDGET", 12)
     events = seed(200, days=3)
     target = next(e for e in events if e.get("case_id"))
     filters = AuditFilters.build(since=first_day(events), case_id=target["case_id"])

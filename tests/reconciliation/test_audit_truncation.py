@@ -8,16 +8,16 @@ import io
 import pytest
 from django.core.management import call_command
 
-from reconciliation.policy import ESCALATE, VOID_PLEDGE
-from reconciliation.repositories import repositories
-from reconciliation.repositories.audit import audit_event_build
-from reconciliation.services.audit import audit_verify
-from reconciliation.services.dispositions import (
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.services import audit_verify
+from reconciliation.cases.policy import ESCALATE, VOID_PLEDGE
+from reconciliation.casework.dispositions import (
     case_assign,
     case_dispose,
     override_approve,
     override_request,
 )
+from reconciliation.stores import repositories
 from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.reconciliation.factories import ambiguous_case, stuck_case
@@ -175,7 +175,7 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
 def test_a_stream_ahead_of_a_stale_item_read_is_read_again_not_reported():
     """The item was read, then a change committed, then the stream was read: the stream
     is one event ahead of the stale head; the item read again holds the new head."""
-    from reconciliation.selectors_audit.chains import SubjectHead, subject_chain_status
+    from reconciliation.audit.chains import SubjectHead, subject_chain_status
 
     first = audit_event_build(
         stream="CASE#c1", seq=1, prev_hash="0" * 64, action="case_opened", actor=STAFF

@@ -14,12 +14,10 @@ from django.core.management import call_command
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.dynamo.items import to_item
-from reconciliation.repositories import repositories
-from reconciliation.repositories.audit import audit_event_build, event_hash
-from reconciliation.selectors_audit.chains import subject_of
-from reconciliation.selectors_audit.periods import audit_period_heads
-from reconciliation.services.audit import (
+from reconciliation.audit.chains import subject_of
+from reconciliation.audit.periods import audit_period_heads
+from reconciliation.audit.repository import audit_event_build, event_hash
+from reconciliation.audit.services import (
     CHECKPOINT_ACTION,
     CHECKPOINT_PART_ACTION,
     DIGEST_ACTION,
@@ -33,7 +31,9 @@ from reconciliation.services.audit import (
     key_id,
     sign,
 )
-from reconciliation.tasks.audit import audit_checkpoint as checkpoint_task
+from reconciliation.audit.tasks import audit_checkpoint as checkpoint_task
+from reconciliation.dynamo.items import to_item
+from reconciliation.stores import repositories
 from tests.helpers import audit_events
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -293,7 +293,7 @@ def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeyp
     signed checkpoint lists; it verifies, and deleting a part is reported. (Daily
     periods, and the per-item limit lowered to 25 heads, so the test stays small.)"""
     settings.AUDIT_CHECKPOINT_PERIOD_S = 86400
-    monkeypatch.setattr("reconciliation.services.audit.checkpoints.CHECKPOINT_INLINE_HEADS", 25)
+    monkeypatch.setattr("reconciliation.audit.checkpoints.CHECKPOINT_INLINE_HEADS", 25)
     repos = repositories()
     day = yesterday()
     events = list(

@@ -19,9 +19,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.pledge_request import parse_fields
-from reconciliation.repositories import Repositories, repositories
-from reconciliation.repositories.claims import (
+from reconciliation.claims import intake as service
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.repository import (
     COMPLETED,
     FAILED,
     OPERATION_CREATE_PLEDGE,
@@ -31,8 +31,8 @@ from reconciliation.repositories.claims import (
     claim_pk,
     pending_shard,
 )
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services import pledges as service
+from reconciliation.claims.request import parse_fields
+from reconciliation.stores import Repositories, repositories
 from tests.conftest import pledge_body
 from tests.helpers import audit_events, ledger_total, pledges
 

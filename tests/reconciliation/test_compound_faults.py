@@ -10,13 +10,13 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
+from reconciliation.claims import intake as service
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.repository import COMPLETED, OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo import faults
-from reconciliation.repositories import repositories
-from reconciliation.repositories.claims import COMPLETED, OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services import pledges as service
-from reconciliation.services.dispositions import case_dispose
-from reconciliation.services.sweeps import recheck_open_cases, sweep_all
+from reconciliation.stores import repositories
 from tests.fault_helpers import response_lost
 from tests.helpers import cases, claims, ledger_total, pledges, spend_token
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit

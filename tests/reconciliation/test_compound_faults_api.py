@@ -20,10 +20,10 @@ from django.conf import settings
 
 from dashboard.views.api import STATUS
 from reconciliation import clock
+from reconciliation.cases.repository import AMBIGUOUS_TIMEOUT, RESOLVED
+from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
-from reconciliation.repositories.cases import AMBIGUOUS_TIMEOUT, RESOLVED
-from reconciliation.services.sweeps import sweep_all
 from tests.conftest import pledge_body
 from tests.helpers import audit_events, cases, claims, ledger_total, nothing_written, pledges
 

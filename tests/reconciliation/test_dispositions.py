@@ -11,7 +11,8 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Role, system_actor
-from reconciliation.policy import (
+from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
+from reconciliation.cases.policy import (
     CONFIRMED_COMMITTED,
     DUPLICATE_REJECTED_OK,
     ESCALATE,
@@ -20,10 +21,7 @@ from reconciliation.policy import (
     RETRY_COMMIT,
     VOID_PLEDGE,
 )
-from reconciliation.repositories import repositories
-from reconciliation.selectors import InvalidFilter, queue_filters_parse, queue_page
-from reconciliation.services.cases import CaseChanged, CaseError, InvalidReason, NotAllowed
-from reconciliation.services.dispositions import (
+from reconciliation.casework.dispositions import (
     case_assign,
     case_dispose,
     cases_bulk,
@@ -32,6 +30,8 @@ from reconciliation.services.dispositions import (
     override_request,
     overrides_expire,
 )
+from reconciliation.casework.selectors import InvalidFilter, queue_filters_parse, queue_page
+from reconciliation.stores import repositories
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, claims, ledger_total, pledges
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
@@ -339,7 +339,7 @@ def test_request_expires_back_to_open_by_system(ddb, settings):
 def material_change(case_id: str):
     """A change of the case's evidence while a request is pending (a background retry's
     outcome recorded by the system)."""
-    from reconciliation.services.cases import case_commit_change
+    from reconciliation.cases.changes import case_commit_change
 
     repos = repositories()
     return case_commit_change(
@@ -663,9 +663,9 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     """The commit's answer was lost and nothing applied: the claim is still PENDING inside
     its lease. The retry run says how long to wait (a value, not a string protocol), and
     run again after the lease it commits once."""
+    from reconciliation.casework import dispositions
+    from reconciliation.casework.retries import RetryOutcome, retry_commit_run
     from reconciliation.dynamo import faults
-    from reconciliation.services import dispositions
-    from reconciliation.services.retries import RetryOutcome, retry_commit_run
     from tests.reconciliation.factories import submit
 
     with faults.injected({"ambiguous_no_commit": 1.0}):

@@ -8,7 +8,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from reconciliation.services.drill import drill_last
+from reconciliation.ops.drill import drill_last
 
 pytestmark = pytest.mark.django_db(databases=[])
 
@@ -58,13 +58,13 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
     and only the drill's own claim gets the drill's 1-second lease."""
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
+    from reconciliation.claims import intake as pledge_service
+    from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
+    from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo import faults
-    from reconciliation.pledge_request import parse_fields
-    from reconciliation.repositories import repositories_for_key
-    from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
-    from reconciliation.services import drill as drill_module
-    from reconciliation.services import drill_scenarios
-    from reconciliation.services import pledges as pledge_service
+    from reconciliation.ops import drill as drill_module
+    from reconciliation.ops import drill_scenarios
+    from reconciliation.stores import repositories_for_key
 
     original_submit = drill_scenarios.Drill.submit
     leases: dict[str, int] = {}

@@ -14,6 +14,13 @@ import uuid
 import pytest
 from django.core.management import call_command
 
+from reconciliation.claims.repository import (
+    FAILED,
+    OPERATION_CREATE_PLEDGE,
+    ClaimRepository,
+    claim_pk,
+    pending_shard,
+)
 from reconciliation.dynamo.items import to_item
 from reconciliation.ops import explorer
 from reconciliation.ops.explorer import (
@@ -40,13 +47,6 @@ from reconciliation.ops.invariants import (
     case_type_problems,
     ledger_problems,
     lost_problems,
-)
-from reconciliation.repositories.claims import (
-    FAILED,
-    OPERATION_CREATE_PLEDGE,
-    ClaimRepository,
-    claim_pk,
-    pending_shard,
 )
 
 ROLES = {
@@ -415,7 +415,7 @@ def test_a_fence_broken_on_purpose_is_reported(dynamodb_local, monkeypatch):
     """With the outcome rule's fence removed — an unknown commit outcome answered as a
     definite 503 — the explorer reports the lost-then-throttled commit as a lie, with a
     line that replays it."""
-    from reconciliation.services import pledges
+    from reconciliation.claims import intake as pledges
 
     real_commit = pledges.pledge_commit
 
@@ -484,7 +484,7 @@ def test_a_claim_released_apart_from_its_case_is_reported(dynamodb_local, monkey
     """The cancelled commit's claim released on its own before its case is written (the
     old order): when the case write fails, the claim has left the stuck-claim index with
     no case, and the explorer says so for that very request."""
-    from reconciliation.services import commit_outcomes
+    from reconciliation.claims import commit_outcomes
 
     real = commit_outcomes._open_case
 
@@ -524,8 +524,8 @@ def test_a_late_worker_merging_two_problems_into_one_case_is_reported(dynamodb_l
     """Re-claims that keep the previous token and case ids blind to the case type (the old
     way): a worker stalled past its lease comes back, meets a token mismatch, and its case
     merges into the sweep's STUCK_PENDING case; the explorer names the shared case id."""
-    from reconciliation.repositories import cases as case_repository
-    from reconciliation.services import cases as case_service
+    from reconciliation.cases import changes as case_service
+    from reconciliation.cases import repository as case_repository
 
     real_reclaim = ClaimRepository.reclaim
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reconciliation.pledge_request import (
+from reconciliation.claims.request import (
     InvalidRequest,
     parse_body,
     parse_fields,

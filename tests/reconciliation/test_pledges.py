@@ -13,13 +13,13 @@ from django.test import Client
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
-from reconciliation.cancellation import cancellation_decode
+from reconciliation.claims import intake as service
+from reconciliation.claims.cancellation import cancellation_decode
+from reconciliation.claims.repository import FAILED, ClaimTaken
+from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
-from reconciliation.pledge_request import PledgeRequest, parse_fields
-from reconciliation.repositories import repositories
-from reconciliation.repositories.claims import FAILED, ClaimTaken
-from reconciliation.services import pledges as service
+from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
 from tests.helpers import audit_events, cases, claims, ledger_total

@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
+from reconciliation.claims.repository import FAILED
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
-from reconciliation.repositories import repositories
-from reconciliation.repositories.claims import FAILED
+from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 from tests.helpers import (
     audit_events,

@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+from reconciliation.claims import intake as service
+from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import (
     TableNames,
@@ -18,8 +20,6 @@ from reconciliation.dynamo.client import (
 )
 from reconciliation.dynamo.local import start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.services import pledges as service
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
@@ -79,7 +79,7 @@ def test_sweep_finds_stuck_claims_in_every_region_and_opens_cases_at_home(two_re
     """Crashed claims homed in both regions: one sweep opens a case for each, written in
     the claim's home region."""
     from reconciliation import clock
-    from reconciliation.services.sweeps import sweep_all
+    from reconciliation.casework.sweeps import sweep_all
     from tests.reconciliation.factories import crashed_claim
 
     keys = [f"geo-stuck-{n}" for n in range(8)]

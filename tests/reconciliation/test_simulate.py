@@ -7,8 +7,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from reconciliation.repositories.cases import CASE_TYPES
-from reconciliation.services.simulate import SimulationConfig, simulate_run
+from reconciliation.cases.repository import CASE_TYPES
+from reconciliation.ops.simulate import SimulationConfig, simulate_run
 
 pytestmark = pytest.mark.django_db(databases=[])
 
@@ -69,7 +69,7 @@ def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypa
     configured: the run's lease and grace are passed down, never assigned to settings."""
     from django.conf import settings as live
 
-    from reconciliation.services import simulate as simulate_module
+    from reconciliation.ops import simulate as simulate_module
 
     settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S = 60, 30  # as configured
     seen: list[tuple[str, int, int]] = []
@@ -122,7 +122,7 @@ def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
     DynamoDB Local reported for the run divided by the 4 pledges (twice the per-call
     figure), and the summary prints it under that label. Consumed capacity is only
     engine-reported on DynamoDB Local (index writes included)."""
-    from reconciliation.services.simulate import summary_lines
+    from reconciliation.ops.simulate import summary_lines
 
     writes = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
     reported: list[float] = []

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation import clock
+from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.items import to_item
-from reconciliation.repositories import repositories
-from reconciliation.services.sweeps import sweep_all
+from reconciliation.stores import repositories
 from tests.helpers import audit_events, cases, claims, pledges
 from tests.processes import celery_beat, celery_worker
 from tests.reconciliation.factories import crashed_claim, submit
@@ -113,7 +113,7 @@ def test_ambiguous_case_is_auto_resolved_when_the_pledge_exists(ddb):
 
 def test_a_queue_walk_reads_no_page_beyond_its_limit(ddb, monkeypatch):
     """A sweep's walk stops reading where its limit ends, even on a page boundary."""
-    from reconciliation.repositories import cases as case_repository
+    from reconciliation.cases import repository as case_repository
     from tests.reconciliation.factories import stuck_case
 
     opened = [stuck_case(f"walk-{i}").case_id for i in range(5)]
@@ -138,9 +138,9 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
     is older than RETRY_STALE_S the sweep queues it again and the case resolves."""
     from kombu.exceptions import OperationalError
 
-    from reconciliation.services.dispositions import RETRY_COMMIT, case_dispose
-    from reconciliation.services.sweeps import RETRY_STALE_S
-    from reconciliation.tasks.cases import retry_commit_task
+    from reconciliation.casework.dispositions import RETRY_COMMIT, case_dispose
+    from reconciliation.casework.sweeps import RETRY_STALE_S
+    from reconciliation.casework.tasks import retry_commit_task
     from tests.conftest import staff_actor
     from tests.reconciliation.factories import stuck_case
 

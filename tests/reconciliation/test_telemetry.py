@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from reconciliation import metrics
-from reconciliation.repositories import repositories
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services.simulate import TENANT, SimulationConfig, simulate_run
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
+from reconciliation.stores import repositories
 
 pytestmark = pytest.mark.django_db(databases=[])
 

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from reconciliation.audit_export.run import MANIFEST_SIGNED
+from reconciliation.audit.export.run import MANIFEST_SIGNED
 
 ROOT = Path(__file__).resolve().parents[2]
 

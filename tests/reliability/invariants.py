@@ -25,12 +25,12 @@ from datetime import timedelta
 from decimal import Decimal
 
 from reconciliation import clock
-from reconciliation.pledge_request import PledgeRequest
-from reconciliation.repositories.cases import RESOLVED
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
-from reconciliation.repositories.pledges import RECORDED
-from reconciliation.selectors_audit.chains import chain_check
-from reconciliation.services.audit import audit_verify
+from reconciliation.audit.chains import chain_check
+from reconciliation.audit.services import audit_verify
+from reconciliation.cases.repository import RESOLVED
+from reconciliation.claims.pledges import RECORDED
+from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
+from reconciliation.claims.request import PledgeRequest
 from tests.helpers import cases as case_items
 from tests.helpers import scan_all
 

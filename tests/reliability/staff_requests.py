@@ -17,7 +17,7 @@ def main(case_id: str, export_id: str) -> None:
     django.setup()
     from django.test import Client
 
-    from reconciliation.repositories import repositories
+    from reconciliation.stores import repositories
     from tests.helpers import sign_in
 
     def timed(name: str, call) -> dict:

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from reconciliation.audit_export.background import export_request, export_status
+from reconciliation.audit.export.background import export_request, export_status
+from reconciliation.audit.filters import AuditFilters
 from reconciliation.dynamo.local import free_port
-from reconciliation.selectors_audit.filters import AuditFilters
 from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.processes import ROOT

@@ -13,19 +13,19 @@ from collections import Counter
 
 import pytest
 
-from reconciliation.repositories import repositories
-from reconciliation.repositories.cases import (
+from reconciliation.cases.repository import (
     AMBIGUOUS_TIMEOUT,
     CASE_TYPES,
     RESOLVED,
     STUCK_PENDING,
 )
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.repositories.ledger import ledger_key_for
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services import pledges as service
-from reconciliation.services.simulate import TENANT, SimulationConfig, simulate_run
-from reconciliation.services.sweeps import sweep_all
+from reconciliation.casework.sweeps import sweep_all
+from reconciliation.claims import intake as service
+from reconciliation.claims.ledger import ledger_key_for
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
+from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 from tests.helpers import cases
 from tests.reconciliation.factories import stuck_case, submit

@@ -16,13 +16,13 @@ from collections import Counter
 import pytest
 from celery import Celery
 
-from reconciliation.policy import RETRY_COMMIT
-from reconciliation.repositories import repositories
-from reconciliation.repositories.cases import RESOLVED, STUCK_PENDING
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services import dispositions
-from reconciliation.services.dispositions import case_dispose
-from reconciliation.services.sweeps import sweep_all
+from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.repository import RESOLVED, STUCK_PENDING
+from reconciliation.casework import dispositions
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.sweeps import sweep_all
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.stores import repositories
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, cases, claims, pledges
 from tests.processes import celery_beat, celery_worker, wait_for

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from reconciliation.policy import RETRY_COMMIT
-from reconciliation.repositories import repositories
-from reconciliation.repositories.cases import RESOLVED
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services.dispositions import case_dispose
+from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.repository import RESOLVED
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.stores import repositories
 from tests.conftest import staff_actor
 from tests.helpers import cases
 

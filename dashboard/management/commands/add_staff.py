@@ -25,8 +25,8 @@ from dashboard import mfa
 from dashboard.auth import forget_role, user_role
 from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import STAFF_ROLES, Actor, Role
-from reconciliation.repositories import repositories
-from reconciliation.services.staff_audit import staff_event_append
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import repositories
 
 
 class Command(BaseCommand):

@@ -7,10 +7,10 @@ import json
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 
+from reconciliation.claims.intake import StoreUnavailable
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
-from reconciliation.services.drill import drill_run
-from reconciliation.services.pledges import StoreUnavailable
+from reconciliation.ops.drill import drill_run
 
 
 class Command(BaseCommand):

@@ -18,11 +18,11 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from reconciliation.actors import Actor, Role, staff_role
-from reconciliation.audit_export.delivery import export_to_file, manifest_path_for
-from reconciliation.audit_export.rows import FORMATS
+from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
+from reconciliation.audit.export.rows import FORMATS
+from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.dynamo.client import use_batch_timeouts
-from reconciliation.policy import audit_visible_performer
-from reconciliation.selectors_audit.filters import AuditFilters, FilterError
 
 
 class Command(BaseCommand):

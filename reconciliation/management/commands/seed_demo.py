@@ -11,13 +11,13 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.actors import Actor, Role
-from reconciliation.policy import ESCALATE, RELEASE_CLAIM
-from reconciliation.repositories.cases import STUCK_PENDING, TOKEN_MISMATCH
-from reconciliation.selectors import queue_page
-from reconciliation.services.cases import CaseError
-from reconciliation.services.dispositions import case_dispose, override_request
-from reconciliation.services.drill import drill_run
-from reconciliation.services.simulate import SimulationConfig, simulate_run, summary_lines
+from reconciliation.cases.changes import CaseError
+from reconciliation.cases.policy import ESCALATE, RELEASE_CLAIM
+from reconciliation.cases.repository import STUCK_PENDING, TOKEN_MISMATCH
+from reconciliation.casework.dispositions import case_dispose, override_request
+from reconciliation.casework.selectors import queue_page
+from reconciliation.ops.drill import drill_run
+from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
 
 DEMO_STAFF = Actor(
     username="staff", role=Role.FINANCE_STAFF, email="staff@example.org", address="demo-seed"

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.dynamo.faults import parse_faults
-from reconciliation.services.simulate import SimulationConfig, simulate_run, summary_lines
+from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
 
 DEFAULT_FAULTS = "ambiguous=0.03,ambiguous_no_commit=0.01,throttle=0.05,crash=0.01,conflict=0.05"
 

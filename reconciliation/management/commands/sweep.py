@@ -5,9 +5,9 @@ from __future__ import annotations
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 
+from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
-from reconciliation.services.sweeps import sweep_all
 
 
 class Command(BaseCommand):

@@ -24,12 +24,12 @@ from datetime import date
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.dynamo.client import use_batch_timeouts
-from reconciliation.services.audit import (
+from reconciliation.audit.services import (
     VERIFY_LOOKBACK_DAYS,
     VERIFY_QUIET_DAYS,
     audit_verify,
 )
+from reconciliation.dynamo.client import use_batch_timeouts
 
 
 class Command(BaseCommand):

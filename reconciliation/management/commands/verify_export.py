@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.audit_export.verify import ExportUnreadable, export_verify_offline
+from reconciliation.audit.export.verify import ExportUnreadable, export_verify_offline
 
 
 class Command(BaseCommand):

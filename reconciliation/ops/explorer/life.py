@@ -19,15 +19,15 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.changes import CaseError
+from reconciliation.cases.policy import RETRY_COMMIT, allowed_actions
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.repository import COMPLETED, PENDING, ClaimTaken
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.ops.explorer.vocabulary import MAY_HAVE_APPLIED, TENANT
 from reconciliation.ops.explorer.wire import Wire
 from reconciliation.ops.invariants import ESCAPED, LOST, Answer, Problem
-from reconciliation.policy import RETRY_COMMIT, allowed_actions
-from reconciliation.repositories.claims import COMPLETED, PENDING, ClaimTaken
-from reconciliation.repositories.pledges import intent_id_for
-from reconciliation.services.cases import CaseError
 
 MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
@@ -209,7 +209,7 @@ class Life:
         busy = self._dispose_open_cases() or busy
         busy = self._run_retries() or busy
         if busy:
-            from reconciliation.services.sweeps import RETRY_STALE_S
+            from reconciliation.casework.sweeps import RETRY_STALE_S
 
             self._advance(RETRY_STALE_S + past_lease)
             self._sweep()
@@ -234,7 +234,7 @@ class Life:
 
     def _sweep(self) -> bool:
         """The beat's sweep; an aborted run is run again, as the next tick would."""
-        from reconciliation.services.sweeps import sweep_all
+        from reconciliation.casework.sweeps import sweep_all
 
         for run in range(RERUNS):
             report = self._background("sweep", lambda: sweep_all(grace_s=0))
@@ -261,7 +261,7 @@ class Life:
     def _run_retries(self) -> bool:
         """The retry task for each dispatched case: run again after a crash or a transient
         error (acks_late, autoretry) and after the lease wait it asks for."""
-        from reconciliation.services.retries import RetryOutcome, retry_commit_run
+        from reconciliation.casework.retries import RetryOutcome, retry_commit_run
 
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
@@ -277,7 +277,7 @@ class Life:
 
 
 def _dispose(case: dict) -> str:
-    from reconciliation.services.dispositions import case_dispose
+    from reconciliation.casework.dispositions import case_dispose
 
     try:
         return case_dispose(

@@ -21,6 +21,9 @@ from botocore.retries.quota import RetryQuota
 from django.conf import settings
 from django.test.utils import override_settings
 
+from reconciliation.cases.repository import RESOLVED
+from reconciliation.claims.outcomes import OUTCOME_KINDS
+from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import (
     TableNames,
@@ -49,9 +52,6 @@ from reconciliation.ops.invariants import (
     Snapshot,
     check_at_rest,
 )
-from reconciliation.repositories.cases import RESOLVED
-from reconciliation.repositories.claims import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
-from reconciliation.services.intake_outcomes import OUTCOME_KINDS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestUnionTypeDef
@@ -148,7 +148,7 @@ class Session:
         return self
 
     def _open(self, stack: contextlib.ExitStack) -> None:
-        from reconciliation.tasks.cases import retry_commit_task
+        from reconciliation.casework.tasks import retry_commit_task
 
         stack.enter_context(override_settings(**self._settings()))
         stack.callback(reset_clients)

@@ -16,6 +16,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
+from reconciliation.cases.repository import COUNTER_PREFIX
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames
 from reconciliation.ops.explorer.vocabulary import (
@@ -29,7 +30,6 @@ from reconciliation.ops.explorer.vocabulary import (
     Point,
 )
 from reconciliation.ops.invariants import KEY_ATTRIBUTES
-from reconciliation.repositories.cases import COUNTER_PREFIX
 
 # --- naming the calls --------------------------------------------------------------------
 

@@ -1,0 +1,227 @@
+"""Chain checks of audit streams: each stream's hash chain (no gap in ``seq``, every
+hash recomputed, every ``prev_hash`` linked), and a subject stream against the head its
+case or pledge item stores (``audit_seq``, ``audit_head``) — the case page's status, the
+search page's, and verification's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from reconciliation.audit.repository import GENESIS_HASH, event_hash
+from reconciliation.stores import Repositories, repositories
+
+# --- chain status ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    stream: str
+    ok: bool
+    events: int
+    seq: int | None = None  # first broken link
+    problem: str = ""
+    expected: str = ""
+    stored: str = ""
+    # The chain links, but it disagrees with the head its subject item stores (the
+    # newest events deleted, the stream rewritten, or the item gone): ``problem`` says
+    # how, ``detail`` gives the hashes.
+    head: bool = False
+    detail: str = ""
+
+    def line(self) -> str:
+        if self.head:
+            return f"{self.stream}: {self.problem}" + (f" ({self.detail})" if self.detail else "")
+        text = f"{self.stream} seq {self.seq}: {self.problem}"
+        if self.expected or self.stored:
+            text += f": expected {self.expected or '-'} stored {self.stored or '-'}"
+        return text
+
+
+def chain_check(stream: str, events: list[dict]) -> ChainStatus:
+    """The first broken link of ``stream`` given its stored events in ``seq`` order:
+    a gap in ``seq``, a stored hash that is not the hash of the event, or a
+    ``prev_hash`` that is not its predecessor's hash."""
+    expected_seq, previous = 1, GENESIS_HASH
+    for event in events:
+        seq = int(event.get("seq", 0))
+        if seq != expected_seq:
+            return ChainStatus(
+                stream,
+                False,
+                len(events),
+                seq=expected_seq,
+                problem=f"gap: seq {expected_seq} missing (next stored seq {seq})",
+            )
+        recomputed = event_hash(event)
+        if recomputed != event.get("hash"):
+            return ChainStatus(
+                stream,
+                False,
+                len(events),
+                seq=seq,
+                problem="hash mismatch",
+                expected=recomputed,
+                stored=str(event.get("hash", "")),
+            )
+        if event.get("prev_hash") != previous:
+            return ChainStatus(
+                stream,
+                False,
+                len(events),
+                seq=seq,
+                problem="prev_hash does not link to the previous event",
+                expected=previous,
+                stored=str(event.get("prev_hash", "")),
+            )
+        previous = event["hash"]
+        expected_seq += 1
+    return ChainStatus(stream, True, len(events))
+
+
+def stream_chain_status(stream: str, *, repos: Repositories | None = None) -> ChainStatus:
+    """Chain status of one stream, e.g. ``CASE#{case_id}`` for the case page."""
+    repos = repos or repositories()
+    events = repos.audit.stream_events(stream)
+    if not events:
+        return ChainStatus(stream, False, 0, problem="no events")
+    return chain_check(stream, events)
+
+
+# --- stored heads (subject items) -----------------------------------------------------
+
+SUBJECT_KINDS = {"CASE#": "case", "PLEDGE#": "pledge"}
+
+
+@dataclass(frozen=True)
+class SubjectHead:
+    """The head a subject item stores beside its state, written in the same transaction
+    as each of its events: ``audit_seq`` and ``audit_head``."""
+
+    kind: str  # "case" or "pledge"
+    seq: int
+    hash: str
+
+
+def subject_of(stream: str) -> tuple[str, str] | None:
+    """``("case", case_id)`` or ``("pledge", intent_id)``; ``None`` for streams without a
+    subject item (``SYSTEM``, ``EXPORT#…``, ``STAFF#…``)."""
+    for prefix, kind in SUBJECT_KINDS.items():
+        if stream.startswith(prefix):
+            return kind, stream.removeprefix(prefix)
+    return None
+
+
+def subject_heads(
+    streams: set[str] | list[str], *, repos: Repositories | None = None
+) -> dict[str, SubjectHead]:
+    """The stored head of each subject stream whose item exists, keyed by stream: one
+    BatchGetItem a hundred items per table, two attributes each, consistent reads."""
+    repos = repos or repositories()
+    ids: dict[str, list[str]] = {"case": [], "pledge": []}
+    for stream in streams:
+        subject = subject_of(stream)
+        if subject:
+            ids[subject[0]].append(subject[1])
+    heads: dict[str, SubjectHead] = {}
+    for kind, prefix, found in (
+        ("case", "CASE#", repos.cases.heads(ids["case"]) if ids["case"] else {}),
+        ("pledge", "PLEDGE#", repos.pledges.heads(ids["pledge"]) if ids["pledge"] else {}),
+    ):
+        for key, (seq, digest) in found.items():
+            heads[prefix + key] = SubjectHead(kind, seq, digest)
+    return heads
+
+
+def subject_chain_status(
+    stream: str,
+    events: list[dict],
+    head: SubjectHead | None,
+    *,
+    reread: Callable[[], SubjectHead | None] | None = None,
+) -> ChainStatus:
+    """:func:`chain_check`, then the stream against the head its subject item stores.
+
+    Read the item *before* the stream: an event and its item's new head are written in
+    one transaction, so the item read first can only be behind the stream read after
+    it, never ahead. A stream that ends before the stored head lost its newest events;
+    one that runs past it raced a live change, so the item is read again (``reread``)
+    and only a stream still past it is reported.
+    """
+    status = chain_check(stream, events)
+    subject = subject_of(stream)
+    if not status.ok or subject is None:
+        return status
+    noun = subject[0]
+    if head is None:
+        if not events:
+            return status
+        return ChainStatus(
+            stream,
+            False,
+            len(events),
+            problem=f"{len(events)} events but no {noun} item to store the stream's head",
+            head=True,
+        )
+    last = int(events[-1]["seq"]) if events else 0
+    if last > head.seq and reread is not None:
+        head = reread() or head
+    by_seq = {int(e["seq"]): e for e in events}
+    at_head = by_seq.get(head.seq)
+    if not events and head.seq == 0:
+        return status  # an item that never had an event (none is written that way)
+    if not events:
+        problem = f"the {noun} item stores audit_seq {head.seq} but the stream has no events"
+        detail = f"audit_head {head.hash or '-'}"
+    elif last < head.seq:
+        problem = f"the {noun} item stores audit_seq {head.seq} but the stream ends at seq {last}"
+        detail = f"audit_head {head.hash or '-'}, stream's last hash {events[-1].get('hash')}"
+    elif at_head is None or at_head.get("hash") != head.hash:
+        problem = f"the {noun} item's audit_head is not the hash of seq {head.seq}"
+        stored = at_head.get("hash") if at_head else "-"
+        detail = f"audit_head {head.hash or '-'}, stream's seq {head.seq} hash {stored}"
+    elif last > head.seq:
+        problem = f"the stream runs to seq {last}, past the {noun} item's audit_seq {head.seq}"
+        detail = f"audit_head {head.hash or '-'}"
+    else:
+        return status
+    return ChainStatus(
+        stream, False, len(events), seq=head.seq, problem=problem, head=True, detail=detail
+    )
+
+
+def case_chain_status(
+    case_id: str,
+    events: list[dict],
+    head: SubjectHead,
+    *,
+    repos: Repositories | None = None,
+) -> ChainStatus:
+    """The case page's status: its timeline against the head its item stores (read
+    before the timeline; read again only if the timeline runs past it)."""
+    stream = f"CASE#{case_id}"
+
+    def reread() -> SubjectHead | None:
+        return subject_heads([stream], repos=repos).get(stream)
+
+    return subject_chain_status(stream, events, head, reread=reread)
+
+
+def chain_statuses(
+    streams: set[str] | list[str], *, repos: Repositories | None = None, threads: int = 8
+) -> dict[str, ChainStatus]:
+    """Chain status of each stream, read in parallel (each is one Query, or a few)."""
+    repos = repos or repositories()
+    ordered = sorted(streams)
+    if not ordered:
+        return {}
+
+    def check(stream: str) -> ChainStatus:
+        return stream_chain_status(stream, repos=repos)
+
+    if len(ordered) == 1:
+        return {ordered[0]: check(ordered[0])}
+    with ThreadPoolExecutor(min(threads, len(ordered))) as pool:
+        return dict(zip(ordered, pool.map(check, ordered), strict=True))

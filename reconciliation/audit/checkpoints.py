@@ -1,0 +1,287 @@
+"""Signed checkpoints of the audit trail, one per period (DESIGN.md §7).
+
+Time is cut into periods of ``AUDIT_CHECKPOINT_PERIOD_S`` seconds (default 3600; it must
+divide a day, so periods align to UTC midnight). The checkpoint of a period lists the
+head ``(stream, seq, hash)`` — the last event dated in the period — of every stream with
+an event dated in it, sorted by stream, and the SHA-256 over them; that SHA-256, the
+period and the key's fingerprint are signed with HMAC-SHA256 under
+``AUDIT_SIGNING_KEY``, a key that never goes to DynamoDB. Checkpoints are ``SYSTEM``
+events, so the next period's checkpoint lists the previous one as ``SYSTEM``'s head.
+
+Every period gets a checkpoint, an empty one when nothing happened in it (it still lists
+the ``SYSTEM`` head once checkpoints run), so an absent checkpoint is always a finding:
+verification names every period since the first checkpoint (and every earlier period
+holding an event) that has none.
+
+A checkpoint is written once its period has been over for ``CHECKPOINT_SETTLE_S``: a
+pledge receipt keeps its claim time and commits within the claim's lease, so it is
+dated in the period by then. An event that lands later still (a commit retried after the
+lease) is not listed by its period's checkpoint; its chain, its subject item's stored
+head and any later checkpoint of its stream still cover it. So a checkpoint proves "at
+least these heads existed", never "only these".
+
+Daily digests written before checkpoints (action ``audit_digest``, ``detail.day``) are
+still verified with their own signed payload, and cover every period of their day.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from reconciliation import clock
+from reconciliation.actors import Actor, system_actor
+from reconciliation.audit.append import audit_append
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.selectors import audit_period_heads
+from reconciliation.audit.signing import heads_sha256, key_id, sign
+from reconciliation.stores import Repositories, repositories
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_STREAM = "SYSTEM"
+CHECKPOINT_ACTION = "audit_checkpoint"
+CHECKPOINT_PART_ACTION = "audit_checkpoint_part"
+# Written before checkpoints, one a UTC day; still verified, never written.
+DIGEST_ACTION = "audit_digest"
+DIGEST_PART_ACTION = "audit_digest_part"
+SIGNED_ACTIONS = (CHECKPOINT_ACTION, DIGEST_ACTION)
+# Heads per event: a head is ~100-400 bytes (intent ids run to 255 characters) and an
+# item may hold 400 KB, so larger periods spill into part events the checkpoint lists.
+CHECKPOINT_INLINE_HEADS = 400
+# A period's checkpoint waits this long after the period ends: longer than a claim's
+# lease (CLAIM_PENDING_TTL_S, 60 s) and the sweep's grace, within which a pledge receipt
+# dated in the period commits.
+CHECKPOINT_SETTLE_S = 120
+# Verification names a checkpoint missing once its period has been over this long: the
+# settle time, the 5-minute beat interval and a retry of the task. A checkpoint signed
+# later than this after its period is reported as signed late.
+CHECKPOINT_OVERDUE_S = 900
+DAY_S = 86400
+DEFAULT_PERIOD_S = 3600  # AUDIT_CHECKPOINT_PERIOD_S when settings do not name one
+# Shorter periods than the beat interval (300 s) would not shrink the window.
+MIN_PERIOD_S = 300
+
+
+# --- periods ---------------------------------------------------------------------------
+
+
+def period_setting_problem(value: object) -> str | None:
+    """Why ``AUDIT_CHECKPOINT_PERIOD_S`` is unusable, or ``None``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_PERIOD_S <= value <= DAY_S
+        or DAY_S % value
+    ):
+        return (
+            f"AUDIT_CHECKPOINT_PERIOD_S={value!r}: must be whole seconds from {MIN_PERIOD_S} "
+            f"to {DAY_S} that divide a day evenly (e.g. 300, 900, 1800, 3600, 21600, 86400)"
+        )
+    return None
+
+
+def checkpoint_period_s() -> int:
+    """The configured period, validated (ImproperlyConfigured names what is wrong)."""
+    value = getattr(settings, "AUDIT_CHECKPOINT_PERIOD_S", DEFAULT_PERIOD_S)
+    problem = period_setting_problem(value)
+    if problem:
+        raise ImproperlyConfigured(problem)
+    return value
+
+
+def _label(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ" if at.second else "%Y-%m-%dT%H:%MZ")
+
+
+@dataclass(frozen=True, order=True)
+class Period:
+    """``[start, end)`` in UTC; ``end - start`` divides a day, so it lies in one day."""
+
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def containing(cls, at: datetime, seconds: int) -> Period:
+        midnight = datetime.combine(at.astimezone(UTC).date(), time.min, tzinfo=UTC)
+        offset = int((at - midnight).total_seconds())
+        start = midnight + timedelta(seconds=offset - offset % seconds)
+        return cls(start, start + timedelta(seconds=seconds))
+
+    def following(self) -> Period:
+        return Period(self.end, self.end + (self.end - self.start))
+
+    @property
+    def label(self) -> str:
+        return _label(self.start)
+
+
+def signed_interval(event: dict) -> tuple[datetime, datetime] | None:
+    """``[start, end)`` a checkpoint (or a legacy daily digest) covers; ``None`` if its
+    detail names no readable period (verification then reports its signature)."""
+    detail = event.get("detail") or {}
+    try:
+        if event.get("action") == CHECKPOINT_ACTION:
+            return clock.parse_iso(detail["start"]), clock.parse_iso(detail["end"])
+        if event.get("action") == DIGEST_ACTION:
+            start = datetime.combine(date.fromisoformat(detail["day"]), time.min, tzinfo=UTC)
+            return start, start + timedelta(days=1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+# --- signed payloads ---------------------------------------------------------------------
+
+
+def checkpoint_payload(
+    start: str | None,
+    end: str | None,
+    signed_at: str | None,
+    stream_count: int | None,
+    sha: str | None,
+    kid: str | None,
+) -> dict:
+    """What the signature covers; the heads are covered through their SHA-256. The
+    signing time is covered too, so a checkpoint signed again after its predecessor was
+    deleted cannot pass for one signed on time."""
+    return {
+        "kind": CHECKPOINT_ACTION,
+        "start": start,
+        "end": end,
+        "signed_at": signed_at,
+        "stream_count": stream_count,
+        "heads_sha256": sha,
+        "key_id": kid,
+    }
+
+
+def digest_payload(
+    day: str | None, stream_count: int | None, sha: str | None, kid: str | None
+) -> dict:
+    """What a legacy daily digest's signature covers. Verification passes the stored
+    values as they are: a missing one is covered as null and fails the signature."""
+    return {
+        "kind": DIGEST_ACTION,
+        "day": day,
+        "stream_count": stream_count,
+        "heads_sha256": sha,
+        "key_id": kid,
+    }
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+def covered_until(repos: Repositories) -> datetime | None:
+    """The end of the newest checkpoint (or legacy digest); ``None`` before the first."""
+    event = repos.audit.latest_event(SYSTEM_STREAM, action=SIGNED_ACTIONS)
+    interval = signed_interval(event) if event else None
+    return interval[1] if interval else None
+
+
+def checkpoint_periods_due(repos: Repositories, *, now: datetime | None = None) -> list[Period]:
+    """Periods without a checkpoint that have been over for ``CHECKPOINT_SETTLE_S``:
+    from the end of the newest checkpoint on (from the start of yesterday, UTC, when
+    there has never been one). The current period is never due: it is not over."""
+    seconds = checkpoint_period_s()
+    now = now or clock.now()
+    until = covered_until(repos)
+    if until is None:
+        until = datetime.combine(now.date() - timedelta(days=1), time.min, tzinfo=UTC)
+    # A period that grew since the last checkpoint may start before its end: it is
+    # checkpointed whole (overlap is harmless; a gap would not be).
+    period = Period.containing(until, seconds)
+    due = []
+    while period.end + timedelta(seconds=CHECKPOINT_SETTLE_S) <= now:
+        due.append(period)
+        period = period.following()
+    return due
+
+
+def audit_checkpoint_write(
+    repos: Repositories, *, period: Period, actor: Actor | None = None
+) -> dict | None:
+    """Write the checkpoint of ``period`` unless one covering it exists; return the
+    checkpoint event or None."""
+    actor = actor or system_actor()
+    start, end = clock.iso(period.start), clock.iso(period.end)
+
+    def already_written() -> bool:
+        until = covered_until(repos)
+        return until is not None and until >= period.end
+
+    if already_written():
+        return None
+    heads = audit_period_heads(period.start, period.end, repos=repos)
+    count, sha = heads_sha256(heads)
+    kid = key_id()
+    parts: list[list] = []
+    inline = heads if count <= CHECKPOINT_INLINE_HEADS else None
+    if inline is None:
+        for n, first in enumerate(range(0, count, CHECKPOINT_INLINE_HEADS)):
+            chunk = [list(h) for h in heads[first : first + CHECKPOINT_INLINE_HEADS]]
+
+            def build_part(seq: int, prev: str, n: int = n, chunk: list = chunk) -> dict | None:
+                if already_written():
+                    return None
+                return audit_event_build(
+                    stream=SYSTEM_STREAM,
+                    seq=seq,
+                    prev_hash=prev,
+                    action=CHECKPOINT_PART_ACTION,
+                    actor=actor,
+                    detail={"start": start, "part": n, "heads": chunk},
+                )
+
+            part = audit_append(repos, stream=SYSTEM_STREAM, build=build_part)
+            if part is None:
+                return None
+            parts.append([part["seq"], part["hash"]])
+    signed_at = clock.iso(clock.now())
+    detail: dict = {
+        "start": start,
+        "end": end,
+        "signed_at": signed_at,
+        "stream_count": count,
+        "heads_sha256": sha,
+        "key_id": kid,
+        "signature": sign(checkpoint_payload(start, end, signed_at, count, sha, kid)),
+        "algorithm": "HMAC-SHA256",
+    }
+    if inline is not None:
+        detail["heads"] = [list(h) for h in inline]
+    else:
+        detail["parts"] = parts
+
+    def build(seq: int, prev: str) -> dict | None:
+        if already_written():
+            return None  # a concurrent run wrote it: once per period
+        return audit_event_build(
+            stream=SYSTEM_STREAM,
+            seq=seq,
+            prev_hash=prev,
+            action=CHECKPOINT_ACTION,
+            actor=actor,
+            detail=detail,
+        )
+
+    event = audit_append(repos, stream=SYSTEM_STREAM, build=build)
+    if event:
+        logger.info("audit checkpoint %s: %d streams, sha256 %s", period.label, count, sha)
+    return event
+
+
+def audit_checkpoint(repos: Repositories | None = None) -> list[str]:
+    """Write every due period's checkpoint, oldest first; the periods written (labels;
+    none: a no-op)."""
+    repos = repos or repositories()
+    written = []
+    for period in checkpoint_periods_due(repos):
+        if audit_checkpoint_write(repos, period=period):
+            written.append(period.label)
+    return written

@@ -1,0 +1,313 @@
+"""The ``by_day`` index read in order for search and export, its cursors, and the fast
+decoding of the raw items it yields (DESIGN.md §7).
+
+Every listing is a Query: ``by_day`` is keyed ``YYYY-MM-DD#0..7`` (eight shards per day,
+so one day is never a hot partition) and sorted by ``at_id`` = ``{at}#{event_id}``. A
+time range is read day by day; within a day the eight shards are merged by ``at_id``,
+which is unique, so the merged order is total and a position is one ``at_id`` per shard.
+
+A cursor carries the day being read and, per shard, the last ``at_id`` consumed (or that
+the shard is finished). Buffered but unconsumed items are simply read again on resume,
+so a cursor is exact however a page ended. With a FilterExpression DynamoDB may evaluate
+a whole page and return nothing; the shard's position then moves to the page's
+``LastEvaluatedKey``, so a page that finds nothing still makes progress.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections import deque
+from collections.abc import Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from reconciliation import clock
+from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.repository import AuditRepository
+from reconciliation.dynamo.items import from_item
+from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
+
+# Items per Query page when exporting. With prefetch a reader holds at most two pages
+# per shard (16 pages), so this bounds an export's memory whatever the range holds.
+EXPORT_PAGE_LIMIT = 500
+AT_ID_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T[0-9:.]+Z#[A-Za-z0-9._:-]{1,100}$")
+
+
+class CursorError(ValueError):
+    """A cursor was not produced by this search (edited, or for other filters)."""
+
+
+# --- cursor ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a merged read stopped: the day, and per shard ``None`` (not started), an
+    ``at_id`` (consumed up to and including it) or ``True`` (finished)."""
+
+    day: date
+    shards: tuple[str | bool | None, ...]
+
+    def encode(self, filters: AuditFilters) -> str:
+        blob = json.dumps(
+            {"v": 1, "f": filters.fingerprint(), "d": self.day.isoformat(), "s": self.shards},
+            separators=(",", ":"),
+        ).encode()
+        return base64.urlsafe_b64encode(blob).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str, filters: AuditFilters) -> Cursor:
+        try:
+            padded = text + "=" * (-len(text) % 4)
+            data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            day = date.fromisoformat(data["d"])
+            shards = tuple(data["s"])
+            fingerprint = data["f"]
+            version = data["v"]
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise CursorError("the cursor is not one this search produced")
+        if version != 1 or fingerprint != filters.fingerprint():
+            raise CursorError("the cursor belongs to a different search; start again")
+        if len(shards) != AUDIT_DAY_SHARDS or not all(
+            s is None or s is True or (isinstance(s, str) and AT_ID_RE.match(s)) for s in shards
+        ):
+            raise CursorError("the cursor is not one this search produced")
+        if not filters.since.date() <= day <= filters.until.date():
+            raise CursorError("the cursor lies outside the searched range")
+        return cls(day, shards)
+
+
+# --- fast decoding ---------------------------------------------------------------------
+
+
+def _number(text: str) -> int | Decimal:
+    try:
+        return int(text)
+    except ValueError:
+        value = Decimal(text)
+        return int(value) if value == value.to_integral_value() else value
+
+
+def decode_value(value: dict) -> Any:
+    """One attribute value as a plain value, as :func:`from_item` would return it.
+
+    An export decodes every attribute of every event; this skips boto3's
+    ``TypeDeserializer`` dispatch for the types events actually hold.
+    """
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return raw
+    if kind == "N":
+        return _number(raw)
+    if kind == "M":
+        return {k: decode_value(v) for k, v in raw.items()}
+    if kind == "L":
+        return [decode_value(v) for v in raw]
+    if kind == "BOOL":
+        return raw
+    if kind == "NULL":
+        return None
+    return from_item({"v": value})["v"]
+
+
+def decode_event(item: dict) -> dict:
+    return {k: decode_value(v) for k, v in item.items()}
+
+
+# --- the merged day reader ---------------------------------------------------------------
+
+
+@dataclass
+class _Shard:
+    key: str
+    position: str | None  # last at_id consumed (exclusive resume bound)
+    done: bool
+    start: str | None = None  # inclusive bound on the first query of an edge day
+    buffer: deque = field(default_factory=deque)
+    lek_at: str | None = None  # at_id of the LastEvaluatedKey of the buffered page
+    final: bool = False  # the buffered page is the shard's last
+    pending: Future | None = None
+
+
+class DayIndexReader:
+    """Events of a time range in ``at_id`` order (or reverse), merged over the day shards.
+
+    Iterating yields raw DynamoDB items. ``max_queries`` bounds a search page; when it
+    stops the reader early, :attr:`stopped_early` is set and :meth:`cursor` says where to
+    resume. ``prefetch`` asks for each shard's next page in a thread as soon as a page
+    arrives, so DynamoDB's time overlaps the caller's work; memory stays bounded at two
+    pages per shard.
+    """
+
+    def __init__(
+        self,
+        audit: AuditRepository,
+        filters: AuditFilters,
+        *,
+        descending: bool = False,
+        cursor: Cursor | None = None,
+        page_limit: int = EXPORT_PAGE_LIMIT,
+        max_queries: int | None = None,
+        prefetch: bool = False,
+    ):
+        self.audit = audit
+        self.filters = filters
+        self.descending = descending
+        self.page_limit = page_limit
+        self.max_queries = max_queries
+        self.prefetch = prefetch
+        self.filter_expression, self.names, self.values = filters.expression()
+        self.days = filters.days(descending=descending)
+        self.start_cursor = cursor
+        self.queries = 0
+        self.days_done = 0
+        self.stopped_early = False
+        self._day: date | None = None
+        self._shards: list[_Shard] = []
+        self._pool: ThreadPoolExecutor | None = None
+        # at_id is "{at}#{event_id}": an event at exactly ``until`` sorts after the bare
+        # timestamp, so the upper bound carries a suffix above any event id character.
+        self._lo = clock.iso(filters.since)
+        self._hi = clock.iso(filters.until) + "#~"
+
+    # progress for long exports: whole days done plus the share of shards finished today
+    @property
+    def fraction_done(self) -> float:
+        if not self.days:
+            return 1.0
+        today = sum(1 for s in self._shards if s.done) / AUDIT_DAY_SHARDS if self._shards else 0
+        return min(1.0, (self.days_done + today) / len(self.days))
+
+    def cursor(self) -> Cursor | None:
+        """Where the next page starts; ``None`` when the range is exhausted."""
+        if self._day is None:
+            return self.start_cursor
+        if all(s.done for s in self._shards) and not any(s.buffer for s in self._shards):
+            later = self.days[self.days.index(self._day) + 1 :]
+            return Cursor(later[0], (None,) * AUDIT_DAY_SHARDS) if later else None
+        return Cursor(
+            self._day,
+            tuple(True if s.done else s.position for s in self._shards),
+        )
+
+    def __iter__(self) -> Generator[dict, None, None]:
+        try:
+            yield from self._iterate()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _iterate(self) -> Iterator[dict]:
+        days = self.days
+        resume = self.start_cursor
+        if resume is not None:
+            days = days[days.index(resume.day) :]
+            self.days_done = self.days.index(resume.day)
+        if self.prefetch:
+            self._pool = ThreadPoolExecutor(AUDIT_DAY_SHARDS, thread_name_prefix="audit-read")
+        pick = max if self.descending else min
+        for day in days:
+            self._day = day
+            self._shards = self._open_day(day, resume if resume and resume.day == day else None)
+            resume = None
+            if self._pool is not None:
+                for shard in self._shards:
+                    if not shard.done:
+                        self._prefetch(shard, shard.position, shard.start)
+            while True:
+                for shard in self._shards:
+                    while not shard.done and not shard.buffer:
+                        if not self._refill(shard):
+                            self.stopped_early = True
+                            return
+                live = [s for s in self._shards if s.buffer]
+                if not live:
+                    break
+                shard = pick(live, key=lambda s: s.buffer[0]["at_id"]["S"])
+                item = shard.buffer.popleft()
+                shard.position = item["at_id"]["S"]
+                if not shard.buffer:
+                    self._page_consumed(shard)
+                yield item
+            self.days_done += 1
+
+    def _open_day(self, day: date, resume: Cursor | None) -> list[_Shard]:
+        stamp = day.isoformat()
+        edge = self._hi if self.descending else self._lo
+        start = edge if edge[:10] == stamp else None
+        shards = []
+        for n in range(AUDIT_DAY_SHARDS):
+            state = resume.shards[n] if resume else None
+            shards.append(
+                _Shard(
+                    key=f"{stamp}#{n}",
+                    position=state if isinstance(state, str) else None,
+                    done=state is True,
+                    start=start,
+                )
+            )
+        return shards
+
+    def _page_consumed(self, shard: _Shard) -> None:
+        if shard.final:
+            shard.done = True
+        elif shard.lek_at is not None:
+            # Everything up to the LastEvaluatedKey was evaluated; unmatched items
+            # were filtered out by DynamoDB, so the position may move past them.
+            shard.position = shard.lek_at
+
+    def _query(self, key: str, after: str | None, start: str | None) -> tuple[list, dict | None]:
+        return self.audit.day_page(
+            key,
+            descending=self.descending,
+            after=after,
+            start=start,
+            limit=self.page_limit,
+            filter_expression=self.filter_expression,
+            names=self.names or None,
+            values=self.values or None,
+        )
+
+    def _budget_left(self) -> bool:
+        return self.max_queries is None or self.queries < self.max_queries
+
+    def _prefetch(self, shard: _Shard, after: str | None, start: str | None) -> None:
+        if self._pool is None or not self._budget_left():
+            return
+        self.queries += 1
+        shard.pending = self._pool.submit(self._query, shard.key, after, start)
+
+    def _refill(self, shard: _Shard) -> bool:
+        """Fetch the shard's next page into its buffer; False if the budget is spent."""
+        if shard.pending is not None:
+            items, lek = shard.pending.result()
+            shard.pending = None
+        else:
+            if not self._budget_left():
+                return False
+            self.queries += 1
+            items, lek = self._query(shard.key, shard.position, shard.start)
+        shard.start = None
+        shard.lek_at = lek["at_id"]["S"] if lek else None
+        shard.final = lek is None
+        # Stop at the far end of the range (the near end is in the key condition).
+        kept = []
+        for item in items:
+            at_id = item["at_id"]["S"]
+            if (at_id < self._lo) if self.descending else (at_id > self._hi):
+                shard.final = True
+                shard.lek_at = None
+                break
+            kept.append(item)
+        shard.buffer.extend(kept)
+        if not shard.final:
+            self._prefetch(shard, shard.lek_at, None)
+        if not shard.buffer:
+            self._page_consumed(shard)
+        return True

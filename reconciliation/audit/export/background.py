@@ -1,0 +1,207 @@
+"""Background exports (Celery): the request (``EXPORT#{id}`` seq 1), the run of a
+requested export into ``AUDIT_EXPORT_DIR``, its status as the stream tells it, and the
+download, which only the user who asked may make and which is recorded before a byte
+is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciliation.actors import Actor, Role
+from reconciliation.audit.export.delivery import export_paths, export_to_file
+from reconciliation.audit.export.events import (
+    DOWNLOADED,
+    EXPORT_ID_RE,
+    FAILED,
+    REQUESTED,
+    export_event_append,
+    export_stream,
+    new_export_id,
+)
+from reconciliation.audit.export.rows import FORMATS
+from reconciliation.audit.filters import AuditFilters
+from reconciliation.stores import Repositories, repositories
+
+
+class ExportNotFound(Exception):
+    """No export has this id."""
+
+
+class ExportForbidden(Exception):
+    """Export files belong to the user who requested them, and to nobody else."""
+
+
+class ExportNotReady(Exception):
+    """The export has not finished (or failed), so there is nothing to download."""
+
+
+@dataclass(frozen=True)
+class ExportStatus:
+    export_id: str
+    request: dict  # the stream's first event: who asked, from where, when, for what
+    fmt: str
+    filters: dict
+    delivery: str
+    state: str  # the last lifecycle action: requested, completed, failed, abandoned
+    row_count: int | None
+    sha256: str
+    downloads: int
+
+    @property
+    def requested_by(self) -> dict:
+        return self.request["actor"]
+
+    @property
+    def owner(self) -> str:
+        return self.requested_by["username"]
+
+    @property
+    def requested_at(self) -> str:
+        return self.request["at"]
+
+    @property
+    def done(self) -> bool:
+        return self.state == "completed"
+
+    @property
+    def running(self) -> bool:
+        return self.state == "requested"
+
+
+def export_status(export_id: str, *, repos: Repositories | None = None) -> ExportStatus | None:
+    """What ``EXPORT#{id}`` says about an export (``None``: no such export)."""
+    if not EXPORT_ID_RE.match(export_id or ""):
+        return None
+    repos = repos or repositories()
+    events = repos.audit.stream_events(export_stream(export_id))
+    if not events:
+        return None
+    first = events[0]
+    detail = first.get("detail") or {}
+    lifecycle = [e for e in events if e.get("action") != DOWNLOADED]
+    last = lifecycle[-1]
+    last_detail = last.get("detail") or {}
+    return ExportStatus(
+        export_id=export_id,
+        request=first,
+        fmt=detail.get("format", ""),
+        filters=detail.get("filters", {}),
+        delivery=detail.get("delivery", ""),
+        state=last["action"].removeprefix("export_"),
+        row_count=last_detail.get("row_count", last_detail.get("rows_sent")),
+        sha256=last_detail.get("sha256", ""),
+        downloads=sum(1 for e in events if e.get("action") == DOWNLOADED),
+    )
+
+
+def export_owned(
+    export_id: str, *, actor: Actor, repos: Repositories | None = None
+) -> ExportStatus:
+    """The status of an export ``actor`` requested. Export files belong to whoever
+    asked for them and nobody else, whatever the role."""
+    status = export_status(export_id, repos=repos)
+    if status is None:
+        raise ExportNotFound(export_id)
+    if status.owner != actor.username:
+        raise ExportForbidden(export_id)
+    return status
+
+
+def filters_from_dict(values: dict) -> AuditFilters:
+    return AuditFilters.build(
+        since=values["since"],
+        until=values["until"],
+        actor=values.get("actor", ""),
+        action=values.get("action", ""),
+        case_id=values.get("case_id", ""),
+        intent_id=values.get("intent_id", ""),
+        performed_by=values.get("performed_by", ""),
+        max_days=None,
+    )
+
+
+def export_request(
+    *, filters: AuditFilters, fmt: str, actor: Actor, repos: Repositories | None = None
+) -> str:
+    """Record a background export request (``EXPORT#{id}`` seq 1); return its id."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}")
+    repos = repos or repositories()
+    export_id = new_export_id()
+    export_event_append(
+        repos,
+        export_id=export_id,
+        action=REQUESTED,
+        actor=actor,
+        detail={"format": fmt, "filters": filters.as_dict(), "delivery": "file"},
+    )
+    return export_id
+
+
+def export_run_requested(
+    export_id: str,
+    *,
+    repos: Repositories | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> dict | None:
+    """Run a requested background export into ``AUDIT_EXPORT_DIR``; ``None`` if there
+    is nothing to do (unknown id, or already finished: a redelivered task)."""
+    repos = repos or repositories()
+    status = export_status(export_id, repos=repos)
+    if status is None or status.state != "requested":
+        return None
+    who, request_event = status.requested_by, status.request
+    actor = Actor(
+        username=who["username"],
+        role=Role(who["role"]),
+        email=who.get("email", ""),
+        address=request_event.get("client_address", ""),
+        correlation_id=request_event.get("correlation_id", "") or new_export_id(),
+    )
+    data_path, _ = export_paths(export_id, status.fmt)
+    try:
+        return export_to_file(
+            filters=filters_from_dict(status.filters),
+            fmt=status.fmt,
+            actor=actor,
+            out_path=data_path,
+            export_id=export_id,
+            repos=repos,
+            progress=progress,
+        )
+    except Exception as exc:
+        export_event_append(
+            repos,
+            export_id=export_id,
+            action=FAILED,
+            actor=actor,
+            detail={"reason": type(exc).__name__, "format": status.fmt},
+        )
+        raise
+
+
+def export_download(
+    export_id: str, *, actor: Actor, what: str = "file", repos: Repositories | None = None
+) -> tuple[Path, str]:
+    """Check that ``actor`` requested this export and it is complete, record the
+    download as an ``export_downloaded`` event, and return the path and file name.
+    The event is written before a byte is served: no download goes unrecorded."""
+    repos = repos or repositories()
+    status = export_owned(export_id, actor=actor, repos=repos)
+    if not status.done or (what == "file" and status.delivery != "file"):
+        raise ExportNotReady(export_id)
+    data_path, manifest_path = export_paths(export_id, status.fmt)
+    path = data_path if what == "file" else manifest_path
+    if not path.exists():
+        raise ExportNotReady(export_id)
+    export_event_append(
+        repos,
+        export_id=export_id,
+        action=DOWNLOADED,
+        actor=actor,
+        detail={"what": what, "file": path.name},
+    )
+    return path, path.name

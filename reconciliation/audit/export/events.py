@@ -1,0 +1,54 @@
+"""Export ids and the ``EXPORT#{id}`` stream: the lifecycle actions (requested,
+completed, failed, abandoned, downloaded) and the one function that appends them.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from reconciliation.actors import Actor
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.services import audit_append
+from reconciliation.stores import Repositories
+
+EXPORT_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+REQUESTED, COMPLETED, FAILED, ABANDONED, DOWNLOADED = (
+    "export_requested",
+    "export_completed",
+    "export_failed",
+    "export_abandoned",
+    "export_downloaded",
+)
+
+
+def new_export_id() -> str:
+    return uuid.uuid4().hex
+
+
+def export_stream(export_id: str) -> str:
+    return f"EXPORT#{export_id}"
+
+
+def export_event_append(
+    repos: Repositories, *, export_id: str, action: str, actor: Actor, detail: dict
+) -> dict | None:
+    """Append an event to ``EXPORT#{id}``; a second ``export_completed`` is refused."""
+    stream = export_stream(export_id)
+
+    def build(seq: int, prev: str) -> dict | None:
+        if action in (COMPLETED, FAILED) and seq > 1:
+            earlier = repos.audit.stream_events(stream)
+            if any(e.get("action") in (COMPLETED, FAILED) for e in earlier):
+                return None  # a redelivered task finished it already
+        return audit_event_build(
+            stream=stream,
+            seq=seq,
+            prev_hash=prev,
+            action=action,
+            actor=actor,
+            detail=detail,
+        )
+
+    return audit_append(repos, stream=stream, build=build)

@@ -1,0 +1,111 @@
+"""What the ``by_day`` index says about a period or a range of days, keys only: the
+heads of the streams in a checkpoint period, whether a day holds any event, and the
+streams, referenced pledges and periods of a range (for verification).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from reconciliation import clock
+from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
+from reconciliation.stores import Repositories, repositories
+
+
+def _shard_items(
+    repos: Repositories, day_shard: str, projection: str, names: dict[str, str]
+) -> Iterator[dict]:
+    """Every item of one ``by_day`` shard, oldest first, only the projected attributes."""
+    after = None
+    while True:
+        items, lek = repos.audit.day_page(
+            day_shard, after=after, projection=projection, names=names
+        )
+        yield from items
+        if lek is None:
+            return
+        after = lek["at_id"]["S"]
+
+
+def audit_period_heads(
+    start: datetime, end: datetime, *, repos: Repositories | None = None
+) -> list[tuple[str, int, str]]:
+    """``(stream, seq, hash)`` of the last event dated in ``[start, end)`` of every stream
+    with one, sorted by stream: eight Queries (and their pages) over the ``by_day``
+    shards of that day, bounded to the period, keys and hash only. The period lies
+    within one UTC day."""
+    repos = repos or repositories()
+    # at_id is "{at}#{event_id}": every at_id of an event at or after ``end`` sorts
+    # after the bare timestamp, so ``hi`` is exclusive of them.
+    lo, hi = clock.iso(start), clock.iso(end)
+    heads: dict[str, tuple[int, str]] = {}
+    names = {"#s": "stream", "#q": "seq", "#h": "hash"}
+    for n in range(AUDIT_DAY_SHARDS):
+        shard = f"{start.date().isoformat()}#{n}"
+        for item in repos.audit.period_items(shard, lo, hi, projection="#s, #q, #h", names=names):
+            stream, seq = item["stream"]["S"], int(item["seq"]["N"])
+            if seq > heads.get(stream, (0, ""))[0]:
+                heads[stream] = (seq, item["hash"]["S"])
+    return [(s, q, h) for s, (q, h) in sorted(heads.items())]
+
+
+def audit_day_has_events(day: date, *, repos: Repositories | None = None) -> bool:
+    """Whether any event is dated ``day``: up to eight one-item Queries."""
+    repos = repos or repositories()
+    for n in range(AUDIT_DAY_SHARDS):
+        items, _ = repos.audit.day_page(f"{day.isoformat()}#{n}", limit=1, projection="at_id")
+        if items:
+            return True
+    return False
+
+
+@dataclass
+class RangeIndex:
+    """What the ``by_day`` index says about a range of days: the streams with events in
+    it, the pledges its case events name (``intent_id``), and the start of every
+    checkpoint period holding an event."""
+
+    streams: set[str] = field(default_factory=set)
+    referenced: set[str] = field(default_factory=set)  # PLEDGE#… streams
+    periods: set[datetime] = field(default_factory=set)
+
+
+def audit_range_index(
+    days: list[date],
+    *,
+    period_s: int = 86400,
+    repos: Repositories | None = None,
+    threads: int = 8,
+) -> RangeIndex:
+    """Every stream with an event on one of ``days``, every pledge stream a case event of
+    those days names, and every period of ``period_s`` seconds (aligned to midnight)
+    with an event (Queries over ``by_day``, three attributes, no Scan)."""
+    repos = repos or repositories()
+    names = {"#s": "stream", "#i": "intent_id"}
+
+    def one(day_shard: str) -> RangeIndex:
+        found = RangeIndex()
+        offsets: set[int] = set()
+        for item in _shard_items(repos, day_shard, "#s, #i, at_id", names):
+            stream = item["stream"]["S"]
+            found.streams.add(stream)
+            if stream.startswith("CASE#") and "intent_id" in item:
+                found.referenced.add(f"PLEDGE#{item['intent_id']['S']}")
+            at = item["at_id"]["S"]  # YYYY-MM-DDTHH:MM:SS.ffffffZ#…, sliced, not parsed
+            second = int(at[11:13]) * 3600 + int(at[14:16]) * 60 + int(at[17:19])
+            offsets.add(second - second % period_s)
+        midnight = datetime.combine(date.fromisoformat(day_shard[:10]), time.min, tzinfo=UTC)
+        found.periods = {midnight + timedelta(seconds=o) for o in offsets}
+        return found
+
+    keys = [f"{d.isoformat()}#{n}" for d in days for n in range(AUDIT_DAY_SHARDS)]
+    index = RangeIndex()
+    with ThreadPoolExecutor(threads) as pool:
+        for found in pool.map(one, keys):
+            index.streams |= found.streams
+            index.referenced |= found.referenced
+            index.periods |= found.periods
+    return index

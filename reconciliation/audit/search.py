@@ -1,0 +1,125 @@
+"""Audit search: one page of matching events, newest first, as rows for the audit page,
+with the chain status of the streams they belong to and the cursor of the next page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from reconciliation.audit.chains import ChainStatus, chain_statuses
+from reconciliation.audit.day_index import Cursor, DayIndexReader, decode_event
+from reconciliation.audit.filters import AuditFilters
+from reconciliation.stores import Repositories, repositories
+
+SEARCH_PAGE_SIZE = 50
+# A search page stops after this many Queries even if the page is not full (sparse
+# filters over a long range); the cursor then continues where the search stopped.
+SEARCH_QUERY_BUDGET = 96
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    at: str
+    stream: str
+    seq: int
+    event_id: str
+    action: str
+    actor_username: str
+    actor_email: str
+    actor_role: str
+    client_address: str
+    correlation_id: str
+    case_id: str
+    intent_id: str
+    disposition: str
+    reason_code: str
+    reason_text: str
+    hash: str
+    chain_ok: bool | None = None
+
+    @classmethod
+    def from_event(cls, event: dict, chain_ok: bool | None = None) -> AuditRow:
+        actor = event.get("actor") or {}
+        return cls(
+            at=event.get("at", ""),
+            stream=event.get("stream", ""),
+            seq=int(event.get("seq", 0)),
+            event_id=event.get("event_id", ""),
+            action=event.get("action", ""),
+            actor_username=actor.get("username", ""),
+            actor_email=actor.get("email", ""),
+            actor_role=actor.get("role", ""),
+            client_address=event.get("client_address", ""),
+            correlation_id=event.get("correlation_id", ""),
+            case_id=event.get("case_id", ""),
+            intent_id=event.get("intent_id", ""),
+            disposition=event.get("disposition", ""),
+            reason_code=event.get("reason_code", ""),
+            reason_text=event.get("reason_text", ""),
+            hash=event.get("hash", ""),
+            chain_ok=chain_ok,
+        )
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    rows: list[AuditRow]
+    next_cursor: str | None
+    # Set when the page stopped on its query budget before filling: the search went
+    # as far as this day and may find more further on.
+    searched_to: date | None
+    chains: dict[str, ChainStatus]
+
+    @property
+    def broken(self) -> list[ChainStatus]:
+        return [c for c in self.chains.values() if not c.ok]
+
+    @property
+    def chains_ok(self) -> bool:
+        return not self.broken
+
+
+def audit_search(
+    *,
+    filters: AuditFilters,
+    cursor: str | None = None,
+    page_size: int = SEARCH_PAGE_SIZE,
+    repos: Repositories | None = None,
+    with_chains: bool = True,
+) -> AuditPage:
+    """One page of matching events, newest first, and the chain status of their streams."""
+    repos = repos or repositories()
+    start = Cursor.decode(cursor, filters) if cursor else None
+    reader = DayIndexReader(
+        repos.audit,
+        filters,
+        descending=True,
+        cursor=start,
+        page_limit=max(page_size * 2, 100),
+        max_queries=SEARCH_QUERY_BUDGET,
+        prefetch=True,
+    )
+    events: list[dict] = []
+    items = iter(reader)
+    try:
+        for item in items:
+            events.append(decode_event(item))
+            if len(events) >= page_size:
+                break
+    finally:
+        items.close()
+    following = reader.cursor()
+    searched_to = following.day if reader.stopped_early and following else None
+    streams = {e["stream"] for e in events}
+    chains = chain_statuses(streams, repos=repos) if with_chains else {}
+    rows = [
+        AuditRow.from_event(e, chains[e["stream"]].ok if e["stream"] in chains else None)
+        for e in events
+    ]
+    return AuditPage(
+        rows=rows,
+        next_cursor=following.encode(filters) if following else None,
+        searched_to=searched_to,
+        chains=chains,
+    )

@@ -1,0 +1,64 @@
+"""Account changes as audit events: who was given which role, whose second factor was
+enrolled or reset, and by whom. One stream per account, ``STAFF#{username}``, hash
+chained like every other (DESIGN.md §7), so an auditor reads a person's account history
+in order and a checkpoint covers it.
+
+Accounts themselves live in Django's database; the caller appends the event inside the
+database transaction that makes the change, first, so a change the audit trail refused
+(DynamoDB unreachable) is rolled back rather than left unrecorded.
+"""
+
+from __future__ import annotations
+
+from reconciliation.actors import Actor
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.services import audit_append
+from reconciliation.stores import Repositories
+
+STAFF_STREAM_PREFIX = "STAFF#"
+STAFF_ACTIONS = (
+    "staff_created",
+    "staff_role_changed",
+    "staff_password_set",
+    "mfa_enrolled",
+    "mfa_reset",
+    "recovery_codes_issued",
+)
+
+
+def staff_stream(username: str) -> str:
+    return f"{STAFF_STREAM_PREFIX}{username}"
+
+
+def staff_event_append(
+    repos: Repositories,
+    *,
+    username: str,
+    action: str,
+    actor: Actor,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason_text: str | None = None,
+    detail: dict | None = None,
+) -> dict:
+    """Append ``action`` about the account ``username``; returns the event."""
+    if action not in STAFF_ACTIONS:
+        raise ValueError(f"{action!r} is not an account action")
+    stream = staff_stream(username)
+
+    def build(seq: int, prev: str) -> dict:
+        return audit_event_build(
+            stream=stream,
+            seq=seq,
+            prev_hash=prev,
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            reason_text=reason_text,
+            detail={"account": username, **(detail or {})},
+        )
+
+    event = audit_append(repos, stream=stream, build=build)
+    assert event is not None  # build never declines
+    return event

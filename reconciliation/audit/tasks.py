@@ -1,0 +1,134 @@
+"""Celery tasks of the audit trail: signed checkpoints and background exports. Tasks take
+ids, re-read state, return quietly when there is nothing to do, and call one service
+(STYLE.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from botocore.exceptions import BotoCoreError
+from celery import shared_task
+from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from reconciliation.actors import system_actor
+from reconciliation.audit.services import AuditAppendContended
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT = (BotoCoreError, AuditAppendContended)
+# What a bounded publish or result read raises when Redis refuses or does not answer
+# (the bounds are the CELERY_* socket timeouts and publish retry policy in settings).
+QUEUE_ERRORS = (OperationalError, RedisError, OSError)
+UNAVAILABLE = "Background work is unavailable; nothing was started."
+
+
+class BackgroundUnavailable(Exception):
+    """The task queue (Redis) did not take the task: nothing was started."""
+
+
+# A large export reads the whole range once; it must end before Redis's visibility
+# timeout (3600 s) hands it to a second worker.
+EXPORT_SOFT_TIME_LIMIT_S = 3000
+EXPORT_TIME_LIMIT_S = 3300
+
+
+CHECKPOINT_TASK_OPTIONS: dict = {
+    "ignore_result": True,
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": 5,
+    "retry_backoff_max": 120,
+    "retry_jitter": True,
+    "max_retries": 5,
+    "soft_time_limit": 600,
+    "time_limit": 660,
+}
+
+
+@shared_task(name="reconciliation.tasks.audit.audit_checkpoint", **CHECKPOINT_TASK_OPTIONS)
+def audit_checkpoint() -> list[str]:
+    """Every 5 minutes (beat): signs each period's checkpoint once the period has been
+    over for ``CHECKPOINT_SETTLE_S``; otherwise a no-op (the service reads the newest
+    checkpoint from ``SYSTEM`` first)."""
+    from reconciliation.audit.services import audit_checkpoint as checkpoint
+
+    written = checkpoint()
+    if written:
+        logger.info("audit checkpoints written for %s", ", ".join(written))
+    return written
+
+
+@shared_task(name="reconciliation.tasks.audit.audit_daily_digest", **CHECKPOINT_TASK_OPTIONS)
+def audit_daily_digest() -> list[str]:
+    """The task's name before checkpoints, kept so a message from an older beat (during
+    an upgrade) still runs: writes the due checkpoints."""
+    return audit_checkpoint()
+
+
+@shared_task(
+    bind=True,
+    name="reconciliation.tasks.audit.audit_export_task",
+    # Idempotent: it re-reads EXPORT#{id}, writes the file under a temporary name and
+    # appends export_completed only once, so a redelivery after a lost worker is safe.
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=EXPORT_SOFT_TIME_LIMIT_S,
+    time_limit=EXPORT_TIME_LIMIT_S,
+)
+def audit_export_task(self, export_id: str) -> dict:
+    """Run a requested export into ``AUDIT_EXPORT_DIR``, reporting progress as the task
+    state ``PROGRESS`` with ``rows`` and ``percent``."""
+    from reconciliation.audit.export import export_run_requested
+
+    def progress(rows: int, fraction: float) -> None:
+        self.update_state(
+            state="PROGRESS", meta={"rows": rows, "percent": round(fraction * 100, 1)}
+        )
+
+    core = export_run_requested(export_id, progress=progress)
+    if core is None:
+        return {"export_id": export_id, "skipped": True}
+    return {"export_id": export_id, "rows": core["row_count"], "sha256": core["sha256"]}
+
+
+def export_enqueue(export_id: str) -> None:
+    """Queue the export under its own id, so its progress is ``AsyncResult(export_id)``.
+
+    If the queue does not take it, ``system`` closes the request as ``export_abandoned``
+    before :class:`BackgroundUnavailable` is raised (the web answers a clear 503): no
+    ``export_requested`` is left that nothing will ever complete. Should a publish that
+    timed out reach Redis after all, the task finds the export abandoned and does
+    nothing."""
+    from reconciliation.audit.export import export_event_append
+    from reconciliation.stores import repositories
+
+    try:
+        audit_export_task.apply_async(args=(export_id,), task_id=export_id)
+    except OperationalError as exc:
+        logger.warning("export %s not queued (%s)", export_id, type(exc).__name__)
+        export_event_append(
+            repositories(),
+            export_id=export_id,
+            action="export_abandoned",
+            actor=system_actor(),
+            detail={"reason": "task_queue_unavailable"},
+        )
+        raise BackgroundUnavailable(UNAVAILABLE) from exc
+
+
+def export_progress(export_id: str) -> dict:
+    """The task's last reported progress: ``state``, ``rows``, ``percent``; ``state`` is
+    ``UNAVAILABLE`` when Redis does not answer (one bounded read, never a wait)."""
+    try:
+        result: AsyncResult = AsyncResult(export_id, app=audit_export_task.app)
+        state, info = result.state, result.info
+    except QUEUE_ERRORS as exc:
+        logger.warning("export %s progress unreadable (%s)", export_id, type(exc).__name__)
+        return {"state": "UNAVAILABLE", "rows": 0, "percent": 0.0}
+    info = info if isinstance(info, dict) else {}
+    return {
+        "state": state,
+        "rows": int(info.get("rows", 0) or 0),
+        "percent": float(info.get("percent", 0) or 0),
+    }

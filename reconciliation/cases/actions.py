@@ -1,0 +1,76 @@
+"""What every action on a case starts with (DESIGN.md §6): the role and reason checks, the
+case and version read, the resolution record and the result handed back to the page.
+Shared by dispositions, overrides and retries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciliation import clock
+from reconciliation.actors import Actor
+from reconciliation.cases.changes import InvalidReason, NotAllowed, case_load
+from reconciliation.cases.policy import (
+    MAX_REASON_LENGTH,
+    MIN_REASON_LENGTH,
+    REASON_CODES,
+    may,
+    visible_length,
+)
+from reconciliation.cases.repository import Case
+from reconciliation.stores import Repositories
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    case: Case
+    applied: bool
+    message: str
+
+
+def check_role(actor: Actor, action: str) -> None:
+    if not may(actor.role, action):
+        raise NotAllowed(f"The {actor.role} role may not {action.replace('_', ' ')}.")
+
+
+def check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str, str]:
+    code = (reason_code or "").strip()
+    text = (reason_text or "").strip()
+    if code not in REASON_CODES:
+        raise InvalidReason("Choose a reason code from the list.")
+    if visible_length(text) < MIN_REASON_LENGTH:
+        raise InvalidReason(f"Explain the reason in at least {MIN_REASON_LENGTH} characters.")
+    if len(text) > MAX_REASON_LENGTH:
+        raise InvalidReason(f"Keep the reason under {MAX_REASON_LENGTH} characters.")
+    return code, text
+
+
+def resolution_for(disposition: str, actor: Actor, **extra) -> dict:
+    return {
+        "disposition": disposition,
+        "by": actor.username,
+        "at": clock.iso(clock.now()),
+        **extra,
+    }
+
+
+def already_applied(case: Case) -> ActionResult:
+    return ActionResult(case, False, "That action was already applied; nothing changed.")
+
+
+def action_begin(
+    repos: Repositories,
+    *,
+    case_id: str,
+    actor: Actor,
+    permission: str,
+    reason_code: str | None,
+    reason_text: str | None,
+    seen_version: int | None,
+    action_id: str | None,
+) -> tuple[Case, bool, str, str]:
+    """The checks every reasoned action starts with: role, reason, case and version.
+    Returns the case, whether this action id was already applied, and the reason."""
+    check_role(actor, permission)
+    code, text = check_reason(reason_code, reason_text)
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    return case, done, code, text

@@ -1,0 +1,126 @@
+"""What each role may do, which dispositions fit which case, and the fixed reason codes
+(DESIGN.md §6). Services check these themselves; the UI only hides what they refuse."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from reconciliation.actors import Role
+from reconciliation.cases.repository import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    ESCALATED,
+    OPEN,
+    RESOLVED,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+)
+
+CONFIRMED_COMMITTED = "CONFIRMED_COMMITTED"
+RETRY_COMMIT = "RETRY_COMMIT"
+DUPLICATE_REJECTED_OK = "DUPLICATE_REJECTED_OK"
+ESCALATE = "ESCALATE"
+RELEASE_CLAIM = "RELEASE_CLAIM"
+VOID_PLEDGE = "VOID_PLEDGE"
+REOPEN = "REOPEN"
+
+DISPOSITIONS = (CONFIRMED_COMMITTED, RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
+OVERRIDES = (RELEASE_CLAIM, VOID_PLEDGE, REOPEN)
+BULK_DISPOSITIONS = (RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
+
+LABELS = {
+    CONFIRMED_COMMITTED: "Confirmed committed",
+    RETRY_COMMIT: "Retry the commit",
+    DUPLICATE_REJECTED_OK: "Duplicate correctly rejected",
+    ESCALATE: "Escalate",
+    RELEASE_CLAIM: "Release the claim (client may retry)",
+    VOID_PLEDGE: "Void the pledge",
+    REOPEN: "Reopen",
+}
+
+# Which evidence-based dispositions and overrides make sense for each case type. Every
+# case asks "did it commit?"; a cancelled or token-mismatched one may also be a correctly
+# refused duplicate.
+_DID_IT_COMMIT = (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE)
+BY_CASE_TYPE = {
+    STUCK_PENDING: _DID_IT_COMMIT,
+    AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
+    CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+    TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+}
+
+REASON_CODES = {
+    "EVIDENCE_CONFIRMS": "Evidence (consistent reads) confirms the outcome",
+    "CLIENT_CONFIRMED": "The client confirmed the intended outcome",
+    "DUPLICATE_VERIFIED": "Verified as a duplicate of a recorded pledge",
+    "TRANSIENT_FAILURE": "A transient failure; safe to retry",
+    "DONOR_REQUEST": "The donor asked for this change",
+    "DATA_CORRECTION": "Correcting recorded data",
+    "SUSPECTED_FRAUD": "Suspected fraud or abuse",
+    "NEEDS_REVIEW": "Needs a second opinion",
+    "OTHER": "Other (explained in the text)",
+}
+MIN_REASON_LENGTH = 10
+MAX_REASON_LENGTH = 2000
+
+# What draws nothing on screen: controls, format characters (zero-width spaces and
+# joiners, bidi controls, the BOM, soft hyphen), surrogates, private-use and unassigned
+# code points, separators; combining marks count with the letter they sit on. Some
+# letters and symbols render blank too (Hangul fillers, the blank Braille pattern).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+_BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def visible_length(text: str) -> int:
+    """How many characters of ``text`` a reader sees: a mandatory reason is measured by
+    these, so ten zero-width spaces or bidi controls do not pass for an explanation."""
+    return sum(
+        1
+        for ch in text
+        if not ch.isspace()
+        and ch not in _BLANK_CHARACTERS
+        and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+    )
+
+
+# Actions a role may take. Auditors read and export only; system is the sweeps.
+STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})
+ACTIONS = {
+    "assign": STAFF,
+    "dispose": STAFF | {Role.SYSTEM},
+    "override_request": STAFF,
+    "override_approve": frozenset({Role.SUPERVISOR}),
+    "override_reject": frozenset({Role.SUPERVISOR}),
+    "override_expire": frozenset({Role.SYSTEM}),
+    "retry_run": STAFF | {Role.SYSTEM},
+    "open": frozenset({Role.SYSTEM, Role.API}),
+}
+
+# States from which each kind of change may start.
+ACTIVE_STATES = (OPEN, ESCALATED)
+REOPENABLE_STATES = (RESOLVED,)
+
+
+def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
+    """The dispositions and override requests this role may start on this case now."""
+    if role not in STAFF:
+        return []
+    if state in ACTIVE_STATES:
+        options = list(BY_CASE_TYPE.get(case_type, ()))
+        if state == ESCALATED:
+            options = [o for o in options if o != ESCALATE]
+        return options
+    if state in REOPENABLE_STATES:
+        return [REOPEN]
+    return []
+
+
+def may(role: Role | None, action: str) -> bool:
+    return role is not None and role in ACTIONS.get(action, frozenset())
+
+
+def audit_visible_performer(role: Role | None, username: str) -> str:
+    """Whose audit events this viewer may read, wherever events are shown or exported:
+    finance staff only their own (the username returned); auditors, supervisors and the
+    system everyone's (empty)."""
+    return username if role == Role.FINANCE_STAFF else ""

@@ -1,0 +1,295 @@
+"""Reconciliation cases (``cases``) and their per-queue open counters.
+
+A case's id derives from its source (claim key + version) and its type, so opening it
+twice is a no-op while two different problems with one claim version never merge into
+one case. While unresolved a case carries ``queue`` and sits in the sparse
+``open_by_queue`` index; resolving removes ``queue``. Per-queue counters are items in
+the same table, changed in the same transaction as the case, so counts are O(1) reads;
+each queue's count is spread over ``COUNTER_SHARDS`` items, so no single item is touched
+by every case change (a burst of openings would otherwise conflict on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from reconciliation.cases.models import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    CASE_ID_PATTERN,
+    CASE_TYPES,
+    COUNTER_PREFIX,
+    COUNTER_SHARDS,
+    DID_IT_COMMIT,
+    ESCALATED,
+    OPEN,
+    OVERRIDE_REQUESTED,
+    QUEUE_APPROVAL,
+    QUEUE_ESCALATED,
+    QUEUES,
+    RESOLVED,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+    WALK_PAGE,
+    Case,
+    case_from_item,
+    case_id_for,
+    case_question,
+    case_to_item,
+    counter_key,
+    counter_keys,
+    counter_shard,
+    decoded_row,
+    is_case_id,
+    queue_for,
+)
+from reconciliation.dynamo.batch import stored_heads
+from reconciliation.dynamo.items import from_item, values
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
+
+# The values live in case_items; callers import them from here as before.
+__all__ = [
+    "AMBIGUOUS_TIMEOUT",
+    "CANCELLED_TRANSACTION",
+    "CASE_ID_PATTERN",
+    "CASE_TYPES",
+    "COUNTER_PREFIX",
+    "COUNTER_SHARDS",
+    "Case",
+    "DID_IT_COMMIT",
+    "ESCALATED",
+    "OPEN",
+    "OVERRIDE_REQUESTED",
+    "QUEUES",
+    "QUEUE_APPROVAL",
+    "QUEUE_ESCALATED",
+    "RESOLVED",
+    "STUCK_PENDING",
+    "TOKEN_MISMATCH",
+    "WALK_PAGE",
+    "case_from_item",
+    "case_id_for",
+    "case_question",
+    "case_to_item",
+    "counter_key",
+    "counter_keys",
+    "counter_shard",
+    "decoded_row",
+    "is_case_id",
+    "queue_for",
+    "CaseRepository",
+]
+
+
+class CaseRepository:
+    def __init__(self, client: DynamoDBClient, table: str):
+        self.client = client
+        self.table = table
+
+    @staticmethod
+    def _key(case_id: str) -> dict:
+        return {"case_id": {"S": case_id}}
+
+    def get(self, case_id: str, *, consistent: bool = True) -> Case | None:
+        if not is_case_id(case_id):
+            # Never a read: a counter item is no case, an oversized key a ValidationException.
+            return None
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(case_id), ConsistentRead=consistent
+        )
+        return case_from_item(response.get("Item"))
+
+    def put_new_item(self, case: Case) -> dict:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": case_to_item(case),
+                # The id derives from the source: a second opening is a no-op.
+                "ConditionExpression": "attribute_not_exists(case_id)",
+            }
+        }
+
+    def replace_item(self, case: Case, *, seen_version: int) -> dict:
+        """Write the whole new case state, conditioned on the version the actor saw."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": case_to_item(case),
+                # version = :seen: two people acting on one case, exactly one wins.
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": values(seen=seen_version),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def counter_item(self, queue: str, delta: int, *, shard: int) -> dict:
+        """Move ``queue``'s count by ``delta`` on one of its shards. Shards may go below
+        zero on their own (an opening and its resolution may land on different shards);
+        only their sum is the count."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(counter_key(queue, shard)),
+                "UpdateExpression": "ADD open_count :d",
+                "ExpressionAttributeValues": values(d=delta),
+            }
+        }
+
+    def counts(self) -> dict[str, int]:
+        """Open cases per queue: the sum of its shards, plus the single unsharded item
+        that tables written before sharding still hold."""
+        keys = counter_keys()
+        out = dict.fromkeys(QUEUES, 0)
+        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
+            self.table: {"Keys": keys, "ConsistentRead": True}
+        }
+        for _ in range(5):  # a few rounds for unprocessed keys, never a spin
+            if not request:
+                break
+            response = self.client.batch_get_item(RequestItems=request)
+            for raw in response.get("Responses", {}).get(self.table, []):
+                item = from_item(raw)
+                queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
+                if queue in out:
+                    out[queue] += int(item.get("open_count", 0))
+            request = response.get("UnprocessedKeys") or {}
+        return out
+
+    def query_queue(
+        self,
+        queue: str,
+        *,
+        limit: int,
+        start_key: dict | None = None,
+        opened_before: str | None = None,
+        filters: dict | None = None,
+    ) -> tuple[list[dict], dict | None, float]:
+        """One Query page of the ``open_by_queue`` index, oldest first.
+
+        ``opened_before`` bounds the range key (minimum age) so old-only pages cost only
+        what they return; ``filters`` (fund, min_amount, assignee) become a
+        FilterExpression. Returns plain rows, the LastEvaluatedKey and the read units.
+        """
+        key_condition = "#q = :q"
+        vals: dict = {"q": queue}
+        if opened_before:
+            key_condition += " AND queue_sort < :before"
+            vals["before"] = opened_before
+        parts = []
+        names = {"#q": "queue"}
+        for name, value in (filters or {}).items():
+            if value in (None, ""):
+                continue
+            if name == "min_amount":
+                parts.append("#amount >= :min_amount")
+                names["#amount"] = "amount"
+            else:
+                parts.append(f"#{name} = :{name}")
+                names[f"#{name}"] = name
+            vals[name] = value
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "open_by_queue",
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values(**vals),
+            "Limit": limit,
+            "ScanIndexForward": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if parts:
+            kwargs["FilterExpression"] = " AND ".join(parts)
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self.client.query(**kwargs)
+        rows = [decoded_row(i) for i in response.get("Items", [])]
+        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+        return rows, response.get("LastEvaluatedKey"), consumed
+
+    def walk_queue(
+        self,
+        queue: str,
+        *,
+        limit: int | None = None,
+        on_units: Callable[[float], None] | None = None,
+    ) -> Iterator[dict]:
+        """Every open case of ``queue``, oldest first, ``WALK_PAGE`` rows a page, reading
+        no further than ``limit`` rows; ``on_units`` hears each page's read units."""
+        start, seen = None, 0
+        while limit is None or seen < limit:
+            page = WALK_PAGE if limit is None else min(WALK_PAGE, limit - seen)
+            rows, start, units = self.query_queue(queue, limit=page, start_key=start)
+            if on_units:
+                on_units(units)
+            seen += len(rows)
+            yield from rows
+            if not start:
+                return
+
+    def count_range(
+        self, queue: str, *, before: str | None = None, after: str | None = None
+    ) -> int:
+        """How many open cases of ``queue`` were opened in ``[after, before)``."""
+        condition = "#q = :q"
+        vals: dict = {"q": queue}
+        if before and after:
+            condition += " AND queue_sort BETWEEN :after AND :before"
+            vals.update(after=after, before=before)
+        elif before:
+            condition += " AND queue_sort < :before"
+            vals["before"] = before
+        elif after:
+            condition += " AND queue_sort >= :after"
+            vals["after"] = after
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "open_by_queue",
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#q": "queue"},
+            "ExpressionAttributeValues": values(**vals),
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            response = self.client.query(**kwargs)
+            total += response.get("Count", 0)
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def ids_for_intent(self, intent_id: str) -> list[str]:
+        response = self.client.query(
+            TableName=self.table,
+            IndexName="by_intent",
+            KeyConditionExpression="intent_id = :i",
+            ExpressionAttributeValues=values(i=intent_id),
+        )
+        return [i["case_id"]["S"] for i in response.get("Items", [])]
+
+    def heads(self, case_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """``{case_id: (audit_seq, audit_head)}`` of the cases that exist: BatchGetItem,
+        two attributes each (audit verification compares them with the streams)."""
+        return stored_heads(self.client, self.table, "case_id", case_ids)
+
+    def get_many(self, case_ids: list[str]) -> list[Case]:
+        case_ids = [c for c in case_ids if is_case_id(c)]
+        found: list[Case] = []
+        for start in range(0, len(case_ids), 100):
+            request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
+                self.table: {
+                    "Keys": [self._key(c) for c in case_ids[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.client.batch_get_item(RequestItems=request)
+                found.extend(
+                    case_from_item(i) for i in response.get("Responses", {}).get(self.table, [])
+                )
+                request = response.get("UnprocessedKeys") or {}
+        order = {c: n for n, c in enumerate(case_ids)}
+        return sorted(found, key=lambda c: order.get(c.case_id, 0))

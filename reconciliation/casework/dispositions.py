@@ -1,0 +1,322 @@
+"""Evidence-based dispositions, assignment and bulk work on cases (DESIGN.md §6).
+
+Each service takes the acting :class:`Actor` (with its role), the case version the
+actor saw and an action id from the form, checks the role itself, and commits one
+transaction: the case change, its audit event and any claim/pledge/ledger write the
+disposition implies. A repeated action id is a no-op; a stale version is refused with
+who changed the case and when.
+
+Four-eyes overrides live in :mod:`reconciliation.casework.overrides`, the background
+commit retry in :mod:`reconciliation.casework.retries`; their public names are
+re-exported here for existing callers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypedDict, Unpack
+
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import (
+    ActionResult,
+    action_begin,
+    already_applied,
+    check_reason,
+    check_role,
+    resolution_for,
+)
+from reconciliation.cases.changes import CaseError, case_commit_change, case_load
+from reconciliation.cases.policy import (
+    BULK_DISPOSITIONS,
+    CONFIRMED_COMMITTED,
+    DUPLICATE_REJECTED_OK,
+    ESCALATE,
+    LABELS,
+    RETRY_COMMIT,
+    allowed_actions,
+)
+from reconciliation.cases.repository import (
+    ESCALATED,
+    OPEN,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    Case,
+)
+from reconciliation.casework.overrides import (
+    override_approve,
+    override_reject,
+    override_request,
+    overrides_expire,
+)
+from reconciliation.casework.retries import enqueue_retry, retry_commit_run
+from reconciliation.claims.repository import COMPLETED
+from reconciliation.stores import Repositories, repositories
+
+__all__ = [
+    "RETRY_COMMIT",
+    "ActionResult",
+    "BulkRow",
+    "case_assign",
+    "case_dispose",
+    "cases_bulk",
+    "override_approve",
+    "override_reject",
+    "override_request",
+    "overrides_expire",
+    "retry_commit_run",
+]
+
+
+# --- evidence-based dispositions --------------------------------------------------------
+
+
+class _ChangeCommon(TypedDict):
+    """What every change a disposition makes passes on to ``case_commit_change``."""
+
+    actor: Actor
+    action_id: str | None
+    disposition: str
+    reason_code: str
+    reason_text: str
+
+
+def case_dispose(
+    *,
+    case_id: str,
+    disposition: str,
+    actor: Actor,
+    seen_version: int | None,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
+    DUPLICATE_REJECTED_OK or ESCALATE."""
+    repos = repos or repositories()
+    case, done, code, text = action_begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="dispose",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=seen_version,
+        action_id=action_id,
+    )
+    if done:
+        return already_applied(case)
+    if actor.role != Role.SYSTEM and disposition not in allowed_actions(
+        case.case_type, case.state, actor.role
+    ):
+        raise CaseError(
+            f"{LABELS.get(disposition, disposition)} is not available for a "
+            f"{case.case_type} case in state {case.state}."
+        )
+    if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
+        raise CaseError(f"The case is {case.state}.")
+    common = _ChangeCommon(
+        actor=actor,
+        action_id=action_id,
+        disposition=disposition,
+        reason_code=code,
+        reason_text=text,
+    )
+    handler = _DISPOSITION_HANDLERS.get(disposition)
+    if handler is None:
+        raise CaseError(f"Unknown disposition {disposition}.")
+    return handler(repos, case, **common)
+
+
+def _duplicate_rejected_ok(
+    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    updated = case_commit_change(
+        repos,
+        case,
+        action="disposition_recorded",
+        changes={
+            "state": RESOLVED,
+            "resolution": resolution_for(common["disposition"], common["actor"]),
+        },
+        **common,
+    )
+    return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
+
+
+def _escalate(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    updated = case_commit_change(
+        repos, case, action="case_escalated", changes={"state": ESCALATED}, **common
+    )
+    return ActionResult(updated, True, "Escalated.")
+
+
+def _retry_commit(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    retry = {
+        "status": "queued",
+        "requested_by": common["actor"].username,
+        "requested_at": clock.iso(clock.now()),
+        "request_id": common["action_id"] or str(uuid.uuid4()),
+    }
+    updated = case_commit_change(
+        repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
+    )
+    enqueue_retry(updated.case_id)
+    return ActionResult(
+        updated, True, "The commit will be retried in the background with the same token."
+    )
+
+
+def _confirm_committed(
+    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    actor = common["actor"]
+    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    if pledge is None:
+        raise CaseError(
+            "A consistent read finds no pledge for this intent, so it cannot be confirmed "
+            "as committed. Retry the commit or release the claim instead."
+        )
+    claim = repos.claims.get(case.claim_pk)
+    extra = []
+    if claim is not None and claim.status != COMPLETED:
+        # Finalise the claim so replays are answered from it, fenced on the version read.
+        extra.append(
+            repos.claims.finalise_item(
+                claim,
+                status=COMPLETED,
+                response_body=pledge.api_body(),
+                expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+                require_pending=False,
+            )
+        )
+    updated = case_commit_change(
+        repos,
+        case,
+        action="disposition_recorded",
+        changes={"state": RESOLVED, "resolution": resolution_for(CONFIRMED_COMMITTED, actor)},
+        extra_items=extra,
+        detail={"pledge": pledge.snapshot(), "claim_finalised": bool(extra)},
+        **common,
+    )
+    return ActionResult(updated, True, "Confirmed committed: the pledge is recorded.")
+
+
+# What each evidence-based disposition does, once the case, role and reason are checked.
+_DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
+    CONFIRMED_COMMITTED: _confirm_committed,
+    DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
+    ESCALATE: _escalate,
+    RETRY_COMMIT: _retry_commit,
+}
+
+
+# --- assignment -------------------------------------------------------------------------
+
+
+def case_assign(
+    *,
+    case_id: str,
+    actor: Actor,
+    seen_version: int | None,
+    action_id: str | None = None,
+    unassign: bool = False,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    check_role(actor, "assign")
+    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    if done:
+        return already_applied(case)
+    if case.state == RESOLVED:
+        raise CaseError("A resolved case cannot be assigned.")
+    assignee = None if unassign else actor.username
+    changes: dict = {"assignee": assignee}
+    override = case.override
+    if case.state == OVERRIDE_REQUESTED and override and override["pinned_version"] == case.version:
+        # Who works the case is not what a pending override depends on: the pin moves
+        # with the assignment, in the same conditional write, so approval still applies.
+        # It moves only while current: after a material change (state, evidence,
+        # resolution) it stays behind and approval is refused as before.
+        changes["override"] = {**override, "pinned_version": case.version + 1}
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="case_unassigned" if unassign else "case_assigned",
+        action_id=action_id,
+        changes=changes,
+    )
+    return ActionResult(updated, True, "Unassigned." if unassign else "Assigned to you.")
+
+
+# --- bulk work --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkRow:
+    case_id: str
+    ok: bool
+    message: str
+    becomes: str = ""
+
+
+def cases_bulk(
+    *,
+    case_ids: list[str],
+    disposition: str,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    dry_run: bool,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> list[BulkRow]:
+    """Apply one disposition to many cases, each its own audited change; or, with
+    ``dry_run``, say what each case would become without writing anything."""
+    repos = repos or repositories()
+    check_role(actor, "dispose")
+    if disposition not in BULK_DISPOSITIONS:
+        raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
+    code, text = check_reason(reason_code, reason_text)
+    rows: list[BulkRow] = []
+    for case_id in dict.fromkeys(case_ids):
+        case = repos.cases.get(case_id)
+        if case is None:
+            rows.append(BulkRow(case_id, False, "No such case."))
+            continue
+        if disposition not in allowed_actions(case.case_type, case.state, actor.role):
+            rows.append(
+                BulkRow(
+                    case_id, False, f"Not available for a {case.case_type} case in {case.state}."
+                )
+            )
+            continue
+        becomes = {
+            ESCALATE: ESCALATED,
+            DUPLICATE_REJECTED_OK: RESOLVED,
+            RETRY_COMMIT: f"{case.state}, commit retried",
+        }[disposition]
+        if dry_run:
+            rows.append(BulkRow(case_id, True, f"{case.state} → {becomes}", becomes))
+            continue
+        try:
+            result = case_dispose(
+                case_id=case_id,
+                disposition=disposition,
+                actor=actor,
+                seen_version=case.version,
+                reason_code=code,
+                reason_text=text,
+                action_id=f"{action_id}:{case_id}" if action_id else None,
+                repos=repos,
+            )
+            rows.append(BulkRow(case_id, True, result.message, result.case.state))
+        except CaseError as exc:
+            rows.append(BulkRow(case_id, False, str(exc)))
+    return rows

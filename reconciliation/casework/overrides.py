@@ -1,0 +1,353 @@
+"""Four-eyes overrides on cases (DESIGN.md §6): RELEASE_CLAIM, VOID_PLEDGE and REOPEN are
+requested by one person and approved or rejected by a different supervisor; unanswered
+requests expire back to the case's prior state."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import Actor, system_actor
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.cases.actions import (
+    ActionResult,
+    action_begin,
+    already_applied,
+    resolution_for,
+)
+from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
+from reconciliation.cases.policy import (
+    LABELS,
+    OVERRIDES,
+    RELEASE_CLAIM,
+    REOPEN,
+    VOID_PLEDGE,
+    allowed_actions,
+)
+from reconciliation.cases.repository import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case
+from reconciliation.claims.pledges import RECORDED
+from reconciliation.claims.repository import COMPLETED, FAILED
+from reconciliation.stores import Repositories, repositories
+
+
+def override_request(
+    *,
+    case_id: str,
+    override: str,
+    actor: Actor,
+    seen_version: int | None,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
+    repos = repos or repositories()
+    if override not in OVERRIDES:
+        raise CaseError(f"Unknown override {override}.")
+    case, done, code, text = action_begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission="override_request",
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=seen_version,
+        action_id=action_id,
+    )
+    if done:
+        return already_applied(case)
+    if override not in allowed_actions(case.case_type, case.state, actor.role):
+        raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
+    pins: dict = {}
+    if override == RELEASE_CLAIM:
+        claim = repos.claims.get(case.claim_pk)
+        if claim is None:
+            raise CaseError("The claim no longer exists (TTL): there is nothing to release.")
+        if claim.status == COMPLETED:
+            raise CaseError("The claim is COMPLETED: the pledge committed; nothing to release.")
+        pins["claim_version"] = claim.version
+    if override == VOID_PLEDGE:
+        pledge = repos.pledges.get(case.intent_id)
+        if pledge is None or pledge.status != RECORDED:
+            raise CaseError("There is no recorded pledge for this intent to void.")
+        pins["pledge_audit_seq"] = pledge.audit_seq
+    now = clock.now()
+    request = {
+        "request_id": str(uuid.uuid4()),
+        "action": override,
+        "requested_by": actor.as_audit(),
+        "reason_code": code,
+        "reason_text": text,
+        "requested_at": clock.iso(now),
+        "expires_at": clock.epoch(now) + settings.OVERRIDE_TTL_S,
+        # The version after this request; only an assignment carries it forward
+        # (case_assign): any other change of the case leaves it behind.
+        "pinned_version": case.version + 1,
+        "prior_state": case.state,
+        **pins,
+    }
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="override_requested",
+        action_id=action_id,
+        disposition=override,
+        reason_code=code,
+        reason_text=text,
+        changes={"state": OVERRIDE_REQUESTED, "override": request},
+    )
+    return ActionResult(updated, True, f"{LABELS[override]} requested; a supervisor must approve.")
+
+
+def _pending_override(case: Case, request_id: str | None) -> dict:
+    override = case.override or {}
+    if case.state != OVERRIDE_REQUESTED or not override:
+        last = case.resolution or {}
+        raise CaseError(
+            f"There is no pending request on this case: it is {case.state}"
+            + (f", decided by {last.get('by')} at {last.get('at')}." if last else ".")
+        )
+    if request_id and override.get("request_id") != request_id:
+        raise CaseError("That request was already decided; a newer request is pending.")
+    return override
+
+
+def _begin_decision(
+    repos: Repositories,
+    *,
+    permission: str,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None,
+) -> tuple[Case, bool, dict, str, str]:
+    """A supervisor's decision on a pending request: the common checks, and the request.
+    Nobody decides their own request, either way (four eyes)."""
+    case, done, code, text = action_begin(
+        repos,
+        case_id=case_id,
+        actor=actor,
+        permission=permission,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        seen_version=None,
+        action_id=action_id,
+    )
+    if done:
+        return case, done, {}, code, text
+    override = _pending_override(case, request_id)
+    if override["requested_by"]["username"] == actor.username:
+        raise NotAllowed("You requested this override; a different supervisor must decide it.")
+    return case, done, override, code, text
+
+
+def override_approve(
+    *,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    case, done, override, code, text = _begin_decision(
+        repos,
+        permission="override_approve",
+        case_id=case_id,
+        request_id=request_id,
+        actor=actor,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        action_id=action_id,
+    )
+    if done:
+        return already_applied(case)
+    if case.version != override["pinned_version"]:
+        raise CaseError(
+            f"The case changed since the request (by {case.last_actor} at "
+            f"{case.last_action_at}); the request no longer applies."
+        )
+    if clock.epoch() >= override["expires_at"]:
+        raise CaseError("The request has expired; ask for it again if it is still needed.")
+    action = override["action"]
+    common = dict(
+        actor=actor,
+        action_id=action_id,
+        disposition=action,
+        reason_code=code,
+        reason_text=text,
+        detail={"request": override},
+    )
+    resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
+    if action == REOPEN:
+        updated = case_commit_change(
+            repos,
+            case,
+            action="override_approved",
+            changes={"state": OPEN, "override": None, "resolution": None},
+            **common,
+        )
+        return ActionResult(updated, True, "Approved: the case is open again.")
+    if action == RELEASE_CLAIM:
+        claim = repos.claims.get(case.claim_pk)
+        extra = []
+        if claim is not None:
+            if claim.version != override.get("claim_version"):
+                raise CaseError(
+                    f"The claim changed since the request (now {claim.status} at version "
+                    f"{claim.version}); releasing it could undo a newer attempt."
+                )
+            extra.append(
+                repos.claims.finalise_item(
+                    claim,
+                    status=FAILED,
+                    error_code="RELEASED_BY_OVERRIDE",
+                    expires_in_s=0,
+                    require_pending=False,
+                )
+            )
+        updated = case_commit_change(
+            repos,
+            case,
+            action="override_approved",
+            extra_items=extra,
+            changes={"state": RESOLVED, "override": None, "resolution": resolution},
+            **common,
+        )
+        return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
+    if action == VOID_PLEDGE:
+        return _void(repos, case, override, resolution, **common)
+    raise CaseError(f"Unknown override {action}.")
+
+
+def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **common):
+    actor = common["actor"]
+    pledge = repos.pledges.get(case.intent_id)
+    if pledge is None or pledge.status != RECORDED:
+        raise CaseError("The pledge is no longer RECORDED; nothing to void.")
+    if pledge.audit_seq != override.get("pledge_audit_seq"):
+        raise CaseError("The pledge changed since the request; ask again.")
+    now = clock.now()
+    event = audit_event_build(
+        stream=f"PLEDGE#{pledge.intent_id}",
+        seq=pledge.audit_seq + 1,
+        prev_hash=pledge.audit_head,
+        action="pledge_voided",
+        actor=actor,
+        at=now,
+        case_id=case.case_id,
+        intent_id=pledge.intent_id,
+        before={"status": pledge.status},
+        after={"status": "VOIDED"},
+        disposition=VOID_PLEDGE,
+        reason_code=common["reason_code"],
+        reason_text=common["reason_text"],
+        detail={"requested_by": override["requested_by"]["username"]},
+    )
+    extra = [
+        repos.pledges.void_item(pledge, voided_at=clock.iso(now), audit_head=event["hash"]),
+        # The void subtracts in the same transaction that marks the pledge VOIDED, so the
+        # ledger always equals the sum of RECORDED pledges.
+        repos.ledger.add_item(
+            pledge.ledger_key,
+            fund=pledge.fund,
+            currency=pledge.currency,
+            amount=-pledge.amount,
+            count=-1,
+        ),
+    ]
+    updated = case_commit_change(
+        repos,
+        case,
+        action="override_approved",
+        extra_items=extra,
+        extra_events=[event],
+        changes={"state": RESOLVED, "override": None, "resolution": resolution},
+        **common,
+    )
+    return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
+
+
+def override_reject(
+    *,
+    case_id: str,
+    request_id: str | None,
+    actor: Actor,
+    reason_code: str | None,
+    reason_text: str | None,
+    action_id: str | None = None,
+    repos: Repositories | None = None,
+) -> ActionResult:
+    repos = repos or repositories()
+    case, done, override, code, text = _begin_decision(
+        repos,
+        permission="override_reject",
+        case_id=case_id,
+        request_id=request_id,
+        actor=actor,
+        reason_code=reason_code,
+        reason_text=reason_text,
+        action_id=action_id,
+    )
+    if done:
+        return already_applied(case)
+    updated = case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="override_rejected",
+        action_id=action_id,
+        disposition=override["action"],
+        reason_code=code,
+        reason_text=text,
+        detail={"request": override},
+        changes={"state": _prior_state(override), "override": None},
+    )
+    return ActionResult(updated, True, "Rejected: the case is back where it was.")
+
+
+def _prior_state(override: dict) -> str:
+    # Rejecting or expiring a request returns the case to OPEN, or to where it was
+    # (ESCALATED; RESOLVED for a declined REOPEN).
+    return override.get("prior_state") or OPEN
+
+
+def overrides_expire(*, repos: Repositories | None = None) -> list[str]:
+    """Return expired override requests to their prior state, by ``system``. Queries
+    the approval queue only (its cost grows with pending requests)."""
+    from reconciliation.cases.repository import QUEUE_APPROVAL
+
+    repos = repos or repositories()
+    actor = system_actor()
+    expired: list[str] = []
+    now = clock.epoch()
+    for row in repos.cases.walk_queue(QUEUE_APPROVAL):
+        override = row.get("override")
+        if not override or override.get("expires_at", now + 1) > now:
+            continue
+        case = repos.cases.get(row["case_id"])
+        if case is None or case.state != OVERRIDE_REQUESTED:
+            continue
+        try:
+            case_commit_change(
+                repos,
+                case,
+                actor=actor,
+                action="override_expired",
+                action_id=f"expire-{override['request_id']}",
+                disposition=override["action"],
+                detail={"request": override},
+                changes={"state": _prior_state(override), "override": None},
+            )
+            expired.append(case.case_id)
+        except CaseError:
+            continue  # someone decided it meanwhile
+    return expired

@@ -1,0 +1,175 @@
+"""RETRY_COMMIT in the background (DESIGN.md §6): queueing the retry, and the Celery
+task's body that commits the case's intent again under the claim's token and resolves
+the case when the pledge is there."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from reconciliation import clock
+from reconciliation.actors import system_actor
+from reconciliation.cases.actions import resolution_for
+from reconciliation.cases.changes import case_commit_change
+from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.repository import RESOLVED, Case
+from reconciliation.claims.repository import PENDING, Claim, ClaimTaken
+from reconciliation.stores import Repositories, repositories
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    """What one run of a case's retry did: ``kind`` is ``resolved``, ``committed``,
+    ``already_committed``, ``nothing_to_do`` or the commit's failure kind; ``wait_s`` is
+    set when the claim's lease still runs and the retry must run again after it."""
+
+    kind: str
+    wait_s: int | None = None
+
+    @classmethod
+    def wait(cls, seconds: int) -> RetryOutcome:
+        return cls("wait", wait_s=max(1, seconds))
+
+
+# The Celery task that runs :func:`retry_commit_run` (reconciliation/casework/tasks.py).
+# Services reach it by its registered name, as beat does: the tasks call the services,
+# so a service importing the task module would close an import cycle (DESIGN.md §2).
+RETRY_COMMIT_TASK = "reconciliation.tasks.cases.retry_commit_task"
+
+
+def enqueue_retry(case_id: str) -> None:
+    """Queue the retry. If the broker is down the case keeps ``retry.status = queued`` and
+    the sweep dispatches it again later: the request is never lost."""
+    from celery import current_app
+    from kombu.exceptions import OperationalError
+
+    # Registered in every process: ReconciliationConfig.ready() imports the tasks.
+    retry_commit_task = current_app.tasks[RETRY_COMMIT_TASK]
+    try:
+        retry_commit_task.delay(case_id)
+    except OperationalError as exc:
+        logger.warning(
+            "retry of case %s not queued (%s); the sweep will re-dispatch it",
+            case_id,
+            exc.__class__.__name__,
+        )
+
+
+def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> RetryOutcome:
+    """Re-run the commit of a case's intent (the Celery task's body) and say what
+    happened (:class:`RetryOutcome`). Duplicate-safe: the durable pledge key refuses a
+    second pledge, and the claim's stored token is reused (same token inside the
+    10-minute window)."""
+    from reconciliation.claims import intake as pledge_service
+
+    repos = repos or repositories()
+    actor = system_actor()
+    case = repos.cases.get(case_id)
+    if case is None or case.state == RESOLVED or not case.retry:
+        return RetryOutcome("nothing_to_do")
+    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    claim = repos.claims.get(case.claim_pk)
+    if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
+        return RetryOutcome.wait(claim.expires_at - clock.epoch())
+    kind, superseded_by = "already_committed", None
+    if pledge is None:
+        claim = _retry_claim(repos, case, claim)
+        outcome = pledge_service.pledge_commit(repos, claim)
+        kind = outcome.kind
+        successor = (
+            repos.cases.get(outcome.case_id) if outcome.case_id not in (None, case_id) else None
+        )
+        if successor is not None and successor.state != RESOLVED:
+            # The retry's own unclear outcome opened a case of its own, still open: that
+            # case now carries the intent, so this one closes pointing at it (one open case).
+            superseded_by = successor.case_id
+        elif kind not in pledge_service.SUCCESS:
+            _keep_claim_with_case(repos, claim, case_id)
+    case = repos.cases.get(case_id)
+    if case is None:  # cases are never deleted: one gone mid-retry is a fault, not a no-op
+        raise LookupError(f"case {case_id} disappeared during its retry")
+    retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
+    if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
+        resolution = resolution_for(RETRY_COMMIT, actor, outcome=kind)
+        if superseded_by:
+            resolution["superseded_by"] = superseded_by
+        case_commit_change(
+            repos,
+            case,
+            actor=actor,
+            action="retry_commit_failed" if superseded_by else "retry_commit_succeeded",
+            action_id=f"retry-{retry.get('request_id')}",
+            disposition=RETRY_COMMIT,
+            changes={"state": RESOLVED, "retry": retry, "resolution": resolution},
+            detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
+        )
+        if superseded_by:
+            return RetryOutcome(kind)
+        return RetryOutcome("committed" if kind == pledge_service.CREATED else "already_committed")
+    case_commit_change(
+        repos,
+        case,
+        actor=actor,
+        action="retry_commit_failed",
+        action_id=f"retry-{retry.get('request_id')}",
+        disposition=RETRY_COMMIT,
+        changes={"retry": retry},
+        detail={"outcome": kind},
+    )
+    return RetryOutcome(kind)
+
+
+def _keep_claim_with_case(repos: Repositories, claim: Claim, case_id: str) -> None:
+    """A failed retry that opened no case of its own may have left its new attempt's
+    claim PENDING in the stuck-claim index: this case, still open, follows it, so the
+    sweep does not open a second case for the same intent."""
+    current = repos.claims.get(claim.pk)
+    if (
+        current is None
+        or current.status != PENDING
+        or current.attempt_id != claim.attempt_id
+        or current.pending_shard is None
+    ):
+        return
+    with contextlib.suppress(ClaimTaken):
+        repos.claims.attach_case(current, case_id=case_id, error_code=RETRY_COMMIT)
+
+
+def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:
+    """The claim a retry commits under, when a consistent read found no pledge.
+
+    The case's own attempt, still PENDING and inside its token window, is committed again
+    as it was: the identical transaction under its token, so if the first send is still
+    in flight DynamoDB applies it once. Otherwise this is a new attempt with a token of
+    its own: the key is claimed afresh, or re-claimed whatever its status says, since a
+    COMPLETED claim whose pledge a consistent read cannot find records nothing."""
+    if (
+        claim is not None
+        and claim.status == PENDING
+        and claim.version == case.claim_version
+        and claim.request_token == case.request_token
+        and claim.token_evidence(clock.now())["inside_token_window"]
+    ):
+        return claim
+    attempt = repos.claims.new_claim(
+        pk=case.claim_pk,
+        tenant=case.tenant,
+        idempotency_key=case.idempotency_key,
+        intent_id=case.intent_id,
+        payload_hash=_payload_hash(case.request),
+        request=case.request,
+        correlation_id=system_actor().correlation_id,
+        client_address="",
+    )
+    if claim is None:
+        return repos.claims.create(attempt)
+    return repos.claims.reclaim(claim, attempt=attempt)
+
+
+def _payload_hash(request: dict) -> str:
+    from reconciliation.claims.request import PledgeRequest
+
+    return PledgeRequest.from_normalised(request).payload_hash

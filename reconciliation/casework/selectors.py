@@ -1,0 +1,317 @@
+"""Reads for the dashboard: queue pages, counts, ageing, case detail with live evidence.
+
+Every listing is a Query (never a Scan). Queue pages use the sparse ``open_by_queue``
+index, oldest first, ``Limit`` plus an opaque cursor that is signed and bound to its
+queue and filters, so it cannot be tampered into reading another queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+
+from django.core import signing
+
+from reconciliation import clock
+from reconciliation.cases.repository import QUEUES, Case
+from reconciliation.claims.ledger import FundTotal
+from reconciliation.claims.pledges import Pledge
+from reconciliation.claims.repository import TOKEN_WINDOW_S, Claim
+from reconciliation.stores import Repositories, repositories
+
+CURSOR_SALT = "reconciliation.queue-cursor"
+MAX_PAGE = 100
+# A filtered page reads at most this many index pages to fill itself.
+MAX_QUERIES_PER_PAGE = 10
+AGE_BUCKETS = (
+    ("< 1 h", 0, 3600),
+    ("1–4 h", 3600, 4 * 3600),
+    ("4–24 h", 4 * 3600, 86400),
+    ("> 24 h", 86400, None),
+)
+
+
+class InvalidFilter(ValueError):
+    """A filter or cursor value is malformed or was not issued for this queue."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    fund: str = ""
+    min_amount: Decimal | None = None
+    min_age_s: int | None = None
+    assignee: str = ""
+
+    def fingerprint(self) -> str:
+        raw = json.dumps(
+            [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
+        )
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def queue_filters_parse(
+    *, fund: str = "", min_amount: str = "", min_age_h: str = "", assignee: str = ""
+) -> QueueFilters:
+    errors: dict[str, str] = {}
+    fund = (fund or "").strip().upper()
+    if fund and (len(fund) > 32 or not fund.replace("_", "").replace("-", "").isalnum()):
+        errors["fund"] = "letters, digits, '_' or '-' (up to 32)"
+    amount = None
+    if (min_amount or "").strip():
+        try:
+            amount = Decimal(min_amount.strip())
+            if not amount.is_finite() or amount < 0 or amount > Decimal("1e15"):
+                raise InvalidOperation
+        except InvalidOperation:
+            errors["min_amount"] = "a non-negative number"
+            amount = None
+    age = None
+    if (min_age_h or "").strip():
+        try:
+            hours = float(min_age_h.strip())
+            if not 0 <= hours <= 24 * 3650:
+                raise ValueError
+            age = int(hours * 3600)
+        except ValueError:
+            errors["min_age_h"] = "hours, a number from 0"
+    if errors:
+        raise InvalidFilter(errors)
+    return QueueFilters(fund=fund, min_amount=amount, min_age_s=age, assignee=assignee or "")
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    case_id: str
+    case_type: str
+    state: str
+    version: int
+    intent_id: str
+    tenant: str
+    fund: str
+    amount: Decimal
+    currency: str
+    opened_at: str
+    last_actor: str
+    assignee: str | None
+    override: dict | None
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.intent_id.split("#", 1)[1]
+
+
+def _row(item: dict) -> CaseRow:
+    override = item.get("override")
+    return CaseRow(
+        case_id=item["case_id"],
+        case_type=item.get("case_type", ""),
+        state=item.get("state", ""),
+        version=int(item.get("version", 0)),
+        intent_id=item.get("intent_id", "#"),
+        tenant=item.get("tenant", ""),
+        fund=item.get("fund", ""),
+        amount=Decimal(str(item.get("amount", "0"))),
+        currency=item.get("currency", ""),
+        opened_at=item.get("opened_at", ""),
+        last_actor=item.get("last_actor", ""),
+        assignee=item.get("assignee"),
+        override=override,
+    )
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    queue: str
+    rows: list[CaseRow]
+    next_cursor: str | None
+    read_units: float
+    queries: int
+
+
+def _encode_cursor(queue: str, filters: QueueFilters, key: dict) -> str:
+    payload = {"q": queue, "f": filters.fingerprint(), "k": key}
+    return signing.dumps(payload, salt=CURSOR_SALT, compress=True)
+
+
+def _decode_cursor(queue: str, filters: QueueFilters, cursor: str) -> dict:
+    try:
+        payload = signing.loads(cursor, salt=CURSOR_SALT)
+    except signing.BadSignature:
+        raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+    if payload.get("q") != queue or payload.get("f") != filters.fingerprint():
+        raise InvalidFilter({"cursor": "issued for another queue or other filters"})
+    return payload["k"]
+
+
+def queue_page(
+    queue: str,
+    *,
+    filters: QueueFilters | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+    repos: Repositories | None = None,
+) -> QueuePage:
+    """Up to ``limit`` open cases of ``queue``, oldest first, and the cursor to the next."""
+    if queue not in QUEUES:
+        raise InvalidFilter({"queue": "unknown queue"})
+    repos = repos or repositories()
+    filters = filters or QueueFilters()
+    limit = max(1, min(limit, MAX_PAGE))
+    start = _decode_cursor(queue, filters, cursor) if cursor else None
+    opened_before = None
+    if filters.min_age_s:
+        opened_before = clock.iso(clock.now() - timedelta(seconds=filters.min_age_s))
+    filter_values = {
+        "fund": filters.fund,
+        "min_amount": filters.min_amount,
+        "assignee": filters.assignee,
+    }
+    rows: list[CaseRow] = []
+    consumed, queries = 0.0, 0
+    while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE:
+        items, start, units = repos.cases.query_queue(
+            queue,
+            limit=limit - len(rows),
+            start_key=start,
+            opened_before=opened_before,
+            filters=filter_values,
+        )
+        queries += 1
+        consumed += units
+        rows.extend(_row(i) for i in items)
+        if not start:
+            break
+    next_cursor = _encode_cursor(queue, filters, start) if start else None
+    return QueuePage(queue, rows, next_cursor, consumed, queries)
+
+
+def queue_counts(repos: Repositories | None = None) -> dict[str, int]:
+    """Open cases per queue: counter items kept in the same transactions as the cases."""
+    return (repos or repositories()).cases.counts()
+
+
+def _open_queues(counts: dict[str, int]) -> list[str]:
+    """The queues worth a Query: those the counters say hold open cases."""
+    return [q for q in QUEUES if counts.get(q, 0) > 0]
+
+
+def queue_oldest(
+    counts: dict[str, int], repos: Repositories | None = None
+) -> dict[str, CaseRow | None]:
+    """The oldest open case per queue; a queue that ``counts`` (from
+    :func:`queue_counts`) says is empty costs no Query."""
+    repos = repos or repositories()
+    out: dict[str, CaseRow | None] = dict.fromkeys(QUEUES)
+    for queue in _open_queues(counts):
+        items, _, _ = repos.cases.query_queue(queue, limit=1)
+        out[queue] = _row(items[0]) if items else None
+    return out
+
+
+def queue_ageing(
+    counts: dict[str, int], repos: Repositories | None = None
+) -> dict[str, list[tuple[str, int]]]:
+    """Open cases per age bucket per queue (COUNT queries over the range key); a queue
+    that ``counts`` says is empty has zero in every bucket without asking."""
+    repos = repos or repositories()
+    now = clock.now()
+    result = {q: [(label, 0) for label, _, _ in AGE_BUCKETS] for q in QUEUES}
+    for queue in _open_queues(counts):
+        buckets = []
+        for label, young, old in AGE_BUCKETS:
+            newest = clock.iso(now - timedelta(seconds=young))
+            oldest = clock.iso(now - timedelta(seconds=old)) if old else None
+            buckets.append((label, repos.cases.count_range(queue, before=newest, after=oldest)))
+        result[queue] = buckets
+    return result
+
+
+def cases_for_intent(intent_id: str, repos: Repositories | None = None) -> list[Case]:
+    repos = repos or repositories()
+    return repos.cases.get_many(repos.cases.ids_for_intent(intent_id))
+
+
+def case_detail(case_id: str, repos: Repositories | None = None) -> Case | None:
+    return (repos or repositories()).cases.get(case_id)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Live, consistent reads of everything a case is about, and when they were taken."""
+
+    read_at: str
+    claim: Claim | None
+    pledge: Pledge | None
+    ledger: FundTotal | None
+    token_issued_at: str
+    token_age_s: int
+    inside_token_window: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def case_evidence(case: Case, repos: Repositories | None = None) -> Evidence:
+    repos = repos or repositories()
+    claim = repos.claims.get(case.claim_pk, consistent=True)
+    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    ledger = repos.ledger.total(case.fund, case.currency) if case.fund else None
+    now = clock.now()
+    age = int((now - clock.parse_iso(case.token_issued_at)).total_seconds())
+    notes = []
+    if claim is None:
+        notes.append("The claim item is gone (TTL); the durable pledge record decides.")
+    elif claim.version != case.claim_version:
+        notes.append(
+            f"The claim moved on since the case opened (version {case.claim_version} → "
+            f"{claim.version}, now {claim.status})."
+        )
+    return Evidence(
+        read_at=clock.iso(now),
+        claim=claim,
+        pledge=pledge,
+        ledger=ledger,
+        token_issued_at=case.token_issued_at,
+        token_age_s=age,
+        inside_token_window=age < TOKEN_WINDOW_S,
+        notes=notes,
+    )
+
+
+def case_timeline(case_id: str, repos: Repositories | None = None) -> list[dict]:
+    """The case's audit events, oldest first (one consistent Query of ``CASE#{id}``)."""
+    return (repos or repositories()).audit.stream_events(f"CASE#{case_id}")
+
+
+def recent_audit_events(
+    limit: int = 20, repos: Repositories | None = None, *, performed_by: str = ""
+) -> list[dict]:
+    """The newest ``limit`` audit events of today and yesterday (UTC), newest first;
+    only ``performed_by``'s when given (:func:`policy.audit_visible_performer`).
+
+    The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
+    opens yesterday only when today holds fewer than ``limit``: never a Scan."""
+    from itertools import islice
+
+    from reconciliation.audit.day_index import DayIndexReader
+    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.audit.search import SEARCH_QUERY_BUDGET
+    from reconciliation.dynamo.items import from_item
+
+    repos = repos or repositories()
+    reader = DayIndexReader(
+        repos.audit,
+        AuditFilters.build(default_days=2, performed_by=performed_by),
+        descending=True,
+        page_limit=limit,
+        # Filtered to one person, the newest ``limit`` may lie far back: bounded like a
+        # search page, so the overview never reads two whole days.
+        max_queries=SEARCH_QUERY_BUDGET,
+        prefetch=True,
+    )
+    return [from_item(i) for i in islice(reader, limit)]

@@ -1,0 +1,212 @@
+"""Detection sweeps (DESIGN.md §3, §6).
+
+The stuck-claim sweep queries ``idempotency_keys.pending_by_expiry`` shard by shard for
+PENDING claims whose lease ran out more than ``STUCK_GRACE_S`` ago: its cost grows with
+stuck claims, not with all claims. Each candidate is re-read consistently (the index is
+eventually consistent), the durable pledge is read, and then either the case is opened
+and resolved at once (the pledge committed: evidence-based auto-resolution) or a
+``STUCK_PENDING`` case is opened for a human and the claim leaves the index.
+
+A second pass re-checks open cases whose question is "did it commit?" and resolves those
+whose pledge now exists, so staff only see cases that need a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import system_actor
+from reconciliation.cases.changes import CaseError, case_build, case_open
+from reconciliation.cases.policy import CONFIRMED_COMMITTED
+from reconciliation.cases.repository import AMBIGUOUS_TIMEOUT, STUCK_PENDING
+from reconciliation.claims.repository import PENDING, Claim, ClaimTaken
+from reconciliation.dynamo.client import dynamodb_client, regions, table_names
+from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.tables import PENDING_SHARDS
+from reconciliation.stores import Repositories, repositories, repositories_for_key
+
+logger = logging.getLogger(__name__)
+
+AUTO_REASON = "EVIDENCE_CONFIRMS"
+AUTO_TEXT = "Automatic: a consistent read found the pledge recorded."
+# Open cases whose only question is whether the write committed.
+# TOKEN_MISMATCH is not re-checked: it means a worker stalled past its lease (or a token
+# was reused), which a person should see even when the successor committed.
+RECHECK_QUEUES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT)
+
+
+@dataclass
+class SweepReport:
+    candidates: int = 0
+    opened: list[str] = field(default_factory=list)
+    auto_resolved: list[str] = field(default_factory=list)
+    skipped: int = 0
+    redispatched: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    read_units: float = 0.0
+
+    def add_units(self, units: float) -> None:
+        self.read_units += units
+
+    def lines(self) -> list[str]:
+        out = [
+            f"stuck-claim candidates: {self.candidates}",
+            f"cases opened: {len(self.opened)}",
+            *(f"  opened {c}" for c in self.opened),
+            f"auto-resolved as committed: {len(self.auto_resolved)}",
+            *(f"  resolved {c}" for c in self.auto_resolved),
+        ]
+        out.extend(f"error: {e}" for e in self.errors)
+        return out
+
+
+def _pledge_evidence(repos: Repositories, claim: Claim) -> dict:
+    pledge = repos.pledges.get(claim.intent_id, consistent=True)
+    return {"pledge_exists": pledge is not None, "pledge": pledge.snapshot() if pledge else None}
+
+
+def sweep_stuck_claims(
+    repos: Repositories | None = None, *, grace_s: int | None = None
+) -> SweepReport:
+    """Query every shard of the pending index in each configured region (given ``repos``:
+    that one only), then handle each stuck claim in its own home region. A claim is stuck
+    ``grace_s`` (default ``STUCK_GRACE_S``) after its lease ended."""
+    sources = (
+        [repos]
+        if repos
+        else [Repositories.build(dynamodb_client(region), table_names()) for region in regions()]
+    )
+    report = SweepReport()
+    bound = clock.epoch() - (settings.STUCK_GRACE_S if grace_s is None else grace_s)
+    seen: set[str] = set()
+    for source in sources:
+        for shard in range(PENDING_SHARDS):
+            keys = source.claims.pending_candidates(f"P#{shard}", bound)
+            report.read_units += source.claims.last_consumed
+            for pk in keys:
+                if pk in seen:  # replicated to several regions: handle it once
+                    continue
+                seen.add(pk)
+                report.candidates += 1
+                try:
+                    _sweep_one(repos or repositories_for_key(pk), pk, bound, report)
+                except (BotoCoreError, ClientError, CaseError) as exc:
+                    report.errors.append(f"{pk}: {error_code(exc)}")
+                    logger.warning("sweep of one claim failed: %s", error_code(exc))
+    return report
+
+
+def sweep_claim(pk: str, *, grace_s: int, repos: Repositories | None = None):
+    """Sweep one claim now (the drill's own), with its own grace; returns its case."""
+    repos = repos or repositories()
+    report = SweepReport()
+    return _sweep_one(repos, pk, clock.epoch() - grace_s, report)
+
+
+def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
+    claim = repos.claims.get(pk)
+    report.read_units += 0.5
+    if claim is None or claim.status != PENDING or not claim.expired(bound):
+        report.skipped += 1  # moved on since the (eventually consistent) index saw it
+        return None
+    evidence = _pledge_evidence(repos, claim)
+    actor = system_actor()
+    case = case_build(
+        case_type=STUCK_PENDING,
+        claim=claim,
+        evidence=evidence,
+        client_outcome={"http_status": None, "error": "worker_died_between_claim_and_commit"},
+        opened_by=actor,
+        now=clock.now(),
+    )
+    resolves_itself = evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED
+    # Unless the case resolves at once (which finalises the claim), the claim leaves the
+    # index in the case's own transaction, so no later sweep reads it again (if it was
+    # re-claimed or finished meanwhile, the case stays for a human to close).
+    attach = (
+        None
+        if resolves_itself
+        else repos.claims.attach_item(claim, case_id=case.case_id, error_code=STUCK_PENDING)
+    )
+    stored, created = case_open(repos, case=case, actor=actor, claim_item=attach)
+    if created:
+        report.opened.append(stored.case_id)
+    if resolves_itself:
+        auto_resolve(repos, stored.case_id, report)
+        return repos.cases.get(stored.case_id)
+    if not created:
+        with contextlib.suppress(ClaimTaken):
+            repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
+    return stored
+
+
+def auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
+    from reconciliation.casework.dispositions import case_dispose
+
+    result = case_dispose(
+        case_id=case_id,
+        disposition=CONFIRMED_COMMITTED,
+        actor=system_actor(),
+        seen_version=None,
+        reason_code=AUTO_REASON,
+        reason_text=AUTO_TEXT,
+        action_id=f"auto-confirm-{case_id}",
+        repos=repos,
+    )
+    if result.applied:
+        report.auto_resolved.append(case_id)
+
+
+def recheck_open_cases(
+    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+) -> SweepReport:
+    """Resolve open 'did it commit?' cases whose pledge now exists (bounded per run)."""
+    repos = repos or repositories()
+    report = report or SweepReport()
+    if not settings.AUTO_RESOLVE_COMMITTED:
+        return report
+    for queue in RECHECK_QUEUES:
+        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
+            if repos.pledges.get(row["intent_id"], consistent=True) is None:
+                continue
+            try:
+                auto_resolve(repos, row["case_id"], report)
+            except CaseError as exc:
+                report.errors.append(f"{row['case_id']}: {exc}")
+    return report
+
+
+RETRY_STALE_S = 120
+
+
+def redispatch_stale_retries(
+    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+) -> SweepReport:
+    """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
+    down when it was requested, or the task was lost)."""
+    from reconciliation.cases.repository import CASE_TYPES, QUEUE_ESCALATED
+    from reconciliation.casework.retries import enqueue_retry
+
+    repos = repos or repositories()
+    report = report or SweepReport()
+    cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
+    for queue in (*CASE_TYPES, QUEUE_ESCALATED):
+        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
+            retry = row.get("retry")
+            if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
+                enqueue_retry(row["case_id"])
+                report.redispatched.append(row["case_id"])
+    return report
+
+
+def sweep_all(repos: Repositories | None = None, *, grace_s: int | None = None) -> SweepReport:
+    report = sweep_stuck_claims(repos, grace_s=grace_s)
+    recheck_open_cases(repos or repositories(), report)
+    return redispatch_stale_retries(repos or repositories(), report)

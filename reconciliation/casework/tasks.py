@@ -1,0 +1,79 @@
+"""Celery tasks of reconciliation cases. Tasks take ids, re-read state, return quietly
+when there is nothing to do, and call one service (STYLE.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from botocore.exceptions import BotoCoreError
+from celery import shared_task
+
+from reconciliation.casework.retries import RETRY_COMMIT_TASK
+from reconciliation.claims.repository import ClaimTaken
+from reconciliation.dynamo.retry import RetriesExhausted
+
+logger = logging.getLogger(__name__)
+
+# Transient errors only: DynamoDB unreachable or throttled past the request budget, or a
+# claim that moved under us (re-read on the next attempt).
+TRANSIENT = (BotoCoreError, RetriesExhausted, ClaimTaken)
+
+
+@shared_task(
+    name="reconciliation.tasks.cases.sweep_task",
+    ignore_result=True,
+    soft_time_limit=120,
+    time_limit=150,
+)
+def sweep_task() -> dict:
+    """Every detection sweep once. Idempotent (case ids derive from their source), so a
+    duplicate run does no harm; not acks_late, the next beat tick covers a lost run."""
+    from reconciliation.casework.sweeps import sweep_all
+
+    report = sweep_all()
+    if report.opened or report.auto_resolved:
+        logger.info(
+            "sweep opened=%d auto_resolved=%d", len(report.opened), len(report.auto_resolved)
+        )
+    return {"opened": report.opened, "auto_resolved": report.auto_resolved}
+
+
+@shared_task(
+    name="reconciliation.tasks.cases.expire_overrides_task",
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def expire_overrides_task() -> list[str]:
+    from reconciliation.casework.overrides import overrides_expire
+
+    return overrides_expire()
+
+
+@shared_task(
+    bind=True,
+    name=RETRY_COMMIT_TASK,
+    # Idempotent: it re-reads the case, claim and pledge, and the durable pledge key
+    # refuses a second write; so a redelivery after a worker died is safe.
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def retry_commit_task(self, case_id: str) -> str:
+    from reconciliation.casework.retries import retry_commit_run
+    from reconciliation.dynamo import faults
+
+    faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
+
+    outcome = retry_commit_run(case_id)
+    if outcome.wait_s is not None:
+        # The claim's lease is still running; try again when it ends (well below the
+        # broker's visibility timeout).
+        raise self.retry(countdown=min(outcome.wait_s + 1, 600))
+    return outcome.kind

@@ -1,0 +1,395 @@
+"""How a pledge commit that did not succeed is answered (DESIGN.md §4).
+
+The outcome rule: once any attempt may have applied, the answer is success or 202,
+never a definite failure. A cancelled transaction is decoded and answered from its
+reasons; an unclear one opens a reconciliation case, which takes the claim with it in
+the same transaction, and the durable record answers later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock, metrics
+from reconciliation.actors import Actor, Role
+from reconciliation.cases.changes import case_build, case_open
+from reconciliation.cases.repository import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    RESOLVED,
+    TOKEN_MISMATCH,
+)
+from reconciliation.claims.cancellation import (
+    DUPLICATE,
+    LOST_CLAIM,
+    RETRYABLE,
+    DecodedReason,
+    cancellation_decode,
+    overall_branch,
+)
+from reconciliation.claims.outcomes import (
+    CANCELLED,
+    CONFLICT,
+    IN_PROGRESS,
+    KEY_REUSED,
+    OUTCOME_UNKNOWN,
+    REJECTED,
+    REPLAYED,
+    TOKEN_PARAMETER_MISMATCH,
+    UNAVAILABLE,
+    IntakeOutcome,
+    in_progress_outcome,
+    retry_after_s,
+    throttled_outcome,
+    unavailable_outcome,
+)
+from reconciliation.claims.repository import COMPLETED, FAILED, Claim, ClaimTaken
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.dynamo import attempts
+from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.stores import Repositories
+
+logger = logging.getLogger(__name__)
+
+
+def pledge_receipt_actor(claim: Claim) -> Actor:
+    return Actor(
+        username=f"api:{claim.tenant}",
+        role=Role.API,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def _server_error(exc: BaseException) -> bool:
+    if not isinstance(exc, ClientError):
+        return False
+    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+
+
+def commit_failed(
+    repos: Repositories,
+    claim: Claim,
+    items: list[dict],
+    exc: BotoCoreError | ClientError | RetriesExhausted,
+    *,
+    fresh: bool,
+    maybe: bool,
+) -> IntakeOutcome:
+    """Answer a commit that did not succeed; ``maybe``: an attempt may have applied."""
+    last = exc.last if isinstance(exc, RetriesExhausted) else exc
+    if isinstance(exc, ClientError) and error_code(exc) == "TransactionCanceledException":
+        rows = cancellation_decode(items, exc.response, repos.roles())
+        if overall_branch(rows) == DUPLICATE:
+            # The pledge exists: the durable record answers, whatever came before.
+            try:
+                return _cancelled(repos, claim, rows, exc, fresh=fresh)
+            except (BotoCoreError, ClientError, RetriesExhausted):
+                if not maybe:
+                    raise
+                return _ambiguous(repos, claim, exc)
+        if not maybe:
+            return _cancelled(repos, claim, rows, exc, fresh=fresh)
+    if (
+        maybe
+        or _server_error(last)
+        or (isinstance(exc, BotoCoreError) and not isinstance(exc, attempts.NEVER_SENT))
+    ):
+        return _ambiguous(repos, claim, last)
+    if isinstance(exc, RetriesExhausted):
+        return _commit_exhausted(repos, claim, items, exc)
+    if isinstance(exc, BotoCoreError):
+        # The commit never left this process: nothing applied, the client retries.
+        _finalise_quietly(
+            repos, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
+        )
+        return unavailable_outcome(exc)
+    if error_code(exc) == "IdempotentParameterMismatchException":
+        return _token_mismatch(repos, claim, exc)
+    return _refused(exc)
+
+
+def _refused(exc: ClientError) -> IntakeOutcome:
+    """DynamoDB refused the call itself (AccessDenied, Validation…): nothing was written.
+    The claim stays PENDING in the stuck-claim index, so the sweep opens its case if the
+    client does not come back; the client hears a definite, JSON answer."""
+    code = error_code(exc)
+    logger.error("commit refused by DynamoDB: %s", code)
+    if code == "ValidationException":
+        return IntakeOutcome(
+            REJECTED,
+            detail=f"DynamoDB rejected the request ({code}); nothing was recorded.",
+        )
+    return IntakeOutcome(
+        UNAVAILABLE,
+        retry_after=retry_after_s(),
+        detail=f"DynamoDB refused the request ({code}); nothing was recorded. Retry later.",
+    )
+
+
+def _commit_exhausted(
+    repos: Repositories, claim: Claim, items: list[dict], exc: RetriesExhausted
+) -> IntakeOutcome:
+    """Every attempt met a transient refusal and none may have applied: a definite
+    failure. A conflict that never cleared opens a case with the claim's release."""
+    retry_after = retry_after_s()
+    if exc.code == "TransactionCanceledException":
+        rows = cancellation_decode(items, exc.last.response, repos.roles())
+        case = _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc.last,
+            client_outcome={"http_status": 409, "error": CONFLICT},
+            claim_move=lambda case_id: repos.claims.finalise_item(
+                claim,
+                status=FAILED,
+                error_code="TransactionConflict",
+                expires_in_s=retry_after,
+                case_id=case_id,
+            ),
+        )
+        return IntakeOutcome(
+            CONFLICT,
+            retry_after=retry_after,
+            case_id=case,
+            decoded=[r.as_dict() for r in rows],
+            detail="The transaction kept conflicting with concurrent writes; nothing was "
+            "recorded. Retry with the same Idempotency-Key.",
+        )
+    _finalise_quietly(repos, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
+    return throttled_outcome(exc)
+
+
+def _cancelled(
+    repos: Repositories,
+    claim: Claim,
+    rows: list[DecodedReason],
+    exc: ClientError,
+    *,
+    fresh: bool,
+) -> IntakeOutcome:
+    decoded = [r.as_dict() for r in rows]
+    branch = overall_branch(rows)
+
+    def cancelled_case(
+        http_status: int, kind: str, claim_move: Callable[[str], dict] | None = None
+    ) -> str | None:
+        return _open_case(
+            repos,
+            claim,
+            CANCELLED_TRANSACTION,
+            decoded=rows,
+            error=exc,
+            client_outcome={"http_status": http_status, "error": kind},
+            claim_move=claim_move,
+        )
+
+    if branch == DUPLICATE:
+        existing = with_retry(lambda: repos.pledges.get(claim.intent_id))
+        if existing is None:  # pragma: no cover - a condition failed on a missing item
+            raise exc
+        if fresh:
+            # Our claim was new, yet the pledge existed: the earlier claim was deleted
+            # by TTL before the client retried.
+            metrics.TTL_DELETE_BEFORE_RETRY.inc()
+        same = existing.normalised_request() == claim.request
+        _finalise_quietly(
+            repos,
+            claim,
+            status=COMPLETED,
+            response=existing.api_body(),
+            payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
+            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+        )
+        if same:
+            return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
+        case = cancelled_case(422, KEY_REUSED)
+        return IntakeOutcome(
+            KEY_REUSED,
+            case_id=case,
+            decoded=decoded,
+            detail="A pledge with this Idempotency-Key exists with a different body.",
+        )
+    if branch == LOST_CLAIM:
+        current = with_retry(lambda: repos.claims.get(claim.pk))
+        case = cancelled_case(409, IN_PROGRESS)
+        if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
+            return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
+        outcome = in_progress_outcome(current)
+        return IntakeOutcome(
+            IN_PROGRESS,
+            retry_after=outcome.retry_after,
+            case_id=case,
+            decoded=decoded,
+            detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
+        )
+    retryable = branch == RETRYABLE
+    kind = CANCELLED if retryable else REJECTED
+    # The claim is released in the case's own transaction: if the case cannot be
+    # written, the claim stays PENDING in the stuck-claim index and the sweep opens it.
+    case = cancelled_case(
+        409 if retryable else 500,
+        kind,
+        lambda case_id: repos.claims.finalise_item(
+            claim,
+            status=FAILED,
+            error_code=branch,
+            expires_in_s=settings.CLAIM_FAILED_TTL_S,
+            case_id=case_id,
+        ),
+    )
+    return IntakeOutcome(
+        kind,
+        case_id=case,
+        decoded=decoded,
+        retry_after=retry_after_s() if retryable else None,
+        detail="DynamoDB cancelled the transaction; nothing was recorded.",
+    )
+
+
+def _token_mismatch(repos: Repositories, claim: Claim, exc: ClientError) -> IntakeOutcome:
+    return _case_for_pending_claim(
+        repos,
+        claim,
+        exc,
+        TOKEN_MISMATCH,
+        TOKEN_PARAMETER_MISMATCH,
+        422,
+        "DynamoDB saw a different transaction under this request's token within its "
+        "10-minute window; nothing was recorded by this request. Staff will reconcile it.",
+    )
+
+
+def _ambiguous(repos: Repositories, claim: Claim, exc: BaseException) -> IntakeOutcome:
+    """The transaction may or may not have committed. Never mint a new token: record the
+    doubt as a case and let the durable record answer later."""
+    logger.warning(
+        "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
+    )
+    return _case_for_pending_claim(
+        repos,
+        claim,
+        exc,
+        AMBIGUOUS_TIMEOUT,
+        OUTCOME_UNKNOWN,
+        202,
+        "The acknowledgement was lost: the pledge may or may not be recorded. "
+        "GET this pledge to learn the outcome; do not resend with a new key.",
+    )
+
+
+def _case_for_pending_claim(
+    repos: Repositories,
+    claim: Claim,
+    exc: BaseException,
+    case_type: str,
+    kind: str,
+    http_status: int,
+    detail: str,
+) -> IntakeOutcome:
+    """Open a case for a claim left PENDING by an unclear commit, and hand the claim to
+    the case (out of the stuck-claim index) in the same transaction."""
+    case = _open_case(
+        repos,
+        claim,
+        case_type,
+        decoded=[],
+        error=exc,
+        client_outcome={"http_status": http_status, "error": kind},
+        claim_move=lambda case_id: repos.claims.attach_item(
+            claim, case_id=case_id, error_code=case_type
+        ),
+    )
+    return IntakeOutcome(kind, case_id=case, detail=detail)
+
+
+def _open_case(
+    repos: Repositories,
+    claim: Claim,
+    case_type: str,
+    *,
+    decoded: list[DecodedReason],
+    error: BaseException,
+    client_outcome: dict,
+    claim_move: Callable[[str], dict] | None = None,
+) -> str | None:
+    """Open the case for this claim version, with the claim's move (``claim_move``,
+    given the case id) in the same transaction. If it cannot be written the claim stays
+    PENDING in the stuck-claim index, where the sweep will find it: nothing is lost."""
+    case = case_build(
+        case_type=case_type,
+        claim=claim,
+        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
+        decoded=[r.as_dict() for r in decoded],
+        client_outcome=client_outcome,
+        opened_by=pledge_receipt_actor(claim),
+        now=clock.now(),
+    )
+    claim_item = claim_move(case.case_id) if claim_move else None
+    try:
+        stored, created = case_open(
+            repos, case=case, actor=_system_for(claim), claim_item=claim_item
+        )
+    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+        logger.error("could not open %s case: %s", case_type, error_code(exc))
+        return None
+    if not created and claim_item is not None and stored.state != RESOLVED:
+        # The case already existed, open (an earlier attempt of this very opening, or the
+        # sweep's on the same question): the claim may now follow it on its own. A
+        # resolved case follows nothing: the claim stays where the sweep can find it.
+        _apply_quietly(repos, claim_item)
+    return stored.case_id
+
+
+def _apply_quietly(repos: Repositories, claim_item: dict) -> None:
+    try:
+        repos.client.update_item(**claim_item["Update"])
+    except (BotoCoreError, ClientError) as exc:
+        # A failed fence means the claim moved on (committed, or a successor holds it).
+        logger.info("claim not moved to its case: %s", error_code(exc))
+
+
+def _system_for(claim: Claim) -> Actor:
+    return Actor(
+        username="system",
+        role=Role.SYSTEM,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def _finalise_quietly(
+    repos: Repositories,
+    claim: Claim,
+    *,
+    status: str,
+    error: str | None = None,
+    response: dict | None = None,
+    payload_hash: str | None = None,
+    case_id: str | None = None,
+    expires_in_s: int | None = None,
+) -> None:
+    """Fenced transition after a definitive outcome; the claim expires after
+    ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
+    and the sweep takes over; the caller's answer does not depend on it."""
+    try:
+        repos.claims.finalise(
+            claim,
+            status=status,
+            response_body=response,
+            error_code=error,
+            expires_in_s=settings.CLAIM_FAILED_TTL_S if expires_in_s is None else expires_in_s,
+            payload_hash=payload_hash,
+            case_id=case_id,
+        )
+    except ClaimTaken:
+        pass
+    except (BotoCoreError, ClientError) as exc:
+        logger.warning("could not finalise claim: %s", error_code(exc))

@@ -1,0 +1,299 @@
+"""The exactly-once pledge write path (DESIGN.md §4).
+
+1. **Claim**: a conditional PutItem creates a PENDING claim; a duplicate learns the
+   existing claim from ALL_OLD in the same round trip. FAILED or expired PENDING claims
+   are re-claimed with a version-fenced UpdateItem that keeps the stored token.
+2. **Commit**: one ``TransactWriteItems`` with the claim's ``ClientRequestToken``: the
+   pledge Put (``attribute_not_exists``), the ledger Update, the audit receipt Put and the
+   claim's PENDING→COMPLETED Update fenced on its version.
+
+Every unclean outcome opens a reconciliation case; a commit that did not succeed is
+answered in :mod:`reconciliation.claims.commit_outcomes`. Outcomes are returned as
+:class:`IntakeOutcome` (:mod:`reconciliation.claims.outcomes`); the view maps
+them to HTTP.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from reconciliation import clock, metrics
+from reconciliation.actors import Actor
+from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
+from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
+from reconciliation.claims.ledger import ledger_key_for
+from reconciliation.claims.outcomes import (
+    CANCELLED,
+    CONFLICT,
+    CREATED,
+    IN_PROGRESS,
+    KEY_REUSED,
+    OUTCOME_UNKNOWN,
+    REJECTED,
+    REPLAYED,
+    SUCCESS,
+    THROTTLED,
+    TOKEN_PARAMETER_MISMATCH,
+    UNAVAILABLE,
+    IntakeOutcome,
+    in_progress_outcome,
+    retry_after_s,
+    throttled_outcome,
+    unavailable_outcome,
+)
+from reconciliation.claims.pledges import RECORDED, Pledge, intent_id_for
+from reconciliation.claims.repository import (
+    COMPLETED,
+    OPERATION_CREATE_PLEDGE,
+    PENDING,
+    Claim,
+    ClaimTaken,
+    claim_pk,
+)
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.dynamo import attempts, faults
+from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.items import transact_items
+from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.stores import Repositories, repositories_for_key
+
+RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
+
+
+def pledge_submit(
+    *,
+    tenant: str,
+    idempotency_key: str,
+    request: PledgeRequest,
+    actor: Actor,
+    lease_s: int | None = None,
+) -> IntakeOutcome:
+    """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
+    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``)."""
+    started = time.monotonic()
+    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
+    repos = repositories_for_key(pk)
+    try:
+        outcome = _claim(repos, pk, tenant, idempotency_key, request, actor, lease_s)
+        if isinstance(outcome, IntakeOutcome):
+            return _count(outcome)
+        claim, fresh = outcome
+        # The worker may die here, between claim and commit: the sweep finds the claim.
+        faults.crash_after_claim()
+        return _count(pledge_commit(repos, claim, fresh=fresh))
+    except (BotoCoreError, RetriesExhausted) as exc:
+        # A read after a definitive outcome failed (every write outcome that may have
+        # committed is handled inside pledge_commit): the claim stays as it is, the
+        # client retries later.
+        return _count(unavailable_outcome(exc))
+    except ClientError as exc:
+        # A read or claim write refused outright (AccessDenied, Validation…): nothing of
+        # this request was committed (the commit answers for itself), so a definite 503.
+        return _count(unavailable_outcome(exc))
+    finally:
+        metrics.COMMIT_SECONDS.observe(time.monotonic() - started)
+
+
+def _count(outcome: IntakeOutcome) -> IntakeOutcome:
+    metrics.PLEDGE_OUTCOMES.labels(outcome.kind).inc()
+    return outcome
+
+
+def _claim(
+    repos: Repositories,
+    pk: str,
+    tenant: str,
+    idempotency_key: str,
+    request: PledgeRequest,
+    actor: Actor,
+    lease_s: int | None,
+) -> tuple[Claim, bool] | IntakeOutcome:
+    """Acquire the claim, or answer without one (replay, reuse, in progress)."""
+    mine = repos.claims.new_claim(
+        pk=pk,
+        tenant=tenant,
+        idempotency_key=idempotency_key,
+        intent_id=intent_id_for(tenant, idempotency_key),
+        payload_hash=request.payload_hash,
+        request=request.normalised(),
+        correlation_id=actor.correlation_id,
+        client_address=actor.address,
+        lease_s=lease_s,
+    )
+
+    def take(existing: Claim | None) -> tuple[Claim, bool]:
+        if existing is None:
+            # First claim, or the item vanished (TTL) since: the durable pledge record
+            # still decides at commit.
+            return repos.claims.create(mine), True
+        return repos.claims.reclaim(existing, attempt=mine), False
+
+    existing: Claim | None = None
+    for _ in range(4):
+        if existing is not None:
+            if existing.attempt_id == mine.attempt_id:
+                # The SDK sent our own PutItem or re-claim again after a lost response:
+                # the claim is ours (a re-claim carries this request's attempt id too).
+                metrics.CLAIMS.labels("own_retry").inc()
+                return existing, existing.version == 1
+            verdict = _judge_existing(repos, existing, request)
+            if verdict is not None:
+                return verdict
+        try:
+            claim, fresh = with_retry(functools.partial(take, existing))
+        except ClaimTaken as taken:
+            existing = taken.current  # someone else holds or changed it: judge again
+            continue
+        except RetriesExhausted as exc:
+            return throttled_outcome(exc)
+        except (BotoCoreError, ClientError) as exc:
+            return unavailable_outcome(exc)
+        metrics.CLAIMS.labels("created" if fresh else "reclaimed").inc()
+        return claim, fresh
+    return in_progress_outcome(existing)
+
+
+def _judge_existing(
+    repos: Repositories, existing: Claim, request: PledgeRequest
+) -> IntakeOutcome | None:
+    """Answer from an existing claim, or ``None`` when it may be re-claimed."""
+    if existing.payload_hash != request.payload_hash:
+        metrics.CLAIMS.labels("key_reused").inc()
+        return IntakeOutcome(
+            KEY_REUSED,
+            detail="This Idempotency-Key was used with a different request body.",
+        )
+    now = clock.epoch()
+    if existing.status == COMPLETED:
+        metrics.CLAIMS.labels("replay").inc()
+        if not existing.expired(now) and existing.response:
+            return IntakeOutcome(REPLAYED, pledge=existing.response)
+        # Past its expiry the cached answer is not trusted: the durable record is.
+        pledge = with_retry(lambda: repos.pledges.get(existing.intent_id))
+        if pledge is not None:
+            return IntakeOutcome(REPLAYED, pledge=pledge.api_body())
+        return None
+    if not existing.expired(now):
+        metrics.CLAIMS.labels("in_progress").inc()
+        return in_progress_outcome(existing)
+    return None
+
+
+def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
+    """The pledge and its receipt event for ``claim``. A pure function of the claim, so
+    every retry of one commit sends a byte-identical transaction under its token."""
+    request = claim.request
+    ledger_key = ledger_key_for(request["fund"], request["currency"], claim.intent_id)
+    pledge = Pledge(
+        intent_id=claim.intent_id,
+        tenant=claim.tenant,
+        donor_ref=request["donor_ref"],
+        fund=request["fund"],
+        amount=PledgeRequest.from_normalised(request).amount,
+        currency=request["currency"],
+        status=RECORDED,
+        request_token=claim.request_token,
+        created_at=claim.claimed_at,
+        ledger_key=ledger_key,
+    )
+    receipt = audit_event_build(
+        stream=f"PLEDGE#{claim.intent_id}",
+        seq=1,
+        prev_hash=GENESIS_HASH,
+        action="pledge_recorded",
+        actor=pledge_receipt_actor(claim),
+        at=claim.claimed,
+        event_id=str(uuid.uuid5(RECEIPT_NAMESPACE, f"{claim.request_token}:{claim.version}")),
+        intent_id=claim.intent_id,
+        after=pledge.snapshot(),
+    )
+    pledge = Pledge(**{**pledge.__dict__, "audit_seq": 1, "audit_head": receipt["hash"]})
+    return pledge, receipt
+
+
+def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]:
+    pledge, receipt = pledge_for_claim(claim)
+    items = [
+        repos.pledges.put_item(pledge),
+        repos.ledger.add_item(
+            pledge.ledger_key,
+            fund=pledge.fund,
+            currency=pledge.currency,
+            amount=pledge.amount,
+            count=1,
+        ),
+        repos.audit.put_item(receipt),
+        repos.claims.complete_item(claim, pledge.api_body()),
+    ]
+    return items, pledge
+
+
+def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
+    """Run the commit transaction for a claim this caller holds.
+
+    The outcome rule (DESIGN.md §4): once any attempt may have applied — a timeout after
+    the request was sent, a lost response, a 5xx, including the SDK's own attempts that
+    the final error hides — the answer is success or 202, never a definite failure,
+    whatever the later attempts said."""
+    items, pledge = commit_items(repos, claim)
+
+    def transact() -> None:
+        repos.client.transact_write_items(
+            TransactItems=transact_items(items), ClientRequestToken=claim.request_token
+        )
+
+    with attempts.watch() as log:
+        try:
+            with_retry(transact)
+        except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+            failure: BotoCoreError | ClientError | RetriesExhausted = exc
+        else:
+            return IntakeOutcome(CREATED, pledge=pledge.api_body())
+    return commit_failed(repos, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
+
+
+class StoreUnavailable(Exception):
+    """DynamoDB could not be read; the answer is unknown, not 'absent'."""
+
+
+def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
+    """The durable record, read consistently: the recovery path after a 202. Raises
+    :class:`StoreUnavailable` rather than answering 'not found' when DynamoDB is down."""
+    intent_id = intent_id_for(tenant, idempotency_key)
+    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
+    try:
+        repos = repositories_for_key(pk)
+        pledge = with_retry(lambda: repos.pledges.get(intent_id, consistent=True))
+    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+        raise StoreUnavailable(error_code(exc)) from exc
+    return pledge.api_body() if pledge else None
+
+
+__all__ = [
+    "CANCELLED",
+    "CONFLICT",
+    "CREATED",
+    "IN_PROGRESS",
+    "KEY_REUSED",
+    "OUTCOME_UNKNOWN",
+    "PENDING",
+    "REJECTED",
+    "REPLAYED",
+    "SUCCESS",
+    "THROTTLED",
+    "TOKEN_PARAMETER_MISMATCH",
+    "UNAVAILABLE",
+    "IntakeOutcome",
+    "StoreUnavailable",
+    "commit_items",
+    "pledge_commit",
+    "pledge_for_claim",
+    "pledge_get",
+    "pledge_receipt_actor",
+    "pledge_submit",
+    "retry_after_s",
+]

@@ -1,0 +1,135 @@
+"""A claim as a value and as an item of ``idempotency_keys`` (DESIGN.md §3, §4).
+
+:class:`Claim` is the plain dataclass the rest of the code sees; :func:`claim_from_item`
+and :func:`claim_to_item` translate it to and from DynamoDB's attribute values. The
+writes that move a claim between states are in :mod:`reconciliation.claims.repository`.
+
+``expires_at`` is the lease (and the range key of the stuck-claim index); the TTL
+attribute is ``purge_at``, ``CLAIM_PURGE_AFTER_S`` later. Were the lease itself the TTL
+attribute, DynamoDB could delete a stuck PENDING claim before the sweep saw it (DynamoDB
+Local deletes expired items within seconds; AWS within 48 h), and the crash would leave
+no case behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.dynamo.tables import PENDING_SHARDS
+
+PENDING = "PENDING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+OPERATION_CREATE_PLEDGE = "create_pledge"
+# DynamoDB recognises a ClientRequestToken for 10 minutes; after that only the durable
+# pledge key keeps a retry from applying twice.
+TOKEN_WINDOW_S = 600
+
+
+def claim_pk(tenant: str, operation: str, idempotency_key: str) -> str:
+    return f"{tenant}#{operation}#{idempotency_key}"
+
+
+def purge_at(expires_at: int) -> int:
+    """When TTL may delete the item: well after the lease, so sweeps always see it."""
+    return expires_at + settings.CLAIM_PURGE_AFTER_S
+
+
+def pending_shard(pk: str) -> str:
+    """``P#0``..``P#15`` from a hash of the key, so no single index partition is hot."""
+    return f"P#{int(hashlib.sha256(pk.encode()).hexdigest()[:8], 16) % PENDING_SHARDS}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    pk: str
+    status: str
+    version: int
+    attempt_id: str
+    payload_hash: str
+    request_token: str
+    token_issued_at: str
+    created_at: str
+    claimed_at: str
+    expires_at: int
+    tenant: str
+    idempotency_key: str
+    intent_id: str
+    request: dict
+    correlation_id: str = ""
+    client_address: str = ""
+    response: dict | None = None
+    last_error_code: str | None = None
+    case_id: str | None = None
+    pending_shard: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def expired(self, now_epoch: int | None = None) -> bool:
+        """TTL deletes up to 48 h late: the clock, not the item's presence, decides."""
+        return self.expires_at <= (clock.epoch() if now_epoch is None else now_epoch)
+
+    @property
+    def token_issued(self) -> datetime:
+        return clock.parse_iso(self.token_issued_at)
+
+    @property
+    def claimed(self) -> datetime:
+        return clock.parse_iso(self.claimed_at)
+
+    def token_evidence(self, now: datetime) -> dict:
+        """What a case records of this claim and its token, observed at ``now``."""
+        age = int((now - self.token_issued).total_seconds())
+        return {
+            "claim": self.snapshot(),
+            "observed_at": clock.iso(now),
+            "token_age_s": age,
+            "token_window_s": TOKEN_WINDOW_S,
+            "inside_token_window": age < TOKEN_WINDOW_S,
+        }
+
+    def snapshot(self) -> dict:
+        """Plain evidence for a case or an audit event (no cached response body)."""
+        return {
+            "pk": self.pk,
+            "status": self.status,
+            "version": self.version,
+            "attempt_id": self.attempt_id,
+            "payload_hash": self.payload_hash,
+            "request_token": self.request_token,
+            "token_issued_at": self.token_issued_at,
+            "created_at": self.created_at,
+            "claimed_at": self.claimed_at,
+            "expires_at": self.expires_at,
+            "last_error_code": self.last_error_code,
+            "case_id": self.case_id,
+            "in_pending_index": self.pending_shard is not None,
+        }
+
+
+_KNOWN = {f for f in Claim.__dataclass_fields__ if f != "extra"}
+
+
+def claim_from_item(item: dict | None) -> Claim | None:
+    data = from_item(item)
+    if data is None:
+        return None
+    plain = {k: v for k, v in data.items() if k in _KNOWN}
+    plain["request"] = json.loads(plain["request"]) if plain.get("request") else {}
+    if plain.get("response"):
+        plain["response"] = json.loads(plain["response"])
+    return Claim(**plain, extra={k: v for k, v in data.items() if k not in _KNOWN})
+
+
+def claim_to_item(claim: Claim) -> dict:
+    data = {k: getattr(claim, k) for k in _KNOWN}
+    data["request"] = json.dumps(claim.request, sort_keys=True)
+    data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
+    data["purge_at"] = purge_at(claim.expires_at)
+    return to_item(data)

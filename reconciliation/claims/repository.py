@@ -1,0 +1,366 @@
+"""Claim items in ``idempotency_keys``: ``PENDING → COMPLETED / FAILED`` (DESIGN.md §3, §4).
+
+:class:`ClaimRepository` writes every transition; the claim as a value, its item
+translation and its key helpers are in :mod:`reconciliation.claims.models`
+and are importable from here too.
+
+Every transition is fenced: it is conditioned on the ``version`` (and where it matters
+the ``attempt_id``) that its holder read, so a worker that lost its claim can never
+complete, fail or delete its successor's claim.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.claims.models import (
+    COMPLETED,
+    FAILED,
+    OPERATION_CREATE_PLEDGE,
+    PENDING,
+    TOKEN_WINDOW_S,
+    Claim,
+    claim_from_item,
+    claim_pk,
+    claim_to_item,
+    pending_shard,
+    purge_at,
+)
+from reconciliation.dynamo.items import values
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# The claim's value and vocabulary, importable from here as before they had a module.
+__all__ = [
+    "COMPLETED",
+    "FAILED",
+    "OPERATION_CREATE_PLEDGE",
+    "PENDING",
+    "TOKEN_WINDOW_S",
+    "Claim",
+    "ClaimRepository",
+    "ClaimTaken",
+    "claim_from_item",
+    "claim_pk",
+    "claim_to_item",
+    "pending_shard",
+    "purge_at",
+]
+
+
+class ClaimTaken(Exception):
+    """A conditional write on the claim failed; ``current`` is the item DynamoDB returned."""
+
+    def __init__(self, current: Claim | None):
+        super().__init__("claim condition failed")
+        self.current = current
+
+
+class ClaimRepository:
+    def __init__(self, client: DynamoDBClient, table: str):
+        self.client = client
+        self.table = table
+
+    @staticmethod
+    def _key(pk: str) -> dict:
+        return {"pk": {"S": pk}}
+
+    def get(self, pk: str, *, consistent: bool = True) -> Claim | None:
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(pk), ConsistentRead=consistent
+        )
+        return claim_from_item(response.get("Item"))
+
+    def new_claim(
+        self,
+        *,
+        pk: str,
+        tenant: str,
+        idempotency_key: str,
+        intent_id: str,
+        payload_hash: str,
+        request: dict,
+        correlation_id: str,
+        client_address: str,
+        lease_s: int | None = None,
+    ) -> Claim:
+        """This request's claim attempt for ``pk``, not yet written: built once, so every
+        retry of its PutItem (or of its re-claim) carries the same ``attempt_id`` and token.
+        ``lease_s`` is how long the claim is held (default ``CLAIM_PENDING_TTL_S``)."""
+        now = clock.now()
+        lease_s = settings.CLAIM_PENDING_TTL_S if lease_s is None else lease_s
+        return Claim(
+            pk=pk,
+            status=PENDING,
+            version=1,
+            attempt_id=str(uuid.uuid4()),
+            payload_hash=payload_hash,
+            # Minted once per attempt; reused for every retry of exactly this attempt's
+            # commit. A re-claim is a new attempt with a different transaction, so it
+            # carries its own token: no token ever names two different transactions.
+            request_token=str(uuid.uuid4()),
+            token_issued_at=clock.iso(now),
+            created_at=clock.iso(now),
+            claimed_at=clock.iso(now),
+            expires_at=clock.epoch(now) + lease_s,
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            intent_id=intent_id,
+            request=request,
+            correlation_id=correlation_id,
+            client_address=client_address,
+            pending_shard=pending_shard(pk),
+        )
+
+    def create(self, claim: Claim) -> Claim:
+        """First claim: one conditional PutItem. On failure ALL_OLD returns the existing
+        item, so a duplicate costs this one round trip and no extra read."""
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._to_item(claim),
+                # Closes the first-writer race: exactly one caller creates the claim.
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+            raise
+        return claim
+
+    def reclaim(self, seen: Claim, *, attempt: Claim) -> Claim:
+        """Take over a FAILED, expired PENDING (or, for a person's retry, COMPLETED
+        without its pledge) claim for ``attempt``, built by :meth:`new_claim`.
+
+        The claim takes the attempt's ``attempt_id``, token and lease: a re-claim is a new
+        transaction, so it never reuses the previous attempt's ``ClientRequestToken``
+        (DESIGN.md §3), and when its response is lost and the SDK sends it again, the
+        ``ALL_OLD`` item names this attempt, so the caller knows the claim is its own.
+        ``version + 1`` fences the previous holder."""
+        return self._update_fenced(
+            seen,
+            {
+                "UpdateExpression": (
+                    "SET #st = :pending, version = :next, attempt_id = :attempt, "
+                    "request_token = :token, token_issued_at = :issued, "
+                    "expires_at = :exp, purge_at = :purge, pending_shard = :shard, "
+                    "claimed_at = :claimed, "
+                    "correlation_id = :corr, client_address = :addr "
+                    "REMOVE last_error_code, case_id, #resp"
+                ),
+                # version = :seen: another re-claimer that got there first wins.
+                # status = :old and expires_at = :old_exp: the item is the one judged
+                # re-claimable, not one that changed since it was read.
+                "ConditionExpression": "version = :seen AND #st = :old AND expires_at = :old_exp",
+                "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
+                "ExpressionAttributeValues": values(
+                    pending=PENDING,
+                    next=seen.version + 1,
+                    attempt=attempt.attempt_id,
+                    token=attempt.request_token,
+                    issued=attempt.token_issued_at,
+                    exp=attempt.expires_at,
+                    purge=purge_at(attempt.expires_at),
+                    shard=pending_shard(seen.pk),
+                    claimed=attempt.claimed_at,
+                    corr=attempt.correlation_id,
+                    addr=attempt.client_address,
+                    seen=seen.version,
+                    old=seen.status,
+                    old_exp=seen.expires_at,
+                ),
+            },
+        )
+
+    def complete_item(self, claim: Claim, response_body: dict) -> dict:
+        """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
+
+        Every value derives from the claim itself (the expiry counts from the instant
+        it was claimed, not from now), so a retry of the same commit is byte-identical,
+        as ``ClientRequestToken`` requires."""
+        return self.finalise_item(
+            claim,
+            status=COMPLETED,
+            response_body=response_body,
+            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+            at=claim.claimed,
+        )
+
+    def finalise(
+        self,
+        claim: Claim,
+        *,
+        status: str,
+        response_body: dict | None = None,
+        error_code: str | None = None,
+        expires_in_s: int,
+        payload_hash: str | None = None,
+        case_id: str | None = None,
+        require_pending: bool = True,
+    ) -> Claim:
+        """Move a claim to COMPLETED or FAILED outside the commit transaction, fenced on
+        the version read. Raises :class:`ClaimTaken` if it changed meanwhile."""
+        return self._update_fenced(
+            claim,
+            self.finalise_expression(
+                claim,
+                status=status,
+                response_body=response_body,
+                error_code=error_code,
+                expires_in_s=expires_in_s,
+                payload_hash=payload_hash,
+                case_id=case_id,
+                require_pending=require_pending,
+            ),
+        )
+
+    def finalise_item(self, claim: Claim, **kwargs: Any) -> dict:
+        """The same transition as :meth:`finalise`, as a transaction item."""
+        expression = self.finalise_expression(claim, **kwargs)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(claim.pk),
+                **expression,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def finalise_expression(
+        self,
+        claim: Claim,
+        *,
+        status: str,
+        expires_in_s: int,
+        response_body: dict | None = None,
+        error_code: str | None = None,
+        payload_hash: str | None = None,
+        case_id: str | None = None,
+        require_pending: bool = True,
+        at: datetime | None = None,
+    ) -> dict:
+        """The fenced transition's expression. ``expires_in_s`` counts from ``at``
+        (default now); a COMPLETED claim records ``at`` as ``completed_at``."""
+        at = at or clock.now()
+        expires_at = clock.epoch(at) + expires_in_s
+        sets = ["#st = :st", "version = :next", "expires_at = :exp", "purge_at = :purge"]
+        removes = ["pending_shard"]
+        vals: dict[str, Any] = {
+            "st": status,
+            "next": claim.version + 1,
+            "exp": expires_at,
+            "purge": purge_at(expires_at),
+            "v": claim.version,
+        }
+        if status == COMPLETED:
+            sets.append("completed_at = :at")
+            vals["at"] = clock.iso(at)
+        if response_body is not None:
+            sets.append("#resp = :resp")
+            vals["resp"] = json.dumps(response_body, sort_keys=True)
+        if error_code is not None:
+            sets.append("last_error_code = :err")
+            vals["err"] = error_code
+        if payload_hash is not None:
+            sets.append("payload_hash = :ph")
+            vals["ph"] = payload_hash
+        if case_id is not None:
+            sets.append("case_id = :case")
+            vals["case"] = case_id
+        # version = :v fences a worker that lost its claim; status = PENDING (when
+        # required) refuses to rewrite an outcome another party already recorded.
+        condition = "version = :v"
+        if require_pending:
+            condition += " AND #st = :pending"
+            vals["pending"] = PENDING
+        return {
+            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {
+                "#st": "status",
+                **({"#resp": "response"} if response_body is not None else {}),
+            },
+            "ExpressionAttributeValues": values(**vals),
+        }
+
+    def attach_case(self, claim: Claim, *, case_id: str, error_code: str) -> Claim:
+        """Record that a case now tracks this PENDING claim and take it out of the
+        stuck-claim index (the case, not the sweep, follows it from here). Fenced on the
+        holder's version and attempt, so it never touches a successor's claim."""
+        return self._update_fenced(claim, self._attach_expression(claim, case_id, error_code))
+
+    def attach_item(self, claim: Claim, *, case_id: str, error_code: str) -> dict:
+        """The same move as :meth:`attach_case`, as an item of the case's own transaction."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(claim.pk),
+                **self._attach_expression(claim, case_id, error_code),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    @staticmethod
+    def _attach_expression(claim: Claim, case_id: str, error_code: str) -> dict:
+        return {
+            "UpdateExpression": "SET case_id = :case, last_error_code = :err REMOVE pending_shard",
+            # status = PENDING: a finished claim needs no case to follow it. version and
+            # attempt_id: the holder's own claim, never a successor's.
+            "ConditionExpression": "#st = :pending AND version = :v AND attempt_id = :a",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": values(
+                case=case_id,
+                err=error_code,
+                pending=PENDING,
+                v=claim.version,
+                a=claim.attempt_id,
+            ),
+        }
+
+    def _update_fenced(self, claim: Claim, expression: dict) -> Claim:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=self._key(claim.pk),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expression,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+            raise
+        updated = claim_from_item(response["Attributes"])
+        assert updated is not None
+        return updated
+
+    def pending_candidates(self, shard: str, older_than_epoch: int) -> list[str]:
+        """Keys of PENDING claims in ``shard`` whose ``expires_at`` is before the bound."""
+        keys: list[str] = []
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "pending_by_expiry",
+            "KeyConditionExpression": "pending_shard = :s AND expires_at < :t",
+            "ExpressionAttributeValues": values(s=shard, t=older_than_epoch),
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        self.last_consumed = 0.0
+        while True:
+            response = self.client.query(**kwargs)
+            self.last_consumed += response.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
+            keys.extend(i["pk"]["S"] for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return keys
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # The repository's own translator, as before it moved beside the Claim.
+    _to_item = staticmethod(claim_to_item)

@@ -1,0 +1,321 @@
+"""The drill's scenarios and invariant checks, one method each (see
+:mod:`reconciliation.ops.drill` for what they prove and in which order they run).
+
+Each scenario submits fresh synthetic intents for tenant ``drill`` into a fund of the
+run's own, injects faults into this process's calls for its own block only, and records
+one :class:`~reconciliation.ops.drill_report.DrillRow`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.repository import RESOLVED
+from reconciliation.claims import intake as pledge_service
+from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
+from reconciliation.claims.request import parse_fields
+from reconciliation.dynamo import faults
+from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.items import transact_items
+from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
+from reconciliation.stores import Repositories, repositories_for_key
+
+TENANT = "drill"
+AMOUNT = Decimal("10.00")
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+
+@contextlib.contextmanager
+def _faults(**probabilities: float) -> Iterator[None]:
+    """Inject faults into this process's calls for the block (the drill's own intents)."""
+    with faults.injected(faults.FaultPlan(probabilities)):
+        yield
+
+
+class Drill:
+    """One drill run: its fresh fund and keys, what must hold at the end, and its report;
+    each scenario is a method, called in order by :func:`drill_run`."""
+
+    def __init__(self) -> None:
+        self.run = uuid.uuid4().hex[:10]
+        self.fund = f"DRILL_{self.run.upper()}"
+        self.actor = Actor(username=f"api:{TENANT}", role=Role.API, address="drill")
+        self.report = DrillReport(self.run, clock.iso(clock.now()), False)
+        self.committed: list[str] = []  # keys whose pledge must exist at the end
+        self.cases: dict[str, str] = {}  # case id -> expected final state
+        self.n = 0
+
+    def key(self) -> str:
+        self.n += 1
+        return f"drill-{self.run}-{self.n}"
+
+    def repos(self, key: str) -> Repositories:
+        return repositories_for_key(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+
+    def submit(
+        self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
+    ) -> pledge_service.IntakeOutcome:
+        request = parse_fields(
+            {
+                "donor_ref": f"SYN-{self.run}",
+                "fund": self.fund,
+                "amount": f"{amount:.2f}",
+                "currency": "USD",
+            }
+        )
+        return pledge_service.pledge_submit(
+            tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
+        )
+
+    def row(self, scenario: str, expected: str, observed: str, ok: bool | None) -> None:
+        status = UNPROVABLE if ok is None else (PASS if ok else FAIL)
+        self.report.rows.append(DrillRow(scenario, expected, observed, status))
+
+    def ledger(self) -> tuple[Decimal, int]:
+        total = self.repos("probe").ledger.total(self.fund, "USD")
+        return total.pledged_total, total.pledge_count
+
+    # --- the engine's token semantics ------------------------------------------------
+
+    def probe_token(self) -> bool:
+        repos = self.repos("probe")
+        key = f"DRILLPROBE#{self.run}"
+        token = str(uuid.uuid4())
+        item: list[TransactWriteItemTypeDef] = [
+            {
+                "Update": {
+                    "TableName": repos.tables.ledger,
+                    "Key": {"fund": {"S": key}},
+                    "UpdateExpression": "ADD pledge_count :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            }
+        ]
+        for _ in range(2):
+            repos.client.transact_write_items(TransactItems=item, ClientRequestToken=token)
+        stored = repos.client.get_item(
+            TableName=repos.tables.ledger, Key={"fund": {"S": key}}, ConsistentRead=True
+        )["Item"]
+        repos.client.delete_item(TableName=repos.tables.ledger, Key={"fund": {"S": key}})
+        return stored["pledge_count"]["N"] == "1"
+
+    # --- scenarios -------------------------------------------------------------------
+
+    def first_commit(self) -> str:
+        key = self.key()
+        outcome = self.submit(key)
+        total = self.ledger()
+        ok = outcome.kind == pledge_service.CREATED and total == (AMOUNT, 1)
+        self.row(
+            "1 first commit",
+            "201 created; ledger +10.00",
+            f"{outcome.kind}; ledger {total[0]:.2f} ({total[1]})",
+            ok,
+        )
+        if outcome.kind == pledge_service.CREATED:
+            self.committed.append(key)
+        return key
+
+    def resend(self, key: str, *, new_token: bool = False, amount: Decimal | None = None):
+        """Send again the transaction that committed ``key`` (rebuilt from its claim, as
+        the committing attempt saw it), optionally with a changed amount or a new token.
+        Returns the ClientError DynamoDB answered with, or None if it accepted."""
+        repos = self.repos(key)
+        claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        if claim is None:  # only committed keys are resent, and their claims are kept
+            raise LookupError(f"no claim for the committed key {key}")
+        attempt = replace(claim, status=PENDING, version=claim.version - 1)
+        if amount is not None:
+            attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
+        built, _ = pledge_service.commit_items(repos, attempt)
+        items = transact_items(built)
+        token = str(uuid.uuid4()) if new_token else claim.request_token
+        try:
+            repos.client.transact_write_items(TransactItems=items, ClientRequestToken=token)
+        except ClientError as exc:
+            return exc
+        return None
+
+    def ledger_untouched(self, observed: list[str]) -> bool:
+        total = self.ledger()
+        observed.append(f"ledger {total[0]:.2f} ({total[1]})")
+        return total == (AMOUNT, 1)
+
+    def identical_retry(self, key: str) -> None:
+        scenario = "2 identical retry, same token"
+        replay = self.submit(key)
+        observed = [f"API {replay.kind}"]
+        if not self.report.engine_honours_token:
+            observed.append("token replay not provable on this engine")
+            self.row(scenario, "no second write", "; ".join(observed), None)
+            return
+        # Re-send the very transaction that committed, under its token.
+        error = self.resend(key)
+        observed.append(f"DynamoDB {error_code(error)}" if error else "DynamoDB answered success")
+        ok = replay.kind == pledge_service.REPLAYED and error is None
+        ok = self.ledger_untouched(observed) and ok
+        self.row(scenario, "200 replay; token replay applies nothing", "; ".join(observed), ok)
+
+    def changed_amount(self, key: str) -> None:
+        scenario = "3 same token, changed amount"
+        api = self.submit(key, amount=AMOUNT + 1)
+        observed = [f"API {api.kind}"]
+        if not self.report.engine_honours_token:
+            observed.append("token mismatch not provable on this engine")
+            self.row(scenario, "rejected as a mismatch", "; ".join(observed), None)
+            return
+        error = self.resend(key, amount=AMOUNT + 1)
+        code = error_code(error) if error else ""
+        observed.append(f"DynamoDB {code}" if error else "DynamoDB accepted it")
+        ok = api.kind == pledge_service.KEY_REUSED
+        ok = ok and code == "IdempotentParameterMismatchException"
+        ok = self.ledger_untouched(observed) and ok
+        self.row(scenario, "422 key reused; IdempotentParameterMismatch", "; ".join(observed), ok)
+
+    def delayed_duplicate(self, key: str) -> None:
+        # A new token: DynamoDB treats it as a new request, as after the 10-minute window.
+        error = self.resend(key, new_token=True)
+        reasons = [
+            r.get("Code") for r in (error.response.get("CancellationReasons", []) if error else [])
+        ]
+        observed = [f"{error_code(error)} {reasons[:1]}" if error else "DynamoDB applied it"]
+        ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
+        ok = self.ledger_untouched(observed) and ok
+        self.row(
+            "4 delayed duplicate, new token",
+            "refused by the durable pledge key",
+            "; ".join(observed),
+            ok,
+        )
+
+    def ambiguous(self) -> None:
+        from reconciliation.casework.sweeps import SweepReport, auto_resolve
+
+        key = self.key()
+        with _faults(ambiguous_after_commit=1.0):
+            outcome = self.submit(key)
+        pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+        observed = [outcome.kind, f"durable record {'found' if pledge else 'absent'}"]
+        ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
+        if outcome.case_id:
+            auto_resolve(self.repos(key), outcome.case_id, SweepReport())
+            case = self.repos(key).cases.get(outcome.case_id)
+            observed.append(f"case {case.state if case else 'missing'}")
+            self.cases[outcome.case_id] = RESOLVED
+            ok = ok and case is not None and case.state == RESOLVED
+        else:
+            ok = False
+            observed.append("no case")
+        if pledge is not None:
+            self.committed.append(key)
+        self.row(
+            "5 ambiguous timeout after commit",
+            "202; GET finds it; case auto-resolved",
+            "; ".join(observed),
+            ok,
+        )
+
+    def crash(self) -> None:
+        from reconciliation.casework.dispositions import case_dispose
+        from reconciliation.casework.sweeps import sweep_claim
+
+        key = self.key()
+        pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
+        repos = self.repos(key)
+        # A 1-second lease for this claim alone, passed down: the drill runs inside a
+        # worker or web process whose other requests keep the configured lease.
+        with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
+            self.submit(key, lease_s=1)
+        time.sleep(1.5)
+        case = sweep_claim(pk, grace_s=0, repos=repos)
+        observed = [f"sweep opened {case.case_type if case else 'nothing'}"]
+        ok = (
+            case is not None
+            and case.case_type == "STUCK_PENDING"
+            and case.queue == ("STUCK_PENDING")
+        )
+        if case is not None:
+            result = case_dispose(
+                case_id=case.case_id,
+                disposition=RETRY_COMMIT,
+                actor=system_actor(),
+                seen_version=case.version,
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="Drill: recover the crashed intent by retrying its commit.",
+                repos=repos,
+            )
+            from reconciliation.cases.changes import CaseError
+            from reconciliation.casework.dispositions import retry_commit_run
+
+            # Inline as well as queued: whichever runs first commits, the other finds the
+            # case resolved (the durable key makes a second commit impossible anyway).
+            with contextlib.suppress(CaseError):
+                retry_commit_run(case.case_id, repos=repos)
+            final = repos.cases.get(case.case_id)
+            final_state = final.state if final is not None else "absent"
+            observed.append(f"retry → case {final_state}")
+            self.cases[case.case_id] = RESOLVED
+            ok = ok and result.applied and final_state == RESOLVED
+            if pledge_service.pledge_get(tenant=TENANT, idempotency_key=key):
+                self.committed.append(key)
+        self.row(
+            "6 crash between claim and commit",
+            "sweep opens STUCK_PENDING; retry commits once",
+            "; ".join(observed),
+            ok,
+        )
+
+    # --- invariants ------------------------------------------------------------------
+
+    def invariants(self) -> None:
+        from reconciliation.audit.selectors import stream_chain_status
+        from reconciliation.casework.selectors import cases_for_intent
+
+        expected = (AMOUNT * len(self.committed), len(self.committed))
+        total = self.ledger()
+        recorded = Decimal("0")
+        for key in self.committed:
+            pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+            recorded += Decimal(pledge["amount"]) if pledge else 0
+        self.row(
+            "ledger = intended commitments",
+            f"{expected[0]} ({expected[1]} pledges)",
+            f"{total[0]} ({total[1]}); recorded pledges sum {recorded}",
+            total == expected and recorded == expected[0],
+        )
+        misplaced = []
+        streams = [f"PLEDGE#{intent_id_for(TENANT, k)}" for k in self.committed]
+        for n in range(1, self.n + 1):
+            intent = intent_id_for(TENANT, f"drill-{self.run}-{n}")
+            for case in cases_for_intent(intent, repos=self.repos("probe")):
+                streams.append(f"CASE#{case.case_id}")
+                want = self.cases.get(case.case_id)
+                if want != case.state:
+                    misplaced.append(f"{case.case_id} {case.state} (expected {want})")
+        self.row(
+            "every case where expected",
+            f"{len(self.cases)} cases, all RESOLVED",
+            "; ".join(misplaced) or f"{len(self.cases)} cases as expected",
+            not misplaced,
+        )
+        broken = [s.line() for s in (stream_chain_status(st) for st in streams) if not s.ok]
+        self.row(
+            "every audit chain verifies",
+            f"{len(streams)} streams intact",
+            "; ".join(broken) or f"{len(streams)} streams intact",
+            not broken,
+        )

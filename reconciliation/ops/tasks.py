@@ -1,0 +1,17 @@
+"""Celery task of the reconciliation drill (the Drill page's button)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(
+    name="reconciliation.tasks.drill.drill_task",
+    # Not acks_late: a drill interrupted half-way is simply run again by a person.
+    soft_time_limit=120,
+    time_limit=150,
+)
+def drill_task() -> dict:
+    from reconciliation.ops.drill import drill_run
+
+    return drill_run().as_dict()

@@ -1,3 +1,0 @@
-"""Celery tasks, one module per area; imported here so autodiscovery finds them all."""
-
-from reconciliation.tasks import audit, cases, drill  # noqa: F401
