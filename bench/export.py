@@ -33,6 +33,7 @@ from datetime import UTC, date, datetime, timedelta
 from _common import ROOT, machine_line, start_engine, write_section
 
 from reconciliation.audit.day_index import EXPORT_PAGE_LIMIT as PAGE_LIMIT
+from reconciliation.stores import first_store
 
 DAYS = 10
 PREFIX = "bench-export-"
@@ -64,9 +65,9 @@ def generate(count: int, *, tag: str, threads: int) -> float:
     """Write ``count`` fresh chained events; return the seconds it took."""
     from audit_synthetic import synthetic_events
 
-    from reconciliation.stores import repositories
+    from reconciliation.stores import first_store
 
-    audit = repositories().audit
+    audit = first_store().audit
     start = datetime.combine(first_day(), datetime.min.time(), tzinfo=UTC)
     slots = threading.Semaphore(threads * 4)  # bounded backlog: memory stays flat
     errors: list[BaseException] = []
@@ -154,6 +155,7 @@ def child(kind: str) -> None:
                 fmt="csv",
                 actor=Actor("bench", Role.AUDITOR, "bench@example.org"),
                 out_path=__import__("pathlib").Path(out),
+                store=first_store(),
             )
             rows = core["row_count"]
     seconds = time.perf_counter() - started

@@ -34,6 +34,8 @@ from urllib.parse import urlencode
 
 from _common import RoundTrips, machine_line, median, start_engine, write_section
 
+from reconciliation.stores import first_store
+
 MEASURED = "STUCK_PENDING"
 SPREAD = (
     ("STUCK_PENDING", 0.70),
@@ -58,7 +60,7 @@ def _case_type(i: int) -> str:
 def _items(i: int, now: datetime) -> tuple[dict, dict]:
     """One claim item and its open case, as the write path would store them."""
     from reconciliation.audit.repository import GENESIS_HASH
-    from reconciliation.cases.repository import Case, case_id_for, case_to_item
+    from reconciliation.cases.models import Case, case_id_for, case_to_item
     from reconciliation.dynamo.items import to_item
 
     rng = random.Random(i)
@@ -126,7 +128,7 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
         queue_sort=f"{opened_at}#{case_id}",
         decoded=decoded,
         evidence={"claim": {"status": claim["status"], "version": 1}, "token_window_s": 600},
-        client_outcome={"http_status": None, "error": "worker_died_between_claim_and_commit"},
+        client_outcome={"error": "worker_died_between_claim_and_commit"},
         last_actor="system",
         last_action_at=opened_at,
         request=request,
@@ -136,7 +138,7 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
 
 def seed(client, tables, size: int) -> float:
     """Write ``size`` claims and ``size`` open cases plus the per-queue counters."""
-    from reconciliation.cases.repository import QUEUES, counter_key
+    from reconciliation.cases.models import QUEUES, counter_key
     from reconciliation.dynamo.items import to_item
 
     now = datetime.now(UTC)
@@ -202,7 +204,7 @@ def measure(tables, rounds: int, warmup: int) -> dict:
     from django.conf import settings
 
     from dashboard.views.queues import queue_view
-    from reconciliation.cases.repository import counter_keys
+    from reconciliation.cases.models import counter_keys
     from reconciliation.casework.selectors import queue_page
     from reconciliation.dynamo.client import dynamodb_client
 
@@ -218,7 +220,7 @@ def measure(tables, rounds: int, warmup: int) -> dict:
         "ScanIndexForward": True,
         "ReturnConsumedCapacity": "TOTAL",
     }
-    first = queue_page(MEASURED, limit=PAGE)
+    first = queue_page(MEASURED, limit=PAGE, store=first_store())
     assert len(first.rows) == PAGE and first.next_cursor
     more_path = "/queues/stuck/?" + urlencode({"cursor": first.next_cursor})
     raw_units = client.query(**raw_kwargs)["ConsumedCapacity"]["CapacityUnits"]
@@ -237,7 +239,7 @@ def measure(tables, rounds: int, warmup: int) -> dict:
         )
 
     def selector() -> None:
-        assert len(queue_page(MEASURED, limit=PAGE).rows) == PAGE
+        assert len(queue_page(MEASURED, limit=PAGE, store=first_store()).rows) == PAGE
 
     def view(path: str, htmx: bool) -> None:
         response = queue_view(_request(path, htmx), "stuck")
@@ -272,7 +274,9 @@ def measure(tables, rounds: int, warmup: int) -> dict:
         "raw_units": raw_units,
         "page_units": first.read_units,
         "page_queries": first.queries,
-        "more_units": queue_page(MEASURED, limit=PAGE, cursor=first.next_cursor).read_units,
+        "more_units": queue_page(
+            MEASURED, limit=PAGE, cursor=first.next_cursor, store=first_store()
+        ).read_units,
         "debug": settings.DEBUG,
         "load": os.getloadavg()[0],
     }

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _common import machine_line, start_engine, write_section
 
+from reconciliation.stores import every_store, home_store
+
 
 def seed_completed(client, table: str, start: int, stop: int) -> None:
     now = int(time.time())
@@ -116,7 +118,7 @@ def main() -> None:
             make_stuck(args.stuck, str(size))
             scan_units = scan_sweep_units(client, table)
             with capacity.instrumented(), capacity.measuring() as spent:
-                report = sweep_stuck_claims()
+                report = sweep_stuck_claims(every_store(), home=home_store)
             assert len(report.opened) == args.stuck, report.lines()
             rows.append((size, spent.read, scan_units, seeding))
             print(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciliation.cases.repository import CASE_ID_PATTERN
+from reconciliation.cases.models import CASE_ID_PATTERN
 
 
 class CaseIdConverter:

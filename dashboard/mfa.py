@@ -32,8 +32,9 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 
 AUTHENTICATOR = "authenticator"
 RECOVERY = "recovery"
@@ -178,9 +179,9 @@ def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice
     with transaction.atomic():
         replaced = _confirmed(TOTPDevice, user).exists()
         staff_event_append(
-            repositories(),
+            first_store(),
             username=user.get_username(),
-            action="mfa_enrolled",
+            action=AuditAction.MFA_ENROLLED,
             actor=actor,
             detail={"replaced_earlier_authenticator": replaced},
         )
@@ -196,9 +197,9 @@ def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
     the new colleague scans, and recovery codes; returns both."""
     with transaction.atomic():
         staff_event_append(
-            repositories(),
+            first_store(),
             username=user.get_username(),
-            action="mfa_enrolled",
+            action=AuditAction.MFA_ENROLLED,
             actor=actor,
             detail={"via": "add_staff"},
         )
@@ -215,9 +216,9 @@ def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
         raise SecondFactorRefused("That code does not match the authenticator app.")
     with transaction.atomic():
         staff_event_append(
-            repositories(),
+            first_store(),
             username=user.get_username(),
-            action="recovery_codes_issued",
+            action=AuditAction.RECOVERY_CODES_ISSUED,
             actor=actor,
             detail={"count": RECOVERY_CODE_COUNT},
         )
@@ -238,9 +239,9 @@ def mfa_reset(target, *, actor: Actor, reason: str) -> str:
     code = _new_code()
     with transaction.atomic():
         staff_event_append(
-            repositories(),
+            first_store(),
             username=target.get_username(),
-            action="mfa_reset",
+            action=AuditAction.MFA_RESET,
             actor=actor,
             reason_text=reason,
             detail={"devices_removed": _device_count(target)},

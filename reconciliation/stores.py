@@ -1,19 +1,22 @@
-"""One repository per table, sharing an injected client (STYLE.md)."""
+"""Where a key's items live: one region's DynamoDB client and table names (DESIGN.md §2).
+
+The edge — a view, a task, a command — resolves a :class:`Store` once: the key's home
+region for anything about one idempotency key (``home_store``), the first region for
+region-wide work (``first_store``). It passes the store down as ``store=``; each package
+builds its repository on it (``ClaimRepository(store)``), so nothing below the edge
+picks a region, and this module needs nothing of ours but ``dynamo``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciliation.audit.repository import AuditRepository
-from reconciliation.cases.repository import CaseRepository
-from reconciliation.claims.ledger import LedgerRepository
-from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.client import (
     TableNames,
     client_for_key,
     dynamodb_client,
+    regions,
     table_names,
 )
 
@@ -22,26 +25,11 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Repositories:
+class Store:
+    """One region's tables on one shared client."""
+
     client: DynamoDBClient
     tables: TableNames
-    claims: ClaimRepository
-    pledges: PledgeRepository
-    ledger: LedgerRepository
-    cases: CaseRepository
-    audit: AuditRepository
-
-    @classmethod
-    def build(cls, client: DynamoDBClient, tables: TableNames) -> Repositories:
-        return cls(
-            client=client,
-            tables=tables,
-            claims=ClaimRepository(client, tables.idempotency_keys),
-            pledges=PledgeRepository(client, tables.pledges),
-            ledger=LedgerRepository(client, tables.ledger),
-            cases=CaseRepository(client, tables.cases),
-            audit=AuditRepository(client, tables.audit_events),
-        )
 
     def roles(self) -> dict[str, str]:
         """Table role → physical name, for decoding cancellation reasons."""
@@ -54,12 +42,18 @@ class Repositories:
         }
 
 
-def repositories(client: DynamoDBClient | None = None) -> Repositories:
-    """Repositories on ``client`` (default: the first configured region)."""
-    return Repositories.build(client or dynamodb_client(), table_names())
+def first_store(client: DynamoDBClient | None = None) -> Store:
+    """The first configured region's tables (on ``client`` if given)."""
+    return Store(client or dynamodb_client(), table_names())
 
 
-def repositories_for_key(key: str) -> Repositories:
-    """Repositories in ``key``'s home region: every read and write of one idempotency key
-    goes there (DDB_REGIONS)."""
-    return Repositories.build(client_for_key(key), table_names())
+def home_store(key: str) -> Store:
+    """``key``'s home region: every read and write of one idempotency key goes there
+    (``DDB_REGIONS``)."""
+    return Store(client_for_key(key), table_names())
+
+
+def every_store() -> list[Store]:
+    """Every configured region's tables, the first region first (region-wide sweeps)."""
+    names = table_names()
+    return [Store(dynamodb_client(region), names) for region in regions()]

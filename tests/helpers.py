@@ -3,8 +3,51 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import cached_property
 
+from reconciliation.audit.repository import AuditRepository
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.items import from_item
+from reconciliation.stores import Store, first_store, home_store
+
+
+class Repos(Store):
+    """A store with its five repositories, for tests that arrange and inspect tables;
+    it is a :class:`Store`, so it can be passed wherever the code takes one."""
+
+    @cached_property
+    def claims(self) -> ClaimRepository:
+        return ClaimRepository(self)
+
+    @cached_property
+    def pledges(self) -> PledgeRepository:
+        return PledgeRepository(self)
+
+    @cached_property
+    def ledger(self) -> LedgerRepository:
+        return LedgerRepository(self)
+
+    @cached_property
+    def cases(self) -> CaseRepository:
+        return CaseRepository(self)
+
+    @cached_property
+    def audit(self) -> AuditRepository:
+        return AuditRepository(self)
+
+
+def repositories(client=None) -> Repos:
+    """The first region's store with its repositories (on ``client`` if given)."""
+    store = first_store(client)
+    return Repos(store.client, store.tables)
+
+
+def repositories_for_key(key: str) -> Repos:
+    store = home_store(key)
+    return Repos(store.client, store.tables)
 
 
 def scan_all(ddb, table: str) -> list[dict]:

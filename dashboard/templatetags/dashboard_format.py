@@ -1,4 +1,5 @@
-"""Formatting only: ages, times, amounts, labels and pretty JSON for the staff screens."""
+"""Formatting only: ages, times, amounts and pretty JSON for the staff screens, and each
+code's words as its enum declares them (``reconciliation.codes``)."""
 
 from __future__ import annotations
 
@@ -8,58 +9,13 @@ from decimal import Decimal, InvalidOperation
 
 from django import template
 
+from dashboard.statuses import client_answer_status
 from reconciliation import clock
-from reconciliation.cases.policy import LABELS, REASON_CODES
-from reconciliation.claims.repository import TOKEN_WINDOW_S
+from reconciliation.audit.models import AuditAction
+from reconciliation.cases.models import CaseType, Disposition, Override, Queue, ReasonCode
+from reconciliation.claims.models import TOKEN_WINDOW_S
 
 register = template.Library()
-
-QUEUE_TITLES = {
-    "STUCK_PENDING": "Stuck PENDING",
-    "AMBIGUOUS_TIMEOUT": "Ambiguous timeouts",
-    "CANCELLED_TRANSACTION": "Cancelled transactions",
-    "TOKEN_MISMATCH": "Token mismatches",
-    "ESCALATED": "Escalated",
-    "OVERRIDE_REQUESTED": "Awaiting approval",
-}
-CASE_TYPE_WORDS = {
-    "STUCK_PENDING": "Stuck PENDING claim",
-    "AMBIGUOUS_TIMEOUT": "Ambiguous timeout",
-    "CANCELLED_TRANSACTION": "Cancelled transaction",
-    "TOKEN_MISMATCH": "Token mismatch",
-}
-ACTION_HELP = {
-    "CONFIRMED_COMMITTED": "A consistent read finds the pledge; the claim is finalised.",
-    "RETRY_COMMIT": "Re-run the commit in the background: duplicate-safe (the durable key "
-    "refuses a second pledge; same token inside the 10-minute window).",
-    "DUPLICATE_REJECTED_OK": "The write was a duplicate and was rightly refused; close the case.",
-    "ESCALATE": "Move the case to the Escalated queue for a closer look.",
-    "RELEASE_CLAIM": "Mark the claim FAILED so the client may retry with its key.",
-    "VOID_PLEDGE": "Reverse the recorded pledge and subtract it from the ledger.",
-    "REOPEN": "Open the resolved case again.",
-}
-ACTION_WORDS = {
-    "case_opened": "Case opened",
-    "case_assigned": "Assigned",
-    "case_unassigned": "Unassigned",
-    "case_escalated": "Escalated",
-    "disposition_recorded": "Disposition recorded",
-    "retry_commit_requested": "Commit retry requested",
-    "retry_commit_succeeded": "Commit retry succeeded",
-    "retry_commit_failed": "Commit retry failed",
-    "override_requested": "Override requested",
-    "override_approved": "Override approved",
-    "override_rejected": "Override rejected",
-    "override_expired": "Override request expired",
-    "pledge_recorded": "Pledge recorded",
-    "pledge_voided": "Pledge voided",
-    "staff_created": "Staff account created",
-    "staff_role_changed": "Staff role changed",
-    "staff_password_set": "Staff password set",
-    "mfa_enrolled": "Authenticator enrolled",
-    "mfa_reset": "Second factor reset",
-    "recovery_codes_issued": "Recovery codes issued",
-}
 
 
 def _duration(seconds: int) -> str:
@@ -145,15 +101,21 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
+def _action(code) -> Disposition | Override | None:
+    return Disposition.of(code) or Override.of(code)
+
+
 @register.filter
 def label(code) -> str:
     """A disposition/override code in words."""
-    return LABELS.get(code, code or "")
+    action = _action(code)
+    return action.label if action else str(code or "")
 
 
 @register.filter
 def action_help(code) -> str:
-    return ACTION_HELP.get(code, "")
+    action = _action(code)
+    return action.help if action else ""
 
 
 @register.filter
@@ -172,22 +134,32 @@ def token_window() -> str:
 
 @register.filter
 def reason_label(code) -> str:
-    return REASON_CODES.get(code, code or "")
+    return ReasonCode.words(code)
 
 
 @register.filter
 def queue_title(queue) -> str:
-    return QUEUE_TITLES.get(queue, queue or "")
+    return Queue.words(queue)
 
 
 @register.filter
 def case_type(value) -> str:
-    return CASE_TYPE_WORDS.get(value, value or "")
+    return CaseType.words(value)
 
 
 @register.filter
 def action_words(action) -> str:
-    return ACTION_WORDS.get(action, (action or "").replace("_", " ").capitalize())
+    known = AuditAction.of(action)
+    return known.label if known else (action or "").replace("_", " ").capitalize()
+
+
+@register.filter
+def client_answer(client_outcome) -> str:
+    """What the client was answered, as the API answered it: ``HTTP 202 outcome_unknown``;
+    empty when it got no answer."""
+    kind = (client_outcome or {}).get("error")
+    status = client_answer_status(kind)
+    return f"HTTP {status} {kind}" if status else ""
 
 
 @register.filter

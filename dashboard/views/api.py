@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.auth import CorrelatedRequest, client_address
 from dashboard.models import ApiToken
+from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake as pledges
 from reconciliation.claims.request import (
@@ -22,20 +23,6 @@ from reconciliation.claims.request import (
     parse_body,
     parse_idempotency_key,
 )
-
-STATUS = {
-    pledges.CREATED: 201,
-    pledges.REPLAYED: 200,
-    pledges.IN_PROGRESS: 409,
-    pledges.KEY_REUSED: 422,
-    pledges.THROTTLED: 503,
-    pledges.UNAVAILABLE: 503,
-    pledges.CONFLICT: 409,
-    pledges.CANCELLED: 409,
-    pledges.REJECTED: 500,
-    pledges.TOKEN_PARAMETER_MISMATCH: 422,
-    pledges.OUTCOME_UNKNOWN: 202,
-}
 
 
 def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
@@ -89,7 +76,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
     outcome = pledges.pledge_submit(
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )
-    status = STATUS[outcome.kind]
+    status = INTAKE[outcome.kind]
     if outcome.kind in (pledges.CREATED, pledges.REPLAYED):
         response = JsonResponse(outcome.pledge, status=status)
         if outcome.kind == pledges.REPLAYED:
@@ -120,7 +107,7 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
         pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
     except pledges.StoreUnavailable:
         response = _error(
-            STATUS[pledges.UNAVAILABLE],
+            INTAKE[pledges.UNAVAILABLE],
             pledges.UNAVAILABLE,
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,

@@ -14,16 +14,18 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.auth import actor_for, role_required
 from dashboard.forms import DecisionForm
+from dashboard.statuses import case_refusal_status
 from dashboard.views.pages import render_page, wants_partial
 from reconciliation.actors import Role
 from reconciliation.cases.changes import CaseError, CaseNotFound
-from reconciliation.cases.repository import QUEUE_APPROVAL
+from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.casework.dispositions import (
     ActionResult,
     override_approve,
     override_reject,
 )
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
+from reconciliation.stores import first_store
 
 PAGE_SIZE = 50
 
@@ -50,7 +52,7 @@ def _approvals_response(
     cursor = request.GET.get("cursor") or None
     page, error = None, ""
     try:
-        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE)
+        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE, store=first_store())
     except InvalidFilter as exc:
         error, status = "; ".join(exc.fields.values()), 400
     failed = failed or {}
@@ -94,11 +96,12 @@ def _decide(
                 reason_code=data["reason_code"],
                 reason_text=data["reason_text"],
                 action_id=data["action_id"],
+                store=first_store(),
             )
         except CaseNotFound as exc:
             raise Http404(str(exc)) from exc
         except CaseError as exc:
-            status = exc.status
+            status = case_refusal_status(exc)
             form.add_error(None, str(exc))
             messages.error(request, f"Not decided: {exc}")
         else:
@@ -107,7 +110,7 @@ def _decide(
         if result is not None:
             return redirect("approvals")
         return _approvals_response(request, status=status, failed={case_id: form})
-    case = case_detail(case_id)
+    case = case_detail(case_id, store=first_store())
     if case is None:
         raise Http404("No such case")
     item = _item(request, case, None if result else form, result)

@@ -39,6 +39,7 @@ from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.tasks import export_enqueue, export_progress
 from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.stores import first_store
 
 AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)
 FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id")
@@ -102,7 +103,9 @@ def audit_search_view(request: StaffRequest) -> HttpResponse:
         values = _filter_values(filters, form)
         query = urlencode(values)
         try:
-            page = audit_search(filters=filters, cursor=request.GET.get("cursor") or None)
+            page = audit_search(
+                filters=filters, cursor=request.GET.get("cursor") or None, store=first_store()
+            )
         except CursorError as exc:
             error, status = str(exc), 400
     else:
@@ -125,7 +128,9 @@ def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
     form, filters, error = _filters(request, request.GET)
     if filters is None:
         return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
-    run, body = export_stream_http(filters=filters, fmt=fmt, actor=actor_for(request))
+    run, body = export_stream_http(
+        filters=filters, fmt=fmt, actor=actor_for(request), store=first_store()
+    )
     response = StreamingHttpResponse(body, content_type=CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{run.file_name}"'
     response["X-Audit-Export-Id"] = run.export_id
@@ -157,7 +162,9 @@ def audit_export_start(request: StaffRequest) -> HttpResponse:
         return HttpResponseBadRequest(
             f"Invalid export request: {error or 'unknown format'}", content_type="text/plain"
         )
-    export_id = export_request(filters=filters, fmt=fmt, actor=actor_for(request))
+    export_id = export_request(
+        filters=filters, fmt=fmt, actor=actor_for(request), store=first_store()
+    )
     export_enqueue(export_id)
     return redirect("audit-export-status", export_id=export_id)
 
@@ -166,7 +173,7 @@ def audit_export_start(request: StaffRequest) -> HttpResponse:
 @role_required(*AUDIT_ROLES)
 def audit_export_status(request: StaffRequest, export_id: str) -> HttpResponse:
     try:
-        status = export_owned(export_id, actor=actor_for(request))
+        status = export_owned(export_id, actor=actor_for(request), store=first_store())
     except ExportNotFound:
         raise Http404("No such export")
     except ExportForbidden:
@@ -179,7 +186,9 @@ def audit_export_status(request: StaffRequest, export_id: str) -> HttpResponse:
 
 def _download(request: StaffRequest, export_id: str, what: str) -> HttpResponseBase:
     try:
-        path, name = export_download(export_id, actor=actor_for(request), what=what)
+        path, name = export_download(
+            export_id, actor=actor_for(request), what=what, store=first_store()
+        )
     except ExportNotFound:
         raise Http404("No such export")
     except ExportForbidden:

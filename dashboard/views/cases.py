@@ -25,6 +25,7 @@ from dashboard.forms import (
     OverrideRequestForm,
     new_action_id,
 )
+from dashboard.statuses import case_refusal_status
 from dashboard.templatetags.dashboard_format import utc
 from dashboard.views.pages import (
     ACTING_ROLES,
@@ -37,8 +38,8 @@ from dashboard.views.pages import (
 from reconciliation.actors import Actor
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
+from reconciliation.cases.models import Case
 from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, allowed_actions
-from reconciliation.cases.repository import Case
 from reconciliation.casework.dispositions import (
     ActionResult,
     case_assign,
@@ -47,6 +48,7 @@ from reconciliation.casework.dispositions import (
     override_request,
 )
 from reconciliation.casework.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
+from reconciliation.stores import first_store
 
 # The forms whose choices are narrowed to what the role may do on the case now.
 CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]] = {
@@ -57,7 +59,7 @@ FORM_CLASSES: dict[str, type[Form]] = {**CHOICE_FORM_CLASSES, "assign": AssignFo
 
 
 def _case_or_404(case_id: str) -> Case:
-    case = case_detail(case_id)
+    case = case_detail(case_id, store=first_store())
     if case is None:
         raise Http404("No such case")
     return case
@@ -93,14 +95,17 @@ def _case_response(
     partial: str = "case",
 ) -> HttpResponse:
     case = _case_or_404(case_id)
-    timeline = case_timeline(case.case_id)
+    timeline = case_timeline(case.case_id, store=first_store())
     context = {
         "case": case,
-        "evidence": case_evidence(case),
+        "evidence": case_evidence(case, store=first_store()),
         "timeline": timeline,
         # The case was read before its timeline, so its stored head can only be behind.
         "chain": case_chain_status(
-            case.case_id, timeline, SubjectHead("case", case.audit_seq, case.audit_head)
+            case.case_id,
+            timeline,
+            SubjectHead("case", case.audit_seq, case.audit_head),
+            store=first_store(),
         ),
         "forms": _forms(case, request.role, bound or {}, keep or {}),
         "can_act": request.role in ACTING_ROLES,
@@ -127,7 +132,7 @@ def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     if not wants_partial(request):
         return _case_response(request, case_id)
     case = _case_or_404(case_id)
-    context = {"case": case, "evidence": case_evidence(case)}
+    context = {"case": case, "evidence": case_evidence(case, store=first_store())}
     return render_page(request, "cases/detail.html", "evidence", context)
 
 
@@ -159,7 +164,7 @@ def _act(
     except CaseError as exc:
         messages.error(request, f"Not applied: {exc}")
         form.add_error("reason_text" if isinstance(exc, InvalidReason) else None, str(exc))
-        return _case_response(request, case_id, status=exc.status, bound={name: form})
+        return _case_response(request, case_id, status=case_refusal_status(exc), bound={name: form})
     if result.applied:
         messages.success(request, result.message)
     else:
@@ -174,6 +179,7 @@ def _act(
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_dispose(
+            store=first_store(),
             case_id=case_id,
             disposition=data["disposition"],
             actor=actor,
@@ -191,6 +197,7 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return override_request(
+            store=first_store(),
             case_id=case_id,
             override=data["override"],
             actor=actor,
@@ -208,6 +215,7 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_assign(
+            store=first_store(),
             case_id=case_id,
             actor=actor,
             seen_version=data["seen_version"],
@@ -236,6 +244,7 @@ def cases_bulk_view(request: StaffRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             rows = cases_bulk(
+                store=first_store(),
                 case_ids=case_ids,
                 disposition=data["disposition"],
                 actor=actor_for(request),
@@ -246,7 +255,7 @@ def cases_bulk_view(request: StaffRequest) -> HttpResponse:
             )
         except CaseError as exc:
             form.add_error(None, str(exc))
-            status = exc.status
+            status = case_refusal_status(exc)
     else:
         status = 400
     if form.errors:

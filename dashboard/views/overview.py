@@ -8,8 +8,8 @@ from django.views.decorators.http import require_GET
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
+from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.cases.policy import audit_visible_performer
-from reconciliation.cases.repository import QUEUE_APPROVAL
 from reconciliation.casework.selectors import (
     AGE_BUCKETS,
     queue_ageing,
@@ -18,6 +18,7 @@ from reconciliation.casework.selectors import (
     queue_page,
     recent_audit_events,
 )
+from reconciliation.stores import first_store
 
 APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
@@ -27,9 +28,9 @@ EVENTS_SHOWN = 20
 @role_required(*VIEWING_ROLES)
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
-    counts = queue_counts()
-    oldest = queue_oldest(counts)
-    ageing = queue_ageing(counts)
+    counts = queue_counts(store=first_store())
+    oldest = queue_oldest(counts, store=first_store())
+    ageing = queue_ageing(counts, store=first_store())
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
@@ -47,8 +48,10 @@ def overview(request: StaffRequest) -> HttpResponse:
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
-        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN).rows,
-        "events": recent_audit_events(EVENTS_SHOWN, performed_by=own_only),
+        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN, store=first_store()).rows,
+        "events": recent_audit_events(
+            limit=EVENTS_SHOWN, performed_by=own_only, store=first_store()
+        ),
         "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)

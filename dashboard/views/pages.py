@@ -10,8 +10,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from reconciliation.actors import STAFF_ROLES
-from reconciliation.cases.policy import STAFF
-from reconciliation.cases.repository import (
+from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
     QUEUE_APPROVAL,
@@ -19,6 +18,7 @@ from reconciliation.cases.repository import (
     STUCK_PENDING,
     TOKEN_MISMATCH,
 )
+from reconciliation.cases.policy import STAFF
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -36,7 +36,7 @@ QUEUE_SLUGS = {
     "escalated": QUEUE_ESCALATED,
     "approval": QUEUE_APPROVAL,
 }
-SLUG_FOR_QUEUE = {queue: slug for slug, queue in QUEUE_SLUGS.items()}
+SLUG_FOR_QUEUE: dict[str, str] = {queue: slug for slug, queue in QUEUE_SLUGS.items()}
 
 
 def wants_partial(request: HttpRequest) -> bool:

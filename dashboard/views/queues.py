@@ -17,7 +17,7 @@ from dashboard.views.pages import (
     render_page,
     wants_partial,
 )
-from reconciliation.cases.repository import QUEUE_APPROVAL
+from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.casework.selectors import (
     InvalidFilter,
     cases_for_intent,
@@ -25,6 +25,7 @@ from reconciliation.casework.selectors import (
     queue_filters_parse,
     queue_page,
 )
+from reconciliation.stores import first_store
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine")
@@ -58,7 +59,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         values = form.cleaned_data if form.is_bound else {}
         if values.get("q"):
             # Search by intent id: every case of that intent, whatever its queue or state.
-            found = cases_for_intent(values["q"])
+            found = cases_for_intent(values["q"], store=first_store())
         else:
             try:
                 filters = queue_filters_parse(
@@ -67,7 +68,9 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
                     min_age_h=_text(values.get("min_age_h")),
                     assignee=request.user.get_username() if values.get("mine") else "",
                 )
-                page = queue_page(name, filters=filters, cursor=cursor, limit=PAGE_SIZE)
+                page = queue_page(
+                    name, filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
+                )
             except InvalidFilter as exc:
                 problems = []
                 for field, message in exc.fields.items():
@@ -104,7 +107,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     }
     if not wants_partial(request):
         # Only the whole page has the tabs (with counts) and the bulk form.
-        context["counts"] = queue_counts()
+        context["counts"] = queue_counts(store=first_store())
         context["bulk_form"] = BulkForm(initial={"queue": queue})
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/queue.html", partial, context, status=status)

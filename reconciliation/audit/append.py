@@ -6,9 +6,9 @@ import random
 import time
 from collections.abc import Callable
 
-from reconciliation.audit.repository import GENESIS_HASH
+from reconciliation.audit.repository import GENESIS_HASH, AuditRepository
 from reconciliation.dynamo.retry import full_jitter_delay
-from reconciliation.stores import Repositories
+from reconciliation.stores import Store
 
 
 class AuditAppendContended(Exception):
@@ -16,7 +16,7 @@ class AuditAppendContended(Exception):
 
 
 def audit_append(
-    repos: Repositories,
+    store: Store,
     *,
     stream: str,
     build: Callable[[int, str], dict | None],
@@ -30,12 +30,12 @@ def audit_append(
     """
     rng = random.Random()
     for attempt in range(attempts):
-        head = repos.audit.head(stream)
+        head = AuditRepository(store).head(stream)
         seq, prev = (head.seq + 1, head.hash) if head else (1, GENESIS_HASH)
         event = build(seq, prev)
         if event is None:
             return None
-        if repos.audit.append(event):
+        if AuditRepository(store).append(event):
             return event
         time.sleep(full_jitter_delay(attempt, 0.02, 0.5, rng))
     raise AuditAppendContended(f"{stream}: lost the race for the next seq {attempts} times")

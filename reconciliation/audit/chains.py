@@ -10,8 +10,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from reconciliation.audit.repository import GENESIS_HASH, event_hash
-from reconciliation.stores import Repositories, repositories
+from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, event_hash
+from reconciliation.dynamo.batch import stored_heads
+from reconciliation.stores import Store
 
 # --- chain status ----------------------------------------------------------------------
 
@@ -81,10 +82,9 @@ def chain_check(stream: str, events: list[dict]) -> ChainStatus:
     return ChainStatus(stream, True, len(events))
 
 
-def stream_chain_status(stream: str, *, repos: Repositories | None = None) -> ChainStatus:
+def stream_chain_status(stream: str, *, store: Store) -> ChainStatus:
     """Chain status of one stream, e.g. ``CASE#{case_id}`` for the case page."""
-    repos = repos or repositories()
-    events = repos.audit.stream_events(stream)
+    events = AuditRepository(store).stream_events(stream)
     if not events:
         return ChainStatus(stream, False, 0, problem="no events")
     return chain_check(stream, events)
@@ -114,12 +114,9 @@ def subject_of(stream: str) -> tuple[str, str] | None:
     return None
 
 
-def subject_heads(
-    streams: set[str] | list[str], *, repos: Repositories | None = None
-) -> dict[str, SubjectHead]:
+def subject_heads(streams: set[str] | list[str], *, store: Store) -> dict[str, SubjectHead]:
     """The stored head of each subject stream whose item exists, keyed by stream: one
     BatchGetItem a hundred items per table, two attributes each, consistent reads."""
-    repos = repos or repositories()
     ids: dict[str, list[str]] = {"case": [], "pledge": []}
     for stream in streams:
         subject = subject_of(stream)
@@ -127,8 +124,12 @@ def subject_heads(
             ids[subject[0]].append(subject[1])
     heads: dict[str, SubjectHead] = {}
     for kind, prefix, found in (
-        ("case", "CASE#", repos.cases.heads(ids["case"]) if ids["case"] else {}),
-        ("pledge", "PLEDGE#", repos.pledges.heads(ids["pledge"]) if ids["pledge"] else {}),
+        ("case", "CASE#", stored_heads(store.client, store.tables.cases, "case_id", ids["case"])),
+        (
+            "pledge",
+            "PLEDGE#",
+            stored_heads(store.client, store.tables.pledges, "intent_id", ids["pledge"]),
+        ),
     ):
         for key, (seq, digest) in found.items():
             heads[prefix + key] = SubjectHead(kind, seq, digest)
@@ -197,29 +198,28 @@ def case_chain_status(
     events: list[dict],
     head: SubjectHead,
     *,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ChainStatus:
     """The case page's status: its timeline against the head its item stores (read
     before the timeline; read again only if the timeline runs past it)."""
     stream = f"CASE#{case_id}"
 
     def reread() -> SubjectHead | None:
-        return subject_heads([stream], repos=repos).get(stream)
+        return subject_heads([stream], store=store).get(stream)
 
     return subject_chain_status(stream, events, head, reread=reread)
 
 
 def chain_statuses(
-    streams: set[str] | list[str], *, repos: Repositories | None = None, threads: int = 8
+    streams: set[str] | list[str], *, store: Store, threads: int = 8
 ) -> dict[str, ChainStatus]:
     """Chain status of each stream, read in parallel (each is one Query, or a few)."""
-    repos = repos or repositories()
     ordered = sorted(streams)
     if not ordered:
         return {}
 
     def check(stream: str) -> ChainStatus:
-        return stream_chain_status(stream, repos=repos)
+        return stream_chain_status(stream, store=store)
 
     if len(ordered) == 1:
         return {ordered[0]: check(ordered[0])}

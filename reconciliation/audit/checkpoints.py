@@ -36,19 +36,20 @@ from django.core.exceptions import ImproperlyConfigured
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.audit.selectors import audit_period_heads
 from reconciliation.audit.signing import heads_sha256, key_id, sign
-from reconciliation.stores import Repositories, repositories
+from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
 SYSTEM_STREAM = "SYSTEM"
-CHECKPOINT_ACTION = "audit_checkpoint"
-CHECKPOINT_PART_ACTION = "audit_checkpoint_part"
+CHECKPOINT_ACTION = AuditAction.AUDIT_CHECKPOINT
+CHECKPOINT_PART_ACTION = AuditAction.AUDIT_CHECKPOINT_PART
 # Written before checkpoints, one a UTC day; still verified, never written.
-DIGEST_ACTION = "audit_digest"
-DIGEST_PART_ACTION = "audit_digest_part"
+DIGEST_ACTION = AuditAction.AUDIT_DIGEST
+DIGEST_PART_ACTION = AuditAction.AUDIT_DIGEST_PART
 SIGNED_ACTIONS = (CHECKPOINT_ACTION, DIGEST_ACTION)
 # Heads per event: a head is ~100-400 bytes (intent ids run to 255 characters) and an
 # item may hold 400 KB, so larger periods spill into part events the checkpoint lists.
@@ -177,20 +178,20 @@ def digest_payload(
 # --- writing -----------------------------------------------------------------------------
 
 
-def covered_until(repos: Repositories) -> datetime | None:
+def covered_until(store: Store) -> datetime | None:
     """The end of the newest checkpoint (or legacy digest); ``None`` before the first."""
-    event = repos.audit.latest_event(SYSTEM_STREAM, action=SIGNED_ACTIONS)
+    event = AuditRepository(store).latest_event(SYSTEM_STREAM, action=SIGNED_ACTIONS)
     interval = signed_interval(event) if event else None
     return interval[1] if interval else None
 
 
-def checkpoint_periods_due(repos: Repositories, *, now: datetime | None = None) -> list[Period]:
+def checkpoint_periods_due(store: Store, *, now: datetime | None = None) -> list[Period]:
     """Periods without a checkpoint that have been over for ``CHECKPOINT_SETTLE_S``:
     from the end of the newest checkpoint on (from the start of yesterday, UTC, when
     there has never been one). The current period is never due: it is not over."""
     seconds = checkpoint_period_s()
     now = now or clock.now()
-    until = covered_until(repos)
+    until = covered_until(store)
     if until is None:
         until = datetime.combine(now.date() - timedelta(days=1), time.min, tzinfo=UTC)
     # A period that grew since the last checkpoint may start before its end: it is
@@ -204,7 +205,7 @@ def checkpoint_periods_due(repos: Repositories, *, now: datetime | None = None) 
 
 
 def audit_checkpoint_write(
-    repos: Repositories, *, period: Period, actor: Actor | None = None
+    store: Store, *, period: Period, actor: Actor | None = None
 ) -> dict | None:
     """Write the checkpoint of ``period`` unless one covering it exists; return the
     checkpoint event or None."""
@@ -212,12 +213,12 @@ def audit_checkpoint_write(
     start, end = clock.iso(period.start), clock.iso(period.end)
 
     def already_written() -> bool:
-        until = covered_until(repos)
+        until = covered_until(store)
         return until is not None and until >= period.end
 
     if already_written():
         return None
-    heads = audit_period_heads(period.start, period.end, repos=repos)
+    heads = audit_period_heads(period.start, period.end, store=store)
     count, sha = heads_sha256(heads)
     kid = key_id()
     parts: list[list] = []
@@ -238,7 +239,7 @@ def audit_checkpoint_write(
                     detail={"start": start, "part": n, "heads": chunk},
                 )
 
-            part = audit_append(repos, stream=SYSTEM_STREAM, build=build_part)
+            part = audit_append(store, stream=SYSTEM_STREAM, build=build_part)
             if part is None:
                 return None
             parts.append([part["seq"], part["hash"]])
@@ -270,18 +271,17 @@ def audit_checkpoint_write(
             detail=detail,
         )
 
-    event = audit_append(repos, stream=SYSTEM_STREAM, build=build)
+    event = audit_append(store, stream=SYSTEM_STREAM, build=build)
     if event:
         logger.info("audit checkpoint %s: %d streams, sha256 %s", period.label, count, sha)
     return event
 
 
-def audit_checkpoint(repos: Repositories | None = None) -> list[str]:
+def audit_checkpoint(store: Store) -> list[str]:
     """Write every due period's checkpoint, oldest first; the periods written (labels;
     none: a no-op)."""
-    repos = repos or repositories()
     written = []
-    for period in checkpoint_periods_due(repos):
-        if audit_checkpoint_write(repos, period=period):
+    for period in checkpoint_periods_due(store):
+        if audit_checkpoint_write(store, period=period):
             written.append(period.label)
     return written

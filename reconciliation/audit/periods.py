@@ -11,17 +11,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from reconciliation import clock
+from reconciliation.audit.repository import AuditRepository
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
-from reconciliation.stores import Repositories, repositories
+from reconciliation.stores import Store
 
 
 def _shard_items(
-    repos: Repositories, day_shard: str, projection: str, names: dict[str, str]
+    store: Store, day_shard: str, projection: str, names: dict[str, str]
 ) -> Iterator[dict]:
     """Every item of one ``by_day`` shard, oldest first, only the projected attributes."""
     after = None
     while True:
-        items, lek = repos.audit.day_page(
+        items, lek = AuditRepository(store).day_page(
             day_shard, after=after, projection=projection, names=names
         )
         yield from items
@@ -31,13 +32,12 @@ def _shard_items(
 
 
 def audit_period_heads(
-    start: datetime, end: datetime, *, repos: Repositories | None = None
+    start: datetime, end: datetime, *, store: Store
 ) -> list[tuple[str, int, str]]:
     """``(stream, seq, hash)`` of the last event dated in ``[start, end)`` of every stream
     with one, sorted by stream: eight Queries (and their pages) over the ``by_day``
     shards of that day, bounded to the period, keys and hash only. The period lies
     within one UTC day."""
-    repos = repos or repositories()
     # at_id is "{at}#{event_id}": every at_id of an event at or after ``end`` sorts
     # after the bare timestamp, so ``hi`` is exclusive of them.
     lo, hi = clock.iso(start), clock.iso(end)
@@ -45,18 +45,21 @@ def audit_period_heads(
     names = {"#s": "stream", "#q": "seq", "#h": "hash"}
     for n in range(AUDIT_DAY_SHARDS):
         shard = f"{start.date().isoformat()}#{n}"
-        for item in repos.audit.period_items(shard, lo, hi, projection="#s, #q, #h", names=names):
+        for item in AuditRepository(store).period_items(
+            shard, lo, hi, projection="#s, #q, #h", names=names
+        ):
             stream, seq = item["stream"]["S"], int(item["seq"]["N"])
             if seq > heads.get(stream, (0, ""))[0]:
                 heads[stream] = (seq, item["hash"]["S"])
     return [(s, q, h) for s, (q, h) in sorted(heads.items())]
 
 
-def audit_day_has_events(day: date, *, repos: Repositories | None = None) -> bool:
+def audit_day_has_events(day: date, *, store: Store) -> bool:
     """Whether any event is dated ``day``: up to eight one-item Queries."""
-    repos = repos or repositories()
     for n in range(AUDIT_DAY_SHARDS):
-        items, _ = repos.audit.day_page(f"{day.isoformat()}#{n}", limit=1, projection="at_id")
+        items, _ = AuditRepository(store).day_page(
+            f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+        )
         if items:
             return True
     return False
@@ -77,19 +80,18 @@ def audit_range_index(
     days: list[date],
     *,
     period_s: int = 86400,
-    repos: Repositories | None = None,
+    store: Store,
     threads: int = 8,
 ) -> RangeIndex:
     """Every stream with an event on one of ``days``, every pledge stream a case event of
     those days names, and every period of ``period_s`` seconds (aligned to midnight)
     with an event (Queries over ``by_day``, three attributes, no Scan)."""
-    repos = repos or repositories()
     names = {"#s": "stream", "#i": "intent_id"}
 
     def one(day_shard: str) -> RangeIndex:
         found = RangeIndex()
         offsets: set[int] = set()
-        for item in _shard_items(repos, day_shard, "#s, #i, at_id", names):
+        for item in _shard_items(store, day_shard, "#s, #i, at_id", names):
             stream = item["stream"]["S"]
             found.streams.add(stream)
             if stream.startswith("CASE#") and "intent_id" in item:

@@ -28,7 +28,7 @@ from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    from reconciliation.stores import Store
 
 GENESIS_HASH = "0" * 64
 
@@ -109,9 +109,9 @@ def head_after(event: dict) -> StreamHead:
 
 
 class AuditRepository:
-    def __init__(self, client: DynamoDBClient, table: str):
-        self.client = client
-        self.table = table
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.audit_events
 
     def put_item(self, event: dict) -> dict:
         """The transaction item that appends ``event``; it fails if that ``seq`` exists."""

@@ -10,7 +10,8 @@ from datetime import date
 from reconciliation.audit.chains import ChainStatus, chain_statuses
 from reconciliation.audit.day_index import Cursor, DayIndexReader, decode_event
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.stores import Repositories, repositories
+from reconciliation.audit.repository import AuditRepository
+from reconciliation.stores import Store
 
 SEARCH_PAGE_SIZE = 50
 # A search page stops after this many Queries even if the page is not full (sparse
@@ -85,14 +86,13 @@ def audit_search(
     filters: AuditFilters,
     cursor: str | None = None,
     page_size: int = SEARCH_PAGE_SIZE,
-    repos: Repositories | None = None,
+    store: Store,
     with_chains: bool = True,
 ) -> AuditPage:
     """One page of matching events, newest first, and the chain status of their streams."""
-    repos = repos or repositories()
     start = Cursor.decode(cursor, filters) if cursor else None
     reader = DayIndexReader(
-        repos.audit,
+        AuditRepository(store),
         filters,
         descending=True,
         cursor=start,
@@ -112,7 +112,7 @@ def audit_search(
     following = reader.cursor()
     searched_to = following.day if reader.stopped_early and following else None
     streams = {e["stream"] for e in events}
-    chains = chain_statuses(streams, repos=repos) if with_chains else {}
+    chains = chain_statuses(streams, store=store) if with_chains else {}
     rows = [
         AuditRow.from_event(e, chains[e["stream"]].ok if e["stream"] in chains else None)
         for e in events

@@ -13,7 +13,7 @@ from __future__ import annotations
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.services import audit_append
-from reconciliation.stores import Repositories
+from reconciliation.stores import Store
 
 STAFF_STREAM_PREFIX = "STAFF#"
 STAFF_ACTIONS = (
@@ -31,7 +31,7 @@ def staff_stream(username: str) -> str:
 
 
 def staff_event_append(
-    repos: Repositories,
+    store: Store,
     *,
     username: str,
     action: str,
@@ -59,6 +59,6 @@ def staff_event_append(
             detail={"account": username, **(detail or {})},
         )
 
-    event = audit_append(repos, stream=stream, build=build)
+    event = audit_append(store, stream=stream, build=build)
     assert event is not None  # build never declines
     return event

@@ -5,15 +5,18 @@ ids, re-read state, return quietly when there is nothing to do, and call one ser
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError
-from celery import shared_task
+from celery import shared_task, states
 from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from reconciliation.actors import system_actor
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.services import AuditAppendContended
+from reconciliation.stores import first_store
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +25,7 @@ TRANSIENT = (BotoCoreError, AuditAppendContended)
 # (the bounds are the CELERY_* socket timeouts and publish retry policy in settings).
 QUEUE_ERRORS = (OperationalError, RedisError, OSError)
 UNAVAILABLE = "Background work is unavailable; nothing was started."
+PROGRESS_UNAVAILABLE = "UNAVAILABLE"
 
 
 class BackgroundUnavailable(Exception):
@@ -53,7 +57,7 @@ def audit_checkpoint() -> list[str]:
     checkpoint from ``SYSTEM`` first)."""
     from reconciliation.audit.services import audit_checkpoint as checkpoint
 
-    written = checkpoint()
+    written = checkpoint(first_store())
     if written:
         logger.info("audit checkpoints written for %s", ", ".join(written))
     return written
@@ -86,7 +90,7 @@ def audit_export_task(self, export_id: str) -> dict:
             state="PROGRESS", meta={"rows": rows, "percent": round(fraction * 100, 1)}
         )
 
-    core = export_run_requested(export_id, progress=progress)
+    core = export_run_requested(export_id, progress=progress, store=first_store())
     if core is None:
         return {"export_id": export_id, "skipped": True}
     return {"export_id": export_id, "rows": core["row_count"], "sha256": core["sha256"]}
@@ -101,34 +105,50 @@ def export_enqueue(export_id: str) -> None:
     timed out reach Redis after all, the task finds the export abandoned and does
     nothing."""
     from reconciliation.audit.export import export_event_append
-    from reconciliation.stores import repositories
 
     try:
         audit_export_task.apply_async(args=(export_id,), task_id=export_id)
     except OperationalError as exc:
         logger.warning("export %s not queued (%s)", export_id, type(exc).__name__)
         export_event_append(
-            repositories(),
+            first_store(),
             export_id=export_id,
-            action="export_abandoned",
+            action=AuditAction.EXPORT_ABANDONED,
             actor=system_actor(),
             detail={"reason": "task_queue_unavailable"},
         )
         raise BackgroundUnavailable(UNAVAILABLE) from exc
 
 
-def export_progress(export_id: str) -> dict:
-    """The task's last reported progress: ``state``, ``rows``, ``percent``; ``state`` is
-    ``UNAVAILABLE`` when Redis does not answer (one bounded read, never a wait)."""
+@dataclass(frozen=True)
+class ExportProgress:
+    """What the export task last reported: Celery's ``state``, rows read, percent done;
+    ``state`` is ``UNAVAILABLE`` when Redis does not answer."""
+
+    state: str
+    rows: int = 0
+    percent: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.state == states.FAILURE
+
+    @property
+    def unavailable(self) -> bool:
+        return self.state == PROGRESS_UNAVAILABLE
+
+    @property
+    def queued(self) -> bool:
+        return self.state == states.PENDING
+
+
+def export_progress(export_id: str) -> ExportProgress:
+    """The task's last reported progress (one bounded read of Redis, never a wait)."""
     try:
         result: AsyncResult = AsyncResult(export_id, app=audit_export_task.app)
         state, info = result.state, result.info
     except QUEUE_ERRORS as exc:
         logger.warning("export %s progress unreadable (%s)", export_id, type(exc).__name__)
-        return {"state": "UNAVAILABLE", "rows": 0, "percent": 0.0}
+        return ExportProgress(PROGRESS_UNAVAILABLE)
     info = info if isinstance(info, dict) else {}
-    return {
-        "state": state,
-        "rows": int(info.get("rows", 0) or 0),
-        "percent": float(info.get("percent", 0) or 0),
-    }
+    return ExportProgress(state, int(info.get("rows", 0) or 0), float(info.get("percent", 0) or 0))

@@ -37,6 +37,7 @@ from reconciliation.audit.checkpoints import (
     digest_payload,
     signed_interval,
 )
+from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.selectors import (
     ChainStatus,
     audit_day_has_events,
@@ -45,7 +46,7 @@ from reconciliation.audit.selectors import (
     subject_heads,
 )
 from reconciliation.audit.signing import heads_sha256, key_id, signature_valid
-from reconciliation.stores import Repositories, repositories
+from reconciliation.stores import Store
 
 # Without --since, verification walks back day by day (8 small Queries a day, no Scan)
 # until this many days in a row are empty, at most VERIFY_LOOKBACK_DAYS, or to the first
@@ -69,7 +70,7 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_default_since(repos: Repositories, system_events: list[dict], today: date) -> date:
+def verify_default_since(store: Store, system_events: list[dict], today: date) -> date:
     """The earliest day found cheaply: walk back from today until
     ``VERIFY_QUIET_DAYS`` days in a row hold no event (or ``VERIFY_LOOKBACK_DAYS``),
     and take the first checkpoint's day if that is older.
@@ -80,7 +81,7 @@ def verify_default_since(repos: Repositories, system_events: list[dict], today: 
     bound = today - timedelta(days=VERIFY_LOOKBACK_DAYS)
     earliest, quiet, day = today, 0, today
     while day >= bound and quiet < VERIFY_QUIET_DAYS:
-        if audit_day_has_events(day, repos=repos):
+        if audit_day_has_events(day, store=store):
             earliest, quiet = day, 0
         else:
             quiet += 1
@@ -265,7 +266,7 @@ def audit_verify(
     *,
     stream: str | None = None,
     since: date | None = None,
-    repos: Repositories | None = None,
+    store: Store,
     threads: int = 8,
     progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
@@ -285,22 +286,21 @@ def audit_verify(
     read again; never behind. Listed heads are checked against the streams as they are
     read: no extra read.
     """
-    repos = repos or repositories()
     report = VerifyReport()
     now = clock.now()
     period_s = checkpoint_period_s()
-    system_events = [] if stream else repos.audit.stream_events(SYSTEM_STREAM)
+    system_events = [] if stream else AuditRepository(store).stream_events(SYSTEM_STREAM)
     candidates: set[str] = set()
     event_periods: set[datetime] = set()
     since_start = None
     if stream:
         streams = {stream}
     else:
-        since = since or verify_default_since(repos, system_events, now.date())
+        since = since or verify_default_since(store, system_events, now.date())
         report.since = since
         since_start = datetime.combine(since, time.min, tzinfo=UTC)
         days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
-        index = audit_range_index(days, period_s=period_s, repos=repos, threads=threads)
+        index = audit_range_index(days, period_s=period_s, store=store, threads=threads)
         streams, candidates, event_periods = index.streams, index.referenced, index.periods
     by_seq = {e["seq"]: e for e in system_events}
     signed = [e for e in system_events if e.get("action") in SIGNED_ACTIONS]
@@ -319,7 +319,7 @@ def audit_verify(
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
-    heads = subject_heads(streams | candidates, repos=repos)
+    heads = subject_heads(streams | candidates, store=store)
     # A named pledge without an item is one whose commit never ran: nothing to verify.
     streams.update(c for c in candidates if c in heads)
 
@@ -327,14 +327,14 @@ def audit_verify(
         if name == SYSTEM_STREAM and system_events:  # read once, above
             events = system_events
         else:
-            events = repos.audit.stream_events(name)
+            events = AuditRepository(store).stream_events(name)
         wanted = listed.get(name, set())
         found = {(name, e["seq"]): e.get("hash", "") for e in events if e["seq"] in wanted}
         if not events and name not in heads:
             return ChainStatus(name, False, 0, problem="no events"), found
 
         def reread():
-            return subject_heads([name], repos=repos).get(name)
+            return subject_heads([name], store=store).get(name)
 
         return subject_chain_status(name, events, heads.get(name), reread=reread), found
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.cases.changes import InvalidReason, NotAllowed, case_load
+from reconciliation.cases.models import Case
 from reconciliation.cases.policy import (
     MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
@@ -16,8 +17,7 @@ from reconciliation.cases.policy import (
     may,
     visible_length,
 )
-from reconciliation.cases.repository import Case
-from reconciliation.stores import Repositories
+from reconciliation.stores import Store
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def already_applied(case: Case) -> ActionResult:
 
 
 def action_begin(
-    repos: Repositories,
+    store: Store,
     *,
     case_id: str,
     actor: Actor,
@@ -72,5 +72,5 @@ def action_begin(
     Returns the case, whether this action id was already applied, and the reason."""
     check_role(actor, permission)
     code, text = check_reason(reason_code, reason_text)
-    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
     return case, done, code, text

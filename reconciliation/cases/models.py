@@ -12,28 +12,138 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
+from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item, to_item
 
-if TYPE_CHECKING:
-    pass
 
-STUCK_PENDING = "STUCK_PENDING"
-AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT"
-CANCELLED_TRANSACTION = "CANCELLED_TRANSACTION"
-TOKEN_MISMATCH = "TOKEN_MISMATCH"
-CASE_TYPES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT, CANCELLED_TRANSACTION, TOKEN_MISMATCH)
+class CaseType(Code):
+    """How a claim's outcome was not clean: the question the case asks."""
 
-OPEN = "OPEN"
-ESCALATED = "ESCALATED"
-OVERRIDE_REQUESTED = "OVERRIDE_REQUESTED"
-RESOLVED = "RESOLVED"
+    STUCK_PENDING = (
+        "STUCK_PENDING",
+        "Stuck PENDING claim",
+        "A worker claimed the key and stopped before the commit answered; no outcome was recorded.",
+    )
+    AMBIGUOUS_TIMEOUT = (
+        "AMBIGUOUS_TIMEOUT",
+        "Ambiguous timeout",
+        "The commit was sent and its answer lost: it may or may not have applied.",
+    )
+    CANCELLED_TRANSACTION = (
+        "CANCELLED_TRANSACTION",
+        "Cancelled transaction",
+        "DynamoDB cancelled the transaction as a whole; its reasons name the item.",
+    )
+    TOKEN_MISMATCH = (
+        "TOKEN_MISMATCH",
+        "Token mismatch",
+        "The request token was used with different parameters inside its 10-minute "
+        "window; nothing was written by this request.",
+    )
 
-# Queues are the case types, plus two for cases a human moved on.
-QUEUE_ESCALATED = "ESCALATED"
-QUEUE_APPROVAL = "OVERRIDE_REQUESTED"
-QUEUES = (*CASE_TYPES, QUEUE_ESCALATED, QUEUE_APPROVAL)
+
+class CaseState(Code):
+    OPEN = "OPEN", "Open", "Waiting for someone to decide it."
+    ESCALATED = "ESCALATED", "Escalated", "Moved aside for a closer look."
+    OVERRIDE_REQUESTED = (
+        "OVERRIDE_REQUESTED",
+        "Override requested",
+        "A risky change was asked for; a different supervisor must approve it.",
+    )
+    RESOLVED = "RESOLVED", "Resolved", "Decided; the case is closed."
+
+
+class Queue(Code):
+    """Queues are the case types, plus two for cases a human moved on."""
+
+    STUCK_PENDING = "STUCK_PENDING", "Stuck PENDING", CaseType.STUCK_PENDING.help
+    AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT", "Ambiguous timeouts", CaseType.AMBIGUOUS_TIMEOUT.help
+    CANCELLED_TRANSACTION = (
+        "CANCELLED_TRANSACTION",
+        "Cancelled transactions",
+        CaseType.CANCELLED_TRANSACTION.help,
+    )
+    TOKEN_MISMATCH = "TOKEN_MISMATCH", "Token mismatches", CaseType.TOKEN_MISMATCH.help
+    ESCALATED = "ESCALATED", "Escalated", CaseState.ESCALATED.help
+    OVERRIDE_REQUESTED = (
+        "OVERRIDE_REQUESTED",
+        "Awaiting approval",
+        CaseState.OVERRIDE_REQUESTED.help,
+    )
+
+
+class Disposition(Code):
+    """An evidence-based decision one person may record on a case."""
+
+    CONFIRMED_COMMITTED = (
+        "CONFIRMED_COMMITTED",
+        "Confirmed committed",
+        "A consistent read finds the pledge; the claim is finalised.",
+    )
+    RETRY_COMMIT = (
+        "RETRY_COMMIT",
+        "Retry the commit",
+        "Re-run the commit in the background: duplicate-safe (the durable key refuses a "
+        "second pledge; same token inside the 10-minute window).",
+    )
+    DUPLICATE_REJECTED_OK = (
+        "DUPLICATE_REJECTED_OK",
+        "Duplicate correctly rejected",
+        "The write was a duplicate and was rightly refused; close the case.",
+    )
+    ESCALATE = (
+        "ESCALATE",
+        "Escalate",
+        "Move the case to the Escalated queue for a closer look.",
+    )
+
+
+class Override(Code):
+    """A risky change: one person asks, a different supervisor approves (four eyes)."""
+
+    RELEASE_CLAIM = (
+        "RELEASE_CLAIM",
+        "Release the claim (client may retry)",
+        "Mark the claim FAILED so the client may retry with its key.",
+    )
+    VOID_PLEDGE = (
+        "VOID_PLEDGE",
+        "Void the pledge",
+        "Reverse the recorded pledge and subtract it from the ledger.",
+    )
+    REOPEN = "REOPEN", "Reopen", "Open the resolved case again."
+
+
+class ReasonCode(Code):
+    """Why an action was taken; every action carries one, and a written reason."""
+
+    EVIDENCE_CONFIRMS = "EVIDENCE_CONFIRMS", "Evidence (consistent reads) confirms the outcome"
+    CLIENT_CONFIRMED = "CLIENT_CONFIRMED", "The client confirmed the intended outcome"
+    DUPLICATE_VERIFIED = "DUPLICATE_VERIFIED", "Verified as a duplicate of a recorded pledge"
+    TRANSIENT_FAILURE = "TRANSIENT_FAILURE", "A transient failure; safe to retry"
+    DONOR_REQUEST = "DONOR_REQUEST", "The donor asked for this change"
+    DATA_CORRECTION = "DATA_CORRECTION", "Correcting recorded data"
+    SUSPECTED_FRAUD = "SUSPECTED_FRAUD", "Suspected fraud or abuse"
+    NEEDS_REVIEW = "NEEDS_REVIEW", "Needs a second opinion"
+    OTHER = "OTHER", "Other (explained in the text)"
+
+
+STUCK_PENDING = CaseType.STUCK_PENDING
+AMBIGUOUS_TIMEOUT = CaseType.AMBIGUOUS_TIMEOUT
+CANCELLED_TRANSACTION = CaseType.CANCELLED_TRANSACTION
+TOKEN_MISMATCH = CaseType.TOKEN_MISMATCH
+CASE_TYPES = tuple(CaseType)
+
+OPEN = CaseState.OPEN
+ESCALATED = CaseState.ESCALATED
+OVERRIDE_REQUESTED = CaseState.OVERRIDE_REQUESTED
+RESOLVED = CaseState.RESOLVED
+
+QUEUE_ESCALATED = Queue.ESCALATED
+QUEUE_APPROVAL = Queue.OVERRIDE_REQUESTED
+QUEUES = tuple(Queue)
 COUNTER_PREFIX = "#COUNT#"
 COUNTER_SHARDS = 8
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
@@ -89,21 +199,21 @@ def counter_shard(case_id: str) -> int:
     return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
 
 
-def queue_for(case_type: str, state: str) -> str | None:
+def queue_for(case_type: str, state: str) -> Queue | None:
     if state == RESOLVED:
         return None
     if state == ESCALATED:
         return QUEUE_ESCALATED
     if state == OVERRIDE_REQUESTED:
         return QUEUE_APPROVAL
-    return case_type
+    return Queue(case_type)
 
 
 @dataclass(frozen=True)
 class Case:
     case_id: str
-    case_type: str
-    state: str
+    case_type: CaseType
+    state: CaseState
     version: int
     opened_at: str
     claim_pk: str
@@ -117,7 +227,7 @@ class Case:
     token_issued_at: str
     audit_seq: int
     audit_head: str
-    queue: str | None = None
+    queue: Queue | None = None
     queue_sort: str | None = None
     decoded: list = field(default_factory=list)
     evidence: dict = field(default_factory=dict)
@@ -134,6 +244,32 @@ class Case:
     @property
     def idempotency_key(self) -> str:
         return self.intent_id.split("#", 1)[1]
+
+    # What the pages ask of a case, by name rather than by code.
+    @property
+    def is_stuck(self) -> bool:
+        return self.case_type == CaseType.STUCK_PENDING
+
+    @property
+    def is_ambiguous(self) -> bool:
+        return self.case_type == CaseType.AMBIGUOUS_TIMEOUT
+
+    @property
+    def is_token_mismatch(self) -> bool:
+        return self.case_type == CaseType.TOKEN_MISMATCH
+
+    @property
+    def is_cancelled(self) -> bool:
+        """A cancelled or token-mismatched transaction: nothing of it was written."""
+        return self.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH)
+
+    @property
+    def awaits_approval(self) -> bool:
+        return self.state == CaseState.OVERRIDE_REQUESTED
+
+    @property
+    def is_resolved(self) -> bool:
+        return self.state == CaseState.RESOLVED
 
     def summary(self) -> dict:
         return {
@@ -175,6 +311,10 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
         return None
     data = decoded_row(item)
     data["amount"] = Decimal(str(data.get("amount", 0)))
+    data["case_type"] = CaseType(data["case_type"])
+    data["state"] = CaseState(data["state"])
+    if data.get("queue") is not None:
+        data["queue"] = Queue(data["queue"])
     known = Case.__dataclass_fields__
     return Case(**{k: v for k, v in data.items() if k in known})
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import unicodedata
 
 from reconciliation.actors import Role
-from reconciliation.cases.repository import (
+from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
     ESCALATED,
@@ -14,52 +14,38 @@ from reconciliation.cases.repository import (
     RESOLVED,
     STUCK_PENDING,
     TOKEN_MISMATCH,
+    Disposition,
+    Override,
+    ReasonCode,
 )
 
-CONFIRMED_COMMITTED = "CONFIRMED_COMMITTED"
-RETRY_COMMIT = "RETRY_COMMIT"
-DUPLICATE_REJECTED_OK = "DUPLICATE_REJECTED_OK"
-ESCALATE = "ESCALATE"
-RELEASE_CLAIM = "RELEASE_CLAIM"
-VOID_PLEDGE = "VOID_PLEDGE"
-REOPEN = "REOPEN"
+CONFIRMED_COMMITTED = Disposition.CONFIRMED_COMMITTED
+RETRY_COMMIT = Disposition.RETRY_COMMIT
+DUPLICATE_REJECTED_OK = Disposition.DUPLICATE_REJECTED_OK
+ESCALATE = Disposition.ESCALATE
+RELEASE_CLAIM = Override.RELEASE_CLAIM
+VOID_PLEDGE = Override.VOID_PLEDGE
+REOPEN = Override.REOPEN
 
-DISPOSITIONS = (CONFIRMED_COMMITTED, RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
-OVERRIDES = (RELEASE_CLAIM, VOID_PLEDGE, REOPEN)
+DISPOSITIONS = tuple(Disposition)
+OVERRIDES = tuple(Override)
 BULK_DISPOSITIONS = (RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
 
-LABELS = {
-    CONFIRMED_COMMITTED: "Confirmed committed",
-    RETRY_COMMIT: "Retry the commit",
-    DUPLICATE_REJECTED_OK: "Duplicate correctly rejected",
-    ESCALATE: "Escalate",
-    RELEASE_CLAIM: "Release the claim (client may retry)",
-    VOID_PLEDGE: "Void the pledge",
-    REOPEN: "Reopen",
-}
+# Every action's label by its code (the enums hold them).
+LABELS: dict[str, str] = {code: code.label for code in (*Disposition, *Override)}
 
 # Which evidence-based dispositions and overrides make sense for each case type. Every
 # case asks "did it commit?"; a cancelled or token-mismatched one may also be a correctly
 # refused duplicate.
 _DID_IT_COMMIT = (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE)
-BY_CASE_TYPE = {
+BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
     STUCK_PENDING: _DID_IT_COMMIT,
     AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
     CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
     TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
 }
 
-REASON_CODES = {
-    "EVIDENCE_CONFIRMS": "Evidence (consistent reads) confirms the outcome",
-    "CLIENT_CONFIRMED": "The client confirmed the intended outcome",
-    "DUPLICATE_VERIFIED": "Verified as a duplicate of a recorded pledge",
-    "TRANSIENT_FAILURE": "A transient failure; safe to retry",
-    "DONOR_REQUEST": "The donor asked for this change",
-    "DATA_CORRECTION": "Correcting recorded data",
-    "SUSPECTED_FRAUD": "Suspected fraud or abuse",
-    "NEEDS_REVIEW": "Needs a second opinion",
-    "OTHER": "Other (explained in the text)",
-}
+REASON_CODES: dict[str, str] = {code: code.label for code in ReasonCode}
 MIN_REASON_LENGTH = 10
 MAX_REASON_LENGTH = 2000
 

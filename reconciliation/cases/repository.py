@@ -15,80 +15,29 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from reconciliation.cases.models import (
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    CASE_ID_PATTERN,
-    CASE_TYPES,
     COUNTER_PREFIX,
-    COUNTER_SHARDS,
-    DID_IT_COMMIT,
-    ESCALATED,
-    OPEN,
-    OVERRIDE_REQUESTED,
-    QUEUE_APPROVAL,
-    QUEUE_ESCALATED,
     QUEUES,
-    RESOLVED,
-    STUCK_PENDING,
-    TOKEN_MISMATCH,
     WALK_PAGE,
     Case,
     case_from_item,
-    case_id_for,
-    case_question,
     case_to_item,
     counter_key,
     counter_keys,
-    counter_shard,
     decoded_row,
     is_case_id,
-    queue_for,
 )
-from reconciliation.dynamo.batch import stored_heads
 from reconciliation.dynamo.items import from_item, values
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
 
-# The values live in case_items; callers import them from here as before.
-__all__ = [
-    "AMBIGUOUS_TIMEOUT",
-    "CANCELLED_TRANSACTION",
-    "CASE_ID_PATTERN",
-    "CASE_TYPES",
-    "COUNTER_PREFIX",
-    "COUNTER_SHARDS",
-    "Case",
-    "DID_IT_COMMIT",
-    "ESCALATED",
-    "OPEN",
-    "OVERRIDE_REQUESTED",
-    "QUEUES",
-    "QUEUE_APPROVAL",
-    "QUEUE_ESCALATED",
-    "RESOLVED",
-    "STUCK_PENDING",
-    "TOKEN_MISMATCH",
-    "WALK_PAGE",
-    "case_from_item",
-    "case_id_for",
-    "case_question",
-    "case_to_item",
-    "counter_key",
-    "counter_keys",
-    "counter_shard",
-    "decoded_row",
-    "is_case_id",
-    "queue_for",
-    "CaseRepository",
-]
+    from reconciliation.stores import Store
 
 
 class CaseRepository:
-    def __init__(self, client: DynamoDBClient, table: str):
-        self.client = client
-        self.table = table
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.cases
 
     @staticmethod
     def _key(case_id: str) -> dict:
@@ -143,7 +92,7 @@ class CaseRepository:
         """Open cases per queue: the sum of its shards, plus the single unsharded item
         that tables written before sharding still hold."""
         keys = counter_keys()
-        out = dict.fromkeys(QUEUES, 0)
+        out: dict[str, int] = dict.fromkeys(QUEUES, 0)
         request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
             self.table: {"Keys": keys, "ConsistentRead": True}
         }
@@ -269,11 +218,6 @@ class CaseRepository:
             ExpressionAttributeValues=values(i=intent_id),
         )
         return [i["case_id"]["S"] for i in response.get("Items", [])]
-
-    def heads(self, case_ids: list[str]) -> dict[str, tuple[int, str]]:
-        """``{case_id: (audit_seq, audit_head)}`` of the cases that exist: BatchGetItem,
-        two attributes each (audit verification compares them with the streams)."""
-        return stored_heads(self.client, self.table, "case_id", case_ids)
 
     def get_many(self, case_ids: list[str]) -> list[Case]:
         case_ids = [c for c in case_ids if is_case_id(c)]

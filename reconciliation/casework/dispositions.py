@@ -22,6 +22,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import (
     ActionResult,
     action_begin,
@@ -31,6 +32,14 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, case_commit_change, case_load
+from reconciliation.cases.models import (
+    ESCALATED,
+    OPEN,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    Case,
+    Disposition,
+)
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     CONFIRMED_COMMITTED,
@@ -40,13 +49,7 @@ from reconciliation.cases.policy import (
     RETRY_COMMIT,
     allowed_actions,
 )
-from reconciliation.cases.repository import (
-    ESCALATED,
-    OPEN,
-    OVERRIDE_REQUESTED,
-    RESOLVED,
-    Case,
-)
+from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
@@ -54,8 +57,10 @@ from reconciliation.casework.overrides import (
     overrides_expire,
 )
 from reconciliation.casework.retries import enqueue_retry, retry_commit_run
-from reconciliation.claims.repository import COMPLETED
-from reconciliation.stores import Repositories, repositories
+from reconciliation.claims.models import COMPLETED
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
+from reconciliation.stores import Store
 
 __all__ = [
     "RETRY_COMMIT",
@@ -94,13 +99,12 @@ def case_dispose(
     reason_code: str | None,
     reason_text: str | None,
     action_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ActionResult:
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
     DUPLICATE_REJECTED_OK or ESCALATE."""
-    repos = repos or repositories()
     case, done, code, text = action_begin(
-        repos,
+        store,
         case_id=case_id,
         actor=actor,
         permission="dispose",
@@ -130,16 +134,16 @@ def case_dispose(
     handler = _DISPOSITION_HANDLERS.get(disposition)
     if handler is None:
         raise CaseError(f"Unknown disposition {disposition}.")
-    return handler(repos, case, **common)
+    return handler(store, case, **common)
 
 
 def _duplicate_rejected_ok(
-    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
+    store: Store, case: Case, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
     updated = case_commit_change(
-        repos,
+        store,
         case,
-        action="disposition_recorded",
+        action=AuditAction.DISPOSITION_RECORDED,
         changes={
             "state": RESOLVED,
             "resolution": resolution_for(common["disposition"], common["actor"]),
@@ -149,14 +153,14 @@ def _duplicate_rejected_ok(
     return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
 
 
-def _escalate(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _escalate(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
     updated = case_commit_change(
-        repos, case, action="case_escalated", changes={"state": ESCALATED}, **common
+        store, case, action=AuditAction.CASE_ESCALATED, changes={"state": ESCALATED}, **common
     )
     return ActionResult(updated, True, "Escalated.")
 
 
-def _retry_commit(repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _retry_commit(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
     retry = {
         "status": "queued",
         "requested_by": common["actor"].username,
@@ -164,7 +168,7 @@ def _retry_commit(repos: Repositories, case: Case, **common: Unpack[_ChangeCommo
         "request_id": common["action_id"] or str(uuid.uuid4()),
     }
     updated = case_commit_change(
-        repos, case, action="retry_commit_requested", changes={"retry": retry}, **common
+        store, case, action=AuditAction.RETRY_COMMIT_REQUESTED, changes={"retry": retry}, **common
     )
     enqueue_retry(updated.case_id)
     return ActionResult(
@@ -172,22 +176,20 @@ def _retry_commit(repos: Repositories, case: Case, **common: Unpack[_ChangeCommo
     )
 
 
-def _confirm_committed(
-    repos: Repositories, case: Case, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _confirm_committed(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
     actor = common["actor"]
-    pledge = repos.pledges.get(case.intent_id, consistent=True)
+    pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
     if pledge is None:
         raise CaseError(
             "A consistent read finds no pledge for this intent, so it cannot be confirmed "
             "as committed. Retry the commit or release the claim instead."
         )
-    claim = repos.claims.get(case.claim_pk)
+    claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
     if claim is not None and claim.status != COMPLETED:
         # Finalise the claim so replays are answered from it, fenced on the version read.
         extra.append(
-            repos.claims.finalise_item(
+            ClaimRepository(store).finalise_item(
                 claim,
                 status=COMPLETED,
                 response_body=pledge.api_body(),
@@ -196,9 +198,9 @@ def _confirm_committed(
             )
         )
     updated = case_commit_change(
-        repos,
+        store,
         case,
-        action="disposition_recorded",
+        action=AuditAction.DISPOSITION_RECORDED,
         changes={"state": RESOLVED, "resolution": resolution_for(CONFIRMED_COMMITTED, actor)},
         extra_items=extra,
         detail={"pledge": pledge.snapshot(), "claim_finalised": bool(extra)},
@@ -226,11 +228,10 @@ def case_assign(
     seen_version: int | None,
     action_id: str | None = None,
     unassign: bool = False,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ActionResult:
-    repos = repos or repositories()
     check_role(actor, "assign")
-    case, done = case_load(repos, case_id, seen_version=seen_version, action_id=action_id)
+    case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
     if done:
         return already_applied(case)
     if case.state == RESOLVED:
@@ -245,10 +246,10 @@ def case_assign(
         # resolution) it stays behind and approval is refused as before.
         changes["override"] = {**override, "pinned_version": case.version + 1}
     updated = case_commit_change(
-        repos,
+        store,
         case,
         actor=actor,
-        action="case_unassigned" if unassign else "case_assigned",
+        action=AuditAction.CASE_UNASSIGNED if unassign else AuditAction.CASE_ASSIGNED,
         action_id=action_id,
         changes=changes,
     )
@@ -275,18 +276,17 @@ def cases_bulk(
     reason_text: str | None,
     dry_run: bool,
     action_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> list[BulkRow]:
     """Apply one disposition to many cases, each its own audited change; or, with
     ``dry_run``, say what each case would become without writing anything."""
-    repos = repos or repositories()
     check_role(actor, "dispose")
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
     code, text = check_reason(reason_code, reason_text)
     rows: list[BulkRow] = []
     for case_id in dict.fromkeys(case_ids):
-        case = repos.cases.get(case_id)
+        case = CaseRepository(store).get(case_id)
         if case is None:
             rows.append(BulkRow(case_id, False, "No such case."))
             continue
@@ -297,11 +297,11 @@ def cases_bulk(
                 )
             )
             continue
-        becomes = {
+        becomes: str = {
             ESCALATE: ESCALATED,
             DUPLICATE_REJECTED_OK: RESOLVED,
             RETRY_COMMIT: f"{case.state}, commit retried",
-        }[disposition]
+        }[Disposition(disposition)]
         if dry_run:
             rows.append(BulkRow(case_id, True, f"{case.state} → {becomes}", becomes))
             continue
@@ -314,7 +314,7 @@ def cases_bulk(
                 reason_code=code,
                 reason_text=text,
                 action_id=f"{action_id}:{case_id}" if action_id else None,
-                repos=repos,
+                store=store,
             )
             rows.append(BulkRow(case_id, True, result.message, result.case.state))
         except CaseError as exc:

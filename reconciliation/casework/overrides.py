@@ -10,6 +10,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.actions import (
     ActionResult,
@@ -18,6 +19,7 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
+from reconciliation.cases.models import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case
 from reconciliation.cases.policy import (
     LABELS,
     OVERRIDES,
@@ -26,10 +28,12 @@ from reconciliation.cases.policy import (
     VOID_PLEDGE,
     allowed_actions,
 )
-from reconciliation.cases.repository import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case
-from reconciliation.claims.pledges import RECORDED
-from reconciliation.claims.repository import COMPLETED, FAILED
-from reconciliation.stores import Repositories, repositories
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.models import COMPLETED, FAILED, RECORDED
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
+from reconciliation.stores import Store
 
 
 def override_request(
@@ -41,14 +45,13 @@ def override_request(
     reason_code: str | None,
     reason_text: str | None,
     action_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ActionResult:
     """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
-    repos = repos or repositories()
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
     case, done, code, text = action_begin(
-        repos,
+        store,
         case_id=case_id,
         actor=actor,
         permission="override_request",
@@ -63,14 +66,14 @@ def override_request(
         raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
     pins: dict = {}
     if override == RELEASE_CLAIM:
-        claim = repos.claims.get(case.claim_pk)
+        claim = ClaimRepository(store).get(case.claim_pk)
         if claim is None:
             raise CaseError("The claim no longer exists (TTL): there is nothing to release.")
         if claim.status == COMPLETED:
             raise CaseError("The claim is COMPLETED: the pledge committed; nothing to release.")
         pins["claim_version"] = claim.version
     if override == VOID_PLEDGE:
-        pledge = repos.pledges.get(case.intent_id)
+        pledge = PledgeRepository(store).get(case.intent_id)
         if pledge is None or pledge.status != RECORDED:
             raise CaseError("There is no recorded pledge for this intent to void.")
         pins["pledge_audit_seq"] = pledge.audit_seq
@@ -90,10 +93,10 @@ def override_request(
         **pins,
     }
     updated = case_commit_change(
-        repos,
+        store,
         case,
         actor=actor,
-        action="override_requested",
+        action=AuditAction.OVERRIDE_REQUESTED,
         action_id=action_id,
         disposition=override,
         reason_code=code,
@@ -117,7 +120,7 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
 
 
 def _begin_decision(
-    repos: Repositories,
+    store: Store,
     *,
     permission: str,
     case_id: str,
@@ -130,7 +133,7 @@ def _begin_decision(
     """A supervisor's decision on a pending request: the common checks, and the request.
     Nobody decides their own request, either way (four eyes)."""
     case, done, code, text = action_begin(
-        repos,
+        store,
         case_id=case_id,
         actor=actor,
         permission=permission,
@@ -155,11 +158,10 @@ def override_approve(
     reason_code: str | None,
     reason_text: str | None,
     action_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ActionResult:
-    repos = repos or repositories()
     case, done, override, code, text = _begin_decision(
-        repos,
+        store,
         permission="override_approve",
         case_id=case_id,
         request_id=request_id,
@@ -189,15 +191,15 @@ def override_approve(
     resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
     if action == REOPEN:
         updated = case_commit_change(
-            repos,
+            store,
             case,
-            action="override_approved",
+            action=AuditAction.OVERRIDE_APPROVED,
             changes={"state": OPEN, "override": None, "resolution": None},
             **common,
         )
         return ActionResult(updated, True, "Approved: the case is open again.")
     if action == RELEASE_CLAIM:
-        claim = repos.claims.get(case.claim_pk)
+        claim = ClaimRepository(store).get(case.claim_pk)
         extra = []
         if claim is not None:
             if claim.version != override.get("claim_version"):
@@ -206,7 +208,7 @@ def override_approve(
                     f"{claim.version}); releasing it could undo a newer attempt."
                 )
             extra.append(
-                repos.claims.finalise_item(
+                ClaimRepository(store).finalise_item(
                     claim,
                     status=FAILED,
                     error_code="RELEASED_BY_OVERRIDE",
@@ -215,22 +217,22 @@ def override_approve(
                 )
             )
         updated = case_commit_change(
-            repos,
+            store,
             case,
-            action="override_approved",
+            action=AuditAction.OVERRIDE_APPROVED,
             extra_items=extra,
             changes={"state": RESOLVED, "override": None, "resolution": resolution},
             **common,
         )
         return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
     if action == VOID_PLEDGE:
-        return _void(repos, case, override, resolution, **common)
+        return _void(store, case, override, resolution, **common)
     raise CaseError(f"Unknown override {action}.")
 
 
-def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **common):
+def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
     actor = common["actor"]
-    pledge = repos.pledges.get(case.intent_id)
+    pledge = PledgeRepository(store).get(case.intent_id)
     if pledge is None or pledge.status != RECORDED:
         raise CaseError("The pledge is no longer RECORDED; nothing to void.")
     if pledge.audit_seq != override.get("pledge_audit_seq"):
@@ -240,7 +242,7 @@ def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **c
         stream=f"PLEDGE#{pledge.intent_id}",
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
-        action="pledge_voided",
+        action=AuditAction.PLEDGE_VOIDED,
         actor=actor,
         at=now,
         case_id=case.case_id,
@@ -253,10 +255,12 @@ def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **c
         detail={"requested_by": override["requested_by"]["username"]},
     )
     extra = [
-        repos.pledges.void_item(pledge, voided_at=clock.iso(now), audit_head=event["hash"]),
+        PledgeRepository(store).void_item(
+            pledge, voided_at=clock.iso(now), audit_head=event["hash"]
+        ),
         # The void subtracts in the same transaction that marks the pledge VOIDED, so the
         # ledger always equals the sum of RECORDED pledges.
-        repos.ledger.add_item(
+        LedgerRepository(store).add_item(
             pledge.ledger_key,
             fund=pledge.fund,
             currency=pledge.currency,
@@ -265,9 +269,9 @@ def _void(repos: Repositories, case: Case, override: dict, resolution: dict, **c
         ),
     ]
     updated = case_commit_change(
-        repos,
+        store,
         case,
-        action="override_approved",
+        action=AuditAction.OVERRIDE_APPROVED,
         extra_items=extra,
         extra_events=[event],
         changes={"state": RESOLVED, "override": None, "resolution": resolution},
@@ -284,11 +288,10 @@ def override_reject(
     reason_code: str | None,
     reason_text: str | None,
     action_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> ActionResult:
-    repos = repos or repositories()
     case, done, override, code, text = _begin_decision(
-        repos,
+        store,
         permission="override_reject",
         case_id=case_id,
         request_id=request_id,
@@ -300,10 +303,10 @@ def override_reject(
     if done:
         return already_applied(case)
     updated = case_commit_change(
-        repos,
+        store,
         case,
         actor=actor,
-        action="override_rejected",
+        action=AuditAction.OVERRIDE_REJECTED,
         action_id=action_id,
         disposition=override["action"],
         reason_code=code,
@@ -320,28 +323,27 @@ def _prior_state(override: dict) -> str:
     return override.get("prior_state") or OPEN
 
 
-def overrides_expire(*, repos: Repositories | None = None) -> list[str]:
+def overrides_expire(*, store: Store) -> list[str]:
     """Return expired override requests to their prior state, by ``system``. Queries
     the approval queue only (its cost grows with pending requests)."""
-    from reconciliation.cases.repository import QUEUE_APPROVAL
+    from reconciliation.cases.models import QUEUE_APPROVAL
 
-    repos = repos or repositories()
     actor = system_actor()
     expired: list[str] = []
     now = clock.epoch()
-    for row in repos.cases.walk_queue(QUEUE_APPROVAL):
+    for row in CaseRepository(store).walk_queue(QUEUE_APPROVAL):
         override = row.get("override")
         if not override or override.get("expires_at", now + 1) > now:
             continue
-        case = repos.cases.get(row["case_id"])
+        case = CaseRepository(store).get(row["case_id"])
         if case is None or case.state != OVERRIDE_REQUESTED:
             continue
         try:
             case_commit_change(
-                repos,
+                store,
                 case,
                 actor=actor,
-                action="override_expired",
+                action=AuditAction.OVERRIDE_EXPIRED,
                 action_id=f"expire-{override['request_id']}",
                 disposition=override["action"],
                 detail={"request": override},

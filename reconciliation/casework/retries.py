@@ -10,12 +10,16 @@ from dataclasses import dataclass
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
+from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import case_commit_change
+from reconciliation.cases.models import RESOLVED, Case
 from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.cases.repository import RESOLVED, Case
-from reconciliation.claims.repository import PENDING, Claim, ClaimTaken
-from reconciliation.stores import Repositories, repositories
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.models import PENDING, Claim
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -58,37 +62,38 @@ def enqueue_retry(case_id: str) -> None:
         )
 
 
-def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> RetryOutcome:
+def retry_commit_run(case_id: str, *, store: Store) -> RetryOutcome:
     """Re-run the commit of a case's intent (the Celery task's body) and say what
     happened (:class:`RetryOutcome`). Duplicate-safe: the durable pledge key refuses a
     second pledge, and the claim's stored token is reused (same token inside the
     10-minute window)."""
     from reconciliation.claims import intake as pledge_service
 
-    repos = repos or repositories()
     actor = system_actor()
-    case = repos.cases.get(case_id)
+    case = CaseRepository(store).get(case_id)
     if case is None or case.state == RESOLVED or not case.retry:
         return RetryOutcome("nothing_to_do")
-    pledge = repos.pledges.get(case.intent_id, consistent=True)
-    claim = repos.claims.get(case.claim_pk)
+    pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
+    claim = ClaimRepository(store).get(case.claim_pk)
     if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
         return RetryOutcome.wait(claim.expires_at - clock.epoch())
     kind, superseded_by = "already_committed", None
     if pledge is None:
-        claim = _retry_claim(repos, case, claim)
-        outcome = pledge_service.pledge_commit(repos, claim)
+        claim = _retry_claim(store, case, claim)
+        outcome = pledge_service.pledge_commit(store, claim)
         kind = outcome.kind
         successor = (
-            repos.cases.get(outcome.case_id) if outcome.case_id not in (None, case_id) else None
+            CaseRepository(store).get(outcome.case_id)
+            if outcome.case_id not in (None, case_id)
+            else None
         )
         if successor is not None and successor.state != RESOLVED:
             # The retry's own unclear outcome opened a case of its own, still open: that
             # case now carries the intent, so this one closes pointing at it (one open case).
             superseded_by = successor.case_id
         elif kind not in pledge_service.SUCCESS:
-            _keep_claim_with_case(repos, claim, case_id)
-    case = repos.cases.get(case_id)
+            _keep_claim_with_case(store, claim, case_id)
+    case = CaseRepository(store).get(case_id)
     if case is None:  # cases are never deleted: one gone mid-retry is a fault, not a no-op
         raise LookupError(f"case {case_id} disappeared during its retry")
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
@@ -97,10 +102,12 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> Retr
         if superseded_by:
             resolution["superseded_by"] = superseded_by
         case_commit_change(
-            repos,
+            store,
             case,
             actor=actor,
-            action="retry_commit_failed" if superseded_by else "retry_commit_succeeded",
+            action=AuditAction.RETRY_COMMIT_FAILED
+            if superseded_by
+            else AuditAction.RETRY_COMMIT_SUCCEEDED,
             action_id=f"retry-{retry.get('request_id')}",
             disposition=RETRY_COMMIT,
             changes={"state": RESOLVED, "retry": retry, "resolution": resolution},
@@ -110,10 +117,10 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> Retr
             return RetryOutcome(kind)
         return RetryOutcome("committed" if kind == pledge_service.CREATED else "already_committed")
     case_commit_change(
-        repos,
+        store,
         case,
         actor=actor,
-        action="retry_commit_failed",
+        action=AuditAction.RETRY_COMMIT_FAILED,
         action_id=f"retry-{retry.get('request_id')}",
         disposition=RETRY_COMMIT,
         changes={"retry": retry},
@@ -122,11 +129,11 @@ def retry_commit_run(case_id: str, *, repos: Repositories | None = None) -> Retr
     return RetryOutcome(kind)
 
 
-def _keep_claim_with_case(repos: Repositories, claim: Claim, case_id: str) -> None:
+def _keep_claim_with_case(store: Store, claim: Claim, case_id: str) -> None:
     """A failed retry that opened no case of its own may have left its new attempt's
     claim PENDING in the stuck-claim index: this case, still open, follows it, so the
     sweep does not open a second case for the same intent."""
-    current = repos.claims.get(claim.pk)
+    current = ClaimRepository(store).get(claim.pk)
     if (
         current is None
         or current.status != PENDING
@@ -135,10 +142,10 @@ def _keep_claim_with_case(repos: Repositories, claim: Claim, case_id: str) -> No
     ):
         return
     with contextlib.suppress(ClaimTaken):
-        repos.claims.attach_case(current, case_id=case_id, error_code=RETRY_COMMIT)
+        ClaimRepository(store).attach_case(current, case_id=case_id, error_code=RETRY_COMMIT)
 
 
-def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:
+def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
     """The claim a retry commits under, when a consistent read found no pledge.
 
     The case's own attempt, still PENDING and inside its token window, is committed again
@@ -154,7 +161,7 @@ def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:
         and claim.token_evidence(clock.now())["inside_token_window"]
     ):
         return claim
-    attempt = repos.claims.new_claim(
+    attempt = ClaimRepository(store).new_claim(
         pk=case.claim_pk,
         tenant=case.tenant,
         idempotency_key=case.idempotency_key,
@@ -165,8 +172,8 @@ def _retry_claim(repos: Repositories, case: Case, claim: Claim | None) -> Claim:
         client_address="",
     )
     if claim is None:
-        return repos.claims.create(attempt)
-    return repos.claims.reclaim(claim, attempt=attempt)
+        return ClaimRepository(store).create(attempt)
+    return ClaimRepository(store).reclaim(claim, attempt=attempt)
 
 
 def _payload_hash(request: dict) -> str:

@@ -16,11 +16,14 @@ from decimal import Decimal, InvalidOperation
 from django.core import signing
 
 from reconciliation import clock
-from reconciliation.cases.repository import QUEUES, Case
-from reconciliation.claims.ledger import FundTotal
-from reconciliation.claims.pledges import Pledge
-from reconciliation.claims.repository import TOKEN_WINDOW_S, Claim
-from reconciliation.stores import Repositories, repositories
+from reconciliation.audit.repository import AuditRepository
+from reconciliation.cases.models import QUEUES, Case
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.ledger import FundTotal, LedgerRepository
+from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, Pledge
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
+from reconciliation.stores import Store
 
 CURSOR_SALT = "reconciliation.queue-cursor"
 MAX_PAGE = 100
@@ -156,12 +159,11 @@ def queue_page(
     filters: QueueFilters | None = None,
     cursor: str | None = None,
     limit: int = 50,
-    repos: Repositories | None = None,
+    store: Store,
 ) -> QueuePage:
     """Up to ``limit`` open cases of ``queue``, oldest first, and the cursor to the next."""
     if queue not in QUEUES:
         raise InvalidFilter({"queue": "unknown queue"})
-    repos = repos or repositories()
     filters = filters or QueueFilters()
     limit = max(1, min(limit, MAX_PAGE))
     start = _decode_cursor(queue, filters, cursor) if cursor else None
@@ -176,7 +178,7 @@ def queue_page(
     rows: list[CaseRow] = []
     consumed, queries = 0.0, 0
     while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE:
-        items, start, units = repos.cases.query_queue(
+        items, start, units = CaseRepository(store).query_queue(
             queue,
             limit=limit - len(rows),
             start_key=start,
@@ -192,9 +194,9 @@ def queue_page(
     return QueuePage(queue, rows, next_cursor, consumed, queries)
 
 
-def queue_counts(repos: Repositories | None = None) -> dict[str, int]:
+def queue_counts(store: Store) -> dict[str, int]:
     """Open cases per queue: counter items kept in the same transactions as the cases."""
-    return (repos or repositories()).cases.counts()
+    return CaseRepository(store).counts()
 
 
 def _open_queues(counts: dict[str, int]) -> list[str]:
@@ -202,44 +204,41 @@ def _open_queues(counts: dict[str, int]) -> list[str]:
     return [q for q in QUEUES if counts.get(q, 0) > 0]
 
 
-def queue_oldest(
-    counts: dict[str, int], repos: Repositories | None = None
-) -> dict[str, CaseRow | None]:
+def queue_oldest(counts: dict[str, int], store: Store) -> dict[str, CaseRow | None]:
     """The oldest open case per queue; a queue that ``counts`` (from
     :func:`queue_counts`) says is empty costs no Query."""
-    repos = repos or repositories()
     out: dict[str, CaseRow | None] = dict.fromkeys(QUEUES)
     for queue in _open_queues(counts):
-        items, _, _ = repos.cases.query_queue(queue, limit=1)
+        items, _, _ = CaseRepository(store).query_queue(queue, limit=1)
         out[queue] = _row(items[0]) if items else None
     return out
 
 
-def queue_ageing(
-    counts: dict[str, int], repos: Repositories | None = None
-) -> dict[str, list[tuple[str, int]]]:
+def queue_ageing(counts: dict[str, int], store: Store) -> dict[str, list[tuple[str, int]]]:
     """Open cases per age bucket per queue (COUNT queries over the range key); a queue
     that ``counts`` says is empty has zero in every bucket without asking."""
-    repos = repos or repositories()
     now = clock.now()
-    result = {q: [(label, 0) for label, _, _ in AGE_BUCKETS] for q in QUEUES}
+    result: dict[str, list[tuple[str, int]]] = {
+        q: [(label, 0) for label, _, _ in AGE_BUCKETS] for q in QUEUES
+    }
     for queue in _open_queues(counts):
         buckets = []
         for label, young, old in AGE_BUCKETS:
             newest = clock.iso(now - timedelta(seconds=young))
             oldest = clock.iso(now - timedelta(seconds=old)) if old else None
-            buckets.append((label, repos.cases.count_range(queue, before=newest, after=oldest)))
+            buckets.append(
+                (label, CaseRepository(store).count_range(queue, before=newest, after=oldest))
+            )
         result[queue] = buckets
     return result
 
 
-def cases_for_intent(intent_id: str, repos: Repositories | None = None) -> list[Case]:
-    repos = repos or repositories()
-    return repos.cases.get_many(repos.cases.ids_for_intent(intent_id))
+def cases_for_intent(intent_id: str, store: Store) -> list[Case]:
+    return CaseRepository(store).get_many(CaseRepository(store).ids_for_intent(intent_id))
 
 
-def case_detail(case_id: str, repos: Repositories | None = None) -> Case | None:
-    return (repos or repositories()).cases.get(case_id)
+def case_detail(case_id: str, store: Store) -> Case | None:
+    return CaseRepository(store).get(case_id)
 
 
 @dataclass(frozen=True)
@@ -256,11 +255,10 @@ class Evidence:
     notes: list[str] = field(default_factory=list)
 
 
-def case_evidence(case: Case, repos: Repositories | None = None) -> Evidence:
-    repos = repos or repositories()
-    claim = repos.claims.get(case.claim_pk, consistent=True)
-    pledge = repos.pledges.get(case.intent_id, consistent=True)
-    ledger = repos.ledger.total(case.fund, case.currency) if case.fund else None
+def case_evidence(case: Case, store: Store) -> Evidence:
+    claim = ClaimRepository(store).get(case.claim_pk, consistent=True)
+    pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
+    ledger = LedgerRepository(store).total(case.fund, case.currency) if case.fund else None
     now = clock.now()
     age = int((now - clock.parse_iso(case.token_issued_at)).total_seconds())
     notes = []
@@ -283,14 +281,12 @@ def case_evidence(case: Case, repos: Repositories | None = None) -> Evidence:
     )
 
 
-def case_timeline(case_id: str, repos: Repositories | None = None) -> list[dict]:
+def case_timeline(case_id: str, store: Store) -> list[dict]:
     """The case's audit events, oldest first (one consistent Query of ``CASE#{id}``)."""
-    return (repos or repositories()).audit.stream_events(f"CASE#{case_id}")
+    return AuditRepository(store).stream_events(f"CASE#{case_id}")
 
 
-def recent_audit_events(
-    limit: int = 20, repos: Repositories | None = None, *, performed_by: str = ""
-) -> list[dict]:
+def recent_audit_events(*, store: Store, limit: int = 20, performed_by: str = "") -> list[dict]:
     """The newest ``limit`` audit events of today and yesterday (UTC), newest first;
     only ``performed_by``'s when given (:func:`policy.audit_visible_performer`).
 
@@ -303,9 +299,8 @@ def recent_audit_events(
     from reconciliation.audit.search import SEARCH_QUERY_BUDGET
     from reconciliation.dynamo.items import from_item
 
-    repos = repos or repositories()
     reader = DayIndexReader(
-        repos.audit,
+        AuditRepository(store),
         AuditFilters.build(default_days=2, performed_by=performed_by),
         descending=True,
         page_limit=limit,

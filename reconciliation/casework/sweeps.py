@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -23,14 +24,17 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.cases.changes import CaseError, case_build, case_open
+from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, STUCK_PENDING
 from reconciliation.cases.policy import CONFIRMED_COMMITTED
-from reconciliation.cases.repository import AMBIGUOUS_TIMEOUT, STUCK_PENDING
-from reconciliation.claims.repository import PENDING, Claim, ClaimTaken
-from reconciliation.dynamo.client import dynamodb_client, regions, table_names
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.models import PENDING, Claim
+from reconciliation.claims.opening import case_build, case_open
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.tables import PENDING_SHARDS
-from reconciliation.stores import Repositories, repositories, repositories_for_key
+from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -67,62 +71,57 @@ class SweepReport:
         return out
 
 
-def _pledge_evidence(repos: Repositories, claim: Claim) -> dict:
-    pledge = repos.pledges.get(claim.intent_id, consistent=True)
+def _pledge_evidence(store: Store, claim: Claim) -> dict:
+    pledge = PledgeRepository(store).get(claim.intent_id, consistent=True)
     return {"pledge_exists": pledge is not None, "pledge": pledge.snapshot() if pledge else None}
 
 
 def sweep_stuck_claims(
-    repos: Repositories | None = None, *, grace_s: int | None = None
+    sources: Sequence[Store], *, home: Callable[[str], Store], grace_s: int | None = None
 ) -> SweepReport:
-    """Query every shard of the pending index in each configured region (given ``repos``:
-    that one only), then handle each stuck claim in its own home region. A claim is stuck
-    ``grace_s`` (default ``STUCK_GRACE_S``) after its lease ended."""
-    sources = (
-        [repos]
-        if repos
-        else [Repositories.build(dynamodb_client(region), table_names()) for region in regions()]
-    )
+    """Query every shard of the pending index in each of ``sources`` (every region's
+    store), then handle each stuck claim in its home region, ``home(pk)``. A claim is
+    stuck ``grace_s`` (default ``STUCK_GRACE_S``) after its lease ended."""
     report = SweepReport()
     bound = clock.epoch() - (settings.STUCK_GRACE_S if grace_s is None else grace_s)
     seen: set[str] = set()
     for source in sources:
         for shard in range(PENDING_SHARDS):
-            keys = source.claims.pending_candidates(f"P#{shard}", bound)
-            report.read_units += source.claims.last_consumed
+            claims = ClaimRepository(source)
+            keys = claims.pending_candidates(f"P#{shard}", bound)
+            report.read_units += claims.last_consumed
             for pk in keys:
                 if pk in seen:  # replicated to several regions: handle it once
                     continue
                 seen.add(pk)
                 report.candidates += 1
                 try:
-                    _sweep_one(repos or repositories_for_key(pk), pk, bound, report)
+                    _sweep_one(home(pk), pk, bound, report)
                 except (BotoCoreError, ClientError, CaseError) as exc:
                     report.errors.append(f"{pk}: {error_code(exc)}")
                     logger.warning("sweep of one claim failed: %s", error_code(exc))
     return report
 
 
-def sweep_claim(pk: str, *, grace_s: int, repos: Repositories | None = None):
+def sweep_claim(pk: str, *, grace_s: int, store: Store):
     """Sweep one claim now (the drill's own), with its own grace; returns its case."""
-    repos = repos or repositories()
     report = SweepReport()
-    return _sweep_one(repos, pk, clock.epoch() - grace_s, report)
+    return _sweep_one(store, pk, clock.epoch() - grace_s, report)
 
 
-def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
-    claim = repos.claims.get(pk)
+def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
+    claim = ClaimRepository(store).get(pk)
     report.read_units += 0.5
     if claim is None or claim.status != PENDING or not claim.expired(bound):
         report.skipped += 1  # moved on since the (eventually consistent) index saw it
         return None
-    evidence = _pledge_evidence(repos, claim)
+    evidence = _pledge_evidence(store, claim)
     actor = system_actor()
     case = case_build(
         case_type=STUCK_PENDING,
         claim=claim,
         evidence=evidence,
-        client_outcome={"http_status": None, "error": "worker_died_between_claim_and_commit"},
+        client_outcome={"error": "worker_died_between_claim_and_commit"},
         opened_by=actor,
         now=clock.now(),
     )
@@ -133,21 +132,25 @@ def _sweep_one(repos: Repositories, pk: str, bound: int, report: SweepReport):
     attach = (
         None
         if resolves_itself
-        else repos.claims.attach_item(claim, case_id=case.case_id, error_code=STUCK_PENDING)
+        else ClaimRepository(store).attach_item(
+            claim, case_id=case.case_id, error_code=STUCK_PENDING
+        )
     )
-    stored, created = case_open(repos, case=case, actor=actor, claim_item=attach)
+    stored, created = case_open(store, case=case, actor=actor, claim_item=attach)
     if created:
         report.opened.append(stored.case_id)
     if resolves_itself:
-        auto_resolve(repos, stored.case_id, report)
-        return repos.cases.get(stored.case_id)
+        auto_resolve(store, stored.case_id, report)
+        return CaseRepository(store).get(stored.case_id)
     if not created:
         with contextlib.suppress(ClaimTaken):
-            repos.claims.attach_case(claim, case_id=stored.case_id, error_code=STUCK_PENDING)
+            ClaimRepository(store).attach_case(
+                claim, case_id=stored.case_id, error_code=STUCK_PENDING
+            )
     return stored
 
 
-def auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None:
+def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
     from reconciliation.casework.dispositions import case_dispose
 
     result = case_dispose(
@@ -158,26 +161,25 @@ def auto_resolve(repos: Repositories, case_id: str, report: SweepReport) -> None
         reason_code=AUTO_REASON,
         reason_text=AUTO_TEXT,
         action_id=f"auto-confirm-{case_id}",
-        repos=repos,
+        store=store,
     )
     if result.applied:
         report.auto_resolved.append(case_id)
 
 
 def recheck_open_cases(
-    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+    store: Store, report: SweepReport | None = None, *, limit: int = 500
 ) -> SweepReport:
     """Resolve open 'did it commit?' cases whose pledge now exists (bounded per run)."""
-    repos = repos or repositories()
     report = report or SweepReport()
     if not settings.AUTO_RESOLVE_COMMITTED:
         return report
     for queue in RECHECK_QUEUES:
-        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
-            if repos.pledges.get(row["intent_id"], consistent=True) is None:
+        for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
+            if PledgeRepository(store).get(row["intent_id"], consistent=True) is None:
                 continue
             try:
-                auto_resolve(repos, row["case_id"], report)
+                auto_resolve(store, row["case_id"], report)
             except CaseError as exc:
                 report.errors.append(f"{row['case_id']}: {exc}")
     return report
@@ -187,18 +189,17 @@ RETRY_STALE_S = 120
 
 
 def redispatch_stale_retries(
-    repos: Repositories | None = None, report: SweepReport | None = None, *, limit: int = 500
+    store: Store, report: SweepReport | None = None, *, limit: int = 500
 ) -> SweepReport:
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
-    from reconciliation.cases.repository import CASE_TYPES, QUEUE_ESCALATED
+    from reconciliation.cases.models import CASE_TYPES, QUEUE_ESCALATED
     from reconciliation.casework.retries import enqueue_retry
 
-    repos = repos or repositories()
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
     for queue in (*CASE_TYPES, QUEUE_ESCALATED):
-        for row in repos.cases.walk_queue(queue, limit=limit, on_units=report.add_units):
+        for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
             retry = row.get("retry")
             if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
                 enqueue_retry(row["case_id"])
@@ -206,7 +207,11 @@ def redispatch_stale_retries(
     return report
 
 
-def sweep_all(repos: Repositories | None = None, *, grace_s: int | None = None) -> SweepReport:
-    report = sweep_stuck_claims(repos, grace_s=grace_s)
-    recheck_open_cases(repos or repositories(), report)
-    return redispatch_stale_retries(repos or repositories(), report)
+def sweep_all(
+    sources: Sequence[Store], *, home: Callable[[str], Store], grace_s: int | None = None
+) -> SweepReport:
+    """Every sweep once: stuck claims in every region; open cases and stale retries in
+    the first region's store (``sources[0]``), where cases are kept."""
+    report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
+    recheck_open_cases(sources[0], report)
+    return redispatch_stale_retries(sources[0], report)

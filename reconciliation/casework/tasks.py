@@ -11,6 +11,7 @@ from celery import shared_task
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.retry import RetriesExhausted
+from reconciliation.stores import every_store, first_store, home_store
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def sweep_task() -> dict:
     duplicate run does no harm; not acks_late, the next beat tick covers a lost run."""
     from reconciliation.casework.sweeps import sweep_all
 
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     if report.opened or report.auto_resolved:
         logger.info(
             "sweep opened=%d auto_resolved=%d", len(report.opened), len(report.auto_resolved)
@@ -47,7 +48,7 @@ def sweep_task() -> dict:
 def expire_overrides_task() -> list[str]:
     from reconciliation.casework.overrides import overrides_expire
 
-    return overrides_expire()
+    return overrides_expire(store=first_store())
 
 
 @shared_task(
@@ -71,7 +72,7 @@ def retry_commit_task(self, case_id: str) -> str:
 
     faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
-    outcome = retry_commit_run(case_id)
+    outcome = retry_commit_run(case_id, store=first_store())
     if outcome.wait_s is not None:
         # The claim's lease is still running; try again when it ends (well below the
         # broker's visibility timeout).

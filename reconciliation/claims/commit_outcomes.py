@@ -16,21 +16,14 @@ from django.conf import settings
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.changes import case_build, case_open
-from reconciliation.cases.repository import (
+from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
     RESOLVED,
     TOKEN_MISMATCH,
 )
-from reconciliation.claims.cancellation import (
-    DUPLICATE,
-    LOST_CLAIM,
-    RETRYABLE,
-    DecodedReason,
-    cancellation_decode,
-    overall_branch,
-)
+from reconciliation.claims.models import COMPLETED, FAILED, Claim
+from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (
     CANCELLED,
     CONFLICT,
@@ -47,12 +40,21 @@ from reconciliation.claims.outcomes import (
     throttled_outcome,
     unavailable_outcome,
 )
-from reconciliation.claims.repository import COMPLETED, FAILED, Claim, ClaimTaken
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import attempts
+from reconciliation.dynamo.cancellation import (
+    DUPLICATE,
+    LOST_CLAIM,
+    RETRYABLE,
+    DecodedReason,
+    cancellation_decode,
+    overall_branch,
+)
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
-from reconciliation.stores import Repositories
+from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ def _server_error(exc: BaseException) -> bool:
 
 
 def commit_failed(
-    repos: Repositories,
+    store: Store,
     claim: Claim,
     items: list[dict],
     exc: BotoCoreError | ClientError | RetriesExhausted,
@@ -84,33 +86,33 @@ def commit_failed(
     """Answer a commit that did not succeed; ``maybe``: an attempt may have applied."""
     last = exc.last if isinstance(exc, RetriesExhausted) else exc
     if isinstance(exc, ClientError) and error_code(exc) == "TransactionCanceledException":
-        rows = cancellation_decode(items, exc.response, repos.roles())
+        rows = cancellation_decode(items, exc.response, store.roles())
         if overall_branch(rows) == DUPLICATE:
             # The pledge exists: the durable record answers, whatever came before.
             try:
-                return _cancelled(repos, claim, rows, exc, fresh=fresh)
+                return _cancelled(store, claim, rows, exc, fresh=fresh)
             except (BotoCoreError, ClientError, RetriesExhausted):
                 if not maybe:
                     raise
-                return _ambiguous(repos, claim, exc)
+                return _ambiguous(store, claim, exc)
         if not maybe:
-            return _cancelled(repos, claim, rows, exc, fresh=fresh)
+            return _cancelled(store, claim, rows, exc, fresh=fresh)
     if (
         maybe
         or _server_error(last)
         or (isinstance(exc, BotoCoreError) and not isinstance(exc, attempts.NEVER_SENT))
     ):
-        return _ambiguous(repos, claim, last)
+        return _ambiguous(store, claim, last)
     if isinstance(exc, RetriesExhausted):
-        return _commit_exhausted(repos, claim, items, exc)
+        return _commit_exhausted(store, claim, items, exc)
     if isinstance(exc, BotoCoreError):
         # The commit never left this process: nothing applied, the client retries.
         _finalise_quietly(
-            repos, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
+            store, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
         )
         return unavailable_outcome(exc)
     if error_code(exc) == "IdempotentParameterMismatchException":
-        return _token_mismatch(repos, claim, exc)
+        return _token_mismatch(store, claim, exc)
     return _refused(exc)
 
 
@@ -133,21 +135,21 @@ def _refused(exc: ClientError) -> IntakeOutcome:
 
 
 def _commit_exhausted(
-    repos: Repositories, claim: Claim, items: list[dict], exc: RetriesExhausted
+    store: Store, claim: Claim, items: list[dict], exc: RetriesExhausted
 ) -> IntakeOutcome:
     """Every attempt met a transient refusal and none may have applied: a definite
     failure. A conflict that never cleared opens a case with the claim's release."""
     retry_after = retry_after_s()
     if exc.code == "TransactionCanceledException":
-        rows = cancellation_decode(items, exc.last.response, repos.roles())
+        rows = cancellation_decode(items, exc.last.response, store.roles())
         case = _open_case(
-            repos,
+            store,
             claim,
             CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc.last,
-            client_outcome={"http_status": 409, "error": CONFLICT},
-            claim_move=lambda case_id: repos.claims.finalise_item(
+            client_outcome={"error": CONFLICT},
+            claim_move=lambda case_id: ClaimRepository(store).finalise_item(
                 claim,
                 status=FAILED,
                 error_code="TransactionConflict",
@@ -163,12 +165,12 @@ def _commit_exhausted(
             detail="The transaction kept conflicting with concurrent writes; nothing was "
             "recorded. Retry with the same Idempotency-Key.",
         )
-    _finalise_quietly(repos, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
+    _finalise_quietly(store, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
     return throttled_outcome(exc)
 
 
 def _cancelled(
-    repos: Repositories,
+    store: Store,
     claim: Claim,
     rows: list[DecodedReason],
     exc: ClientError,
@@ -178,21 +180,19 @@ def _cancelled(
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
 
-    def cancelled_case(
-        http_status: int, kind: str, claim_move: Callable[[str], dict] | None = None
-    ) -> str | None:
+    def cancelled_case(kind: str, claim_move: Callable[[str], dict] | None = None) -> str | None:
         return _open_case(
-            repos,
+            store,
             claim,
             CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc,
-            client_outcome={"http_status": http_status, "error": kind},
+            client_outcome={"error": kind},
             claim_move=claim_move,
         )
 
     if branch == DUPLICATE:
-        existing = with_retry(lambda: repos.pledges.get(claim.intent_id))
+        existing = with_retry(lambda: PledgeRepository(store).get(claim.intent_id))
         if existing is None:  # pragma: no cover - a condition failed on a missing item
             raise exc
         if fresh:
@@ -201,7 +201,7 @@ def _cancelled(
             metrics.TTL_DELETE_BEFORE_RETRY.inc()
         same = existing.normalised_request() == claim.request
         _finalise_quietly(
-            repos,
+            store,
             claim,
             status=COMPLETED,
             response=existing.api_body(),
@@ -210,7 +210,7 @@ def _cancelled(
         )
         if same:
             return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
-        case = cancelled_case(422, KEY_REUSED)
+        case = cancelled_case(KEY_REUSED)
         return IntakeOutcome(
             KEY_REUSED,
             case_id=case,
@@ -218,8 +218,8 @@ def _cancelled(
             detail="A pledge with this Idempotency-Key exists with a different body.",
         )
     if branch == LOST_CLAIM:
-        current = with_retry(lambda: repos.claims.get(claim.pk))
-        case = cancelled_case(409, IN_PROGRESS)
+        current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
+        case = cancelled_case(IN_PROGRESS)
         if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
             return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
         outcome = in_progress_outcome(current)
@@ -235,9 +235,8 @@ def _cancelled(
     # The claim is released in the case's own transaction: if the case cannot be
     # written, the claim stays PENDING in the stuck-claim index and the sweep opens it.
     case = cancelled_case(
-        409 if retryable else 500,
         kind,
-        lambda case_id: repos.claims.finalise_item(
+        lambda case_id: ClaimRepository(store).finalise_item(
             claim,
             status=FAILED,
             error_code=branch,
@@ -254,56 +253,53 @@ def _cancelled(
     )
 
 
-def _token_mismatch(repos: Repositories, claim: Claim, exc: ClientError) -> IntakeOutcome:
+def _token_mismatch(store: Store, claim: Claim, exc: ClientError) -> IntakeOutcome:
     return _case_for_pending_claim(
-        repos,
+        store,
         claim,
         exc,
         TOKEN_MISMATCH,
         TOKEN_PARAMETER_MISMATCH,
-        422,
         "DynamoDB saw a different transaction under this request's token within its "
         "10-minute window; nothing was recorded by this request. Staff will reconcile it.",
     )
 
 
-def _ambiguous(repos: Repositories, claim: Claim, exc: BaseException) -> IntakeOutcome:
+def _ambiguous(store: Store, claim: Claim, exc: BaseException) -> IntakeOutcome:
     """The transaction may or may not have committed. Never mint a new token: record the
     doubt as a case and let the durable record answer later."""
     logger.warning(
         "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
     )
     return _case_for_pending_claim(
-        repos,
+        store,
         claim,
         exc,
         AMBIGUOUS_TIMEOUT,
         OUTCOME_UNKNOWN,
-        202,
         "The acknowledgement was lost: the pledge may or may not be recorded. "
         "GET this pledge to learn the outcome; do not resend with a new key.",
     )
 
 
 def _case_for_pending_claim(
-    repos: Repositories,
+    store: Store,
     claim: Claim,
     exc: BaseException,
     case_type: str,
     kind: str,
-    http_status: int,
     detail: str,
 ) -> IntakeOutcome:
     """Open a case for a claim left PENDING by an unclear commit, and hand the claim to
     the case (out of the stuck-claim index) in the same transaction."""
     case = _open_case(
-        repos,
+        store,
         claim,
         case_type,
         decoded=[],
         error=exc,
-        client_outcome={"http_status": http_status, "error": kind},
-        claim_move=lambda case_id: repos.claims.attach_item(
+        client_outcome={"error": kind},
+        claim_move=lambda case_id: ClaimRepository(store).attach_item(
             claim, case_id=case_id, error_code=case_type
         ),
     )
@@ -311,7 +307,7 @@ def _case_for_pending_claim(
 
 
 def _open_case(
-    repos: Repositories,
+    store: Store,
     claim: Claim,
     case_type: str,
     *,
@@ -335,7 +331,7 @@ def _open_case(
     claim_item = claim_move(case.case_id) if claim_move else None
     try:
         stored, created = case_open(
-            repos, case=case, actor=_system_for(claim), claim_item=claim_item
+            store, case=case, actor=_system_for(claim), claim_item=claim_item
         )
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         logger.error("could not open %s case: %s", case_type, error_code(exc))
@@ -344,13 +340,13 @@ def _open_case(
         # The case already existed, open (an earlier attempt of this very opening, or the
         # sweep's on the same question): the claim may now follow it on its own. A
         # resolved case follows nothing: the claim stays where the sweep can find it.
-        _apply_quietly(repos, claim_item)
+        _apply_quietly(store, claim_item)
     return stored.case_id
 
 
-def _apply_quietly(repos: Repositories, claim_item: dict) -> None:
+def _apply_quietly(store: Store, claim_item: dict) -> None:
     try:
-        repos.client.update_item(**claim_item["Update"])
+        store.client.update_item(**claim_item["Update"])
     except (BotoCoreError, ClientError) as exc:
         # A failed fence means the claim moved on (committed, or a successor holds it).
         logger.info("claim not moved to its case: %s", error_code(exc))
@@ -366,7 +362,7 @@ def _system_for(claim: Claim) -> Actor:
 
 
 def _finalise_quietly(
-    repos: Repositories,
+    store: Store,
     claim: Claim,
     *,
     status: str,
@@ -380,7 +376,7 @@ def _finalise_quietly(
     ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
     and the sweep takes over; the caller's answer does not depend on it."""
     try:
-        repos.claims.finalise(
+        ClaimRepository(store).finalise(
             claim,
             status=status,
             response_body=response,

@@ -23,9 +23,20 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
-from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
-from reconciliation.claims.ledger import ledger_key_for
+from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
+from reconciliation.claims.models import (
+    COMPLETED,
+    OPERATION_CREATE_PLEDGE,
+    PENDING,
+    RECORDED,
+    Claim,
+    Pledge,
+    claim_pk,
+    intent_id_for,
+)
 from reconciliation.claims.outcomes import (
     CANCELLED,
     CONFLICT,
@@ -45,21 +56,14 @@ from reconciliation.claims.outcomes import (
     throttled_outcome,
     unavailable_outcome,
 )
-from reconciliation.claims.pledges import RECORDED, Pledge, intent_id_for
-from reconciliation.claims.repository import (
-    COMPLETED,
-    OPERATION_CREATE_PLEDGE,
-    PENDING,
-    Claim,
-    ClaimTaken,
-    claim_pk,
-)
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
-from reconciliation.stores import Repositories, repositories_for_key
+from reconciliation.stores import Store, home_store
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
@@ -76,15 +80,15 @@ def pledge_submit(
     held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``)."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    repos = repositories_for_key(pk)
+    store = home_store(pk)
     try:
-        outcome = _claim(repos, pk, tenant, idempotency_key, request, actor, lease_s)
+        outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
         claim, fresh = outcome
         # The worker may die here, between claim and commit: the sweep finds the claim.
         faults.crash_after_claim()
-        return _count(pledge_commit(repos, claim, fresh=fresh))
+        return _count(pledge_commit(store, claim, fresh=fresh))
     except (BotoCoreError, RetriesExhausted) as exc:
         # A read after a definitive outcome failed (every write outcome that may have
         # committed is handled inside pledge_commit): the claim stays as it is, the
@@ -104,7 +108,7 @@ def _count(outcome: IntakeOutcome) -> IntakeOutcome:
 
 
 def _claim(
-    repos: Repositories,
+    store: Store,
     pk: str,
     tenant: str,
     idempotency_key: str,
@@ -113,7 +117,7 @@ def _claim(
     lease_s: int | None,
 ) -> tuple[Claim, bool] | IntakeOutcome:
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
-    mine = repos.claims.new_claim(
+    mine = ClaimRepository(store).new_claim(
         pk=pk,
         tenant=tenant,
         idempotency_key=idempotency_key,
@@ -129,8 +133,8 @@ def _claim(
         if existing is None:
             # First claim, or the item vanished (TTL) since: the durable pledge record
             # still decides at commit.
-            return repos.claims.create(mine), True
-        return repos.claims.reclaim(existing, attempt=mine), False
+            return ClaimRepository(store).create(mine), True
+        return ClaimRepository(store).reclaim(existing, attempt=mine), False
 
     existing: Claim | None = None
     for _ in range(4):
@@ -140,7 +144,7 @@ def _claim(
                 # the claim is ours (a re-claim carries this request's attempt id too).
                 metrics.CLAIMS.labels("own_retry").inc()
                 return existing, existing.version == 1
-            verdict = _judge_existing(repos, existing, request)
+            verdict = _judge_existing(store, existing, request)
             if verdict is not None:
                 return verdict
         try:
@@ -157,9 +161,7 @@ def _claim(
     return in_progress_outcome(existing)
 
 
-def _judge_existing(
-    repos: Repositories, existing: Claim, request: PledgeRequest
-) -> IntakeOutcome | None:
+def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> IntakeOutcome | None:
     """Answer from an existing claim, or ``None`` when it may be re-claimed."""
     if existing.payload_hash != request.payload_hash:
         metrics.CLAIMS.labels("key_reused").inc()
@@ -173,7 +175,7 @@ def _judge_existing(
         if not existing.expired(now) and existing.response:
             return IntakeOutcome(REPLAYED, pledge=existing.response)
         # Past its expiry the cached answer is not trusted: the durable record is.
-        pledge = with_retry(lambda: repos.pledges.get(existing.intent_id))
+        pledge = with_retry(lambda: PledgeRepository(store).get(existing.intent_id))
         if pledge is not None:
             return IntakeOutcome(REPLAYED, pledge=pledge.api_body())
         return None
@@ -204,7 +206,7 @@ def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
         stream=f"PLEDGE#{claim.intent_id}",
         seq=1,
         prev_hash=GENESIS_HASH,
-        action="pledge_recorded",
+        action=AuditAction.PLEDGE_RECORDED,
         actor=pledge_receipt_actor(claim),
         at=claim.claimed,
         event_id=str(uuid.uuid5(RECEIPT_NAMESPACE, f"{claim.request_token}:{claim.version}")),
@@ -215,34 +217,34 @@ def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
     return pledge, receipt
 
 
-def commit_items(repos: Repositories, claim: Claim) -> tuple[list[dict], Pledge]:
+def commit_items(store: Store, claim: Claim) -> tuple[list[dict], Pledge]:
     pledge, receipt = pledge_for_claim(claim)
     items = [
-        repos.pledges.put_item(pledge),
-        repos.ledger.add_item(
+        PledgeRepository(store).put_item(pledge),
+        LedgerRepository(store).add_item(
             pledge.ledger_key,
             fund=pledge.fund,
             currency=pledge.currency,
             amount=pledge.amount,
             count=1,
         ),
-        repos.audit.put_item(receipt),
-        repos.claims.complete_item(claim, pledge.api_body()),
+        AuditRepository(store).put_item(receipt),
+        ClaimRepository(store).complete_item(claim, pledge.api_body()),
     ]
     return items, pledge
 
 
-def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
+def pledge_commit(store: Store, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
     """Run the commit transaction for a claim this caller holds.
 
     The outcome rule (DESIGN.md §4): once any attempt may have applied — a timeout after
     the request was sent, a lost response, a 5xx, including the SDK's own attempts that
     the final error hides — the answer is success or 202, never a definite failure,
     whatever the later attempts said."""
-    items, pledge = commit_items(repos, claim)
+    items, pledge = commit_items(store, claim)
 
     def transact() -> None:
-        repos.client.transact_write_items(
+        store.client.transact_write_items(
             TransactItems=transact_items(items), ClientRequestToken=claim.request_token
         )
 
@@ -253,7 +255,7 @@ def pledge_commit(repos: Repositories, claim: Claim, *, fresh: bool = False) -> 
             failure: BotoCoreError | ClientError | RetriesExhausted = exc
         else:
             return IntakeOutcome(CREATED, pledge=pledge.api_body())
-    return commit_failed(repos, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
+    return commit_failed(store, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
 
 
 class StoreUnavailable(Exception):
@@ -266,8 +268,8 @@ def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
     intent_id = intent_id_for(tenant, idempotency_key)
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     try:
-        repos = repositories_for_key(pk)
-        pledge = with_retry(lambda: repos.pledges.get(intent_id, consistent=True))
+        store = home_store(pk)
+        pledge = with_retry(lambda: PledgeRepository(store).get(intent_id, consistent=True))
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         raise StoreUnavailable(error_code(exc)) from exc
     return pledge.api_body() if pledge else None

@@ -19,8 +19,9 @@ from reconciliation.dynamo.items import from_item
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
+
+    from reconciliation.stores import Store
 
 
 def fund_key(fund: str, currency: str) -> str:
@@ -42,9 +43,9 @@ class FundTotal:
 
 
 class LedgerRepository:
-    def __init__(self, client: DynamoDBClient, table: str):
-        self.client = client
-        self.table = table
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.ledger
 
     def add_item(
         self, ledger_key: str, *, fund: str, currency: str, amount: Decimal, count: int

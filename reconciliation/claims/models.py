@@ -17,16 +17,40 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 
 from reconciliation import clock
+from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import PENDING_SHARDS
 
-PENDING = "PENDING"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
+
+class ClaimStatus(Code):
+    """Where a claim on an idempotency key stands."""
+
+    PENDING = (
+        "PENDING",
+        "Pending",
+        "A worker holds the key under a lease and has not recorded an outcome.",
+    )
+    COMPLETED = "COMPLETED", "Completed", "The pledge is recorded; replays get its answer."
+    FAILED = (
+        "FAILED",
+        "Failed",
+        "Nothing was recorded; the client may retry with the same key.",
+    )
+
+
+class PledgeStatus(Code):
+    RECORDED = "RECORDED", "Recorded", "The pledge is on the ledger."
+    VOIDED = "VOIDED", "Voided", "The pledge was reversed by an approved override."
+
+
+PENDING = ClaimStatus.PENDING
+COMPLETED = ClaimStatus.COMPLETED
+FAILED = ClaimStatus.FAILED
 OPERATION_CREATE_PLEDGE = "create_pledge"
 # DynamoDB recognises a ClientRequestToken for 10 minutes; after that only the durable
 # pledge key keeps a retry from applying twice.
@@ -50,7 +74,7 @@ def pending_shard(pk: str) -> str:
 @dataclass(frozen=True)
 class Claim:
     pk: str
-    status: str
+    status: ClaimStatus
     version: int
     attempt_id: str
     payload_hash: str
@@ -121,6 +145,7 @@ def claim_from_item(item: dict | None) -> Claim | None:
     if data is None:
         return None
     plain = {k: v for k, v in data.items() if k in _KNOWN}
+    plain["status"] = ClaimStatus(plain["status"])
     plain["request"] = json.loads(plain["request"]) if plain.get("request") else {}
     if plain.get("response"):
         plain["response"] = json.loads(plain["response"])
@@ -133,3 +158,65 @@ def claim_to_item(claim: Claim) -> dict:
     data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
     data["purge_at"] = purge_at(claim.expires_at)
     return to_item(data)
+
+
+RECORDED = PledgeStatus.RECORDED
+VOIDED = PledgeStatus.VOIDED
+
+
+def intent_id_for(tenant: str, idempotency_key: str) -> str:
+    return f"{tenant}#{idempotency_key}"
+
+
+@dataclass(frozen=True)
+class Pledge:
+    intent_id: str
+    tenant: str
+    donor_ref: str
+    fund: str
+    amount: Decimal
+    currency: str
+    status: PledgeStatus
+    request_token: str
+    created_at: str
+    ledger_key: str
+    audit_seq: int = 1
+    audit_head: str = ""
+    voided_at: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.intent_id.split("#", 1)[1]
+
+    def normalised_request(self) -> dict[str, str]:
+        return {
+            "donor_ref": self.donor_ref,
+            "fund": self.fund,
+            "amount": f"{self.amount:.2f}",
+            "currency": self.currency,
+        }
+
+    def api_body(self) -> dict:
+        """What the intake API returns: the client's own key, never the tenant prefix."""
+        return {
+            "intent_id": self.idempotency_key,
+            "donor_ref": self.donor_ref,
+            "fund": self.fund,
+            "amount": f"{self.amount:.2f}",
+            "currency": self.currency,
+            "status": self.status,
+            "created_at": self.created_at,
+        }
+
+    def snapshot(self) -> dict:
+        return {**self.api_body(), "intent_id": self.intent_id, "ledger_key": self.ledger_key}
+
+
+def pledge_from_item(item: dict | None) -> Pledge | None:
+    data = from_item(item)
+    if data is None:
+        return None
+    data["amount"] = Decimal(str(data["amount"]))
+    data["status"] = PledgeStatus(data["status"])
+    known = Pledge.__dataclass_fields__
+    return Pledge(**{k: v for k, v in data.items() if k in known})

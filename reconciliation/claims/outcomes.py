@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from reconciliation import clock
-from reconciliation.claims.repository import Claim
+from reconciliation.claims.models import Claim
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.retry import RetriesExhausted
 

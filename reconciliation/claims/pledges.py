@@ -6,81 +6,19 @@ token window and beyond the claim's TTL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from reconciliation.dynamo.batch import stored_heads
-from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.claims.models import RECORDED, VOIDED, Pledge, pledge_from_item
+from reconciliation.dynamo.items import to_item
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
-
-RECORDED = "RECORDED"
-VOIDED = "VOIDED"
-
-
-def intent_id_for(tenant: str, idempotency_key: str) -> str:
-    return f"{tenant}#{idempotency_key}"
-
-
-@dataclass(frozen=True)
-class Pledge:
-    intent_id: str
-    tenant: str
-    donor_ref: str
-    fund: str
-    amount: Decimal
-    currency: str
-    status: str
-    request_token: str
-    created_at: str
-    ledger_key: str
-    audit_seq: int = 1
-    audit_head: str = ""
-    voided_at: str | None = None
-
-    @property
-    def idempotency_key(self) -> str:
-        return self.intent_id.split("#", 1)[1]
-
-    def normalised_request(self) -> dict[str, str]:
-        return {
-            "donor_ref": self.donor_ref,
-            "fund": self.fund,
-            "amount": f"{self.amount:.2f}",
-            "currency": self.currency,
-        }
-
-    def api_body(self) -> dict:
-        """What the intake API returns: the client's own key, never the tenant prefix."""
-        return {
-            "intent_id": self.idempotency_key,
-            "donor_ref": self.donor_ref,
-            "fund": self.fund,
-            "amount": f"{self.amount:.2f}",
-            "currency": self.currency,
-            "status": self.status,
-            "created_at": self.created_at,
-        }
-
-    def snapshot(self) -> dict:
-        return {**self.api_body(), "intent_id": self.intent_id, "ledger_key": self.ledger_key}
-
-
-def pledge_from_item(item: dict | None) -> Pledge | None:
-    data = from_item(item)
-    if data is None:
-        return None
-    data["amount"] = Decimal(str(data["amount"]))
-    known = Pledge.__dataclass_fields__
-    return Pledge(**{k: v for k, v in data.items() if k in known})
+    from reconciliation.stores import Store
 
 
 class PledgeRepository:
-    def __init__(self, client: DynamoDBClient, table: str):
-        self.client = client
-        self.table = table
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.pledges
 
     @staticmethod
     def _key(intent_id: str) -> dict:
@@ -91,11 +29,6 @@ class PledgeRepository:
             TableName=self.table, Key=self._key(intent_id), ConsistentRead=consistent
         )
         return pledge_from_item(response.get("Item"))
-
-    def heads(self, intent_ids: list[str]) -> dict[str, tuple[int, str]]:
-        """``{intent_id: (audit_seq, audit_head)}`` of the pledges that exist: BatchGetItem,
-        two attributes each (audit verification compares them with the streams)."""
-        return stored_heads(self.client, self.table, "intent_id", intent_ids)
 
     def put_item(self, pledge: Pledge) -> dict:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}

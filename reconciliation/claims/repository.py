@@ -22,13 +22,9 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.claims.models import (
     COMPLETED,
-    FAILED,
-    OPERATION_CREATE_PLEDGE,
     PENDING,
-    TOKEN_WINDOW_S,
     Claim,
     claim_from_item,
-    claim_pk,
     claim_to_item,
     pending_shard,
     purge_at,
@@ -36,24 +32,7 @@ from reconciliation.claims.models import (
 from reconciliation.dynamo.items import values
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
-
-# The claim's value and vocabulary, importable from here as before they had a module.
-__all__ = [
-    "COMPLETED",
-    "FAILED",
-    "OPERATION_CREATE_PLEDGE",
-    "PENDING",
-    "TOKEN_WINDOW_S",
-    "Claim",
-    "ClaimRepository",
-    "ClaimTaken",
-    "claim_from_item",
-    "claim_pk",
-    "claim_to_item",
-    "pending_shard",
-    "purge_at",
-]
+    from reconciliation.stores import Store
 
 
 class ClaimTaken(Exception):
@@ -65,9 +44,9 @@ class ClaimTaken(Exception):
 
 
 class ClaimRepository:
-    def __init__(self, client: DynamoDBClient, table: str):
-        self.client = client
-        self.table = table
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.idempotency_keys
 
     @staticmethod
     def _key(pk: str) -> dict:

@@ -50,6 +50,8 @@ def stored_heads(client: DynamoDBClient, table: str, key: str, ids: list[str]) -
     """``{id: (audit_seq, audit_head)}`` of the subject items (cases, pledges) with these
     ids; an item without a stored head answers ``(0, "")``, an absent item is absent."""
     distinct = sorted({i for i in ids if i})
+    if not distinct:
+        return {}
     items = batch_get(
         client,
         table,

@@ -56,3 +56,11 @@ def describe_connection_problem(exc: BotoCoreError | ClientError, region: Region
     if isinstance(exc, ReadTimeoutError):
         return f"DynamoDB at {where} accepted the connection but did not answer in time."
     return f"DynamoDB at {where} failed: {error_code(exc)}: {exc}"
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The ``Code`` of each item of a cancelled transaction, in item order (empty for
+    any other error)."""
+    if error_code(exc) != "TransactionCanceledException":
+        return []
+    return [r.get("Code", "None") for r in exc.response.get("CancellationReasons") or []]

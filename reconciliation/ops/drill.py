@@ -24,6 +24,7 @@ This module runs the drill and records it; the scenarios are in
 from __future__ import annotations
 
 from reconciliation.actors import system_actor
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.ops.drill_report import DrillReport
 from reconciliation.ops.drill_scenarios import Drill
@@ -46,7 +47,7 @@ def drill_run() -> DrillReport:
 def _record(report: DrillReport) -> None:
     """The drill's table as a SYSTEM audit event, for the Drill page and the trail."""
     from reconciliation.audit.services import audit_append
-    from reconciliation.stores import repositories
+    from reconciliation.stores import first_store
 
     actor = system_actor()
 
@@ -55,21 +56,21 @@ def _record(report: DrillReport) -> None:
             stream="SYSTEM",
             seq=seq,
             prev_hash=prev,
-            action="drill_run",
+            action=AuditAction.DRILL_RUN,
             actor=actor,
             detail=report.as_dict(),
         )
 
-    audit_append(repositories(), stream="SYSTEM", build=build)
+    audit_append(first_store(), stream="SYSTEM", build=build)
 
 
 def drill_last() -> dict | None:
     """The most recent drill's table, from the SYSTEM stream (newest first, bounded)."""
-    from reconciliation.stores import repositories
+    from reconciliation.stores import first_store
 
-    repos = repositories()
+    store = first_store()
     kwargs: dict = {
-        "TableName": repos.tables.audit_events,
+        "TableName": store.tables.audit_events,
         "KeyConditionExpression": "#s = :s",
         "FilterExpression": "#a = :a",
         "ExpressionAttributeNames": {"#s": "stream", "#a": "action"},
@@ -80,7 +81,7 @@ def drill_last() -> dict | None:
     from reconciliation.dynamo.items import from_item
 
     for _ in range(20):
-        response = repos.client.query(**kwargs)
+        response = store.client.query(**kwargs)
         for item in response.get("Items", []):
             event = from_item(item)
             return {**event.get("detail", {}), "at": event["at"]}

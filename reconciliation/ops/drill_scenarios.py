@@ -20,17 +20,19 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.cases.models import RESOLVED
 from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.cases.repository import RESOLVED
+from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake as pledge_service
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
+from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
+from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
-from reconciliation.stores import Repositories, repositories_for_key
+from reconciliation.stores import Store, home_store
 
 TENANT = "drill"
 AMOUNT = Decimal("10.00")
@@ -63,8 +65,8 @@ class Drill:
         self.n += 1
         return f"drill-{self.run}-{self.n}"
 
-    def repos(self, key: str) -> Repositories:
-        return repositories_for_key(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+    def store(self, key: str) -> Store:
+        return home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
 
     def submit(
         self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
@@ -86,19 +88,19 @@ class Drill:
         self.report.rows.append(DrillRow(scenario, expected, observed, status))
 
     def ledger(self) -> tuple[Decimal, int]:
-        total = self.repos("probe").ledger.total(self.fund, "USD")
+        total = LedgerRepository(self.store("probe")).total(self.fund, "USD")
         return total.pledged_total, total.pledge_count
 
     # --- the engine's token semantics ------------------------------------------------
 
     def probe_token(self) -> bool:
-        repos = self.repos("probe")
+        store = self.store("probe")
         key = f"DRILLPROBE#{self.run}"
         token = str(uuid.uuid4())
         item: list[TransactWriteItemTypeDef] = [
             {
                 "Update": {
-                    "TableName": repos.tables.ledger,
+                    "TableName": store.tables.ledger,
                     "Key": {"fund": {"S": key}},
                     "UpdateExpression": "ADD pledge_count :one",
                     "ExpressionAttributeValues": {":one": {"N": "1"}},
@@ -106,11 +108,11 @@ class Drill:
             }
         ]
         for _ in range(2):
-            repos.client.transact_write_items(TransactItems=item, ClientRequestToken=token)
-        stored = repos.client.get_item(
-            TableName=repos.tables.ledger, Key={"fund": {"S": key}}, ConsistentRead=True
+            store.client.transact_write_items(TransactItems=item, ClientRequestToken=token)
+        stored = store.client.get_item(
+            TableName=store.tables.ledger, Key={"fund": {"S": key}}, ConsistentRead=True
         )["Item"]
-        repos.client.delete_item(TableName=repos.tables.ledger, Key={"fund": {"S": key}})
+        store.client.delete_item(TableName=store.tables.ledger, Key={"fund": {"S": key}})
         return stored["pledge_count"]["N"] == "1"
 
     # --- scenarios -------------------------------------------------------------------
@@ -134,18 +136,18 @@ class Drill:
         """Send again the transaction that committed ``key`` (rebuilt from its claim, as
         the committing attempt saw it), optionally with a changed amount or a new token.
         Returns the ClientError DynamoDB answered with, or None if it accepted."""
-        repos = self.repos(key)
-        claim = repos.claims.get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        store = self.store(key)
+        claim = ClaimRepository(store).get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
         if claim is None:  # only committed keys are resent, and their claims are kept
             raise LookupError(f"no claim for the committed key {key}")
         attempt = replace(claim, status=PENDING, version=claim.version - 1)
         if amount is not None:
             attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
-        built, _ = pledge_service.commit_items(repos, attempt)
+        built, _ = pledge_service.commit_items(store, attempt)
         items = transact_items(built)
         token = str(uuid.uuid4()) if new_token else claim.request_token
         try:
-            repos.client.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            store.client.transact_write_items(TransactItems=items, ClientRequestToken=token)
         except ClientError as exc:
             return exc
         return None
@@ -212,8 +214,8 @@ class Drill:
         observed = [outcome.kind, f"durable record {'found' if pledge else 'absent'}"]
         ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
         if outcome.case_id:
-            auto_resolve(self.repos(key), outcome.case_id, SweepReport())
-            case = self.repos(key).cases.get(outcome.case_id)
+            auto_resolve(self.store(key), outcome.case_id, SweepReport())
+            case = CaseRepository(self.store(key)).get(outcome.case_id)
             observed.append(f"case {case.state if case else 'missing'}")
             self.cases[outcome.case_id] = RESOLVED
             ok = ok and case is not None and case.state == RESOLVED
@@ -235,13 +237,13 @@ class Drill:
 
         key = self.key()
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
-        repos = self.repos(key)
+        store = self.store(key)
         # A 1-second lease for this claim alone, passed down: the drill runs inside a
         # worker or web process whose other requests keep the configured lease.
         with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
             self.submit(key, lease_s=1)
         time.sleep(1.5)
-        case = sweep_claim(pk, grace_s=0, repos=repos)
+        case = sweep_claim(pk, grace_s=0, store=store)
         observed = [f"sweep opened {case.case_type if case else 'nothing'}"]
         ok = (
             case is not None
@@ -256,7 +258,7 @@ class Drill:
                 seen_version=case.version,
                 reason_code="TRANSIENT_FAILURE",
                 reason_text="Drill: recover the crashed intent by retrying its commit.",
-                repos=repos,
+                store=store,
             )
             from reconciliation.cases.changes import CaseError
             from reconciliation.casework.dispositions import retry_commit_run
@@ -264,8 +266,8 @@ class Drill:
             # Inline as well as queued: whichever runs first commits, the other finds the
             # case resolved (the durable key makes a second commit impossible anyway).
             with contextlib.suppress(CaseError):
-                retry_commit_run(case.case_id, repos=repos)
-            final = repos.cases.get(case.case_id)
+                retry_commit_run(case.case_id, store=store)
+            final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"
             observed.append(f"retry → case {final_state}")
             self.cases[case.case_id] = RESOLVED
@@ -301,7 +303,7 @@ class Drill:
         streams = [f"PLEDGE#{intent_id_for(TENANT, k)}" for k in self.committed]
         for n in range(1, self.n + 1):
             intent = intent_id_for(TENANT, f"drill-{self.run}-{n}")
-            for case in cases_for_intent(intent, repos=self.repos("probe")):
+            for case in cases_for_intent(intent, store=self.store("probe")):
                 streams.append(f"CASE#{case.case_id}")
                 want = self.cases.get(case.case_id)
                 if want != case.state:
@@ -312,7 +314,11 @@ class Drill:
             "; ".join(misplaced) or f"{len(self.cases)} cases as expected",
             not misplaced,
         )
-        broken = [s.line() for s in (stream_chain_status(st) for st in streams) if not s.ok]
+        broken = [
+            s.line()
+            for s in (stream_chain_status(st, store=self.store("probe")) for st in streams)
+            if not s.ok
+        ]
         self.row(
             "every audit chain verifies",
             f"{len(streams)} streams intact",

@@ -29,16 +29,18 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.repository import CASE_TYPES
+from reconciliation.cases.models import CASE_TYPES
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, Claim, claim_pk
+from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
 from reconciliation.dynamo.items import values
-from reconciliation.stores import repositories, repositories_for_key
+from reconciliation.stores import every_store, first_store, home_store
 
 TENANT = "sim"
 HOT_FUND = "GENERAL"
@@ -195,8 +197,8 @@ class _Traffic:
         commits; A then tries to commit with its stale claim and must be fenced off."""
         request = parse_fields(body)
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
-        repos = repositories_for_key(pk)
-        claim = repos.claims.new_claim(
+        store = home_store(pk)
+        claim = ClaimRepository(store).new_claim(
             pk=pk,
             tenant=TENANT,
             idempotency_key=key,
@@ -209,7 +211,7 @@ class _Traffic:
         )
         stale: Claim | None = claim
         try:
-            repos.claims.create(claim)
+            ClaimRepository(store).create(claim)
         except Exception:  # noqa: BLE001 - a fault fired; the intent is simply retried below
             stale = None
         time.sleep(self.config.lease_s + 0.3)
@@ -220,21 +222,21 @@ class _Traffic:
             time.sleep(0.2)
         if stale is not None:
             if int(stale.attempt_id[-1], 16) % 2:
-                _token_collision(repos, stale, key)
-            late = service.pledge_commit(repos, stale)
+                _token_collision(store, stale, key)
+            late = service.pledge_commit(store, stale)
             with self.lock:
                 self.report.outcomes[f"late_worker_{late.kind}"] += 1
 
 
-def _token_collision(repos, stale, key: str) -> None:
+def _token_collision(store, stale, key: str) -> None:
     """Another transaction under the stale worker's token (a copied request replayed by
     hand): a harmless counter in the claims table, expiring like any claim."""
     with contextlib.suppress(Exception):
-        repos.client.transact_write_items(
+        store.client.transact_write_items(
             TransactItems=[
                 {
                     "Update": {
-                        "TableName": repos.tables.idempotency_keys,
+                        "TableName": store.tables.idempotency_keys,
                         "Key": {"pk": {"S": f"{TENANT}#token_collision#{key}"}},
                         "UpdateExpression": "ADD collisions :one SET purge_at = :purge",
                         "ExpressionAttributeValues": values(
@@ -268,7 +270,7 @@ def simulate_run(
         # expires_at is whole epoch seconds and the index query asks for expires_at <
         # now: a full second past the lease is the least that finds the last claim.
         time.sleep(config.lease_s + 1.0)
-        sweep_all(grace_s=0)
+        sweep_all(every_store(), home=home_store, grace_s=0)
     report.elapsed_s = time.monotonic() - started
     report.faults_fired = dict(plan.counts)
     _count_cases(report, config.pledges)
@@ -277,11 +279,11 @@ def simulate_run(
 
 
 def _ledger_snapshot() -> dict[tuple[str, str], tuple[Decimal, int]]:
-    repos = repositories()
+    store = first_store()
     out = {}
     for fund in (HOT_FUND, *OTHER_FUNDS):
         for currency, _ in CURRENCIES:
-            total = repos.ledger.total(fund, currency)
+            total = LedgerRepository(store).total(fund, currency)
             out[(fund, currency)] = (total.pledged_total, total.pledge_count)
     return out
 
@@ -291,7 +293,9 @@ def _count_cases(report: SimulationReport, pledges: int) -> None:
 
     seen: set[str] = set()
     for n in range(pledges):
-        for case in cases_for_intent(intent_id_for(TENANT, f"sim-{report.run_id}-{n}")):
+        for case in cases_for_intent(
+            intent_id_for(TENANT, f"sim-{report.run_id}-{n}"), store=first_store()
+        ):
             if case.case_id not in seen:
                 seen.add(case.case_id)
                 report.cases_by_type[case.case_type] += 1
@@ -300,11 +304,11 @@ def _count_cases(report: SimulationReport, pledges: int) -> None:
 def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
     """The ledger moved by exactly the pledges this run recorded, per fund and currency,
     whatever the faults (the durable records are read back, not the answers counted)."""
-    repos = repositories()
+    store = first_store()
     recorded: dict[tuple[str, str], tuple[Decimal, int]] = {}
     for n in range(pledges):
         key = f"sim-{report.run_id}-{n}"
-        pledge = repos.pledges.get(intent_id_for(TENANT, key))
+        pledge = PledgeRepository(store).get(intent_id_for(TENANT, key))
         if pledge is None:
             continue
         report.committed_keys.add(key)

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def cancelled_case(ddb, key: str, fund: str):
     """A CANCELLED_TRANSACTION case in ``fund``: the claim was TTL-deleted and the key came
     back with a different amount, so the durable pledge key refused the write."""
-    from reconciliation.stores import repositories
+    from tests.helpers import repositories
 
     assert submit(key, fund=fund).kind == service.CREATED
     ddb.client.delete_item(
@@ -94,7 +94,7 @@ def test_staff_requests_release_and_another_supervisor_approves(
 ):
     """Staff request RELEASE_CLAIM on a stuck case; a supervisor approves it on the
     Approvals page; the case is resolved and the claim FAILED."""
-    from reconciliation.stores import repositories
+    from tests.helpers import repositories
 
     case = stuck_case("order-2001")
     staff = open_browser("staff")

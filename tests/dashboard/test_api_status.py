@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.views.api import STATUS
+from dashboard.statuses import INTAKE as STATUS
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 
 
@@ -10,3 +10,14 @@ def test_status_maps_exactly_the_outcome_kinds():
     """Every outcome kind the intake service can answer has an HTTP status, and the map
     names no kind the service does not know (the fault explorer relies on it)."""
     assert set(STATUS) == OUTCOME_KINDS
+
+
+def test_every_case_refusal_kind_has_a_status():
+    """Each kind of refused case action (``CaseError.code``) maps to one status at the
+    edge, and the domain's errors carry no status of their own."""
+    from dashboard.statuses import CASE_REFUSAL
+    from reconciliation.cases.changes import CaseError
+
+    kinds = {CaseError.code} | {cls.code for cls in CaseError.__subclasses__()}
+    assert kinds == set(CASE_REFUSAL)
+    assert not any(hasattr(cls, "status") for cls in (CaseError, *CaseError.__subclasses__()))

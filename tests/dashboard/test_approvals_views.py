@@ -11,9 +11,10 @@ from django.contrib.auth.models import User
 
 from reconciliation import clock
 from reconciliation.casework.dispositions import case_assign, override_request
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 from tests import helpers
 from tests.conftest import staff_actor
+from tests.helpers import repositories
 from tests.reconciliation.factories import stuck_case
 
 # Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
@@ -38,6 +39,7 @@ def requested(key: str, by: str = "ada", role: str = "finance_staff"):
         reason_code="CLIENT_CONFIRMED",
         reason_text="The client wants to retry.",
         action_id=f"req-{key}",
+        store=first_store(),
     )
     return result.case
 
@@ -150,7 +152,11 @@ def test_assignment_after_the_request_does_not_block_approval(ddb, client):
     approval still applies."""
     case = requested("ap-6b")
     case_assign(
-        case_id=case.case_id, actor=staff_actor("bob"), seen_version=case.version, action_id="x"
+        case_id=case.case_id,
+        actor=staff_actor("bob"),
+        seen_version=case.version,
+        action_id="x",
+        store=first_store(),
     )
     sign_in(client)
     response = client.post(f"/cases/{case.case_id}/approve/", decision(case), **HX)

@@ -26,8 +26,8 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.background import export_request
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.tasks import audit_export_task
-from reconciliation.stores import repositories
-from tests.helpers import audit_events, pass_second_factor
+from reconciliation.stores import first_store
+from tests.helpers import audit_events, pass_second_factor, repositories
 from tests.processes import celery_worker
 
 # Views only: search, paging and export over both engines are tested in tests/reconciliation;
@@ -244,7 +244,9 @@ def test_progress_bar_polls_until_the_export_is_done(
     seed(30)
     owner = as_user(client, "aud", "auditor")
     actor = Actor("aud", Role.AUDITOR, "aud@example.org")
-    export_id = export_request(filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor)
+    export_id = export_request(
+        filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor, store=first_store()
+    )
     backend = audit_export_task.backend
     backend.store_result(export_id, {"rows": 1200, "percent": 40.0}, "PROGRESS")
     try:
@@ -255,7 +257,7 @@ def test_progress_bar_polls_until_the_export_is_done(
         assert 'value="40.0"' in html and "1200 events so far" in html
         from reconciliation.audit.export.background import export_run_requested
 
-        export_run_requested(export_id)
+        export_run_requested(export_id, store=first_store())
         done = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
         assert b"hx-trigger" not in done
         assert f"/audit/exports/{export_id}/download".encode() in done
@@ -287,7 +289,9 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
     try:
         owner = as_user(client, "aud", "auditor")
         actor = Actor("aud", Role.AUDITOR, "aud@example.org")
-        export_id = export_request(filters=AuditFilters.build(**rng()), fmt="csv", actor=actor)
+        export_id = export_request(
+            filters=AuditFilters.build(**rng()), fmt="csv", actor=actor, store=first_store()
+        )
         audit_export_task.apply_async(args=[export_id], task_id=export_id, queue=queue)
         states: list[str] = []
         deadline = time.monotonic() + 120

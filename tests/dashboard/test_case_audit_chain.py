@@ -7,6 +7,7 @@ import pytest
 
 from reconciliation.cases.policy import ESCALATE
 from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case
@@ -30,9 +31,16 @@ def test_truncated_timeline_is_not_reported_intact(ddb, client):
     is intact; it says the case stores seq 3 and the stream ends at seq 2. Deleting the
     rest: it says the stream has no events."""
     case = stuck_case("page-trunc-1")
-    case = case_assign(case_id=case.case_id, actor=STAFF, seen_version=case.version).case
+    case = case_assign(
+        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+    ).case
     case = case_dispose(
-        case_id=case.case_id, disposition=ESCALATE, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     ).case
     sign_in(client)
     url = f"/cases/{case.case_id}/"

@@ -12,9 +12,9 @@ from django.contrib.auth.models import Group, User
 
 from reconciliation import clock
 from reconciliation.casework.dispositions import case_assign, case_dispose
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 from tests.conftest import ENGINES, staff_actor
-from tests.helpers import audit_events, pass_second_factor, sign_in
+from tests.helpers import audit_events, pass_second_factor, repositories, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 # Views only, except the decoded cancellation reasons, which differ between engines.
@@ -182,6 +182,7 @@ def test_forms_offer_only_allowed_actions(ddb, client):
         seen_version=stuck.version,
         action_id="esc",
         **WHY,
+        store=first_store(),
     )
     html = client.get(f"/cases/{stuck.case_id}/").content.decode()
     assert radios(html, "disposition") == ["CONFIRMED_COMMITTED", "RETRY_COMMIT"]
@@ -210,6 +211,7 @@ def test_resolved_case_offers_reopen_only(ddb, client):
         seen_version=case.version,
         action_id="dup",
         **WHY,
+        store=first_store(),
     )
     sign_in(client)
     html = client.get(f"/cases/{case.case_id}/").content.decode()
@@ -254,7 +256,13 @@ def test_stale_form_is_refused_with_who_and_when(ddb, client):
     """Someone else changed the case since the form was rendered: 409, "changed by X at
     T", the fresh state and a form at the fresh version; nothing applied."""
     case = stuck_case("cp-16")
-    case_assign(case_id=case.case_id, actor=staff_actor("bob"), seen_version=1, action_id="b")
+    case_assign(
+        case_id=case.case_id,
+        actor=staff_actor("bob"),
+        seen_version=1,
+        action_id="b",
+        store=first_store(),
+    )
     sign_in(client)
     stale = form(case, disposition="ESCALATE")
     response = client.post(f"/cases/{case.case_id}/dispose/", stale, **HX)
@@ -363,6 +371,7 @@ def test_timeline_lists_the_case_events_in_order(ddb, client):
         action_id="e",
         reason_code="NEEDS_REVIEW",
         reason_text="A second opinion, please.",
+        store=first_store(),
     )
     sign_in(client, "auditor")
     html = client.get(f"/cases/{case.case_id}/").content.decode()

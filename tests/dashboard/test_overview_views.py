@@ -10,6 +10,7 @@ import pytest
 from reconciliation import clock
 from reconciliation.casework.dispositions import override_request
 from reconciliation.casework.selectors import case_timeline, recent_audit_events
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
@@ -62,6 +63,7 @@ def test_overview_lists_pending_override_requests(ddb, client):
         reason_code="CLIENT_CONFIRMED",
         reason_text="The client wants to retry.",
         action_id="r",
+        store=first_store(),
     )
     sign_in(client, "supervisor")
     html = client.get("/").content.decode()
@@ -81,18 +83,18 @@ def test_recent_audit_events_newest_first_across_two_days(ddb):
         stuck_case("ov-yesterday")
     for n in range(3):
         stuck_case(f"ov-today-{n}")
-    events = recent_audit_events(limit=50)
+    events = recent_audit_events(limit=50, store=first_store())
     stamps = [e["at"] for e in events]
     assert stamps == sorted(stamps, reverse=True)
     assert any(e.get("intent_id") == "acme#ov-yesterday" for e in events)
-    assert len(recent_audit_events(limit=2)) == 2
-    assert recent_audit_events(limit=2)[0]["at"] == stamps[0]
+    assert len(recent_audit_events(limit=2, store=first_store())) == 2
+    assert recent_audit_events(limit=2, store=first_store())[0]["at"] == stamps[0]
 
 
 def test_case_timeline_is_the_case_stream(ddb):
     """The timeline selector returns the case's own stream in seq order."""
     case = stuck_case("ov-5")
-    events = case_timeline(case.case_id)
+    events = case_timeline(case.case_id, store=first_store())
     assert [e["seq"] for e in events] == [1]
     assert events[0]["action"] == "case_opened" and events[0]["stream"] == f"CASE#{case.case_id}"
 
@@ -128,8 +130,11 @@ def test_empty_queues_cost_no_query(ddb, monkeypatch):
             return _real(self, queue, *args, **kwargs)
 
         monkeypatch.setattr(CaseRepository, method, spy)
-    counts = queue_counts()
-    oldest, ageing = queue_oldest(counts), queue_ageing(counts)
+    counts = queue_counts(store=first_store())
+    oldest, ageing = (
+        queue_oldest(counts, store=first_store()),
+        queue_ageing(counts, store=first_store()),
+    )
     assert set(asked) == {"STUCK_PENDING"}
     assert oldest["STUCK_PENDING"] is not None and oldest["ESCALATED"] is None
     assert sum(n for _, n in ageing["STUCK_PENDING"]) == 1
@@ -148,8 +153,15 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
 
     mine, theirs = stuck_case("ov-vis-1"), stuck_case("ov-vis-2")
     if role != "auditor":  # auditors take no action, so have no events of their own
-        case_assign(case_id=mine.case_id, actor=staff_actor("viewer", role), seen_version=1)
-    case_assign(case_id=theirs.case_id, actor=staff_actor("ben"), seen_version=1)
+        case_assign(
+            case_id=mine.case_id,
+            actor=staff_actor("viewer", role),
+            seen_version=1,
+            store=first_store(),
+        )
+    case_assign(
+        case_id=theirs.case_id, actor=staff_actor("ben"), seen_version=1, store=first_store()
+    )
     sign_in(client, role, username="viewer")
     html = client.get("/").content.decode()
     events = html[html.index('<table class="events">') :]

@@ -11,9 +11,9 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.casework.dispositions import case_assign
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, sign_in
+from tests.helpers import audit_events, repositories, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 # Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
@@ -104,7 +104,13 @@ def test_assigned_to_me(ddb, client):
     """ "Assigned to me" keeps only the signed-in user's cases."""
     mine = stuck_case("q-mine")
     stuck_case("q-theirs")
-    case_assign(case_id=mine.case_id, actor=staff_actor("ada"), seen_version=1, action_id="a")
+    case_assign(
+        case_id=mine.case_id,
+        actor=staff_actor("ada"),
+        seen_version=1,
+        action_id="a",
+        store=first_store(),
+    )
     sign_in(client, username="ada")
     html = client.get("/queues/stuck/?mine=on", **HX).content.decode()
     assert shown(html) == ["acme#q-mine"]

@@ -21,6 +21,7 @@ from django_otp.oath import totp
 
 from dashboard import mfa
 from reconciliation.casework.dispositions import override_request
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
 from tests.reconciliation.factories import stuck_case
@@ -69,6 +70,7 @@ def _world() -> World:
         seen_version=pending.version,
         action_id="req",
         **WHY,
+        store=first_store(),
     )
     target = User.objects.create_user("rm-target", "t@example.org")
     target.groups.add(Group.objects.get_or_create(name="finance_staff")[0])

@@ -10,8 +10,9 @@ from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
-from reconciliation.stores import repositories
+from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
+from tests.helpers import repositories
 
 API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
 
@@ -35,7 +36,7 @@ def stuck_case(key: str, **overrides):
     """A STUCK_PENDING case opened by the sweep for a crashed claim (no pledge)."""
     with clock.travel(-200):  # the worker died 200 s ago: lease and grace have passed
         crashed_claim(key, **overrides)
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     [case_id] = [c for c in report.opened]
     return repositories().cases.get(case_id)
 

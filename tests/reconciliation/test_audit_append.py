@@ -13,7 +13,7 @@ from reconciliation.audit.repository import (
     audit_event_build,
     event_hash,
 )
-from reconciliation.stores import repositories
+from tests.helpers import repositories
 
 ACTOR = Actor(
     username="ada",

@@ -23,6 +23,7 @@ from reconciliation.audit.repository import event_hash
 from reconciliation.cases.policy import ESCALATE
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.reconciliation.factories import stuck_case, submit
@@ -37,13 +38,13 @@ WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent 
 def write_checkpoints() -> list[str]:
     from reconciliation.audit.services import audit_checkpoint
 
-    return audit_checkpoint()
+    return audit_checkpoint(store=first_store())
 
 
 def verify() -> list[str]:
     from reconciliation.audit.services import audit_verify
 
-    return audit_verify().problems
+    return audit_verify(store=first_store()).problems
 
 
 @contextmanager
@@ -65,9 +66,16 @@ def delete_event(ddb, stream: str, seq: int) -> None:
 
 def escalated_case(key: str):
     case = stuck_case(key)
-    case = case_assign(case_id=case.case_id, actor=STAFF, seen_version=case.version).case
+    case = case_assign(
+        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+    ).case
     return case_dispose(
-        case_id=case.case_id, disposition=ESCALATE, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     ).case
 
 
@@ -120,7 +128,7 @@ def test_every_finished_period_gets_a_checkpoint_even_an_empty_one(ddb, history)
     assert [h[0] for h in checkpoint_of(ddb, x + 2 * HOUR)["detail"]["heads"]] == ["SYSTEM"]
     midnight = datetime.combine(x.date() - timedelta(days=1), datetime.min.time(), x.tzinfo)
     assert checkpoint_of(ddb, midnight)["detail"]["stream_count"] == 0
-    report = audit_verify()
+    report = audit_verify(store=first_store())
     assert report.problems == []
     [warning] = report.warnings
     # The first run's last period was signed 200 s after it ended: on time.
@@ -147,7 +155,7 @@ def test_a_deleted_and_re_signed_checkpoint_is_reported_as_signed_late(ddb, hist
     for event in audit_events(ddb, "SYSTEM")[-2:]:
         delete_event(ddb, "SYSTEM", event["seq"])
     assert write_checkpoints() == [label(x + HOUR), label(x + 2 * HOUR)]
-    report = audit_verify()
+    report = audit_verify(store=first_store())
     assert report.problems == []
     assert report.warnings[-1] == (
         f"checkpoints for 2 periods, {label(x + HOUR)} to {label(x + 2 * HOUR)}, signed up "
@@ -273,7 +281,7 @@ def test_quarter_hour_periods_and_the_beat_schedule(ddb, settings):
     from django.conf import settings as live
 
     from reconciliation.audit.services import checkpoint_periods_due
-    from reconciliation.stores import repositories
+    from tests.helpers import repositories
 
     assert live.AUDIT_CHECKPOINT_PERIOD_S == 3600
     [entry] = [

@@ -17,9 +17,9 @@ from reconciliation.casework.dispositions import (
     override_approve,
     override_request,
 )
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events
+from tests.helpers import audit_events, repositories
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -48,13 +48,16 @@ def delete_event(ddb, stream: str, seq: int) -> None:
 def case_with_three_events(key: str):
     """A stuck case, assigned and escalated: its item stores audit_seq 3."""
     case = stuck_case(key)
-    case = case_assign(case_id=case.case_id, actor=STAFF, seen_version=case.version).case
+    case = case_assign(
+        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+    ).case
     case = case_dispose(
         case_id=case.case_id,
         disposition=ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
+        store=first_store(),
     ).case
     assert case.audit_seq == 3
     return case
@@ -72,9 +75,14 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
         seen_version=case.version,
         reason_code="DONOR_REQUEST",
         reason_text="Donor withdrew the pledge by phone.",
+        store=first_store(),
     )
     override_approve(
-        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+        case_id=case.case_id,
+        request_id=requested.case.override["request_id"],
+        actor=SUPER,
+        **WHY,
+        store=first_store(),
     )
     stream = f"PLEDGE#{case.intent_id}"
     return stream, audit_events(ddb, stream)
@@ -118,7 +126,7 @@ def test_a_pledge_stream_deleted_outright_is_found_through_its_case(ddb, setting
     stream = f"PLEDGE#{case.intent_id}"
     [receipt] = audit_events(ddb, stream)
     delete_event(ddb, stream, 1)
-    report = audit_verify()
+    report = audit_verify(store=first_store())
     assert report.problems == [
         f"{stream}: the pledge item stores audit_seq 1 but the stream has no events "
         f"(audit_head {receipt['hash']})"
@@ -147,7 +155,7 @@ def test_rewritten_stream_and_a_stream_without_its_item_are_named(ddb):
     other = f"CASE#{orphaned.case_id}"
     delete_event(ddb, other, 3)
     ddb.client.delete_item(TableName=ddb.tables.cases, Key={"case_id": {"S": orphaned.case_id}})
-    assert sorted(audit_verify().problems) == sorted(
+    assert sorted(audit_verify(store=first_store()).problems) == sorted(
         [
             f"{name}: the case item's audit_head is not the hash of seq 3 "
             f"(audit_head {last['hash']}, stream's seq 3 hash {forged['hash']})",
@@ -166,7 +174,7 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
         stream=name, seq=4, prev_hash=last["hash"], action="case_escalated", actor=STAFF
     )
     assert repositories().audit.append(extra)
-    assert audit_verify(stream=name).problems == [
+    assert audit_verify(stream=name, store=first_store()).problems == [
         f"{name}: the stream runs to seq 4, past the case item's audit_seq 3 "
         f"(audit_head {last['hash']})"
     ]

@@ -20,21 +20,21 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.claims import intake as service
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import (
+from reconciliation.claims.models import (
     COMPLETED,
     FAILED,
     OPERATION_CREATE_PLEDGE,
     PENDING,
     Claim,
-    ClaimTaken,
     claim_pk,
+    intent_id_for,
     pending_shard,
 )
+from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import parse_fields
-from reconciliation.stores import Repositories, repositories
 from tests.conftest import pledge_body
-from tests.helpers import audit_events, ledger_total, pledges
+from tests.helpers import Repos as Repositories
+from tests.helpers import audit_events, ledger_total, pledges, repositories
 
 TENANT = "acme"
 RACERS = 16

@@ -13,12 +13,11 @@ from reconciliation.actors import Actor, Role
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
 from reconciliation.claims import intake as service
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import COMPLETED, OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import COMPLETED, OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.dynamo import faults
-from reconciliation.stores import repositories
+from reconciliation.stores import every_store, first_store, home_store
 from tests.fault_helpers import response_lost
-from tests.helpers import cases, claims, ledger_total, pledges, spend_token
+from tests.helpers import cases, claims, ledger_total, pledges, repositories, spend_token
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -54,7 +53,7 @@ def test_a_late_token_mismatch_is_its_own_case_beside_the_stuck_case(ddb):
         crashed_claim("late-mismatch-1")
     repos = repositories()
     claim = repos.claims.get(_pk("late-mismatch-1"))
-    [stuck_id] = sweep_all().opened
+    [stuck_id] = sweep_all(every_store(), home=home_store).opened
     # Another transaction used the late worker's token inside the 10-minute window.
     spend_token(ddb, claim.request_token)
     late = service.pledge_commit(repos, claim)
@@ -90,6 +89,7 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
         seen_version=case.version,
         reason_code="TRANSIENT_FAILURE",
         reason_text="The claim says completed but no pledge exists.",
+        store=first_store(),
     )
     [pledge] = pledges(ddb)
     assert pledge["intent_id"] == intent_id_for("acme", "completed-no-pledge-1")
@@ -154,7 +154,7 @@ def test_a_hot_queue_counter_cannot_keep_a_case_from_opening(ddb, settings):
     event = "before-send.dynamodb.TransactWriteItems"
     ddb.client.meta.events.register_first(event, hot)
     try:
-        report = sweep_all()
+        report = sweep_all(every_store(), home=home_store)
     finally:
         ddb.client.meta.events.unregister(event, hot)
     assert hot.conflicts >= 1
@@ -181,6 +181,7 @@ def test_queue_counts_stay_exact_across_shards(ddb):
             seen_version=case.version,
             reason_code="NEEDS_REVIEW",
             reason_text="Escalated to check the counts.",
+            store=first_store(),
         )
     ddb.client.put_item(
         TableName=ddb.tables.cases,
@@ -219,7 +220,7 @@ def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version
         crashed_claim("late-unclear-1")
     repos = repositories()
     claim = repos.claims.get(_pk("late-unclear-1"))
-    [stuck_id] = sweep_all().opened
+    [stuck_id] = sweep_all(every_store(), home=home_store).opened
     with faults.injected({"ambiguous_no_commit": 1.0}):
         late = service.pledge_commit(repos, claim)
     assert late.kind == service.OUTCOME_UNKNOWN
@@ -239,7 +240,7 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
         crashed_claim("no-supersede-1")
     repos = repositories()
     claim = repos.claims.get(_pk("no-supersede-1"))
-    [stuck_id] = sweep_all().opened
+    [stuck_id] = sweep_all(every_store(), home=home_store).opened
     spend_token(ddb, claim.request_token)
     mismatch = service.pledge_commit(repos, claim)
     assert mismatch.kind == service.TOKEN_PARAMETER_MISMATCH
@@ -251,6 +252,7 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
         seen_version=mismatch_case.version,
         reason_code="DUPLICATE_VERIFIED",
         reason_text="A copied request; nothing to record.",
+        store=first_store(),
     )
     stuck = repos.cases.get(stuck_id)
     case_dispose(
@@ -260,6 +262,7 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
         seen_version=stuck.version,
         reason_code="TRANSIENT_FAILURE",
         reason_text="Retry the stuck commit, please.",
+        store=first_store(),
     )
     after = repos.cases.get(stuck_id)
     assert after.state == "OPEN"

@@ -18,12 +18,13 @@ from decimal import Decimal
 import pytest
 from django.conf import settings
 
-from dashboard.views.api import STATUS
+from dashboard.statuses import INTAKE as STATUS
 from reconciliation import clock
-from reconciliation.cases.repository import AMBIGUOUS_TIMEOUT, RESOLVED
+from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, RESOLVED
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
+from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
 from tests.helpers import audit_events, cases, claims, ledger_total, nothing_written, pledges
 
@@ -61,7 +62,7 @@ def _sweep_after_lease(ddb, key: str):
     claim in the pending index and open a case for it."""
     faults.set_plan(None)
     with clock.travel(settings.CLAIM_PENDING_TTL_S + 1):
-        report = sweep_all(grace_s=0)
+        report = sweep_all(every_store(), home=home_store, grace_s=0)
     mine = [c for c in cases(ddb) if c["intent_id"] == f"acme#{key}"]
     assert len(mine) == 1, (report.lines(), mine)
     assert mine[0]["case_id"] in report.opened, report.lines()

@@ -31,9 +31,9 @@ from reconciliation.casework.dispositions import (
     overrides_expire,
 )
 from reconciliation.casework.selectors import InvalidFilter, queue_filters_parse, queue_page
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, claims, ledger_total, pledges
+from tests.helpers import audit_events, claims, ledger_total, pledges, repositories
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -61,6 +61,7 @@ def test_confirm_committed_is_refused_without_the_pledge(ddb):
             actor=STAFF,
             seen_version=case.version,
             **WHY,
+            store=first_store(),
         )
     assert repositories().cases.get(case.case_id).version == case.version
     assert _events(ddb, case.case_id) == ["case_opened"]
@@ -76,6 +77,7 @@ def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
         actor=STAFF,
         seen_version=case.version,
         **WHY,
+        store=first_store(),
     )
     assert result.applied and result.case.state == "RESOLVED" and result.case.queue is None
     assert _events(ddb, case.case_id) == ["case_opened", "disposition_recorded"]
@@ -94,6 +96,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
         actor=STAFF,
         seen_version=case.version,
         **WHY,
+        store=first_store(),
     )
     assert result.applied
     final = repositories().cases.get(case.case_id)
@@ -114,6 +117,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
             actor=STAFF,
             seen_version=final.version,
             **WHY,
+            store=first_store(),
         )
     assert len(pledges(ddb)) == 1
 
@@ -129,11 +133,17 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
         actor=STAFF,
         seen_version=dup.version,
         **WHY,
+        store=first_store(),
     )
     assert done.case.state == "RESOLVED"
     stuck = stuck_case("esc-1")
     esc = case_dispose(
-        case_id=stuck.case_id, disposition=ESCALATE, actor=STAFF, seen_version=stuck.version, **WHY
+        case_id=stuck.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=stuck.version,
+        **WHY,
+        store=first_store(),
     )
     assert esc.case.state == "ESCALATED" and esc.case.queue == "ESCALATED"
     counts = repositories().cases.counts()
@@ -160,13 +170,14 @@ def test_reason_is_required(ddb, code, text, message):
             seen_version=case.version,
             reason_code=code,
             reason_text=text,
+            store=first_store(),
         )
 
 
 def test_stale_version_is_refused_naming_who_changed_it(ddb):
     """Acting on a version someone else already changed: CaseChanged with who and when."""
     case = stuck_case("stale-1")
-    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=case.version)
+    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=case.version, store=first_store())
     with pytest.raises(CaseChanged) as info:
         case_dispose(
             case_id=case.case_id,
@@ -174,6 +185,7 @@ def test_stale_version_is_refused_naming_who_changed_it(ddb):
             actor=STAFF,
             seen_version=case.version,
             **WHY,
+            store=first_store(),
         )
     assert "changed by bob at" in str(info.value)
     assert info.value.current.assignee == "bob"
@@ -189,6 +201,7 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
         seen_version=case.version,
         action_id="act-1",
         **WHY,
+        store=first_store(),
     )
     second = case_dispose(
         case_id=case.case_id,
@@ -197,6 +210,7 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
         seen_version=case.version,
         action_id="act-1",
         **WHY,
+        store=first_store(),
     )
     assert first.applied and not second.applied
     assert second.case.version == first.case.version == case.version + 1
@@ -220,7 +234,12 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
         barrier.wait()
         try:
             if n % 4 == 3:
-                case_assign(case_id=case.case_id, actor=actor, seen_version=case.version)
+                case_assign(
+                    case_id=case.case_id,
+                    actor=actor,
+                    seen_version=case.version,
+                    store=first_store(),
+                )
             else:
                 case_dispose(
                     case_id=case.case_id,
@@ -228,6 +247,7 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
                     actor=actor,
                     seen_version=case.version,
                     **WHY,
+                    store=first_store(),
                 )
             wins.append(n)
         except CaseChanged:
@@ -255,15 +275,24 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     claim becomes FAILED and at once re-claimable, the case resolves."""
     case = stuck_case("rel-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     assert requested.case.state == "OVERRIDE_REQUESTED" and requested.case.queue == (
         "OVERRIDE_REQUESTED"
     )
     request_id = requested.case.override["request_id"]
     with pytest.raises(NotAllowed):
-        override_approve(case_id=case.case_id, request_id=request_id, actor=STAFF, **WHY)
-    approved = override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+        override_approve(
+            case_id=case.case_id, request_id=request_id, actor=STAFF, **WHY, store=first_store()
+        )
+    approved = override_approve(
+        case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+    )
     assert approved.case.state == "RESOLVED"
     assert approved.case.resolution["disposition"] == RELEASE_CLAIM
     [claim] = claims(ddb)
@@ -278,17 +307,26 @@ def test_supervisor_cannot_approve_own_request(ddb):
     one's own request (four eyes either way); another may approve."""
     case = stuck_case("self-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=SUPER, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=SUPER,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     request_id = requested.case.override["request_id"]
     with pytest.raises(NotAllowed, match="different supervisor"):
-        override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+        override_approve(
+            case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+        )
     with pytest.raises(NotAllowed, match="different supervisor"):
-        override_reject(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+        override_reject(
+            case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+        )
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
     assert (
         override_approve(
-            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY
+            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY, store=first_store()
         ).case.state
         == "RESOLVED"
     )
@@ -298,12 +336,21 @@ def test_approve_twice_is_refused(ddb):
     """A second approval (a different action) finds the request already decided."""
     case = stuck_case("twice-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     request_id = requested.case.override["request_id"]
-    override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY)
+    override_approve(
+        case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+    )
     with pytest.raises(CaseError, match="no pending request"):
-        override_approve(case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY)
+        override_approve(
+            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY, store=first_store()
+        )
     assert _events(ddb, case.case_id).count("override_approved") == 1
 
 
@@ -311,10 +358,19 @@ def test_reject_returns_case_to_where_it_was(ddb):
     """Rejection returns the case to OPEN (its prior state), with the request cleared."""
     case = stuck_case("rej-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     rejected = override_reject(
-        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+        case_id=case.case_id,
+        request_id=requested.case.override["request_id"],
+        actor=SUPER,
+        **WHY,
+        store=first_store(),
     )
     assert rejected.case.state == "OPEN" and rejected.case.override is None
     assert rejected.case.queue == "STUCK_PENDING"
@@ -325,11 +381,16 @@ def test_request_expires_back_to_open_by_system(ddb, settings):
     """An override request older than OVERRIDE_TTL_S returns to OPEN with a system event."""
     case = stuck_case("exp-1")
     override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
-    assert overrides_expire() == []
+    assert overrides_expire(store=first_store()) == []
     with clock.travel(settings.OVERRIDE_TTL_S + 5):
-        assert overrides_expire() == [case.case_id]
+        assert overrides_expire(store=first_store()) == [case.case_id]
     stored = repositories().cases.get(case.case_id)
     assert stored.state == "OPEN" and stored.override is None
     last = audit_events(ddb, f"CASE#{case.case_id}")[-1]
@@ -358,17 +419,25 @@ def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
     refused, also when an assignment follows the change."""
     case = stuck_case("pin-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     changed = material_change(case.case_id)
     if assign_after:
-        case_assign(case_id=case.case_id, actor=STAFF2, seen_version=changed.version)
+        case_assign(
+            case_id=case.case_id, actor=STAFF2, seen_version=changed.version, store=first_store()
+        )
     with pytest.raises(CaseError, match="changed since the request"):
         override_approve(
             case_id=case.case_id,
             request_id=requested.case.override["request_id"],
             actor=SUPER,
             **WHY,
+            store=first_store(),
         )
 
 
@@ -378,18 +447,30 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
     the supervisor's approval still applies, since nothing it depends on changed."""
     case = stuck_case("pin-2")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
-    assigned = case_assign(case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version)
+    assigned = case_assign(
+        case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version, store=first_store()
+    )
     if unassign:
         case_assign(
-            case_id=case.case_id, actor=STAFF2, seen_version=assigned.case.version, unassign=True
+            case_id=case.case_id,
+            actor=STAFF2,
+            seen_version=assigned.case.version,
+            unassign=True,
+            store=first_store(),
         )
     result = override_approve(
         case_id=case.case_id,
         request_id=requested.case.override["request_id"],
         actor=SUPER,
         **WHY,
+        store=first_store(),
     )
     assert result.applied and result.case.state == "RESOLVED"
     assert claims(ddb)[0]["status"] == "FAILED"
@@ -407,9 +488,14 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
         seen_version=case.version,
         reason_code="DONOR_REQUEST",
         reason_text="Donor withdrew the pledge by phone.",
+        store=first_store(),
     )
     override_approve(
-        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+        case_id=case.case_id,
+        request_id=requested.case.override["request_id"],
+        actor=SUPER,
+        **WHY,
+        store=first_store(),
     )
     [pledge] = pledges(ddb)
     assert pledge["status"] == "VOIDED" and pledge["audit_seq"] == 2
@@ -423,7 +509,12 @@ def test_reopen_a_resolved_case(ddb):
     """REOPEN is an override too: once approved the case is OPEN in its queue again."""
     case = stuck_case("reo-1")
     esc = case_dispose(
-        case_id=case.case_id, disposition=ESCALATE, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        disposition=ESCALATE,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     assert esc.case.state == "ESCALATED"
     requested = override_request(
@@ -432,36 +523,67 @@ def test_reopen_a_resolved_case(ddb):
         actor=STAFF,
         seen_version=esc.case.version,
         **WHY,
+        store=first_store(),
     )
     done = override_approve(
-        case_id=case.case_id, request_id=requested.case.override["request_id"], actor=SUPER, **WHY
+        case_id=case.case_id,
+        request_id=requested.case.override["request_id"],
+        actor=SUPER,
+        **WHY,
+        store=first_store(),
     )
     assert done.case.state == "RESOLVED"
     again = override_request(
-        case_id=case.case_id, override=REOPEN, actor=STAFF2, seen_version=done.case.version, **WHY
+        case_id=case.case_id,
+        override=REOPEN,
+        actor=STAFF2,
+        seen_version=done.case.version,
+        **WHY,
+        store=first_store(),
     )
     reopened = override_approve(
-        case_id=case.case_id, request_id=again.case.override["request_id"], actor=SUPER2, **WHY
+        case_id=case.case_id,
+        request_id=again.case.override["request_id"],
+        actor=SUPER2,
+        **WHY,
+        store=first_store(),
     )
     assert reopened.case.state == "OPEN" and reopened.case.queue == "STUCK_PENDING"
 
 
 SERVICES = {
     "dispose": lambda c, a: case_dispose(
-        case_id=c.case_id, disposition=ESCALATE, actor=a, seen_version=c.version, **WHY
+        case_id=c.case_id,
+        disposition=ESCALATE,
+        actor=a,
+        seen_version=c.version,
+        **WHY,
+        store=first_store(),
     ),
-    "assign": lambda c, a: case_assign(case_id=c.case_id, actor=a, seen_version=c.version),
+    "assign": lambda c, a: case_assign(
+        case_id=c.case_id, actor=a, seen_version=c.version, store=first_store()
+    ),
     "override_request": lambda c, a: override_request(
-        case_id=c.case_id, override=RELEASE_CLAIM, actor=a, seen_version=c.version, **WHY
+        case_id=c.case_id,
+        override=RELEASE_CLAIM,
+        actor=a,
+        seen_version=c.version,
+        **WHY,
+        store=first_store(),
     ),
     "override_approve": lambda c, a: override_approve(
-        case_id=c.case_id, request_id=None, actor=a, **WHY
+        case_id=c.case_id, request_id=None, actor=a, **WHY, store=first_store()
     ),
     "override_reject": lambda c, a: override_reject(
-        case_id=c.case_id, request_id=None, actor=a, **WHY
+        case_id=c.case_id, request_id=None, actor=a, **WHY, store=first_store()
     ),
     "bulk": lambda c, a: cases_bulk(
-        case_ids=[c.case_id], disposition=ESCALATE, actor=a, dry_run=False, **WHY
+        case_ids=[c.case_id],
+        disposition=ESCALATE,
+        actor=a,
+        dry_run=False,
+        **WHY,
+        store=first_store(),
     ),
 }
 ALLOWED = {
@@ -492,6 +614,7 @@ def test_role_matrix_for_every_case_service(ddb, role, service):
             actor=staff_actor("requester"),
             seen_version=case.version,
             **WHY,
+            store=first_store(),
         ).case
     actor = staff_actor(f"{role}-user", role)
     if service in ALLOWED[role]:
@@ -510,10 +633,17 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
 
     case = stuck_case("sys-1")
     requested = override_request(
-        case_id=case.case_id, override=RELEASE_CLAIM, actor=STAFF, seen_version=case.version, **WHY
+        case_id=case.case_id,
+        override=RELEASE_CLAIM,
+        actor=STAFF,
+        seen_version=case.version,
+        **WHY,
+        store=first_store(),
     )
     with pytest.raises(NotAllowed):
-        override_approve(case_id=case.case_id, request_id=None, actor=system_actor(), **WHY)
+        override_approve(
+            case_id=case.case_id, request_id=None, actor=system_actor(), **WHY, store=first_store()
+        )
     with pytest.raises(NotAllowed):
         case_dispose(
             case_id=case.case_id,
@@ -521,6 +651,7 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
             actor=Actor(username="api:acme", role=Role.API),
             seen_version=requested.case.version,
             **WHY,
+            store=first_store(),
         )
 
 
@@ -534,6 +665,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         actor=STAFF,
         dry_run=True,
         **WHY,
+        store=first_store(),
     )
     assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
         (one.case_id, True, "ESCALATED"),
@@ -548,6 +680,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         dry_run=False,
         action_id="bulk-a",
         **WHY,
+        store=first_store(),
     )
     assert [r.ok for r in done] == [True, True]
     assert _events(ddb, one.case_id) == ["case_opened", "case_escalated"]
@@ -559,6 +692,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         dry_run=False,
         action_id="bulk-a",
         **WHY,
+        store=first_store(),
     )
     assert again[0].ok is False  # already escalated: not offered again
 
@@ -569,26 +703,33 @@ def test_queue_pages_filters_and_cursor_binding(ddb):
     for i in range(5):
         with clock.travel(i):
             stuck_case(f"page-{i}", amount=f"{10 + i}.00", fund="GENERAL" if i % 2 else "BUILD")
-    first = queue_page("STUCK_PENDING", limit=2)
+    first = queue_page("STUCK_PENDING", limit=2, store=first_store())
     assert len(first.rows) == 2 and first.next_cursor
-    second = queue_page("STUCK_PENDING", limit=2, cursor=first.next_cursor)
-    third = queue_page("STUCK_PENDING", limit=2, cursor=second.next_cursor)
+    second = queue_page("STUCK_PENDING", limit=2, cursor=first.next_cursor, store=first_store())
+    third = queue_page("STUCK_PENDING", limit=2, cursor=second.next_cursor, store=first_store())
     ids = [r.case_id for r in first.rows + second.rows + third.rows]
     assert len(set(ids)) == 5
     opened = [r.opened_at for r in first.rows + second.rows + third.rows]
     assert opened == sorted(opened)
-    general = queue_page("STUCK_PENDING", filters=queue_filters_parse(fund="general"))
+    general = queue_page(
+        "STUCK_PENDING", filters=queue_filters_parse(fund="general"), store=first_store()
+    )
     assert sorted(str(r.amount) for r in general.rows) == ["11", "13"]
-    big = queue_page("STUCK_PENDING", filters=queue_filters_parse(min_amount="12.50"))
+    big = queue_page(
+        "STUCK_PENDING", filters=queue_filters_parse(min_amount="12.50"), store=first_store()
+    )
     assert sorted(str(r.amount) for r in big.rows) == ["13", "14"]
     with pytest.raises(InvalidFilter):
-        queue_page("AMBIGUOUS_TIMEOUT", limit=2, cursor=first.next_cursor)
+        queue_page("AMBIGUOUS_TIMEOUT", limit=2, cursor=first.next_cursor, store=first_store())
     with pytest.raises(InvalidFilter):
         queue_page(
-            "STUCK_PENDING", filters=queue_filters_parse(fund="GENERAL"), cursor=first.next_cursor
+            "STUCK_PENDING",
+            filters=queue_filters_parse(fund="GENERAL"),
+            cursor=first.next_cursor,
+            store=first_store(),
         )
     with pytest.raises(InvalidFilter):
-        queue_page("STUCK_PENDING", cursor=first.next_cursor[:-3] + "abc")
+        queue_page("STUCK_PENDING", cursor=first.next_cursor[:-3] + "abc", store=first_store())
     with pytest.raises(InvalidFilter):
         queue_filters_parse(min_amount="lots")
     assert json.loads(json.dumps(repositories().cases.counts()))["STUCK_PENDING"] == 5
@@ -617,6 +758,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
             actor=STAFF,
             seen_version=case.version,
             **invisible,
+            store=first_store(),
         )
     with pytest.raises(InvalidReason, match="at least 10 characters"):
         override_request(
@@ -625,6 +767,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
             actor=STAFF,
             seen_version=case.version,
             **invisible,
+            store=first_store(),
         )
     requested = override_request(
         case_id=case.case_id,
@@ -632,6 +775,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
         actor=STAFF,
         seen_version=case.version,
         **WHY,
+        store=first_store(),
     ).case
     for decide in (override_approve, override_reject):
         with pytest.raises(InvalidReason, match="at least 10 characters"):
@@ -640,6 +784,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
                 request_id=requested.override["request_id"],
                 actor=SUPER,
                 **invisible,
+                store=first_store(),
             )
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
 
@@ -655,6 +800,7 @@ def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
         seen_version=case.version,
         reason_code="OTHER",
         reason_text="\u200bre\u0301sume\u0301 done\u200b",  # exactly 10 visible
+        store=first_store(),
     )
     assert result.applied
 
@@ -678,10 +824,11 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
         actor=STAFF,
         seen_version=case.version,
         **WHY,
+        store=first_store(),
     )
-    waiting = retry_commit_run(case.case_id)
+    waiting = retry_commit_run(case.case_id, store=first_store())
     assert waiting.kind == "wait" and 1 <= waiting.wait_s <= 60
     assert pledges(ddb) == []
     with clock.travel(waiting.wait_s + 1):
-        assert retry_commit_run(case.case_id) == RetryOutcome("committed")
+        assert retry_commit_run(case.case_id, store=first_store()) == RetryOutcome("committed")
     assert len(pledges(ddb)) == 1

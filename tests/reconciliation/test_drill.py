@@ -59,12 +59,12 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
     from reconciliation.claims import intake as pledge_service
-    from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
+    from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo import faults
     from reconciliation.ops import drill as drill_module
     from reconciliation.ops import drill_scenarios
-    from reconciliation.stores import repositories_for_key
+    from tests.helpers import repositories_for_key
 
     original_submit = drill_scenarios.Drill.submit
     leases: dict[str, int] = {}

@@ -14,13 +14,9 @@ import uuid
 import pytest
 from django.core.management import call_command
 
-from reconciliation.claims.repository import (
-    FAILED,
-    OPERATION_CREATE_PLEDGE,
-    ClaimRepository,
-    claim_pk,
-    pending_shard,
-)
+from reconciliation.claims.models import FAILED, OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
+from reconciliation.claims.repository import ClaimRepository
+from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import to_item
 from reconciliation.ops import explorer
 from reconciliation.ops.explorer import (
@@ -48,6 +44,7 @@ from reconciliation.ops.invariants import (
     ledger_problems,
     lost_problems,
 )
+from reconciliation.stores import Store
 
 ROLES = {
     "t-idempotency_keys": "idempotency_keys",
@@ -77,7 +74,7 @@ class _Capture:
 def _claim_requests() -> list[tuple[str, dict]]:
     """The claim writes of the real repository: put, re-claim, finalise, attach."""
     capture = _Capture()
-    repo = ClaimRepository(capture, "t-idempotency_keys")
+    repo = ClaimRepository(Store(capture, TableNames.from_prefix("t-")))
     pk = claim_pk("acme", OPERATION_CREATE_PLEDGE, "k-1")
     claim = repo.new_claim(
         pk=pk,
@@ -524,8 +521,8 @@ def test_a_late_worker_merging_two_problems_into_one_case_is_reported(dynamodb_l
     """Re-claims that keep the previous token and case ids blind to the case type (the old
     way): a worker stalled past its lease comes back, meets a token mismatch, and its case
     merges into the sweep's STUCK_PENDING case; the explorer names the shared case id."""
-    from reconciliation.cases import changes as case_service
-    from reconciliation.cases import repository as case_repository
+    from reconciliation.cases import models as case_repository
+    from reconciliation.claims import opening as case_service
 
     real_reclaim = ClaimRepository.reclaim
 

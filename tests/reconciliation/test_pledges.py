@@ -14,15 +14,15 @@ from django.test import Client
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake as service
-from reconciliation.claims.cancellation import cancellation_decode
-from reconciliation.claims.repository import FAILED, ClaimTaken
+from reconciliation.claims.models import FAILED
+from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
+from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
-from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
-from tests.helpers import audit_events, cases, claims, ledger_total
+from tests.helpers import audit_events, cases, claims, ledger_total, repositories
 from tests.helpers import pledges as all_pledges
 
 ACTOR = Actor(username="api:acme", role=Role.API, address="127.0.0.1")

@@ -10,11 +10,10 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
-from reconciliation.claims.repository import FAILED
+from reconciliation.claims.models import FAILED
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
-from reconciliation.stores import repositories
 from tests.conftest import pledge_body
 from tests.helpers import (
     audit_events,
@@ -23,6 +22,7 @@ from tests.helpers import (
     ledger_total,
     nothing_written,
     pledges,
+    repositories,
     spend_token,
 )
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from reconciliation.claims import intake as service
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import (
     TableNames,
@@ -20,6 +20,7 @@ from reconciliation.dynamo.client import (
 )
 from reconciliation.dynamo.local import start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from reconciliation.stores import every_store, home_store
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
@@ -86,7 +87,7 @@ def test_sweep_finds_stuck_claims_in_every_region_and_opens_cases_at_home(two_re
     with clock.travel(-200):
         for key in keys:
             crashed_claim(key)
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     assert len(report.opened) == 8
     names = two_regions
     homes = set()

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from reconciliation import clock
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.items import to_item
-from reconciliation.stores import repositories
-from tests.helpers import audit_events, cases, claims, pledges
+from reconciliation.stores import every_store, first_store, home_store
+from tests.helpers import audit_events, cases, claims, pledges, repositories
 from tests.processes import celery_beat, celery_worker
 from tests.reconciliation.factories import crashed_claim, submit
 
@@ -52,8 +52,8 @@ def test_sweep_opens_one_case_per_stuck_claim_and_is_idempotent(ddb):
         crashed_claim(f"stuck-{i}")
     with clock.travel(200):
         crashed_claim("young")  # its lease has not run out at sweep time
-        first = sweep_all()
-        second = sweep_all()
+        first = sweep_all(every_store(), home=home_store)
+        second = sweep_all(every_store(), home=home_store)
     assert len(first.opened) == 7
     assert first.candidates == 7
     assert second.opened == [] and second.candidates == 0
@@ -87,7 +87,7 @@ def test_committed_but_stuck_claim_is_auto_resolved_with_its_event(ddb):
         )
     )
     ddb.client.put_item(TableName=ddb.tables.idempotency_keys, Item=item)
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     assert len(report.opened) == 1 and report.auto_resolved == report.opened
     [case] = cases(ddb)
     assert case["state"] == "RESOLVED" and "queue" not in case
@@ -106,7 +106,7 @@ def test_ambiguous_case_is_auto_resolved_when_the_pledge_exists(ddb):
     from tests.reconciliation.factories import ambiguous_case
 
     case = ambiguous_case("amb-auto")
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     assert report.auto_resolved == [case.case_id]
     assert repositories().cases.get(case.case_id).state == "RESOLVED"
 
@@ -157,11 +157,12 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
             seen_version=case.version,
             reason_code="TRANSIENT_FAILURE",
             reason_text="The worker died; commit it again.",
+            store=first_store(),
         )
     assert repositories().cases.get(case.case_id).retry["status"] == "queued"
-    assert sweep_all().redispatched == []  # not stale yet
+    assert sweep_all(every_store(), home=home_store).redispatched == []  # not stale yet
     with clock.travel(RETRY_STALE_S + 1):
-        report = sweep_all()
+        report = sweep_all(every_store(), home=home_store)
     assert report.redispatched == [case.case_id]
     assert repositories().cases.get(case.case_id).state == "RESOLVED"
     assert len(pledges(ddb)) == 1

@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from reconciliation import metrics
-from reconciliation.claims.pledges import intent_id_for
+from reconciliation.claims.models import intent_id_for
 from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
-from reconciliation.stores import repositories
+from tests.helpers import repositories
 
 pytestmark = pytest.mark.django_db(databases=[])
 

@@ -27,10 +27,10 @@ from decimal import Decimal
 from reconciliation import clock
 from reconciliation.audit.chains import chain_check
 from reconciliation.audit.services import audit_verify
-from reconciliation.cases.repository import RESOLVED
-from reconciliation.claims.pledges import RECORDED
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, PENDING, claim_pk
+from reconciliation.cases.models import RESOLVED
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, RECORDED, claim_pk
 from reconciliation.claims.request import PledgeRequest
+from reconciliation.stores import first_store
 from tests.helpers import cases as case_items
 from tests.helpers import scan_all
 
@@ -178,7 +178,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
         if not status.ok:
             problems.append(f"chain {status.line()}")
 
-    verified = audit_verify(since=clock.now().date() - timedelta(days=1))
+    verified = audit_verify(since=clock.now().date() - timedelta(days=1), store=first_store())
     problems.extend(f"verify_audit: {p}" for p in verified.problems)
     if verified.streams != len(streams) or verified.events != report.events:
         problems.append(

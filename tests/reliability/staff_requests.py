@@ -17,8 +17,7 @@ def main(case_id: str, export_id: str) -> None:
     django.setup()
     from django.test import Client
 
-    from reconciliation.stores import repositories
-    from tests.helpers import sign_in
+    from tests.helpers import repositories, sign_in
 
     def timed(name: str, call) -> dict:
         started = time.monotonic()

@@ -17,6 +17,7 @@ import pytest
 from reconciliation.audit.export.background import export_request, export_status
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.dynamo.local import free_port
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import audit_events
 from tests.processes import ROOT
@@ -60,7 +61,12 @@ def background_export_requested(settings) -> str:
     """A background export the supervisor requested while Redis was up (still running)."""
     today = time.strftime("%Y-%m-%d", time.gmtime())
     filters = AuditFilters.build(since=today, until=today, max_days=None)
-    return export_request(filters=filters, fmt="csv", actor=staff_actor("supervisor", "supervisor"))
+    return export_request(
+        filters=filters,
+        fmt="csv",
+        actor=staff_actor("supervisor", "supervisor"),
+        store=first_store(),
+    )
 
 
 def assert_clear_answers(ddb, answers: dict, export_id: str) -> None:
@@ -83,7 +89,7 @@ def assert_clear_answers(ddb, answers: dict, export_id: str) -> None:
         streams.setdefault(event["stream"], []).append(event["action"])
     refused = {s: a for s, a in streams.items() if s != f"EXPORT#{export_id}"}
     assert all(a[-1] != "export_requested" for a in refused.values()), refused
-    assert export_status(export_id).state == "requested"
+    assert export_status(export_id, store=first_store()).state == "requested"
 
 
 @pytest.mark.timeout(300)

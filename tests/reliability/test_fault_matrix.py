@@ -13,21 +13,15 @@ from collections import Counter
 
 import pytest
 
-from reconciliation.cases.repository import (
-    AMBIGUOUS_TIMEOUT,
-    CASE_TYPES,
-    RESOLVED,
-    STUCK_PENDING,
-)
+from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, CASE_TYPES, RESOLVED, STUCK_PENDING
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import ledger_key_for
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
-from reconciliation.stores import repositories
+from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
-from tests.helpers import cases
+from tests.helpers import cases, repositories
 from tests.reconciliation.factories import stuck_case, submit
 from tests.reliability.invariants import assert_invariants
 from tests.reliability.workload import retry_open_cases
@@ -115,7 +109,7 @@ def test_fault_run_keeps_every_invariant(ddb, record, fault, probability):
         retried = retry_open_cases(ddb, STUCK_PENDING)
         figures["retry_commit"] = dict(retried)
         assert retried == Counter(created=len(stuck)), retried
-        assert sweep_all().opened == []
+        assert sweep_all(every_store(), home=home_store).opened == []
         invariants = assert_invariants(ddb)
         fates = _intent_fates(report.run_id)
         figures["intent_fates_after_retry"] = dict(fates)

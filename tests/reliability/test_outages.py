@@ -16,15 +16,15 @@ from collections import Counter
 import pytest
 from celery import Celery
 
+from reconciliation.cases.models import RESOLVED, STUCK_PENDING
 from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.cases.repository import RESOLVED, STUCK_PENDING
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.stores import repositories
+from reconciliation.claims.models import intent_id_for
+from reconciliation.stores import every_store, first_store, home_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, cases, claims, pledges
+from tests.helpers import audit_events, cases, claims, pledges, repositories
 from tests.processes import celery_beat, celery_worker, wait_for
 from tests.reconciliation.factories import crashed_claim, stuck_case
 from tests.reliability.invariants import assert_invariants
@@ -158,7 +158,7 @@ def test_dynamodb_restart_mid_run_loses_nothing(disk_ddb, tmp_path, log_dir, rec
 
     # The sweep recovers: the dead workers' claims survived the restart and become cases.
     time.sleep(lease + 0.5)
-    report = sweep_all()
+    report = sweep_all(every_store(), home=home_store)
     stuck = [c for c in cases(ddb) if c["case_type"] == STUCK_PENDING and c["state"] != RESOLVED]
     figures["sweep_opened"] = len(report.opened)
     figures["stuck_open_after_sweep"] = len(stuck)
@@ -313,6 +313,7 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",
             reason_text="The worker died before committing; retry it.",
+            store=first_store(),
         )
         [task_id] = sent
         wait_for(lambda: "slow_task fault" in worker.log(), timeout=60, what="the task to start")

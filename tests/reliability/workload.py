@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+from reconciliation.cases.models import RESOLVED
 from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.cases.repository import RESOLVED
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.stores import repositories
+from reconciliation.claims.models import intent_id_for
+from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import cases
+from tests.helpers import cases, repositories
 
 FUNDS = ("GENERAL", "BUILDING", "SCHOLARSHIP", "RELIEF")
 CURRENCIES = ("USD", "EUR", "GBP")
@@ -40,6 +40,7 @@ def retry_open_cases(ddb, case_type: str) -> Counter:
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",
             reason_text="The worker died before committing; retry it.",
+            store=first_store(),
         )
         case = repositories().cases.get(row["case_id"])
         outcomes[(case.retry or {}).get("status", "none") if result.applied else "refused"] += 1

@@ -25,8 +25,9 @@ from dashboard import mfa
 from dashboard.auth import forget_role, user_role
 from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import STAFF_ROLES, Actor, Role
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import repositories
+from reconciliation.stores import first_store
 
 
 class Command(BaseCommand):
@@ -63,7 +64,7 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     def _apply(self, username, role, password, email, actor, opts) -> list[str]:
-        repos = repositories()
+        store = first_store()
         user, created = get_user_model().objects.get_or_create(username=username)
         before = (
             {"role": str(user_role(user) or ""), "active": user.is_active} if not created else None
@@ -85,19 +86,21 @@ class Command(BaseCommand):
         after = {"role": role, "active": True}
         if created:
             staff_event_append(
-                repos, username=username, action="staff_created", actor=actor, after=after
+                store, username=username, action=AuditAction.STAFF_CREATED, actor=actor, after=after
             )
         elif before != after:
             staff_event_append(
-                repos,
+                store,
                 username=username,
-                action="staff_role_changed",
+                action=AuditAction.STAFF_ROLE_CHANGED,
                 actor=actor,
                 before=before,
                 after=after,
             )
         if password is not None and not created:
-            staff_event_append(repos, username=username, action="staff_password_set", actor=actor)
+            staff_event_append(
+                store, username=username, action=AuditAction.STAFF_PASSWORD_SET, actor=actor
+            )
         lines = [f"{'created' if created else 'updated'} {username} in group {role}"]
         if generated:
             lines.append(f"password for {username}: {password}")

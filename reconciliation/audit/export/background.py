@@ -23,7 +23,8 @@ from reconciliation.audit.export.events import (
 )
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.stores import Repositories, repositories
+from reconciliation.audit.repository import AuditRepository
+from reconciliation.stores import Store
 
 
 class ExportNotFound(Exception):
@@ -71,12 +72,11 @@ class ExportStatus:
         return self.state == "requested"
 
 
-def export_status(export_id: str, *, repos: Repositories | None = None) -> ExportStatus | None:
+def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
     """What ``EXPORT#{id}`` says about an export (``None``: no such export)."""
     if not EXPORT_ID_RE.match(export_id or ""):
         return None
-    repos = repos or repositories()
-    events = repos.audit.stream_events(export_stream(export_id))
+    events = AuditRepository(store).stream_events(export_stream(export_id))
     if not events:
         return None
     first = events[0]
@@ -97,12 +97,10 @@ def export_status(export_id: str, *, repos: Repositories | None = None) -> Expor
     )
 
 
-def export_owned(
-    export_id: str, *, actor: Actor, repos: Repositories | None = None
-) -> ExportStatus:
+def export_owned(export_id: str, *, actor: Actor, store: Store) -> ExportStatus:
     """The status of an export ``actor`` requested. Export files belong to whoever
     asked for them and nobody else, whatever the role."""
-    status = export_status(export_id, repos=repos)
+    status = export_status(export_id, store=store)
     if status is None:
         raise ExportNotFound(export_id)
     if status.owner != actor.username:
@@ -123,16 +121,13 @@ def filters_from_dict(values: dict) -> AuditFilters:
     )
 
 
-def export_request(
-    *, filters: AuditFilters, fmt: str, actor: Actor, repos: Repositories | None = None
-) -> str:
+def export_request(*, filters: AuditFilters, fmt: str, actor: Actor, store: Store) -> str:
     """Record a background export request (``EXPORT#{id}`` seq 1); return its id."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
-    repos = repos or repositories()
     export_id = new_export_id()
     export_event_append(
-        repos,
+        store,
         export_id=export_id,
         action=REQUESTED,
         actor=actor,
@@ -144,13 +139,12 @@ def export_request(
 def export_run_requested(
     export_id: str,
     *,
-    repos: Repositories | None = None,
+    store: Store,
     progress: Callable[[int, float], None] | None = None,
 ) -> dict | None:
     """Run a requested background export into ``AUDIT_EXPORT_DIR``; ``None`` if there
     is nothing to do (unknown id, or already finished: a redelivered task)."""
-    repos = repos or repositories()
-    status = export_status(export_id, repos=repos)
+    status = export_status(export_id, store=store)
     if status is None or status.state != "requested":
         return None
     who, request_event = status.requested_by, status.request
@@ -169,12 +163,12 @@ def export_run_requested(
             actor=actor,
             out_path=data_path,
             export_id=export_id,
-            repos=repos,
+            store=store,
             progress=progress,
         )
     except Exception as exc:
         export_event_append(
-            repos,
+            store,
             export_id=export_id,
             action=FAILED,
             actor=actor,
@@ -184,13 +178,12 @@ def export_run_requested(
 
 
 def export_download(
-    export_id: str, *, actor: Actor, what: str = "file", repos: Repositories | None = None
+    export_id: str, *, actor: Actor, what: str = "file", store: Store
 ) -> tuple[Path, str]:
     """Check that ``actor`` requested this export and it is complete, record the
     download as an ``export_downloaded`` event, and return the path and file name.
     The event is written before a byte is served: no download goes unrecorded."""
-    repos = repos or repositories()
-    status = export_owned(export_id, actor=actor, repos=repos)
+    status = export_owned(export_id, actor=actor, store=store)
     if not status.done or (what == "file" and status.delivery != "file"):
         raise ExportNotReady(export_id)
     data_path, manifest_path = export_paths(export_id, status.fmt)
@@ -198,7 +191,7 @@ def export_download(
     if not path.exists():
         raise ExportNotReady(export_id)
     export_event_append(
-        repos,
+        store,
         export_id=export_id,
         action=DOWNLOADED,
         actor=actor,

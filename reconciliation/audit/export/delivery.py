@@ -25,7 +25,7 @@ from reconciliation.audit.export.events import (
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.export.run import ExportRun
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.stores import Repositories, repositories
+from reconciliation.stores import Store
 
 
 def export_dir() -> Path:
@@ -71,13 +71,12 @@ def _event_detail(run: ExportRun, core: dict, **extra: Any) -> dict:
 
 
 def export_stream_http(
-    *, filters: AuditFilters, fmt: str, actor: Actor, repos: Repositories | None = None
+    *, filters: AuditFilters, fmt: str, actor: Actor, store: Store
 ) -> tuple[ExportRun, Iterator[bytes]]:
     """An export to stream over HTTP: the bytes, then (when the last chunk has gone)
     the manifest in ``AUDIT_EXPORT_DIR`` and the ``export_completed`` event. A client
     that disconnects closes the generator: the event then says ``export_abandoned``."""
-    repos = repos or repositories()
-    run = ExportRun(filters=filters, fmt=fmt, actor=actor, repos=repos)
+    run = ExportRun(filters=filters, fmt=fmt, actor=actor, store=store)
 
     def body() -> Iterator[bytes]:
         outcome, why = ABANDONED, "client disconnected"
@@ -86,7 +85,7 @@ def export_stream_http(
             _, manifest_path = export_paths(run.export_id, fmt)
             core = _atomic_write_manifest(run, manifest_path)
             export_event_append(
-                repos,
+                store,
                 export_id=run.export_id,
                 action=COMPLETED,
                 actor=actor,
@@ -100,7 +99,7 @@ def export_stream_http(
             if outcome != COMPLETED:
                 # Part of the trail left the building: say how much, and why it stopped.
                 export_event_append(
-                    repos,
+                    store,
                     export_id=run.export_id,
                     action=outcome,
                     actor=actor,
@@ -125,20 +124,19 @@ def export_to_file(
     actor: Actor,
     out_path: Path,
     export_id: str | None = None,
-    repos: Repositories | None = None,
+    store: Store,
     progress: Callable[[int, float], None] | None = None,
     delivery: str = "file",
 ) -> dict:
     """Write an export and its manifest (default ``FILE.manifest.json``) and the
     ``export_completed`` event; return the manifest core. The file appears under its
     name only when complete (written to ``.part``, then renamed)."""
-    repos = repos or repositories()
     manifest_path = manifest_path_for(out_path)
     run = ExportRun(
         filters=filters,
         fmt=fmt,
         actor=actor,
-        repos=repos,
+        store=store,
         progress=progress,
         export_id=export_id or new_export_id(),
     )
@@ -153,7 +151,7 @@ def export_to_file(
         run.close()
         part.unlink(missing_ok=True)
     export_event_append(
-        repos,
+        store,
         export_id=run.export_id,
         action=COMPLETED,
         actor=actor,

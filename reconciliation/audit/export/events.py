@@ -8,18 +8,19 @@ import re
 import uuid
 
 from reconciliation.actors import Actor
-from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.audit.services import audit_append
-from reconciliation.stores import Repositories
+from reconciliation.stores import Store
 
 EXPORT_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 REQUESTED, COMPLETED, FAILED, ABANDONED, DOWNLOADED = (
-    "export_requested",
-    "export_completed",
-    "export_failed",
-    "export_abandoned",
-    "export_downloaded",
+    AuditAction.EXPORT_REQUESTED,
+    AuditAction.EXPORT_COMPLETED,
+    AuditAction.EXPORT_FAILED,
+    AuditAction.EXPORT_ABANDONED,
+    AuditAction.EXPORT_DOWNLOADED,
 )
 
 
@@ -32,14 +33,14 @@ def export_stream(export_id: str) -> str:
 
 
 def export_event_append(
-    repos: Repositories, *, export_id: str, action: str, actor: Actor, detail: dict
+    store: Store, *, export_id: str, action: str, actor: Actor, detail: dict
 ) -> dict | None:
     """Append an event to ``EXPORT#{id}``; a second ``export_completed`` is refused."""
     stream = export_stream(export_id)
 
     def build(seq: int, prev: str) -> dict | None:
         if action in (COMPLETED, FAILED) and seq > 1:
-            earlier = repos.audit.stream_events(stream)
+            earlier = AuditRepository(store).stream_events(stream)
             if any(e.get("action") in (COMPLETED, FAILED) for e in earlier):
                 return None  # a redelivered task finished it already
         return audit_event_build(
@@ -51,4 +52,4 @@ def export_event_append(
             detail=detail,
         )
 
-    return audit_append(repos, stream=stream, build=build)
+    return audit_append(store, stream=stream, build=build)

@@ -30,9 +30,9 @@ from reconciliation.audit.day_index import DayIndexReader, decode_event
 from reconciliation.audit.export.events import new_export_id
 from reconciliation.audit.export.rows import CSV_COLUMNS, FORMATS, csv_row, event_ref
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.audit.repository import canonical_json
+from reconciliation.audit.repository import AuditRepository, canonical_json
 from reconciliation.audit.services import heads_sha256, key_id, sign
-from reconciliation.stores import Repositories, repositories
+from reconciliation.stores import Store
 
 CHUNK_BYTES = 64 * 1024
 PROGRESS_EVERY_S = 0.5
@@ -104,8 +104,8 @@ class ExportRun:
     filters: AuditFilters
     fmt: str
     actor: Actor
+    store: Store
     export_id: str = field(default_factory=new_export_id)
-    repos: Repositories | None = None
     prefetch: bool = True
     progress: Callable[[int, float], None] | None = None
     row_count: int = 0
@@ -116,11 +116,12 @@ class ExportRun:
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}")
-        self.repos = self.repos or repositories()
         self.sha = hashlib.sha256()
         self.heads = HeadsTable()
         self.generated_at = clock.iso(clock.now())
-        self.reader = DayIndexReader(self.repos.audit, self.filters, prefetch=self.prefetch)
+        self.reader = DayIndexReader(
+            AuditRepository(self.store), self.filters, prefetch=self.prefetch
+        )
 
     @property
     def file_name(self) -> str:

@@ -23,6 +23,7 @@ from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.dynamo.client import use_batch_timeouts
+from reconciliation.stores import first_store
 
 
 class Command(BaseCommand):
@@ -75,6 +76,7 @@ class Command(BaseCommand):
 
         try:
             core = export_to_file(
+                store=first_store(),
                 filters=filters,
                 fmt=o["fmt"],
                 actor=actor,

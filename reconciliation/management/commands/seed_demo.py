@@ -12,12 +12,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import STUCK_PENDING, TOKEN_MISMATCH
 from reconciliation.cases.policy import ESCALATE, RELEASE_CLAIM
-from reconciliation.cases.repository import STUCK_PENDING, TOKEN_MISMATCH
 from reconciliation.casework.dispositions import case_dispose, override_request
 from reconciliation.casework.selectors import queue_page
 from reconciliation.ops.drill import drill_run
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
+from reconciliation.stores import first_store
 
 DEMO_STAFF = Actor(
     username="staff", role=Role.FINANCE_STAFF, email="staff@example.org", address="demo-seed"
@@ -57,11 +58,12 @@ class Command(BaseCommand):
 
     def _human_touches(self) -> None:
         """Escalate two cases and ask for an override, so those queues are not empty."""
-        stuck = queue_page(STUCK_PENDING, limit=3).rows
-        mismatched = queue_page(TOKEN_MISMATCH, limit=2).rows
+        stuck = queue_page(STUCK_PENDING, limit=3, store=first_store()).rows
+        mismatched = queue_page(TOKEN_MISMATCH, limit=2, store=first_store()).rows
         for row in stuck[:1] + mismatched[:1]:
             try:
                 case_dispose(
+                    store=first_store(),
                     case_id=row.case_id,
                     disposition=ESCALATE,
                     actor=DEMO_STAFF,
@@ -74,6 +76,7 @@ class Command(BaseCommand):
         for row in stuck[1:2]:
             try:
                 override_request(
+                    store=first_store(),
                     case_id=row.case_id,
                     override=RELEASE_CLAIM,
                     actor=DEMO_STAFF,

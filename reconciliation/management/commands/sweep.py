@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.stores import every_store, home_store
 
 
 class Command(BaseCommand):
@@ -15,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            report = sweep_all()
+            report = sweep_all(every_store(), home=home_store)
         except (BotoCoreError, ClientError) as exc:
             raise CommandError(describe_connection_problem(exc, regions()[0])) from None
         for line in report.lines():

@@ -30,6 +30,7 @@ from reconciliation.audit.services import (
     audit_verify,
 )
 from reconciliation.dynamo.client import use_batch_timeouts
+from reconciliation.stores import first_store
 
 
 class Command(BaseCommand):
@@ -53,7 +54,9 @@ class Command(BaseCommand):
         except ValueError:
             raise CommandError(f"--since {since!r} is not a date (YYYY-MM-DD)")
         try:
-            report = audit_verify(stream=stream, since=since_day, threads=threads)
+            report = audit_verify(
+                store=first_store(), stream=stream, since=since_day, threads=threads
+            )
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         for line in report.problems:

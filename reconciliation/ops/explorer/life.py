@@ -21,13 +21,14 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.policy import RETRY_COMMIT, allowed_actions
-from reconciliation.claims.pledges import intent_id_for
-from reconciliation.claims.repository import COMPLETED, PENDING, ClaimTaken
+from reconciliation.claims.models import COMPLETED, PENDING, intent_id_for
+from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.ops.explorer.vocabulary import MAY_HAVE_APPLIED, TENANT
 from reconciliation.ops.explorer.wire import Wire
 from reconciliation.ops.invariants import ESCAPED, LOST, Answer, Problem
+from reconciliation.stores import every_store, first_store, home_store
 
 MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
@@ -237,7 +238,9 @@ class Life:
         from reconciliation.casework.sweeps import sweep_all
 
         for run in range(RERUNS):
-            report = self._background("sweep", lambda: sweep_all(grace_s=0))
+            report = self._background(
+                "sweep", lambda: sweep_all(every_store(), home=home_store, grace_s=0)
+            )
             # A run that could not handle a claim (report.errors) has not completed: the
             # next tick takes it again.
             if report is not ABORTED and not getattr(report, "errors", None):
@@ -266,7 +269,7 @@ class Life:
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
             case_id, runs = pending[0], runs + 1
-            outcome = self._background("retry", functools.partial(retry_commit_run, case_id))
+            outcome = self._background("retry", functools.partial(retry_commit_run, case_id, store=first_store()))
             if outcome is ABORTED:
                 continue
             pending.pop(0)
@@ -281,6 +284,7 @@ def _dispose(case: dict) -> str:
 
     try:
         return case_dispose(
+            store=first_store(),
             case_id=case["case_id"],
             disposition=RETRY_COMMIT,
             actor=STAFF,

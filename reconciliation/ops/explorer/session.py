@@ -21,9 +21,9 @@ from botocore.retries.quota import RetryQuota
 from django.conf import settings
 from django.test.utils import override_settings
 
-from reconciliation.cases.repository import RESOLVED
+from reconciliation.cases.models import RESOLVED
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
-from reconciliation.claims.repository import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import (
     TableNames,

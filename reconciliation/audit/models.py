@@ -1,0 +1,48 @@
+"""The audit trail's vocabulary: every action an event can record, with the words the
+pages show for it (``AuditAction.CASE_OPENED.label``)."""
+
+from __future__ import annotations
+
+from reconciliation.codes import Code
+
+
+class AuditAction(Code):
+    # Cases
+    CASE_OPENED = "case_opened", "Case opened"
+    CASE_ASSIGNED = "case_assigned", "Assigned"
+    CASE_UNASSIGNED = "case_unassigned", "Unassigned"
+    CASE_ESCALATED = "case_escalated", "Escalated"
+    DISPOSITION_RECORDED = "disposition_recorded", "Disposition recorded"
+    RETRY_COMMIT_REQUESTED = "retry_commit_requested", "Commit retry requested"
+    RETRY_COMMIT_SUCCEEDED = "retry_commit_succeeded", "Commit retry succeeded"
+    RETRY_COMMIT_FAILED = "retry_commit_failed", "Commit retry failed"
+    OVERRIDE_REQUESTED = "override_requested", "Override requested"
+    OVERRIDE_APPROVED = "override_approved", "Override approved"
+    OVERRIDE_REJECTED = "override_rejected", "Override rejected"
+    OVERRIDE_EXPIRED = "override_expired", "Override request expired"
+    # Pledges
+    PLEDGE_RECORDED = "pledge_recorded", "Pledge recorded"
+    PLEDGE_VOIDED = "pledge_voided", "Pledge voided"
+    # Staff accounts
+    STAFF_CREATED = "staff_created", "Staff account created"
+    STAFF_ROLE_CHANGED = "staff_role_changed", "Staff role changed"
+    STAFF_PASSWORD_SET = "staff_password_set", "Staff password set"
+    MFA_ENROLLED = "mfa_enrolled", "Authenticator enrolled"
+    MFA_RESET = "mfa_reset", "Second factor reset"
+    RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
+    # Exports
+    EXPORT_REQUESTED = "export_requested", "Export requested"
+    EXPORT_COMPLETED = "export_completed", "Export completed"
+    EXPORT_FAILED = "export_failed", "Export failed"
+    EXPORT_ABANDONED = "export_abandoned", "Export abandoned"
+    EXPORT_DOWNLOADED = "export_downloaded", "Export downloaded"
+    # The system
+    DRILL_RUN = "drill_run", "Drill run"
+    AUDIT_CHECKPOINT = (
+        "audit_checkpoint",
+        "Signed checkpoint",
+        "The heads of every stream that changed in one period, signed.",
+    )
+    AUDIT_CHECKPOINT_PART = "audit_checkpoint_part", "Signed checkpoint (part)"
+    AUDIT_DIGEST = "audit_digest", "Daily digest", "A signed day's heads, before checkpoints."
+    AUDIT_DIGEST_PART = "audit_digest_part", "Daily digest (part)"

@@ -1,0 +1,43 @@
+"""Stored codes with the words staff read for them.
+
+Every code the system stores or shows — case types, states, queues, dispositions,
+reason codes, audit actions, intake outcomes — is a member of a :class:`Code` enum
+declared in its package's ``models.py``: the member is its stored string (it compares,
+hashes and serialises as that string, so items and audit hashes are unchanged), and it
+carries its label and a one-line explanation. That declaration is the one table of
+labels; templates read ``code.label`` or a model's property, never a literal code.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Self
+
+
+class Code(StrEnum):
+    """A stored code; declare members as ``NAME = "NAME", "Label", "Explanation."``."""
+
+    label: str
+    help: str
+
+    def __new__(cls, value: str, label: str = "", help: str = "") -> Self:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = label or value
+        member.help = help
+        return member
+
+    @classmethod
+    def of(cls, value: object) -> Self | None:
+        """The member stored as ``value``, or None for anything else (old or hostile
+        data is shown as given, never an error)."""
+        try:
+            return cls(str(value))
+        except ValueError:
+            return None
+
+    @classmethod
+    def words(cls, value: object) -> str:
+        """The label of ``value``; an unknown code as given."""
+        member = cls.of(value)
+        return member.label if member is not None else str(value or "")
