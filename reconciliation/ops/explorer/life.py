@@ -269,7 +269,9 @@ class Life:
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
             case_id, runs = pending[0], runs + 1
-            outcome = self._background("retry", functools.partial(retry_commit_run, case_id, store=first_store()))
+            outcome = self._background(
+                "retry", functools.partial(retry_commit_run, case_id, store=first_store())
+            )
             if outcome is ABORTED:
                 continue
             pending.pop(0)
