@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
+from typing import NoReturn
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
 
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository
-from reconciliation.dynamo.retry import full_jitter_delay
+from reconciliation.dynamo.retry import full_jitter
 from reconciliation.stores import Store
 
 
@@ -28,14 +30,23 @@ def audit_append(
     ``attribute_not_exists``; a writer that lost the race for that ``seq`` reads the new
     head and builds again, so ``build`` may decide there is nothing left to do (None).
     """
-    rng = random.Random()
-    for attempt in range(attempts):
-        head = AuditRepository(store).head(stream)
+    audit = AuditRepository(store)
+
+    def attempt() -> tuple[bool, dict | None]:
+        head = audit.head(stream)
         seq, prev = (head.seq + 1, head.hash) if head else (1, GENESIS_HASH)
         event = build(seq, prev)
         if event is None:
-            return None
-        if AuditRepository(store).append(event):
-            return event
-        time.sleep(full_jitter_delay(attempt, 0.02, 0.5, rng))
-    raise AuditAppendContended(f"{stream}: lost the race for the next seq {attempts} times")
+            return True, None
+        return audit.append(event), event
+
+    def contended(state: RetryCallState) -> NoReturn:
+        raise AuditAppendContended(f"{stream}: lost the race for the next seq {attempts} times")
+
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=full_jitter(0.02, 0.5, random.Random()),
+        retry=retry_if_result(lambda done: not done[0]),
+        retry_error_callback=contended,
+    )
+    return retrying(attempt)[1]

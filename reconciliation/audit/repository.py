@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor
+from reconciliation.dynamo.batch import batch_get, batch_writer
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 
@@ -163,12 +163,9 @@ class AuditRepository:
             "ExpressionAttributeValues": {":s": {"S": stream}, ":after": {"N": str(since_seq)}},
             "ConsistentRead": True,
         }
-        while True:
-            response = self.client.query(**kwargs)
-            events.extend(from_item(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return events
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            events.extend(from_item(i) for i in page.get("Items", []))
+        return events
 
     # --- reads over the ``by_day`` index and bulk loading (audit trail, issue 5/7) ---------
 
@@ -238,12 +235,8 @@ class AuditRepository:
             "ProjectionExpression": projection,
             "ExpressionAttributeNames": names,
         }
-        while True:
-            response = self.client.query(**kwargs)
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            yield from page.get("Items", [])
 
     def event_at(self, stream: str, seq: int) -> dict | None:
         """The stored event at ``(stream, seq)``, read consistently, or ``None``."""
@@ -269,54 +262,30 @@ class AuditRepository:
             "ConsistentRead": True,
             "Limit": 25,
         }
-        while True:
-            response = self.client.query(**kwargs)
-            items = response.get("Items", [])
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            items = page.get("Items", [])
             if items:
                 return from_item(items[0])
-            if "LastEvaluatedKey" not in response:
-                return None
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return None
 
     def batch_put(self, events: list[dict]) -> None:
-        """Bulk-load complete events with BatchWriteItem, 25 per request.
+        """Bulk-load complete events with BatchWriteItem (boto3's batch writer).
 
         BatchWriteItem cannot carry a condition, so this overwrites: it is for seeding
         tests and benchmarks and for restores, never for the live append path.
         """
-        for start in range(0, len(events), 25):
-            requests = [{"PutRequest": {"Item": to_item(e)}} for e in events[start : start + 25]]
-            pending: dict = {self.table: requests}
-            delay = 0.05
-            while pending:
-                response = self.client.batch_write_item(RequestItems=pending)
-                pending = response.get("UnprocessedItems") or {}
-                if pending:
-                    # Unprocessed items are throttled ones: back off before resending.
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+        with batch_writer(self.client, self.table) as writer:
+            for event in events:
+                writer.put_item(Item=to_item(event))
 
     def hashes_at(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
         """Stored ``hash`` of each ``(stream, seq)`` that exists, by BatchGetItem (100 keys
         a request, consistent reads); absent keys are absent from the answer."""
-        found: dict[tuple[str, int], str] = {}
-        for start in range(0, len(keys), 100):
-            chunk = keys[start : start + 100]
-            pending: dict = {
-                self.table: {
-                    "Keys": [{"stream": {"S": s}, "seq": {"N": str(q)}} for s, q in chunk],
-                    "ProjectionExpression": "#s, #q, #h",
-                    "ExpressionAttributeNames": {"#s": "stream", "#q": "seq", "#h": "hash"},
-                    "ConsistentRead": True,
-                }
-            }
-            delay = 0.05
-            while pending:
-                response = self.client.batch_get_item(RequestItems=pending)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    found[(item["stream"]["S"], int(item["seq"]["N"]))] = item["hash"]["S"]
-                pending = response.get("UnprocessedKeys") or {}
-                if pending:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
-        return found
+        items = batch_get(
+            self.client,
+            self.table,
+            [{"stream": {"S": s}, "seq": {"N": str(q)}} for s, q in dict.fromkeys(keys)],
+            projection="#s, #q, #h",
+            names={"#s": "stream", "#q": "seq", "#h": "hash"},
+        )
+        return {(i["stream"]["S"], int(i["seq"]["N"])): i["hash"]["S"] for i in items}

@@ -11,7 +11,7 @@ by every case change (a burst of openings would otherwise conflict on it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from reconciliation.cases.models import (
@@ -26,11 +26,10 @@ from reconciliation.cases.models import (
     decoded_row,
     is_case_id,
 )
+from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.items import from_item, values
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
-
     from reconciliation.stores import Store
 
 
@@ -93,19 +92,12 @@ class CaseRepository:
         that tables written before sharding still hold."""
         keys = counter_keys()
         out: dict[str, int] = dict.fromkeys(QUEUES, 0)
-        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
-            self.table: {"Keys": keys, "ConsistentRead": True}
-        }
-        for _ in range(5):  # a few rounds for unprocessed keys, never a spin
-            if not request:
-                break
-            response = self.client.batch_get_item(RequestItems=request)
-            for raw in response.get("Responses", {}).get(self.table, []):
-                item = from_item(raw)
-                queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
-                if queue in out:
-                    out[queue] += int(item.get("open_count", 0))
-            request = response.get("UnprocessedKeys") or {}
+        # A few rounds for unprocessed keys, never a spin: a count is a display.
+        for raw in batch_get(self.client, self.table, keys, rounds=5):
+            item = from_item(raw)
+            queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
+            if queue in out:
+                out[queue] += int(item.get("open_count", 0))
         return out
 
     def query_queue(
@@ -202,13 +194,8 @@ class CaseRepository:
             "ExpressionAttributeValues": values(**vals),
             "Select": "COUNT",
         }
-        total = 0
-        while True:
-            response = self.client.query(**kwargs)
-            total += response.get("Count", 0)
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        pages = self.client.get_paginator("query").paginate(**kwargs)
+        return sum(page.get("Count", 0) for page in pages)
 
     def ids_for_intent(self, intent_id: str) -> list[str]:
         response = self.client.query(
@@ -221,19 +208,7 @@ class CaseRepository:
 
     def get_many(self, case_ids: list[str]) -> list[Case]:
         case_ids = [c for c in case_ids if is_case_id(c)]
-        found: list[Case] = []
-        for start in range(0, len(case_ids), 100):
-            request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
-                self.table: {
-                    "Keys": [self._key(c) for c in case_ids[start : start + 100]],
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                response = self.client.batch_get_item(RequestItems=request)
-                found.extend(
-                    case_from_item(i) for i in response.get("Responses", {}).get(self.table, [])
-                )
-                request = response.get("UnprocessedKeys") or {}
+        keys = [self._key(c) for c in dict.fromkeys(case_ids)]
+        found = [case_from_item(i) for i in batch_get(self.client, self.table, keys)]
         order = {c: n for n, c in enumerate(case_ids)}
         return sorted(found, key=lambda c: order.get(c.case_id, 0))

@@ -14,13 +14,10 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.items import from_item
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
-
     from reconciliation.stores import Store
 
 
@@ -72,14 +69,8 @@ class LedgerRepository:
         base = fund_key(fund, currency)
         keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
         total, count = Decimal("0"), 0
-        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
-            self.table: {"Keys": keys, "ConsistentRead": True}
-        }
-        while request:
-            response = self.client.batch_get_item(RequestItems=request)
-            for raw in response.get("Responses", {}).get(self.table, []):
-                item = from_item(raw)
-                total += Decimal(str(item.get("pledged_total", 0)))
-                count += int(item.get("pledge_count", 0))
-            request = response.get("UnprocessedKeys") or {}
+        for raw in batch_get(self.client, self.table, keys):
+            item = from_item(raw)
+            total += Decimal(str(item.get("pledged_total", 0)))
+            count += int(item.get("pledge_count", 0))
         return FundTotal(fund, currency, total, count)

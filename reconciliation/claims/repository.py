@@ -333,13 +333,10 @@ class ClaimRepository:
             "ReturnConsumedCapacity": "TOTAL",
         }
         self.last_consumed = 0.0
-        while True:
-            response = self.client.query(**kwargs)
-            self.last_consumed += response.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
-            keys.extend(i["pk"]["S"] for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return keys
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            self.last_consumed += page.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
+            keys.extend(i["pk"]["S"] for i in page.get("Items", []))
+        return keys
 
     # The repository's own translator, as before it moved beside the Claim.
     _to_item = staticmethod(claim_to_item)

@@ -1,9 +1,13 @@
-"""BatchGetItem with a projection, for reads of many items of one table by key."""
+"""Batch reads and writes of many items of one table by key: BatchGetItem with the
+unprocessed keys sent again, and boto3's batch writer."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import TYPE_CHECKING
+
+from boto3.dynamodb.table import BatchWriter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -16,34 +20,41 @@ def batch_get(
     table: str,
     keys: list[dict],
     *,
-    projection: str,
-    names: dict[str, str],
+    projection: str | None = None,
+    names: dict[str, str] | None = None,
+    rounds: int | None = None,
 ) -> list[dict]:
-    """The items at ``keys`` (raw attribute values, only the projected attributes),
-    read consistently, 100 keys a request; absent keys are absent from the answer.
+    """The items at ``keys`` (raw attribute values; only the projected attributes when
+    ``projection`` is given), read consistently, 100 keys a request; absent keys are
+    absent from the answer.
 
-    Unprocessed keys (throttled ones) are sent again after a capped backoff. The keys
-    must be distinct: DynamoDB refuses a request that names one key twice.
+    Unprocessed keys (throttled ones) are sent again after a capped backoff, until none
+    is left or, given ``rounds``, after that many requests per chunk (what is still
+    unprocessed then is left out). The keys must be distinct: DynamoDB refuses a
+    request that names one key twice.
     """
     found: list[dict] = []
     for start in range(0, len(keys), BATCH_GET_KEYS):
-        pending: dict = {
-            table: {
-                "Keys": keys[start : start + BATCH_GET_KEYS],
-                "ProjectionExpression": projection,
-                "ExpressionAttributeNames": names,
-                "ConsistentRead": True,
-            }
-        }
-        delay = 0.05
-        while pending:
+        wanted: dict = {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": True}
+        if projection:
+            wanted["ProjectionExpression"] = projection
+        if names:
+            wanted["ExpressionAttributeNames"] = names
+        pending: dict = {table: wanted}
+        for attempt in itertools.count():
             response = client.batch_get_item(RequestItems=pending)
             found.extend(response.get("Responses", {}).get(table, []))
             pending = response.get("UnprocessedKeys") or {}
-            if pending:
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+            if not pending or (rounds is not None and attempt + 1 >= rounds):
+                break
+            time.sleep(min(0.05 * 2**attempt, 2.0))
     return found
+
+
+def batch_writer(client: DynamoDBClient, table: str) -> BatchWriter:
+    """boto3's batch writer on a low-level client: puts and deletes (low-level item
+    format) go out 25 a request, and what DynamoDB leaves unprocessed is sent again."""
+    return BatchWriter(table, client)
 
 
 def stored_heads(client: DynamoDBClient, table: str, key: str, ids: list[str]) -> dict:

@@ -2,7 +2,8 @@
 
 Throttling, ``TransactionConflict`` and ``TransactionInProgressException`` are retried
 with exponential backoff and full jitter, under a bounded attempt count *and* a time
-budget, re-sending the identical request (same ``ClientRequestToken``). A
+budget, re-sending the identical request (same ``ClientRequestToken``). The loop is
+tenacity's; this module says what is transient and how long to wait. A
 ``ConditionalCheckFailedException`` is an answer and is never retried. The SDK's own
 standard-mode retries run inside each attempt.
 """
@@ -12,10 +13,17 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from botocore.exceptions import ClientError
 from django.conf import settings
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+)
 
 from reconciliation import metrics
 from reconciliation.dynamo.errors import RETRYABLE_CODES, error_code
@@ -54,8 +62,14 @@ def is_transient(exc: ClientError) -> bool:
     return False
 
 
-def full_jitter_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
-    return rng.uniform(0, min(cap, base * (2**attempt)))
+def full_jitter(base: float, cap: float, rng: random.Random) -> Callable[[RetryCallState], float]:
+    """Exponential backoff with full jitter: before attempt ``n + 1``, a uniform wait in
+    ``[0, min(cap, base * 2**(n - 1))]``, drawn from ``rng`` (seedable in tests)."""
+
+    def wait(state: RetryCallState) -> float:
+        return rng.uniform(0, min(cap, base * (2 ** (state.attempt_number - 1))))
+
+    return wait
 
 
 def with_retry(
@@ -66,24 +80,29 @@ def with_retry(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
 ) -> T:
+    """``call()``, re-sent on transient errors until it answers, ``attempts`` are spent,
+    or the next wait would pass ``budget_s`` (then :class:`RetriesExhausted`)."""
     attempts = attempts or settings.DDB_APP_RETRY_ATTEMPTS
     budget_s = settings.DDB_REQUEST_BUDGET_S if budget_s is None else budget_s
-    rng = rng or random.Random()
-    started = time.monotonic()
-    for attempt in range(attempts):
-        try:
-            return call()
-        except ClientError as exc:
-            if not is_transient(exc):
-                raise
-            code = error_code(exc)
-            if attempt + 1 >= attempts:
-                raise RetriesExhausted(exc, attempt + 1) from exc
-            delay = full_jitter_delay(
-                attempt, settings.DDB_APP_RETRY_BASE_S, settings.DDB_APP_RETRY_CAP_S, rng
-            )
-            if time.monotonic() - started + delay > budget_s:
-                raise RetriesExhausted(exc, attempt + 1) from exc
-            metrics.APP_RETRIES.labels(code).inc()
-            sleep(delay)
-    raise AssertionError("unreachable")
+
+    def exhausted(state: RetryCallState) -> NoReturn:
+        last = state.outcome.exception() if state.outcome else None
+        assert isinstance(last, ClientError)
+        raise RetriesExhausted(last, state.attempt_number) from last
+
+    def count(state: RetryCallState) -> None:
+        last = state.outcome.exception() if state.outcome else None
+        if last is not None:
+            metrics.APP_RETRIES.labels(error_code(last)).inc()
+
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts) | stop_before_delay(budget_s),
+        wait=full_jitter(
+            settings.DDB_APP_RETRY_BASE_S, settings.DDB_APP_RETRY_CAP_S, rng or random.Random()
+        ),
+        retry=retry_if_exception(lambda exc: isinstance(exc, ClientError) and is_transient(exc)),
+        before_sleep=count,
+        retry_error_callback=exhausted,
+        sleep=sleep,
+    )
+    return retrying(call)

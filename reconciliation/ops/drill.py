@@ -23,6 +23,8 @@ This module runs the drill and records it; the scenarios are in
 
 from __future__ import annotations
 
+import itertools
+
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import audit_event_build
@@ -80,12 +82,9 @@ def drill_last() -> dict | None:
     }
     from reconciliation.dynamo.items import from_item
 
-    for _ in range(20):
-        response = store.client.query(**kwargs)
-        for item in response.get("Items", []):
+    pages = store.client.get_paginator("query").paginate(**kwargs)
+    for page in itertools.islice(pages, 20):  # the newest 1,000 SYSTEM events at most
+        for item in page.get("Items", []):
             event = from_item(item)
             return {**event.get("detail", {}), "at": event["at"]}
-        if "LastEvaluatedKey" not in response:
-            return None
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
     return None

@@ -117,15 +117,10 @@ class Snapshot:
     ) -> Snapshot:
         snapshot = cls()
         for role in roles:
-            kwargs: dict = {"TableName": getattr(names, role), "ConsistentRead": True}
-            items: list[dict] = []
-            while True:
-                page = client.scan(**kwargs)
-                items.extend(page.get("Items", []))
-                if "LastEvaluatedKey" not in page:
-                    break
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-            snapshot.raw[role] = items
+            pages = client.get_paginator("scan").paginate(
+                TableName=getattr(names, role), ConsistentRead=True
+            )
+            snapshot.raw[role] = [item for page in pages for item in page.get("Items", [])]
         return snapshot
 
     def plain(self, role: str) -> list[dict]:

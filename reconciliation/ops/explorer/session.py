@@ -10,7 +10,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from unittest import mock
@@ -25,6 +25,7 @@ from reconciliation.cases.models import RESOLVED
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 from reconciliation.dynamo import faults
+from reconciliation.dynamo.batch import batch_writer
 from reconciliation.dynamo.client import (
     TableNames,
     build_client,
@@ -54,7 +55,7 @@ from reconciliation.ops.invariants import (
 )
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.type_defs import WriteRequestUnionTypeDef
+    pass
 
 
 @dataclass
@@ -271,14 +272,9 @@ class Session:
         for role, attributes in KEY_ATTRIBUTES.items():
             keys = [{a: item[a] for a in attributes} for item in snapshot.raw.get(role, [])]
             table = getattr(self.names, role)
-            for start in range(0, len(keys), 25):
-                request: Mapping[str, Sequence[WriteRequestUnionTypeDef]] | None = {
-                    table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
-                }
-                while request:
-                    request = self.oracle.batch_write_item(RequestItems=request).get(
-                        "UnprocessedItems"
-                    )
+            with batch_writer(self.oracle, table) as writer:
+                for key in keys:
+                    writer.delete_item(Key=key)
 
 
 def run_guarded(session: Session, sid: str) -> Result:
