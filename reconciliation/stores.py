@@ -42,9 +42,10 @@ class Store:
         }
 
 
-def first_store(client: DynamoDBClient | None = None) -> Store:
-    """The first configured region's tables (on ``client`` if given)."""
-    return Store(client or dynamodb_client(), table_names())
+def first_store(client: DynamoDBClient | None = None, *, batch: bool = False) -> Store:
+    """The first configured region's tables (on ``client`` if given; ``batch``: on a
+    client with a batch command's patience, see ``dynamo.client.patience``)."""
+    return Store(client or dynamodb_client(batch=batch), table_names())
 
 
 def home_store(key: str) -> Store:

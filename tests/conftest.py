@@ -178,15 +178,3 @@ def staff_actor(username: str = "ada", role: str = "finance_staff"):
     return Actor(
         username=username, role=Role(role), email=f"{username}@example.org", address="10.0.0.7"
     )
-
-
-@pytest.fixture(autouse=True)
-def request_patience():
-    """A command run in-process (export_audit, verify_audit) switches this process to batch
-    patience; the next test starts on the request path's again."""
-    from reconciliation.dynamo import client
-
-    yield
-    if client._batch:
-        client._batch = False
-        reset_clients()

@@ -87,9 +87,8 @@ def sweep_stuck_claims(
     seen: set[str] = set()
     for source in sources:
         for shard in range(PENDING_SHARDS):
-            claims = ClaimRepository(source)
-            keys = claims.pending_candidates(f"P#{shard}", bound)
-            report.read_units += claims.last_consumed
+            keys, units = ClaimRepository(source).pending_candidates(f"P#{shard}", bound)
+            report.read_units += units
             for pk in keys:
                 if pk in seen:  # replicated to several regions: handle it once
                     continue

@@ -322,8 +322,9 @@ class ClaimRepository:
         assert updated is not None
         return updated
 
-    def pending_candidates(self, shard: str, older_than_epoch: int) -> list[str]:
-        """Keys of PENDING claims in ``shard`` whose ``expires_at`` is before the bound."""
+    def pending_candidates(self, shard: str, older_than_epoch: int) -> tuple[list[str], float]:
+        """Keys of PENDING claims in ``shard`` whose ``expires_at`` is before the bound,
+        and the read units the Query consumed."""
         keys: list[str] = []
         kwargs: dict = {
             "TableName": self.table,
@@ -332,11 +333,11 @@ class ClaimRepository:
             "ExpressionAttributeValues": values(s=shard, t=older_than_epoch),
             "ReturnConsumedCapacity": "TOTAL",
         }
-        self.last_consumed = 0.0
+        consumed = 0.0
         for page in self.client.get_paginator("query").paginate(**kwargs):
-            self.last_consumed += page.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
+            consumed += page.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
             keys.extend(i["pk"]["S"] for i in page.get("Items", []))
-        return keys
+        return keys, consumed
 
     # The repository's own translator, as before it moved beside the Claim.
     _to_item = staticmethod(claim_to_item)

@@ -95,22 +95,11 @@ class Patience:
     max_attempts: int
 
 
-# Set once by a batch process at its edge (a command); settings themselves are read only.
-_batch = False
-
-
-def use_batch_timeouts() -> None:
-    """For command-line and background batch work (exports, verification): patient reads
-    and more attempts, for every client this process builds from now on. A request path
-    keeps the short defaults."""
-    global _batch
-    _batch = True
-
-
-def patience() -> Patience:
-    """The request path's patience, or a batch process's."""
+def patience(*, batch: bool = False) -> Patience:
+    """The request path's patience, or, for command-line batch work (exports,
+    verification), patient reads and more attempts."""
     request = Patience(settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS)
-    if not _batch:
+    if not batch:
         return request
     return Patience(
         max(request.read_timeout_s, settings.DDB_BATCH_READ_TIMEOUT_S),
@@ -150,14 +139,14 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
     return client
 
 
-def dynamodb_client(region: Region | None = None) -> DynamoDBClient:
+def dynamodb_client(region: Region | None = None, *, batch: bool = False) -> DynamoDBClient:
     """The shared client for ``region`` (default: the first configured region).
 
     Low-level boto3 clients are thread-safe; sessions are not, so each is built once
     under a lock.
     """
     region = region or regions()[0]
-    wait = patience()
+    wait = patience(batch=batch)
     key = (
         region,
         settings.DDB_CONNECT_TIMEOUT_S,

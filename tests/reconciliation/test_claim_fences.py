@@ -257,13 +257,13 @@ def test_stale_holder_cannot_attach_a_case_to_its_successors_claim(ddb, frozen):
         None,
         None,
     )
-    sweepable = repos.claims.pending_candidates(pending_shard(stale.pk), theirs.expires_at + 1)
+    sweepable, _ = repos.claims.pending_candidates(pending_shard(stale.pk), theirs.expires_at + 1)
     assert stale.pk in sweepable
 
     # Control: the holder of the current claim can attach, so the refusal was the fence.
     attached = repos.claims.attach_case(theirs, case_id="case-B", error_code=STUCK_PENDING)
     assert (attached.case_id, attached.pending_shard) == ("case-B", None)
-    sweepable = repos.claims.pending_candidates(pending_shard(stale.pk), theirs.expires_at + 1)
+    sweepable, _ = repos.claims.pending_candidates(pending_shard(stale.pk), theirs.expires_at + 1)
     assert stale.pk not in sweepable
 
 

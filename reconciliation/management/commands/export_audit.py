@@ -22,7 +22,6 @@ from reconciliation.audit.export.delivery import export_to_file, manifest_path_f
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.cases.policy import audit_visible_performer
-from reconciliation.dynamo.client import use_batch_timeouts
 from reconciliation.stores import first_store
 
 
@@ -42,7 +41,6 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **o) -> None:
-        use_batch_timeouts()
         actor, performed_by = self._actor(o["user"])
         try:
             filters = AuditFilters.build(
@@ -76,7 +74,7 @@ class Command(BaseCommand):
 
         try:
             core = export_to_file(
-                store=first_store(),
+                store=first_store(batch=True),
                 filters=filters,
                 fmt=o["fmt"],
                 actor=actor,

@@ -29,7 +29,6 @@ from reconciliation.audit.services import (
     VERIFY_QUIET_DAYS,
     audit_verify,
 )
-from reconciliation.dynamo.client import use_batch_timeouts
 from reconciliation.stores import first_store
 
 
@@ -48,14 +47,13 @@ class Command(BaseCommand):
         parser.add_argument("--threads", type=int, default=8)
 
     def handle(self, *args, stream=None, since=None, threads=8, **options) -> None:
-        use_batch_timeouts()
         try:
             since_day = date.fromisoformat(since) if since else None
         except ValueError:
             raise CommandError(f"--since {since!r} is not a date (YYYY-MM-DD)")
         try:
             report = audit_verify(
-                store=first_store(), stream=stream, since=since_day, threads=threads
+                store=first_store(batch=True), stream=stream, since=since_day, threads=threads
             )
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
