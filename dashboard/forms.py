@@ -21,6 +21,7 @@ from reconciliation.cases.policy import (
     REASON_CODES,
     visible_length,
 )
+from reconciliation.casework.selectors import QueueFilters
 
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
 
@@ -73,6 +74,23 @@ class QueueFilterForm(forms.Form):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("auto_id", "filter_%s")
         super().__init__(*args, **kwargs)
+
+    def clean_fund(self) -> str:
+        value = self.cleaned_data["fund"].strip().upper()
+        if value and not value.replace("_", "").replace("-", "").isalnum():
+            raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
+        return value
+
+    def filters(self, *, assignee: str = "") -> QueueFilters:
+        """The cleaned filters as the queue read takes them (call after is_valid)."""
+        data = self.cleaned_data if self.is_bound else {}
+        hours = data.get("min_age_h")
+        return QueueFilters(
+            fund=data.get("fund", ""),
+            min_amount=data.get("min_amount"),
+            min_age_s=None if hours is None else int(hours * 3600),
+            assignee=assignee if data.get("mine") else "",
+        )
 
     def clean_q(self) -> str:
         value = self.cleaned_data["q"].strip()

@@ -22,18 +22,12 @@ from reconciliation.casework.selectors import (
     InvalidFilter,
     cases_for_intent,
     queue_counts,
-    queue_filters_parse,
     queue_page,
 )
 from reconciliation.stores import first_store
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine")
-
-
-def _text(value) -> str:
-    """A cleaned number as the text the filter parser reads ("" when not given)."""
-    return "" if value is None else str(value)
 
 
 def _filter_query(form: QueueFilterForm) -> str:
@@ -62,12 +56,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
             found = cases_for_intent(values["q"], store=first_store())
         else:
             try:
-                filters = queue_filters_parse(
-                    fund=values.get("fund", ""),
-                    min_amount=_text(values.get("min_amount")),
-                    min_age_h=_text(values.get("min_age_h")),
-                    assignee=request.user.get_username() if values.get("mine") else "",
-                )
+                filters = form.filters(assignee=request.user.get_username())
                 page = queue_page(
                     name, filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
                 )

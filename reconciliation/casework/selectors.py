@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from django.core import signing
 
@@ -47,6 +47,9 @@ class InvalidFilter(ValueError):
 
 @dataclass(frozen=True)
 class QueueFilters:
+    """What a queue page is narrowed to, already validated (the dashboard's filter form
+    cleans what a person typed)."""
+
     fund: str = ""
     min_amount: Decimal | None = None
     min_age_s: int | None = None
@@ -57,36 +60,6 @@ class QueueFilters:
             [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
         )
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
-
-
-def queue_filters_parse(
-    *, fund: str = "", min_amount: str = "", min_age_h: str = "", assignee: str = ""
-) -> QueueFilters:
-    errors: dict[str, str] = {}
-    fund = (fund or "").strip().upper()
-    if fund and (len(fund) > 32 or not fund.replace("_", "").replace("-", "").isalnum()):
-        errors["fund"] = "letters, digits, '_' or '-' (up to 32)"
-    amount = None
-    if (min_amount or "").strip():
-        try:
-            amount = Decimal(min_amount.strip())
-            if not amount.is_finite() or amount < 0 or amount > Decimal("1e15"):
-                raise InvalidOperation
-        except InvalidOperation:
-            errors["min_amount"] = "a non-negative number"
-            amount = None
-    age = None
-    if (min_age_h or "").strip():
-        try:
-            hours = float(min_age_h.strip())
-            if not 0 <= hours <= 24 * 3650:
-                raise ValueError
-            age = int(hours * 3600)
-        except ValueError:
-            errors["min_age_h"] = "hours, a number from 0"
-    if errors:
-        raise InvalidFilter(errors)
-    return QueueFilters(fund=fund, min_amount=amount, min_age_s=age, assignee=assignee or "")
 
 
 @dataclass(frozen=True)
