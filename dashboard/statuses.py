@@ -7,7 +7,7 @@ from reconciliation.cases.changes import CaseError
 from reconciliation.claims import outcomes
 
 # The pledge API's answer to each intake outcome kind (DESIGN.md §4 outcome table).
-INTAKE = {
+INTAKE: dict[str, int] = {
     outcomes.CREATED: 201,
     outcomes.REPLAYED: 200,
     outcomes.IN_PROGRESS: 409,

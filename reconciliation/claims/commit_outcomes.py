@@ -35,6 +35,7 @@ from reconciliation.claims.outcomes import (
     TOKEN_PARAMETER_MISMATCH,
     UNAVAILABLE,
     IntakeOutcome,
+    OutcomeKind,
     in_progress_outcome,
     retry_after_s,
     throttled_outcome,
@@ -180,7 +181,9 @@ def _cancelled(
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
 
-    def cancelled_case(kind: str, claim_move: Callable[[str], dict] | None = None) -> str | None:
+    def cancelled_case(
+        kind: OutcomeKind, claim_move: Callable[[str], dict] | None = None
+    ) -> str | None:
         return _open_case(
             store,
             claim,
@@ -287,7 +290,7 @@ def _case_for_pending_claim(
     claim: Claim,
     exc: BaseException,
     case_type: str,
-    kind: str,
+    kind: OutcomeKind,
     detail: str,
 ) -> IntakeOutcome:
     """Open a case for a claim left PENDING by an unclear commit, and hand the claim to

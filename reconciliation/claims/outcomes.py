@@ -12,46 +12,81 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.claims.models import Claim
+from reconciliation.codes import Code
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.retry import RetriesExhausted
 
 logger = logging.getLogger(__name__)
 
-# Outcome kinds (the view maps each to its HTTP status).
-CREATED = "created"
-REPLAYED = "replayed"
-IN_PROGRESS = "request_in_progress"
-KEY_REUSED = "idempotency_key_reused"
-THROTTLED = "throttled"
-UNAVAILABLE = "dynamodb_unavailable"
-CONFLICT = "transaction_conflict"
-CANCELLED = "transaction_cancelled"
-REJECTED = "transaction_rejected"
-TOKEN_PARAMETER_MISMATCH = "token_parameter_mismatch"
-OUTCOME_UNKNOWN = "outcome_unknown"
+
+class OutcomeKind(Code):
+    """What the intake answered (the web edge maps each kind to its HTTP status)."""
+
+    CREATED = "created", "Created", "The pledge was recorded by this request."
+    REPLAYED = "replayed", "Replayed", "The pledge was recorded earlier; its answer was repeated."
+    IN_PROGRESS = (
+        "request_in_progress",
+        "In progress",
+        "Another attempt holds the key; retry after the lease.",
+    )
+    KEY_REUSED = (
+        "idempotency_key_reused",
+        "Key reused",
+        "The key was used before with a different body.",
+    )
+    THROTTLED = "throttled", "Throttled", "DynamoDB throttled the request past the retry budget."
+    UNAVAILABLE = (
+        "dynamodb_unavailable",
+        "DynamoDB unavailable",
+        "DynamoDB could not be reached before anything was written.",
+    )
+    CONFLICT = (
+        "transaction_conflict",
+        "Transaction conflict",
+        "A concurrent transaction on the same items won; nothing was written.",
+    )
+    CANCELLED = (
+        "transaction_cancelled",
+        "Transaction cancelled",
+        "DynamoDB cancelled the transaction for a reason worth retrying; nothing was written.",
+    )
+    REJECTED = (
+        "transaction_rejected",
+        "Transaction rejected",
+        "DynamoDB refused the transaction for good; nothing was written.",
+    )
+    TOKEN_PARAMETER_MISMATCH = (
+        "token_parameter_mismatch",
+        "Token mismatch",
+        "The request token was used with different parameters; nothing was written.",
+    )
+    OUTCOME_UNKNOWN = (
+        "outcome_unknown",
+        "Outcome unknown",
+        "The commit's answer was lost; the pledge may or may not be recorded.",
+    )
+
+
+CREATED = OutcomeKind.CREATED
+REPLAYED = OutcomeKind.REPLAYED
+IN_PROGRESS = OutcomeKind.IN_PROGRESS
+KEY_REUSED = OutcomeKind.KEY_REUSED
+THROTTLED = OutcomeKind.THROTTLED
+UNAVAILABLE = OutcomeKind.UNAVAILABLE
+CONFLICT = OutcomeKind.CONFLICT
+CANCELLED = OutcomeKind.CANCELLED
+REJECTED = OutcomeKind.REJECTED
+TOKEN_PARAMETER_MISMATCH = OutcomeKind.TOKEN_PARAMETER_MISMATCH
+OUTCOME_UNKNOWN = OutcomeKind.OUTCOME_UNKNOWN
 SUCCESS = (CREATED, REPLAYED)
-# Every kind above: the view's STATUS map covers exactly these (a test holds it to that),
-# so a client of the API, the fault explorer, knows them without importing the view.
-OUTCOME_KINDS = frozenset(
-    {
-        CREATED,
-        REPLAYED,
-        IN_PROGRESS,
-        KEY_REUSED,
-        THROTTLED,
-        UNAVAILABLE,
-        CONFLICT,
-        CANCELLED,
-        REJECTED,
-        TOKEN_PARAMETER_MISMATCH,
-        OUTCOME_UNKNOWN,
-    }
-)
+# The web edge's status map covers exactly these (a test holds it to that), so a client
+# of the API, the fault explorer, knows them without importing the view.
+OUTCOME_KINDS = frozenset(OutcomeKind)
 
 
 @dataclass(frozen=True)
 class IntakeOutcome:
-    kind: str
+    kind: OutcomeKind
     pledge: dict | None = None
     retry_after: int | None = None
     case_id: str | None = None

@@ -140,7 +140,7 @@ class _Traffic:
         request = parse_fields(body)
         with capacity.measuring() as spent:
             try:
-                kind = service.pledge_submit(
+                kind: str = service.pledge_submit(
                     tenant=TENANT,
                     idempotency_key=key,
                     request=request,
