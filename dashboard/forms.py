@@ -109,9 +109,11 @@ class _ReasonForm(forms.Form):
         help_text=f"At least {MIN_REASON_LENGTH} characters; recorded in the audit trail.",
     )
     action_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    # The prefix of the form's element ids: several reason forms share one page.
+    prefix_id = "reason"
 
-    def __init__(self, *args, prefix_id: str = "reason", **kwargs):
-        kwargs.setdefault("auto_id", f"{prefix_id}_%s")
+    def __init__(self, *args, prefix_id: str | None = None, **kwargs):
+        kwargs.setdefault("auto_id", f"{prefix_id or self.prefix_id}_%s")
         initial = kwargs.setdefault("initial", {})
         initial.setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
@@ -144,10 +146,7 @@ class DispositionForm(_ChoiceReasonForm):
         label="Disposition",
     )
     field_order = ["disposition", "reason_code", "reason_text"]
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("prefix_id", "dispose")
-        super().__init__(*args, **kwargs)
+    prefix_id = "dispose"
 
 
 class OverrideRequestForm(_ChoiceReasonForm):
@@ -158,10 +157,7 @@ class OverrideRequestForm(_ChoiceReasonForm):
         label="Override",
     )
     field_order = ["override", "reason_code", "reason_text"]
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("prefix_id", "override")
-        super().__init__(*args, **kwargs)
+    prefix_id = "override"
 
 
 class AssignForm(forms.Form):
@@ -193,10 +189,7 @@ class BulkForm(_ReasonForm):
     step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
     queue = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
     field_order = ["disposition", "reason_code", "reason_text"]
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("prefix_id", "bulk")
-        super().__init__(*args, **kwargs)
+    prefix_id = "bulk"
 
 
 class StaffSignInForm(AuthenticationForm):

@@ -174,19 +174,24 @@ def _act(
     return _case_response(request, case_id)
 
 
+def _reasoned(data: dict) -> dict:
+    """What every reasoned action passes on from its form: the version the person saw,
+    the reason, and the action id; and the store the case is kept in."""
+    return {
+        "seen_version": data["seen_version"],
+        "reason_code": data["reason_code"],
+        "reason_text": data["reason_text"],
+        "action_id": data["action_id"],
+        "store": first_store(),
+    }
+
+
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_dispose(
-            store=first_store(),
-            case_id=case_id,
-            disposition=data["disposition"],
-            actor=actor,
-            seen_version=data["seen_version"],
-            reason_code=data["reason_code"],
-            reason_text=data["reason_text"],
-            action_id=data["action_id"],
+            case_id=case_id, disposition=data["disposition"], actor=actor, **_reasoned(data)
         )
 
     return _act(request, case_id, "dispose", run)
@@ -197,14 +202,7 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return override_request(
-            store=first_store(),
-            case_id=case_id,
-            override=data["override"],
-            actor=actor,
-            seen_version=data["seen_version"],
-            reason_code=data["reason_code"],
-            reason_text=data["reason_text"],
-            action_id=data["action_id"],
+            case_id=case_id, override=data["override"], actor=actor, **_reasoned(data)
         )
 
     return _act(request, case_id, "override", run)
