@@ -53,6 +53,16 @@ def _project_all() -> ProjectionTypeDef:
     return {"ProjectionType": "ALL"}
 
 
+def key_schema(
+    hash_key: tuple[str, ScalarAttributeTypeType],
+    range_key: tuple[str, ScalarAttributeTypeType] | None,
+) -> list[KeySchemaElementTypeDef]:
+    schema: list[KeySchemaElementTypeDef] = [{"AttributeName": hash_key[0], "KeyType": "HASH"}]
+    if range_key:
+        schema.append({"AttributeName": range_key[0], "KeyType": "RANGE"})
+    return schema
+
+
 @dataclass(frozen=True)
 class Index:
     name: str
@@ -61,12 +71,7 @@ class Index:
     projection: ProjectionTypeDef = field(default_factory=_project_all)
 
     def key_schema(self) -> list[KeySchemaElementTypeDef]:
-        schema: list[KeySchemaElementTypeDef] = [
-            {"AttributeName": self.hash_key[0], "KeyType": "HASH"}
-        ]
-        if self.range_key:
-            schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
-        return schema
+        return key_schema(self.hash_key, self.range_key)
 
     def attributes(self) -> list[tuple[str, ScalarAttributeTypeType]]:
         return [self.hash_key] + ([self.range_key] if self.range_key else [])
@@ -88,12 +93,7 @@ class Table:
     ttl_attribute: str | None = None
 
     def key_schema(self) -> list[KeySchemaElementTypeDef]:
-        schema: list[KeySchemaElementTypeDef] = [
-            {"AttributeName": self.hash_key[0], "KeyType": "HASH"}
-        ]
-        if self.range_key:
-            schema.append({"AttributeName": self.range_key[0], "KeyType": "RANGE"})
-        return schema
+        return key_schema(self.hash_key, self.range_key)
 
     def attribute_definitions(
         self, indexes: tuple[Index, ...] | None = None
