@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,6 +10,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.repository import (
     GENESIS_HASH,
     audit_event_build,
+    canonical_json,
     event_hash,
 )
 from tests.helpers import repositories
@@ -24,19 +24,57 @@ ACTOR = Actor(
 )
 
 
+# Golden values, computed once and pasted here, never re-derived with the code's formula:
+# a test that recomputes the hash the way the code does passes whatever the formula is.
+GOLDEN_CANONICAL = (
+    b'{"action":"disposition_recorded",'
+    b'"actor":{"email":"ada@example.org","role":"finance_staff","username":"ada"},'
+    b'"after":{"amount":"25.00","state":"RESOLVED"},'
+    b'"at":"2024-03-01T09:30:15.123456Z",'
+    b'"at_id":"2024-03-01T09:30:15.123456Z#00000000-0000-4000-8000-000000000001",'
+    b'"before":{"amount":"25.00","state":"OPEN"},'
+    b'"case_id":"c-0001","client_address":"10.0.0.1","correlation_id":"corr-1",'
+    b'"day_shard":"2024-03-01#4",'
+    b'"detail":{"n":2,"none":null,"ok":true,"tags":["b","a"]},'
+    b'"disposition":"CONFIRMED_COMMITTED",'
+    b'"event_id":"00000000-0000-4000-8000-000000000001","intent_id":"i-0001",'
+    b'"prev_hash":"abababababababababababababababababababababababababababababababab",'
+    b'"reason_code":"EVIDENCE_CONFIRMS",'
+    b'"reason_text":"caf\xc3\xa9 \xe2\x9c\x93",'
+    b'"seq":3,"stream":"CASE#c-0001"}'
+)
+GOLDEN_HASH = "88afcfa9fa3c37ae8115ba9a2454b27ed61e42cf14bd353515b51d9d6f012306"
+
+
 def test_hash_is_sha256_of_canonical_json_without_hash():
-    """hash = SHA-256 of sorted, compact, UTF-8 JSON of every other field."""
+    """One event built from fixed inputs has a fixed canonical JSON (sorted keys, compact,
+    UTF-8 not escaped, nested nulls kept, no ``hash``) and a fixed SHA-256 over it.
+
+    A different hash or canonical form for these same inputs means the hashing changed:
+    every event already stored (and every exported file) was hashed the old way, so
+    ``verify_audit``, the case pages' chain check and ``verify_export`` would report every
+    stored chain broken. Change them only together with a plan for the stored chains,
+    never by pasting new literals. (Only a field added to or dropped from *new* events
+    leaves stored ones verifying; then the canonical literal changes on purpose.)"""
     event = audit_event_build(
-        stream="CASE#x",
-        seq=1,
-        prev_hash=GENESIS_HASH,
-        action="case_opened",
+        stream="CASE#c-0001",
+        seq=3,
+        prev_hash="ab" * 32,
+        action="disposition_recorded",
         actor=ACTOR,
-        reason_text="café",
+        at=datetime(2024, 3, 1, 9, 30, 15, 123456, tzinfo=UTC),
+        event_id="00000000-0000-4000-8000-000000000001",
+        case_id="c-0001",
+        intent_id="i-0001",
+        before={"state": "OPEN", "amount": "25.00"},
+        after={"state": "RESOLVED", "amount": "25.00"},
+        disposition="CONFIRMED_COMMITTED",
+        reason_code="EVIDENCE_CONFIRMS",
+        reason_text="café ✓",
+        detail={"n": 2, "ok": True, "none": None, "tags": ["b", "a"]},
     )
-    body = {k: v for k, v in event.items() if k != "hash"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert event["hash"] == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    assert canonical_json({k: v for k, v in event.items() if k != "hash"}) == GOLDEN_CANONICAL
+    assert event["hash"] == event_hash(event) == GOLDEN_HASH
     assert event["actor"] == {
         "username": "ada",
         "email": "ada@example.org",
