@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from decimal import Decimal
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.repository import CaseRepository
@@ -12,6 +15,9 @@ from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.items import from_item
 from reconciliation.stores import Store, first_store, home_store
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class Repos(Store):
@@ -103,14 +109,26 @@ def nothing_written(ddb) -> bool:
     )
 
 
-def sign_in(client, role: str | None = "finance_staff", username: str | None = None):
-    """A user in ``role``'s group (``None``: in no group), signed in on ``client``."""
+def staff_user(
+    username: str,
+    role: str | None = "finance_staff",
+    *,
+    password: str | None = None,
+    email: str | None = None,
+) -> User:
+    """A Django user in ``role``'s group (``None``: in no group); without ``password`` it
+    has none usable (tests that only ``force_login`` need none)."""
     from django.contrib.auth.models import Group, User
 
-    username = username or role or "nobody"
-    user = User.objects.create_user(username, f"{username}@example.org")
+    user = User.objects.create_user(username, email or f"{username}@example.org", password)
     if role:
         user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+def sign_in(client, role: str | None = "finance_staff", username: str | None = None):
+    """A user in ``role``'s group (``None``: in no group), signed in on ``client``."""
+    user = staff_user(username or role or "nobody", role)
     client.force_login(user)
     if role in ("supervisor", "auditor"):
         pass_second_factor(client, user)
@@ -147,3 +165,25 @@ def spend_token(ddb, token: str) -> None:
         ],
         ClientRequestToken=token,
     )
+
+
+def race(*calls: Callable[[], Any]) -> list[Any]:
+    """Run every call in its own thread, all released at once by one barrier, and return
+    what each returned or raised, in call order: a raised exception comes back as a value,
+    so the race test asserts on every outcome (exactly one winner, the rest refused)."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(n: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[n] = calls[n]()
+        except BaseException as exc:  # handed back to the test, which asserts on it
+            outcomes[n] = exc
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

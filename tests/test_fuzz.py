@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import audit_events, claims, pass_second_factor, pledges
+from tests.helpers import audit_events, claims, pledges, sign_in
 
 FUZZ = settings(
     max_examples=150,
@@ -102,12 +102,7 @@ query_text = st.one_of(
 
 @pytest.fixture
 def supervisor_client(db, client):
-    from django.contrib.auth.models import Group, User
-
-    user = User.objects.create_user("fuzz-sup", "f@example.org", "pw-Long-enough-1")
-    user.groups.add(Group.objects.get_or_create(name="supervisor")[0])
-    client.force_login(user)
-    pass_second_factor(client, user)
+    sign_in(client, "supervisor", "fuzz-sup")
     return client
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OUTPUT_DIR
+from tests.helpers import staff_user
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -63,7 +64,6 @@ def screenshots() -> Path:
 @pytest.fixture
 def staff_users(transactional_db) -> dict[str, str]:
     """One user per role (and a second supervisor), all with the same password."""
-    from django.contrib.auth.models import Group, User
     from django_otp.plugins.otp_totp.models import TOTPDevice
 
     users = {
@@ -74,8 +74,7 @@ def staff_users(transactional_db) -> dict[str, str]:
         "auditor": "auditor",
     }
     for username, role in users.items():
-        user = User.objects.create_user(username, f"{username}@example.org", PASSWORD)
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        user = staff_user(username, role, password=PASSWORD)
         if role in ("supervisor", "auditor"):  # they sign in with an authenticator
             TOTPDevice.objects.create(user=user, name="authenticator", confirmed=True)
     return users

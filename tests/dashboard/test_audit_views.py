@@ -18,7 +18,7 @@ from html import unescape
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
@@ -27,7 +27,7 @@ from reconciliation.audit.export.background import export_request
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.tasks import audit_export_task
 from reconciliation.stores import first_store
-from tests.helpers import audit_events, pass_second_factor, repositories
+from tests.helpers import audit_events, pass_second_factor, repositories, staff_user
 from tests.processes import celery_worker
 
 # Views only: search, paging and export over both engines are tested in tests/reconciliation;
@@ -38,10 +38,7 @@ ROLES = ("finance_staff", "supervisor", "auditor")
 
 
 def user(username: str, role: str | None) -> User:
-    person = User.objects.create_user(username, f"{username}@example.org", "pw-123456789")
-    if role:
-        person.groups.add(Group.objects.get_or_create(name=role)[0])
-    return person
+    return staff_user(username, role, password="pw-123456789")
 
 
 def as_user(client, username: str | None, role: str | None = None):

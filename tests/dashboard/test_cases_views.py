@@ -8,13 +8,12 @@ import re
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group, User
 
 from reconciliation import clock
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import ENGINES, staff_actor
-from tests.helpers import audit_events, pass_second_factor, repositories, sign_in
+from tests.helpers import audit_events, repositories, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 # Views only, except the decoded cancellation reasons, which differ between engines.
@@ -386,10 +385,7 @@ def test_case_page_shows_chain_status_and_a_broken_link(ddb, client):
     """The case page states that its audit chain verifies, and names the broken seq once
     a stored event is edited directly in DynamoDB."""
     case = stuck_case("chain-view-1")
-    user = User.objects.create_user("aud", "aud@example.org", "pw-Long-enough-1")
-    user.groups.add(Group.objects.get_or_create(name="auditor")[0])
-    client.force_login(user)
-    pass_second_factor(client, user)
+    sign_in(client, "auditor", "aud")
     page = client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Hash chain intact" in page and "1 event recomputed" in page
     ddb.client.update_item(

@@ -6,17 +6,17 @@ choose their own address, and behind the proxy nobody can lock a colleague out."
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client, RequestFactory
+
+from tests.helpers import staff_user
 
 PASSWORD = "correct-Horse-battery-9"
 PROXY = "10.9.9.9"  # every request reaches Django from the proxy
 
 
 def _user(name: str = "ada") -> User:
-    user = User.objects.create_user(name, f"{name}@example.org", PASSWORD)
-    user.groups.add(Group.objects.get_or_create(name="finance_staff")[0])
-    return user
+    return staff_user(name, "finance_staff", password=PASSWORD)
 
 
 def _sign_in(password: str, forwarded: str | None, remote: str = PROXY):

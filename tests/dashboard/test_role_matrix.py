@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
@@ -23,7 +23,7 @@ from dashboard import mfa
 from reconciliation.casework.dispositions import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -72,8 +72,7 @@ def _world() -> World:
         **WHY,
         store=first_store(),
     )
-    target = User.objects.create_user("rm-target", "t@example.org")
-    target.groups.add(Group.objects.get_or_create(name="finance_staff")[0])
+    staff_user("rm-target", "finance_staff", email="t@example.org")
     return World(case.case_id, pending.case_id, result.case.override["request_id"])
 
 

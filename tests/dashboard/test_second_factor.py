@@ -11,14 +11,14 @@ import io
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard import mfa
-from tests.helpers import audit_events, pass_second_factor
+from tests.helpers import audit_events, pass_second_factor, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
@@ -26,9 +26,7 @@ PASSWORD = "correct-horse-battery-9"
 
 
 def staff(name: str, role: str) -> User:
-    user = User.objects.create_user(name, f"{name}@example.org", PASSWORD)
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
+    return staff_user(name, role, password=PASSWORD)
 
 
 def enrol(user: User) -> TOTPDevice:

@@ -11,21 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
 from dashboard.auth import SESSION_SEEN, SESSION_STARTED
 from dashboard.models import ApiToken, hash_token
+from tests.helpers import staff_user
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct-Horse-battery-9"
 
 
 def _user(name: str = "ada", role: str = "finance_staff") -> User:
-    user = User.objects.create_user(name, f"{name}@example.org", PASSWORD)
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
+    return staff_user(name, role, password=PASSWORD)
 
 
 def _sign_in(client: Client, name: str, password: str, address: str = "10.1.1.1"):

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
 from bench.audit_synthetic import synthetic_events
@@ -30,7 +29,7 @@ from reconciliation.audit.export.rows import CSV_COLUMNS
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 from reconciliation.stores import first_store
-from tests.helpers import audit_events, pass_second_factor, repositories
+from tests.helpers import audit_events, repositories, sign_in, staff_user
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
 OTHER_AUDITOR = Actor("aud2", Role.AUDITOR, "aud2@example.org", "10.0.0.31")
@@ -86,14 +85,6 @@ def expected_heads(events: list[dict]) -> list[list]:
     return [[s, q, h] for s, (q, h) in sorted(heads.items())]
 
 
-def login_auditor(client) -> User:
-    user = User.objects.create_user("aud", "aud@example.org", "pw-aud-123456")
-    user.groups.add(Group.objects.get_or_create(name="auditor")[0])
-    client.force_login(user)
-    pass_second_factor(client, user)
-    return user
-
-
 def verify_export(file_path: Path, manifest_path: Path) -> tuple[int, str]:
     out = io.StringIO()
     try:
@@ -113,7 +104,7 @@ def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_p
     events = seed(10_000 - len(FORMULAS), tag="rt") + formula_events()
     stored = sorted(audit_events(ddb), key=lambda e: e["at_id"])
     assert len(stored) == 10_000
-    login_auditor(client)
+    sign_in(client, "auditor", "aud")
     queries: list[int] = []
     ddb.client.meta.events.register("before-call.dynamodb.Query", lambda **kw: queries.append(1))
 
@@ -242,8 +233,7 @@ def test_export_audit_command_writes_file_manifest_and_event(ddb, tmp_path):
 def test_export_audit_as_finance_staff_exports_only_own_events(ddb, tmp_path):
     """``--user`` applies that user's role: finance staff get their own events only."""
     events = seed(200)
-    user = User.objects.create_user("ada", "ada@example.org", "pw-ada-123456")
-    user.groups.add(Group.objects.get_or_create(name="finance_staff")[0])
+    staff_user("ada", "finance_staff", password="pw-ada-123456")
     out = tmp_path / "ada.csv"
     call_command(
         "export_audit",

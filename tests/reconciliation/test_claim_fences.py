@@ -10,7 +10,6 @@ both engines.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -34,7 +33,7 @@ from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import parse_fields
 from tests.conftest import pledge_body
 from tests.helpers import Repos as Repositories
-from tests.helpers import audit_events, ledger_total, pledges, repositories
+from tests.helpers import audit_events, ledger_total, pledges, race, repositories
 
 TENANT = "acme"
 RACERS = 16
@@ -91,31 +90,11 @@ def _expired_pending(repos: Repositories, frozen: FrozenClock, key: str) -> Clai
 
 def _race(calls: list[Callable[[], Claim]]) -> tuple[dict[int, Claim], dict[int, ClaimTaken]]:
     """Start every call in its own thread at one barrier; return wins and refusals by index."""
-    barrier = threading.Barrier(len(calls))
-    wins: dict[int, Claim] = {}
-    taken: dict[int, ClaimTaken] = {}
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def run(n: int) -> None:
-        barrier.wait()
-        try:
-            result = calls[n]()
-        except ClaimTaken as exc:
-            with lock:
-                taken[n] = exc
-        except Exception as exc:  # noqa: BLE001 - an engine or expression failure, asserted below
-            with lock:
-                errors.append(exc)
-        else:
-            with lock:
-                wins[n] = result
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = race(*calls)
+    wins = {n: o for n, o in enumerate(outcomes) if not isinstance(o, BaseException)}
+    taken = {n: o for n, o in enumerate(outcomes) if isinstance(o, ClaimTaken)}
+    # anything else raised is an engine or expression failure
+    errors = [o for n, o in enumerate(outcomes) if n not in wins and n not in taken]
     assert errors == [], [str(e) for e in errors]
     assert len(wins) + len(taken) == len(calls)
     return wins, taken

@@ -4,8 +4,8 @@ matrix of every case service."""
 from __future__ import annotations
 
 import json
-import threading
 from decimal import Decimal
+from functools import partial
 
 import pytest
 
@@ -33,7 +33,7 @@ from reconciliation.casework.dispositions import (
 from reconciliation.casework.selectors import InvalidFilter, QueueFilters, queue_page
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, claims, ledger_total, pledges, repositories
+from tests.helpers import audit_events, claims, ledger_total, pledges, race, repositories
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -225,41 +225,31 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
     version goes up by one, one event is written; the others get CaseChanged."""
     case = stuck_case("race-1")
     options = [(ESCALATE, None), (RETRY_COMMIT, None)]
-    barrier = threading.Barrier(16)
-    wins, changed, other = [], [], []
 
     def act(n: int) -> None:
         disposition, _ = options[n % 2]
         actor = staff_actor(f"user{n}")
-        barrier.wait()
-        try:
-            if n % 4 == 3:
-                case_assign(
-                    case_id=case.case_id,
-                    actor=actor,
-                    seen_version=case.version,
-                    store=first_store(),
-                )
-            else:
-                case_dispose(
-                    case_id=case.case_id,
-                    disposition=disposition,
-                    actor=actor,
-                    seen_version=case.version,
-                    **WHY,
-                    store=first_store(),
-                )
-            wins.append(n)
-        except CaseChanged:
-            changed.append(n)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted below
-            other.append(repr(exc))
+        if n % 4 == 3:
+            case_assign(
+                case_id=case.case_id,
+                actor=actor,
+                seen_version=case.version,
+                store=first_store(),
+            )
+        else:
+            case_dispose(
+                case_id=case.case_id,
+                disposition=disposition,
+                actor=actor,
+                seen_version=case.version,
+                **WHY,
+                store=first_store(),
+            )
 
-    threads = [threading.Thread(target=act, args=(n,)) for n in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = race(*(partial(act, n) for n in range(16)))
+    wins = [n for n, o in enumerate(outcomes) if not isinstance(o, BaseException)]
+    changed = [n for n, o in enumerate(outcomes) if isinstance(o, CaseChanged)]
+    other = [repr(o) for n, o in enumerate(outcomes) if n not in wins and n not in changed]
     assert other == []
     assert len(wins) == 1 and len(changed) == 15
     stored = repositories().cases.get(case.case_id)

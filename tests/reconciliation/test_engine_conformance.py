@@ -6,11 +6,13 @@ fails before any project test does.
 
 from __future__ import annotations
 
-import threading
 import uuid
+from functools import partial
 
 import pytest
 from botocore.exceptions import ClientError
+
+from tests.helpers import race
 
 pytestmark = pytest.mark.django_db(databases=[])
 
@@ -261,33 +263,25 @@ def test_sixteen_racers_on_one_key_have_exactly_one_winner(ddb):
     table = _table(ddb)
     for round_no in range(50):
         key = f"race-{round_no}"
-        barrier = threading.Barrier(16)
-        wins: list[int] = []
-        losses: list[int] = []
-        errors: list[BaseException] = []
 
-        def racer(n: int, key: str = key, barrier: threading.Barrier = barrier) -> None:
-            barrier.wait()
+        def racer(n: int, key: str = key) -> str:
             try:
                 ddb.client.put_item(
                     TableName=table,
                     Item=_put(key, owner=str(n)),
                     ConditionExpression="attribute_not_exists(intent_id)",
                 )
-                wins.append(n)
             except ClientError as exc:
                 if _code(exc) == "ConditionalCheckFailedException":
-                    losses.append(n)
-                else:
-                    errors.append(exc)
-            except Exception as exc:  # noqa: BLE001 - an engine failure, asserted below
-                errors.append(exc)
+                    return "lost"
+                raise
+            return "won"
 
-        threads = [threading.Thread(target=racer, args=(n,)) for n in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = race(*(partial(racer, n) for n in range(16)))
+        wins = [n for n, outcome in enumerate(outcomes) if outcome == "won"]
+        losses = [n for n, outcome in enumerate(outcomes) if outcome == "lost"]
+        # anything else is an engine failure, raised in its thread and asserted below
+        errors = [outcome for outcome in outcomes if outcome not in ("won", "lost")]
         assert len(wins) == 1, f"round {round_no}: winners {wins}"
         assert errors == [], [str(e) for e in errors]
         assert len(losses) == 15

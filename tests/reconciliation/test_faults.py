@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from reconciliation.dynamo import faults
+from tests.helpers import race
 
 
 def test_parse_accepts_names_and_aliases():
@@ -99,25 +102,12 @@ def test_parse_accepts_the_compound_fault_names():
 def test_a_commit_fault_keeps_its_token_and_draws_once():
     """Once a commit fault takes a token it answers every later send of that token without
     drawing again; concurrent sends of one token agree, and exactly one is the first."""
-    import threading
-
     plan = faults.FaultPlan({"internal_error_after_commit": 0.5})
     name = "internal_error_after_commit"
     taken_rounds = 0
     for round_ in range(30):
         token = f"tok-{round_}"
-        results: list[tuple[str | None, bool]] = []
-        barrier = threading.Barrier(8)
-
-        def send(token=token, results=results, barrier=barrier) -> None:
-            barrier.wait()
-            results.append(plan.take_commit(token))
-
-        threads = [threading.Thread(target=send) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        results = race(*[partial(plan.take_commit, token)] * 8)
         assert set(results) <= {(None, False), (name, True), (name, False)}
         firsts = results.count((name, True))
         assert firsts <= 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from decimal import Decimal
+from functools import partial
 
 import pytest
 from botocore.exceptions import ClientError
@@ -22,7 +22,7 @@ from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
-from tests.helpers import audit_events, cases, claims, ledger_total, repositories
+from tests.helpers import audit_events, cases, claims, ledger_total, race, repositories
 from tests.helpers import pledges as all_pledges
 
 ACTOR = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
@@ -48,29 +48,19 @@ def test_32_threads_same_key_and_body_record_one_pledge(ddb):
     _, token = ApiToken.issue("acme")
     statuses: dict[int, int] = {}
     for round_no in range(20):
-        barrier = threading.Barrier(32)
-        answers: list[int] = []
-        lock = threading.Lock()
 
-        def post(barrier=barrier, answers=answers, lock=lock, key=f"race-{round_no}"):
-            client = Client()
-            barrier.wait()
-            response = client.post(
+        def post(client: Client, key: str = f"race-{round_no}") -> int:
+            return client.post(
                 "/api/v1/pledges",
                 data=json.dumps(pledge_body()),
                 content_type="application/json",
                 HTTP_AUTHORIZATION=f"Bearer {token}",
                 HTTP_IDEMPOTENCY_KEY=key,
-            )
-            with lock:
-                answers.append(response.status_code)
+            ).status_code
 
-        threads = [threading.Thread(target=post) for _ in range(32)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(answers) == 32
+        outcomes = race(*(partial(post, Client()) for _ in range(32)))
+        answers = [outcome for outcome in outcomes if isinstance(outcome, int)]
+        assert len(answers) == 32, outcomes
         assert set(answers) <= {201, 200, 409}, answers
         assert answers.count(201) == 1, answers
         for status in answers:
