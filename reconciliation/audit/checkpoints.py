@@ -204,45 +204,67 @@ def checkpoint_periods_due(store: Store, *, now: datetime | None = None) -> list
     return due
 
 
-def audit_checkpoint_write(
-    store: Store, *, period: Period, actor: Actor | None = None
+def _checkpoint_covers(store: Store, period: Period) -> bool:
+    """Whether a checkpoint (or legacy digest) covering ``period`` exists."""
+    until = covered_until(store)
+    return until is not None and until >= period.end
+
+
+def _checkpoint_event_append(
+    store: Store, *, period: Period, action: str, actor: Actor, detail: dict
 ) -> dict | None:
-    """Write the checkpoint of ``period`` unless one covering it exists; return the
-    checkpoint event or None."""
-    actor = actor or system_actor()
-    start, end = clock.iso(period.start), clock.iso(period.end)
+    """Append one ``SYSTEM`` event of ``period``'s checkpoint (the checkpoint or one of
+    its parts); None, nothing written, once a checkpoint covering the period exists."""
 
-    def already_written() -> bool:
-        until = covered_until(store)
-        return until is not None and until >= period.end
+    def build(seq: int, prev: str) -> dict | None:
+        if _checkpoint_covers(store, period):
+            return None  # a concurrent run wrote it: once per period
+        return audit_event_build(
+            stream=SYSTEM_STREAM,
+            seq=seq,
+            prev_hash=prev,
+            action=action,
+            actor=actor,
+            detail=detail,
+        )
 
-    if already_written():
-        return None
-    heads = audit_period_heads(period.start, period.end, store=store)
-    count, sha = heads_sha256(heads)
-    kid = key_id()
+    return audit_append(store, stream=SYSTEM_STREAM, build=build)
+
+
+def _checkpoint_parts_write(
+    store: Store, *, period: Period, heads: list[tuple[str, int, str]], actor: Actor
+) -> list[list] | None:
+    """Spill ``heads`` into part events of ``CHECKPOINT_INLINE_HEADS`` heads each; the
+    ``[seq, hash]`` of each part, or None if a concurrent run wrote the checkpoint."""
+    start = clock.iso(period.start)
     parts: list[list] = []
-    inline = heads if count <= CHECKPOINT_INLINE_HEADS else None
-    if inline is None:
-        for n, first in enumerate(range(0, count, CHECKPOINT_INLINE_HEADS)):
-            chunk = [list(h) for h in heads[first : first + CHECKPOINT_INLINE_HEADS]]
+    for n, first in enumerate(range(0, len(heads), CHECKPOINT_INLINE_HEADS)):
+        chunk = [list(h) for h in heads[first : first + CHECKPOINT_INLINE_HEADS]]
+        part = _checkpoint_event_append(
+            store,
+            period=period,
+            action=CHECKPOINT_PART_ACTION,
+            actor=actor,
+            detail={"start": start, "part": n, "heads": chunk},
+        )
+        if part is None:
+            return None
+        parts.append([part["seq"], part["hash"]])
+    return parts
 
-            def build_part(seq: int, prev: str, n: int = n, chunk: list = chunk) -> dict | None:
-                if already_written():
-                    return None
-                return audit_event_build(
-                    stream=SYSTEM_STREAM,
-                    seq=seq,
-                    prev_hash=prev,
-                    action=CHECKPOINT_PART_ACTION,
-                    actor=actor,
-                    detail={"start": start, "part": n, "heads": chunk},
-                )
 
-            part = audit_append(store, stream=SYSTEM_STREAM, build=build_part)
-            if part is None:
-                return None
-            parts.append([part["seq"], part["hash"]])
+def _checkpoint_detail(
+    period: Period,
+    *,
+    heads: list[tuple[str, int, str]],
+    count: int,
+    sha: str,
+    kid: str,
+    parts: list[list] | None,
+) -> dict:
+    """The checkpoint's detail, signed now: the heads inline, or (``parts``) the part
+    events that hold them."""
+    start, end = clock.iso(period.start), clock.iso(period.end)
     signed_at = clock.iso(clock.now())
     detail: dict = {
         "start": start,
@@ -254,24 +276,33 @@ def audit_checkpoint_write(
         "signature": sign(checkpoint_payload(start, end, signed_at, count, sha, kid)),
         "algorithm": "HMAC-SHA256",
     }
-    if inline is not None:
-        detail["heads"] = [list(h) for h in inline]
+    if parts is None:
+        detail["heads"] = [list(h) for h in heads]
     else:
         detail["parts"] = parts
+    return detail
 
-    def build(seq: int, prev: str) -> dict | None:
-        if already_written():
-            return None  # a concurrent run wrote it: once per period
-        return audit_event_build(
-            stream=SYSTEM_STREAM,
-            seq=seq,
-            prev_hash=prev,
-            action=CHECKPOINT_ACTION,
-            actor=actor,
-            detail=detail,
-        )
 
-    event = audit_append(store, stream=SYSTEM_STREAM, build=build)
+def audit_checkpoint_write(
+    store: Store, *, period: Period, actor: Actor | None = None
+) -> dict | None:
+    """Write the checkpoint of ``period`` unless one covering it exists; return the
+    checkpoint event or None."""
+    actor = actor or system_actor()
+    if _checkpoint_covers(store, period):
+        return None
+    heads = audit_period_heads(period.start, period.end, store=store)
+    count, sha = heads_sha256(heads)
+    kid = key_id()
+    parts = None
+    if count > CHECKPOINT_INLINE_HEADS:
+        parts = _checkpoint_parts_write(store, period=period, heads=heads, actor=actor)
+        if parts is None:
+            return None
+    detail = _checkpoint_detail(period, heads=heads, count=count, sha=sha, kid=kid, parts=parts)
+    event = _checkpoint_event_append(
+        store, period=period, action=CHECKPOINT_ACTION, actor=actor, detail=detail
+    )
     if event:
         logger.info("audit checkpoint %s: %d streams, sha256 %s", period.label, count, sha)
     return event

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 
 from reconciliation import clock
 from reconciliation.audit.checkpoints import (
@@ -40,6 +41,7 @@ from reconciliation.audit.checkpoints import (
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.selectors import (
     ChainStatus,
+    SubjectHead,
     audit_day_has_events,
     audit_range_index,
     subject_chain_status,
@@ -262,6 +264,54 @@ def late_checkpoints(checkpoints: list[dict]) -> list[str]:
 # --- the whole trail -------------------------------------------------------------------------
 
 
+def _signed_checkpoints(
+    system_events: list[dict], since_start: datetime | None
+) -> tuple[dict[int, dict], list[dict], dict[str, set[int]], list[tuple[datetime, datetime]]]:
+    """``SYSTEM`` by seq; the checkpoints (and digests) to verify, those of a period
+    ending after ``since_start`` (none for one stream); the seqs they list, by stream;
+    the intervals every readable checkpoint covers."""
+    by_seq = {e["seq"]: e for e in system_events}
+    signed = [e for e in system_events if e.get("action") in SIGNED_ACTIONS]
+    intervals = {e["seq"]: signed_interval(e) for e in signed}
+    checkpoints = [
+        e
+        for e in signed
+        if since_start is not None
+        and ((interval := intervals[e["seq"]]) is None or interval[1] > since_start)
+    ]
+    listed: dict[str, set[int]] = {}
+    for checkpoint in checkpoints:
+        # A stream a checkpoint lists is verified even if every one of its events is gone.
+        for name, seq, _ in _checkpoint_heads(checkpoint, by_seq)[0]:
+            listed.setdefault(name, set()).add(int(seq))
+    return by_seq, checkpoints, listed, [i for i in intervals.values() if i]
+
+
+def _stream_check(
+    name: str,
+    *,
+    store: Store,
+    system_events: list[dict],
+    heads: dict[str, SubjectHead],
+    listed: dict[str, set[int]],
+) -> tuple[ChainStatus, dict[tuple[str, int], str]]:
+    """One stream's chain against the head its item stores, and the hashes of its
+    events that checkpoints list."""
+    if name == SYSTEM_STREAM and system_events:  # read once, by audit_verify
+        events = system_events
+    else:
+        events = AuditRepository(store).stream_events(name)
+    wanted = listed.get(name, set())
+    found = {(name, e["seq"]): e.get("hash", "") for e in events if e["seq"] in wanted}
+    if not events and name not in heads:
+        return ChainStatus(name, False, 0, problem="no events"), found
+
+    def reread():
+        return subject_heads([name], store=store).get(name)
+
+    return subject_chain_status(name, events, heads.get(name), reread=reread), found
+
+
 def audit_verify(
     *,
     stream: str | None = None,
@@ -302,42 +352,16 @@ def audit_verify(
         days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
         index = audit_range_index(days, period_s=period_s, store=store, threads=threads)
         streams, candidates, event_periods = index.streams, index.referenced, index.periods
-    by_seq = {e["seq"]: e for e in system_events}
-    signed = [e for e in system_events if e.get("action") in SIGNED_ACTIONS]
-    intervals = {e["seq"]: signed_interval(e) for e in signed}
-    checkpoints = [
-        e
-        for e in signed
-        if since_start is not None
-        and ((interval := intervals[e["seq"]]) is None or interval[1] > since_start)
-    ]
-    listed: dict[str, set[int]] = {}
-    for checkpoint in checkpoints:
-        # A stream a checkpoint lists is verified even if every one of its events is gone.
-        for name, seq, _ in _checkpoint_heads(checkpoint, by_seq)[0]:
-            listed.setdefault(name, set()).add(int(seq))
+    by_seq, checkpoints, listed, spans = _signed_checkpoints(system_events, since_start)
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
     heads = subject_heads(streams | candidates, store=store)
     # A named pledge without an item is one whose commit never ran: nothing to verify.
     streams.update(c for c in candidates if c in heads)
-
-    def check(name: str) -> tuple[ChainStatus, dict[tuple[str, int], str]]:
-        if name == SYSTEM_STREAM and system_events:  # read once, above
-            events = system_events
-        else:
-            events = AuditRepository(store).stream_events(name)
-        wanted = listed.get(name, set())
-        found = {(name, e["seq"]): e.get("hash", "") for e in events if e["seq"] in wanted}
-        if not events and name not in heads:
-            return ChainStatus(name, False, 0, problem="no events"), found
-
-        def reread():
-            return subject_heads([name], store=store).get(name)
-
-        return subject_chain_status(name, events, heads.get(name), reread=reread), found
-
+    check = partial(
+        _stream_check, store=store, system_events=system_events, heads=heads, listed=listed
+    )
     ordered = sorted(streams)
     stored: dict[tuple[str, int], str] = {}
     done = 0
@@ -360,7 +384,7 @@ def audit_verify(
     if since_start is not None:
         report.problems.extend(
             missing_checkpoints(
-                [i for i in intervals.values() if i],
+                spans,
                 since=since_start,
                 now=now,
                 period_s=period_s,

@@ -99,6 +99,60 @@ def case_load(
     return case, False
 
 
+def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: str | None) -> Case:
+    """``case`` with ``changes`` applied: the next version, the queue of its new state
+    (keeping its place in the queue), and who acted last."""
+    queue = queue_for(case.case_type, changes.get("state", case.state))
+    return replace(
+        case,
+        **changes,
+        version=case.version + 1,
+        queue=queue,
+        queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
+        last_actor=actor.username,
+        last_action_at=at,
+        last_action_id=action_id,
+    )
+
+
+def _queue_moves(before: str | None, after: str | None) -> list[tuple[str, int]]:
+    """The queue counter moves of a case going from queue ``before`` to ``after``."""
+    moves = []
+    if before != after:
+        if before:
+            moves.append((before, -1))
+        if after:
+            moves.append((after, +1))
+    return moves
+
+
+def _case_write_cancelled(
+    store: Store,
+    case: Case,
+    write: CaseWrite,
+    exc: ClientError,
+    codes: list[str],
+    *,
+    action_id: str | None,
+) -> Case:
+    """After a cancelled case transaction: the case as stored if this very action
+    changed it (a double submission). Otherwise raise :class:`CaseChanged` if the case
+    write or its event lost the race, else :class:`CaseError` with the decoded reasons."""
+    if codes[0] == "ConditionalCheckFailed" or codes[1:2] == ["ConditionalCheckFailed"]:
+        current = CaseRepository(store).get(case.case_id)
+        if current is None:
+            raise CaseNotFound(f"No case {case.case_id}.") from exc
+        if action_id and current.last_action_id == action_id:
+            return current
+        raise CaseChanged(current) from exc
+    from reconciliation.dynamo.cancellation import cancellation_decode
+
+    rows = cancellation_decode(write.sent, exc.response, store.roles())
+    failed = [r for r in rows if r.code != "None"]
+    detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
+    raise CaseError(f"The change was not applied: {detail_text}") from exc
+
+
 def case_commit_change(
     store: Store,
     case: Case,
@@ -120,18 +174,7 @@ def case_commit_change(
     exactly one commits; the loser gets :class:`CaseChanged` naming the winner. Items
     in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it."""
     now = clock.now()
-    state = changes.get("state", case.state)
-    queue = queue_for(case.case_type, state)
-    updated = replace(
-        case,
-        **changes,
-        version=case.version + 1,
-        queue=queue,
-        queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
-        last_actor=actor.username,
-        last_action_at=clock.iso(now),
-        last_action_id=action_id,
-    )
+    updated = _case_next(case, changes, actor=actor, at=clock.iso(now), action_id=action_id)
     event = audit_event_build(
         stream=f"CASE#{case.case_id}",
         seq=case.audit_seq + 1,
@@ -155,31 +198,13 @@ def case_commit_change(
         *(extra_items or []),
         *(AuditRepository(store).put_item(e) for e in extra_events or []),
     ]
-    moves = []
-    if case.queue != queue:
-        if case.queue:
-            moves.append((case.queue, -1))
-        if queue:
-            moves.append((queue, +1))
-    write = CaseWrite(store, case.case_id, moves)
+    write = CaseWrite(store, case.case_id, _queue_moves(case.queue, updated.queue))
     try:
         write.send(items)
     except ClientError as exc:
         codes = cancellation_codes(exc)
         if not codes:
             raise
-        if codes[0] == "ConditionalCheckFailed" or codes[1:2] == ["ConditionalCheckFailed"]:
-            current = CaseRepository(store).get(case.case_id)
-            if current is None:
-                raise CaseNotFound(f"No case {case.case_id}.") from exc
-            if action_id and current.last_action_id == action_id:
-                return current
-            raise CaseChanged(current) from exc
-        from reconciliation.dynamo.cancellation import cancellation_decode
-
-        rows = cancellation_decode(write.sent, exc.response, store.roles())
-        failed = [r for r in rows if r.code != "None"]
-        detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
-        raise CaseError(f"The change was not applied: {detail_text}") from exc
+        return _case_write_cancelled(store, case, write, exc, codes, action_id=action_id)
     logger.info("case %s: %s by %s", case.case_id, action, actor.role)
     return updated

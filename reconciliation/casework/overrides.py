@@ -190,44 +190,54 @@ def override_approve(
     )
     resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
     if action == REOPEN:
-        updated = case_commit_change(
-            store,
-            case,
-            action=AuditAction.OVERRIDE_APPROVED,
-            changes={"state": OPEN, "override": None, "resolution": None},
-            **common,
-        )
-        return ActionResult(updated, True, "Approved: the case is open again.")
+        return _reopen(store, case, **common)
     if action == RELEASE_CLAIM:
-        claim = ClaimRepository(store).get(case.claim_pk)
-        extra = []
-        if claim is not None:
-            if claim.version != override.get("claim_version"):
-                raise CaseError(
-                    f"The claim changed since the request (now {claim.status} at version "
-                    f"{claim.version}); releasing it could undo a newer attempt."
-                )
-            extra.append(
-                ClaimRepository(store).finalise_item(
-                    claim,
-                    status=FAILED,
-                    error_code="RELEASED_BY_OVERRIDE",
-                    expires_in_s=0,
-                    require_pending=False,
-                )
-            )
-        updated = case_commit_change(
-            store,
-            case,
-            action=AuditAction.OVERRIDE_APPROVED,
-            extra_items=extra,
-            changes={"state": RESOLVED, "override": None, "resolution": resolution},
-            **common,
-        )
-        return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
+        return _release(store, case, override, resolution, **common)
     if action == VOID_PLEDGE:
         return _void(store, case, override, resolution, **common)
     raise CaseError(f"Unknown override {action}.")
+
+
+def _reopen(store: Store, case: Case, **common) -> ActionResult:
+    updated = case_commit_change(
+        store,
+        case,
+        action=AuditAction.OVERRIDE_APPROVED,
+        changes={"state": OPEN, "override": None, "resolution": None},
+        **common,
+    )
+    return ActionResult(updated, True, "Approved: the case is open again.")
+
+
+def _release(store: Store, case: Case, override: dict, resolution: dict, **common) -> ActionResult:
+    """Resolve the case and, in the same transaction, fail its claim (if it still exists,
+    at the version the request saw) so the client may retry."""
+    claim = ClaimRepository(store).get(case.claim_pk)
+    extra = []
+    if claim is not None:
+        if claim.version != override.get("claim_version"):
+            raise CaseError(
+                f"The claim changed since the request (now {claim.status} at version "
+                f"{claim.version}); releasing it could undo a newer attempt."
+            )
+        extra.append(
+            ClaimRepository(store).finalise_item(
+                claim,
+                status=FAILED,
+                error_code="RELEASED_BY_OVERRIDE",
+                expires_in_s=0,
+                require_pending=False,
+            )
+        )
+    updated = case_commit_change(
+        store,
+        case,
+        action=AuditAction.OVERRIDE_APPROVED,
+        extra_items=extra,
+        changes={"state": RESOLVED, "override": None, "resolution": resolution},
+        **common,
+    )
+    return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
 
 
 def _void(store: Store, case: Case, override: dict, resolution: dict, **common):

@@ -22,7 +22,7 @@ from reconciliation.cases.models import (
     RESOLVED,
     TOKEN_MISMATCH,
 )
-from reconciliation.claims.models import COMPLETED, FAILED, Claim
+from reconciliation.claims.models import COMPLETED, FAILED, Claim, Pledge
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (
     CANCELLED,
@@ -171,12 +171,7 @@ def _commit_exhausted(
 
 
 def _cancelled(
-    store: Store,
-    claim: Claim,
-    rows: list[DecodedReason],
-    exc: ClientError,
-    *,
-    fresh: bool,
+    store: Store, claim: Claim, rows: list[DecodedReason], exc: ClientError, *, fresh: bool
 ) -> IntakeOutcome:
     decoded = [r.as_dict() for r in rows]
     branch = overall_branch(rows)
@@ -195,23 +190,8 @@ def _cancelled(
         )
 
     if branch == DUPLICATE:
-        existing = with_retry(lambda: PledgeRepository(store).get(claim.intent_id))
-        if existing is None:  # pragma: no cover - a condition failed on a missing item
-            raise exc
-        if fresh:
-            # Our claim was new, yet the pledge existed: the earlier claim was deleted
-            # by TTL before the client retried.
-            metrics.TTL_DELETE_BEFORE_RETRY.inc()
-        same = existing.normalised_request() == claim.request
-        _finalise_quietly(
-            store,
-            claim,
-            status=COMPLETED,
-            response=existing.api_body(),
-            payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
-            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
-        )
-        if same:
+        existing = _duplicate_settle(store, claim, exc, fresh=fresh)
+        if existing.normalised_request() == claim.request:
             return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
         case = cancelled_case(KEY_REUSED)
         return IntakeOutcome(
@@ -223,16 +203,7 @@ def _cancelled(
     if branch == LOST_CLAIM:
         current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
         case = cancelled_case(IN_PROGRESS)
-        if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
-            return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
-        outcome = in_progress_outcome(current)
-        return IntakeOutcome(
-            IN_PROGRESS,
-            retry_after=outcome.retry_after,
-            case_id=case,
-            decoded=decoded,
-            detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
-        )
+        return _lost_claim_outcome(claim, current, case, decoded)
     retryable = branch == RETRYABLE
     kind = CANCELLED if retryable else REJECTED
     # The claim is released in the case's own transaction: if the case cannot be
@@ -253,6 +224,40 @@ def _cancelled(
         decoded=decoded,
         retry_after=retry_after_s() if retryable else None,
         detail="DynamoDB cancelled the transaction; nothing was recorded.",
+    )
+
+
+def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bool) -> Pledge:
+    """Read the pledge a duplicate cancellation hit; complete the claim with its answer."""
+    existing = with_retry(lambda: PledgeRepository(store).get(claim.intent_id))
+    if existing is None:  # pragma: no cover - a condition failed on a missing item
+        raise exc
+    if fresh:
+        # Our claim was new, yet the pledge existed: TTL deleted the earlier claim before the retry.
+        metrics.TTL_DELETE_BEFORE_RETRY.inc()
+    _finalise_quietly(
+        store,
+        claim,
+        status=COMPLETED,
+        response=existing.api_body(),
+        payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
+        expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+    )
+    return existing
+
+
+def _lost_claim_outcome(
+    claim: Claim, current: Claim | None, case: str | None, decoded: list[dict]
+) -> IntakeOutcome:
+    if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
+        return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
+    outcome = in_progress_outcome(current)
+    return IntakeOutcome(
+        IN_PROGRESS,
+        retry_after=outcome.retry_after,
+        case_id=case,
+        decoded=decoded,
+        detail="This attempt lost its claim to a newer one; nothing was recorded by it.",
     )
 
 
