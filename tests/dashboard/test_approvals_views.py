@@ -136,7 +136,7 @@ def test_decision_needs_a_note(ddb, client):
 def test_request_pinned_to_its_version(ddb, client):
     """The case's evidence changed after the request was raised: approval is refused
     (422) with who changed it."""
-    from tests.reconciliation.test_dispositions import material_change
+    from tests.reconciliation.casework.test_dispositions import material_change
 
     case = requested("ap-6")
     material_change(case.case_id)
