@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from reconciliation.audit.export.run import MANIFEST_SIGNED
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _manifest(fmt: str) -> dict:
