@@ -65,9 +65,10 @@ def generate(count: int, *, tag: str, threads: int) -> float:
     """Write ``count`` fresh chained events; return the seconds it took."""
     from audit_synthetic import synthetic_events
 
+    from reconciliation.audit.repository import AuditRepository
     from reconciliation.stores import first_store
 
-    audit = first_store().audit
+    audit = AuditRepository(first_store())
     start = datetime.combine(first_day(), datetime.min.time(), tzinfo=UTC)
     slots = threading.Semaphore(threads * 4)  # bounded backlog: memory stays flat
     errors: list[BaseException] = []
