@@ -77,7 +77,7 @@ class QueueFilterForm(forms.Form):
 
     def clean_fund(self) -> str:
         value = self.cleaned_data["fund"].strip().upper()
-        if value and not value.replace("_", "").replace("-", "").isalnum():
+        if value and (len(value) > 32 or not value.replace("_", "").replace("-", "").isalnum()):
             raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
         return value
 
@@ -88,7 +88,7 @@ class QueueFilterForm(forms.Form):
         return QueueFilters(
             fund=data.get("fund", ""),
             min_amount=data.get("min_amount"),
-            min_age_s=None if hours is None else int(hours * 3600),
+            min_age_s=None if hours is None else int(float(hours) * 3600),
             assignee=assignee if data.get("mine") else "",
         )
 

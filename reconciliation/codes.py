@@ -11,7 +11,7 @@ labels; templates read ``code.label`` or a model's property, never a literal cod
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 
 class Code(StrEnum):
@@ -35,6 +35,14 @@ class Code(StrEnum):
             return cls(str(value))
         except ValueError:
             return None
+
+    @classmethod
+    def read(cls, value: Any) -> Self:
+        """A stored value as its member. A value no member names (an item written by
+        hand, or by a later version) is kept as the plain string it is, so one odd item
+        never stops a page from listing the rest; it compares unequal to every member."""
+        member = cls.of(value)
+        return member if member is not None else value
 
     @classmethod
     def words(cls, value: object) -> str:

@@ -311,10 +311,10 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
         return None
     data = decoded_row(item)
     data["amount"] = Decimal(str(data.get("amount", 0)))
-    data["case_type"] = CaseType(data["case_type"])
-    data["state"] = CaseState(data["state"])
+    data["case_type"] = CaseType.read(data["case_type"])
+    data["state"] = CaseState.read(data["state"])
     if data.get("queue") is not None:
-        data["queue"] = Queue(data["queue"])
+        data["queue"] = Queue.read(data["queue"])
     known = Case.__dataclass_fields__
     return Case(**{k: v for k, v in data.items() if k in known})
 

@@ -145,7 +145,7 @@ def claim_from_item(item: dict | None) -> Claim | None:
     if data is None:
         return None
     plain = {k: v for k, v in data.items() if k in _KNOWN}
-    plain["status"] = ClaimStatus(plain["status"])
+    plain["status"] = ClaimStatus.read(plain["status"])
     plain["request"] = json.loads(plain["request"]) if plain.get("request") else {}
     if plain.get("response"):
         plain["response"] = json.loads(plain["response"])
@@ -217,6 +217,6 @@ def pledge_from_item(item: dict | None) -> Pledge | None:
     if data is None:
         return None
     data["amount"] = Decimal(str(data["amount"]))
-    data["status"] = PledgeStatus(data["status"])
+    data["status"] = PledgeStatus.read(data["status"])
     known = Pledge.__dataclass_fields__
     return Pledge(**{k: v for k, v in data.items() if k in known})

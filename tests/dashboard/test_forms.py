@@ -30,3 +30,9 @@ def test_bad_filters_are_named_field_by_field():
         "min_age_h": ["hours, a number from 0"],
         "q": ["Enter the intent id as tenant#key, e.g. acme#42."],
     }
+
+
+def test_a_fund_is_at_most_32_characters_after_upper_casing():
+    """ "ß" upper-cases to "SS": 32 of them are 64 characters, which no fund may be."""
+    form = QueueFilterForm({"fund": "ß" * 32})
+    assert not form.is_valid() and "fund" in form.errors
