@@ -300,11 +300,12 @@ class Drill:
             total == expected and recorded == expected[0],
         )
         misplaced = []
-        streams = [f"PLEDGE#{intent_id_for(TENANT, k)}" for k in self.committed]
+        # Each stream is read in its key's home region, where it was written.
+        streams = [(f"PLEDGE#{intent_id_for(TENANT, k)}", self.store(k)) for k in self.committed]
         for n in range(1, self.n + 1):
-            intent = intent_id_for(TENANT, f"drill-{self.run}-{n}")
-            for case in cases_for_intent(intent, store=self.store("probe")):
-                streams.append(f"CASE#{case.case_id}")
+            key = f"drill-{self.run}-{n}"
+            for case in cases_for_intent(intent_id_for(TENANT, key), store=self.store(key)):
+                streams.append((f"CASE#{case.case_id}", self.store(key)))
                 want = self.cases.get(case.case_id)
                 if want != case.state:
                     misplaced.append(f"{case.case_id} {case.state} (expected {want})")
@@ -314,11 +315,8 @@ class Drill:
             "; ".join(misplaced) or f"{len(self.cases)} cases as expected",
             not misplaced,
         )
-        broken = [
-            s.line()
-            for s in (stream_chain_status(st, store=self.store("probe")) for st in streams)
-            if not s.ok
-        ]
+        checks = (stream_chain_status(stream, store=store) for stream, store in streams)
+        broken = [status.line() for status in checks if not status.ok]
         self.row(
             "every audit chain verifies",
             f"{len(streams)} streams intact",
