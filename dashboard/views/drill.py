@@ -39,7 +39,10 @@ def drill_page(request: StaffRequest) -> HttpResponse:
             if failed:
                 messages.error(request, "The drill could not run to the end; see the worker log.")
     context = {"last": drill_last(), "running": running}
-    template = "drill.html#report" if request.htmx else "drill.html"
+    # Only the report's own polling swaps in the fragment; any other request, htmx or
+    # not (a redirect after the button, a boosted link), gets the whole page.
+    polling = bool(request.htmx) and request.htmx.target == "drill-report"
+    template = "drill.html#report" if polling else "drill.html"
     return render(request, template, context)
 
 

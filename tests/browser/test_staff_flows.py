@@ -149,3 +149,18 @@ def test_stale_form_shows_who_changed_the_case(ddb, open_browser, live_server, s
     assert second.locator("dd.assignee").get_by_text("staff").first.is_visible()
     assert second.locator("#case .badge.big").inner_text() == "OPEN"
     shoot(second, screenshots, "case-conflict")
+
+
+def test_running_the_drill_keeps_the_page_whole(ddb, open_browser, live_server, screenshots):
+    """After "Run the drill now" (issue 14, 1) the page keeps its title, navigation and button,
+    and its report shows the run that just ended (tasks run inline in tests)."""
+    supervisor = open_browser("supervisor")
+    supervisor.get_by_role("navigation", name="Main").get_by_role("link", name="Drill").click()
+    supervisor.get_by_text("No drill has run yet").wait_for()
+    supervisor.get_by_role("button", name="Run the drill now").click()
+    supervisor.locator("#drill-report h2").get_by_text("Last run").wait_for(timeout=180_000)
+    assert supervisor.title().startswith("Drill")
+    assert supervisor.get_by_role("navigation", name="Main").is_visible()
+    assert supervisor.get_by_role("button", name="Run the drill now").is_visible()
+    assert supervisor.locator("#messages").get_by_text("The drill is running").count() == 1
+    shoot(supervisor, screenshots, "drill")

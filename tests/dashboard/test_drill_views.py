@@ -20,8 +20,11 @@ def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client):
     body = page.content.decode()
     assert "1 first commit" in body and "every audit chain verifies" in body
     assert "FAIL" not in body and "passed" in body
-    partial = client.get("/drill/", HTTP_HX_REQUEST="true")
+    partial = client.get("/drill/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="drill-report")
     assert b'id="drill-report"' in partial.content and b"<html" not in partial.content
+    # An htmx request that is not the report's own polling gets the whole page.
+    whole = client.get("/drill/", HTTP_HX_REQUEST="true")
+    assert b"<html" in whole.content and b"Run the drill now" in whole.content
 
 
 @pytest.mark.engines("moto")
