@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-reliability lint format install bench clean
+.PHONY: run manage test test-reliability lint format install bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,12 @@ install: $(STAMP)
 ## The whole system on this machine: DynamoDB Local, Redis, web, worker, beat, demo data.
 run: $(STAMP)
 	$(BIN)/python bin/run.py
+
+## A management command against what `make run` serves (its DynamoDB Local on
+## DDB_LOCAL_PORT, its database under var/): make manage ARGS="issue_api_token --tenant acme"
+manage: $(STAMP)
+	DYNAMODB_ENDPOINT_URL="$${DYNAMODB_ENDPOINT_URL-http://127.0.0.1:$${DDB_LOCAL_PORT:-8001}}" \
+	DJANGO_DEBUG="$${DJANGO_DEBUG:-1}" DEMO_MODE="$${DEMO_MODE:-1}" $(BIN)/python manage.py $(ARGS)
 
 ## The whole test suite: starts its own DynamoDB Local, uses Redis at REDIS_URL.
 test: $(STAMP)

@@ -30,6 +30,8 @@ DEMO_USERS = (
     ("staff", "finance_staff", "staff@example.org"),
     ("staff2", "finance_staff", "staff2@example.org"),
     ("supervisor", "supervisor", "supervisor@example.org"),
+    # A second supervisor: a supervisor's own override request needs another to approve.
+    ("supervisor2", "supervisor", "supervisor2@example.org"),
     ("auditor", "auditor", "auditor@example.org"),
 )
 

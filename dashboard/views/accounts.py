@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
 from dashboard import mfa
@@ -41,7 +41,7 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
     return render(request, "accounts/profile.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @role_required()
 def profile_view(request: HttpRequest) -> HttpResponse:
     return _profile(request)
@@ -120,7 +120,7 @@ def _staff(request: HttpRequest, *, status: int = 200, forms=None, **extra) -> H
     return render(request, "accounts/staff.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @role_required(Role.SUPERVISOR)
 def staff_view(request: HttpRequest) -> HttpResponse:
     return _staff(request)

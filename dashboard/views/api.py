@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import CorrelatedRequest, client_address
 from dashboard.models import ApiToken
@@ -94,7 +94,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
 
 
 @csrf_exempt
-@require_GET
+@require_safe
 def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
     tenant = _tenant(request)
     if tenant is None:

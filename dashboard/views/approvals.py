@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
 from dashboard.forms import DecisionForm
@@ -71,7 +71,7 @@ def _approvals_response(
     return render_page(request, "approvals/list.html", partial, context, status=status)
 
 
-@require_GET
+@require_safe
 @role_required(Role.SUPERVISOR)
 def approvals_view(request: HttpRequest) -> HttpResponse:
     return _approvals_response(request)

@@ -20,7 +20,7 @@ from django.http import (
 )
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from reconciliation.actors import Role
@@ -91,7 +91,7 @@ def _filter_values(filters: AuditFilters, form: AuditSearchForm) -> dict[str, st
     return values
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_search_view(request: StaffRequest) -> HttpResponse:
     form, filters, error = _filters(request, request.GET)
@@ -140,13 +140,13 @@ def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
     return response
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_export_csv(request: StaffRequest) -> HttpResponseBase:
     return _export_response(request, "csv")
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_export_jsonl(request: StaffRequest) -> HttpResponseBase:
     return _export_response(request, "jsonl")
@@ -169,7 +169,7 @@ def audit_export_start(request: StaffRequest) -> HttpResponse:
     return redirect("audit-export-status", export_id=export_id)
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_export_status(request: StaffRequest, export_id: str) -> HttpResponse:
     try:
@@ -204,13 +204,13 @@ def _download(request: StaffRequest, export_id: str, what: str) -> HttpResponseB
     )
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_export_download(request: StaffRequest, export_id: str) -> HttpResponseBase:
     return _download(request, export_id, "file")
 
 
-@require_GET
+@require_safe
 @role_required(*AUDIT_ROLES)
 def audit_export_manifest(request: StaffRequest, export_id: str) -> HttpResponseBase:
     return _download(request, export_id, "manifest")

@@ -15,7 +15,7 @@ from django.contrib import messages
 from django.forms import Form
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from dashboard.forms import (
@@ -118,13 +118,13 @@ def _case_response(
     return render_page(request, "cases/detail.html", partial, context, status=status)
 
 
-@require_GET
+@require_safe
 @role_required(*VIEWING_ROLES)
 def case_view(request: StaffRequest, case_id: str) -> HttpResponse:
     return _case_response(request, case_id)
 
 
-@require_GET
+@require_safe
 @role_required(*VIEWING_ROLES)
 def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     """Fresh consistent reads: the evidence panel for htmx (which needs nothing else),

@@ -6,7 +6,7 @@ from celery.result import AsyncResult
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from reconciliation.actors import Role
@@ -17,7 +17,7 @@ from reconciliation.ops.tasks import drill_task
 SESSION_KEY = "drill_task_id"
 
 
-@require_GET
+@require_safe
 @role_required(Role.SUPERVISOR)
 def drill_page(request: StaffRequest) -> HttpResponse:
     task_id = request.session.get(SESSION_KEY)

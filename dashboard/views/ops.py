@@ -6,20 +6,20 @@ import hmac
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from reconciliation import metrics
 from reconciliation.ops.health import health_check
 
 
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     status = health_check()
     healthy = all(value == "ok" for value in status.values())
     return JsonResponse(status, status=200 if healthy else 503)
 
 
-@require_GET
+@require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Prometheus text; with ``METRICS_TOKEN`` set, only for ``Bearer <token>``."""
     if settings.METRICS_TOKEN and not _bearer_matches(request, settings.METRICS_TOKEN):

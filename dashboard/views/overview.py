@@ -4,7 +4,7 @@ latest audit events."""
 from __future__ import annotations
 
 from django.http import HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
@@ -24,7 +24,7 @@ APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
 
 
-@require_GET
+@require_safe
 @role_required(*VIEWING_ROLES)
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.forms import BulkForm, QueueFilterForm
@@ -38,7 +38,7 @@ def _filter_query(form: QueueFilterForm) -> str:
     return urlencode(kept)
 
 
-@require_GET
+@require_safe
 @role_required(*VIEWING_ROLES)
 def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     name = QUEUE_SLUGS.get(queue)

@@ -170,3 +170,12 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
     if role != "auditor":
         assert "viewer <span" in events
     assert ("Your own actions only." in html) is not sees_others
+
+
+def test_head_is_answered_like_get_and_pages_name_their_icon(ddb, client):
+    """HEAD / answers 200 as GET does (it was 405: issue 14, 12), and every page links the
+    site icon."""
+    sign_in(client, "finance_staff")
+    assert client.head("/").status_code == 200
+    page = client.get("/").content.decode()
+    assert re.search(r'<link rel="icon" href="/static/favicon[^"]*\.svg"', page)
