@@ -48,7 +48,7 @@ from reconciliation.casework.dispositions import (
     override_request,
 )
 from reconciliation.casework.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
-from reconciliation.stores import first_store
+from reconciliation.stores import Store, first_store
 
 # The forms whose choices are narrowed to what the role may do on the case now.
 CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]] = {
@@ -58,8 +58,8 @@ CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]
 FORM_CLASSES: dict[str, type[Form]] = {**CHOICE_FORM_CLASSES, "assign": AssignForm}
 
 
-def _case_or_404(case_id: str) -> Case:
-    case = case_detail(case_id, store=first_store())
+def _case_or_404(case_id: str, store: Store) -> Case:
+    case = case_detail(case_id, store=store)
     if case is None:
         raise Http404("No such case")
     return case
@@ -94,18 +94,19 @@ def _case_response(
     conflict: Case | None = None,
     partial: str = "case",
 ) -> HttpResponse:
-    case = _case_or_404(case_id)
-    timeline = case_timeline(case.case_id, store=first_store())
+    store = first_store()  # resolved once for the page's reads
+    case = _case_or_404(case_id, store)
+    timeline = case_timeline(case.case_id, store=store)
     context = {
         "case": case,
-        "evidence": case_evidence(case, store=first_store()),
+        "evidence": case_evidence(case, store=store),
         "timeline": timeline,
         # The case was read before its timeline, so its stored head can only be behind.
         "chain": case_chain_status(
             case.case_id,
             timeline,
             SubjectHead("case", case.audit_seq, case.audit_head),
-            store=first_store(),
+            store=store,
         ),
         "forms": _forms(case, request.role, bound or {}, keep or {}),
         "can_act": request.role in ACTING_ROLES,
@@ -131,8 +132,9 @@ def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     the case page otherwise."""
     if not wants_partial(request):
         return _case_response(request, case_id)
-    case = _case_or_404(case_id)
-    context = {"case": case, "evidence": case_evidence(case, store=first_store())}
+    store = first_store()
+    case = _case_or_404(case_id, store)
+    context = {"case": case, "evidence": case_evidence(case, store=store)}
     return render_page(request, "cases/detail.html", "evidence", context)
 
 

@@ -28,9 +28,10 @@ EVENTS_SHOWN = 20
 @role_required(*VIEWING_ROLES)
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
-    counts = queue_counts(store=first_store())
-    oldest = queue_oldest(counts, store=first_store())
-    ageing = queue_ageing(counts, store=first_store())
+    store = first_store()  # resolved once for the page's reads
+    counts = queue_counts(store=store)
+    oldest = queue_oldest(counts, store=store)
+    ageing = queue_ageing(counts, store=store)
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
@@ -48,10 +49,8 @@ def overview(request: StaffRequest) -> HttpResponse:
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
-        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN, store=first_store()).rows,
-        "events": recent_audit_events(
-            limit=EVENTS_SHOWN, performed_by=own_only, store=first_store()
-        ),
+        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN, store=store).rows,
+        "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, store=store),
         "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)

@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from reconciliation import metrics
-from reconciliation.dynamo.errors import RETRYABLE_CODES, error_code
+from reconciliation.dynamo.errors import RETRYABLE_CODES, cancellation_codes, error_code
 
 T = TypeVar("T")
 
@@ -54,7 +54,7 @@ def is_transient(exc: ClientError) -> bool:
     if code in RETRYABLE_CODES:
         return True
     if code == "TransactionCanceledException":
-        reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+        reasons = cancellation_codes(exc)
         # Retry only when nothing said "no": every reason is transient or empty.
         return any(r in RETRYABLE_REASONS for r in reasons) and all(
             r in RETRYABLE_REASONS or r == "None" for r in reasons
