@@ -53,3 +53,52 @@ class ApiToken(models.Model):
         if token is None or not hmac.compare_digest(token.token_hash, digest):
             return None
         return token.tenant
+
+
+class Tenant(models.Model):
+    """A caller of the intake API: its tokens and its registered funds belong to it.
+
+    Created with its first token or fund; it starts with ``settings.DEFAULT_FUNDS``.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Fund(models.Model):
+    """A fund a tenant may pledge to, in one currency, with the largest single amount
+    intake accepts for it (in that currency's major units). One fund code may be
+    registered in several currencies: each is its own ledger (``CODE#CURRENCY``)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="funds")
+    code = models.CharField(max_length=32)
+    currency = models.CharField(max_length=3)
+    max_amount = models.DecimalField(max_digits=18, decimal_places=3)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["tenant__name", "code", "currency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "code", "currency"], name="fund_once_per_tenant_currency"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} {self.code} {self.currency}"
+
+
+class StaffProfile(models.Model):
+    """A staff member's own settings: the time zone pages show times in."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="staff_profile")
+    time_zone = models.CharField(max_length=64, default="UTC")
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.time_zone})"
