@@ -14,7 +14,15 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.cases.models import Case, counter_shard, queue_for
+from reconciliation.cases.models import (
+    RESOLVED,
+    Case,
+    CounterMove,
+    counter_moves,
+    counter_shard,
+    queue_for,
+    resolved_month,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import transact_items
@@ -29,7 +37,7 @@ class CaseWrite:
     appended. Each attempt moves the counters on the next shard, so a counter item made
     hot by a burst of case changes cannot keep a case from opening or changing."""
 
-    def __init__(self, store: Store, case_id: str, counter_moves: Sequence[tuple[str, int]]):
+    def __init__(self, store: Store, case_id: str, counter_moves: Sequence[CounterMove]):
         self.store = store
         self.counter_moves = counter_moves
         self.shards = itertools.count(counter_shard(case_id))
@@ -41,8 +49,8 @@ class CaseWrite:
     def _attempt(self, items: list[dict]) -> None:
         shard = next(self.shards)
         self.sent = items + [
-            CaseRepository(self.store).counter_item(queue, delta, shard=shard)
-            for queue, delta in self.counter_moves
+            CaseRepository(self.store).counter_item(move, shard=shard)
+            for move in self.counter_moves
         ]
         self.store.client.transact_write_items(TransactItems=transact_items(self.sent))
 
@@ -102,28 +110,26 @@ def case_load(
 def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: str | None) -> Case:
     """``case`` with ``changes`` applied: the next version, the queue of its new state
     (keeping its place in the queue), and who acted last."""
-    queue = queue_for(case.case_type, changes.get("state", case.state))
+    state = changes.get("state", case.state)
+    queue = queue_for(case.case_type, state)
+    # A resolved case leaves ``open_by_queue`` and enters ``resolved_by_time`` (keyed by
+    # the month it was resolved in, newest first), in this same write; reopening takes
+    # it out again.
+    resolved = state == RESOLVED
     return replace(
         case,
         **changes,
         version=case.version + 1,
         queue=queue,
         queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
+        resolved_month=resolved_month(at) if resolved else None,
+        resolved_sort=f"{at}#{case.case_id}" if resolved else None,
+        resolved_by=actor.username if resolved else None,
+        resolved_how=((changes.get("resolution") or {}).get("disposition") if resolved else None),
         last_actor=actor.username,
         last_action_at=at,
         last_action_id=action_id,
     )
-
-
-def _queue_moves(before: str | None, after: str | None) -> list[tuple[str, int]]:
-    """The queue counter moves of a case going from queue ``before`` to ``after``."""
-    moves = []
-    if before != after:
-        if before:
-            moves.append((before, -1))
-        if after:
-            moves.append((after, +1))
-    return moves
 
 
 def _case_write_cancelled(
@@ -198,7 +204,7 @@ def case_commit_change(
         *(extra_items or []),
         *(AuditRepository(store).put_item(e) for e in extra_events or []),
     ]
-    write = CaseWrite(store, case.case_id, _queue_moves(case.queue, updated.queue))
+    write = CaseWrite(store, case.case_id, counter_moves(case, case.queue, updated.queue))
     try:
         write.send(items)
     except ClientError as exc:

@@ -23,7 +23,7 @@ class CaseType(Code):
 
     STUCK_PENDING = (
         "STUCK_PENDING",
-        "Stuck PENDING claim",
+        "Stuck claim",
         "A worker claimed the key and stopped before the commit answered; no outcome was recorded.",
     )
     AMBIGUOUS_TIMEOUT = (
@@ -58,7 +58,7 @@ class CaseState(Code):
 class Queue(Code):
     """Queues are the case types, plus two for cases a human moved on."""
 
-    STUCK_PENDING = "STUCK_PENDING", "Stuck PENDING", CaseType.STUCK_PENDING.help
+    STUCK_PENDING = "STUCK_PENDING", "Stuck claims", CaseType.STUCK_PENDING.help
     AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT", "Ambiguous timeouts", CaseType.AMBIGUOUS_TIMEOUT.help
     CANCELLED_TRANSACTION = (
         "CANCELLED_TRANSACTION",
@@ -106,7 +106,7 @@ class Override(Code):
     RELEASE_CLAIM = (
         "RELEASE_CLAIM",
         "Release the claim (client may retry)",
-        "Mark the claim FAILED so the client may retry with its key.",
+        "Mark the claim failed so the client may retry with its key.",
     )
     VOID_PLEDGE = (
         "VOID_PLEDGE",
@@ -128,6 +128,37 @@ class ReasonCode(Code):
     SUSPECTED_FRAUD = "SUSPECTED_FRAUD", "Suspected fraud or abuse"
     NEEDS_REVIEW = "NEEDS_REVIEW", "Needs a second opinion"
     OTHER = "OTHER", "Other (explained in the text)"
+
+
+class RetryStatus(Code):
+    """Where a case's background commit retry stands (``case.retry.status``); once run,
+    the status is the commit's outcome kind (:class:`~reconciliation.claims.outcomes.
+    OutcomeKind`), or one of these."""
+
+    QUEUED = "queued", "Queued", "Waiting for a background worker to run it."
+    ALREADY_COMMITTED = (
+        "already_committed",
+        "Already committed",
+        "The pledge was recorded before the retry ran; nothing was written again.",
+    )
+    COMMITTED = "committed", "Committed", "The retry recorded the pledge."
+    NOTHING_TO_DO = "nothing_to_do", "Nothing to do", "The case was already decided."
+
+
+class ErrorKind(Code):
+    """Why a claim has no clean outcome, as stored on cases and claims
+    (``case.client_outcome.error``, ``claim.last_error_code``) beside the outcome kinds."""
+
+    WORKER_DIED = (
+        "worker_died_between_claim_and_commit",
+        "The worker stopped between claim and commit",
+        "It claimed the key and never recorded an outcome, so the client got no answer.",
+    )
+    RELEASED_BY_OVERRIDE = (
+        "RELEASED_BY_OVERRIDE",
+        "Released by an approved override",
+        "A supervisor approved releasing the claim; the client may retry with its key.",
+    )
 
 
 STUCK_PENDING = CaseType.STUCK_PENDING
@@ -194,6 +225,70 @@ def counter_keys() -> list[dict]:
     ]
 
 
+def totals_attribute(currency: str) -> str:
+    """The counter item attribute holding one currency's amount total."""
+    return f"amount_{currency}"
+
+
+@dataclass(frozen=True)
+class CounterMove:
+    """One queue's counter move in a case transaction: the count by ``delta`` and, when
+    the case is in the totals (``Case.in_totals``), its amount in its currency."""
+
+    queue: str
+    delta: int
+    currency: str = ""
+    amount: Decimal | None = None
+
+
+def counter_moves(case: Case, before: str | None, after: str | None) -> list[CounterMove]:
+    """The counter moves of ``case`` going from queue ``before`` to ``after``."""
+    moves: list[CounterMove] = []
+    if before == after:
+        return moves
+    money = (case.currency, case.amount) if case.in_totals and case.currency else ("", None)
+    if before:
+        moves.append(CounterMove(before, -1, money[0], -money[1] if money[1] else None))
+    if after:
+        moves.append(CounterMove(after, +1, *money))
+    return moves
+
+
+@dataclass
+class QueueCounter:
+    """What a queue's counter items hold: its open cases, how many of them are in the
+    amount totals (cases opened before totals were kept are not), and the totals."""
+
+    count: int = 0
+    totalled: int = 0
+    amounts: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def untotalled(self) -> int:
+        return max(0, self.count - self.totalled)
+
+    def add(self, item: Mapping[str, Any]) -> None:
+        self.count += int(item.get("open_count", 0))
+        self.totalled += int(item.get("totalled", 0))
+        for name, value in item.items():
+            if name.startswith("amount_"):
+                currency = name.removeprefix("amount_")
+                self.amounts[currency] = self.amounts.get(currency, Decimal(0)) + Decimal(
+                    str(value)
+                )
+
+    def shown_amounts(self) -> list[tuple[str, Decimal]]:
+        """The non-zero totals, by currency code."""
+        return sorted((c, a) for c, a in self.amounts.items() if a)
+
+
+def resolved_month(at: str) -> str:
+    """The ``resolved_by_time`` partition of a resolution at ISO instant ``at``:
+    ``R#YYYY-MM``. Resolutions are staff actions (a few hundred a week), so a month's
+    partition is never hot, and a page of the newest reads one or two partitions."""
+    return f"R#{at[:7]}"
+
+
 def counter_shard(case_id: str) -> int:
     """The shard a case's counter moves start on (a retry moves on to the next)."""
     return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
@@ -240,6 +335,18 @@ class Case:
     last_action_id: str | None = None
     request: dict = field(default_factory=dict)
     retry: dict | None = None
+    # Whether this case's amount is in its queue counters' per-currency totals: set on
+    # cases opened since the totals were kept; older cases move the counts only.
+    in_totals: bool = False
+    # Sparse index keys: ``by_donor`` (donor_ref, set when opened) and
+    # ``resolved_by_time`` (resolved_month, resolved_sort, set while resolved).
+    donor_ref: str | None = None
+    resolved_month: str | None = None
+    resolved_sort: str | None = None
+    # Who resolved the case and how (its disposition or override), top-level so the
+    # resolved list can filter on them; the full record is ``resolution``.
+    resolved_by: str | None = None
+    resolved_how: str | None = None
 
     @property
     def idempotency_key(self) -> str:

@@ -19,12 +19,15 @@ from reconciliation.cases.models import (
     QUEUES,
     WALK_PAGE,
     Case,
+    CounterMove,
+    QueueCounter,
     case_from_item,
     case_to_item,
     counter_key,
     counter_keys,
     decoded_row,
     is_case_id,
+    totals_attribute,
 )
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.items import from_item, values
@@ -74,31 +77,45 @@ class CaseRepository:
             }
         }
 
-    def counter_item(self, queue: str, delta: int, *, shard: int) -> dict:
-        """Move ``queue``'s count by ``delta`` on one of its shards. Shards may go below
-        zero on their own (an opening and its resolution may land on different shards);
-        only their sum is the count."""
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": self._key(counter_key(queue, shard)),
-                "UpdateExpression": "ADD open_count :d",
-                "ExpressionAttributeValues": values(d=delta),
-            }
+    def counter_item(self, move: CounterMove, *, shard: int) -> dict:
+        """Move a queue's count by ``move.delta`` on one of its shards, and, for a case in
+        the totals, its currency's amount total and the count of totalled cases. Shards
+        may go below zero on their own (an opening and its resolution may land on
+        different shards); only their sum is the count."""
+        expression = "ADD open_count :d"
+        names: dict[str, str] = {}
+        vals: dict = {"d": move.delta}
+        if move.amount is not None and move.currency:
+            expression += ", totalled :d, #amount :a"
+            names["#amount"] = totals_attribute(move.currency)
+            vals["a"] = move.amount
+        update: dict = {
+            "TableName": self.table,
+            "Key": self._key(counter_key(move.queue, shard)),
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": values(**vals),
         }
+        if names:
+            update["ExpressionAttributeNames"] = names
+        return {"Update": update}
 
-    def counts(self) -> dict[str, int]:
-        """Open cases per queue: the sum of its shards, plus the single unsharded item
-        that tables written before sharding still hold."""
+    def counters(self) -> dict[str, QueueCounter]:
+        """Open cases and amount totals per queue: the sum of its shards, plus the single
+        unsharded item that tables written before sharding still hold. One
+        BatchGetItem of fixed size, whatever the number of cases."""
         keys = counter_keys()
-        out: dict[str, int] = dict.fromkeys(QUEUES, 0)
+        out = {q: QueueCounter() for q in QUEUES}
         # A few rounds for unprocessed keys, never a spin: a count is a display.
         for raw in batch_get(self.client, self.table, keys, rounds=5):
             item = from_item(raw)
             queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
             if queue in out:
-                out[queue] += int(item.get("open_count", 0))
+                out[queue].add(item)
         return out
+
+    def counts(self) -> dict[str, int]:
+        """Open cases per queue (see :meth:`counters`)."""
+        return {q: c.count for q, c in self.counters().items()}
 
     def query_queue(
         self,

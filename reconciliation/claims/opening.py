@@ -15,7 +15,14 @@ from reconciliation import clock, metrics
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
-from reconciliation.cases.models import OPEN, Case, CaseType, case_id_for, queue_for
+from reconciliation.cases.models import (
+    OPEN,
+    Case,
+    CaseType,
+    case_id_for,
+    counter_moves,
+    queue_for,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.dynamo.errors import cancellation_codes
 
@@ -71,6 +78,8 @@ def case_build(
         last_actor=opened_by.username,
         last_action_at=opened_at,
         request=dict(request),
+        in_totals=True,
+        donor_ref=request.get("donor_ref") or None,
     )
 
 
@@ -107,7 +116,7 @@ def case_open(
         items.append(claim_item)
     try:
         # A new case is OPEN, so it has a queue; count it only where it is listed.
-        moves = [(stored.queue, +1)] if stored.queue else []
+        moves = counter_moves(stored, None, stored.queue)
         CaseWrite(store, stored.case_id, moves).send(items)
     except ClientError as exc:
         codes = cancellation_codes(exc)

@@ -47,6 +47,14 @@ CASE_LISTING_ATTRIBUTES = [
     "override",
     "retry",
 ]
+# The sorted indexes hold the listing without their own key attribute.
+CASE_SORTED_ATTRIBUTES = [a for a in CASE_LISTING_ATTRIBUTES if a not in ("amount", "fund")]
+CASE_RESOLVED_ATTRIBUTES = [
+    *CASE_LISTING_ATTRIBUTES,
+    "resolved_by",
+    "resolved_how",
+    "resolution",
+]
 
 
 def _project_all() -> ProjectionTypeDef:
@@ -153,6 +161,34 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("opened_at", "S"),
                     {"ProjectionType": "KEYS_ONLY"},
                 ),
+                # The queue sorted by amount or by fund (issue 14): the same sparse
+                # ``queue`` key, so a sorted page is one Query of ``Limit`` rows too.
+                Index(
+                    "open_by_amount",
+                    ("queue", "S"),
+                    ("amount", "N"),
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_SORTED_ATTRIBUTES},
+                ),
+                Index(
+                    "open_by_fund",
+                    ("queue", "S"),
+                    ("fund", "S"),
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_SORTED_ATTRIBUTES},
+                ),
+                # Search by donor ref (written when the case is opened).
+                Index(
+                    "by_donor",
+                    ("donor_ref", "S"),
+                    ("opened_at", "S"),
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
+                # Resolved cases, newest first: one partition per month of resolution.
+                Index(
+                    "resolved_by_time",
+                    ("resolved_month", "S"),
+                    ("resolved_sort", "S"),
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_RESOLVED_ATTRIBUTES},
+                ),
             ),
         ),
         Table(
@@ -194,6 +230,9 @@ def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
                     AttributeDefinitions=table.attribute_definitions((index,)),
                     GlobalSecondaryIndexUpdates=[{"Create": index.definition()}],
                 )
+                # One index creation at a time per table (DynamoDB refuses a second
+                # UpdateTable while the table is UPDATING).
+                _wait_active(client, table.name)
                 done.append(f"created index {table.name}.{index.name}")
         if table.ttl_attribute:
             ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
@@ -216,6 +255,21 @@ def drop_tables(client: DynamoDBClient, names: TableNames) -> None:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceNotFoundException":
                 raise
+
+
+def _wait_active(client: DynamoDBClient, name: str, *, attempts: int = 600) -> None:
+    import time
+
+    for _ in range(attempts):
+        description = _describe(client, name)
+        if description is None:
+            return
+        states = [description.get("TableStatus")] + [
+            i.get("IndexStatus") for i in description.get("GlobalSecondaryIndexes", [])
+        ]
+        if all(s in (None, "ACTIVE") for s in states):
+            return
+        time.sleep(1)
 
 
 def _describe(client: DynamoDBClient, name: str) -> TableDescriptionTypeDef | None:
