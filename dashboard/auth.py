@@ -108,6 +108,14 @@ def client_address(request) -> str | None:
         return remote
 
 
+class RoleRefused(PermissionDenied):
+    """A signed-in person whose role the page does not admit (:func:`role_required`)."""
+
+    def __init__(self, roles: set[Role]):
+        super().__init__("This page is for another role.")
+        self.roles = roles
+
+
 def role_required(*roles: Role) -> Callable:
     """Admit signed-in users whose role is one of ``roles`` (default: any staff role)."""
     allowed = set(roles or STAFF_ROLES)
@@ -119,7 +127,9 @@ def role_required(*roles: Role) -> Callable:
                 return redirect_to_login(request.get_full_path())
             role = user_role(request.user)
             if role is None or role not in allowed:
-                raise PermissionDenied
+                # Answered by the 403 page in the layout (dashboard/views/errors.py),
+                # which names the roles this page admits.
+                raise RoleRefused(allowed)
             request.role = role
             response = view(request, *args, **kwargs)
             # Staff pages, partials and exports carry case and donor data: neither the

@@ -174,6 +174,8 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+# A refused form answers a page in the layout saying how to go on (JSON on the API).
+CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"
 # Absolute session lifetime; the idle timeout is enforced by SessionTimeoutMiddleware.
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_TIMEOUT_S", 8 * 3600)
 SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 30 * 60)

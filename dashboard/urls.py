@@ -40,3 +40,9 @@ urlpatterns = [
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
 ]
+
+# Error pages in the layout, JSON on the machine paths (dashboard/views/errors.py).
+handler400 = "dashboard.views.errors.bad_request"
+handler403 = "dashboard.views.errors.permission_denied"
+handler404 = "dashboard.views.errors.page_not_found"
+handler500 = "dashboard.views.errors.server_error"
