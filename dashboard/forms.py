@@ -21,7 +21,7 @@ from reconciliation.cases.policy import (
     REASON_CODES,
     visible_length,
 )
-from reconciliation.casework.selectors import QueueFilters
+from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
 
@@ -70,6 +70,12 @@ class QueueFilterForm(forms.Form):
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "tenant#key, e.g. acme#42"}),
     )
     mine = forms.BooleanField(required=False, label="Assigned to me")
+    sort = forms.ChoiceField(
+        required=False,
+        choices=list(SORT_WORDS.items()),
+        widget=forms.HiddenInput,
+        error_messages={"invalid_choice": "an order this page offers (age, amount or fund)"},
+    )
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("auto_id", "filter_%s")
@@ -90,6 +96,7 @@ class QueueFilterForm(forms.Form):
             min_amount=data.get("min_amount"),
             min_age_s=None if hours is None else int(float(hours) * 3600),
             assignee=assignee if data.get("mine") else "",
+            sort=data.get("sort") or DEFAULT_SORT,
         )
 
     def clean_q(self) -> str:
@@ -269,3 +276,16 @@ class ResetSecondFactorForm(forms.Form):
         if visible_length(text) < MIN_REASON_LENGTH:
             raise ValidationError(f"At least {MIN_REASON_LENGTH} visible characters.")
         return text
+
+
+class TimeZoneForm(forms.Form):
+    """The zone one's pages show times in; only names this machine's zone database
+    knows are accepted."""
+
+    time_zone = forms.ChoiceField(label="Time zone", choices=())
+
+    def __init__(self, *args, **kwargs):
+        from dashboard.timezones import zone_names
+
+        super().__init__(*args, **kwargs)
+        self.fields["time_zone"].choices = [(name, name.replace("_", " ")) for name in zone_names()]

@@ -13,10 +13,11 @@ from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.casework.selectors import (
     AGE_BUCKETS,
     queue_ageing,
-    queue_counts,
+    queue_counters,
     queue_oldest,
     queue_page,
     recent_audit_events,
+    totals_by_currency,
 )
 from reconciliation.stores import first_store
 
@@ -29,7 +30,9 @@ EVENTS_SHOWN = 20
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
     store = first_store()  # resolved once for the page's reads
-    counts = queue_counts(store=store)
+    # One BatchGetItem of counter items: counts and amounts at risk per currency.
+    counters = queue_counters(store=store)
+    counts = {q: c.count for q, c in counters.items()}
     oldest = queue_oldest(counts, store=store)
     ageing = queue_ageing(counts, store=store)
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
@@ -41,10 +44,12 @@ def overview(request: StaffRequest) -> HttpResponse:
             "oldest": oldest.get(queue),
             "buckets": ageing.get(queue, []),
             "aged": aged[queue],
+            "amounts": counters[queue].shown_amounts(),
         }
         for slug, queue in QUEUE_SLUGS.items()
     ]
     context = {
+        "at_risk": totals_by_currency(counters),
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
         "largest": max(aged.values(), default=0),

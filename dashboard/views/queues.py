@@ -1,5 +1,6 @@
 """Queue pages: one tab per queue, filters and intent-id search that update the table in
-place (htmx) and work as plain GET forms, "Load more" with the opaque cursor."""
+place (htmx) and work as plain GET forms, sorting by age, amount or fund (column
+headers), the amount at risk per currency, "Load more" with the opaque cursor."""
 
 from __future__ import annotations
 
@@ -19,23 +20,53 @@ from dashboard.views.pages import (
 )
 from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.casework.selectors import (
+    DEFAULT_SORT,
+    SORT_WORDS,
     InvalidFilter,
     cases_for_intent,
-    queue_counts,
+    queue_counters,
     queue_page,
 )
 from reconciliation.stores import first_store
 
 PAGE_SIZE = 50
-FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine")
+FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine", "sort")
+# Each sortable column: its first order when clicked, and the order a second click gives.
+SORT_COLUMNS = {
+    "age": ("oldest", "newest"),
+    "amount": ("amount_desc", "amount"),
+    "fund": ("fund", "fund_desc"),
+}
 
 
-def _filter_query(form: QueueFilterForm) -> str:
-    """The filters as a query string, for shareable links (tabs, load more, refresh)."""
+def _filter_query(form: QueueFilterForm, *, sort: bool = True) -> str:
+    """The filters as a query string, for shareable links (tabs, load more, refresh);
+    without the order when ``sort`` is false (the column headers add their own)."""
     data = form.cleaned_data if form.is_bound and form.is_valid() else {}
-    values = [(name, data.get(name)) for name in FILTER_FIELDS]
-    kept = [(k, "1" if v is True else v) for k, v in values if v not in (None, "", False)]
+    values = [(name, data.get(name)) for name in FILTER_FIELDS if sort or name != "sort"]
+    kept = [
+        (k, "1" if v is True else v)
+        for k, v in values
+        if v not in (None, "", False) and not (k == "sort" and v == DEFAULT_SORT)
+    ]
     return urlencode(kept)
+
+
+def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dict]:
+    """Per sortable column: the link that orders by it (a second click reverses it) and
+    its ``aria-sort`` when it is the current order. A new order starts at the first
+    page: a cursor belongs to the order it came from."""
+    base = _filter_query(form, sort=False)
+    links = {}
+    for column, (first, second) in SORT_COLUMNS.items():
+        target = second if current == first else first
+        query = "&".join(p for p in (base, urlencode({"sort": target})) if p)
+        state = ""
+        if current in (first, second):
+            ascending = current in ("oldest", "amount", "fund")
+            state = "ascending" if ascending else "descending"
+        links[column] = {"url": f"/queues/{slug}/?{query}", "aria_sort": state}
+    return links
 
 
 @require_safe
@@ -56,7 +87,9 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
             found = cases_for_intent(values["q"], store=first_store())
         else:
             try:
-                filters = form.filters(assignee=request.user.get_username())
+                # "Assigned to me" is for those who take cases; an auditor holds none.
+                mine = request.user.get_username() if request.role in ACTING_ROLES else ""
+                filters = form.filters(assignee=mine)
                 page = queue_page(
                     name, filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
                 )
@@ -79,7 +112,14 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         following = urlencode({"cursor": page.next_cursor})
         more_url = f"/queues/{queue}/?" + (f"{query}&{following}" if query else following)
     can_act = request.role in ACTING_ROLES
+    sort = (form.cleaned_data.get("sort") if form.is_bound and form.is_valid() else "") or (
+        DEFAULT_SORT
+    )
     context = {
+        "sort": sort,
+        "sort_words": SORT_WORDS.get(sort, ""),
+        "sort_links": _sort_links(queue, form, sort),
+        "is_cancelled_queue": name == "CANCELLED_TRANSACTION",
         "slug": queue,
         "queue": name,
         "tabs": QUEUE_SLUGS.items(),
@@ -96,7 +136,10 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     }
     if not wants_partial(request):
         # Only the whole page has the tabs (with counts) and the bulk form.
-        context["counts"] = queue_counts(store=first_store())
+        # One BatchGetItem of counter items: the counts and the amount at risk.
+        counters = queue_counters(store=first_store())
+        context["counts"] = {q: c.count for q, c in counters.items()}
+        context["counter"] = counters[name]
         context["bulk_form"] = BulkForm(initial={"queue": queue})
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/queue.html", partial, context, status=status)

@@ -125,20 +125,29 @@ class CaseRepository:
         start_key: dict | None = None,
         opened_before: str | None = None,
         filters: dict | None = None,
+        index: str = "open_by_queue",
+        forward: bool = True,
     ) -> tuple[list[dict], dict | None, float]:
-        """One Query page of the ``open_by_queue`` index, oldest first.
+        """One Query page of a queue index: ``open_by_queue`` (by age), or
+        ``open_by_amount`` / ``open_by_fund``; ``forward`` is the index order (oldest,
+        smallest, A first).
 
-        ``opened_before`` bounds the range key (minimum age) so old-only pages cost only
-        what they return; ``filters`` (fund, min_amount, assignee) become a
-        FilterExpression. Returns plain rows, the LastEvaluatedKey and the read units.
+        ``opened_before`` bounds the range key (minimum age) on the age index, so
+        old-only pages cost only what they return, and filters on the others;
+        ``filters`` (fund, min_amount, assignee) become a FilterExpression. Returns plain
+        rows, the LastEvaluatedKey and the read units.
         """
         key_condition = "#q = :q"
         vals: dict = {"q": queue}
-        if opened_before:
-            key_condition += " AND queue_sort < :before"
-            vals["before"] = opened_before
         parts = []
         names = {"#q": "queue"}
+        if opened_before and index == "open_by_queue":
+            key_condition += " AND queue_sort < :before"
+            vals["before"] = opened_before
+        elif opened_before:
+            parts.append("#opened < :before")
+            names["#opened"] = "opened_at"
+            vals["before"] = opened_before
         for name, value in (filters or {}).items():
             if value in (None, ""):
                 continue
@@ -151,12 +160,12 @@ class CaseRepository:
             vals[name] = value
         kwargs: dict = {
             "TableName": self.table,
-            "IndexName": "open_by_queue",
+            "IndexName": index,
             "KeyConditionExpression": key_condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values(**vals),
             "Limit": limit,
-            "ScanIndexForward": True,
+            "ScanIndexForward": forward,
             "ReturnConsumedCapacity": "TOTAL",
         }
         if parts:
@@ -222,6 +231,76 @@ class CaseRepository:
             ExpressionAttributeValues=values(i=intent_id),
         )
         return [i["case_id"]["S"] for i in response.get("Items", [])]
+
+    def ids_for_donor(self, donor_ref: str, *, limit: int = 100) -> list[str]:
+        """Cases opened for ``donor_ref``, newest first (the sparse ``by_donor`` index)."""
+        response = self.client.query(
+            TableName=self.table,
+            IndexName="by_donor",
+            KeyConditionExpression="donor_ref = :d",
+            ExpressionAttributeValues=values(d=donor_ref),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [i["case_id"]["S"] for i in response.get("Items", [])]
+
+    def query_resolved(
+        self,
+        month: str,
+        *,
+        limit: int,
+        start_key: dict | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        filters: dict | None = None,
+    ) -> tuple[list[dict], dict | None, float]:
+        """One Query page of one month's ``resolved_by_time`` partition, newest first;
+        ``after``/``before`` bound the range key (ISO instants), ``filters``
+        (resolved_by, resolved_how, fund) become a FilterExpression."""
+        condition = "resolved_month = :m"
+        vals: dict = {"m": month}
+        if after and before:
+            condition += " AND resolved_sort BETWEEN :after AND :before"
+            vals.update(after=after, before=before)
+        elif after:
+            condition += " AND resolved_sort >= :after"
+            vals["after"] = after
+        elif before:
+            condition += " AND resolved_sort < :before"
+            vals["before"] = before
+        parts, names = [], {}
+        for name, value in (filters or {}).items():
+            if value in (None, ""):
+                continue
+            parts.append(f"#{name} = :{name}")
+            names[f"#{name}"] = name
+            vals[name] = value
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "resolved_by_time",
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values(**vals),
+            "Limit": limit,
+            "ScanIndexForward": False,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if parts:
+            kwargs["FilterExpression"] = " AND ".join(parts)
+            kwargs["ExpressionAttributeNames"] = names
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self.client.query(**kwargs)
+        rows = [decoded_row(i) for i in response.get("Items", [])]
+        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+        return rows, response.get("LastEvaluatedKey"), consumed
+
+    def decoded_of(self, case_ids: list[str]) -> dict[str, list]:
+        """The decoded cancellation reasons of ``case_ids`` (one BatchGetItem per 100)."""
+        keys = [self._key(c) for c in dict.fromkeys(case_ids) if is_case_id(c)]
+        if not keys:
+            return {}
+        found = batch_get(self.client, self.table, keys, projection="case_id, decoded")
+        return {row["case_id"]: row.get("decoded") or [] for row in (decoded_row(i) for i in found)}
 
     def get_many(self, case_ids: list[str]) -> list[Case]:
         case_ids = [c for c in case_ids if is_case_id(c)]

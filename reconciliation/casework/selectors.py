@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -17,10 +17,17 @@ from django.core import signing
 
 from reconciliation import clock
 from reconciliation.audit.repository import AuditRepository
-from reconciliation.cases.models import QUEUES, Case
+from reconciliation.cases.models import (
+    CANCELLED_TRANSACTION,
+    QUEUES,
+    Case,
+    QueueCounter,
+    is_case_id,
+    resolved_month,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.ledger import FundTotal, LedgerRepository
-from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, Pledge
+from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Pledge
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.stores import Store
@@ -45,21 +52,45 @@ class InvalidFilter(ValueError):
         self.fields = fields
 
 
+# How a queue page may be ordered: the index that holds that order and its direction.
+# Every order is an index of its own (DESIGN.md §3), so a sorted page is still one Query
+# of ``Limit`` rows, whatever the queue's size: never a read of the whole queue.
+SORTS: dict[str, tuple[str, bool]] = {
+    "oldest": ("open_by_queue", True),
+    "newest": ("open_by_queue", False),
+    "amount_desc": ("open_by_amount", False),
+    "amount": ("open_by_amount", True),
+    "fund": ("open_by_fund", True),
+    "fund_desc": ("open_by_fund", False),
+}
+SORT_WORDS = {
+    "oldest": "oldest first",
+    "newest": "newest first",
+    "amount_desc": "largest amount first",
+    "amount": "smallest amount first",
+    "fund": "by fund, A to Z",
+    "fund_desc": "by fund, Z to A",
+}
+DEFAULT_SORT = "oldest"
+
+
 @dataclass(frozen=True)
 class QueueFilters:
     """What a queue page is narrowed to, already validated (the dashboard's filter form
-    cleans what a person typed)."""
+    cleans what a person typed), and its order."""
 
     fund: str = ""
     min_amount: Decimal | None = None
     min_age_s: int | None = None
     assignee: str = ""
+    sort: str = DEFAULT_SORT
 
     def fingerprint(self) -> str:
-        raw = json.dumps(
-            [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
-        )
-        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+        raw = [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
+        if self.sort != DEFAULT_SORT:
+            # A cursor carries its index's key: it is valid only in the order it came from.
+            raw.append(self.sort)
+        return hashlib.sha256(json.dumps(raw).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -77,14 +108,28 @@ class CaseRow:
     last_actor: str
     assignee: str | None
     override: dict | None
+    reason: str = ""
+    resolved_at: str = ""
+    resolved_by: str = ""
+    resolved_how: str = ""
+    resolution: dict | None = None
 
     @property
     def idempotency_key(self) -> str:
         return self.intent_id.split("#", 1)[1]
 
 
+def _reason(decoded: list) -> str:
+    """The decoded cancellation reason in words: each failed item's explanation."""
+    failed = [
+        r for r in decoded or [] if isinstance(r, dict) and r.get("code") not in (None, "None")
+    ]
+    return " ".join(str(r.get("explanation", "")) for r in failed)
+
+
 def _row(item: dict) -> CaseRow:
     override = item.get("override")
+    resolution = item.get("resolution") if isinstance(item.get("resolution"), dict) else None
     return CaseRow(
         case_id=item["case_id"],
         case_type=item.get("case_type", ""),
@@ -99,6 +144,10 @@ def _row(item: dict) -> CaseRow:
         last_actor=item.get("last_actor", ""),
         assignee=item.get("assignee"),
         override=override,
+        resolved_at=(item.get("resolved_sort") or "").split("#", 1)[0],
+        resolved_by=item.get("resolved_by", ""),
+        resolved_how=item.get("resolved_how", ""),
+        resolution=resolution,
     )
 
 
@@ -148,6 +197,9 @@ def queue_page(
         "min_amount": filters.min_amount,
         "assignee": filters.assignee,
     }
+    if filters.sort not in SORTS:
+        raise InvalidFilter({"sort": "unknown order"})
+    index, forward = SORTS[filters.sort]
     rows: list[CaseRow] = []
     consumed, queries = 0.0, 0
     while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE:
@@ -157,12 +209,19 @@ def queue_page(
             start_key=start,
             opened_before=opened_before,
             filters=filter_values,
+            index=index,
+            forward=forward,
         )
         queries += 1
         consumed += units
         rows.extend(_row(i) for i in items)
         if not start:
             break
+    if queue == CANCELLED_TRANSACTION and rows:
+        # The reasons are not in the index (they can be long): one BatchGetItem for the
+        # page's rows, so the cost follows the page, not the queue.
+        decoded = CaseRepository(store).decoded_of([r.case_id for r in rows])
+        rows = [replace(r, reason=_reason(decoded.get(r.case_id, []))) for r in rows]
     next_cursor = _encode_cursor(queue, filters, start) if start else None
     return QueuePage(queue, rows, next_cursor, consumed, queries)
 
@@ -170,6 +229,23 @@ def queue_page(
 def queue_counts(store: Store) -> dict[str, int]:
     """Open cases per queue: counter items kept in the same transactions as the cases."""
     return CaseRepository(store).counts()
+
+
+def queue_counters(store: Store) -> dict[str, QueueCounter]:
+    """Open cases and their amount at risk per currency, per queue: the same one
+    BatchGetItem of counter items as :func:`queue_counts`."""
+    return CaseRepository(store).counters()
+
+
+def totals_by_currency(counters: dict[str, QueueCounter]) -> QueueCounter:
+    """Every queue's counters summed: the amount at risk across all open cases."""
+    total = QueueCounter()
+    for counter in counters.values():
+        total.count += counter.count
+        total.totalled += counter.totalled
+        for currency, amount in counter.amounts.items():
+            total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
+    return total
 
 
 def _open_queues(counts: dict[str, int]) -> list[str]:
@@ -206,6 +282,141 @@ def queue_ageing(counts: dict[str, int], store: Store) -> dict[str, list[tuple[s
     return result
 
 
+# --- search (DESIGN.md §8: /cases/?q=) ---------------------------------------------------
+
+MAX_SEARCH_LENGTH = 255  # an idempotency key's limit; donor refs and case ids are shorter
+
+
+@dataclass(frozen=True)
+class Found:
+    """A case the search found, and what matched: ``case_id``, ``client_key`` (with the
+    tenant whose key it is) or ``donor_ref``."""
+
+    case: Case
+    matched: str
+    tenant: str = ""
+
+
+def case_search(query: str, *, tenants: list[str], store: Store) -> list[Found]:
+    """Cases by what a person was told: a case id (one GetItem), the client's own
+    idempotency key (one ``by_intent`` Query per tenant: staff do not know the tenant,
+    and tenants are few), or a donor ref (one ``by_donor`` Query). Every key is tried,
+    since one string may be several; ``tenant#key`` (the internal intent id) is accepted
+    too. Raises :class:`InvalidFilter` for an empty or oversized query."""
+    text = query.strip()
+    if not text:
+        raise InvalidFilter({"q": "type a case id, the client's idempotency key or a donor ref"})
+    if len(text) > MAX_SEARCH_LENGTH or any(ord(c) < 32 for c in text):
+        raise InvalidFilter(
+            {"q": f"at most {MAX_SEARCH_LENGTH} printable characters, no line breaks"}
+        )
+    repo = CaseRepository(store)
+    found: list[Found] = []
+    seen: set[str] = set()
+
+    def add(cases: list[Case], matched: str, tenant: str = "") -> None:
+        for case in cases:
+            if case.case_id not in seen:
+                seen.add(case.case_id)
+                found.append(Found(case, matched, tenant))
+
+    if is_case_id(text.upper()):
+        case = repo.get(text.upper(), consistent=False)
+        add([case] if case else [], "case_id")
+    for tenant in tenants:
+        add(repo.get_many(repo.ids_for_intent(f"{tenant}#{text}")), "client_key", tenant)
+    if "#" in text:
+        tenant = text.split("#", 1)[0]
+        add(repo.get_many(repo.ids_for_intent(text)), "client_key", tenant)
+    add(repo.get_many(repo.ids_for_donor(text)), "donor_ref")
+    return found
+
+
+# --- resolved cases (DESIGN.md §8: /queues/resolved/) -----------------------------------
+
+RESOLVED_CURSOR_SALT = "reconciliation.resolved-cursor"
+# Without a "since", the list reaches back this many months (one small Query each when
+# empty); narrow by time to look further back.
+RESOLVED_MONTHS_BACK = 24
+
+
+@dataclass(frozen=True)
+class ResolvedFilters:
+    resolved_by: str = ""
+    how: str = ""
+    fund: str = ""
+    since: str = ""  # ISO instants, UTC
+    until: str = ""
+
+    def fingerprint(self) -> str:
+        raw = json.dumps([self.resolved_by, self.how, self.fund, self.since, self.until])
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def _month_before(month: str) -> str:
+    year, number = int(month[2:6]), int(month[7:9])
+    year, number = (year - 1, 12) if number == 1 else (year, number - 1)
+    return f"R#{year:04d}-{number:02d}"
+
+
+def resolved_page(
+    *,
+    filters: ResolvedFilters | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+    store: Store,
+) -> QueuePage:
+    """Resolved cases, newest first: the ``resolved_by_time`` index, month by month from
+    the newest, ``Limit`` plus a signed cursor (month and index key) like queue pages."""
+    filters = filters or ResolvedFilters()
+    limit = max(1, min(limit, MAX_PAGE))
+    month = resolved_month(filters.until or clock.iso(clock.now()))
+    start: dict | None = None
+    if cursor:
+        try:
+            payload = signing.loads(cursor, salt=RESOLVED_CURSOR_SALT)
+        except signing.BadSignature:
+            raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+        if payload.get("f") != filters.fingerprint():
+            raise InvalidFilter({"cursor": "issued for other filters"})
+        month, start = payload["m"], payload.get("k")
+    if filters.since:
+        last = resolved_month(filters.since)
+    else:
+        last = month
+        for _ in range(RESOLVED_MONTHS_BACK):
+            last = _month_before(last)
+    wanted = {"resolved_by": filters.resolved_by, "resolved_how": filters.how, "fund": filters.fund}
+    rows: list[CaseRow] = []
+    consumed, queries = 0.0, 0
+    done = False
+    while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE + RESOLVED_MONTHS_BACK:
+        items, start, units = CaseRepository(store).query_resolved(
+            month,
+            limit=limit - len(rows),
+            start_key=start,
+            after=filters.since or None,
+            before=filters.until or None,
+            filters=wanted,
+        )
+        queries += 1
+        consumed += units
+        rows.extend(_row(i) for i in items)
+        if not start:
+            if month <= last:
+                done = True
+                break
+            month = _month_before(month)
+    next_cursor = None
+    if not done:
+        next_cursor = signing.dumps(
+            {"f": filters.fingerprint(), "m": month, "k": start},
+            salt=RESOLVED_CURSOR_SALT,
+            compress=True,
+        )
+    return QueuePage("RESOLVED", rows, next_cursor, consumed, queries)
+
+
 def cases_for_intent(intent_id: str, store: Store) -> list[Case]:
     return CaseRepository(store).get_many(CaseRepository(store).ids_for_intent(intent_id))
 
@@ -240,7 +451,7 @@ def case_evidence(case: Case, store: Store) -> Evidence:
     elif claim.version != case.claim_version:
         notes.append(
             f"The claim moved on since the case opened (version {case.claim_version} → "
-            f"{claim.version}, now {claim.status})."
+            f"{claim.version}, now {ClaimStatus.words(claim.status).lower()})."
         )
     return Evidence(
         read_at=clock.iso(now),

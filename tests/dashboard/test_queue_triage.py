@@ -1,0 +1,164 @@
+"""Queue triage (issue 14, item 3): sorting by age, amount and fund through the column
+headers, the amount at risk per currency kept in the queue counters, the case-id column
+and the decoded reason in the cancelled queue."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.casework.selectors import queue_counters
+from reconciliation.stores import first_store
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.factories import key_reuse_case, stuck_case
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def shown(html: str) -> list[str]:
+    """Intent ids of the table rows, in order."""
+    return re.findall(r'<td class="mono"><a href="/cases/[^"]+/">([^<]+)</a>', html)
+
+
+def three_cases():
+    with clock.travel(-3 * 3600):
+        stuck_case("s-old", amount="20.00", fund="BUILDING")
+    with clock.travel(-2 * 3600):
+        stuck_case("s-mid", amount="500.00", fund="GENERAL")
+    stuck_case("s-new", amount="75.00", fund="ARTS")
+
+
+def test_sorting_by_age_amount_and_fund(ddb, client):
+    """Each order reads its own index, across the whole queue: oldest (default),
+    newest, largest and smallest amount, fund A–Z and Z–A."""
+    three_cases()
+    sign_in(client)
+    orders = {
+        "": ["acme#s-old", "acme#s-mid", "acme#s-new"],
+        "newest": ["acme#s-new", "acme#s-mid", "acme#s-old"],
+        "amount_desc": ["acme#s-mid", "acme#s-new", "acme#s-old"],
+        "amount": ["acme#s-old", "acme#s-new", "acme#s-mid"],
+        "fund": ["acme#s-new", "acme#s-old", "acme#s-mid"],
+        "fund_desc": ["acme#s-mid", "acme#s-old", "acme#s-new"],
+    }
+    for sort, expected in orders.items():
+        html = client.get(f"/queues/stuck/?sort={sort}", **HX).content.decode()
+        assert shown(html) == expected, sort
+
+
+def test_sort_headers_keep_filters_and_reverse(ddb, client):
+    """The column headers are links that keep the filters, drop the cursor, mark the
+    current order with aria-sort and reverse it on a second click; the page says the
+    order it shows."""
+    three_cases()
+    sign_in(client)
+    html = client.get("/queues/stuck/?min_amount=10&sort=amount_desc").content.decode()
+    assert (
+        'aria-sort="descending"><a class="sort" href="/queues/stuck/?min_amount=10&amp;sort=amount"'
+        in html
+    )
+    assert 'href="/queues/stuck/?min_amount=10&amp;sort=oldest"' in html
+    assert "open cases, largest amount first" in html
+    assert 'name="sort" value="amount_desc"' in html  # the filter form keeps the order
+
+
+def test_sorted_pages_follow_the_cursor_and_bind_it_to_the_order(ddb, client):
+    """Load more continues in the sorted order; a cursor from another order is refused
+    with 400, never a 500."""
+    from dashboard.views import queues
+
+    three_cases()
+    sign_in(client)
+    original = queues.PAGE_SIZE
+    queues.PAGE_SIZE = 2
+    try:
+        first = client.get("/queues/stuck/?sort=amount_desc").content.decode()
+        assert shown(first) == ["acme#s-mid", "acme#s-new"]
+        more = re.search(r'href="(/queues/stuck/\?[^"]*cursor=[^"]+)"', first).group(1)
+        more = more.replace("&amp;", "&")
+        assert shown(client.get(more, **HX).content.decode()) == ["acme#s-old"]
+        other = client.get(more.replace("sort=amount_desc", "sort=fund"))
+        assert other.status_code == 400
+    finally:
+        queues.PAGE_SIZE = original
+    assert client.get("/queues/stuck/?sort=bogus").status_code == 400
+
+
+def test_amount_at_risk_per_currency_moves_with_open_resolve_and_reassign(ddb, client):
+    """The counters carry each currency's total: opening adds, escalating moves the
+    amount to the Escalated queue, resolving subtracts; assignment moves nothing."""
+    a = stuck_case("t-1", amount="100.00")
+    stuck_case("t-2", amount="50.25")
+    stuck_case("t-3", amount="7.00", currency="EUR")
+    counters = queue_counters(store=first_store())
+    assert counters["STUCK_PENDING"].count == 3
+    assert counters["STUCK_PENDING"].shown_amounts() == [
+        ("EUR", Decimal("7.00")),
+        ("USD", Decimal("150.25")),
+    ]
+    ada = staff_actor("ada")
+    a = case_assign(store=first_store(), case_id=a.case_id, actor=ada, seen_version=a.version).case
+    assert queue_counters(store=first_store())["STUCK_PENDING"].amounts["USD"] == Decimal("150.25")
+    why = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
+    a = case_dispose(
+        store=first_store(),
+        case_id=a.case_id,
+        disposition="ESCALATE",
+        actor=ada,
+        seen_version=a.version,
+        **why,
+    ).case
+    counters = queue_counters(store=first_store())
+    assert counters["STUCK_PENDING"].amounts["USD"] == Decimal("50.25")
+    assert counters["ESCALATED"].shown_amounts() == [("USD", Decimal("100.00"))]
+    sign_in(client)
+    page = client.get("/queues/stuck/").content.decode()
+    assert ": 2 open</strong>" in page
+    assert 'data-currency="USD">' in page and "50.25" in page and 'data-currency="EUR">' in page
+    overview = client.get("/").content.decode()
+    assert 'data-currency="USD"' in overview and "150.25" in overview
+
+
+def test_counters_written_before_totals_are_reported_not_miscounted(ddb, client):
+    """A case opened before totals were kept (no in_totals) counts but moves no
+    amount, and the page says how many cases the total leaves out."""
+    case = stuck_case("legacy-1", amount="300.00")
+    store = first_store()
+    # As stored before this change: no in_totals, and counters with counts only.
+    store.client.update_item(
+        TableName=store.tables.cases,
+        Key={"case_id": {"S": case.case_id}},
+        UpdateExpression="REMOVE in_totals",
+    )
+    for n in range(8):
+        store.client.update_item(
+            TableName=store.tables.cases,
+            Key={"case_id": {"S": f"#COUNT#STUCK_PENDING#{n}"}},
+            UpdateExpression="REMOVE totalled, amount_USD",
+        )
+    stuck_case("new-1", amount="10.00")
+    counter = queue_counters(store=store)["STUCK_PENDING"]
+    assert (counter.count, counter.totalled, counter.untotalled) == (2, 1, 1)
+    sign_in(client)
+    page = client.get("/queues/stuck/").content.decode()
+    assert "1 case opened before amounts were totalled is not in this total" in page
+
+
+def test_case_id_column_and_cancelled_reason_column(ddb, client):
+    """Every queue shows the case id; the cancelled queue shows the decoded reason in
+    words, not the raw DynamoDB code."""
+    case = key_reuse_case(ddb, "c-1")
+    sign_in(client)
+    html = client.get("/queues/cancelled/").content.decode()
+    assert f'<td class="mono case-id"><a href="/cases/{case.case_id}/">{case.case_id}</a>' in html
+    assert '<th scope="col">Reason</th>' in html
+    cell = re.search(r'<td class="reason">([^<]*)</td>', html).group(1)
+    assert cell.strip() not in ("", "—") and "ConditionalCheckFailed" not in cell
+    assert '<th scope="col">Reason</th>' not in client.get("/queues/stuck/").content.decode()
