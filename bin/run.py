@@ -4,8 +4,8 @@
 Starts DynamoDB Local (or says why it cannot and falls back to moto, loudly), makes sure
 Redis answers (starting ``redis-server`` if it is installed and nothing listens),
 migrates Django's own database, creates the DynamoDB tables, creates the demo users,
-seeds demo data, then runs web + worker + beat under honcho. Ctrl-C stops everything it
-started.
+seeds demo data, collects static files, then runs web (gunicorn, as in production) +
+worker + beat under honcho. Ctrl-C or SIGTERM stops everything it started.
 """
 
 from __future__ import annotations
@@ -135,6 +135,13 @@ def main() -> int:
     env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
     web_port = int(env.setdefault("WEB_PORT", "8000"))
+    if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Two gunicorn workers and the Celery worker: /metrics sums every process's
+        # counters from this folder, emptied at each start (prometheus_client's rule).
+        metrics_dir = Path(env.get("VAR_DIR") or ROOT / "var") / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     if port_answers("127.0.0.1", web_port):
         fail(f"port {web_port} is in use: stop what runs there or set WEB_PORT")
 
@@ -156,6 +163,10 @@ def main() -> int:
             say(f"{engine.kind} answering at {engine.endpoint_url}")
         manage(env, "migrate", "--noinput", capture=True)
         say("Django database migrated")
+        # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
+        # production: collected (and pre-compressed) once here, not found per request.
+        manage(env, "collectstatic", "--noinput", capture=True)
+        say("static files collected")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
         if env.get("DEMO_SEED", "1") == "1":

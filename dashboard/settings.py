@@ -221,6 +221,10 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# whitenoise serves STATIC_ROOT as collectstatic left it (with its pre-compressed copies),
+# in debug too: `make run` collects at start, so what it serves is what production serves
+# (whitenoise would otherwise read static/ through the finders whenever DEBUG is on).
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", False)
 
 LOGGING = {
     "version": 1,

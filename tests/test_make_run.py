@@ -1,13 +1,16 @@
-"""``make run``'s process set: it serves the login page and a healthy ``/healthz``, and
-Ctrl-C leaves no process behind."""
+"""``make run``'s process set: gunicorn serves the login page, a healthy ``/healthz`` and
+the static files (whitenoise) to 32 concurrent clients without a reset, and Ctrl-C or
+SIGTERM leaves no process behind."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -32,9 +35,48 @@ def _session_processes(sid: int) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.split()[0] == str(sid)]
 
 
+def _concurrent_clients(port: int, clients: int, rounds: int) -> tuple[list, list]:
+    """``clients`` threads released together, each making ``rounds`` requests on fresh
+    connections; the statuses seen and every error raised (a reset among them)."""
+    paths = ("/accounts/login/", "/healthz", "/static/css/app.css")
+    barrier = threading.Barrier(clients)
+    statuses: list[int] = []
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        barrier.wait()
+        for r in range(rounds):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                conn.request("GET", paths[(n + r) % len(paths)])
+                response = conn.getresponse()
+                response.read()
+                statuses.append(response.status)
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(exc)
+            finally:
+                conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return statuses, errors
+
+
+def _stop(proc: subprocess.Popen, how: str) -> None:
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+    else:
+        os.kill(proc.pid, signal.SIGTERM)  # a service manager stops bin/run.py alone
+
+
 @pytest.mark.dynamodb_local_only
-def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
-    """bin/run.py (what `make run` calls) comes up, answers, and stops cleanly on SIGINT."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, how):
+    """bin/run.py (what `make run` calls) comes up under gunicorn, serves 32 concurrent
+    clients and the collected static files, and stops cleanly on Ctrl-C or SIGTERM."""
     web_port, ddb_port = free_port(), free_port()
     env = dict(
         os.environ,
@@ -73,8 +115,25 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
         status, body = _get(base + "/accounts/login/")
         assert status == 200 and b"Sign in" in body
         assert len(_session_processes(proc.pid)) >= 4  # run.py, honcho, web, worker, beat
+
+        # gunicorn, not runserver (which reset connections under 32 concurrent clients).
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
+            assert resp.headers["Server"].startswith("gunicorn")
+        statuses, errors = _concurrent_clients(web_port, clients=32, rounds=4)
+        assert errors == [] and statuses == [200] * 128
+
+        # whitenoise serves the collected, pre-compressed copy from STATIC_ROOT.
+        assert (tmp_path / "staticfiles" / "css" / "app.css.gz").exists()
+        plain = urllib.request.urlopen(base + "/static/css/app.css", timeout=5)
+        assert plain.status == 200 and plain.headers["Content-Type"].startswith("text/css")
+        assert plain.read() == (ROOT / "static" / "css" / "app.css").read_bytes()
+        gzip_request = urllib.request.Request(
+            base + "/static/css/app.css", headers={"Accept-Encoding": "gzip"}
+        )
+        with urllib.request.urlopen(gzip_request, timeout=5) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        _stop(proc, how)
         output, _ = proc.communicate(timeout=60)
     assert "demo users (passwords are shown this once" in output
     assert _session_processes(proc.pid) == []
