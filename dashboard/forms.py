@@ -289,3 +289,77 @@ class TimeZoneForm(forms.Form):
 
         super().__init__(*args, **kwargs)
         self.fields["time_zone"].choices = [(name, name.replace("_", " ")) for name in zone_names()]
+
+
+class CaseSearchForm(forms.Form):
+    """The case search (``/cases/?q=``): one box for what a person was told."""
+
+    q = forms.CharField(
+        required=False,
+        max_length=255,
+        strip=True,
+        label="Find a case",
+        error_messages={"max_length": "At most %(limit_value)d characters."},
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "case id, client's key or donor ref"}
+        ),
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "search_%s")
+        super().__init__(*args, **kwargs)
+
+    def clean_q(self) -> str:
+        value = self.cleaned_data["q"]
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise forms.ValidationError("Printable characters only, on one line.")
+        return value
+
+
+# What resolved a case: the dispositions and overrides that resolve (not ESCALATE, not
+# REOPEN), labelled.
+RESOLVED_HOW = [
+    (code, LABELS[code])
+    for code in (*DISPOSITIONS, *OVERRIDES)
+    if code not in ("ESCALATE", "REOPEN")
+]
+
+
+class ResolvedFilterForm(forms.Form):
+    """Filters of ``/queues/resolved/``: who, how, fund and a range of UTC days."""
+
+    resolved_by = forms.CharField(required=False, max_length=150, label="Resolved by")
+    how = forms.ChoiceField(required=False, choices=[("", "Any way"), *RESOLVED_HOW], label="How")
+    fund = forms.CharField(required=False, max_length=32, label="Fund")
+    since = forms.DateField(
+        required=False,
+        label="From (UTC day)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "a date, e.g. 2026-12-01"},
+    )
+    until = forms.DateField(
+        required=False,
+        label="To (UTC day)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "a date, e.g. 2026-12-01"},
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "resolved_%s")
+        super().__init__(*args, **kwargs)
+
+    def clean_fund(self) -> str:
+        value = self.cleaned_data["fund"].strip().upper()
+        if value and not value.replace("_", "").replace("-", "").isalnum():
+            raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
+        return value
+
+    def clean_resolved_by(self) -> str:
+        return self.cleaned_data["resolved_by"].strip()
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "on or after the first day")
+        return data

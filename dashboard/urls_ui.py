@@ -3,13 +3,15 @@
 from django.urls import path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.views import approvals, cases, overview, queues
+from dashboard.views import approvals, cases, overview, queues, search
 
 register_converter(CaseIdConverter, "case_id")
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
+    path("queues/resolved/", queues.resolved_view, name="resolved"),
     path("queues/<str:queue>/", queues.queue_view, name="queue"),
+    path("cases/", search.case_search_view, name="case-search"),
     path("cases/bulk/", cases.cases_bulk_view, name="cases-bulk"),
     path("cases/<case_id:case_id>/", cases.case_view, name="case"),
     path("cases/<case_id:case_id>/evidence/", cases.case_evidence_view, name="case-evidence"),

@@ -4,13 +4,14 @@ headers), the amount at risk per currency, "Load more" with the opaque cursor.""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, time, timedelta
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.forms import BulkForm, QueueFilterForm
+from dashboard.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
 from dashboard.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
@@ -18,14 +19,17 @@ from dashboard.views.pages import (
     render_page,
     wants_partial,
 )
+from reconciliation import clock
 from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.casework.selectors import (
     DEFAULT_SORT,
     SORT_WORDS,
     InvalidFilter,
+    ResolvedFilters,
     cases_for_intent,
     queue_counters,
     queue_page,
+    resolved_page,
 )
 from reconciliation.stores import first_store
 
@@ -143,3 +147,60 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         context["bulk_form"] = BulkForm(initial={"queue": queue})
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/queue.html", partial, context, status=status)
+
+
+RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until")
+
+
+@require_safe
+@role_required(*VIEWING_ROLES)
+def resolved_view(request: StaffRequest) -> HttpResponse:
+    """Resolved cases, newest first (DESIGN.md §8): who resolved each, how and when,
+    filtered by resolver, disposition, fund and a range of UTC days; "Load more" with
+    the cursor."""
+    bound = any(f in request.GET for f in RESOLVED_FIELDS)
+    form = ResolvedFilterForm(request.GET if bound else None)
+    cursor = request.GET.get("cursor") or None
+    page, status, error = None, 200, ""
+    if form.is_bound and not form.is_valid():
+        status, error = 400, "Check the highlighted filters."
+    else:
+        data = form.cleaned_data if form.is_bound else {}
+        since, until = data.get("since"), data.get("until")
+        filters = ResolvedFilters(
+            resolved_by=data.get("resolved_by", ""),
+            how=data.get("how", ""),
+            fund=data.get("fund", ""),
+            since=clock.iso(datetime.combine(since, time.min, tzinfo=UTC)) if since else "",
+            # The whole last day: up to the start of the next one.
+            until=clock.iso(datetime.combine(until, time.min, tzinfo=UTC) + timedelta(days=1))
+            if until
+            else "",
+        )
+        try:
+            page = resolved_page(
+                filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
+            )
+        except InvalidFilter as exc:
+            status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
+    kept = {}
+    if form.is_bound and form.is_valid():
+        kept = {k: v for k, v in form.cleaned_data.items() if v not in (None, "")}
+    query = urlencode({k: str(v) for k, v in kept.items()})
+    more_url = ""
+    if page is not None and page.next_cursor:
+        following = urlencode({"cursor": page.next_cursor})
+        more_url = "/queues/resolved/?" + (f"{query}&{following}" if query else following)
+    context = {
+        "form": form,
+        "page": page,
+        "rows": page.rows if page else [],
+        "cursor": cursor,
+        "query": query,
+        "more_url": more_url,
+        "error": error,
+        "tabs": QUEUE_SLUGS.items(),
+        "filtered": bool(kept),
+    }
+    partial = "next_page" if cursor and page is not None else "results"
+    return render_page(request, "queues/resolved.html", partial, context, status=status)

@@ -139,6 +139,8 @@ NO_EXPORT = "e" * 16
 MATRIX: dict[str, Row] = {
     "": Row("GET", viewers(200), lambda w: "/"),
     "queues/<str:queue>/": Row("GET", viewers(200), lambda w: "/queues/stuck/"),
+    "queues/resolved/": Row("GET", viewers(200), lambda w: "/queues/resolved/"),
+    "cases/": Row("GET", viewers(200), lambda w: "/cases/?q=acme%23rm-1"),
     "cases/<case_id:case_id>/": Row("GET", viewers(200), _case()),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
     "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),

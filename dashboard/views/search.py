@@ -1,0 +1,65 @@
+"""Case search (DESIGN.md §8: ``/cases/?q=``): find cases by what a person was told —
+the case id, the client's own idempotency key, or the donor ref."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.views.decorators.http import require_safe
+
+from dashboard.auth import StaffRequest, role_required
+from dashboard.forms import CaseSearchForm
+from dashboard.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from reconciliation.casework.selectors import InvalidFilter, case_search
+from reconciliation.stores import first_store
+
+MATCHED_WORDS = {
+    "case_id": "case id",
+    "client_key": "client's idempotency key",
+    "donor_ref": "donor ref",
+}
+
+
+def known_tenants() -> list[str]:
+    """Every tenant the dashboard knows: registered ones and those holding API tokens
+    (a key is searched under each, since staff are told the key, not the tenant)."""
+    from dashboard.models import ApiToken, Tenant
+
+    names = set(Tenant.objects.values_list("name", flat=True))
+    names.update(ApiToken.objects.values_list("tenant", flat=True).distinct())
+    return sorted(n for n in names if n)
+
+
+@require_safe
+@role_required(*VIEWING_ROLES)
+def case_search_view(request: StaffRequest) -> HttpResponse:
+    form = CaseSearchForm(request.GET if "q" in request.GET else None)
+    found, status, error = None, 200, ""
+    if form.is_bound:
+        if not form.is_valid():
+            status, error = 400, "; ".join(form.errors.get("q", ["Check the search."]))
+        elif not form.cleaned_data["q"]:
+            error = "Type a case id (C-…), the client's idempotency key or a donor ref."
+        else:
+            try:
+                found = case_search(
+                    form.cleaned_data["q"], tenants=known_tenants(), store=first_store()
+                )
+            except InvalidFilter as exc:
+                status, error = 400, "; ".join(exc.fields.values())
+    rows = [
+        {
+            "case": f.case,
+            "matched": MATCHED_WORDS.get(f.matched, f.matched),
+            "tenant": f.tenant,
+            "queue_slug": SLUG_FOR_QUEUE.get(f.case.queue or ""),
+        }
+        for f in found or []
+    ]
+    context = {
+        "form": form,
+        "query": form.cleaned_data.get("q", "") if form.is_bound and form.is_valid() else "",
+        "found": found,
+        "rows": rows,
+        "error": error,
+    }
+    return render_page(request, "cases/search.html", "results", context, status=status)

@@ -1,0 +1,193 @@
+"""Case search at /cases/?q= (by case id, the client's own key under any tenant, or the
+donor ref; nothing or nonsense answers a message, never a 500) and the resolved list at
+/queues/resolved/ (newest first, who, how, when, filters, cursor) — issue 14, items 3, 4."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.casework.dispositions import case_dispose
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+WHY = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "The pledge read back is there."}
+
+
+def found_ids(html: str) -> list[str]:
+    return re.findall(r'<td class="mono case-id"><a href="/cases/([^/]+)/">', html)
+
+
+def test_search_by_case_id_client_key_and_donor_ref(ddb, client):
+    """One box finds a case by its id (any case), by the client's own key without the
+    tenant, and by donor ref; each row says what matched."""
+    from dashboard.models import ApiToken
+
+    ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
+    a = stuck_case("order-77", donor_ref="D-555")
+    b = stuck_case("order-78", donor_ref="D-999")
+    sign_in(client)
+    by_id = client.get(f"/cases/?q={a.case_id.lower()}").content.decode()
+    assert found_ids(by_id) == [a.case_id] and "case id" in by_id
+    by_key = client.get("/cases/?q=order-78").content.decode()
+    assert found_ids(by_key) == [b.case_id]
+    assert "client&#x27;s idempotency key" in by_key and "(acme)" in by_key
+    by_donor = client.get("/cases/?q=D-555", **HX).content.decode()
+    assert by_donor.lstrip().startswith('<section id="results"')
+    assert found_ids(by_donor) == [a.case_id] and "donor ref" in by_donor
+    assert found_ids(client.get("/cases/?q=acme%23order-77").content.decode()) == [a.case_id]
+
+
+def test_search_for_nothing_or_nonsense_answers_a_message(ddb, client):
+    """No query shows the form; an empty one says what to type; an unknown one says
+    nothing matched; an oversized or multi-line one is 400 with a message — never 500."""
+    sign_in(client, "auditor")
+    blank = client.get("/cases/")
+    assert blank.status_code == 200 and 'name="q"' in blank.content.decode()
+    empty = client.get("/cases/?q=+++")
+    assert empty.status_code == 200 and "Type a case id" in empty.content.decode()
+    none = client.get("/cases/?q=nobody-knows")
+    assert none.status_code == 200 and "No case has that id" in none.content.decode()
+    for bad in ("x" * 300, "a%0Ab", "C-" + "A" * 3000):
+        response = client.get(f"/cases/?q={bad}")
+        assert response.status_code == 400, bad
+        assert 'role="alert"' in response.content.decode()
+
+
+def test_nav_has_the_search_box(ddb, client):
+    """Every page's navigation carries the case search."""
+    sign_in(client)
+    assert 'class="nav-search" method="get" action="/cases/"' in client.get("/").content.decode()
+
+
+def _resolved_world():
+    ada, bob = staff_actor("ada"), staff_actor("bob")
+    with clock.travel(-40 * 86400):
+        old = ambiguous_case("r-old", fund="BUILDING")
+        case_dispose(
+            case_id=old.case_id,
+            disposition="CONFIRMED_COMMITTED",
+            actor=bob,
+            seen_version=old.version,
+            **WHY,
+            store=_store(),
+        )
+    a = ambiguous_case("r-a")
+    case_dispose(
+        case_id=a.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        actor=ada,
+        seen_version=a.version,
+        **WHY,
+        store=_store(),
+    )
+    with clock.travel(60):
+        from tests.helpers import repositories
+
+        b = key_reuse_case(repositories(), "r-b")
+        case_dispose(
+            case_id=b.case_id,
+            disposition="DUPLICATE_REJECTED_OK",
+            actor=bob,
+            seen_version=b.version,
+            reason_code="DUPLICATE_VERIFIED",
+            reason_text="Same key came back with another body.",
+            store=_store(),
+        )
+    stuck_case("r-open")
+    return old, a, b
+
+
+def _store():
+    from reconciliation.stores import first_store
+
+    return first_store()
+
+
+def test_resolved_list_newest_first_with_who_how_when(ddb, client):
+    """Resolved cases are listed newest first across months, with who resolved them and
+    how in words; open cases are not listed."""
+    old, a, b = _resolved_world()
+    sign_in(client, "auditor")
+    page = client.get("/queues/resolved/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert found_ids(html) == [b.case_id, a.case_id, old.case_id]
+    assert '<td class="resolver">bob' in html and '<td class="resolver">ada' in html
+    assert "Duplicate correctly rejected" in html and "Confirmed committed" in html
+    assert ">DUPLICATE_REJECTED_OK<" not in html  # the code only as a select value
+
+
+def test_resolved_filters_by_resolver_disposition_fund_and_time(ddb, client):
+    """Each filter narrows the list; bad dates are 400 with the field named."""
+    old, a, b = _resolved_world()
+    sign_in(client)
+    get = lambda q: found_ids(client.get(f"/queues/resolved/?{q}", **HX).content.decode())  # noqa: E731
+    assert get("resolved_by=bob") == [b.case_id, old.case_id]
+    assert get("how=DUPLICATE_REJECTED_OK") == [b.case_id]
+    assert get("fund=building") == [old.case_id]
+    today = clock.now().date().isoformat()
+    assert get(f"since={today}") == [b.case_id, a.case_id]
+    far = (clock.now().date().replace(day=1)).isoformat()
+    assert old.case_id not in get(f"since={far}")
+    assert get(
+        f"until={(clock.now().date().fromordinal(clock.now().date().toordinal() - 20)).isoformat()}"
+    ) == [old.case_id]
+    bad = client.get("/queues/resolved/?since=yesterday")
+    assert bad.status_code == 400 and "a date" in bad.content.decode()
+    assert client.get("/queues/resolved/?how=REOPEN").status_code == 400
+
+
+def test_resolved_list_pages_with_a_cursor(ddb, client):
+    """Load more continues where the page ended, across months; a forged cursor is 400."""
+    from dashboard.views import queues
+
+    old, a, b = _resolved_world()
+    sign_in(client)
+    original = queues.PAGE_SIZE
+    queues.PAGE_SIZE = 2
+    try:
+        first = client.get("/queues/resolved/").content.decode()
+        assert found_ids(first) == [b.case_id, a.case_id]
+        more = re.search(r'href="(/queues/resolved/\?cursor=[^"]+)"', first).group(1)
+        assert found_ids(client.get(more, **HX).content.decode()) == [old.case_id]
+    finally:
+        queues.PAGE_SIZE = original
+    assert client.get("/queues/resolved/?cursor=forged").status_code == 400
+
+
+def test_reopen_takes_a_case_out_of_the_resolved_list(ddb):
+    """The resolved index keys exist only while the case is resolved."""
+    from dataclasses import replace
+
+    from reconciliation.cases.changes import _case_next
+
+    case = stuck_case("r-x")
+    ada = staff_actor("ada")
+    resolved = _case_next(
+        case,
+        {"state": "RESOLVED", "resolution": {"disposition": "RETRY_COMMIT"}},
+        actor=ada,
+        at="2026-12-01T10:00:00.000000Z",
+        action_id=None,
+    )
+    assert (resolved.resolved_month, resolved.resolved_by, resolved.resolved_how) == (
+        "R#2026-12",
+        "ada",
+        "RETRY_COMMIT",
+    )
+    assert resolved.queue is None
+    reopened = _case_next(
+        replace(resolved),
+        {"state": "OPEN", "resolution": None},
+        actor=ada,
+        at="2026-12-01T11:00:00.000000Z",
+        action_id=None,
+    )
+    assert reopened.resolved_month is None and reopened.resolved_sort is None and reopened.queue
