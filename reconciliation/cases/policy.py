@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 
 from reconciliation.actors import Role
 from reconciliation.cases.models import (
@@ -99,6 +100,49 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
     if state in REOPENABLE_STATES:
         return [REOPEN]
     return []
+
+
+@dataclass(frozen=True)
+class EvidenceFacts:
+    """What consistent reads found about a case's intent, in the plain terms the
+    evidence refusals ask (this layer knows no claim or pledge type; see
+    ``casework.evidence.evidence_facts``). A refusal consults only the facts its action
+    depends on, so a service reads only those."""
+
+    pledge_exists: bool = False
+    pledge_recorded: bool = False
+    claim_exists: bool = False
+    claim_completed: bool = False
+
+
+def evidence_refusal(action: str, facts: EvidenceFacts) -> str | None:
+    """Why the services refuse ``action`` given what the evidence says, or ``None``.
+    The one statement of these rules: the services raise it, the case page offers only
+    the actions it lets through."""
+    if action == CONFIRMED_COMMITTED and not facts.pledge_exists:
+        return (
+            "A consistent read finds no pledge for this intent, so it cannot be confirmed "
+            "as committed. Retry the commit or release the claim instead."
+        )
+    if action == RELEASE_CLAIM and not facts.claim_exists:
+        return "The claim no longer exists (TTL): there is nothing to release."
+    if action == RELEASE_CLAIM and facts.claim_completed:
+        return "The claim is COMPLETED: the pledge committed; nothing to release."
+    if action == VOID_PLEDGE and not facts.pledge_recorded:
+        return "There is no recorded pledge for this intent to void."
+    return None
+
+
+def offered_actions(
+    case_type: str, state: str, role: Role | None, facts: EvidenceFacts | None
+) -> list[str]:
+    """What the case page offers: what ``role`` may start on the case now, less what the
+    evidence refusals would refuse. ``facts`` is ``None`` when the evidence could not be
+    read: then everything the role may start is offered, and the service checks again."""
+    allowed = allowed_actions(case_type, state, role)
+    if facts is None:
+        return allowed
+    return [a for a in allowed if evidence_refusal(a, facts) is None]
 
 
 def may(role: Role | None, action: str) -> bool:

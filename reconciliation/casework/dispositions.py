@@ -48,8 +48,10 @@ from reconciliation.cases.policy import (
     LABELS,
     RETRY_COMMIT,
     allowed_actions,
+    evidence_refusal,
 )
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
@@ -179,11 +181,9 @@ def _retry_commit(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> 
 def _confirm_committed(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
     actor = common["actor"]
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
-    if pledge is None:
-        raise CaseError(
-            "A consistent read finds no pledge for this intent, so it cannot be confirmed "
-            "as committed. Retry the commit or release the claim instead."
-        )
+    refusal = evidence_refusal(CONFIRMED_COMMITTED, evidence_facts(pledge=pledge))
+    if refusal is not None or pledge is None:
+        raise CaseError(refusal or "No pledge.")
     claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
     if claim is not None and claim.status != COMPLETED:

@@ -27,10 +27,12 @@ from reconciliation.cases.policy import (
     REOPEN,
     VOID_PLEDGE,
     allowed_actions,
+    evidence_refusal,
 )
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.evidence import evidence_facts
 from reconciliation.claims.ledger import LedgerRepository
-from reconciliation.claims.models import COMPLETED, FAILED, RECORDED
+from reconciliation.claims.models import FAILED, RECORDED
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.stores import Store
@@ -65,17 +67,18 @@ def override_request(
     if override not in allowed_actions(case.case_type, case.state, actor.role):
         raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
     pins: dict = {}
+    # Each override reads only what its refusal consults (policy.evidence_refusal).
     if override == RELEASE_CLAIM:
         claim = ClaimRepository(store).get(case.claim_pk)
-        if claim is None:
-            raise CaseError("The claim no longer exists (TTL): there is nothing to release.")
-        if claim.status == COMPLETED:
-            raise CaseError("The claim is COMPLETED: the pledge committed; nothing to release.")
+        refusal = evidence_refusal(override, evidence_facts(claim=claim))
+        if refusal is not None or claim is None:
+            raise CaseError(refusal or "No claim.")
         pins["claim_version"] = claim.version
     if override == VOID_PLEDGE:
         pledge = PledgeRepository(store).get(case.intent_id)
-        if pledge is None or pledge.status != RECORDED:
-            raise CaseError("There is no recorded pledge for this intent to void.")
+        refusal = evidence_refusal(override, evidence_facts(pledge=pledge))
+        if refusal is not None or pledge is None:
+            raise CaseError(refusal or "No pledge.")
         pins["pledge_audit_seq"] = pledge.audit_seq
     now = clock.now()
     request = {

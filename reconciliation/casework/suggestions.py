@@ -1,0 +1,279 @@
+"""The suggested next step on an open case (issue 14, item 7), derived from the case and
+its live evidence: the action a person would most likely take, a one-line why, and the
+reason code and text to pre-fill. Pure: no reads, no writes; nothing here is ever applied
+without a person submitting it.
+
+A suggestion only names an action the case page offers (``policy.offered_actions`` for
+finance staff), so accepting it can never meet a refusal the page did not foresee; when
+the right step is to wait (a retry running, a supervisor deciding, a token still
+refused), it names no action and says what to wait for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from reconciliation.actors import Role
+from reconciliation.cases.models import (
+    CANCELLED_TRANSACTION,
+    ESCALATED,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    TOKEN_MISMATCH,
+    Case,
+    ReasonCode,
+)
+from reconciliation.cases.policy import (
+    CONFIRMED_COMMITTED,
+    DISPOSITIONS,
+    DUPLICATE_REJECTED_OK,
+    ESCALATE,
+    LABELS,
+    OVERRIDES,
+    RELEASE_CLAIM,
+    RETRY_COMMIT,
+    offered_actions,
+)
+from reconciliation.casework.evidence import evidence_facts
+from reconciliation.claims.models import RECORDED, TOKEN_WINDOW_S
+
+if TYPE_CHECKING:
+    from reconciliation.casework.selectors import Evidence
+
+# What a finished retry's status is when it put the pledge there (retries.py).
+_RETRY_SUCCESS = frozenset({"created", "replayed", "committed", "already_committed"})
+
+
+class _HasRetry(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def retry(self) -> dict | None: ...
+
+
+def retry_in_flight(case: _HasRetry) -> bool:
+    """Whether a commit retry was asked for on this open case and has not finished: the
+    background task has yet to run, or is waiting for the claim's lease to end. A case or
+    a queue row (both carry ``state`` and ``retry``)."""
+    retry = case.retry or {}
+    return bool(retry) and not retry.get("finished_at") and case.state != RESOLVED
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """``action`` is a disposition or override code, or ``None`` when the next step is to
+    wait; ``why`` is one line; ``reason_code`` and ``reason_text`` pre-fill the form."""
+
+    action: str | None
+    why: str
+    reason_code: str = ""
+    reason_text: str = ""
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.action, "") if self.action else ""
+
+    @property
+    def form(self) -> str | None:
+        """Which form of the case page takes the action: ``dispose`` or ``override``."""
+        if self.action in DISPOSITIONS:
+            return "dispose"
+        if self.action in OVERRIDES:
+            return "override"
+        return None
+
+
+def _minutes(seconds: int) -> str:
+    minutes = max(1, -(-seconds // 60))
+    return f"{minutes} min"
+
+
+def _cancel_branch(case: Case) -> str:
+    """The branch of the whole cancelled transaction, from its decoded rows (stored as
+    plain values): a lost claim outranks a duplicate, which outranks a refusal and a
+    retryable conflict, as the write path ranks them."""
+    branches = {str(r.get("branch", "")) for r in case.decoded if isinstance(r, dict)}
+    for branch in ("lost_claim", "duplicate", "reject", "retryable"):
+        if branch in branches:
+            return branch
+    return "reject"
+
+
+def _failed_codes(case: Case) -> str:
+    codes = [
+        str(r.get("code"))
+        for r in case.decoded
+        if isinstance(r, dict) and r.get("code") not in (None, "None")
+    ]
+    return ", ".join(dict.fromkeys(codes)) or "no reason given"
+
+
+def _candidate(case: Case, evidence: Evidence) -> Suggestion:
+    """What the evidence points to, before checking that the page offers it."""
+    pledge = evidence.pledge
+    intent = case.intent_id
+    if pledge is not None and pledge.status != RECORDED:
+        return Suggestion(
+            ESCALATE,
+            "The pledge for this intent was voided by an approved override: nothing to "
+            "commit again; Escalate for a closer look.",
+            ReasonCode.NEEDS_REVIEW,
+            f"The pledge for {intent} is voided; this case needs a closer look.",
+        )
+    if pledge is not None:
+        if pledge.request_token == case.request_token:
+            return Suggestion(
+                CONFIRMED_COMMITTED,
+                "A pledge is recorded with this attempt's token: Confirm committed.",
+                ReasonCode.EVIDENCE_CONFIRMS,
+                f"A consistent read finds the pledge for {intent}, recorded with this "
+                "attempt's token.",
+            )
+        if case.case_type in (CANCELLED_TRANSACTION, TOKEN_MISMATCH):
+            return Suggestion(
+                DUPLICATE_REJECTED_OK,
+                "A pledge is recorded by another attempt and this transaction wrote nothing: "
+                "Duplicate correctly rejected.",
+                ReasonCode.DUPLICATE_VERIFIED,
+                f"A consistent read finds the pledge for {intent}, recorded by another "
+                "attempt; this transaction wrote nothing.",
+            )
+        return Suggestion(
+            CONFIRMED_COMMITTED,
+            "A pledge is recorded for this intent (by another attempt of the same key): "
+            "Confirm committed.",
+            ReasonCode.EVIDENCE_CONFIRMS,
+            f"A consistent read finds the pledge for {intent}, recorded by another attempt "
+            "of the same key.",
+        )
+    retry = case.retry or {}
+    if retry.get("finished_at") and retry.get("status") not in _RETRY_SUCCESS:
+        return Suggestion(
+            ESCALATE,
+            f"The last commit retry failed ({retry.get('status')}) and no pledge exists: "
+            "Escalate for a closer look.",
+            ReasonCode.NEEDS_REVIEW,
+            f"The commit retry failed ({retry.get('status')}); no pledge for {intent}.",
+        )
+    window_left = TOKEN_WINDOW_S - evidence.token_age_s
+    if case.case_type == CANCELLED_TRANSACTION:
+        branch = _cancel_branch(case)
+        codes = _failed_codes(case)
+        if branch == "retryable":
+            return Suggestion(
+                RETRY_COMMIT,
+                f"DynamoDB cancelled the transaction for a passing reason ({codes}) and no "
+                "pledge exists: Retry the commit.",
+                ReasonCode.TRANSIENT_FAILURE,
+                f"Cancelled by {codes}, a transient reason; no pledge for {intent}.",
+            )
+        if branch == "reject":
+            return Suggestion(
+                ESCALATE,
+                f"DynamoDB refused an item ({codes}): the same write would fail again, and "
+                "no pledge exists. Escalate.",
+                ReasonCode.NEEDS_REVIEW,
+                f"Refused by {codes}; a retry would fail the same way. No pledge for {intent}.",
+            )
+        if branch == "lost_claim":
+            return Suggestion(
+                ESCALATE,
+                "Another request took the claim during this commit and no pledge exists yet: "
+                "Escalate to follow that request.",
+                ReasonCode.NEEDS_REVIEW,
+                f"The claim was lost to another request; no pledge for {intent} yet.",
+            )
+        return Suggestion(
+            ESCALATE,
+            "The transaction was refused as a duplicate, yet no pledge is recorded now: Escalate.",
+            ReasonCode.NEEDS_REVIEW,
+            f"Refused as a duplicate, but a consistent read finds no pledge for {intent}.",
+        )
+    if case.case_type == TOKEN_MISMATCH:
+        if evidence.inside_token_window:
+            return Suggestion(
+                None,
+                "No pledge exists, but another transaction used this attempt's token: a retry "
+                f"is refused again until the token window closes (in {_minutes(window_left)}). "
+                "Then Retry the commit.",
+            )
+        return Suggestion(
+            RETRY_COMMIT,
+            "No pledge exists and the token window has closed: Retry the commit as a new "
+            "attempt with a token of its own.",
+            ReasonCode.TRANSIENT_FAILURE,
+            f"No pledge for {intent}; the token window has closed, so a new attempt is safe.",
+        )
+    if evidence.inside_token_window:
+        return Suggestion(
+            RETRY_COMMIT,
+            "No pledge exists and the attempt's token window is open: Retry the commit.",
+            ReasonCode.TRANSIENT_FAILURE,
+            f"A consistent read finds no pledge for {intent}; inside the token window a "
+            "retry with the same token applies at most once.",
+        )
+    return Suggestion(
+        RETRY_COMMIT,
+        "No pledge exists and the token window has closed: Retry the commit (the durable "
+        "key still refuses a second pledge).",
+        ReasonCode.TRANSIENT_FAILURE,
+        f"A consistent read finds no pledge for {intent}; the durable key refuses a "
+        "second pledge, so a retry is safe.",
+    )
+
+
+def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
+    """The next step on ``case`` given ``evidence`` (``None``: the reads failed), or
+    ``None`` for a resolved case, which has none."""
+    if case.state == RESOLVED:
+        return None
+    if case.state == OVERRIDE_REQUESTED:
+        override = case.override or {}
+        asked = (override.get("requested_by") or {}).get("username", "someone")
+        what = LABELS.get(override.get("action", ""), "an override")
+        return Suggestion(
+            None, f"Waiting for a supervisor's decision on {what} (asked by {asked})."
+        )
+    if retry_in_flight(case):
+        return Suggestion(
+            None, "A commit retry is running in the background: wait for its outcome."
+        )
+    if evidence is None:
+        return Suggestion(
+            None, "The evidence could not be read: refresh it before deciding anything."
+        )
+    candidate = _candidate(case, evidence)
+    if candidate.action is None:
+        return candidate
+    facts = evidence_facts(pledge=evidence.pledge, claim=evidence.claim)
+    offered = offered_actions(case.case_type, case.state, Role.FINANCE_STAFF, facts)
+    if candidate.action in offered:
+        return candidate
+    if case.state == ESCALATED and candidate.action == ESCALATE:
+        if RELEASE_CLAIM in offered:
+            return Suggestion(
+                RELEASE_CLAIM,
+                "Already escalated, and no commit fits the evidence: Release the claim so "
+                "the client may retry (a supervisor approves).",
+                ReasonCode.NEEDS_REVIEW,
+                candidate.reason_text,
+            )
+        return Suggestion(None, "The case is escalated: waiting for a supervisor's decision.")
+    return Suggestion(
+        None, f"{candidate.why} ({candidate.label} is not available on this case now.)"
+    )
+
+
+def resolution_words(case: Case) -> str:
+    """What a resolution did, in words, where the disposition alone does not say it: a
+    background retry's outcome, or the case that took over its intent."""
+    resolution = case.resolution or {}
+    if resolution.get("superseded_by"):
+        return "the retry's own outcome was unclear, so another case carries the intent"
+    outcome = resolution.get("outcome")
+    if outcome == "created":
+        return "the pledge was committed by the retry"
+    if outcome in _RETRY_SUCCESS:
+        return "the pledge was already recorded, so nothing was written again"
+    return ""
