@@ -1,13 +1,18 @@
-"""Django-side models: only what authenticates callers. Domain data lives in DynamoDB."""
+"""Django-side models: who calls the API (tenants, their tokens and registered funds) and
+staff's own settings. Domain data lives in DynamoDB."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 
-from django.db import models
+from django.conf import settings
+from django.db import models, transaction
 from django.utils import timezone
+
+from reconciliation.claims import funds as fund_rules
 
 TOKEN_PREFIX = "plg_"
 
@@ -40,9 +45,25 @@ class ApiToken(models.Model):
 
     @classmethod
     def issue(cls, tenant: str) -> tuple[ApiToken, str]:
+        """A new token for ``tenant`` (created, with ``DEFAULT_FUNDS``, on its first
+        token); the raw token is returned once and never stored."""
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        token = cls.objects.create(tenant=tenant, token_hash=hash_token(raw), hint=raw[-6:])
+        with transaction.atomic():
+            Tenant.objects.provision(tenant)
+            token = cls.objects.create(tenant=tenant, token_hash=hash_token(raw), hint=raw[-6:])
         return token, raw
+
+    def revoke(self) -> bool:
+        """Mark the token revoked (the row stays, for the record); ``False`` if it was."""
+        if self.revoked_at is not None:
+            return False
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        return True
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
 
     @classmethod
     def authenticate(cls, raw: str) -> str | None:
@@ -55,6 +76,24 @@ class ApiToken(models.Model):
         return token.tenant
 
 
+def default_funds() -> list[fund_rules.Fund]:
+    """``settings.DEFAULT_FUNDS`` as funds (``ValueError`` names a bad entry)."""
+    return fund_rules.funds_spec_parse(
+        settings.DEFAULT_FUNDS,
+        default_currency=settings.FUND_DEFAULT_CURRENCY,
+        default_max=settings.FUND_DEFAULT_MAX_AMOUNT,
+    )
+
+
+class TenantManager(models.Manager["Tenant"]):
+    def provision(self, name: str) -> Tenant:
+        """The tenant ``name``, created with ``DEFAULT_FUNDS`` if it is new."""
+        tenant, created = self.get_or_create(name=name)
+        if created:
+            tenant.funds_register(default_funds())
+        return tenant
+
+
 class Tenant(models.Model):
     """A caller of the intake API: its tokens and its registered funds belong to it.
 
@@ -64,11 +103,25 @@ class Tenant(models.Model):
     name = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = TenantManager()
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def funds_register(self, funds: Iterable[fund_rules.Fund]) -> list[Fund]:
+        """Register each fund, or update its largest single amount if it exists."""
+        return [
+            Fund.objects.update_or_create(
+                tenant=self,
+                code=f.code,
+                currency=f.currency,
+                defaults={"max_amount": f.max_amount},
+            )[0]
+            for f in funds
+        ]
 
 
 class Fund(models.Model):
@@ -92,6 +145,20 @@ class Fund(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant} {self.code} {self.currency}"
+
+    def as_rule(self) -> fund_rules.Fund:
+        """The plain fund intake checks a request against."""
+        return fund_rules.Fund(
+            code=self.code, currency=self.currency, max_amount=self.max_amount.normalize()
+        )
+
+    @classmethod
+    def registered(cls, tenant: str) -> list[fund_rules.Fund]:
+        """Every fund ``tenant`` registered, in one query (intake's second and last)."""
+        rows = cls.objects.filter(tenant__name=tenant).values_list("code", "currency", "max_amount")
+        return [
+            fund_rules.Fund(code=c, currency=cur, max_amount=m.normalize()) for c, cur, m in rows
+        ]
 
 
 class StaffProfile(models.Model):

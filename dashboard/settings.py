@@ -279,6 +279,13 @@ AUDIT_CHECKPOINT_PERIOD_S = env_int("AUDIT_CHECKPOINT_PERIOD_S", 3600)
 # "Authorization: Bearer <token>" (the scraper's credential).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
+# Funds (DESIGN.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
+# in one currency up to its largest single amount. A new tenant starts with DEFAULT_FUNDS,
+# a comma list of CODE[:CURRENCY[:MAX]]; a missing currency or maximum takes these.
+FUND_DEFAULT_CURRENCY = os.environ.get("FUND_DEFAULT_CURRENCY", "USD")
+FUND_DEFAULT_MAX_AMOUNT = os.environ.get("FUND_DEFAULT_MAX_AMOUNT", "1000000")
+DEFAULT_FUNDS = os.environ.get("DEFAULT_FUNDS", "GENERAL")
+
 # Fault injection is honoured only in debug or with an explicit opt-in (DESIGN.md §8).
 FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
 ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)

@@ -1,5 +1,22 @@
-"""ISO 4217 currency codes accepted for pledges, with their minor-unit digits where they
-are not two. Amounts may carry at most two decimal places in any case (DESIGN.md §4)."""
+"""ISO 4217 currency codes accepted for pledges, and each one's minor units.
+
+The minor units come from babel (the Unicode CLDR's currency data): 2 for most, 0 for
+JPY, KRW, CLP…, 3 for BHD, KWD, OMR…. CLDR follows ISO 4217 except where a minor unit
+is not used in practice (HUF, IDR, COP, IQD… take whole amounts there); this is the
+number of decimal places intake accepts and writes (DESIGN.md §4, changed in issue 14).
+
+The allow-list stays hand-kept: babel lists every currency CLDR has ever named
+(``list_currencies()`` includes DEM, FRF, ZWD…) and cannot tell a withdrawn one from a
+current one without locale territory data, so it cannot replace the list of codes a
+pledge may be made in.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from functools import cache
+
+from babel.numbers import get_currency_precision
 
 ISO_4217 = frozenset(
     """
@@ -14,5 +31,27 @@ ISO_4217 = frozenset(
     """.split()
 )
 
-# Currencies without a minor unit: an amount in these must be whole.
-ZERO_DECIMAL = frozenset("BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF".split())
+# Amounts were written with exactly two places before minor units were per currency:
+# requests hashed then are still recognised (reconciliation.claims.request).
+LEGACY_PLACES = 2
+
+
+@cache
+def minor_units(currency: str) -> int:
+    """Decimal places of ``currency``'s minor unit: 2 for USD, 0 for JPY, 3 for BHD."""
+    return int(get_currency_precision(currency))
+
+
+def decimal_places(amount: Decimal) -> int:
+    exponent = amount.as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
+def amount_text(amount: Decimal, currency: str, places: int | None = None) -> str:
+    """``amount`` written with ``currency``'s minor units ("25.00" USD, "1000" JPY,
+    "1.500" BHD). An amount recorded with more places than that (before minor units
+    were per currency) keeps them: a written amount never loses a digit."""
+    digits = minor_units(currency) if places is None else places
+    if decimal_places(amount.normalize()) > digits:
+        return f"{amount.normalize():f}"
+    return f"{amount:.{digits}f}"

@@ -1,7 +1,8 @@
 """The intake API: ``POST /api/v1/pledges`` and ``GET /api/v1/pledges/<key>``.
 
-Thin translation only: authenticate, parse, call one service, map its outcome to HTTP
-(DESIGN.md §4 outcome table). Bearer tokens map callers to tenants.
+Thin translation only: authenticate, parse, check the fund against the tenant's registered
+funds, call one service, map its outcome to HTTP (DESIGN.md §4 outcome table). Bearer
+tokens map callers to tenants.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import CorrelatedRequest, client_address
-from dashboard.models import ApiToken
+from dashboard.models import ApiToken, Fund
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake as pledges
+from reconciliation.claims.funds import fund_check
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
@@ -71,6 +73,9 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
             # Refuse before reading: a large body never reaches memory.
             raise InvalidRequest({"body": f"larger than {MAX_BODY_BYTES} bytes"}, "body_too_large")
         body = parse_body(request.body)
+        # Only the tenant's registered funds, up to each one's largest single amount
+        # (one query); refused before anything is written.
+        fund_check(body, Fund.registered(tenant))
     except InvalidRequest as exc:
         return _invalid(exc)
     outcome = pledges.pledge_submit(

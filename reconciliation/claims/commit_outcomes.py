@@ -191,7 +191,7 @@ def _cancelled(
 
     if branch == DUPLICATE:
         existing = _duplicate_settle(store, claim, exc, fresh=fresh)
-        if existing.normalised_request() == claim.request:
+        if _same_request(existing.normalised_request(), claim.request):
             return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
         case = cancelled_case(KEY_REUSED)
         return IntakeOutcome(
@@ -225,6 +225,13 @@ def _cancelled(
         retry_after=retry_after_s() if retryable else None,
         detail="DynamoDB cancelled the transaction; nothing was recorded.",
     )
+
+
+def _same_request(recorded: dict, attempted: dict) -> bool:
+    """Whether two normalised requests are one: amounts compare as numbers, so a claim
+    written when every amount had two places ("1000.00" JPY) matches its pledge read
+    back today ("1000")."""
+    return PledgeRequest.from_normalised(recorded) == PledgeRequest.from_normalised(attempted)
 
 
 def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bool) -> Pledge:

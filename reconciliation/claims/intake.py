@@ -163,7 +163,7 @@ def _claim(
 
 def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> IntakeOutcome | None:
     """Answer from an existing claim, or ``None`` when it may be re-claimed."""
-    if existing.payload_hash != request.payload_hash:
+    if not request.hash_matches(existing.payload_hash):
         metrics.CLAIMS.labels("key_reused").inc()
         return IntakeOutcome(
             KEY_REUSED,

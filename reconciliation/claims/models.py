@@ -23,6 +23,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.codes import Code
+from reconciliation.currencies import amount_text
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import PENDING_SHARDS
 
@@ -192,7 +193,7 @@ class Pledge:
         return {
             "donor_ref": self.donor_ref,
             "fund": self.fund,
-            "amount": f"{self.amount:.2f}",
+            "amount": amount_text(self.amount, self.currency),
             "currency": self.currency,
         }
 
@@ -202,7 +203,7 @@ class Pledge:
             "intent_id": self.idempotency_key,
             "donor_ref": self.donor_ref,
             "fund": self.fund,
-            "amount": f"{self.amount:.2f}",
+            "amount": amount_text(self.amount, self.currency),
             "currency": self.currency,
             "status": self.status,
             "created_at": self.created_at,

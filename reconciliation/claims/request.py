@@ -12,7 +12,13 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 
-from reconciliation.currencies import ISO_4217, ZERO_DECIMAL
+from reconciliation.currencies import (
+    ISO_4217,
+    LEGACY_PLACES,
+    amount_text,
+    decimal_places,
+    minor_units,
+)
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_AMOUNT = Decimal("999999999999.99")
@@ -83,21 +89,34 @@ class PledgeRequest:
     amount: Decimal
     currency: str
 
-    def normalised(self) -> dict[str, str]:
-        """Canonical form: amount with exactly two decimals, codes upper-case."""
+    def normalised(self, places: int | None = None) -> dict[str, str]:
+        """Canonical form: the amount with its currency's minor units ("25.00" USD,
+        "1000" JPY, "1.500" BHD), codes upper-case."""
         return {
             "donor_ref": self.donor_ref,
             "fund": self.fund,
-            "amount": f"{self.amount:.2f}",
+            "amount": amount_text(self.amount, self.currency, places),
             "currency": self.currency,
         }
 
-    def canonical_json(self) -> str:
-        return json.dumps(self.normalised(), sort_keys=True, separators=(",", ":"))
+    def canonical_json(self, places: int | None = None) -> str:
+        return json.dumps(self.normalised(places), sort_keys=True, separators=(",", ":"))
 
     @property
     def payload_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def hash_matches(self, stored: str) -> bool:
+        """Whether a claim's stored ``payload_hash`` is this request's. Before minor
+        units were per currency every amount was hashed with two places ("1000.00" JPY):
+        a claim written then still answers its replays. For USD and every other
+        two-place currency both forms are one and the same."""
+        if stored == self.payload_hash:
+            return True
+        if minor_units(self.currency) == LEGACY_PLACES:
+            return False
+        legacy = self.canonical_json(LEGACY_PLACES)
+        return stored == hashlib.sha256(legacy.encode()).hexdigest()
 
     @classmethod
     def from_normalised(cls, data: dict) -> PledgeRequest:
@@ -186,28 +205,34 @@ def parse_fields(data: dict) -> PledgeRequest:
     currency = data["currency"].upper()
     if "currency" not in errors and currency not in ISO_4217:
         errors["currency"] = "unknown ISO 4217 currency code"
-    amount_text = data["amount"]
+    raw_amount = data["amount"]
     amount: Decimal | None = None
     if "amount" in errors:
         pass
-    elif not AMOUNT_RE.fullmatch(amount_text):
+    elif not AMOUNT_RE.fullmatch(raw_amount):
         errors["amount"] = 'must be a decimal number such as "25.00"'
     else:
         try:
-            amount = Decimal(amount_text)
+            amount = Decimal(raw_amount)
         except InvalidOperation:
             errors["amount"] = 'must be a decimal number such as "25.00"'
     if amount is not None:
-        exponent = amount.as_tuple().exponent  # an int: AMOUNT_RE admits no NaN or Infinity
-        places = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+        # The amount must be exact in the currency's minor units ("1000.5" JPY is not).
+        # Trailing zeros up to two places stay accepted, as before minor units were per
+        # currency: "1000.00" JPY is the whole amount 1000 and is written "1000".
+        allowed = minor_units(currency) if currency in ISO_4217 else LEGACY_PLACES
+        significant = decimal_places(amount.normalize()) if amount else 0
+        written = decimal_places(amount)
         if amount <= 0:
             errors["amount"] = "must be greater than 0"
-        elif places > 2:
-            errors["amount"] = "at most 2 decimal places"
+        elif significant > allowed and allowed == 0:
+            errors["amount"] = f"{currency} has no minor unit: a whole amount is required"
+        elif significant > allowed:
+            errors["amount"] = f"{currency} takes at most {allowed} decimal places"
+        elif written > max(allowed, LEGACY_PLACES):
+            errors["amount"] = f"at most {max(allowed, LEGACY_PLACES)} decimal places"
         elif amount > MAX_AMOUNT:
             errors["amount"] = f"at most {MAX_AMOUNT}"
-        elif currency in ZERO_DECIMAL and amount != amount.to_integral_value():
-            errors["amount"] = f"{currency} has no minor unit: a whole amount is required"
     if errors:
         raise InvalidRequest(errors)
     assert amount is not None

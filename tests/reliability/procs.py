@@ -161,11 +161,14 @@ class ApiServer:
 
     def prepare(self, tenant: str) -> str:
         """Create the Django tables and an API token for ``tenant`` (the last line printed
-        by ``issue_api_token``, DESIGN.md §8)."""
+        by ``issue_api_token``, DESIGN.md §8). The token creates the tenant, with the
+        funds the workload pledges to as its ``DEFAULT_FUNDS``."""
+        from tests.reliability.workload import CURRENCIES, FUNDS
+
         manage(self.env, "migrate", "--noinput")
-        self.token = (
-            manage(self.env, "issue_api_token", "--tenant", tenant).strip().splitlines()[-1]
-        )
+        funds = ",".join(f"{fund}:{currency}" for fund in FUNDS for currency in CURRENCIES)
+        issued = manage({**self.env, "DEFAULT_FUNDS": funds}, "issue_api_token", "--tenant", tenant)
+        self.token = issued.strip().splitlines()[-1]
         return self.token
 
     def start(self) -> ApiServer:

@@ -1,0 +1,53 @@
+"""``manage.py add_fund --tenant T CODE [--currency C] [--max-amount A]`` (DESIGN.md §8):
+register a fund for a tenant, or change the largest single amount of one registered.
+
+A tenant named for the first time is created with ``DEFAULT_FUNDS`` first. The currency
+defaults to ``FUND_DEFAULT_CURRENCY`` and the largest single amount, for a new fund, to
+``FUND_DEFAULT_MAX_AMOUNT``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from dashboard.management.commands.issue_api_token import TENANT_RE
+from dashboard.models import Fund, Tenant
+from reconciliation.claims.funds import fund_parse
+
+
+class Command(BaseCommand):
+    help = "Register a fund (code, currency, largest single amount) for a tenant."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("code")
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--currency", help="ISO 4217 code (default FUND_DEFAULT_CURRENCY)")
+        parser.add_argument(
+            "--max-amount",
+            help="largest single amount, in the currency's major units "
+            "(default FUND_DEFAULT_MAX_AMOUNT for a new fund; unchanged for an existing one)",
+        )
+
+    def handle(self, *args, code: str, tenant: str, currency, max_amount, **options) -> None:
+        if not TENANT_RE.match(tenant):
+            raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
+        currency = currency or settings.FUND_DEFAULT_CURRENCY
+        with transaction.atomic():
+            owner = Tenant.objects.provision(tenant)
+            existing = Fund.objects.filter(
+                tenant=owner, code=code.strip().upper(), currency=currency.strip().upper()
+            ).first()
+            if max_amount is None:
+                max_amount = existing.max_amount if existing else settings.FUND_DEFAULT_MAX_AMOUNT
+            try:
+                fund = fund_parse(code, currency, max_amount)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            (row,) = owner.funds_register([fund])
+        verb = "updated" if existing else "registered"
+        self.stdout.write(
+            f"{verb} fund {row.code} in {row.currency} for tenant {tenant}: "
+            f"largest single amount {fund.max_amount_text}"
+        )

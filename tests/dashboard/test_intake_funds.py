@@ -1,0 +1,245 @@
+"""Money at intake (issue 14, item 8): only a tenant's registered funds, up to each fund's
+largest single amount, with the currency's ISO 4217 minor units."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard.models import ApiToken, Fund, Tenant
+from reconciliation.claims.request import parse_fields
+from tests.conftest import ApiCaller, pledge_body
+from tests.helpers import claims, ledger_total, nothing_written, pledges
+
+
+def _register(tenant: str, code: str, currency: str, max_amount: str) -> None:
+    call_command("add_fund", code, tenant=tenant, currency=currency, max_amount=max_amount)
+
+
+def test_unknown_fund_is_400_and_writes_nothing(ddb, api):
+    """A misspelt fund (``GENERLA``) is refused naming the registered funds: no claim, no
+    pledge, no ledger item, no audit event."""
+    response = api.post("typo-1", pledge_body(fund="GENERLA"))
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "unknown_fund"
+    assert body["fields"] == {"fund": "GENERLA is not a registered fund (registered: GENERAL USD)"}
+    assert nothing_written(ddb)
+
+
+def test_fund_registered_in_another_currency_is_unknown_in_this_one(ddb, api):
+    """GENERAL is registered in USD only: a GENERAL pledge in EUR is refused, and the
+    error says in which currencies GENERAL is registered."""
+    response = api.post("eur-1", pledge_body(currency="EUR"))
+    assert response.status_code == 400
+    assert response.json()["error"] == "unknown_fund"
+    assert response.json()["fields"] == {
+        "fund": "GENERAL is not registered in EUR (registered in USD)"
+    }
+    assert nothing_written(ddb)
+
+
+def test_amount_over_the_funds_limit_is_400_and_writes_nothing(ddb, api):
+    """99,999,999,999.00 USD to GENERAL (largest single amount 1,000,000) is refused with
+    its own code; exactly the limit is accepted."""
+    response = api.post("big-1", pledge_body(amount="99999999999.00"))
+    assert response.status_code == 400
+    assert response.json()["error"] == "amount_over_limit"
+    assert response.json()["fields"] == {
+        "amount": "larger than the largest single amount of GENERAL in USD: 1000000.00"
+    }
+    assert nothing_written(ddb)
+    assert api.post("big-2", pledge_body(amount="1000000.00")).status_code == 201
+
+
+def test_a_lowered_limit_applies_to_the_next_request(ddb, api):
+    """add_fund on a registered fund changes its limit; intake reads it per request."""
+    _register("acme", "GENERAL", "USD", "100")
+    assert api.post("lim-1", pledge_body(amount="100.01")).json()["error"] == "amount_over_limit"
+    assert api.post("lim-2", pledge_body(amount="100")).status_code == 201
+
+
+def test_intake_costs_one_query_more_than_the_token(ddb, api, django_assert_num_queries):
+    """The fund check is one SQL query beside the token's."""
+    with django_assert_num_queries(2):
+        assert api.post("q-1", pledge_body()).status_code == 201
+
+
+def test_jpy_is_accepted_whole_and_stored_without_decimals(ddb, api):
+    """JPY has no minor unit: "1000" is recorded and answered as "1000" (was "1000.00"),
+    "1000.5" is refused, and "1000.00" is the same pledge as "1000"."""
+    _register("acme", "GENERAL", "JPY", "5000000")
+    response = api.post("yen-1", pledge_body(amount="1000", currency="JPY"))
+    assert response.status_code == 201
+    assert response.json()["amount"] == "1000"
+    assert api.get("yen-1").json()["amount"] == "1000"
+    [pledge] = pledges(ddb)
+    assert pledge["amount"] == Decimal("1000") and pledge["currency"] == "JPY"
+    [claim] = claims(ddb)
+    assert json.loads(claim["request"])["amount"] == "1000"
+    assert ledger_total(ddb, "GENERAL", "JPY") == (Decimal("1000"), 1)
+    replay = api.post("yen-1", pledge_body(amount="1000.00", currency="JPY"))
+    assert replay.status_code == 200 and replay.json()["amount"] == "1000"
+
+    refused = api.post("yen-2", pledge_body(amount="1000.5", currency="JPY"))
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {
+        "amount": "JPY has no minor unit: a whole amount is required"
+    }
+    assert len(pledges(ddb)) == 1
+
+
+def test_three_place_currency_takes_fils(ddb, api):
+    """BHD has three decimal places: "12.345" is recorded as such, "12.5" as "12.500",
+    and a fourth place is refused."""
+    _register("acme", "GENERAL", "BHD", "10000")
+    response = api.post("bhd-1", pledge_body(amount="12.345", currency="BHD"))
+    assert response.status_code == 201 and response.json()["amount"] == "12.345"
+    assert api.post("bhd-2", pledge_body(amount="12.5", currency="BHD")).json()["amount"] == (
+        "12.500"
+    )
+    refused = api.post("bhd-3", pledge_body(amount="12.3456", currency="BHD"))
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {"amount": "BHD takes at most 3 decimal places"}
+    assert ledger_total(ddb, "GENERAL", "BHD") == (Decimal("24.845"), 2)
+
+
+def test_usd_payload_hash_is_unchanged():
+    """A USD request hashes exactly as before minor units were per currency, so replays
+    of keys claimed before the upgrade still replay (golden value)."""
+    request = parse_fields(pledge_body())
+    assert request.canonical_json() == (
+        '{"amount":"25.00","currency":"USD","donor_ref":"D-1001","fund":"GENERAL"}'
+    )
+    assert (
+        request.payload_hash == "c57a71113761c74386744d2c4bae8809933b16e1cb08c54ee46f4c4346a582f0"
+    )
+
+
+def test_a_jpy_key_claimed_with_two_places_still_replays(ddb, api):
+    """A claim written before the upgrade hashed "1000.00" for JPY: the same request
+    today ("1000") is recognised as the same payload and replayed, not refused as a
+    reused key."""
+    _register("acme", "GENERAL", "JPY", "5000000")
+    assert api.post("old-yen", pledge_body(amount="1000", currency="JPY")).status_code == 201
+    legacy = '{"amount":"1000.00","currency":"JPY","donor_ref":"D-1001","fund":"GENERAL"}'
+    legacy_hash = hashlib.sha256(legacy.encode()).hexdigest()
+    [claim] = claims(ddb)
+    ddb.client.update_item(
+        TableName=ddb.tables.idempotency_keys,
+        Key={"pk": {"S": claim["pk"]}},
+        UpdateExpression="SET payload_hash = :h",
+        ExpressionAttributeValues={":h": {"S": legacy_hash}},
+    )
+    again = api.post("old-yen", pledge_body(amount="1000", currency="JPY"))
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    changed = api.post("old-yen", pledge_body(amount="1001", currency="JPY"))
+    assert changed.status_code == 422
+    assert len(pledges(ddb)) == 1
+
+
+# --- the registry -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_new_tenant_starts_with_default_funds(settings, client):
+    """The first token of a tenant creates it with DEFAULT_FUNDS (CODE[:CURRENCY[:MAX]],
+    the defaults filling the gaps)."""
+    settings.DEFAULT_FUNDS = "GENERAL:USD:500, RELIEF:EUR, BUILDING"
+    settings.FUND_DEFAULT_CURRENCY = "GBP"
+    settings.FUND_DEFAULT_MAX_AMOUNT = "2500"
+    ApiToken.issue("globex")
+    funds = {(f.code, f.currency, f.max_amount) for f in Fund.objects.filter(tenant__name="globex")}
+    assert funds == {
+        ("GENERAL", "USD", Decimal("500")),
+        ("RELIEF", "EUR", Decimal("2500")),
+        ("BUILDING", "GBP", Decimal("2500")),
+    }
+    ApiToken.issue("globex")  # a second token changes nothing
+    assert Fund.objects.filter(tenant__name="globex").count() == 3
+
+
+@pytest.mark.django_db
+def test_add_fund_registers_and_updates_a_limit():
+    """add_fund creates the tenant (with its default funds) and the fund; run again with
+    another limit it updates it; without --currency it takes FUND_DEFAULT_CURRENCY."""
+    out = _output("add_fund", "scholarship", tenant="initech", currency="eur", max_amount="750.5")
+    assert (
+        out
+        == "registered fund SCHOLARSHIP in EUR for tenant initech: largest single amount 750.50\n"
+    )
+    assert Tenant.objects.get(name="initech").funds.count() == 2  # GENERAL USD + this one
+    out = _output("add_fund", "SCHOLARSHIP", tenant="initech", currency="EUR", max_amount="900")
+    assert out.startswith("updated fund SCHOLARSHIP in EUR")
+    assert Fund.objects.get(tenant__name="initech", code="SCHOLARSHIP").max_amount == 900
+    _output("add_fund", "RELIEF", tenant="initech")
+    assert Fund.objects.get(tenant__name="initech", code="RELIEF").currency == "USD"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args,problem",
+    [
+        (("GEN ERAL",), "fund code"),
+        (("GENERAL", "--currency", "XYZ"), "not an ISO 4217"),
+        (("GENERAL", "--currency", "JPY", "--max-amount", "10.5"), "JPY takes at most 0"),
+        (("GENERAL", "--max-amount", "0"), "greater than 0"),
+        (("GENERAL", "--max-amount", "lots"), "not a decimal"),
+    ],
+)
+def test_add_fund_refuses_what_intake_could_not_honour(args, problem):
+    """A bad code, currency or limit is refused with the reason; nothing is registered."""
+    with pytest.raises(CommandError, match=problem):
+        call_command("add_fund", *args, "--tenant", "initech")
+    assert not Fund.objects.filter(tenant__name="initech", code="GEN ERAL").exists()
+
+
+def _output(*args, **kwargs) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(*args, stdout=out, **kwargs)
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_gives_every_token_tenant_its_default_funds(settings):
+    """Upgrading: 0003 creates a Tenant with DEFAULT_FUNDS for every tenant a token
+    names, so the installation's callers keep pledging to GENERAL."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    settings.DEFAULT_FUNDS = "GENERAL:USD:1000,RELIEF:USD:50"
+    before = [("dashboard", "0002_tenants_funds_profiles")]
+    after = [("dashboard", "0003_tenants_from_tokens")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_apps = executor.loader.project_state(before).apps
+    old_token = old_apps.get_model("dashboard", "ApiToken")
+    for tenant, digest in (("acme", "a" * 64), ("acme", "b" * 64), ("globex", "c" * 64)):
+        old_token.objects.create(tenant=tenant, token_hash=digest, hint="x")
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    executor.loader.build_graph()
+    funds = sorted(Fund.objects.values_list("tenant__name", "code", "currency", "max_amount"))
+    assert funds == [
+        ("acme", "GENERAL", "USD", Decimal("1000")),
+        ("acme", "RELIEF", "USD", Decimal("50")),
+        ("globex", "GENERAL", "USD", Decimal("1000")),
+        ("globex", "RELIEF", "USD", Decimal("50")),
+    ]
+    call_command("migrate", verbosity=0)
+
+
+def test_another_tenants_fund_does_not_count(ddb, api, client):
+    """Funds are per tenant: globex's RELIEF does not open RELIEF to acme."""
+    _register("globex", "RELIEF", "USD", "100")
+    refused = api.post("rel-1", pledge_body(fund="RELIEF"))
+    assert refused.json()["error"] == "unknown_fund"
+    _, raw = ApiToken.issue("globex")
+    other = ApiCaller(client, raw, "globex")
+    assert other.post("rel-1", pledge_body(fund="RELIEF")).status_code == 201
