@@ -132,6 +132,8 @@ def main() -> int:
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DEMO_MODE", "1")
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    # The supervisors' daily e-mail is printed by the worker, never sent, on this machine.
+    env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
     env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
     web_port = int(env.setdefault("WEB_PORT", "8000"))

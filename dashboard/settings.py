@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -286,6 +287,32 @@ FUND_DEFAULT_CURRENCY = os.environ.get("FUND_DEFAULT_CURRENCY", "USD")
 FUND_DEFAULT_MAX_AMOUNT = os.environ.get("FUND_DEFAULT_MAX_AMOUNT", "1000000")
 DEFAULT_FUNDS = os.environ.get("DEFAULT_FUNDS", "GENERAL")
 
+# --- Supervisors' daily e-mail (reconciliation/casework/notifications.py) --------------
+# Cases open longer than their queue's SLA are flagged on the overview and the queue pages
+# and listed in the e-mail: "stuck=4,ambiguous=2" (URL slugs or queue names, hours);
+# queues not named take QUEUE_SLA_DEFAULT_HOURS. Checked at start (reconciliation.E002).
+QUEUE_SLA_HOURS = os.environ.get("QUEUE_SLA_HOURS", "")
+QUEUE_SLA_DEFAULT_HOURS = os.environ.get("QUEUE_SLA_DEFAULT_HOURS", "4")
+# The hour (UTC) the e-mail goes out each day (reconciliation.E003: 0..23).
+SUPERVISOR_DIGEST_HOUR = env_int("SUPERVISOR_DIGEST_HOUR", 7)
+# Where the e-mail's links point.
+SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
+# Django's mail settings; the console backend prints mail (what `make run` uses).
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "pledge-reconciliation@localhost")
+
 # Fault injection is honoured only in debug or with an explicit opt-in (DESIGN.md §8).
 FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
 ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
@@ -341,6 +368,12 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "reconciliation.tasks.cases.expire_overrides_task",
         "schedule": 60.0,
         "options": {"expires": 60.0},
+    },
+    "supervisor-digest": {
+        # Daily: override requests waiting and cases past SLA, e-mailed to supervisors.
+        "task": "reconciliation.tasks.cases.supervisor_digest_task",
+        "schedule": crontab(minute=0, hour=SUPERVISOR_DIGEST_HOUR),
+        "options": {"expires": 3600.0},
     },
     "audit-checkpoint": {
         # Every 5 minutes; the task signs each finished period's checkpoint once and is

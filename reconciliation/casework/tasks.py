@@ -78,3 +78,20 @@ def retry_commit_task(self, case_id: str) -> str:
         # broker's visibility timeout).
         raise self.retry(countdown=min(outcome.wait_s + 1, 600))
     return outcome.kind
+
+
+@shared_task(
+    name="reconciliation.tasks.cases.supervisor_digest_task",
+    ignore_result=True,
+    soft_time_limit=120,
+    time_limit=150,
+)
+def supervisor_digest_task() -> dict:
+    """The supervisors' daily e-mail (beat, at ``SUPERVISOR_DIGEST_HOUR`` UTC). Not
+    acks_late and not retried: a lost run costs one day's reminder, a duplicate a
+    second e-mail; the overview shows the same at any time."""
+    from reconciliation.casework.notifications import digest_send
+
+    sent = digest_send(store=first_store())
+    logger.info("%s", sent.line())
+    return {"recipients": len(sent.recipients), "empty": sent.digest.is_empty}
