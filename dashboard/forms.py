@@ -167,15 +167,37 @@ class OverrideRequestForm(_ChoiceReasonForm):
     prefix_id = "override"
 
 
+def assignable_staff() -> list[str]:
+    """Usernames a supervisor may assign a case to: active finance staff and
+    supervisors (auditors are read-only)."""
+    from django.contrib.auth.models import User
+
+    return list(
+        User.objects.filter(is_active=True, groups__name__in=("finance_staff", "supervisor"))
+        .order_by("username")
+        .values_list("username", flat=True)
+        .distinct()
+    )
+
+
 class AssignForm(forms.Form):
+    """Take a case, release it, or (``staff`` given: a supervisor) assign it to anyone
+    on the staff list; a name off the list is refused here, before any write."""
+
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     action_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
     unassign = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    assignee = forms.ChoiceField(required=False, choices=(), label="Assign to")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, staff: list[str] | None = None, **kwargs):
         kwargs.setdefault("auto_id", "assign_%s")
         kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
+        names = assignable_staff() if staff is None else staff
+        field = self.fields["assignee"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "Choose a person…"), *((n, n) for n in names)]
+        field.error_messages["invalid_choice"] = "not an active finance staff member or supervisor"
 
 
 class DecisionForm(_ReasonForm):

@@ -10,6 +10,7 @@ register_converter(CaseIdConverter, "case_id")
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("queues/resolved/", queues.resolved_view, name="resolved"),
+    path("queues/mine/", queues.mine_view, name="mine"),
     path("queues/<str:queue>/", queues.queue_view, name="queue"),
     path("cases/", search.case_search_view, name="case-search"),
     path("cases/bulk/", cases.cases_bulk_view, name="cases-bulk"),

@@ -35,7 +35,7 @@ from dashboard.views.pages import (
     render_page,
     wants_partial,
 )
-from reconciliation.actors import Actor
+from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case
@@ -80,7 +80,9 @@ def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
         form.offer(offered)
         forms[name] = form
     if role in ACTING_ROLES and case.state != "RESOLVED":
-        forms["assign"] = AssignForm(initial={"seen_version": case.version})
+        # Only a supervisor is offered the staff list; others take or release.
+        staff = None if role == Role.SUPERVISOR else []
+        forms["assign"] = AssignForm(initial={"seen_version": case.version}, staff=staff)
     return forms
 
 
@@ -221,6 +223,7 @@ def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
             seen_version=data["seen_version"],
             action_id=data["action_id"],
             unassign=data["unassign"],
+            assignee=data.get("assignee") or None,
         )
 
     return _act(request, case_id, "assign", run)

@@ -15,6 +15,7 @@ from dashboard.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
 from dashboard.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
+    SLUG_FOR_QUEUE,
     VIEWING_ROLES,
     render_page,
     wants_partial,
@@ -26,6 +27,7 @@ from reconciliation.casework.selectors import (
     SORT_WORDS,
     InvalidFilter,
     ResolvedFilters,
+    assigned_page,
     cases_for_intent,
     queue_counters,
     queue_page,
@@ -204,3 +206,32 @@ def resolved_view(request: StaffRequest) -> HttpResponse:
     }
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/resolved.html", partial, context, status=status)
+
+
+@require_safe
+@role_required(*ACTING_ROLES)
+def mine_view(request: StaffRequest) -> HttpResponse:
+    """"My cases": the open cases assigned to the signed-in person, in every queue, oldest
+    first. Auditors take no cases, so they have no such list (403)."""
+    cursor = request.GET.get("cursor") or None
+    page, status, error = None, 200, ""
+    try:
+        page = assigned_page(
+            request.user.get_username(), cursor=cursor, limit=PAGE_SIZE, store=first_store()
+        )
+    except InvalidFilter as exc:
+        status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
+    more_url = ""
+    if page is not None and page.next_cursor:
+        more_url = "/queues/mine/?" + urlencode({"cursor": page.next_cursor})
+    context = {
+        "page": page,
+        "rows": page.rows if page else [],
+        "cursor": cursor,
+        "more_url": more_url,
+        "error": error,
+        "tabs": QUEUE_SLUGS.items(),
+        "slug_for_queue": SLUG_FOR_QUEUE,
+    }
+    partial = "next_page" if cursor and page is not None else "results"
+    return render_page(request, "queues/mine.html", partial, context, status=status)

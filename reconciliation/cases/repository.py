@@ -232,6 +232,27 @@ class CaseRepository:
         )
         return [i["case_id"]["S"] for i in response.get("Items", [])]
 
+    def query_assigned(
+        self, assignee: str, *, limit: int, start_key: dict | None = None
+    ) -> tuple[list[dict], dict | None, float]:
+        """One Query page of ``assignee``'s open cases, oldest first
+        (``open_by_assignee``)."""
+        kwargs: dict = {
+            "TableName": self.table,
+            "IndexName": "open_by_assignee",
+            "KeyConditionExpression": "assignee = :a",
+            "ExpressionAttributeValues": values(a=assignee),
+            "Limit": limit,
+            "ScanIndexForward": True,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self.client.query(**kwargs)
+        rows = [decoded_row(i) for i in response.get("Items", [])]
+        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+        return rows, response.get("LastEvaluatedKey"), consumed
+
     def ids_for_donor(self, donor_ref: str, *, limit: int = 100) -> list[str]:
         """Cases opened for ``donor_ref``, newest first (the sparse ``by_donor`` index)."""
         response = self.client.query(

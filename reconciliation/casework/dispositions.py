@@ -31,7 +31,7 @@ from reconciliation.cases.actions import (
     check_role,
     resolution_for,
 )
-from reconciliation.cases.changes import CaseError, case_commit_change, case_load
+from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change, case_load
 from reconciliation.cases.models import (
     ESCALATED,
     OPEN,
@@ -228,16 +228,30 @@ def case_assign(
     seen_version: int | None,
     action_id: str | None = None,
     unassign: bool = False,
+    assignee: str | None = None,
     store: Store,
 ) -> ActionResult:
+    """Assign the case to ``assignee`` (default: the actor, "take it"), or release it.
+
+    Finance staff take cases themselves and release their own; a supervisor assigns to
+    any active staff member (the edge checks the name is one) and releases anyone's.
+    The change and its audit event (before/after assignee) are one transaction."""
     check_role(actor, "assign")
     case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
     if done:
         return already_applied(case)
     if case.state == RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
-    assignee = None if unassign else actor.username
-    changes: dict = {"assignee": assignee}
+    target = None if unassign else (assignee or actor.username)
+    supervisor = actor.role == Role.SUPERVISOR
+    if target not in (None, actor.username) and not supervisor:
+        raise NotAllowed("Only a supervisor may assign a case to someone else.")
+    if unassign and case.assignee not in (None, actor.username) and not supervisor:
+        raise NotAllowed(f"Only a supervisor may release a case assigned to {case.assignee}.")
+    if target == case.assignee:
+        who = "you" if target == actor.username else (target or "nobody")
+        return ActionResult(case, False, f"Already assigned to {who}; nothing changed.")
+    changes: dict = {"assignee": target}
     override = case.override
     if case.state == OVERRIDE_REQUESTED and override and override["pinned_version"] == case.version:
         # Who works the case is not what a pending override depends on: the pin moves
@@ -252,8 +266,15 @@ def case_assign(
         action=AuditAction.CASE_UNASSIGNED if unassign else AuditAction.CASE_ASSIGNED,
         action_id=action_id,
         changes=changes,
+        detail={"assignee": target, "previous_assignee": case.assignee},
     )
-    return ActionResult(updated, True, "Unassigned." if unassign else "Assigned to you.")
+    if unassign:
+        message = "Unassigned."
+    elif target == actor.username:
+        message = "Assigned to you."
+    else:
+        message = f"Assigned to {target}."
+    return ActionResult(updated, True, message)
 
 
 # --- bulk work --------------------------------------------------------------------------

@@ -113,6 +113,8 @@ class CaseRow:
     resolved_by: str = ""
     resolved_how: str = ""
     resolution: dict | None = None
+    retry: dict | None = None  # a commit retry's record (queue pages poll while one runs)
+    queue: str = ""  # the queue a row of "My cases" sits in
 
     @property
     def idempotency_key(self) -> str:
@@ -148,6 +150,7 @@ def _row(item: dict) -> CaseRow:
         resolved_by=item.get("resolved_by", ""),
         resolved_how=item.get("resolved_how", ""),
         resolution=resolution,
+        retry=item.get("retry") if isinstance(item.get("retry"), dict) else None,
     )
 
 
@@ -280,6 +283,36 @@ def queue_ageing(counts: dict[str, int], store: Store) -> dict[str, list[tuple[s
             )
         result[queue] = buckets
     return result
+
+
+MINE_CURSOR_SALT = "reconciliation.mine-cursor"
+
+
+def assigned_page(
+    assignee: str, *, cursor: str | None = None, limit: int = 50, store: Store
+) -> QueuePage:
+    """``assignee``'s open cases in every queue, oldest first: one Query of the
+    ``open_by_assignee`` index, ``Limit`` plus a cursor signed for this person."""
+    limit = max(1, min(limit, MAX_PAGE))
+    start = None
+    if cursor:
+        try:
+            payload = signing.loads(cursor, salt=MINE_CURSOR_SALT)
+        except signing.BadSignature:
+            raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+        if payload.get("a") != assignee:
+            raise InvalidFilter({"cursor": "issued for someone else"})
+        start = payload["k"]
+    items, start, units = CaseRepository(store).query_assigned(
+        assignee, limit=limit, start_key=start
+    )
+    rows = [replace(_row(i), queue=i.get("queue", "")) for i in items]
+    next_cursor = (
+        signing.dumps({"a": assignee, "k": start}, salt=MINE_CURSOR_SALT, compress=True)
+        if start
+        else None
+    )
+    return QueuePage("MINE", rows, next_cursor, units, 1)
 
 
 # --- search (DESIGN.md §8: /cases/?q=) ---------------------------------------------------

@@ -175,6 +175,17 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("fund", "S"),
                     {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_SORTED_ATTRIBUTES},
                 ),
+                # "My cases": open cases by assignee, oldest first (a resolved case
+                # loses queue_sort, so it leaves this index with its queue).
+                Index(
+                    "open_by_assignee",
+                    ("assignee", "S"),
+                    ("queue_sort", "S"),
+                    {
+                        "ProjectionType": "INCLUDE",
+                        "NonKeyAttributes": [*CASE_LISTING_ATTRIBUTES, "queue"],
+                    },
+                ),
                 # Search by donor ref (written when the case is opened).
                 Index(
                     "by_donor",

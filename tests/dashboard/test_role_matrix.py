@@ -140,6 +140,7 @@ MATRIX: dict[str, Row] = {
     "": Row("GET", viewers(200), lambda w: "/"),
     "queues/<str:queue>/": Row("GET", viewers(200), lambda w: "/queues/stuck/"),
     "queues/resolved/": Row("GET", viewers(200), lambda w: "/queues/resolved/"),
+    "queues/mine/": Row("GET", actors(200), lambda w: "/queues/mine/"),
     "cases/": Row("GET", viewers(200), lambda w: "/cases/?q=acme%23rm-1"),
     "cases/<case_id:case_id>/": Row("GET", viewers(200), _case()),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
@@ -183,6 +184,12 @@ MATRIX: dict[str, Row] = {
         {**viewers(200), "finance_staff": 400},  # enrolled no authenticator: nothing to show
         lambda w: "/accounts/profile/recovery-codes/",
         lambda w: _app_code(w, pending=False),
+    ),
+    "accounts/profile/time-zone/": Row(
+        "POST",
+        viewers(200),
+        lambda w: "/accounts/profile/time-zone/",
+        lambda w: {"time_zone": "Europe/Berlin"},
     ),
     "accounts/staff/": Row("GET", supervisors(200), lambda w: "/accounts/staff/"),
     "accounts/staff/<str:username>/reset-second-factor/": Row(
