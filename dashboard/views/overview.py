@@ -7,15 +7,15 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.views.pages import QUEUE_SLUGS, VIEWING_ROLES, render_page
+from dashboard.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.casework.notifications import Digest, supervisor_digest
 from reconciliation.casework.selectors import (
     AGE_BUCKETS,
     queue_ageing,
     queue_counters,
     queue_oldest,
-    queue_page,
     recent_audit_events,
     totals_by_currency,
 )
@@ -48,14 +48,36 @@ def overview(request: StaffRequest) -> HttpResponse:
         }
         for slug, queue in QUEUE_SLUGS.items()
     ]
+    # Needs attention: override requests waiting and cases past their queue's SLA, from
+    # the counters above, one approval page, and per non-empty queue a COUNT and a
+    # short Query of the range older than its SLA (reconciliation/casework/notifications).
+    attention = supervisor_digest(store=store, counts=counts, rows=APPROVALS_SHOWN)
     context = {
         "at_risk": totals_by_currency(counters),
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
-        "approvals": queue_page(QUEUE_APPROVAL, limit=APPROVALS_SHOWN, store=store).rows,
+        "approvals": attention.waiting,
+        "attention": _attention(attention),
         "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, store=store),
         "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)
+
+
+SLA_ROWS_SHOWN = 3
+
+
+def _attention(digest: Digest) -> dict:
+    past = [
+        {
+            "queue": breach.queue,
+            "slug": SLUG_FOR_QUEUE[breach.queue],
+            "hours": f"{breach.sla_hours.normalize():f}",
+            "count": breach.count,
+            "oldest": breach.oldest[:SLA_ROWS_SHOWN],
+        }
+        for breach in digest.past_sla
+    ]
+    return {"waiting_count": digest.waiting_count, "past_sla": past, "empty": digest.is_empty}

@@ -1,0 +1,103 @@
+"""The overview's "Needs attention" block (issue 14, item 11): override requests waiting
+and cases past their queue's SLA, each linked, from bounded reads."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.cases.models import Queue
+from reconciliation.casework.dispositions import override_request
+from reconciliation.stores import first_store
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
+HOUR = 3600
+
+
+def attention_block(html: str) -> str:
+    match = re.search(r'<section class="card attention[^"]*"(.*?)</section>', html, re.S)
+    assert match, "no Needs attention block"
+    return match.group(1)
+
+
+@pytest.mark.engines("moto")
+def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, settings):
+    """A stuck case open 3 h is past a 2 h SLA and linked with the queue page narrowed to
+    it; a fresh one is not named; the waiting override request is named and linked."""
+    settings.QUEUE_SLA_HOURS = "stuck=2"
+    with clock.travel(-3 * HOUR):
+        old = stuck_case("na-old")
+    fresh = stuck_case("na-new")
+    asked = stuck_case("na-ask")
+    override_request(
+        case_id=asked.case_id,
+        override="RELEASE_CLAIM",
+        actor=staff_actor("ada"),
+        seen_version=asked.version,
+        reason_code="CLIENT_CONFIRMED",
+        reason_text="The client wants to retry.",
+        action_id="na",
+        store=first_store(),
+    )
+    sign_in(client, "supervisor")
+    page = client.get("/")
+    assert page.status_code == 200
+    block = attention_block(page.content.decode())
+    assert "Needs attention" in block and 'class="card attention needs"' in page.content.decode()
+    assert (
+        '<a href="/approvals/"><strong>1</strong> override request waiting for approval</a>'
+        in block
+    )
+    assert f'<a class="mono" href="/cases/{asked.case_id}/">{asked.case_id}</a>' in block
+    assert (
+        f'<a href="/queues/stuck/?min_age_h=2"><strong>1</strong> '
+        f"{Queue.STUCK_PENDING.label} case past the 2 h SLA</a>"
+    ) in block
+    assert f'href="/cases/{old.case_id}/"' in block and "(open 3 h" in block
+    assert fresh.case_id not in block
+    # The htmx refresh carries the block too.
+    fragment = client.get("/", HTTP_HX_REQUEST="true").content.decode()
+    assert "Needs attention" in attention_block(fragment)
+
+
+@pytest.mark.engines("moto")
+def test_overview_says_nothing_needs_attention(ddb, client):
+    """With nothing waiting and nothing past SLA the block says so, without a warning."""
+    stuck_case("na-fresh")
+    sign_in(client, "finance_staff")
+    html = client.get("/").content.decode()
+    block = attention_block(html)
+    assert "Nothing: no override request is waiting" in block
+    assert 'class="card attention"' in html
+
+
+@pytest.mark.engines("moto")
+def test_overview_reads_stay_bounded_with_many_cases_past_sla(ddb, client, settings):
+    """However many cases are past SLA, the block shows the count and at most three of
+    the oldest, read with Limit (never the whole queue)."""
+    settings.QUEUE_SLA_HOURS = "stuck=1"
+    with clock.travel(-2 * HOUR):
+        opened = [stuck_case(f"na-many-{n}") for n in range(6)]
+    calls = []
+    client_ddb = first_store().client
+    original = client_ddb.query
+
+    def counting(**kwargs):
+        calls.append(kwargs)
+        return original(**kwargs)
+
+    client_ddb.query = counting
+    try:
+        sign_in(client, "finance_staff")
+        block = attention_block(client.get("/").content.decode())
+    finally:
+        client_ddb.query = original
+    assert "<strong>6</strong>" in block
+    assert sum(c.case_id in block for c in opened) == 3
+    assert all("Limit" in c or c.get("Select") == "COUNT" for c in calls)
+    assert not any(c.get("Select") != "COUNT" and c.get("Limit", 0) > 50 for c in calls)
