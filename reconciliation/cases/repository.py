@@ -104,7 +104,7 @@ class CaseRepository:
         unsharded item that tables written before sharding still hold. One
         BatchGetItem of fixed size, whatever the number of cases."""
         keys = counter_keys()
-        out = {q: QueueCounter() for q in QUEUES}
+        out: dict[str, QueueCounter] = {q: QueueCounter() for q in QUEUES}
         # A few rounds for unprocessed keys, never a spin: a count is a display.
         for raw in batch_get(self.client, self.table, keys, rounds=5):
             item = from_item(raw)

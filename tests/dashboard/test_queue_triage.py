@@ -162,3 +162,53 @@ def test_case_id_column_and_cancelled_reason_column(ddb, client):
     cell = re.search(r'<td class="reason">([^<]*)</td>', html).group(1)
     assert cell.strip() not in ("", "—") and "ConditionalCheckFailed" not in cell
     assert '<th scope="col">Reason</th>' not in client.get("/queues/stuck/").content.decode()
+
+
+def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client):
+    """Cases written before issue 14 (no in_totals, donor_ref or resolved keys) are
+    brought up to date by backfill_cases: the open one's amount joins the totals, the
+    donor ref finds it, the resolved one is listed; a second run changes nothing."""
+    from django.core.management import call_command
+
+    from reconciliation.casework.dispositions import case_dispose as dispose
+    from tests.reconciliation.factories import ambiguous_case
+
+    store = first_store()
+    open_case = stuck_case("old-open", amount="300.00", donor_ref="D-OLD")
+    done = ambiguous_case("old-done")
+    dispose(
+        store=store,
+        case_id=done.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        actor=staff_actor("ada"),
+        seen_version=done.version,
+        reason_code="EVIDENCE_CONFIRMS",
+        reason_text="The pledge read back is there.",
+    )
+    for case_id in (open_case.case_id, done.case_id):
+        store.client.update_item(
+            TableName=store.tables.cases,
+            Key={"case_id": {"S": case_id}},
+            UpdateExpression="REMOVE in_totals, donor_ref, resolved_month, resolved_sort, "
+            "resolved_by, resolved_how",
+        )
+    for n in range(8):
+        store.client.update_item(
+            TableName=store.tables.cases,
+            Key={"case_id": {"S": f"#COUNT#STUCK_PENDING#{n}"}},
+            UpdateExpression="REMOVE totalled, amount_USD",
+        )
+    sign_in(client)
+    assert "No resolved cases" in client.get("/queues/resolved/").content.decode()
+    assert queue_counters(store=store)["STUCK_PENDING"].untotalled == 1
+    call_command("backfill_cases")
+    counter = queue_counters(store=store)["STUCK_PENDING"]
+    assert (counter.untotalled, counter.amounts["USD"]) == (0, Decimal("300.00"))
+    assert open_case.case_id in client.get("/cases/?q=D-OLD").content.decode()
+    assert done.case_id in client.get("/queues/resolved/").content.decode()
+    from io import StringIO
+
+    out = StringIO()
+    call_command("backfill_cases", stdout=out)
+    assert " 0 updated" in out.getvalue()
+    assert queue_counters(store=store)["STUCK_PENDING"].amounts["USD"] == Decimal("300.00")

@@ -1,0 +1,141 @@
+"""Bring cases written before issue 14 up to date with the attributes its indexes and
+totals read: ``donor_ref`` (``by_donor``), ``resolved_month``/``resolved_sort``/
+``resolved_by``/``resolved_how`` (``resolved_by_time``), and ``in_totals`` with the
+queue counters' amount totals for open cases. Run once by ``manage.py backfill_cases``
+(a maintenance command: it Scans the cases table, which no request path does).
+
+Each case is updated in one transaction, conditioned on the version read, together with
+its counter move: a case changed meanwhile is skipped and counted, never half-done, and
+running the command again finishes it. A case already carrying the attributes is left
+alone, so a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from reconciliation.cases.models import (
+    COUNTER_PREFIX,
+    RESOLVED,
+    counter_key,
+    counter_shard,
+    resolved_month,
+    totals_attribute,
+)
+from reconciliation.dynamo.errors import cancellation_codes
+from reconciliation.dynamo.items import from_item, transact_items, values
+
+if TYPE_CHECKING:
+    from reconciliation.stores import Store
+
+
+@dataclass
+class BackfillReport:
+    seen: int = 0
+    updated: int = 0
+    totalled: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"backfill_cases: {self.seen} cases read, {self.updated} updated, "
+            f"{self.totalled} open cases added to the amount totals"
+        ]
+        if self.skipped:
+            out.append(
+                f"{len(self.skipped)} changed while being read (run again): "
+                + ", ".join(self.skipped[:20])
+            )
+        return out
+
+
+def _missing(case: dict) -> dict:
+    """The derived attributes ``case`` lacks, with their values."""
+    sets: dict = {}
+    request = case.get("request")
+    if isinstance(request, str):
+        request = json.loads(request)
+    if not case.get("donor_ref") and isinstance(request, dict) and request.get("donor_ref"):
+        sets["donor_ref"] = request["donor_ref"]
+    if case.get("state") == RESOLVED and not case.get("resolved_month"):
+        resolution = case.get("resolution")
+        if isinstance(resolution, str):
+            resolution = json.loads(resolution)
+        resolution = resolution if isinstance(resolution, dict) else {}
+        at = resolution.get("at") or case.get("last_action_at") or case.get("opened_at")
+        if at:
+            sets["resolved_month"] = resolved_month(at)
+            sets["resolved_sort"] = f"{at}#{case['case_id']}"
+            sets["resolved_by"] = resolution.get("by") or case.get("last_actor", "")
+            if resolution.get("disposition"):
+                sets["resolved_how"] = resolution["disposition"]
+    if not case.get("in_totals") and case.get("currency"):
+        sets["in_totals"] = True
+    return sets
+
+
+def cases_backfill(store: Store) -> BackfillReport:
+    report = BackfillReport()
+    table = store.tables.cases
+    pages = store.client.get_paginator("scan").paginate(TableName=table)
+    for page in pages:
+        for raw in page.get("Items", []):
+            case = from_item(raw)
+            if case["case_id"].startswith(COUNTER_PREFIX):
+                continue
+            report.seen += 1
+            sets = _missing(case)
+            if not sets:
+                continue
+            names = {f"#a{n}": k for n, k in enumerate(sets)}
+            vals = {f"v{n}": v for n, v in enumerate(sets.values())}
+            items: list[dict] = [
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": {"case_id": {"S": case["case_id"]}},
+                        "UpdateExpression": "SET "
+                        + ", ".join(f"#a{n} = :v{n}" for n in range(len(sets))),
+                        # The version read: a case changed meanwhile is left for a rerun.
+                        "ConditionExpression": "version = :seen",
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values(**vals, seen=case["version"]),
+                    }
+                }
+            ]
+            counted = "in_totals" in sets and bool(case.get("queue"))
+            if counted:
+                # Open and now in the totals: its amount joins its queue's counter in the
+                # same transaction (the count itself was always kept).
+                items.append(
+                    {
+                        "Update": {
+                            "TableName": table,
+                            "Key": {
+                                "case_id": {
+                                    "S": counter_key(case["queue"], counter_shard(case["case_id"]))
+                                }
+                            },
+                            "UpdateExpression": "ADD totalled :one, #amount :a",
+                            "ExpressionAttributeNames": {
+                                "#amount": totals_attribute(case["currency"])
+                            },
+                            "ExpressionAttributeValues": values(one=1, a=case["amount"]),
+                        }
+                    }
+                )
+            try:
+                store.client.transact_write_items(TransactItems=transact_items(items))
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if codes and codes[0] == "ConditionalCheckFailed":
+                    report.skipped.append(case["case_id"])
+                    continue
+                raise
+            report.updated += 1
+            report.totalled += int(counted)
+    return report
