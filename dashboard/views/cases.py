@@ -81,7 +81,7 @@ def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
         forms[name] = form
     if role in ACTING_ROLES and case.state != "RESOLVED":
         # Only a supervisor is offered the staff list; others take or release.
-        staff = None if role == Role.SUPERVISOR else []
+        staff: list[str] | None = None if role == Role.SUPERVISOR else []
         forms["assign"] = AssignForm(initial={"seen_version": case.version}, staff=staff)
     return forms
 
