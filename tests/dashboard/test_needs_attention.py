@@ -101,3 +101,24 @@ def test_overview_reads_stay_bounded_with_many_cases_past_sla(ddb, client, setti
     assert sum(c.case_id in block for c in opened) == 3
     assert all("Limit" in c or c.get("Select") == "COUNT" for c in calls)
     assert not any(c.get("Select") != "COUNT" and c.get("Limit", 0) > 50 for c in calls)
+
+
+@pytest.mark.engines("moto")
+def test_queue_page_marks_rows_past_sla(ddb, client, settings):
+    """On the queue page the row of a case open longer than the queue's SLA is marked,
+    a younger one is not."""
+    settings.QUEUE_SLA_HOURS = "stuck=2"
+    with clock.travel(-3 * HOUR):
+        old = stuck_case("na-q-old")
+    fresh = stuck_case("na-q-new")
+    sign_in(client, "finance_staff")
+    html = client.get("/queues/stuck/").content.decode()
+    rows = {
+        case_id: row
+        for row in re.findall(r"<tr[^>]*>.*?</tr>", html, re.S)
+        for case_id in (old.case_id, fresh.case_id)
+        if f'href="/cases/{case_id}/"' in row
+    }
+    assert rows[old.case_id].startswith('<tr class="past-sla">')
+    assert "past SLA</span>" in rows[old.case_id]
+    assert "past-sla" not in rows[fresh.case_id] and "past SLA" not in rows[fresh.case_id]
