@@ -90,6 +90,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Times on pages show in the signed-in person's zone (their profile).
+    "dashboard.timezones.TimeZoneMiddleware",
     # request.user.is_verified(): signed in with a second factor in this session.
     "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -25,6 +25,7 @@ urlpatterns = [
         accounts.recovery_codes_view,
         name="profile-recovery-codes",
     ),
+    path("accounts/profile/time-zone/", accounts.time_zone_view, name="profile-time-zone"),
     path("accounts/staff/", accounts.staff_view, name="staff"),
     path(
         "accounts/staff/<str:username>/reset-second-factor/",

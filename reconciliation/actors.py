@@ -5,15 +5,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from reconciliation.codes import Code
 
 
-class Role(StrEnum):
-    FINANCE_STAFF = "finance_staff"
-    SUPERVISOR = "supervisor"
-    AUDITOR = "auditor"
-    SYSTEM = "system"
-    API = "api"
+class Role(Code):
+    FINANCE_STAFF = "finance_staff", "Finance staff", "Works cases; records dispositions."
+    SUPERVISOR = "supervisor", "Supervisor", "Works cases and approves others' overrides."
+    AUDITOR = "auditor", "Auditor", "Reads and exports the audit trail; changes nothing."
+    SYSTEM = "system", "System", "A sweep, task or command of the system itself."
+    API = "api", "API client", "A caller of the intake API."
+    ADMIN = "admin", "Administrator", "A superuser, in the administration screen."
 
 
 # Most privileged first. A user belongs to one group (add_staff keeps it so); if several,

@@ -37,3 +37,17 @@ def travel(seconds: float) -> Iterator[None]:
         yield
     finally:
         _offset = before
+
+
+def plain(value: object) -> str:
+    """``2026-11-29 23:23:48 UTC`` for a stored ISO time (messages people read); anything
+    that is not one is given back as it is."""
+    if isinstance(value, datetime):
+        at = value
+    else:
+        try:
+            at = datetime.fromisoformat(str(value))
+        except ValueError:
+            return str(value or "")
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -15,10 +15,18 @@ from typing import Any, Self
 
 
 class Code(StrEnum):
-    """A stored code; declare members as ``NAME = "NAME", "Label", "Explanation."``."""
+    """A stored code; declare members as ``NAME = "NAME", "Label", "Explanation."``.
+
+    Every subclass is registered, in declaration order, so a page can put words on a code
+    without knowing its enum (:meth:`find`); the first enum that names a value wins, so
+    an enum declared later never relabels an earlier one's code."""
 
     label: str
     help: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY.append(cls)
 
     def __new__(cls, value: str, label: str = "", help: str = "") -> Self:
         member = str.__new__(cls, value)
@@ -49,3 +57,19 @@ class Code(StrEnum):
         """The label of ``value``; an unknown code as given."""
         member = cls.of(value)
         return member.label if member is not None else str(value or "")
+
+    @staticmethod
+    def find(value: object) -> Code | None:
+        """The member of any code enum stored as ``value`` (the first enum declared that
+        names it), or None."""
+        if value is None or value == "":
+            return None
+        text = str(value)
+        for enum in _REGISTRY:
+            member = enum.of(text)
+            if member is not None:
+                return member
+        return None
+
+
+_REGISTRY: list[type[Code]] = []

@@ -1,5 +1,12 @@
 """Formatting only: ages, times, amounts and pretty JSON for the staff screens, and each
-code's words as its enum declares them (``reconciliation.codes``)."""
+code's words as its enum declares them (``reconciliation.codes``).
+
+Times: ``when`` (and ``utc``, the same) renders an instant as a ``<time>`` in the reader's
+zone (activated per request from their profile), ``30 Nov, 00:23 CET``, with the exact UTC
+instant in its ``title`` and ``datetime``; ``when_exact`` adds the UTC instant as text, for
+detail pages; ``exact`` is the UTC instant as plain text, for attributes; ``ago`` is an age
+in a ``<time>`` with the same title. Codes: ``words`` (alias ``label``) is any code's label,
+``explain`` its one-line help; an unknown code is shown as given."""
 
 from __future__ import annotations
 
@@ -8,12 +15,49 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from dashboard.statuses import client_answer_status
 from reconciliation import clock
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import CaseType, Disposition, Override, Queue, ReasonCode
-from reconciliation.claims.models import TOKEN_WINDOW_S
+from reconciliation.cases.models import (
+    CaseState,
+    CaseType,
+    Disposition,
+    ErrorKind,
+    Override,
+    Queue,
+    ReasonCode,
+    RetryStatus,
+)
+from reconciliation.claims.models import TOKEN_WINDOW_S, ClaimStatus, PledgeStatus
+from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.codes import Code
+from reconciliation.dynamo.cancellation import Branch, CancellationCode
+from reconciliation.dynamo.errors import ErrorCode
+
+# Which enum speaks first for a code several name (a case state and a queue share
+# OVERRIDE_REQUESTED; a case type and a queue share STUCK_PENDING): the generic filter
+# prefers the thing a row *is* (type, state) over where it sits (queue).
+WORDS_ORDER: tuple[type[Code], ...] = (
+    Disposition,
+    Override,
+    CaseType,
+    CaseState,
+    ReasonCode,
+    AuditAction,
+    ClaimStatus,
+    PledgeStatus,
+    RetryStatus,
+    ErrorKind,
+    OutcomeKind,
+    CancellationCode,
+    ErrorCode,
+    Branch,
+    Queue,
+)
 
 register = template.Library()
 
@@ -76,11 +120,82 @@ def until(value) -> str:
     return f"in {_duration(left)}" if left > 0 else f"expired {_duration(-left)} ago"
 
 
+def _exact(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _zone_abbreviation(local: datetime) -> str:
+    name = local.tzname() or ""
+    # Zones without a letter abbreviation report an offset ("+0530", "-03").
+    return f"UTC{name}" if name[:1] in "+-" and name else name
+
+
+def _local(at: datetime, *, seconds: bool = False) -> str:
+    """``30 Nov, 00:23 CET`` in the active zone; the year when it is not this year."""
+    local = timezone.localtime(at)
+    year = "" if local.year == timezone.localtime(clock.now()).year else f" {local.year}"
+    clock_time = local.strftime("%H:%M:%S" if seconds else "%H:%M")
+    return f"{local.day} {local:%b}{year}, {clock_time} {_zone_abbreviation(local)}"
+
+
+def _time_element(at: datetime, text: str) -> SafeString:
+    iso = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_html('<time datetime="{}" title="{}">{}</time>', iso, _exact(at), text)
+
+
+def _is_utc_active() -> bool:
+    return timezone.get_current_timezone_name() in ("UTC", "Etc/UTC")
+
+
 @register.filter
-def utc(value) -> str:
-    """``2026-11-29 23:23:48 UTC`` from an ISO string, epoch seconds or a datetime."""
+def when(value) -> str:
+    """An instant (ISO string, epoch seconds or datetime) in the reader's zone, as a
+    ``<time>`` whose title is the exact UTC instant; empty for anything else."""
     at = _parse(value)
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else ""
+    return _time_element(at, _local(at)) if at else ""
+
+
+utc = register.filter("utc", when)
+
+
+@register.filter
+def when_exact(value) -> str:
+    """For detail pages: the local time and, beside it, the exact UTC instant (once,
+    when the reader's zone is UTC itself)."""
+    at = _parse(value)
+    if at is None:
+        return ""
+    if _is_utc_active():
+        return _time_element(at, _local(at, seconds=True))
+    return format_html(
+        '{} <span class="exact">({})</span>', _time_element(at, _local(at)), _exact(at)
+    )
+
+
+@register.filter
+def exact(value) -> str:
+    """``2026-11-29 23:23:48 UTC``: the exact UTC instant as plain text (attributes)."""
+    at = _parse(value)
+    return _exact(at) if at else ""
+
+
+@register.filter
+def ago(value) -> str:
+    """``3 h 12 min ago`` in a ``<time>`` whose title is the exact UTC instant."""
+    at = _parse(value)
+    if at is None:
+        return ""
+    return _time_element(at, f"{_duration(int((clock.now() - at).total_seconds()))} ago")
+
+
+@register.simple_tag
+def now_local() -> str:
+    return when(clock.now())
+
+
+@register.simple_tag
+def current_zone() -> str:
+    return str(timezone.get_current_timezone()).replace("_", " ")
 
 
 @register.filter
@@ -105,11 +220,59 @@ def _action(code) -> Disposition | Override | None:
     return Disposition.of(code) or Override.of(code)
 
 
+def _code(value) -> Code | None:
+    if value is None or value == "":
+        return None
+    for enum in WORDS_ORDER:
+        member = enum.of(value)
+        if member is not None:
+            return member
+    return Code.find(value)
+
+
 @register.filter
-def label(code) -> str:
-    """A disposition/override code in words."""
-    action = _action(code)
-    return action.label if action else str(code or "")
+def words(code) -> str:
+    """Any stored code in words (``OVERRIDE_REQUESTED`` → ``Override requested``); an
+    unknown code as given, and nothing for nothing."""
+    member = _code(code)
+    return member.label if member is not None else str(code if code is not None else "")
+
+
+label = register.filter("label", words)
+
+
+@register.filter
+def explain(code) -> str:
+    """A code's one-line explanation, or nothing."""
+    member = _code(code)
+    return member.help if member is not None else ""
+
+
+@register.filter
+def code_words(code) -> str:
+    """A code in words, with its explanation (or the code itself) on hover."""
+    member = _code(code)
+    if member is None:
+        return str(code if code is not None else "")
+    return format_html('<span title="{}">{}</span>', member.help or str(member), member.label)
+
+
+@register.filter
+def state_words(state) -> str:
+    return CaseState.words(state)
+
+
+@register.filter
+def role_words(role) -> str:
+    from reconciliation.actors import Role
+
+    return Role.words(role)
+
+
+@register.filter
+def retry_words(status) -> str:
+    member = RetryStatus.of(status) or OutcomeKind.of(status)
+    return member.label if member is not None else str(status or "")
 
 
 @register.filter
@@ -155,11 +318,15 @@ def action_words(action) -> str:
 
 @register.filter
 def client_answer(client_outcome) -> str:
-    """What the client was answered, as the API answered it: ``HTTP 202 outcome_unknown``;
-    empty when it got no answer."""
+    """What the client was answered: ``HTTP 202: outcome unknown``, the API's own error
+    code on hover; empty when it got no answer."""
     kind = (client_outcome or {}).get("error")
     status = client_answer_status(kind)
-    return f"HTTP {status} {kind}" if status else ""
+    if not status:
+        return ""
+    member = OutcomeKind.of(kind)
+    text = member.label.lower() if member is not None else str(kind).replace("_", " ")
+    return format_html('HTTP {}: <span title="error code {}">{}</span>', status, kind, text)
 
 
 @register.filter

@@ -14,9 +14,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard import mfa
+from dashboard import mfa, timezones
 from dashboard.auth import actor_for, role_required, user_role
-from dashboard.forms import CodeForm, ResetSecondFactorForm
+from dashboard.forms import CodeForm, ResetSecondFactorForm, TimeZoneForm
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.services import AuditAppendContended
 
@@ -38,6 +38,9 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
         )
     if state.enrolled:
         context.setdefault("recovery_form", CodeForm(prefix="recovery"))
+    context.setdefault(
+        "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
+    )
     return render(request, "accounts/profile.html", context, status=status)
 
 
@@ -45,6 +48,19 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
 @role_required()
 def profile_view(request: HttpRequest) -> HttpResponse:
     return _profile(request)
+
+
+@require_POST
+@role_required()
+def time_zone_view(request: HttpRequest) -> HttpResponse:
+    """Set the zone one's pages show times in; an unknown name is refused, nothing saved."""
+    form = TimeZoneForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, time_zone_form=form)
+    name = form.cleaned_data["time_zone"]
+    timezones.zone_set(request.user, name)
+    timezones.activate(name)  # this answer already shows times in the new zone
+    return _profile(request, done=f"Times now show in {name.replace('_', ' ')}.")
 
 
 def _code_step(

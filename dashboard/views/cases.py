@@ -26,7 +26,7 @@ from dashboard.forms import (
     new_action_id,
 )
 from dashboard.statuses import case_refusal_status
-from dashboard.templatetags.dashboard_format import utc
+from dashboard.templatetags.dashboard_format import exact
 from dashboard.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
@@ -159,7 +159,7 @@ def _act(
         messages.error(
             request,
             f"Not applied: the case was changed by {current.last_actor} at "
-            f"{utc(current.last_action_at)}. Its fresh state is shown; review it and act again.",
+            f"{exact(current.last_action_at)}. Its fresh state is shown; review it and act again.",
         )
         keep = {
             k: v for k, v in form.cleaned_data.items() if k not in ("seen_version", "action_id")

@@ -17,6 +17,7 @@ from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.models import (
     RESOLVED,
     Case,
+    CaseState,
     CounterMove,
     counter_moves,
     counter_shard,
@@ -85,7 +86,8 @@ class CaseChanged(CaseError):
     def __init__(self, current: Case):
         super().__init__(
             f"Case {current.case_id} was changed by {current.last_actor} at "
-            f"{current.last_action_at} (now {current.state}, version {current.version})."
+            f"{clock.plain(current.last_action_at)} (now "
+            f"{CaseState.words(current.state).lower()}, version {current.version})."
         )
         self.current = current
 

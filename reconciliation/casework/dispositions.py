@@ -38,6 +38,8 @@ from reconciliation.cases.models import (
     OVERRIDE_REQUESTED,
     RESOLVED,
     Case,
+    CaseState,
+    CaseType,
     Disposition,
 )
 from reconciliation.cases.policy import (
@@ -122,10 +124,11 @@ def case_dispose(
     ):
         raise CaseError(
             f"{LABELS.get(disposition, disposition)} is not available for a "
-            f"{case.case_type} case in state {case.state}."
+            f"{CaseType.words(case.case_type).lower()} case in state "
+            f"{CaseState.words(case.state).lower()}."
         )
     if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
-        raise CaseError(f"The case is {case.state}.")
+        raise CaseError(f"The case is {CaseState.words(case.state).lower()}.")
     common = _ChangeCommon(
         actor=actor,
         action_id=action_id,
@@ -314,17 +317,22 @@ def cases_bulk(
         if disposition not in allowed_actions(case.case_type, case.state, actor.role):
             rows.append(
                 BulkRow(
-                    case_id, False, f"Not available for a {case.case_type} case in {case.state}."
+                    case_id,
+                    False,
+                    f"Not available for a {CaseType.words(case.case_type).lower()} case, "
+                    f"{CaseState.words(case.state).lower()}.",
                 )
             )
             continue
         becomes: str = {
-            ESCALATE: ESCALATED,
-            DUPLICATE_REJECTED_OK: RESOLVED,
-            RETRY_COMMIT: f"{case.state}, commit retried",
+            ESCALATE: ESCALATED.label,
+            DUPLICATE_REJECTED_OK: RESOLVED.label,
+            RETRY_COMMIT: f"{CaseState.words(case.state)}, commit retried",
         }[Disposition(disposition)]
         if dry_run:
-            rows.append(BulkRow(case_id, True, f"{case.state} → {becomes}", becomes))
+            rows.append(
+                BulkRow(case_id, True, f"{CaseState.words(case.state)} → {becomes}", becomes)
+            )
             continue
         try:
             result = case_dispose(

@@ -19,7 +19,7 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case
+from reconciliation.cases.models import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case, CaseState
 from reconciliation.cases.policy import (
     LABELS,
     OVERRIDES,
@@ -65,7 +65,10 @@ def override_request(
     if done:
         return already_applied(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
-        raise CaseError(f"{LABELS[override]} is not available while the case is {case.state}.")
+        raise CaseError(
+            f"{LABELS[override]} is not available while the case is "
+            f"{CaseState.words(case.state).lower()}."
+        )
     pins: dict = {}
     # Each override reads only what its refusal consults (policy.evidence_refusal).
     if override == RELEASE_CLAIM:
@@ -114,8 +117,8 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
     if case.state != OVERRIDE_REQUESTED or not override:
         last = case.resolution or {}
         raise CaseError(
-            f"There is no pending request on this case: it is {case.state}"
-            + (f", decided by {last.get('by')} at {last.get('at')}." if last else ".")
+            f"There is no pending request on this case: it is {CaseState.words(case.state).lower()}"
+            + (f", decided by {last.get('by')} at {clock.plain(last.get('at'))}." if last else ".")
         )
     if request_id and override.get("request_id") != request_id:
         raise CaseError("That request was already decided; a newer request is pending.")
@@ -178,7 +181,7 @@ def override_approve(
     if case.version != override["pinned_version"]:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
-            f"{case.last_action_at}); the request no longer applies."
+            f"{clock.plain(case.last_action_at)}); the request no longer applies."
         )
     if clock.epoch() >= override["expires_at"]:
         raise CaseError("The request has expired; ask for it again if it is still needed.")

@@ -11,35 +11,80 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from reconciliation import metrics
+from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item
 
-DUPLICATE = "duplicate"
-LOST_CLAIM = "lost_claim"
-RETRYABLE = "retryable"
-REJECT = "reject"
-NONE = "none"
+
+class Branch(Code):
+    """The branch the write path takes for a decoded reason (and a whole transaction)."""
+
+    DUPLICATE = (
+        "duplicate",
+        "Duplicate",
+        "The pledge is already recorded; this write must not apply again.",
+    )
+    LOST_CLAIM = (
+        "lost_claim",
+        "Claim lost",
+        "Another request now holds or finished the claim; this attempt stops.",
+    )
+    RETRYABLE = "retryable", "Can be retried", "Retry the same request with the same token."
+    REJECT = "reject", "Refused", "Retrying the same request would fail again."
+    NONE = "none", "Not the cause", "This item was fine."
+
+
+DUPLICATE = Branch.DUPLICATE
+LOST_CLAIM = Branch.LOST_CLAIM
+RETRYABLE = Branch.RETRYABLE
+REJECT = Branch.REJECT
+NONE = Branch.NONE
 
 OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
 
-_MEANING = {
-    "ConditionalCheckFailed": "The item's condition did not hold.",
-    "TransactionConflict": (
+
+class CancellationCode(Code):
+    """A ``CancellationReasons`` code, as DynamoDB names it, with its words."""
+
+    CONDITIONAL_CHECK_FAILED = (
+        "ConditionalCheckFailed",
+        "Condition failed",
+        "The item's condition did not hold.",
+    )
+    TRANSACTION_CONFLICT = (
+        "TransactionConflict",
+        "Conflict with another request",
         "Another request was changing this item at the same moment; nothing was written "
-        "and the same request can be retried with the same token."
-    ),
-    "ItemCollectionSizeLimitExceeded": (
-        "The item collection for this key is over 10 GB; the write cannot succeed as is."
-    ),
-    "ProvisionedThroughputExceeded": (
-        "The table or index had no capacity left for this item; retry with backoff."
-    ),
-    "ThrottlingError": "DynamoDB throttled this item; retry with backoff.",
-    "ValidationError": (
+        "and the same request can be retried with the same token.",
+    )
+    ITEM_COLLECTION_SIZE_LIMIT_EXCEEDED = (
+        "ItemCollectionSizeLimitExceeded",
+        "Item collection full",
+        "The item collection for this key is over 10 GB; the write cannot succeed as is.",
+    )
+    PROVISIONED_THROUGHPUT_EXCEEDED = (
+        "ProvisionedThroughputExceeded",
+        "Out of capacity",
+        "The table or index had no capacity left for this item; retry with backoff.",
+    )
+    THROTTLING_ERROR = (
+        "ThrottlingError",
+        "Throttled",
+        "DynamoDB throttled this item; retry with backoff.",
+    )
+    VALIDATION_ERROR = (
+        "ValidationError",
+        "Invalid request",
         "The request for this item was invalid (a bug or a limit, not a race); retrying "
-        "the same request will fail again."
-    ),
-    "None": "This item was fine; the transaction was cancelled because of another item.",
-}
+        "the same request will fail again.",
+    )
+    NONE = (
+        "None",
+        "No problem",
+        "This item was fine; the transaction was cancelled because of another item.",
+    )
+
+
+_MEANING = {str(code): code.help for code in CancellationCode}
 
 
 @dataclass(frozen=True)

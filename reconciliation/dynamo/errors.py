@@ -14,8 +14,92 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from reconciliation.codes import Code
+
 if TYPE_CHECKING:
     from reconciliation.dynamo.client import Region
+
+
+class ErrorCode(Code):
+    """What DynamoDB or the connection to it answered (``error_code(exc)``), in words."""
+
+    READ_TIMEOUT = (
+        "ReadTimeoutError",
+        "No answer in time",
+        "The request was sent and DynamoDB did not answer before the timeout.",
+    )
+    CONNECTION_CLOSED = (
+        "ConnectionClosedError",
+        "Connection lost",
+        "The connection closed after the request was sent, before the answer came.",
+    )
+    ENDPOINT_CONNECTION = (
+        "EndpointConnectionError",
+        "DynamoDB unreachable",
+        "No connection could be made; nothing was sent.",
+    )
+    CONNECT_TIMEOUT = (
+        "ConnectTimeoutError",
+        "Connection timed out",
+        "No connection could be made in time; nothing was sent.",
+    )
+    INTERNAL_SERVER_ERROR = (
+        "InternalServerError",
+        "DynamoDB internal error",
+        "DynamoDB failed on its side; the write may or may not have applied.",
+    )
+    SERVICE_UNAVAILABLE = (
+        "ServiceUnavailable",
+        "DynamoDB unavailable",
+        "DynamoDB could not take the request just then.",
+    )
+    THROUGHPUT_EXCEEDED = (
+        "ProvisionedThroughputExceededException",
+        "Out of capacity",
+        "The table had no capacity left; retried with backoff.",
+    )
+    THROTTLING = "ThrottlingException", "Throttled", "DynamoDB throttled the request."
+    REQUEST_LIMIT = (
+        "RequestLimitExceeded",
+        "Account request limit reached",
+        "The account's request limit was reached; retried with backoff.",
+    )
+    TRANSACTION_CONFLICT = (
+        "TransactionConflictException",
+        "Conflict with another transaction",
+        "Another transaction was changing the same item.",
+    )
+    TRANSACTION_IN_PROGRESS = (
+        "TransactionInProgressException",
+        "Transaction still in progress",
+        "The same request token's transaction was still running.",
+    )
+    TRANSACTION_CANCELED = (
+        "TransactionCanceledException",
+        "Transaction cancelled",
+        "DynamoDB cancelled the whole transaction; its reasons name the item.",
+    )
+    TOKEN_MISMATCH = (
+        "IdempotentParameterMismatchException",
+        "Token reused with other parameters",
+        "The request token was used for a different transaction inside its 10 minutes.",
+    )
+    CONDITION_FAILED = (
+        "ConditionalCheckFailedException",
+        "Condition failed",
+        "The item's condition did not hold.",
+    )
+    VALIDATION = (
+        "ValidationException",
+        "Invalid request",
+        "DynamoDB refused the request as invalid.",
+    )
+    ACCESS_DENIED = (
+        "AccessDeniedException",
+        "Access denied",
+        "The credentials may not make this call.",
+    )
+
 
 # Retried by the application with exponential backoff and full jitter, same token.
 RETRYABLE_CODES = frozenset(

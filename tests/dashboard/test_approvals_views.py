@@ -63,7 +63,7 @@ def test_approvals_page_lists_pending_requests(ddb, client):
     assert page.status_code == 200 and "<!doctype html>" in html
     assert f'id="req-{case.case_id}"' in html
     assert "Release the claim (client may retry)" in html
-    assert 'ada <span class="muted">· finance_staff · ada@example.org' in html
+    assert 'ada <span class="muted">· Finance staff · ada@example.org' in html
     assert "The client confirmed the intended outcome: “The client wants to retry.”" in html
     assert "ago)" in html and "(in 23 h" in html
     assert f'formaction="/cases/{case.case_id}/approve/"' in html
@@ -187,4 +187,4 @@ def test_decided_elsewhere(ddb, client):
     body = response.content.decode()
     assert response.status_code == 422
     assert "There is no pending request on this case" in body
-    assert "No longer pending: the case is OPEN" in body
+    assert "No longer pending: the case is open" in body

@@ -77,11 +77,11 @@ def test_ambiguous_and_failed_transactions_cannot_be_confused(ddb, client, setti
     sign_in(client)
     ack = client.get(f"/cases/{ambiguous.case_id}/").content.decode()
     assert "Acknowledgement failed" in ack and "The write may have committed" in ack
-    assert "HTTP 202 outcome_unknown" in ack
+    assert 'HTTP 202: <span title="error code outcome_unknown">outcome unknown</span>' in ack
     assert "Transaction failed" not in ack and "Nothing was written" not in ack
     txn = client.get(f"/cases/{cancelled.case_id}/").content.decode()
     assert "Transaction failed" in txn and "Nothing was written" in txn
-    assert "HTTP 422 idempotency_key_reused" in txn
+    assert 'HTTP 422: <span title="error code idempotency_key_reused">key reused</span>' in txn
     assert "Acknowledgement failed" not in txn and "may have committed" not in txn
     stuck_page = client.get(f"/cases/{stuck.case_id}/").content.decode()
     assert "No outcome recorded" in stuck_page
@@ -140,7 +140,7 @@ def test_evidence_panel_refresh(ddb, client, settings, monkeypatch):
     assert fragment.status_code == 200
     assert body.lstrip().startswith('<section id="evidence"')
     assert "Read at" in body and "is recorded</strong> for this intent" in body
-    assert "COMPLETED" in body and "The claim moved on since the case opened" in body
+    assert "Completed" in body and "The claim moved on since the case opened" in body
     assert 'id="case"' not in body
     page = client.get(f"/cases/{case.case_id}/evidence/").content.decode()
     assert "<!doctype html>" in page and 'id="evidence"' in page
@@ -268,7 +268,9 @@ def test_stale_form_is_refused_with_who_and_when(ddb, client):
     body = response.content.decode()
     assert response.status_code == 409
     assert "Someone else acted first" in body
-    assert re.search(r"changed by <strong>bob</strong> at\s*<strong>\d{4}-\d\d-\d\d", body)
+    assert re.search(
+        r"changed by <strong>bob</strong> at\s*<strong><time datetime=\"\d{4}-\d\d-\d\d", body
+    )
     assert 'name="seen_version" value="2"' in body
     assert stale["action_id"] not in body  # a fresh action id for the next try
     assert "Not applied: the case was changed by bob" in body  # the out-of-band message
@@ -315,7 +317,7 @@ def test_unavailable_disposition_is_422(ddb, client):
         f"/cases/{case.case_id}/dispose/", form(case, disposition="DUPLICATE_REJECTED_OK"), **HX
     )
     assert response.status_code == 422
-    assert "is not available for a STUCK_PENDING case" in response.content.decode()
+    assert "is not available for a stuck claim case" in response.content.decode()
     assert case_events(ddb, case.case_id) == ["case_opened"]
 
 
@@ -376,9 +378,9 @@ def test_timeline_lists_the_case_events_in_order(ddb, client):
     html = client.get(f"/cases/{case.case_id}/").content.decode()
     timeline = html[html.index('<ol class="timeline">') :]
     assert timeline.index("Case opened") < timeline.index("Escalated")
-    assert "OPEN → ESCALATED" in timeline
+    assert "Open → Escalated" in timeline
     assert "Needs a second opinion: “A second opinion, please.”" in timeline
-    assert "by bob (finance_staff)" in timeline
+    assert "by bob (finance staff)" in timeline
 
 
 def test_case_page_shows_chain_status_and_a_broken_link(ddb, client):

@@ -33,16 +33,14 @@ def test_overview_page_and_fragment(ddb, client):
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
     assert "HX-Request" in page["Vary"]
-    row = re.search(
-        r'<a href="/queues/stuck/">Stuck PENDING</a></th>\s*<td class="num">(\d+)', html
-    )
+    row = re.search(r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html)
     assert row.group(1) == "2"
     assert f'<a href="/cases/{old.case_id}/" title="opened' in html  # the oldest, linked
     ageing = html[html.index('<table class="ageing">') :]
-    stuck_row = re.search(r"<th scope=\"row\">Stuck PENDING</th>(.*?)</tr>", ageing, re.S).group(1)
+    stuck_row = re.search(r"<th scope=\"row\">Stuck claims</th>(.*?)</tr>", ageing, re.S).group(1)
     assert re.findall(r'<td class="num">(\d+)</td>', stuck_row) == ["1", "1", "0", "0"]
     assert (
-        'role="img" aria-label="Stuck PENDING: 1 &lt; 1 h, 1 1–4 h, 0 4–24 h, 0 &gt; 24 h"' in html
+        'role="img" aria-label="Stuck claims: 1 &lt; 1 h, 1 1–4 h, 0 4–24 h, 0 &gt; 24 h"' in html
     )
     assert "style=" not in html  # the CSP forbids inline styles: bars are SVG attributes
     assert "Latest audit events" in html and "Case opened" in html

@@ -37,7 +37,7 @@ def test_queue_page_full_and_fragment(ddb, client):
     page = client.get("/queues/stuck/")
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
-    assert 'aria-current="page">Stuck PENDING <span class="badge">2</span>' in html
+    assert 'aria-current="page">Stuck claims <span class="badge">2</span>' in html
     assert 'action="/queues/stuck/"' in html and 'hx-push-url="true"' in html
     assert shown(html) == ["acme#q-1", "acme#q-2"]
     assert "HX-Request" in page["Vary"]
@@ -138,7 +138,7 @@ def test_load_more_follows_the_opaque_cursor(ddb, client, monkeypatch):
     assert 'id="load-more"' in more
     plain = client.get(href).content.decode()
     assert "<!doctype html>" in plain and "back to the first" in plain
-    assert 'aria-current="page">Stuck PENDING <span class="badge">5</span>' in plain
+    assert 'aria-current="page">Stuck claims <span class="badge">5</span>' in plain
     assert shown(plain) == ["acme#q-page-2", "acme#q-page-3"]
     last = re.search(r'hx-get="([^"]+)"\s+hx-target="#load-more"', more).group(1)
     tail = client.get(last.replace("&amp;", "&"), **HX).content.decode()
@@ -183,7 +183,7 @@ def test_bulk_preview_then_apply(ddb, client):
     body = preview.content.decode()
     assert preview.status_code == 200
     assert body.lstrip().startswith('<div id="bulk-panel"')
-    assert "Preview: nothing has changed yet" in body and body.count("OPEN → ESCALATED") == 2
+    assert "Preview: nothing has changed yet" in body and body.count("Open → Escalated") == 2
     assert "No such case." in body
     assert "Apply to 2 cases" in body and 'name="step" value="apply"' in body
     assert repositories().cases.get(one.case_id).state == "OPEN"
@@ -210,7 +210,7 @@ def test_bulk_preview_then_apply(ddb, client):
             "case_escalated",
         ]
     again = client.post("/cases/bulk/", data, **HX).content.decode()  # a double submit
-    assert again.count("Not available for a STUCK_PENDING case in ESCALATED") == 2
+    assert again.count("Not available for a stuck claim case, escalated") == 2
     assert len(audit_events(ddb, f"CASE#{one.case_id}")) == 2
     assert repositories().cases.get(cancelled.case_id).state == "OPEN"
 

@@ -658,8 +658,8 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         store=first_store(),
     )
     assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
-        (one.case_id, True, "ESCALATED"),
-        (two.case_id, True, "ESCALATED"),
+        (one.case_id, True, "Escalated"),
+        (two.case_id, True, "Escalated"),
         ("C-NOPE", False, ""),
     ]
     assert _events(ddb, one.case_id) == ["case_opened"]

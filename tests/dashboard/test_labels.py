@@ -1,0 +1,265 @@
+"""Pages speak words, not codes (issue 14, item 6): every staff page, as each role, over
+cases of every type and state, shows no stored code (a case state, queue, disposition,
+audit action, cancellation reason, error kind…) as visible text, and no ISO timestamp
+with microseconds. Attributes may hold codes (``value=``, ``datetime=``, ``title=``), and
+so may the collapsed "Technical detail" blocks kept for the expert."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from html.parser import HTMLParser
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.test import Client
+
+from dashboard.templatetags import dashboard_format
+from reconciliation.audit.models import AuditAction
+from reconciliation.cases.models import (
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    Queue,
+    ReasonCode,
+    RetryStatus,
+)
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.overrides import override_request
+from reconciliation.claims.models import ClaimStatus, PledgeStatus
+from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.codes import Code
+from reconciliation.dynamo.cancellation import Branch, CancellationCode
+from reconciliation.stores import first_store
+from tests.conftest import pledge_body, staff_actor
+from tests.helpers import pass_second_factor, spend_token, staff_user
+from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("dynamodb_local")]
+
+ENUMS: tuple[type[Code], ...] = (
+    CaseType,
+    CaseState,
+    Queue,
+    Disposition,
+    Override,
+    ReasonCode,
+    AuditAction,
+    ClaimStatus,
+    PledgeStatus,
+    OutcomeKind,
+    RetryStatus,
+    CancellationCode,
+    Branch,
+)
+# Error kinds stored on cases that no enum above names.
+EXTRA_CODES = ("worker_died_between_claim_and_commit",)
+WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Labels test reason text."}
+MICROSECONDS = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\.\d+")
+
+
+def looks_like_code(value: str) -> bool:
+    """A code a reader would not take for a word: SHOUTING, snake_case or CamelCase.
+    Plain lowercase words that are also codes (``created``, ``duplicate``) are English."""
+    return (
+        "_" in value
+        or (value.isupper() and len(value) > 1)
+        or re.fullmatch(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+", value) is not None
+    )
+
+
+CODES = sorted(
+    {str(m) for enum in ENUMS for m in enum if looks_like_code(str(m))} | set(EXTRA_CODES)
+)
+CODE_RE = re.compile(r"(?<![\w#])(" + "|".join(map(re.escape, CODES)) + r")(?![\w#])")
+
+
+class VisibleText(HTMLParser):
+    """The text a reader sees: no tags, no attributes, no script or style, and nothing
+    inside an element of class ``technical`` (the expert's collapsed detail)."""
+
+    SKIP = {"script", "style", "template", "title"}
+    VOID = {"br", "hr", "img", "input", "meta", "link", "source", "wbr", "col", "area"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.stack: list[bool] = []  # per open element: whether it hides its content
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        self.stack.append(tag in self.SKIP or "technical" in classes)
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID or not self.stack:
+            return
+        self.stack.pop()
+
+    def handle_data(self, data):
+        if not any(self.stack):
+            self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    parser = VisibleText()
+    parser.feed(html)
+    return " ".join(" ".join(parser.parts).split())
+
+
+def _reuse_foreign_token(ddb, key: str):
+    """A TOKEN_MISMATCH case: the commit goes out under a token another transaction used."""
+    foreign = str(uuid.uuid4())
+    spend_token(ddb, foreign)
+
+    def reuse_token(params, **_kwargs):
+        if "ClientRequestToken" in params:
+            params["ClientRequestToken"] = foreign
+
+    event = "before-parameter-build.dynamodb.TransactWriteItems"
+    ddb.client.meta.events.register(event, reuse_token)
+    try:
+        outcome = submit(key)
+    finally:
+        ddb.client.meta.events.unregister(event, reuse_token)
+    return outcome.case_id
+
+
+def seed_every_kind(ddb, settings) -> list[str]:
+    """Cases of every type, and in every state, with retries, overrides and conflicts."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    store = first_store()
+    ada = staff_actor("ada")
+    ids = []
+    open_stuck = stuck_case("lb-stuck")
+    ids.append(open_stuck.case_id)
+    escalated = stuck_case("lb-escalated")
+    case_dispose(
+        case_id=escalated.case_id,
+        disposition="ESCALATE",
+        actor=ada,
+        seen_version=escalated.version,
+        store=store,
+        **WHY,
+    )
+    ids.append(escalated.case_id)
+    awaiting = stuck_case("lb-awaiting")
+    override_request(
+        case_id=awaiting.case_id,
+        override="RELEASE_CLAIM",
+        actor=ada,
+        seen_version=awaiting.version,
+        action_id="req",
+        store=store,
+        **WHY,
+    )
+    ids.append(awaiting.case_id)
+    retried = stuck_case("lb-retried")
+    case_dispose(
+        case_id=retried.case_id,
+        disposition="RETRY_COMMIT",
+        actor=ada,
+        seen_version=retried.version,
+        store=store,
+        **WHY,
+    )
+    ids.append(retried.case_id)
+    ambiguous = ambiguous_case("lb-ambiguous")
+    ids.append(ambiguous.case_id)
+    confirmed = ambiguous_case("lb-confirmed")
+    case_dispose(
+        case_id=confirmed.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        actor=ada,
+        seen_version=confirmed.version,
+        store=store,
+        **WHY,
+    )
+    ids.append(confirmed.case_id)
+    ids.append(key_reuse_case(ddb, "lb-reuse").case_id)
+    ids.append(_reuse_foreign_token(ddb, "lb-token"))
+    submit("lb-fine", **{k: v for k, v in pledge_body().items() if k == "amount"})
+    return ids
+
+
+def pages(case_ids: list[str]) -> list[str]:
+    paths = [
+        "/",
+        *(f"/queues/{slug}/" for slug in ("stuck", "ambiguous", "cancelled", "mismatch")),
+        *(f"/queues/{slug}/" for slug in ("escalated", "approval", "resolved")),
+        "/approvals/",
+        "/audit/",
+        "/drill/",
+        "/accounts/profile/",
+        "/accounts/staff/",
+    ]
+    for case_id in case_ids:
+        paths += [f"/cases/{case_id}/", f"/cases/{case_id}/evidence/"]
+        paths.append(f"/audit/?case_id={case_id}")
+    return paths
+
+
+def signed_in(role: str) -> Client:
+    client = Client()
+    user = staff_user(f"lb-{role}", role)
+    client.force_login(user)
+    if role in ("supervisor", "auditor"):
+        pass_second_factor(client, user)
+    return client
+
+
+def test_no_raw_code_or_microsecond_timestamp_reaches_a_page(ddb, settings):
+    """Every page each role can open, over cases of every type and state, shows words:
+    no stored code and no microsecond timestamp is visible text."""
+    case_ids = seed_every_kind(ddb, settings)
+    seen, leaks = 0, []
+    for role in ("finance_staff", "supervisor", "auditor"):
+        client = signed_in(role)
+        for path in pages(case_ids):
+            response = client.get(path)
+            assert response.status_code in (200, 403, 404), (role, path, response.status_code)
+            if response.status_code != 200:
+                continue
+            seen += 1
+            text = visible_text(response.content.decode())
+            codes = sorted(set(CODE_RE.findall(text)))
+            stamps = MICROSECONDS.findall(text)
+            if codes or stamps:
+                leaks.append(f"{role} {path}: {codes} {stamps[:2]}")
+    assert seen >= 3 * 20
+    assert not leaks, "\n".join(leaks)
+
+
+def test_every_code_has_words_and_no_label_is_itself_a_code():
+    """Each member of each code enum carries a label that is not the raw code and holds
+    no other code, so ``words`` never falls back to the stored string."""
+    for enum in ENUMS:
+        for member in enum:
+            assert member.label and member.label != str(member), member
+            assert not CODE_RE.search(member.label), (member, member.label)
+            assert not CODE_RE.search(member.help), (member, member.help)
+            assert dashboard_format.words(str(member))
+
+
+def test_times_show_in_the_zone_with_the_utc_instant_in_the_title(settings):
+    """A stored instant renders as a <time> in the active zone, without microseconds,
+    with its exact UTC instant in the title and the datetime attribute."""
+    from django.utils import timezone
+
+    with timezone.override(ZoneInfo("Europe/Berlin")):
+        html = dashboard_format.when("2025-11-29T23:23:48.123456Z")
+        exact = dashboard_format.when_exact("2025-11-29T23:23:48.123456Z")
+    assert html == (
+        '<time datetime="2025-11-29T23:23:48Z" title="2025-11-29 23:23:48 UTC">'
+        "30 Nov 2025, 00:23 CET</time>"
+    )
+    assert "2025-11-29 23:23:48 UTC" in visible_text(exact)
+    assert "30 Nov 2025, 00:23 CET" in visible_text(exact)
+    with timezone.override(ZoneInfo("UTC")):
+        assert visible_text(dashboard_format.when_exact("2025-11-29T23:23:48Z")) == (
+            "29 Nov 2025, 23:23:48 UTC"
+        )
+    assert dashboard_format.when("not a time") == ""
+    assert dashboard_format.when(None) == ""
