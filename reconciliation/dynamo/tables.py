@@ -47,8 +47,13 @@ CASE_LISTING_ATTRIBUTES = [
     "override",
     "retry",
 ]
-# The sorted indexes hold the listing without their own key attribute.
-CASE_SORTED_ATTRIBUTES = [a for a in CASE_LISTING_ATTRIBUTES if a not in ("amount", "fund")]
+
+
+def _listing_without(key: str) -> list[str]:
+    """The listing for a sorted index: its own key attribute is projected anyway."""
+    return [a for a in CASE_LISTING_ATTRIBUTES if a != key]
+
+
 CASE_RESOLVED_ATTRIBUTES = [
     *CASE_LISTING_ATTRIBUTES,
     "resolved_by",
@@ -167,13 +172,13 @@ def table_definitions(names: TableNames) -> list[Table]:
                     "open_by_amount",
                     ("queue", "S"),
                     ("amount", "N"),
-                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_SORTED_ATTRIBUTES},
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": _listing_without("amount")},
                 ),
                 Index(
                     "open_by_fund",
                     ("queue", "S"),
                     ("fund", "S"),
-                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": CASE_SORTED_ATTRIBUTES},
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": _listing_without("fund")},
                 ),
                 # "My cases": open cases by assignee, oldest first (a resolved case
                 # loses queue_sort, so it leaves this index with its queue).

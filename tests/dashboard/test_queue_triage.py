@@ -51,6 +51,9 @@ def test_sorting_by_age_amount_and_fund(ddb, client):
     for sort, expected in orders.items():
         html = client.get(f"/queues/stuck/?sort={sort}", **HX).content.decode()
         assert shown(html) == expected, sort
+        # Every order's index carries every column the table shows.
+        row = html[html.find("acme#s-mid") :]
+        assert "<td>GENERAL</td>" in row and "500.00" in row, sort
 
 
 def test_sort_headers_keep_filters_and_reverse(ddb, client):

@@ -1,0 +1,118 @@
+"""Queue triage in a real browser (issue 14, items 3–5): sorting a queue by its column
+headers without a reload, the amount at risk, the case search from the navigation, the
+resolved list with a filter, and "My cases"."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.stores import first_store
+from tests.browser.conftest import NARROW, WIDE
+from tests.conftest import staff_actor
+from tests.reconciliation.factories import ambiguous_case, stuck_case
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def shoot(page, folder, name: str) -> None:
+    for width in (WIDE, NARROW):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": WIDE, "height": 900})
+
+
+def intents(page) -> list[str]:
+    return page.locator("#results tbody td.mono:not(.case-id)").all_inner_texts()
+
+
+def test_sorting_a_queue_by_its_headers(ddb, open_browser, live_server, screenshots):
+    """Clicking Amount orders the whole queue largest first (htmx, the URL follows),
+    clicking again smallest first; Fund orders A–Z; the amount at risk is shown."""
+    with clock.travel(-3 * 3600):
+        stuck_case("b-old", amount="20.00", fund="BUILDING")
+    with clock.travel(-2 * 3600):
+        stuck_case("b-mid", amount="500.00", fund="GENERAL")
+    stuck_case("b-new", amount="75.00", fund="ARTS")
+    page = open_browser("staff")
+    page.goto(f"{live_server.url}/queues/stuck/")
+    assert intents(page) == ["acme#b-old", "acme#b-mid", "acme#b-new"]
+    assert page.locator(".at-risk").get_by_text(re.compile("595")).is_visible()
+    page.locator("th a.sort", has_text="Amount").click()
+    page.wait_for_url(re.compile(r"sort=amount_desc"))
+    page.wait_for_function("document.querySelector('th[aria-sort]') !== null")
+    assert intents(page) == ["acme#b-mid", "acme#b-new", "acme#b-old"]
+    shoot(page, screenshots, "queue-sorted-by-amount")
+    page.locator("th a.sort", has_text="Amount").click()
+    page.wait_for_url(re.compile(r"sort=amount$"))
+    assert intents(page) == ["acme#b-old", "acme#b-new", "acme#b-mid"]
+    page.locator("th a.sort", has_text="Fund").click()
+    page.wait_for_url(re.compile(r"sort=fund$"))
+    assert intents(page) == ["acme#b-new", "acme#b-old", "acme#b-mid"]
+
+
+def test_search_from_the_navigation(ddb, open_browser, live_server, screenshots):
+    """The search box in the navigation finds a case by donor ref and by the client's
+    own key; an empty search says what to type."""
+    wanted = stuck_case("order-4242", donor_ref="D-7788")
+    page = open_browser("auditor")
+    box = page.get_by_role("searchbox", name=re.compile("Find a case"))
+    box.fill("D-7788")
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"/cases/\?q=D-7788"))
+    assert page.locator("td.case-id").all_inner_texts() == [wanted.case_id]
+    assert page.get_by_text("donor ref").first.is_visible()
+    shoot(page, screenshots, "search")
+    page.goto(f"{live_server.url}/cases/?q=")
+    assert page.get_by_text("Type a case id").is_visible()
+
+
+def test_resolved_list_and_filter(ddb, open_browser, live_server, screenshots):
+    """Resolved cases appear newest first with who and how; filtering by the resolver
+    narrows the list in place."""
+    why = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "The pledge read back is there."}
+    first = ambiguous_case("done-1")
+    case_dispose(
+        case_id=first.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        actor=staff_actor("ada"),
+        seen_version=first.version,
+        store=first_store(),
+        **why,
+    )
+    with clock.travel(30):
+        second = ambiguous_case("done-2")
+        case_dispose(
+            case_id=second.case_id,
+            disposition="CONFIRMED_COMMITTED",
+            actor=staff_actor("bob"),
+            seen_version=second.version,
+            store=first_store(),
+            **why,
+        )
+    page = open_browser("supervisor")
+    page.goto(f"{live_server.url}/queues/resolved/")
+    assert page.locator("td.case-id").all_inner_texts() == [second.case_id, first.case_id]
+    assert page.locator("td.how").first.inner_text().startswith("Confirmed committed")
+    shoot(page, screenshots, "resolved")
+    page.get_by_label("Resolved by").fill("ada")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"resolved_by=ada"))
+    page.wait_for_function("document.querySelectorAll('td.case-id').length === 1")
+    assert page.locator("td.case-id").all_inner_texts() == [first.case_id]
+
+
+def test_my_cases_after_assign_to_me(ddb, open_browser, live_server, screenshots):
+    """Finance staff take a case from its page and find it under My cases."""
+    case = stuck_case("mine-1")
+    page = open_browser("staff")
+    page.goto(f"{live_server.url}/cases/{case.case_id}/")
+    page.get_by_role("button", name="Assign to me").click()
+    page.get_by_role("button", name="Unassign me").wait_for()
+    page.get_by_role("link", name="My cases").click()
+    page.wait_for_url(f"{live_server.url}/queues/mine/")
+    assert page.locator("td.case-id").all_inner_texts() == [case.case_id]
+    shoot(page, screenshots, "my-cases")
