@@ -55,8 +55,8 @@ def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, se
     )
     assert f'<a class="mono" href="/cases/{asked.case_id}/">{asked.case_id}</a>' in block
     assert (
-        f'<a href="/queues/stuck/?min_age_h=2"><strong>1</strong> '
-        f"{Queue.STUCK_PENDING.label} case past the 2 h SLA</a>"
+        f'<a href="/queues/stuck/?min_age_h=2"><strong>1</strong> case in '
+        f"{Queue.STUCK_PENDING.label} past the 2 h SLA</a>"
     ) in block
     assert f'href="/cases/{old.case_id}/"' in block and "(open 3 h" in block
     assert fresh.case_id not in block

@@ -1,0 +1,50 @@
+"""Error pages and the overview's Needs attention block in a real browser (issue 14,
+items 10 and 11): in the layout, readable at 1280 and 800 px, each with a way out that
+works."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation import clock
+from tests.browser.conftest import NARROW, WIDE
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def shoot(page, folder, name: str) -> None:
+    for width in (WIDE, NARROW):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+        # Nothing wider than the window: no sideways scrolling at 800 px either.
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.set_viewport_size({"width": WIDE, "height": 900})
+
+
+def test_error_pages_offer_a_way_out(ddb, open_browser, live_server, screenshots, settings):
+    """Finance staff on a supervisor page see the 403 page with the navigation and follow
+    "Go to the overview", where a case past SLA is flagged; an unknown case address shows
+    the 404 page with the search prefilled."""
+    settings.DEBUG = False
+    settings.QUEUE_SLA_HOURS = "stuck=1"
+    with clock.travel(-2 * 3600):
+        old = stuck_case("br-sla")
+    page = open_browser("staff")
+    response = page.goto(f"{live_server.url}/drill/")
+    assert response.status == 403
+    assert page.get_by_role("heading", name="This page is not open to your role").is_visible()
+    assert page.get_by_role("navigation", name="Main").is_visible()
+    shoot(page, screenshots, "error-403")
+    page.get_by_role("link", name="Go to the overview").click()
+    page.wait_for_url(f"{live_server.url}/")
+    attention = page.locator("section.attention")
+    assert "past the 1 h SLA" in attention.inner_text()
+    shoot(page, screenshots, "overview-needs-attention")
+    attention.get_by_role("link", name=old.case_id).click()
+    page.wait_for_url(f"{live_server.url}/cases/{old.case_id}/")
+
+    response = page.goto(f"{live_server.url}/cases/C-AAAAAAAAAAAAAAAA/")
+    assert response.status == 404
+    assert page.get_by_label("Search cases").input_value() == "C-AAAAAAAAAAAAAAAA"
+    shoot(page, screenshots, "error-404")
