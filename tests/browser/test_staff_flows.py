@@ -74,7 +74,7 @@ def test_staff_filters_opens_cancelled_case_and_records_retry(
     assert page.get_by_text("Transaction failed").is_visible()
     assert page.get_by_text("Nothing was written").is_visible()
     decoded = page.locator("table.decoded")
-    assert decoded.get_by_text("ConditionalCheckFailed").first.is_visible()
+    assert decoded.get_by_text("Condition failed").first.is_visible()
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
     shoot(page, screenshots, "case-cancelled")
 
@@ -84,7 +84,7 @@ def test_staff_filters_opens_cancelled_case_and_records_retry(
     form.get_by_label("Reason", exact=True).fill("The client confirmed it wants the pledge.")
     form.get_by_role("button", name="Record disposition").click()
     page.locator("#messages").get_by_text("The commit will be retried").wait_for()
-    assert page.locator("#case .badge.big").inner_text() == "RESOLVED"
+    assert page.locator("#case .badge.big").inner_text() == "Resolved"
     assert page.locator(".timeline").get_by_text("Commit retry requested").is_visible()
     shoot(page, screenshots, "case-after-retry")
 
@@ -107,7 +107,7 @@ def test_staff_requests_release_and_another_supervisor_approves(
     form.get_by_label("Reason", exact=True).fill("The client wants to send the pledge again.")
     form.get_by_role("button", name="Request override").click()
     staff.locator("#messages").get_by_text("a supervisor must approve").wait_for()
-    assert staff.locator("#case .badge.big").inner_text() == "OVERRIDE_REQUESTED"
+    assert staff.locator("#case .badge.big").inner_text() == "Override requested"
 
     supervisor = open_browser("supervisor")
     supervisor.get_by_role("navigation", name="Main").get_by_role("link", name="Approvals").click()

@@ -1,0 +1,140 @@
+"""Every page each role can reach, photographed at 1280 and 800 px wide (full page, under
+test-results/screenshots/<role>/<page>-<width>.png) for a person to look at, over cases of
+every type and state; at 800 px no page may scroll sideways."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.overrides import override_request
+from reconciliation.stores import first_store
+from tests.browser.conftest import NARROW, WIDE
+from tests.conftest import staff_actor
+from tests.helpers import spend_token
+from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ROLES = {"finance_staff": "staff", "supervisor": "supervisor", "auditor": "auditor"}
+WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Screenshot tour reason text."}
+
+
+def token_mismatch_case(ddb, key: str) -> str:
+    """A TOKEN_MISMATCH case: the commit goes out under a token another transaction used."""
+    foreign = str(uuid.uuid4())
+    spend_token(ddb, foreign)
+
+    def reuse_token(params, **_kwargs):
+        if "ClientRequestToken" in params:
+            params["ClientRequestToken"] = foreign
+
+    event = "before-parameter-build.dynamodb.TransactWriteItems"
+    ddb.client.meta.events.register(event, reuse_token)
+    try:
+        return submit(key).case_id
+    finally:
+        ddb.client.meta.events.unregister(event, reuse_token)
+
+
+def seed(ddb, settings) -> dict[str, str]:
+    """A case of each type, one escalated, one awaiting approval and one resolved; the
+    page names of the case pages, by case id."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    store, ada = first_store(), staff_actor("ada")
+    escalated = stuck_case("shot-escalated")
+    case_dispose(
+        case_id=escalated.case_id,
+        disposition="ESCALATE",
+        actor=ada,
+        seen_version=escalated.version,
+        store=store,
+        **WHY,
+    )
+    awaiting = stuck_case("shot-awaiting")
+    override_request(
+        case_id=awaiting.case_id,
+        override="RELEASE_CLAIM",
+        actor=ada,
+        seen_version=awaiting.version,
+        action_id="shot",
+        store=store,
+        **WHY,
+    )
+    resolved = ambiguous_case("shot-resolved")
+    case_dispose(
+        case_id=resolved.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        actor=ada,
+        seen_version=resolved.version,
+        store=store,
+        **WHY,
+    )
+    return {
+        "case-stuck": stuck_case("shot-stuck").case_id,
+        "case-ambiguous": ambiguous_case("shot-ambiguous").case_id,
+        "case-cancelled": key_reuse_case(ddb, "shot-cancelled").case_id,
+        "case-token-mismatch": token_mismatch_case(ddb, "shot-token"),
+        "case-escalated": escalated.case_id,
+        "case-awaiting-approval": awaiting.case_id,
+        "case-resolved": resolved.case_id,
+    }
+
+
+def tour(cases: dict[str, str]) -> dict[str, str]:
+    """Page name → path: every staff page (a role that may not open one gets its 403)."""
+    pages = {
+        "overview": "/",
+        **{
+            f"queue-{slug}": f"/queues/{slug}/"
+            for slug in ("stuck", "ambiguous", "cancelled", "mismatch", "escalated", "approval")
+        },
+        "queue-resolved": "/queues/resolved/",
+        "queue-mine": "/queues/mine/",
+        "search": "/cases/?q=shot-stuck",
+        "approvals": "/approvals/",
+        "audit": "/audit/",
+        "drill": "/drill/",
+        "profile": "/accounts/profile/",
+        "staff": "/accounts/staff/",
+    }
+    pages.update({name: f"/cases/{case_id}/" for name, case_id in cases.items()})
+    return pages
+
+
+def test_every_page_for_every_role_at_two_widths(
+    ddb, settings, open_browser, live_server, screenshots
+):
+    """Each role visits every page it can reach; each is saved at 1280 and 800 px, and at
+    800 px none is wider than the window."""
+    cases = seed(ddb, settings)
+    pages = tour(cases)
+    too_wide, reached = [], {}
+    for role, username in ROLES.items():
+        folder = screenshots / role
+        folder.mkdir(parents=True, exist_ok=True)
+        page = open_browser(username)
+        reached[role] = []
+        for name, path in pages.items():
+            response = page.goto(f"{live_server.url}{path}")
+            assert response is not None and response.status in (200, 403, 404), (role, path)
+            if response.status != 200:
+                continue
+            reached[role].append(name)
+            page.wait_for_load_state("networkidle")
+            for width in (WIDE, NARROW):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+            scroll, client = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            if scroll > client:
+                too_wide.append(f"{role} {name} ({path}): {scroll} px in {client} px")
+            page.set_viewport_size({"width": WIDE, "height": 900})
+    for role in ROLES:
+        assert {"overview", "queue-stuck", "profile", *cases} <= set(reached[role]), role
+    assert {"approvals", "staff", "drill"} <= set(reached["supervisor"])
+    assert "audit" in reached["auditor"]
+    assert not too_wide, "pages scroll sideways at 800 px:\n" + "\n".join(too_wide)
