@@ -39,10 +39,43 @@ def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
     assert {i["IndexName"] for i in cases["GlobalSecondaryIndexes"]} == {
         "open_by_queue",
         "by_intent",
+        "open_by_amount",
+        "open_by_fund",
+        "open_by_assignee",
+        "by_donor",
+        "resolved_by_time",
     }
     audit = client.describe_table(TableName=f"{prefix}audit_events")["Table"]
     assert [k["AttributeName"] for k in audit["KeySchema"]] == ["stream", "seq"]
     assert [i["IndexName"] for i in audit["GlobalSecondaryIndexes"]] == ["by_day"]
+
+
+def test_missing_indexes_are_added_to_an_existing_table(ddb, settings):
+    """A cases table made before issue 14 (two indexes) gets the new ones, one at a
+    time, and keeps its items; a second run does nothing."""
+    from reconciliation.dynamo.tables import table_definitions
+
+    settings.DDB_TABLE_PREFIX = "older-" + ddb.tables.cases.split("-")[0] + "-"
+    reset_clients()
+    from reconciliation.dynamo.client import table_names
+
+    names = table_names()
+    [cases] = [t for t in table_definitions(names) if t.name == names.cases]
+    old = [i for i in cases.indexes if i.name in ("open_by_queue", "by_intent")]
+    request = cases.create_request()
+    request["AttributeDefinitions"] = cases.attribute_definitions(tuple(old))
+    request["GlobalSecondaryIndexes"] = [i.definition() for i in old]
+    ddb.client.create_table(**request)
+    ddb.client.put_item(TableName=names.cases, Item={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})
+    output = _run()
+    for index in ("open_by_amount", "open_by_fund", "open_by_assignee", "by_donor"):
+        assert f"created index {names.cases}.{index}" in output
+    described = ddb.client.describe_table(TableName=names.cases)["Table"]
+    assert len(described["GlobalSecondaryIndexes"]) == 7
+    assert ddb.client.get_item(TableName=names.cases, Key={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})[
+        "Item"
+    ]
+    assert "created index" not in _run()
 
 
 def test_second_run_is_a_no_op(ddb):
