@@ -33,6 +33,16 @@ DEMO_USERS = (
     # A second supervisor: a supervisor's own override request needs another to approve.
     ("supervisor2", "supervisor", "supervisor2@example.org"),
     ("auditor", "auditor", "auditor@example.org"),
+    # Also a superuser: the administration screen at /admin/.
+    ("admin", "supervisor", "admin@example.org"),
+)
+DEMO_SUPERUSERS = ("admin",)
+# The demo's tenants (the simulator's ``sim``, the README's ``acme``) start with every fund
+# and currency the simulator pledges to (settings.DEFAULT_FUNDS).
+DEMO_FUNDS = ",".join(
+    f"{fund}:{currency}"
+    for fund in ("GENERAL", "BUILDING", "SCHOLARSHIP", "RELIEF")
+    for currency in ("USD", "EUR", "GBP")
 )
 
 
@@ -111,7 +121,10 @@ def create_demo_users(env: dict) -> None:
     for username, role, email in DEMO_USERS:
         if username in existing:
             continue
-        out = manage(env, "add_staff", username, "--role", role, "--email", email, capture=True)
+        extra = ["--superuser"] if username in DEMO_SUPERUSERS else []
+        out = manage(
+            env, "add_staff", username, "--role", role, "--email", email, *extra, capture=True
+        )
         said = [line for line in out.splitlines() if line.startswith(f"password for {username}: ")]
         password = said[0].rsplit(": ", 1)[-1] if said else "(not printed)"
         created.append((username, role, password))
@@ -131,6 +144,7 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DEMO_MODE", "1")
+    env.setdefault("DEFAULT_FUNDS", DEMO_FUNDS)
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
     # The supervisors' daily e-mail is printed by the worker, never sent, on this machine.
     env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -171,6 +185,8 @@ def main() -> int:
         say("static files collected")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
+        # The simulator's tenant, registered with the funds its pledges go to.
+        manage(env, "add_fund", "--tenant", "sim", "GENERAL", capture=True)
         if env.get("DEMO_SEED", "1") == "1":
             say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
             manage(env, "seed_demo")

@@ -67,8 +67,13 @@ class SecondFactorStatus:
 
 
 def mfa_required(user) -> bool:
-    """Whether ``user``'s role must pass a second factor at sign-in."""
-    return bool(settings.STAFF_MFA_REQUIRED) and user_role(user) in MFA_ROLES
+    """Whether ``user`` must pass a second factor at sign-in: supervisors, auditors and
+    superusers (who reach the administration screen, /admin/)."""
+    if not settings.STAFF_MFA_REQUIRED:
+        return False
+    return user_role(user) in MFA_ROLES or bool(
+        getattr(user, "is_superuser", False) and user.is_active
+    )
 
 
 def has_any_device(user) -> bool:

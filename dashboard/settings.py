@@ -66,6 +66,9 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
+    # The administration screen at /admin/ (dashboard/admin.py: superusers only); no
+    # autodiscovery: dashboard.urls mounts the one site.
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 
+from dashboard import admin
 from dashboard.converters import AnyKeyConverter
 from dashboard.forms import StaffSignInForm
 from dashboard.views import accounts, api, drill, ops
@@ -32,6 +33,7 @@ urlpatterns = [
         accounts.second_factor_reset_view,
         name="staff-reset-second-factor",
     ),
+    path("admin/", admin.site.urls),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<anykey:intent_id>", api.pledge_detail, name="api-pledge"),
     path("audit/", include("dashboard.urls_audit")),

@@ -30,6 +30,19 @@ class AuditAction(Code):
     MFA_ENROLLED = "mfa_enrolled", "Authenticator enrolled"
     MFA_RESET = "mfa_reset", "Second factor reset"
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
+    STAFF_CHANGED = (
+        "staff_changed",
+        "Staff account changed",
+        "Changed in the administration screen: active, superuser or e-mail.",
+    )
+    STAFF_DELETED = "staff_deleted", "Staff account deleted"
+    # Tenants: their funds and API tokens (administration screen and commands)
+    TENANT_CREATED = "tenant_created", "Tenant created", "With its default funds."
+    FUND_REGISTERED = "fund_registered", "Fund registered"
+    FUND_LIMIT_CHANGED = "fund_limit_changed", "Fund limit changed"
+    FUND_REMOVED = "fund_removed", "Fund removed", "Intake refuses pledges to it from now on."
+    API_TOKEN_ISSUED = "api_token_issued", "API token issued"
+    API_TOKEN_REVOKED = "api_token_revoked", "API token revoked"
     # Exports
     EXPORT_REQUESTED = "export_requested", "Export requested"
     EXPORT_COMPLETED = "export_completed", "Export completed"

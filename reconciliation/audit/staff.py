@@ -23,6 +23,8 @@ STAFF_ACTIONS = (
     "mfa_enrolled",
     "mfa_reset",
     "recovery_codes_issued",
+    "staff_changed",
+    "staff_deleted",
 )
 
 

@@ -1,5 +1,6 @@
-"""``manage.py add_staff USERNAME --role ROLE [--password P] [--email E] [--new-authenticator]``:
-create or update a staff user in exactly one role group.
+"""``manage.py add_staff USERNAME --role ROLE [--password P] [--email E] [--new-authenticator]
+[--superuser]``: create or update a staff user in exactly one role group; ``--superuser``
+also opens the administration screen (/admin/) to them.
 
 Every change (account created, role changed, password set, authenticator enrolled) is an
 audit event on ``STAFF#USERNAME``, appended inside the database transaction that makes
@@ -43,6 +44,12 @@ class Command(BaseCommand):
             action="store_true",
             help="enrol a new authenticator (the old one stops working) and print its URI",
         )
+        parser.add_argument(
+            "--superuser",
+            action="store_true",
+            help="also a superuser: reaches the administration screen at /admin/ "
+            "(with a second factor where one applies)",
+        )
 
     def handle(self, *args, username: str, role: str, password, email: str, **opts) -> None:
         username = username.strip()
@@ -67,8 +74,16 @@ class Command(BaseCommand):
         store = first_store()
         user, created = get_user_model().objects.get_or_create(username=username)
         before = (
-            {"role": str(user_role(user) or ""), "active": user.is_active} if not created else None
+            {
+                "role": str(user_role(user) or ""),
+                "active": user.is_active,
+                **({"superuser": True} if user.is_superuser else {}),
+            }
+            if not created
+            else None
         )
+        if opts.get("superuser"):
+            user.is_superuser = user.is_staff = True
         generated = password is None and (created or not user.has_usable_password())
         if generated:
             password = secrets.token_urlsafe(12)
@@ -83,7 +98,11 @@ class Command(BaseCommand):
         user.groups.remove(*Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
         user.groups.add(Group.objects.get(name=role))
         forget_role(user)  # the cached role is stale now
-        after = {"role": role, "active": True}
+        after = {
+            "role": role,
+            "active": True,
+            **({"superuser": True} if user.is_superuser else {}),
+        }
         if created:
             staff_event_append(
                 store, username=username, action=AuditAction.STAFF_CREATED, actor=actor, after=after
@@ -101,7 +120,10 @@ class Command(BaseCommand):
             staff_event_append(
                 store, username=username, action=AuditAction.STAFF_PASSWORD_SET, actor=actor
             )
-        lines = [f"{'created' if created else 'updated'} {username} in group {role}"]
+        lines = [
+            f"{'created' if created else 'updated'} {username} in group {role}"
+            + (" (superuser: /admin/)" if user.is_superuser else "")
+        ]
         if generated:
             lines.append(f"password for {username}: {password}")
         if opts.get("new_authenticator") or (

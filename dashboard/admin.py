@@ -1,0 +1,514 @@
+"""The administration screen at ``/admin/`` (DESIGN.md §8): staff and their roles,
+tenants, their funds and API tokens, for superusers only.
+
+Sign-in is the staff sign-in (``/accounts/login/``, with its second factor): the admin's
+own login form, which knows no second factor, is never served. Every change made here
+is an audit event, appended inside the database transaction that makes the change, so a
+change the audit trail refused is rolled back and the page says so: staff accounts on
+their ``STAFF#username`` stream, tenants, funds and tokens on ``TENANT#name``.
+
+API tokens are issued here as by ``issue_api_token``: the new token is shown once, on
+the page that answers the form, and only its hash and last characters are kept.
+Revoking sets ``revoked_at``; nothing here deletes a token or a tenant.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from decimal import Decimal
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import UserChangeForm
+from django.contrib.auth.models import Group
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import patch_cache_control
+
+from dashboard.auth import client_address, forget_role
+from dashboard.models import ApiToken, Fund, Tenant, default_funds
+from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
+from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.audit.tenants import tenant_event_append
+from reconciliation.claims import funds as fund_rules
+from reconciliation.stores import first_store
+
+TENANT_RE = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class SuperuserAdminSite(admin.AdminSite):
+    site_header = "Pledge reconciliation: administration"
+    site_title = "Administration"
+    index_title = "Staff, tenants, funds and API tokens"
+    site_url = "/"
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        """Superusers only: finance staff, supervisors and auditors never get in."""
+        user = request.user
+        return bool(user.is_active and user.is_superuser)
+
+    def admin_view(self, view, cacheable=False):
+        """Anonymous: to the staff sign-in; signed in without the right: 403 (the admin
+        would send both to its own login form)."""
+        inner = super().admin_view(view, cacheable)
+
+        @functools.wraps(view)
+        def gate(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not self.has_permission(request):
+                if request.user.is_authenticated:
+                    raise PermissionDenied
+                return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
+            return inner(request, *args, **kwargs)
+
+        return gate
+
+    def login(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        """The staff sign-in, with its second factor, instead of the admin's own form;
+        a signed-in person who is not a superuser is refused outright."""
+        if request.user.is_authenticated:
+            raise PermissionDenied
+        return redirect_to_login(request.GET.get("next") or "/admin/", settings.LOGIN_URL)
+
+
+site = SuperuserAdminSite(name="admin")
+
+
+def admin_actor(request: HttpRequest) -> Actor:
+    user = request.user
+    return Actor(
+        username=user.get_username(),
+        email=getattr(user, "email", "") or "",
+        role=Role.ADMIN,
+        address=client_address(request) or "",
+        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
+    )
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Every view that changes something answers a refused audit append with a page that
+    says nothing was changed (the transaction is rolled back), never a 500."""
+
+    def _guarded(self, view, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            with transaction.atomic():
+                return view(request, *args, **kwargs)
+        except AUDIT_UNAVAILABLE:
+            return TemplateResponse(
+                request,
+                "admin/audit_unavailable.html",
+                {**self.admin_site.each_context(request), "message": NOT_RECORDED},
+                status=503,
+            )
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return self._guarded(super().changeform_view, request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        return self._guarded(super().delete_view, request, object_id, extra_context)
+
+    def changelist_view(self, request, extra_context=None):
+        return self._guarded(super().changelist_view, request, extra_context)
+
+
+# --- tenants and funds ------------------------------------------------------------------
+
+
+def _fund_snapshot(fund: Fund | fund_rules.Fund) -> dict:
+    max_amount = fund.max_amount
+    if isinstance(max_amount, Decimal):
+        max_amount = max_amount.normalize()
+    rule = fund_rules.Fund(code=fund.code, currency=fund.currency, max_amount=max_amount)
+    return {"fund": rule.code, "currency": rule.currency, "max_amount": rule.max_amount_text}
+
+
+def _tenant_event(request, tenant: str, action: AuditAction, **fields) -> None:
+    tenant_event_append(
+        first_store(), tenant=tenant, action=action, actor=admin_actor(request), **fields
+    )
+
+
+class FundInline(admin.TabularInline):
+    """A tenant's funds, read here; added and changed on the Funds page."""
+
+    model = Fund
+    fields = ("code", "currency", "max_amount")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+
+class TenantForm(forms.ModelForm):
+    name = forms.RegexField(
+        regex=TENANT_RE,
+        max_length=64,
+        help_text="1-64 letters, digits, '.', '_' or '-': the name API tokens carry.",
+    )
+
+    class Meta:
+        model = Tenant
+        fields = ("name",)
+
+
+@admin.register(Tenant, site=site)
+class TenantAdmin(AuditedAdmin):
+    form = TenantForm
+    list_display = ("name", "fund_list", "active_tokens", "created_at")
+    search_fields = ("name",)
+    readonly_fields = ("created_at",)
+    inlines = (FundInline,)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("name", "created_at") if obj else ("created_at",)
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj else ()
+
+    @admin.display(description="funds")
+    def fund_list(self, obj: Tenant) -> str:
+        return ", ".join(f"{f.code} {f.currency}" for f in obj.funds.all())
+
+    @admin.display(description="active API tokens")
+    def active_tokens(self, obj: Tenant) -> int:
+        return ApiToken.objects.active().filter(tenant=obj.name).count()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # tokens and audit streams name the tenant: it stays
+
+    def save_model(self, request, obj: Tenant, form, change: bool) -> None:
+        if change:
+            return  # the name is read-only; nothing else to change
+        funds = default_funds()
+        _tenant_event(
+            request,
+            obj.name,
+            AuditAction.TENANT_CREATED,
+            after={"funds": [_fund_snapshot(f) for f in funds]},
+        )
+        super().save_model(request, obj, form, change)
+        obj.funds_register(funds)
+
+
+class FundForm(forms.ModelForm):
+    class Meta:
+        model = Fund
+        fields = ("tenant", "code", "currency", "max_amount")
+        help_texts = {
+            "code": "1-32 letters, digits, '_' or '-' (upper-cased), as clients send it.",
+            "currency": "ISO 4217 code; the same fund in another currency is another row.",
+            "max_amount": "The largest single pledge intake accepts, in the currency's "
+            "major units and minor units (0 places for JPY, 3 for BHD).",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        code = cleaned.get("code", self.instance.code or "")
+        currency = cleaned.get("currency", self.instance.currency or "")
+        max_amount = cleaned.get("max_amount")
+        if max_amount is None:
+            return cleaned
+        try:
+            fund = fund_rules.fund_parse(code, currency, max_amount)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        cleaned.update(code=fund.code, currency=fund.currency)
+        if "code" in self.fields:
+            self.instance.code, self.instance.currency = fund.code, fund.currency
+        return cleaned
+
+
+@admin.register(Fund, site=site)
+class FundAdmin(AuditedAdmin):
+    form = FundForm
+    list_display = ("tenant", "code", "currency", "max_amount", "created_at")
+    list_filter = ("tenant", "currency")
+    search_fields = ("tenant__name", "code")
+    list_select_related = ("tenant",)
+
+    def get_readonly_fields(self, request, obj=None):
+        # Only the limit changes: another code or currency is another fund (another
+        # ledger), registered as such.
+        return ("tenant", "code", "currency", "created_at") if obj else ("created_at",)
+
+    def save_model(self, request, obj: Fund, form, change: bool) -> None:
+        if change:
+            before = Fund.objects.get(pk=obj.pk)
+            if before.max_amount != obj.max_amount:
+                _tenant_event(
+                    request,
+                    obj.tenant.name,
+                    AuditAction.FUND_LIMIT_CHANGED,
+                    before=_fund_snapshot(before),
+                    after=_fund_snapshot(obj),
+                )
+        else:
+            _tenant_event(
+                request, obj.tenant.name, AuditAction.FUND_REGISTERED, after=_fund_snapshot(obj)
+            )
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj: Fund) -> None:
+        _tenant_event(
+            request, obj.tenant.name, AuditAction.FUND_REMOVED, before=_fund_snapshot(obj)
+        )
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for fund in queryset.select_related("tenant"):
+            self.delete_model(request, fund)
+
+
+# --- API tokens ---------------------------------------------------------------------------
+
+
+class TokenIssueForm(forms.Form):
+    tenant = forms.RegexField(
+        regex=TENANT_RE,
+        max_length=64,
+        help_text="An existing tenant, or a new one (created with the default funds).",
+    )
+
+
+class TokenStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return (("active", "active"), ("revoked", "revoked"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiToken, site=site)
+class ApiTokenAdmin(AuditedAdmin):
+    list_display = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    list_filter = (TokenStatusFilter, "tenant")
+    search_fields = ("tenant", "hint")
+    fields = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    readonly_fields = fields
+    actions = ("revoke_tokens",)
+
+    @admin.display(description="token ends in")
+    def hint_text(self, obj: ApiToken) -> str:
+        return f"…{obj.hint}"
+
+    @admin.display(description="status")
+    def status(self, obj: ApiToken) -> str:
+        return "active" if obj.is_active else "revoked"
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # a token is issued or revoked, never edited
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # revoked tokens stay, for the record
+
+    def get_actions(self, request):
+        # Actions are offered only where the model may be changed; revoking is the one
+        # change a token takes.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Revoke the selected API tokens")
+    def revoke_tokens(self, request, queryset) -> None:
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).order_by("pk"):
+            _tenant_event(
+                request,
+                token.tenant,
+                AuditAction.API_TOKEN_REVOKED,
+                detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
+            )
+            token.revoke()
+            revoked += 1
+        self.message_user(
+            request,
+            f"Revoked {revoked} token(s): callers using them are refused from now on."
+            if revoked
+            else "Nothing to revoke: the selected tokens were revoked already.",
+            messages.SUCCESS if revoked else messages.WARNING,
+        )
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """Issue a token: the answer shows it this once (never stored, never redirected
+        to, never kept in the session)."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = TokenIssueForm(request.POST or None)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Issue an API token",
+            "form": form,
+            "tenants": Tenant.objects.values_list("name", flat=True),
+        }
+        if request.method == "POST" and form.is_valid():
+            name = form.cleaned_data["tenant"]
+            try:
+                with transaction.atomic():
+                    token, raw = self._issue(request, name)
+            except AUDIT_UNAVAILABLE:
+                context["error"] = NOT_RECORDED
+                return TemplateResponse(
+                    request, "admin/dashboard/apitoken/issue.html", context, status=503
+                )
+            response = TemplateResponse(
+                request,
+                "admin/dashboard/apitoken/issued.html",
+                {**context, "title": "API token issued", "token": token, "raw": raw},
+            )
+            patch_cache_control(response, no_store=True, private=True)
+            return response
+        status = 400 if request.method == "POST" else 200
+        return TemplateResponse(
+            request, "admin/dashboard/apitoken/issue.html", context, status=status
+        )
+
+    def _issue(self, request, name: str) -> tuple[ApiToken, str]:
+        if not Tenant.objects.filter(name=name).exists():
+            _tenant_event(
+                request,
+                name,
+                AuditAction.TENANT_CREATED,
+                after={"funds": [_fund_snapshot(f) for f in default_funds()]},
+            )
+        token, raw = ApiToken.issue(name)
+        _tenant_event(
+            request,
+            name,
+            AuditAction.API_TOKEN_ISSUED,
+            detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
+        )
+        return token, raw
+
+
+# --- staff ---------------------------------------------------------------------------------
+
+ROLE_NAMES = [str(r) for r in STAFF_ROLES]
+
+
+class StaffChangeForm(UserChangeForm):
+    def clean_groups(self):
+        groups = self.cleaned_data.get("groups")
+        if groups is not None and groups.count() > 1:
+            raise forms.ValidationError("A staff member has one role: choose one group.")
+        return groups
+
+
+def _staff_snapshot(user) -> dict:
+    forget_role(user)  # its groups may have changed in this request
+    names = set(user.groups.values_list("name", flat=True)) if user.pk else set()
+    return {
+        "role": str(staff_role(names) or ""),
+        "active": bool(user.is_active),
+        "superuser": bool(user.is_superuser),
+        "email": user.email or "",
+    }
+
+
+class StaffAdmin(AuditedAdmin, UserAdmin):
+    form = StaffChangeForm
+    list_display = ("username", "email", "role", "is_active", "is_superuser", "last_login")
+    list_filter = ("is_active", "is_superuser", "groups")
+    fieldsets = (
+        (None, {"fields": ("username", "password")}),
+        ("Person", {"fields": ("first_name", "last_name", "email")}),
+        (
+            "Access",
+            {
+                "fields": ("is_active", "groups", "is_superuser"),
+                "description": "The group is the person's role (finance_staff, supervisor, "
+                "auditor). Superusers reach this administration screen.",
+            },
+        ),
+        ("Dates", {"fields": ("last_login", "date_joined")}),
+    )
+    readonly_fields = ("last_login", "date_joined")
+    filter_horizontal = ()
+
+    @admin.display(description="role")
+    def role(self, obj) -> str:
+        return str(staff_role(g.name for g in obj.groups.all()) or "–")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "groups":
+            for name in ROLE_NAMES:
+                Group.objects.get_or_create(name=name)
+            kwargs["queryset"] = Group.objects.filter(name__in=ROLE_NAMES)
+            kwargs["widget"] = forms.CheckboxSelectMultiple
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change: bool) -> None:
+        if change:
+            request._staff_before = _staff_snapshot(type(obj).objects.get(pk=obj.pk))
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        user = form.instance
+        after = _staff_snapshot(user)
+        before = getattr(request, "_staff_before", None)
+        if not change:
+            action = AuditAction.STAFF_CREATED
+        elif before == after:
+            return
+        elif before and before["role"] != after["role"]:
+            action = AuditAction.STAFF_ROLE_CHANGED
+        else:
+            action = AuditAction.STAFF_CHANGED
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=action,
+            actor=admin_actor(request),
+            before=before if change else None,
+            after=after,
+        )
+
+    def user_change_password(self, request, id, form_url=""):
+        return self._guarded(super().user_change_password, request, id, form_url)
+
+    def log_change(self, request, obj, message):
+        if request.path.rstrip("/").endswith("/password"):
+            staff_event_append(
+                first_store(),
+                username=obj.get_username(),
+                action=AuditAction.STAFF_PASSWORD_SET,
+                actor=admin_actor(request),
+            )
+        return super().log_change(request, obj, message)
+
+    def delete_model(self, request, obj) -> None:
+        staff_event_append(
+            first_store(),
+            username=obj.get_username(),
+            action=AuditAction.STAFF_DELETED,
+            actor=admin_actor(request),
+            before=_staff_snapshot(obj),
+        )
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for user in queryset:
+            self.delete_model(request, user)
+
+
+site.register(get_user_model(), StaffAdmin)

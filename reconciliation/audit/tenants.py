@@ -1,0 +1,65 @@
+"""Changes to a tenant as audit events: the tenant created, its funds registered, their
+limits changed or removed, its API tokens issued and revoked. One stream per tenant,
+``TENANT#{name}``, hash chained like every other (DESIGN.md §7), so an auditor reads who
+opened which fund to a caller, and when, in order.
+
+Tenants live in Django's database; as for accounts (:mod:`.staff`), the caller appends
+the event inside the database transaction that makes the change, first, so a change the
+audit trail refused is rolled back rather than left unrecorded.
+"""
+
+from __future__ import annotations
+
+from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.repository import audit_event_build
+from reconciliation.audit.services import audit_append
+from reconciliation.stores import Store
+
+TENANT_STREAM_PREFIX = "TENANT#"
+TENANT_ACTIONS = frozenset(
+    {
+        AuditAction.TENANT_CREATED,
+        AuditAction.FUND_REGISTERED,
+        AuditAction.FUND_LIMIT_CHANGED,
+        AuditAction.FUND_REMOVED,
+        AuditAction.API_TOKEN_ISSUED,
+        AuditAction.API_TOKEN_REVOKED,
+    }
+)
+
+
+def tenant_stream(name: str) -> str:
+    return f"{TENANT_STREAM_PREFIX}{name}"
+
+
+def tenant_event_append(
+    store: Store,
+    *,
+    tenant: str,
+    action: AuditAction,
+    actor: Actor,
+    before: dict | None = None,
+    after: dict | None = None,
+    detail: dict | None = None,
+) -> dict:
+    """Append ``action`` about the tenant ``tenant``; returns the event."""
+    if action not in TENANT_ACTIONS:
+        raise ValueError(f"{action!r} is not a tenant action")
+    stream = tenant_stream(tenant)
+
+    def build(seq: int, prev: str) -> dict:
+        return audit_event_build(
+            stream=stream,
+            seq=seq,
+            prev_hash=prev,
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            detail={"tenant": tenant, **(detail or {})},
+        )
+
+    event = audit_append(store, stream=stream, build=build)
+    assert event is not None  # build never declines
+    return event
