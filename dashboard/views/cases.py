@@ -9,8 +9,10 @@ and the fresh state: 409) and apply an action id once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib import messages
 from django.forms import Form
 from django.http import Http404, HttpResponse
@@ -39,7 +41,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case
-from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, allowed_actions
+from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, EvidenceFacts, offered_actions
 from reconciliation.casework.dispositions import (
     ActionResult,
     case_assign,
@@ -47,8 +49,28 @@ from reconciliation.casework.dispositions import (
     cases_bulk,
     override_request,
 )
-from reconciliation.casework.selectors import MAX_PAGE, case_detail, case_evidence, case_timeline
+from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.selectors import (
+    MAX_PAGE,
+    Evidence,
+    case_detail,
+    case_evidence,
+    case_timeline,
+)
+from reconciliation.casework.suggestions import (
+    Suggestion,
+    case_suggestion,
+    resolution_words,
+    retry_in_flight,
+)
+from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.stores import Store, first_store
+
+logger = logging.getLogger(__name__)
+
+# The id of the case page's poller while a commit retry runs in the background: its
+# requests (HX-Target) get the poller back while the retry runs, the whole case after.
+POLLER = "case-live"
 
 # The forms whose choices are narrowed to what the role may do on the case now.
 CHOICE_FORM_CLASSES: dict[str, type[DispositionForm] | type[OverrideRequestForm]] = {
@@ -65,10 +87,52 @@ def _case_or_404(case_id: str, store: Store) -> Case:
     return case
 
 
-def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
+class EvidenceRead:
+    """The live evidence of a case, or why it could not be read (``error``)."""
+
+    def __init__(self, case: Case, store: Store):
+        self.evidence: Evidence | None = None
+        self.error = ""
+        try:
+            self.evidence = case_evidence(case, store=store)
+        except (ClientError, BotoCoreError, RetriesExhausted) as exc:
+            # The page still answers: it says the evidence is unknown and offers what the
+            # services accept (they read the evidence again before acting).
+            code = exc.response["Error"]["Code"] if isinstance(exc, ClientError) else ""
+            self.error = code or exc.__class__.__name__
+            logger.warning("case %s: evidence unreadable (%s)", case.case_id, self.error)
+
+    @property
+    def facts(self) -> EvidenceFacts | None:
+        if self.evidence is None:
+            return None
+        return evidence_facts(pledge=self.evidence.pledge, claim=self.evidence.claim)
+
+
+def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict:
+    """What "Accept suggestion" pre-fills: the suggested choice and reason, in the form
+    that takes it, when ``?accept=`` names the action suggested now (a stale link
+    pre-fills nothing). The person still reviews and submits it."""
+    wanted = request.GET.get("accept", "")
+    if suggestion is None or not suggestion.action or suggestion.action != wanted:
+        return {}
+    name = suggestion.form or ""
+    choice = CHOICE_FORM_CLASSES[name].choice_field
+    return {
+        name: {
+            choice: suggestion.action,
+            "reason_code": suggestion.reason_code,
+            "reason_text": suggestion.reason_text,
+        }
+    }
+
+
+def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | None) -> dict:
     """The action forms this role is offered on this case now: a bound form when it is
-    being re-shown with errors, else a fresh one (current version, new action id)."""
-    allowed = allowed_actions(case.case_type, case.state, role)
+    being re-shown with errors, else a fresh one (current version, new action id). Only
+    what the evidence lets through is offered (``facts``; ``None``: unknown, so what the
+    role may start, and the services check the evidence themselves)."""
+    allowed = offered_actions(case.case_type, case.state, role, facts)
     forms: dict = {}
     for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
         offered = [a for a in allowed if a in kinds]
@@ -78,6 +142,10 @@ def _forms(case: Case, role, bound: dict, keep: dict) -> dict:
             initial={**keep.get(name, {}), "seen_version": case.version}
         )
         form.offer(offered)
+        if name in keep and name not in bound:
+            # Pre-filled (an accepted suggestion, a choice kept after a conflict): the
+            # reason is where the person goes next, to review it.
+            form.fields["reason_text"].widget.attrs["autofocus"] = True
         forms[name] = form
     if role in ACTING_ROLES and case.state != "RESOLVED":
         # Only a supervisor is offered the staff list; others take or release.
@@ -95,13 +163,17 @@ def _case_response(
     keep: dict | None = None,
     conflict: Case | None = None,
     partial: str = "case",
+    send_messages: bool = False,
 ) -> HttpResponse:
     store = first_store()  # resolved once for the page's reads
     case = _case_or_404(case_id, store)
+    read = EvidenceRead(case, store)
+    suggestion = case_suggestion(case, read.evidence)
+    if request.method != "POST" and not bound and not keep:
+        keep = _accepted(request, suggestion)
     timeline = case_timeline(case.case_id, store=store)
     context = {
-        "case": case,
-        "evidence": case_evidence(case, store=store),
+        **_live_context(request, case, read, suggestion),
         "timeline": timeline,
         # The case was read before its timeline, so its stored head can only be behind.
         "chain": case_chain_status(
@@ -110,34 +182,80 @@ def _case_response(
             SubjectHead("case", case.audit_seq, case.audit_head),
             store=store,
         ),
-        "forms": _forms(case, request.role, bound or {}, keep or {}),
-        "can_act": request.role in ACTING_ROLES,
+        "forms": _forms(case, request.role, bound or {}, keep or {}, read.facts),
+        "accepted": bool(keep) and request.method != "POST",
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),
         "is_mine": case.assignee == request.user.get_username(),
         "conflict": conflict,
         # Messages travel with an htmx answer to a POST as an out-of-band swap.
-        "oob_messages": request.method == "POST" and wants_partial(request),
+        "oob_messages": (request.method == "POST" or send_messages) and wants_partial(request),
     }
     return render_page(request, "cases/detail.html", partial, context, status=status)
+
+
+def _live_context(
+    request: StaffRequest, case: Case, read: EvidenceRead, suggestion: Suggestion | None
+) -> dict:
+    """What the parts of the page that follow the evidence need: the banner, the
+    suggestion, the evidence panel and the poller."""
+    return {
+        "case": case,
+        "evidence": read.evidence,
+        "evidence_error": read.error,
+        "suggestion": suggestion,
+        "can_act": request.role in ACTING_ROLES,
+        "retry_running": retry_in_flight(case),
+        "resolution_words": resolution_words(case),
+    }
 
 
 @require_safe
 @role_required(*VIEWING_ROLES)
 def case_view(request: StaffRequest, case_id: str) -> HttpResponse:
+    """The case page. Its poller (present while a commit retry runs in the background)
+    gets itself back, re-armed, as long as the retry runs (one read of the case), and the
+    whole fresh case, swapped in place of the page's case, once it has ended."""
+    htmx = getattr(request, "htmx", None)
+    if wants_partial(request) and htmx is not None and htmx.target == POLLER:
+        store = first_store()
+        case = _case_or_404(case_id, store)
+        if retry_in_flight(case):
+            context = {"case": case, "retry_running": True}
+            return render_page(request, "cases/detail.html", "live", context)
+        # The message of the POST that queued the retry ("will be retried") is replaced.
+        if case.is_resolved:
+            messages.success(request, "The commit retry has ended: the case is resolved.")
+        else:
+            messages.warning(
+                request,
+                "The commit retry has ended without recording the pledge; "
+                "see the suggested next step.",
+            )
+        response = _case_response(request, case_id, send_messages=True)
+        response["HX-Retarget"] = "#case"
+        response["HX-Reswap"] = "outerHTML"
+        return response
     return _case_response(request, case_id)
 
 
 @require_safe
 @role_required(*VIEWING_ROLES)
 def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
-    """Fresh consistent reads: the evidence panel for htmx (which needs nothing else),
+    """Fresh consistent reads: for htmx the evidence panel, with the banner, the
+    suggestion and the actions that follow it swapped out of band (no timeline read);
     the case page otherwise."""
     if not wants_partial(request):
         return _case_response(request, case_id)
     store = first_store()
     case = _case_or_404(case_id, store)
-    context = {"case": case, "evidence": case_evidence(case, store=store)}
-    return render_page(request, "cases/detail.html", "evidence", context)
+    read = EvidenceRead(case, store)
+    suggestion = case_suggestion(case, read.evidence)
+    context = {
+        **_live_context(request, case, read, suggestion),
+        "forms": _forms(case, request.role, {}, {}, read.facts),
+        "oob": True,
+    }
+    return render_page(request, "cases/detail.html", "evidence_refresh", context)
 
 
 def _act(

@@ -33,6 +33,7 @@ from reconciliation.casework.selectors import (
     queue_page,
     resolved_page,
 )
+from reconciliation.casework.suggestions import retry_in_flight
 from reconciliation.stores import first_store
 
 PAGE_SIZE = 50
@@ -139,6 +140,10 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         "error": error,
         "can_act": can_act,
         "bulk_offered": can_act and name != QUEUE_APPROVAL,
+        # The table reloads itself while a case it lists has a commit retry running.
+        "polling": any(
+            retry_in_flight(r) for r in (found if found is not None else page.rows if page else [])
+        ),
     }
     if not wants_partial(request):
         # Only the whole page has the tabs (with counts) and the bulk form.

@@ -72,7 +72,8 @@ def test_staff_filters_opens_cancelled_case_and_records_retry(
     page.get_by_role("link", name="acme#order-1001").click()
     page.wait_for_url(f"{live_server.url}/cases/{wanted.case_id}/")
     assert page.get_by_text("Transaction failed").is_visible()
-    assert page.get_by_text("Nothing was written").is_visible()
+    # The first request's pledge is recorded: the banner says so (test_case_page_truth.py).
+    assert page.get_by_text("A pledge is recorded, but this transaction wrote nothing").is_visible()
     decoded = page.locator("table.decoded")
     assert decoded.get_by_text("Condition failed").first.is_visible()
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()

@@ -69,18 +69,19 @@ def test_unknown_case_is_404(ddb, client):
 
 def test_ambiguous_and_failed_transactions_cannot_be_confused(ddb, client, settings):
     """An acknowledgement that failed (202, may have committed) and a transaction that
-    failed (nothing written) get different, plainly worded banners; never both."""
+    failed (nothing of it written) get different, plainly worded banners; never both. Each
+    says what the live evidence finds now (test_case_page_truth.py)."""
     settings.AUTO_RESOLVE_COMMITTED = False
     ambiguous = ambiguous_case("cp-3")
     cancelled = key_reuse_case(ddb, "cp-4")
     stuck = stuck_case("cp-5")
     sign_in(client)
     ack = client.get(f"/cases/{ambiguous.case_id}/").content.decode()
-    assert "Acknowledgement failed" in ack and "The write may have committed" in ack
+    assert "Acknowledgement failed" in ack and "The write committed: a pledge is recorded" in ack
     assert 'HTTP 202: <span title="error code outcome_unknown">outcome unknown</span>' in ack
     assert "Transaction failed" not in ack and "Nothing was written" not in ack
     txn = client.get(f"/cases/{cancelled.case_id}/").content.decode()
-    assert "Transaction failed" in txn and "Nothing was written" in txn
+    assert "Transaction failed" in txn and "this transaction wrote nothing" in txn
     assert 'HTTP 422: <span title="error code idempotency_key_reused">key reused</span>' in txn
     assert "Acknowledgement failed" not in txn and "may have committed" not in txn
     stuck_page = client.get(f"/cases/{stuck.case_id}/").content.decode()
@@ -160,13 +161,14 @@ def test_token_window_inside_then_outside(ddb, client):
 
 
 def test_forms_offer_only_allowed_actions(ddb, client):
-    """The forms list exactly what policy allows for this case type, state and role."""
+    """The forms list exactly what policy allows for this case type, state and role, less
+    what the evidence refusals refuse (no pledge: neither confirmed nor void)."""
     stuck = stuck_case("cp-10")
     cancelled = key_reuse_case(ddb, "cp-11")
     sign_in(client)
     html = client.get(f"/cases/{stuck.case_id}/").content.decode()
-    assert radios(html, "disposition") == ["CONFIRMED_COMMITTED", "RETRY_COMMIT", "ESCALATE"]
-    assert radios(html, "override") == ["RELEASE_CLAIM", "VOID_PLEDGE"]
+    assert radios(html, "disposition") == ["RETRY_COMMIT", "ESCALATE"]
+    assert radios(html, "override") == ["RELEASE_CLAIM"]
     html = client.get(f"/cases/{cancelled.case_id}/").content.decode()
     assert radios(html, "disposition") == [
         "DUPLICATE_REJECTED_OK",
@@ -184,7 +186,7 @@ def test_forms_offer_only_allowed_actions(ddb, client):
         store=first_store(),
     )
     html = client.get(f"/cases/{stuck.case_id}/").content.decode()
-    assert radios(html, "disposition") == ["CONFIRMED_COMMITTED", "RETRY_COMMIT"]
+    assert radios(html, "disposition") == ["RETRY_COMMIT"]
     assert 'name="seen_version" value="2"' in html
     assert "required" in html and 'minlength="10"' in html
 
