@@ -15,11 +15,13 @@ import pytest
 from django.test import Client
 
 from dashboard.templatetags import dashboard_format
+from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import (
     CaseState,
     CaseType,
     Disposition,
+    ErrorKind,
     Override,
     Queue,
     ReasonCode,
@@ -31,6 +33,7 @@ from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import Code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
+from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
 from tests.helpers import pass_second_factor, spend_token, staff_user
@@ -52,9 +55,12 @@ ENUMS: tuple[type[Code], ...] = (
     RetryStatus,
     CancellationCode,
     Branch,
+    Role,
+    ErrorKind,
+    ErrorCode,
 )
-# Error kinds stored on cases that no enum above names.
-EXTRA_CODES = ("worker_died_between_claim_and_commit",)
+# Codes stored somewhere that no enum above names (none left).
+EXTRA_CODES: tuple[str, ...] = ()
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Labels test reason text."}
 MICROSECONDS = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\.\d+")
 
@@ -203,7 +209,7 @@ def pages(case_ids: list[str]) -> list[str]:
 
 def signed_in(role: str) -> Client:
     client = Client()
-    user = staff_user(f"lb-{role}", role)
+    user = staff_user(f"lb-{role.split('_')[0]}", role)
     client.force_login(user)
     if role in ("supervisor", "auditor"):
         pass_second_factor(client, user)
