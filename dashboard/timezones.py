@@ -37,7 +37,7 @@ def zone_of(user) -> str:
     if user is None or not user.is_authenticated:
         return default_zone()
     name = StaffProfile.objects.filter(user=user).values_list("time_zone", flat=True).first()
-    return name if is_zone(name) else default_zone()
+    return name if isinstance(name, str) and is_zone(name) else default_zone()
 
 
 def zone_set(user, name: str) -> None:

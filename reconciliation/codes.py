@@ -18,7 +18,7 @@ class Code(StrEnum):
     """A stored code; declare members as ``NAME = "NAME", "Label", "Explanation."``.
 
     Every subclass is registered, in declaration order, so a page can put words on a code
-    without knowing its enum (:meth:`find`); the first enum that names a value wins, so
+    without knowing its enum (:func:`find_code`); the first enum that names a value wins, so
     an enum declared later never relabels an earlier one's code."""
 
     label: str
@@ -58,18 +58,18 @@ class Code(StrEnum):
         member = cls.of(value)
         return member.label if member is not None else str(value or "")
 
-    @staticmethod
-    def find(value: object) -> Code | None:
-        """The member of any code enum stored as ``value`` (the first enum declared that
-        names it), or None."""
-        if value is None or value == "":
-            return None
-        text = str(value)
-        for enum in _REGISTRY:
-            member = enum.of(text)
-            if member is not None:
-                return member
-        return None
-
 
 _REGISTRY: list[type[Code]] = []
+
+
+def find_code(value: object) -> Code | None:
+    """The member of any code enum stored as ``value`` (the first enum declared that names
+    it), or None."""
+    if value is None or value == "":
+        return None
+    text = str(value)
+    for enum in _REGISTRY:
+        member = enum.of(text)
+        if member is not None:
+            return member
+    return None

@@ -34,7 +34,7 @@ from reconciliation.cases.models import (
 )
 from reconciliation.claims.models import TOKEN_WINDOW_S, ClaimStatus, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.codes import Code
+from reconciliation.codes import Code, find_code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
 
@@ -227,7 +227,7 @@ def _code(value) -> Code | None:
         member = enum.of(value)
         if member is not None:
             return member
-    return Code.find(value)
+    return find_code(value)
 
 
 @register.filter

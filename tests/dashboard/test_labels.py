@@ -269,3 +269,40 @@ def test_times_show_in_the_zone_with_the_utc_instant_in_the_title(settings):
         )
     assert dashboard_format.when("not a time") == ""
     assert dashboard_format.when(None) == ""
+
+
+def test_profile_time_zone_is_validated_saved_and_applied(client):
+    """A zone the database does not know is refused (400, nothing saved); a known one is
+    saved on the profile and every later page shows times in it."""
+    from dashboard.models import StaffProfile
+    from tests.helpers import sign_in
+
+    user = sign_in(client)
+    for bad in ("Mars/Olympus_Mons", "", "x" * 5000, "../../etc/passwd"):
+        refused = client.post("/accounts/profile/time-zone/", {"time_zone": bad})
+        assert refused.status_code == 400
+        assert 'role="alert"' in refused.content.decode()
+    assert not StaffProfile.objects.filter(user=user).exists()
+
+    saved = client.post("/accounts/profile/time-zone/", {"time_zone": "Europe/Berlin"})
+    assert saved.status_code == 200
+    assert "Times now show in Europe/Berlin." in saved.content.decode()
+    assert StaffProfile.objects.get(user=user).time_zone == "Europe/Berlin"
+    page = client.get("/accounts/profile/").content.decode()
+    assert '<option value="Europe/Berlin" selected>' in page
+    assert re.search(
+        r"<dd>Europe/Berlin <span class=\"muted\">· now <time [^>]*>[^<]* CES?T</time>", page
+    )
+
+
+def test_a_code_is_found_in_whichever_enum_declares_it():
+    """``find_code`` looks a stored string up across every code enum; the page filters use
+    it for codes that no specific filter names."""
+    from reconciliation.codes import find_code
+
+    assert find_code("worker_died_between_claim_and_commit") is not None
+    assert find_code("TransactionConflict").label == "Conflict with another request"
+    assert find_code("nothing-like-a-code") is None
+    assert dashboard_format.words("nothing-like-a-code") == "nothing-like-a-code"
+    assert dashboard_format.words(None) == ""
+    assert dashboard_format.explain("RETRY_COMMIT").startswith("Re-run the commit")
