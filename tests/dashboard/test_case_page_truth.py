@@ -76,6 +76,7 @@ def test_resolved_case_leads_with_the_resolution_and_gives_no_live_advice(ddb, c
     assert "by <strong>system</strong>" in head and "<time" in head
     assert "the pledge was committed" in head
     assert html.index('id="headline"') < html.index('id="summary-h"')
+    assert '<a href="/queues/resolved/">Resolved</a> ›' in html  # back to where it is listed
     assert "No outcome recorded" not in html
     assert "Inside the" not in html and "Outside the" not in html
     assert 'id="suggestion"' not in html
