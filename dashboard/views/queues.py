@@ -216,8 +216,8 @@ def resolved_view(request: StaffRequest) -> HttpResponse:
 @require_safe
 @role_required(*ACTING_ROLES)
 def mine_view(request: StaffRequest) -> HttpResponse:
-    """"My cases": the open cases assigned to the signed-in person, in every queue, oldest
-    first. Auditors take no cases, so they have no such list (403)."""
+    """The "My cases" list: the open cases assigned to the signed-in person, in every
+    queue, oldest first. Auditors take no cases, so they have no such list (403)."""
     cursor = request.GET.get("cursor") or None
     page, status, error = None, 200, ""
     try:

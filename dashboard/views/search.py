@@ -36,7 +36,10 @@ def case_search_view(request: StaffRequest) -> HttpResponse:
     found, status, error = None, 200, ""
     if form.is_bound:
         if not form.is_valid():
-            status, error = 400, "; ".join(str(e) for e in form.errors.get("q", ["Check the search."]))
+            status, error = (
+                400,
+                "; ".join(str(e) for e in form.errors.get("q", ["Check the search."])),
+            )
         elif not form.cleaned_data["q"]:
             error = "Type a case id (C-…), the client's idempotency key or a donor ref."
         else:
