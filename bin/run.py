@@ -185,9 +185,9 @@ def main() -> int:
         say("static files collected")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
-        # The simulator's tenant, registered with the funds its pledges go to.
-        manage(env, "add_fund", "--tenant", "sim", "GENERAL", capture=True)
         if env.get("DEMO_SEED", "1") == "1":
+            # The simulator's tenant, registered with the funds its pledges go to.
+            manage(env, "add_fund", "--tenant", "sim", "GENERAL", capture=True)
             say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
             manage(env, "seed_demo")
         say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")

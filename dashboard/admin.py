@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import uuid
-from decimal import Decimal
 
 from django import forms
 from django.conf import settings
@@ -33,12 +32,19 @@ from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
 
 from dashboard.auth import client_address, forget_role
-from dashboard.models import ApiToken, Fund, Tenant, default_funds
+from dashboard.models import ApiToken, Fund, Tenant
+from dashboard.tenant_changes import (
+    fund_remove,
+    fund_snapshot,
+    tenant_event,
+    tenant_provision,
+    token_issue,
+    token_revoke,
+)
 from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
-from reconciliation.audit.tenants import tenant_event_append
 from reconciliation.claims import funds as fund_rules
 from reconciliation.stores import first_store
 
@@ -122,18 +128,8 @@ class AuditedAdmin(admin.ModelAdmin):
 # --- tenants and funds ------------------------------------------------------------------
 
 
-def _fund_snapshot(fund: Fund | fund_rules.Fund) -> dict:
-    max_amount = fund.max_amount
-    if isinstance(max_amount, Decimal):
-        max_amount = max_amount.normalize()
-    rule = fund_rules.Fund(code=fund.code, currency=fund.currency, max_amount=max_amount)
-    return {"fund": rule.code, "currency": rule.currency, "max_amount": rule.max_amount_text}
-
-
 def _tenant_event(request, tenant: str, action: AuditAction, **fields) -> None:
-    tenant_event_append(
-        first_store(), tenant=tenant, action=action, actor=admin_actor(request), **fields
-    )
+    tenant_event(tenant, action, actor=admin_actor(request), **fields)
 
 
 class FundInline(admin.TabularInline):
@@ -188,15 +184,9 @@ class TenantAdmin(AuditedAdmin):
     def save_model(self, request, obj: Tenant, form, change: bool) -> None:
         if change:
             return  # the name is read-only; nothing else to change
-        funds = default_funds()
-        _tenant_event(
-            request,
-            obj.name,
-            AuditAction.TENANT_CREATED,
-            after={"funds": [_fund_snapshot(f) for f in funds]},
-        )
-        super().save_model(request, obj, form, change)
-        obj.funds_register(funds)
+        tenant = tenant_provision(obj.name, actor=admin_actor(request))
+        obj.pk, obj.created_at = tenant.pk, tenant.created_at
+        obj._state.adding = False
 
 
 class FundForm(forms.ModelForm):
@@ -248,20 +238,17 @@ class FundAdmin(AuditedAdmin):
                     request,
                     obj.tenant.name,
                     AuditAction.FUND_LIMIT_CHANGED,
-                    before=_fund_snapshot(before),
-                    after=_fund_snapshot(obj),
+                    before=fund_snapshot(before),
+                    after=fund_snapshot(obj),
                 )
         else:
             _tenant_event(
-                request, obj.tenant.name, AuditAction.FUND_REGISTERED, after=_fund_snapshot(obj)
+                request, obj.tenant.name, AuditAction.FUND_REGISTERED, after=fund_snapshot(obj)
             )
         super().save_model(request, obj, form, change)
 
     def delete_model(self, request, obj: Fund) -> None:
-        _tenant_event(
-            request, obj.tenant.name, AuditAction.FUND_REMOVED, before=_fund_snapshot(obj)
-        )
-        super().delete_model(request, obj)
+        fund_remove(obj, actor=admin_actor(request))
 
     def delete_queryset(self, request, queryset) -> None:
         for fund in queryset.select_related("tenant"):
@@ -326,16 +313,8 @@ class ApiTokenAdmin(AuditedAdmin):
 
     @admin.action(description="Revoke the selected API tokens")
     def revoke_tokens(self, request, queryset) -> None:
-        revoked = 0
-        for token in queryset.filter(revoked_at__isnull=True).order_by("pk"):
-            _tenant_event(
-                request,
-                token.tenant,
-                AuditAction.API_TOKEN_REVOKED,
-                detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
-            )
-            token.revoke()
-            revoked += 1
+        actor = admin_actor(request)
+        revoked = sum(token_revoke(token, actor=actor) for token in queryset.order_by("pk"))
         self.message_user(
             request,
             f"Revoked {revoked} token(s): callers using them are refused from now on."
@@ -360,8 +339,7 @@ class ApiTokenAdmin(AuditedAdmin):
         if request.method == "POST" and form.is_valid():
             name = form.cleaned_data["tenant"]
             try:
-                with transaction.atomic():
-                    token, raw = self._issue(request, name)
+                token, raw = token_issue(name, actor=admin_actor(request))
             except AUDIT_UNAVAILABLE:
                 context["error"] = NOT_RECORDED
                 return TemplateResponse(
@@ -378,23 +356,6 @@ class ApiTokenAdmin(AuditedAdmin):
         return TemplateResponse(
             request, "admin/dashboard/apitoken/issue.html", context, status=status
         )
-
-    def _issue(self, request, name: str) -> tuple[ApiToken, str]:
-        if not Tenant.objects.filter(name=name).exists():
-            _tenant_event(
-                request,
-                name,
-                AuditAction.TENANT_CREATED,
-                after={"funds": [_fund_snapshot(f) for f in default_funds()]},
-            )
-        token, raw = ApiToken.issue(name)
-        _tenant_event(
-            request,
-            name,
-            AuditAction.API_TOKEN_ISSUED,
-            detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
-        )
-        return token, raw
 
 
 # --- staff ---------------------------------------------------------------------------------

@@ -264,3 +264,21 @@ def test_add_staff_superuser_enrols_a_second_factor_and_is_audited(ddb, settings
     assert created["action"] == "staff_created"
     assert created["after"] == {"role": "supervisor", "active": True, "superuser": True}
     assert enrolled["action"] == "mfa_enrolled"
+
+
+def test_token_commands_leave_the_same_trail(ddb, capsys):
+    """issue_api_token and revoke_api_token write the events the admin writes, by the
+    system through the command; the raw token never reaches the trail."""
+    from django.core.management import call_command
+
+    call_command("issue_api_token", "--tenant", "initech")
+    raw = capsys.readouterr().out.strip().splitlines()[-1]
+    call_command("revoke_api_token", "--tenant", "initech")
+    events = tenant_events(ddb, "initech")
+    assert [e["action"] for e in events] == [
+        "tenant_created",
+        "api_token_issued",
+        "api_token_revoked",
+    ]
+    assert {e["actor"]["role"] for e in events} == {"system"}
+    assert events[1]["detail"]["hint"] == raw[-6:] and raw not in str(events)

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from dashboard.models import ApiToken, Fund, Tenant
 from reconciliation.claims.request import parse_fields
 from tests.conftest import ApiCaller, pledge_body
-from tests.helpers import claims, ledger_total, nothing_written, pledges
+from tests.helpers import audit_events, claims, ledger_total, nothing_written, pledges
 
 
 def _register(tenant: str, code: str, currency: str, max_amount: str) -> None:
@@ -163,10 +163,11 @@ def test_a_new_tenant_starts_with_default_funds(settings, client):
     assert Fund.objects.filter(tenant__name="globex").count() == 3
 
 
-@pytest.mark.django_db
-def test_add_fund_registers_and_updates_a_limit():
+@pytest.mark.engines("moto")
+def test_add_fund_registers_and_updates_a_limit(ddb, db):
     """add_fund creates the tenant (with its default funds) and the fund; run again with
-    another limit it updates it; without --currency it takes FUND_DEFAULT_CURRENCY."""
+    another limit it updates it; without --currency it takes FUND_DEFAULT_CURRENCY. Each
+    change is an audit event on TENANT#initech, by the system through the command."""
     out = _output("add_fund", "scholarship", tenant="initech", currency="eur", max_amount="750.5")
     assert (
         out
@@ -178,9 +179,19 @@ def test_add_fund_registers_and_updates_a_limit():
     assert Fund.objects.get(tenant__name="initech", code="SCHOLARSHIP").max_amount == 900
     _output("add_fund", "RELIEF", tenant="initech")
     assert Fund.objects.get(tenant__name="initech", code="RELIEF").currency == "USD"
+    events = audit_events(ddb, "TENANT#initech")
+    assert [e["action"] for e in events] == [
+        "tenant_created",
+        "fund_registered",
+        "fund_limit_changed",
+        "fund_registered",
+    ]
+    assert events[2]["before"]["max_amount"] == "750.50"
+    assert events[2]["after"]["max_amount"] == "900.00"
+    assert events[0]["actor"]["role"] == "system"
 
 
-@pytest.mark.django_db
+@pytest.mark.engines("moto")
 @pytest.mark.parametrize(
     "args,problem",
     [
@@ -191,11 +202,15 @@ def test_add_fund_registers_and_updates_a_limit():
         (("GENERAL", "--max-amount", "lots"), "not a decimal"),
     ],
 )
-def test_add_fund_refuses_what_intake_could_not_honour(args, problem):
+def test_add_fund_refuses_what_intake_could_not_honour(ddb, db, args, problem):
     """A bad code, currency or limit is refused with the reason; nothing is registered."""
     with pytest.raises(CommandError, match=problem):
         call_command("add_fund", *args, "--tenant", "initech")
-    assert not Fund.objects.filter(tenant__name="initech", code="GEN ERAL").exists()
+    assert not Fund.objects.filter(tenant__name="initech").exclude(code="GENERAL").exists()
+    assert [e["action"] for e in audit_events(ddb, "TENANT#initech")] in (
+        [],
+        ["tenant_created"],
+    )
 
 
 def _output(*args, **kwargs) -> str:

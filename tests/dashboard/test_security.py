@@ -150,7 +150,8 @@ def test_password_change_signs_out_other_sessions():
 
 
 @pytest.mark.django_db
-def test_api_tokens_are_stored_hashed_and_revocable(client, capsys):
+@pytest.mark.engines("moto")
+def test_api_tokens_are_stored_hashed_and_revocable(ddb, client, capsys):
     """Only the SHA-256 of a token is stored; revoking it makes the API answer 401."""
     call_command("issue_api_token", "--tenant", "acme")
     raw = capsys.readouterr().out.strip().splitlines()[-1]

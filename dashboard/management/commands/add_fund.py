@@ -1,7 +1,8 @@
 """``manage.py add_fund --tenant T CODE [--currency C] [--max-amount A]`` (DESIGN.md §8):
 register a fund for a tenant, or change the largest single amount of one registered.
 
-A tenant named for the first time is created with ``DEFAULT_FUNDS`` first. The currency
+A tenant named for the first time is created with ``DEFAULT_FUNDS`` first. Each change
+is an audit event on ``TENANT#T``; when the trail cannot be written, nothing changes. The currency
 defaults to ``FUND_DEFAULT_CURRENCY`` and the largest single amount, for a new fund, to
 ``FUND_DEFAULT_MAX_AMOUNT``.
 """
@@ -12,8 +13,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from dashboard.management.commands.issue_api_token import TENANT_RE
-from dashboard.models import Fund, Tenant
+from dashboard.management.commands.issue_api_token import TENANT_RE, command_actor, not_recorded
+from dashboard.models import Fund
+from dashboard.tenant_changes import fund_register, tenant_provision
+from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.claims.funds import fund_parse
 
 
@@ -34,18 +37,24 @@ class Command(BaseCommand):
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
         currency = currency or settings.FUND_DEFAULT_CURRENCY
-        with transaction.atomic():
-            owner = Tenant.objects.provision(tenant)
-            existing = Fund.objects.filter(
-                tenant=owner, code=code.strip().upper(), currency=currency.strip().upper()
-            ).first()
-            if max_amount is None:
-                max_amount = existing.max_amount if existing else settings.FUND_DEFAULT_MAX_AMOUNT
-            try:
-                fund = fund_parse(code, currency, max_amount)
-            except ValueError as exc:
-                raise CommandError(str(exc)) from exc
-            (row,) = owner.funds_register([fund])
+        actor = command_actor("add_fund")
+        try:
+            with transaction.atomic():
+                owner = tenant_provision(tenant, actor=actor)
+                existing = Fund.objects.filter(
+                    tenant=owner, code=code.strip().upper(), currency=currency.strip().upper()
+                ).first()
+                if max_amount is None:
+                    max_amount = (
+                        existing.max_amount if existing else settings.FUND_DEFAULT_MAX_AMOUNT
+                    )
+                try:
+                    fund = fund_parse(code, currency, max_amount)
+                except ValueError as exc:
+                    raise CommandError(str(exc)) from exc
+                row, _ = fund_register(owner, fund, actor=actor)
+        except AUDIT_UNAVAILABLE as exc:
+            raise not_recorded(exc) from exc
         verb = "updated" if existing else "registered"
         self.stdout.write(
             f"{verb} fund {row.code} in {row.currency} for tenant {tenant}: "

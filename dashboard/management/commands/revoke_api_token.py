@@ -1,11 +1,16 @@
-"""``manage.py revoke_api_token (--hint H | --tenant NAME)``: revoke intake API tokens."""
+"""``manage.py revoke_api_token (--hint H | --tenant NAME)``: revoke intake API tokens.
+
+Each revocation is an audit event on ``TENANT#NAME``; the rows stay, with ``revoked_at``.
+"""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
+from dashboard.management.commands.issue_api_token import command_actor, not_recorded
 from dashboard.models import ApiToken
+from dashboard.tenant_changes import token_revoke
+from dashboard.views.accounts import AUDIT_UNAVAILABLE
 
 
 class Command(BaseCommand):
@@ -19,7 +24,13 @@ class Command(BaseCommand):
     def handle(self, *args, hint: str | None, tenant: str | None, **options) -> None:
         tokens = ApiToken.objects.active()
         tokens = tokens.filter(hint=hint) if hint else tokens.filter(tenant=tenant)
-        count = tokens.update(revoked_at=timezone.now())
+        actor = command_actor("revoke_api_token")
+        count = 0
+        try:
+            for token in tokens.order_by("pk"):
+                count += token_revoke(token, actor=actor)
+        except AUDIT_UNAVAILABLE as exc:
+            raise not_recorded(exc) from exc
         if not count:
             raise CommandError("no active token matched")
         self.stdout.write(f"revoked {count} token(s)")
