@@ -11,7 +11,7 @@ refused), it names no action and says what to wait for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from reconciliation.actors import Role
@@ -244,24 +244,49 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
             None, "The evidence could not be read: refresh it before deciding anything."
         )
     candidate = _candidate(case, evidence)
-    if candidate.action is None:
+    if case.state == ESCALATED:
+        return _escalated(case, evidence, candidate)
+    if candidate.action is None or candidate.action in _offered(case, evidence):
         return candidate
-    facts = evidence_facts(pledge=evidence.pledge, claim=evidence.claim)
-    offered = offered_actions(case.case_type, case.state, Role.FINANCE_STAFF, facts)
-    if candidate.action in offered:
-        return candidate
-    if case.state == ESCALATED and candidate.action == ESCALATE:
-        if RELEASE_CLAIM in offered:
-            return Suggestion(
-                RELEASE_CLAIM,
-                "Already escalated, and no commit fits the evidence: Release the claim so "
-                "the client may retry (a supervisor approves).",
-                ReasonCode.NEEDS_REVIEW,
-                candidate.reason_text,
-            )
-        return Suggestion(None, "The case is escalated: waiting for a supervisor's decision.")
     return Suggestion(
         None, f"{candidate.why} ({candidate.label} is not available on this case now.)"
+    )
+
+
+# What the evidence settles by itself: a recorded pledge. An escalated case is closed on
+# it like any other; for everything else a supervisor decides.
+_SETTLED = (CONFIRMED_COMMITTED, DUPLICATE_REJECTED_OK)
+
+
+def _offered(case: Case, evidence: Evidence) -> list[str]:
+    facts = evidence_facts(pledge=evidence.pledge, claim=evidence.claim)
+    return offered_actions(case.case_type, case.state, Role.FINANCE_STAFF, facts)
+
+
+def _escalated(case: Case, evidence: Evidence, candidate: Suggestion) -> Suggestion:
+    """An escalated case waits for a supervisor's decision unless the evidence settled
+    it; the step the evidence points to is still named (and offered to accept), or,
+    where that is escalating again, releasing the claim so the client may retry."""
+    offered = _offered(case, evidence)
+    if candidate.action in _SETTLED and candidate.action in offered:
+        return candidate
+    waiting = "Escalated: waiting for a supervisor's decision."
+    if candidate.action is None:
+        return Suggestion(None, f"{waiting} {candidate.why}")
+    if candidate.action != ESCALATE:
+        if candidate.action in offered:
+            return replace(candidate, why=f"{waiting} The evidence: {candidate.why}")
+        return Suggestion(None, f"{waiting} The evidence: {candidate.why}")
+    if RELEASE_CLAIM in offered:
+        return Suggestion(
+            RELEASE_CLAIM,
+            f"{waiting} No commit fits the evidence: Release the claim so the client may "
+            "retry (a supervisor approves).",
+            ReasonCode.NEEDS_REVIEW,
+            candidate.reason_text or f"No commit fits the evidence for {case.intent_id}.",
+        )
+    return Suggestion(
+        None, f"{waiting} No commit fits the evidence, and the claim cannot be released."
     )
 
 

@@ -201,6 +201,18 @@ def test_a_failed_retry_suggests_escalating_and_then_releasing():
     assert_prefill_is_valid(s)
 
 
+def test_escalated_case_waits_for_a_supervisor_naming_what_the_evidence_points_to():
+    """Escalated, no pledge: a supervisor decides; the step the evidence points to is
+    named (and may be accepted). A recorded pledge settles it like any other case."""
+    s = case_suggestion(case(state=CaseState.ESCALATED), evidence())
+    assert s.action == "RETRY_COMMIT"
+    assert s.why.startswith("Escalated: waiting for a supervisor's decision. The evidence: No")
+    s = case_suggestion(case(state=CaseState.ESCALATED), evidence(pledge_=pledge()))
+    assert s.action == "CONFIRMED_COMMITTED" and not s.why.startswith("Escalated")
+    s = case_suggestion(case(CaseType.TOKEN_MISMATCH, CaseState.ESCALATED), evidence(age_s=60))
+    assert s.action is None and s.why.startswith("Escalated: waiting for a supervisor's")
+
+
 def test_escalated_without_a_releasable_claim_waits_for_a_supervisor():
     retry = {"status": "transaction_conflict", "finished_at": AT}
     s = case_suggestion(
