@@ -167,7 +167,9 @@ class ApiServer:
 
         manage(self.env, "migrate", "--noinput")
         funds = ",".join(f"{fund}:{currency}" for fund in FUNDS for currency in CURRENCIES)
-        issued = manage({**self.env, "DEFAULT_FUNDS": funds}, "issue_api_token", "--tenant", tenant)
+        # Preparation is not under test: no injected fault reaches the token's audit event.
+        setup = {**self.env, "DEFAULT_FUNDS": funds, "FAULT_INJECTION": ""}
+        issued = manage(setup, "issue_api_token", "--tenant", tenant)
         self.token = issued.strip().splitlines()[-1]
         return self.token
 
