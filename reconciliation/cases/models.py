@@ -418,6 +418,7 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
         return None
     data = decoded_row(item)
     data["amount"] = Decimal(str(data.get("amount", 0)))
+    data.setdefault("fund", "")  # not stored when empty (an index key)
     data["case_type"] = CaseType.read(data["case_type"])
     data["state"] = CaseState.read(data["state"])
     if data.get("queue") is not None:
@@ -426,8 +427,17 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
     return Case(**{k: v for k, v in data.items() if k in known})
 
 
+# Attributes that key an index (``open_by_fund``, ``by_donor``, ``open_by_assignee``):
+# DynamoDB refuses an empty string there (ValidationException), so an empty one is not
+# stored at all, and the case is simply absent from that index.
+_INDEX_KEY_FIELDS = ("fund", "donor_ref", "assignee")
+
+
 def case_to_item(case: Case) -> dict:
     data: dict[str, Any] = {k: getattr(case, k) for k in Case.__dataclass_fields__}
+    for name in _INDEX_KEY_FIELDS:
+        if data[name] == "":
+            data[name] = None
     for name in _JSON_FIELDS:
         # Kept as JSON text: free-form evidence must never trip DynamoDB's type rules
         # (floats, empty sets) and is read back exactly as written.

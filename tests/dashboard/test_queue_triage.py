@@ -215,3 +215,25 @@ def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client)
     call_command("backfill_cases", stdout=out)
     assert " 0 updated" in out.getvalue()
     assert queue_counters(store=store)["STUCK_PENDING"].amounts["USD"] == Decimal("300.00")
+
+
+def test_a_case_without_a_fund_is_stored_and_listed(ddb, client):
+    """An index key may not be an empty string in DynamoDB: a case whose request named
+    no fund is stored without the attribute (out of the fund order only), read back
+    with an empty fund, and listed in its queue."""
+    from dataclasses import replace
+
+    from reconciliation.cases.models import case_to_item
+    from reconciliation.cases.repository import CaseRepository
+    from reconciliation.dynamo.items import transact_items
+
+    template = stuck_case("nofund-1")
+    case = replace(template, case_id="C-AAAAAAAAAAAAAAAB", fund="", donor_ref=None)
+    assert "fund" not in case_to_item(case)
+    store = first_store()
+    store.client.transact_write_items(
+        TransactItems=transact_items([CaseRepository(store).put_new_item(case)])
+    )
+    assert CaseRepository(store).get(case.case_id).fund == ""
+    sign_in(client)
+    assert "C-AAAAAAAAAAAAAAAB" in client.get("/queues/stuck/").content.decode()
