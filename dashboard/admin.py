@@ -220,10 +220,14 @@ class FundForm(forms.ModelForm):
 @admin.register(Fund, site=site)
 class FundAdmin(AuditedAdmin):
     form = FundForm
-    list_display = ("tenant", "code", "currency", "max_amount", "created_at")
+    list_display = ("tenant", "code", "currency", "largest_single_amount", "created_at")
     list_filter = ("tenant", "currency")
     search_fields = ("tenant__name", "code")
     list_select_related = ("tenant",)
+
+    @admin.display(description="largest single amount", ordering="max_amount")
+    def largest_single_amount(self, obj: Fund) -> str:
+        return obj.as_rule().max_amount_text
 
     def get_readonly_fields(self, request, obj=None):
         # Only the limit changes: another code or currency is another fund (another

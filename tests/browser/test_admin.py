@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from dashboard.models import Tenant
 from tests.browser.conftest import PASSWORD, authenticator_code
 from tests.helpers import audit_events, staff_user
 
@@ -88,6 +89,19 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         page.screenshot(path=str(screenshots / "admin-token-revoked-1280.png"), full_page=True)
 
         assert _post_pledge(live_server.url, raw, "admin-browser-2") == 401
+
+        # The other screens (the staff form with its role boxes, a fund's form, a tenant
+        # with its funds) render under the same CSP.
+        tenant = Tenant.objects.get(name="acme")
+        for path in (
+            f"/admin/auth/user/{root.pk}/change/",
+            "/admin/dashboard/fund/add/",
+            f"/admin/dashboard/tenant/{tenant.pk}/change/",
+            "/admin/dashboard/fund/",
+        ):
+            page.goto(f"{live_server.url}{path}")
+            page.locator("#content").wait_for()
+        page.screenshot(path=str(screenshots / "admin-funds-1280.png"), full_page=True)
         actions = [e["action"] for e in audit_events(ddb, "TENANT#acme")]
         assert actions == ["tenant_created", "api_token_issued", "api_token_revoked"]
         assert refused == []
