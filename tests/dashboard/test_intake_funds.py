@@ -258,3 +258,32 @@ def test_another_tenants_fund_does_not_count(ddb, api, client):
     _, raw = ApiToken.issue("globex")
     other = ApiCaller(client, raw, "globex")
     assert other.post("rel-1", pledge_body(fund="RELIEF")).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "amount,currency,normalised,problem",
+    [
+        ("25", "USD", "25.00", None),
+        ("25.5", "EUR", "25.50", None),
+        ("25.001", "USD", None, "USD takes at most 2 decimal places"),
+        ("25.000", "USD", None, "at most 2 decimal places"),
+        ("1000", "JPY", "1000", None),
+        ("1000.00", "JPY", "1000", None),
+        ("1000.5", "JPY", None, "JPY has no minor unit: a whole amount is required"),
+        ("0.125", "KWD", "0.125", None),
+        ("7", "BHD", "7.000", None),
+        ("10.5", "HUF", None, "HUF has no minor unit: a whole amount is required"),
+    ],
+)
+def test_amounts_follow_the_currencys_minor_units(amount, currency, normalised, problem):
+    """Each currency's ISO 4217 minor units (babel/CLDR): what is accepted, how it is
+    written, and why the rest is refused."""
+    from reconciliation.claims.request import InvalidRequest
+
+    body = pledge_body(amount=amount, currency=currency)
+    if problem is None:
+        assert parse_fields(body).normalised()["amount"] == normalised
+    else:
+        with pytest.raises(InvalidRequest) as info:
+            parse_fields(body)
+        assert info.value.fields == {"amount": problem}
