@@ -148,7 +148,7 @@ def test_stale_form_shows_who_changed_the_case(ddb, open_browser, live_server, s
     banner.wait_for()
     assert "changed by staff" in banner.inner_text()
     assert second.locator("dd.assignee").get_by_text("staff").first.is_visible()
-    assert second.locator("#case .badge.big").inner_text() == "OPEN"
+    assert second.locator("#case .badge.big").inner_text() == "Open"
     shoot(second, screenshots, "case-conflict")
 
 
