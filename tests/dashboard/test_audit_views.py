@@ -166,7 +166,7 @@ def test_finance_staff_see_only_their_own_events_and_are_told(ddb, client, setti
     assert b"only the events you performed yourself" in page.content
     assert b"ben@example.org" not in page.content
     page = ada.get("/audit/", rng())
-    actor_cell = r"<td>([^<]+)<br><span class=\"muted\">(?:finance_staff|supervisor|api)"
+    actor_cell = r"<td>([^<]+)<br><span class=\"muted\">(?:Finance staff|Supervisor|API client)"
     shown = set(re.findall(actor_cell, page.content.decode()))
     assert shown == {"ada"}
     body = b"".join(ada.get("/audit/export.csv", rng()).streaming_content)
@@ -196,7 +196,7 @@ def test_cursor_paging_without_javascript_and_with_htmx(ddb, client):
         response = auditor.get(url)
         assert response.status_code == 200
         html = response.content.decode()
-        seen += re.findall(r'<td class="mono">(\d{4}-[^<]+Z)</td>', html)
+        seen += re.findall(r'<td><time datetime="(\d{4}-[^"]+Z)"', html)
         url = next_link(html)
         pages += 1
     assert pages == 3

@@ -260,7 +260,7 @@ def test_times_show_in_the_zone_with_the_utc_instant_in_the_title(settings):
         html = dashboard_format.when("2025-11-29T23:23:48.123456Z")
         exact = dashboard_format.when_exact("2025-11-29T23:23:48.123456Z")
     assert html == (
-        '<time datetime="2025-11-29T23:23:48Z" title="2025-11-29 23:23:48 UTC">'
+        '<time datetime="2025-11-29T23:23:48.123456Z" title="2025-11-29 23:23:48 UTC">'
         "30 Nov 2025, 00:23 CET</time>"
     )
     assert "2025-11-29 23:23:48 UTC" in visible_text(exact)
