@@ -1,45 +1,62 @@
 """ISO 4217 currency codes accepted for pledges, and each one's minor units.
 
-The minor units come from babel (the Unicode CLDR's currency data): 2 for most, 0 for
-JPY, KRW, CLP…, 3 for BHD, KWD, OMR…. CLDR follows ISO 4217 except where a minor unit
-is not used in practice (HUF, IDR, COP, IQD… take whole amounts there); this is the
-number of decimal places intake accepts and writes (DESIGN.md §4, changed in issue 14).
+Both come from ISO 4217's own current list (the ``iso4217`` package ships the table
+the maintenance agency publishes, List One): 2 places for most currencies, 0 for JPY,
+KRW, CLP…, 3 for BHD, KWD, IQD…. This is the number of decimal places intake accepts
+and writes (DESIGN.md §4, changed in issue 14). The Unicode CLDR data (babel) was not
+used: it takes whole amounts where a minor unit is unused in practice (HUF, IDR, COP,
+IQD…), which ISO does not, and would refuse amounts ISO allows.
 
-The allow-list stays hand-kept: babel lists every currency CLDR has ever named
-(``list_currencies()`` includes DEM, FRF, ZWD…) and cannot tell a withdrawn one from a
-current one without locale territory data, so it cannot replace the list of codes a
-pledge may be made in.
+Accepted: every currency on the list with a numeric minor unit, except ISO's fund codes
+(``IsFund``: BOV, CHE, CLF, USN…) and the units of account no donor pays in. A
+withdrawn currency leaves the list with the package's next release (BGN when Bulgaria
+adopted the euro; ANG for XCG; ZWL for ZWG).
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import cache
 
-from babel.numbers import get_currency_precision
+import iso4217
 
-ISO_4217 = frozenset(
-    """
-    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD
-    BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB
-    EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK
-    JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA
-    MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK
-    PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN
-    SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VES VND VUV WST
-    XAF XCD XOF XPF YER ZAR ZMW ZWL
-    """.split()
-)
+# Units of account on the list without ISO's fund flag: not currencies a pledge is paid in.
+_UNITS_OF_ACCOUNT = frozenset({"UYW", "XAD"})
+
+
+def _fund_codes() -> frozenset[str]:
+    codes = set()
+    for entry in iso4217.raw_xml.findall("CcyTbl/CcyNtry"):
+        name, code = entry.find("CcyNm"), entry.find("Ccy")
+        if name is not None and code is not None and name.get("IsFund"):
+            codes.add((code.text or "").strip())
+    return frozenset(codes)
+
+
+def _current() -> dict[str, int]:
+    """Code → minor units for every currency a pledge may be made in."""
+    excluded = _fund_codes() | _UNITS_OF_ACCOUNT
+    return {
+        code: int(entry["CcyMnrUnts"])
+        for code, entry in iso4217.raw_table.items()
+        if code
+        and code not in excluded
+        and isinstance(entry.get("CcyMnrUnts"), str)
+        and entry["CcyMnrUnts"].isdigit()
+    }
+
+
+_MINOR_UNITS = _current()
+ISO_4217 = frozenset(_MINOR_UNITS)
 
 # Amounts were written with exactly two places before minor units were per currency:
 # requests hashed then are still recognised (reconciliation.claims.request).
 LEGACY_PLACES = 2
 
 
-@cache
 def minor_units(currency: str) -> int:
-    """Decimal places of ``currency``'s minor unit: 2 for USD, 0 for JPY, 3 for BHD."""
-    return int(get_currency_precision(currency))
+    """Decimal places of ``currency``'s minor unit: 2 for USD, 0 for JPY, 3 for BHD.
+    ``KeyError`` for a code that is not in ``ISO_4217``."""
+    return _MINOR_UNITS[currency]
 
 
 def decimal_places(amount: Decimal) -> int:
