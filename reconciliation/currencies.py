@@ -35,14 +35,12 @@ def _fund_codes() -> frozenset[str]:
 def _current() -> dict[str, int]:
     """Code → minor units for every currency a pledge may be made in."""
     excluded = _fund_codes() | _UNITS_OF_ACCOUNT
-    return {
-        code: int(entry["CcyMnrUnts"])
-        for code, entry in iso4217.raw_table.items()
-        if code
-        and code not in excluded
-        and isinstance(entry.get("CcyMnrUnts"), str)
-        and entry["CcyMnrUnts"].isdigit()
-    }
+    current = {}
+    for code, entry in iso4217.raw_table.items():
+        units = entry.get("CcyMnrUnts")
+        if code and code not in excluded and isinstance(units, str) and units.isdigit():
+            current[code] = int(units)
+    return current
 
 
 _MINOR_UNITS = _current()
