@@ -40,6 +40,9 @@ class ApiToken(models.Model):
 
     objects = ApiTokenQuerySet.as_manager()
 
+    class Meta:
+        verbose_name = "API token"
+
     def __str__(self) -> str:
         return f"{self.tenant} …{self.hint}"
 
