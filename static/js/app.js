@@ -17,3 +17,33 @@ document.addEventListener("change", function (evt) {
   );
   boxes.forEach(function (box) { box.checked = all.checked; });
 });
+
+// A request the server could not answer (5xx) or that never reached it (network down,
+// timeout) is not swapped by htmx: say so in the messages area instead of doing nothing.
+// Polls stay quiet: they try again by themselves.
+function reportFailure(evt, text) {
+  var elt = evt.detail && evt.detail.elt;
+  if (elt && elt.getAttribute && /every /.test(elt.getAttribute("hx-trigger") || "")) return;
+  var box = document.getElementById("messages");
+  if (!box) return;
+  var line = document.createElement("div");
+  line.className = "message error";
+  line.setAttribute("role", "alert");
+  line.textContent = text;
+  box.appendChild(line);
+}
+document.addEventListener("htmx:responseError", function (evt) {
+  var xhr = evt.detail.xhr;
+  var ref = xhr.getResponseHeader("X-Request-ID");
+  reportFailure(evt, "The server could not complete this (HTTP " + xhr.status + "). " +
+    "Reload the page to see the current state before trying again" +
+    (ref ? " (reference " + ref + ")." : "."));
+});
+document.addEventListener("htmx:sendError", function (evt) {
+  reportFailure(evt, "The server could not be reached, or its answer was lost. " +
+    "Reload the page to see whether the action was recorded before trying again.");
+});
+document.addEventListener("htmx:timeout", function (evt) {
+  reportFailure(evt, "The server did not answer in time. Reload the page to see " +
+    "whether the action was recorded before trying again.");
+});
