@@ -40,7 +40,7 @@ from dashboard.views.pages import (
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
-from reconciliation.cases.models import Case
+from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, EvidenceFacts, offered_actions
 from reconciliation.casework.dispositions import (
     ActionResult,
@@ -61,7 +61,6 @@ from reconciliation.casework.suggestions import (
     Suggestion,
     case_suggestion,
     resolution_words,
-    retry_in_flight,
 )
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.stores import Store, first_store
@@ -132,7 +131,9 @@ def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | Non
     being re-shown with errors, else a fresh one (current version, new action id). Only
     what the evidence lets through is offered (``facts``; ``None``: unknown, so what the
     role may start, and the services check the evidence themselves)."""
-    allowed = offered_actions(case.case_type, case.state, role, facts)
+    allowed = offered_actions(
+        case.case_type, case.state, role, facts, retry_running=retry_in_flight(case)
+    )
     forms: dict = {}
     for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
         offered = [a for a in allowed if a in kinds]

@@ -21,7 +21,7 @@ from dashboard.views.pages import (
     wants_partial,
 )
 from reconciliation import clock
-from reconciliation.cases.models import QUEUE_APPROVAL
+from reconciliation.cases.models import QUEUE_APPROVAL, retry_in_flight
 from reconciliation.casework.selectors import (
     DEFAULT_SORT,
     SORT_WORDS,
@@ -33,7 +33,6 @@ from reconciliation.casework.selectors import (
     queue_page,
     resolved_page,
 )
-from reconciliation.casework.suggestions import retry_in_flight
 from reconciliation.stores import first_store
 
 PAGE_SIZE = 50

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item, to_item
@@ -444,3 +444,19 @@ def case_to_item(case: Case) -> dict:
         if data[name] is not None:
             data[name] = json.dumps(data[name], sort_keys=True, default=str)
     return to_item(data)
+
+
+class _HasRetry(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def retry(self) -> dict | None: ...
+
+
+def retry_in_flight(case: _HasRetry) -> bool:
+    """Whether a commit retry was asked for on this open case and has not finished: the
+    background task has yet to run, or is waiting for the claim's lease to end. A case or
+    a queue row (both carry ``state`` and ``retry``). A retry whose task died stays
+    queued until the sweep dispatches it again, so it is never in flight for ever."""
+    retry = case.retry or {}
+    return bool(retry) and not retry.get("finished_at") and case.state != RESOLVED

@@ -134,12 +134,20 @@ def evidence_refusal(action: str, facts: EvidenceFacts) -> str | None:
 
 
 def offered_actions(
-    case_type: str, state: str, role: Role | None, facts: EvidenceFacts | None
+    case_type: str,
+    state: str,
+    role: Role | None,
+    facts: EvidenceFacts | None,
+    *,
+    retry_running: bool = False,
 ) -> list[str]:
     """What the case page offers: what ``role`` may start on the case now, less what the
-    evidence refusals would refuse. ``facts`` is ``None`` when the evidence could not be
-    read: then everything the role may start is offered, and the service checks again."""
+    evidence refusals would refuse, and less a second commit retry while one runs.
+    ``facts`` is ``None`` when the evidence could not be read: then everything the role
+    may start is offered, and the service checks again."""
     allowed = allowed_actions(case_type, state, role)
+    if retry_running:
+        allowed = [a for a in allowed if a != RETRY_COMMIT]
     if facts is None:
         return allowed
     return [a for a in allowed if evidence_refusal(a, facts) is None]

@@ -41,6 +41,7 @@ from reconciliation.cases.models import (
     CaseState,
     CaseType,
     Disposition,
+    retry_in_flight,
 )
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
@@ -166,6 +167,12 @@ def _escalate(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> Acti
 
 
 def _retry_commit(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    if retry_in_flight(case):
+        asked = (case.retry or {}).get("requested_by", "someone")
+        raise CaseError(
+            f"A commit retry asked for by {asked} has not finished yet; its outcome will "
+            "show on this page. Nothing was queued again."
+        )
     retry = {
         "status": "queued",
         "requested_by": common["actor"].username,

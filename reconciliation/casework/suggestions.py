@@ -12,7 +12,7 @@ refused), it names no action and says what to wait for.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from reconciliation.actors import Role
 from reconciliation.cases.models import (
@@ -23,6 +23,7 @@ from reconciliation.cases.models import (
     TOKEN_MISMATCH,
     Case,
     ReasonCode,
+    retry_in_flight,
 )
 from reconciliation.cases.policy import (
     CONFIRMED_COMMITTED,
@@ -43,21 +44,6 @@ if TYPE_CHECKING:
 
 # What a finished retry's status is when it put the pledge there (retries.py).
 _RETRY_SUCCESS = frozenset({"created", "replayed", "committed", "already_committed"})
-
-
-class _HasRetry(Protocol):
-    @property
-    def state(self) -> str: ...
-    @property
-    def retry(self) -> dict | None: ...
-
-
-def retry_in_flight(case: _HasRetry) -> bool:
-    """Whether a commit retry was asked for on this open case and has not finished: the
-    background task has yet to run, or is waiting for the claim's lease to end. A case or
-    a queue row (both carry ``state`` and ``retry``)."""
-    retry = case.retry or {}
-    return bool(retry) and not retry.get("finished_at") and case.state != RESOLVED
 
 
 @dataclass(frozen=True)
@@ -260,7 +246,9 @@ _SETTLED = (CONFIRMED_COMMITTED, DUPLICATE_REJECTED_OK)
 
 def _offered(case: Case, evidence: Evidence) -> list[str]:
     facts = evidence_facts(pledge=evidence.pledge, claim=evidence.claim)
-    return offered_actions(case.case_type, case.state, Role.FINANCE_STAFF, facts)
+    return offered_actions(
+        case.case_type, case.state, Role.FINANCE_STAFF, facts, retry_running=retry_in_flight(case)
+    )
 
 
 def _escalated(case: Case, evidence: Evidence, candidate: Suggestion) -> Suggestion:

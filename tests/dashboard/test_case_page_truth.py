@@ -297,3 +297,20 @@ def test_evidence_refresh_updates_banner_and_suggestion_out_of_band(ddb, client,
     assert re.search(r'<section id="headline"[^>]*hx-swap-oob="true"', body)
     assert re.search(r'<section id="suggestion"[^>]*hx-swap-oob="true"', body)
     assert re.search(r'<section id="act"[^>]*hx-swap-oob="true"', body)
+
+
+def test_a_second_retry_is_neither_offered_nor_queued_while_one_runs(ddb, client, monkeypatch):
+    """RETRY_COMMIT queued and not yet run: the page no longer offers "Retry the commit",
+    and asking again (a second tab, a stale form) is refused with a clear message rather
+    than queueing the same work twice; once the retry has run, the case is resolved."""
+    from reconciliation.cases.changes import CaseError
+
+    case = stuck_case("truth-second-retry")
+    queued = queue_retry_without_running_it(monkeypatch, case)
+    sign_in(client)
+    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    assert 'value="RETRY_COMMIT"' not in html
+    with pytest.raises(CaseError, match="has not finished yet"):
+        dispose(queued, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE")
+    assert repositories().cases.get(case.case_id).version == queued.version
+    assert retry_commit_run(case.case_id, store=first_store()).kind == "committed"

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.cases.models import Case, CaseState, CaseType
+from reconciliation.cases.models import Case, CaseState, CaseType, retry_in_flight
 from reconciliation.cases.policy import (
     MIN_REASON_LENGTH,
     REASON_CODES,
@@ -17,11 +17,7 @@ from reconciliation.cases.policy import (
     offered_actions,
 )
 from reconciliation.casework.selectors import Evidence
-from reconciliation.casework.suggestions import (
-    case_suggestion,
-    resolution_words,
-    retry_in_flight,
-)
+from reconciliation.casework.suggestions import case_suggestion, resolution_words
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
 
 TOKEN = "11111111-1111-1111-1111-111111111111"
