@@ -126,14 +126,27 @@ def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict:
     }
 
 
-def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | None) -> dict:
-    """The action forms this role is offered on this case now: a bound form when it is
-    being re-shown with errors, else a fresh one (current version, new action id). Only
-    what the evidence lets through is offered (``facts``; ``None``: unknown, so what the
-    role may start, and the services check the evidence themselves)."""
-    allowed = offered_actions(
+def _offered(case: Case, role, facts: EvidenceFacts | None) -> list[str]:
+    """The actions this role is offered on this case now. Only what the evidence lets
+    through (``facts``; ``None``: unknown, so what the role may start, and the services
+    check the evidence themselves), and no second retry while one runs."""
+    return offered_actions(
         case.case_type, case.state, role, facts, retry_running=retry_in_flight(case)
     )
+
+
+def _offer_key(case: Case, role, facts: EvidenceFacts | None) -> str:
+    """What the actions card offers, as a short key the page sends back when it refreshes
+    the evidence: while the key still holds, the card is left alone, so a reason being
+    typed or a choice filled in from the suggestion is not wiped by a fresh read."""
+    return f"{case.version}:{int(facts is None)}:{','.join(_offered(case, role, facts))}"
+
+
+def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | None) -> dict:
+    """The action forms this role is offered on this case now (:func:`_offered`): a
+    bound form when it is being re-shown with errors, else a fresh one (current version,
+    new action id)."""
+    allowed = _offered(case, role, facts)
     forms: dict = {}
     for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
         offered = [a for a in allowed if a in kinds]
@@ -184,6 +197,7 @@ def _case_response(
             store=store,
         ),
         "forms": _forms(case, request.role, bound or {}, keep or {}, read.facts),
+        "offer_key": _offer_key(case, request.role, read.facts),
         "accepted": bool(keep) and request.method != "POST",
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),
         "is_mine": case.assignee == request.user.get_username(),
@@ -251,9 +265,13 @@ def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     case = _case_or_404(case_id, store)
     read = EvidenceRead(case, store)
     suggestion = case_suggestion(case, read.evidence)
+    offer_key = _offer_key(case, request.role, read.facts)
     context = {
         **_live_context(request, case, read, suggestion),
         "forms": _forms(case, request.role, {}, {}, read.facts),
+        "offer_key": offer_key,
+        # The page sends the key of the card it shows: unchanged, the card stays as it is.
+        "actions_unchanged": request.GET.get("offer") == offer_key,
         "oob": True,
     }
     return render_page(request, "cases/detail.html", "evidence_refresh", context)

@@ -314,3 +314,26 @@ def test_a_second_retry_is_neither_offered_nor_queued_while_one_runs(ddb, client
         dispose(queued, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE")
     assert repositories().cases.get(case.case_id).version == queued.version
     assert retry_commit_run(case.case_id, store=first_store()).kind == "committed"
+
+
+def test_evidence_refresh_leaves_the_actions_card_alone_while_its_offer_holds(
+    ddb, client, monkeypatch
+):
+    """The page sends the key of the actions card it shows; while the fresh read offers
+    the same actions on the same case version, the card is not swapped, so a reason
+    being typed survives "Refresh evidence". When the offer changes (a retry was queued
+    meanwhile, from another tab), the card is replaced."""
+    case = stuck_case("truth-refresh-keep")
+    sign_in(client)
+    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    key = re.search(r'<input type="hidden" id="offer-key" name="offer" value="([^"]*)"', html)
+    assert key and 'hx-include="#offer-key"' in html
+    same = client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
+    body = same.content.decode()
+    assert re.search(r'<section id="headline"[^>]*hx-swap-oob="true"', body)
+    assert 'id="act"' not in body
+    queue_retry_without_running_it(monkeypatch, case)
+    changed = client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
+    body = changed.content.decode()
+    assert re.search(r'<section id="act"[^>]*hx-swap-oob="true"', body)
+    assert 'value="RETRY_COMMIT"' not in body
