@@ -20,16 +20,18 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
-from reconciliation.cases.models import RESOLVED
+from reconciliation.cases.models import RESOLVED, CaseState, CaseType
 from reconciliation.cases.policy import RETRY_COMMIT
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake as pledge_service
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
-from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
 from reconciliation.stores import Store, home_store
@@ -125,7 +127,7 @@ class Drill:
         self.row(
             "1 first commit",
             "201 created; ledger +10.00",
-            f"{outcome.kind}; ledger {total[0]:.2f} ({total[1]})",
+            f"{OutcomeKind.words(outcome.kind)}; ledger {total[0]:.2f} ({total[1]})",
             ok,
         )
         if outcome.kind == pledge_service.CREATED:
@@ -160,14 +162,18 @@ class Drill:
     def identical_retry(self, key: str) -> None:
         scenario = "2 identical retry, same token"
         replay = self.submit(key)
-        observed = [f"API {replay.kind}"]
+        observed = [f"API {OutcomeKind.words(replay.kind)}"]
         if not self.report.engine_honours_token:
             observed.append("token replay not provable on this engine")
             self.row(scenario, "no second write", "; ".join(observed), None)
             return
         # Re-send the very transaction that committed, under its token.
         error = self.resend(key)
-        observed.append(f"DynamoDB {error_code(error)}" if error else "DynamoDB answered success")
+        observed.append(
+            f"DynamoDB: {ErrorCode.words(error_code(error))}"
+            if error
+            else "DynamoDB answered success"
+        )
         ok = replay.kind == pledge_service.REPLAYED and error is None
         ok = self.ledger_untouched(observed) and ok
         self.row(scenario, "200 replay; token replay applies nothing", "; ".join(observed), ok)
@@ -175,18 +181,21 @@ class Drill:
     def changed_amount(self, key: str) -> None:
         scenario = "3 same token, changed amount"
         api = self.submit(key, amount=AMOUNT + 1)
-        observed = [f"API {api.kind}"]
+        observed = [f"API {OutcomeKind.words(api.kind)}"]
         if not self.report.engine_honours_token:
             observed.append("token mismatch not provable on this engine")
             self.row(scenario, "rejected as a mismatch", "; ".join(observed), None)
             return
         error = self.resend(key, amount=AMOUNT + 1)
         code = error_code(error) if error else ""
-        observed.append(f"DynamoDB {code}" if error else "DynamoDB accepted it")
+        observed.append(f"DynamoDB: {ErrorCode.words(code)}" if error else "DynamoDB accepted it")
         ok = api.kind == pledge_service.KEY_REUSED
         ok = ok and code == "IdempotentParameterMismatchException"
         ok = self.ledger_untouched(observed) and ok
-        self.row(scenario, "422 key reused; IdempotentParameterMismatch", "; ".join(observed), ok)
+        expected = (
+            f"422 key reused; DynamoDB: {ErrorCode.words('IdempotentParameterMismatchException')}"
+        )
+        self.row(scenario, expected, "; ".join(observed), ok)
 
     def delayed_duplicate(self, key: str) -> None:
         # A new token: DynamoDB treats it as a new request, as after the 10-minute window.
@@ -194,7 +203,12 @@ class Drill:
         reasons = [
             r.get("Code") for r in (error.response.get("CancellationReasons", []) if error else [])
         ]
-        observed = [f"{error_code(error)} {reasons[:1]}" if error else "DynamoDB applied it"]
+        observed = [
+            f"DynamoDB: {ErrorCode.words(error_code(error))} "
+            f"({', '.join(CancellationCode.words(r) for r in reasons[:1])})"
+            if error
+            else "DynamoDB applied it"
+        ]
         ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
         ok = self.ledger_untouched(observed) and ok
         self.row(
@@ -211,12 +225,15 @@ class Drill:
         with _faults(ambiguous_after_commit=1.0):
             outcome = self.submit(key)
         pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
-        observed = [outcome.kind, f"durable record {'found' if pledge else 'absent'}"]
+        observed = [
+            OutcomeKind.words(outcome.kind),
+            f"durable record {'found' if pledge else 'absent'}",
+        ]
         ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
         if outcome.case_id:
             auto_resolve(self.store(key), outcome.case_id, SweepReport())
             case = CaseRepository(self.store(key)).get(outcome.case_id)
-            observed.append(f"case {case.state if case else 'missing'}")
+            observed.append(f"case {CaseState.words(case.state) if case else 'missing'}")
             self.cases[outcome.case_id] = RESOLVED
             ok = ok and case is not None and case.state == RESOLVED
         else:
@@ -244,7 +261,7 @@ class Drill:
             self.submit(key, lease_s=1)
         time.sleep(1.5)
         case = sweep_claim(pk, grace_s=0, store=store)
-        observed = [f"sweep opened {case.case_type if case else 'nothing'}"]
+        observed = [f"sweep opened {CaseType.words(case.case_type) if case else 'nothing'}"]
         ok = (
             case is not None
             and case.case_type == "STUCK_PENDING"
@@ -269,14 +286,14 @@ class Drill:
                 retry_commit_run(case.case_id, store=store)
             final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"
-            observed.append(f"retry → case {final_state}")
+            observed.append(f"retry → case {CaseState.words(final_state)}")
             self.cases[case.case_id] = RESOLVED
             ok = ok and result.applied and final_state == RESOLVED
             if pledge_service.pledge_get(tenant=TENANT, idempotency_key=key):
                 self.committed.append(key)
         self.row(
             "6 crash between claim and commit",
-            "sweep opens STUCK_PENDING; retry commits once",
+            f"sweep opens a {CaseType.words('STUCK_PENDING').lower()} case; retry commits once",
             "; ".join(observed),
             ok,
         )
@@ -308,10 +325,13 @@ class Drill:
                 streams.append((f"CASE#{case.case_id}", self.store(key)))
                 want = self.cases.get(case.case_id)
                 if want != case.state:
-                    misplaced.append(f"{case.case_id} {case.state} (expected {want})")
+                    misplaced.append(
+                        f"{case.case_id} {CaseState.words(case.state)} "
+                        f"(expected {CaseState.words(want)})"
+                    )
         self.row(
             "every case where expected",
-            f"{len(self.cases)} cases, all RESOLVED",
+            f"{len(self.cases)} cases, all {CaseState.words(RESOLVED).lower()}",
             "; ".join(misplaced) or f"{len(self.cases)} cases as expected",
             not misplaced,
         )

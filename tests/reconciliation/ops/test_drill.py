@@ -36,6 +36,12 @@ def test_drill_passes_on_dynamodb_local(ddb):
     assert "all provable scenarios passed" in text
     last = drill_last()
     assert last["passed"] is True and len(last["rows"]) == 9
+    # The Drill page shows these rows to supervisors: states, case types and outcomes in
+    # words, no stored code.
+    from tests.dashboard.test_labels import CODE_RE
+
+    shown = " ".join(f"{r['expected']} {r['observed']}" for r in last["rows"])
+    assert not CODE_RE.findall(shown), shown
 
 
 @pytest.mark.engines("moto")
