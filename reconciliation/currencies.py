@@ -46,15 +46,23 @@ def _current() -> dict[str, int]:
 _MINOR_UNITS = _current()
 ISO_4217 = frozenset(_MINOR_UNITS)
 
+# Accepted before ISO withdrew them (the list intake kept until issue 14), with their
+# minor units: pledges and claims recorded in them are still read, hashed and replayed;
+# new pledges in them are refused (``claims.funds.fund_check``).
+WITHDRAWN = {"ANG": 2, "BGN": 2, "ZWL": 2}
+
 # Amounts were written with exactly two places before minor units were per currency:
 # requests hashed then are still recognised (reconciliation.claims.request).
 LEGACY_PLACES = 2
 
 
 def minor_units(currency: str) -> int:
-    """Decimal places of ``currency``'s minor unit: 2 for USD, 0 for JPY, 3 for BHD.
-    ``KeyError`` for a code that is not in ``ISO_4217``."""
-    return _MINOR_UNITS[currency]
+    """Decimal places of ``currency``'s minor unit: 2 for USD, 0 for JPY, 3 for BHD; a
+    withdrawn currency's as it was, and two for any other code (stored data is always
+    readable)."""
+    if currency in _MINOR_UNITS:
+        return _MINOR_UNITS[currency]
+    return WITHDRAWN.get(currency, LEGACY_PLACES)
 
 
 def decimal_places(amount: Decimal) -> int:

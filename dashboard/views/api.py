@@ -73,11 +73,17 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
             # Refuse before reading: a large body never reaches memory.
             raise InvalidRequest({"body": f"larger than {MAX_BODY_BYTES} bytes"}, "body_too_large")
         body = parse_body(request.body)
-        # Only the tenant's registered funds, up to each one's largest single amount
-        # (one query); refused before anything is written.
-        fund_check(body, Fund.registered(tenant))
     except InvalidRequest as exc:
         return _invalid(exc)
+    try:
+        # Only the tenant's registered funds, up to each one's largest single amount
+        # (one query), refused before anything is written; but a key already claimed
+        # or recorded gets its original answer even if the fund was removed or its
+        # limit lowered since (the reads are made on this refusal path only).
+        fund_check(body, Fund.registered(tenant))
+    except InvalidRequest as exc:
+        if not pledges.pledge_key_known(tenant=tenant, idempotency_key=key):
+            return _invalid(exc)
     outcome = pledges.pledge_submit(
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )

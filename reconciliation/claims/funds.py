@@ -19,7 +19,13 @@ from reconciliation.claims.request import (
     InvalidRequest,
     PledgeRequest,
 )
-from reconciliation.currencies import ISO_4217, amount_text, decimal_places, minor_units
+from reconciliation.currencies import (
+    ISO_4217,
+    WITHDRAWN,
+    amount_text,
+    decimal_places,
+    minor_units,
+)
 
 UNKNOWN_FUND = "unknown_fund"
 AMOUNT_OVER_LIMIT = "amount_over_limit"
@@ -46,7 +52,16 @@ def fund_check(request: PledgeRequest, funds: Iterable[Fund]) -> Fund:
     """The registered fund ``request`` pledges to, or :class:`InvalidRequest`:
     ``unknown_fund`` when the tenant has not registered the fund in this currency,
     ``amount_over_limit`` when the amount exceeds the fund's largest single amount.
-    Nothing has been written when either is raised."""
+    Nothing has been written when either is raised. A currency ISO has withdrawn is
+    refused as such (it parses, so that keys recorded in it still replay)."""
+    if request.currency in WITHDRAWN:
+        raise InvalidRequest(
+            {
+                "currency": f"{request.currency} has been withdrawn from ISO 4217; pledges are "
+                "no longer taken in it"
+            },
+            UNKNOWN_FUND,
+        )
     registered = list(funds)
     for fund in registered:
         if fund.code == request.fund and fund.currency == request.currency:

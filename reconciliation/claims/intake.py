@@ -275,6 +275,27 @@ def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
     return pledge.api_body() if pledge else None
 
 
+def pledge_key_known(*, tenant: str, idempotency_key: str) -> bool:
+    """Whether this key was ever claimed or recorded, read consistently. A request for a
+    known key is answered from what exists (replay, key reused, in progress, a retry of
+    an unclear commit), never refused by a rule that came later, such as a fund removed
+    or its limit lowered since: a client retrying after a 202 must get the original
+    answer. When DynamoDB cannot be read the key counts as known, so the write path
+    answers (503), not a refusal that may be false."""
+    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
+    intent_id = intent_id_for(tenant, idempotency_key)
+    try:
+        store = home_store(pk)
+        if with_retry(lambda: ClaimRepository(store).get(pk)) is not None:
+            return True
+        # A claim removed by TTL: the durable record still answers for the key.
+        return (
+            with_retry(lambda: PledgeRepository(store).get(intent_id, consistent=True)) is not None
+        )
+    except (BotoCoreError, ClientError, RetriesExhausted):
+        return True
+
+
 __all__ = [
     "CANCELLED",
     "CONFLICT",
@@ -295,6 +316,7 @@ __all__ = [
     "pledge_commit",
     "pledge_for_claim",
     "pledge_get",
+    "pledge_key_known",
     "pledge_receipt_actor",
     "pledge_submit",
     "retry_after_s",

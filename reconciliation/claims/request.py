@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from reconciliation.currencies import (
     ISO_4217,
     LEGACY_PLACES,
+    WITHDRAWN,
     amount_text,
     decimal_places,
     minor_units,
@@ -203,7 +204,7 @@ def parse_fields(data: dict) -> PledgeRequest:
         errors["fund"] = "must be 1-32 letters, digits, '_' or '-'"
     # ASCII only (checked above) before upper(): str.upper maps "ſ" to "S" and "ﬀ" to "FF".
     currency = data["currency"].upper()
-    if "currency" not in errors and currency not in ISO_4217:
+    if "currency" not in errors and currency not in ISO_4217 and currency not in WITHDRAWN:
         errors["currency"] = "unknown ISO 4217 currency code"
     raw_amount = data["amount"]
     amount: Decimal | None = None
@@ -220,7 +221,7 @@ def parse_fields(data: dict) -> PledgeRequest:
         # The amount must be exact in the currency's minor units ("1000.5" JPY is not).
         # Trailing zeros up to two places stay accepted, as before minor units were per
         # currency: "1000.00" JPY is the whole amount 1000 and is written "1000".
-        allowed = minor_units(currency) if currency in ISO_4217 else LEGACY_PLACES
+        allowed = minor_units(currency)
         significant = decimal_places(amount.normalize()) if amount else 0
         written = decimal_places(amount)
         if amount <= 0:
