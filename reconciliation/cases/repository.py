@@ -134,8 +134,11 @@ class CaseRepository:
 
         ``opened_before`` bounds the range key (minimum age) on the age index, so
         old-only pages cost only what they return, and filters on the others;
-        ``filters`` (fund, min_amount, assignee) become a FilterExpression. Returns plain
-        rows, the LastEvaluatedKey and the read units.
+        ``filters`` (fund, min_amount, assignee) become a FilterExpression, except the
+        one on the index's own sort key (amount on ``open_by_amount``, fund on
+        ``open_by_fund``), which DynamoDB accepts only in the key condition (it refuses
+        a filter on a key attribute), where it also costs only what it returns.
+        Returns plain rows, the LastEvaluatedKey and the read units.
         """
         key_condition = "#q = :q"
         vals: dict = {"q": queue}
@@ -151,7 +154,13 @@ class CaseRepository:
         for name, value in (filters or {}).items():
             if value in (None, ""):
                 continue
-            if name == "min_amount":
+            if name == "min_amount" and index == "open_by_amount":
+                key_condition += " AND #amount >= :min_amount"
+                names["#amount"] = "amount"
+            elif name == "fund" and index == "open_by_fund":
+                key_condition += " AND #fund = :fund"
+                names["#fund"] = "fund"
+            elif name == "min_amount":
                 parts.append("#amount >= :min_amount")
                 names["#amount"] = "amount"
             else:
