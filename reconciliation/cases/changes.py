@@ -116,18 +116,29 @@ def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: s
     queue = queue_for(case.case_type, state)
     # A resolved case leaves ``open_by_queue`` and enters ``resolved_by_time`` (keyed by
     # the month it was resolved in, newest first), in this same write; reopening takes
-    # it out again.
+    # it out again. A case that goes back to RESOLVED without a new resolution (a
+    # request to reopen it declined or expired) keeps the one it had: who, how and when
+    # stay those of the resolution, not of the decline.
     resolved = state == RESOLVED
+    kept = case.resolution if isinstance(case.resolution, dict) else {}
+    carried = resolved and not changes.get("resolution") and bool(kept)
+    resolved_at = (kept.get("at") or at) if carried else at
     return replace(
         case,
         **changes,
         version=case.version + 1,
         queue=queue,
         queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
-        resolved_month=resolved_month(at) if resolved else None,
-        resolved_sort=f"{at}#{case.case_id}" if resolved else None,
-        resolved_by=actor.username if resolved else None,
-        resolved_how=((changes.get("resolution") or {}).get("disposition") if resolved else None),
+        resolved_month=resolved_month(resolved_at) if resolved else None,
+        resolved_sort=f"{resolved_at}#{case.case_id}" if resolved else None,
+        resolved_by=(kept.get("by") or actor.username if carried else actor.username)
+        if resolved
+        else None,
+        resolved_how=(
+            (kept if carried else changes.get("resolution") or {}).get("disposition")
+            if resolved
+            else None
+        ),
         last_actor=actor.username,
         last_action_at=at,
         last_action_id=action_id,

@@ -191,3 +191,53 @@ def test_reopen_takes_a_case_out_of_the_resolved_list(ddb):
         action_id=None,
     )
     assert reopened.resolved_month is None and reopened.resolved_sort is None and reopened.queue
+
+
+def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
+    """A request to reopen a resolved case, declined (or expired), returns it to RESOLVED
+    with no new resolution: the resolved list keeps who resolved it, how and when, not
+    the supervisor who declined, the time of the decline and an empty 'how'."""
+    from reconciliation.cases.changes import _case_next
+
+    case = stuck_case("r-declined")
+    ada, sam = staff_actor("ada"), staff_actor("sam")
+    resolved = _case_next(
+        case,
+        {
+            "state": "RESOLVED",
+            "resolution": {
+                "disposition": "CONFIRMED_COMMITTED",
+                "by": "ada",
+                "at": "2026-11-30T09:00:00Z",
+            },
+        },
+        actor=ada,
+        at="2026-11-30T09:00:00Z",
+        action_id=None,
+    )
+    asked = _case_next(
+        resolved,
+        {"state": "OVERRIDE_REQUESTED", "override": {"action": "REOPEN"}},
+        actor=ada,
+        at="2026-12-01T10:00:00Z",
+        action_id=None,
+    )
+    assert asked.resolved_month is None
+    declined = _case_next(
+        asked,
+        {"state": "RESOLVED", "override": None},
+        actor=sam,
+        at="2026-12-01T11:00:00Z",
+        action_id=None,
+    )
+    assert (
+        declined.resolved_month,
+        declined.resolved_sort,
+        declined.resolved_by,
+        declined.resolved_how,
+    ) == (
+        "R#2026-11",
+        f"2026-11-30T09:00:00Z#{case.case_id}",
+        "ada",
+        "CONFIRMED_COMMITTED",
+    )
