@@ -382,6 +382,10 @@ class ResolvedFilterForm(forms.Form):
     def clean(self):
         data = super().clean()
         since, until = data.get("since"), data.get("until")
+        for name, day in (("since", since), ("until", until)):
+            # The list is kept from 2000 on; beyond 9998 the next day does not exist.
+            if day and not 2000 <= day.year <= 9998:
+                self.add_error(name, "a day between the years 2000 and 9998")
         if since and until and since > until:
             self.add_error("until", "on or after the first day")
         return data

@@ -241,3 +241,12 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
         "ada",
         "CONFIRMED_COMMITTED",
     )
+
+
+@pytest.mark.parametrize("query", ["until=9999-12-31", "since=0001-01-01", "until=1999-01-01"])
+def test_a_day_out_of_range_is_a_clear_400(ddb, client, query):
+    """The last day of year 9999 has no next day: an HTML 500 before."""
+    sign_in(client)
+    response = client.get(f"/queues/resolved/?{query}")
+    assert response.status_code == 400
+    assert "between the years 2000 and 9998" in response.content.decode()
