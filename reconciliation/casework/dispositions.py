@@ -243,8 +243,9 @@ def case_assign(
 ) -> ActionResult:
     """Assign the case to ``assignee`` (default: the actor, "take it"), or release it.
 
-    Finance staff take cases themselves and release their own; a supervisor assigns to
-    any active staff member (the edge checks the name is one) and releases anyone's.
+    Finance staff take unassigned cases themselves and release their own (taking a
+    colleague's case is a release of theirs, so a supervisor's); a supervisor assigns
+    to any active staff member (the edge checks the name is one) and releases anyone's.
     The change and its audit event (before/after assignee) are one transaction."""
     check_role(actor, "assign")
     case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
@@ -256,8 +257,11 @@ def case_assign(
     supervisor = actor.role == Role.SUPERVISOR
     if target not in (None, actor.username) and not supervisor:
         raise NotAllowed("Only a supervisor may assign a case to someone else.")
-    if unassign and case.assignee not in (None, actor.username) and not supervisor:
-        raise NotAllowed(f"Only a supervisor may release a case assigned to {case.assignee}.")
+    if case.assignee not in (None, actor.username) and not supervisor:
+        raise NotAllowed(
+            f"The case is assigned to {case.assignee}: only a supervisor may release or "
+            "reassign it."
+        )
     if target == case.assignee:
         who = "you" if target == actor.username else (target or "nobody")
         return ActionResult(case, False, f"Already assigned to {who}; nothing changed.")

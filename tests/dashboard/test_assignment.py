@@ -86,6 +86,13 @@ def test_finance_staff_take_and_release_only_their_own(ddb, client):
     refused = client.post(f"/cases/{other.case_id}/assign/", {**_form(other), "unassign": "on"})
     assert refused.status_code == 403
     assert repositories().cases.get(other.case_id).assignee == "fay"
+    # Nor take it from her: "Assign to me" is not offered on a colleague's case, and
+    # asking anyway is refused.
+    page = client.get(f"/cases/{other.case_id}/").content.decode()
+    assert "Assign to me" not in page and "fay" in page
+    taken = client.post(f"/cases/{other.case_id}/assign/", _form(other))
+    assert taken.status_code == 403
+    assert repositories().cases.get(other.case_id).assignee == "fay"
 
 
 def test_supervisor_releases_a_colleagues_case(ddb, client):
