@@ -100,10 +100,20 @@ def cases_backfill(store: Store) -> BackfillReport:
                         "Key": {"case_id": {"S": case["case_id"]}},
                         "UpdateExpression": "SET "
                         + ", ".join(f"#a{n} = :v{n}" for n in range(len(sets))),
-                        # The version read: a case changed meanwhile is left for a rerun.
-                        "ConditionExpression": "version = :seen",
+                        # The version read: a case changed meanwhile is left for a rerun;
+                        # and not yet in the totals, so two runs at once add it once.
+                        "ConditionExpression": "version = :seen"
+                        + (
+                            " AND (attribute_not_exists(in_totals) OR in_totals = :untotalled)"
+                            if "in_totals" in sets
+                            else ""
+                        ),
                         "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": values(**vals, seen=case["version"]),
+                        "ExpressionAttributeValues": values(
+                            **vals,
+                            seen=case["version"],
+                            **({"untotalled": False} if "in_totals" in sets else {}),
+                        ),
                     }
                 }
             ]

@@ -248,7 +248,7 @@ def counter_moves(case: Case, before: str | None, after: str | None) -> list[Cou
         return moves
     money = (case.currency, case.amount) if case.in_totals and case.currency else ("", None)
     if before:
-        moves.append(CounterMove(before, -1, money[0], -money[1] if money[1] else None))
+        moves.append(CounterMove(before, -1, money[0], -money[1] if money[1] is not None else None))
     if after:
         moves.append(CounterMove(after, +1, *money))
     return moves

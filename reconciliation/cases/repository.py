@@ -65,14 +65,24 @@ class CaseRepository:
         }
 
     def replace_item(self, case: Case, *, seen_version: int) -> dict:
-        """Write the whole new case state, conditioned on the version the actor saw."""
+        """Write the whole new case state, conditioned on the version the actor saw, and
+        on whether the case was in the amount totals as read: ``backfill_cases`` adds an
+        older case to them without a new version, and a change computed from the read
+        before it would move the counters without the amount and then overwrite the
+        mark (the totals would drift); it is refused as a changed case instead."""
+        totals = (
+            "in_totals = :totalled"
+            if case.in_totals
+            else "(attribute_not_exists(in_totals) OR in_totals = :totalled)"
+        )
+        vals = {"seen": seen_version, "totalled": bool(case.in_totals)}
         return {
             "Put": {
                 "TableName": self.table,
                 "Item": case_to_item(case),
                 # version = :seen: two people acting on one case, exactly one wins.
-                "ConditionExpression": "version = :seen",
-                "ExpressionAttributeValues": values(seen=seen_version),
+                "ConditionExpression": f"version = :seen AND {totals}",
+                "ExpressionAttributeValues": values(**vals),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

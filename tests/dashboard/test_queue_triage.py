@@ -14,7 +14,7 @@ from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.selectors import queue_counters
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import repositories, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -256,3 +256,89 @@ def test_a_sorted_page_filters_on_its_own_index_key(ddb, client):
         response = client.get(f"/queues/stuck/?{query}", **HX)
         assert response.status_code == 200, query
         assert shown(response.content.decode()) == expected, query
+
+
+def _untotalled(store, case_id: str) -> None:
+    """Make a case look written before the totals were kept."""
+    store.client.update_item(
+        TableName=store.tables.cases,
+        Key={"case_id": {"S": case_id}},
+        UpdateExpression="REMOVE in_totals",
+    )
+    for n in range(8):
+        store.client.update_item(
+            TableName=store.tables.cases,
+            Key={"case_id": {"S": f"#COUNT#STUCK_PENDING#{n}"}},
+            UpdateExpression="REMOVE totalled, amount_USD",
+        )
+
+
+def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypatch):
+    """An older case (not in the totals): a change computed from a read made before
+    backfill_cases added it is refused as a changed case (it would have left the amount
+    in the old queue's total and overwritten the mark); two backfills working from the
+    same read add the amount once."""
+    from reconciliation.cases.backfill import cases_backfill
+    from reconciliation.cases.changes import CaseChanged
+    from reconciliation.casework.dispositions import case_dispose as dispose
+
+    store = first_store()
+    case = stuck_case("race-old", amount="300.00")
+    _untotalled(store, case.case_id)
+    stale = repositories().cases.get(case.case_id)
+    assert not stale.in_totals
+
+    # Two runs from the same scan: capture the page once, replay it to a second run.
+    pages = list(store.client.get_paginator("scan").paginate(TableName=store.tables.cases))
+    assert cases_backfill(store).totalled == 1
+
+    class Replay:
+        def paginate(self, **_kwargs):
+            return iter(pages)
+
+    monkeypatch.setattr(store.client, "get_paginator", lambda _name: Replay())
+    second = cases_backfill(store)
+    monkeypatch.undo()
+    assert second.totalled == 0 and case.case_id in second.skipped
+    counter = queue_counters(store=store)["STUCK_PENDING"]
+    assert (counter.untotalled, counter.amounts["USD"]) == (0, Decimal("300.00"))
+
+    # A change from the read before the backfill (the service read the case, then the
+    # backfill ran, then the service wrote): refused, nothing moved.
+    from reconciliation.cases.repository import CaseRepository
+
+    real_get = CaseRepository.get
+    reads = iter([stale])
+    monkeypatch.setattr(
+        CaseRepository,
+        "get",
+        lambda self, case_id, **kw: next(reads, None) or real_get(self, case_id, **kw),
+    )
+    with pytest.raises(CaseChanged):
+        dispose(
+            store=store,
+            case_id=stale.case_id,
+            disposition="ESCALATE",
+            actor=staff_actor("ada"),
+            seen_version=stale.version,
+            reason_code="NEEDS_REVIEW",
+            reason_text="A closer look is needed here.",
+        )
+    monkeypatch.undo()
+    counters = queue_counters(store=store)
+    assert counters["STUCK_PENDING"].amounts["USD"] == Decimal("300.00")
+    assert counters["ESCALATED"].count == 0
+    # From a fresh read the change goes through and the amount moves with the case.
+    fresh = repositories().cases.get(case.case_id)
+    dispose(
+        store=store,
+        case_id=fresh.case_id,
+        disposition="ESCALATE",
+        actor=staff_actor("ada"),
+        seen_version=fresh.version,
+        reason_code="NEEDS_REVIEW",
+        reason_text="A closer look is needed here.",
+    )
+    counters = queue_counters(store=store)
+    assert counters["STUCK_PENDING"].amounts.get("USD", Decimal(0)) == Decimal(0)
+    assert counters["ESCALATED"].amounts["USD"] == Decimal("300.00")
