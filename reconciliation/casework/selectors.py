@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
@@ -109,6 +110,7 @@ class CaseRow:
     assignee: str | None
     override: dict | None
     reason: str = ""
+    reason_detail: str = ""
     resolved_at: str = ""
     resolved_by: str = ""
     resolved_how: str = ""
@@ -121,12 +123,16 @@ class CaseRow:
         return self.intent_id.split("#", 1)[1]
 
 
-def _reason(decoded: list) -> str:
-    """The decoded cancellation reason in words: each failed item's explanation."""
+def _reason(decoded: list) -> tuple[str, str]:
+    """The decoded cancellation reason in words: for the table cell, the first clause of
+    each failed item's explanation ("The pledge for this intent already exists (the
+    durable record)"); in full, every explanation, for the cell's hover."""
     failed = [
         r for r in decoded or [] if isinstance(r, dict) and r.get("code") not in (None, "None")
     ]
-    return " ".join(str(r.get("explanation", "")) for r in failed)
+    full = [str(r.get("explanation", "")).strip() for r in failed]
+    short = [re.split(r"(?<=[a-z)])[:.] ", text, maxsplit=1)[0].rstrip(".:") for text in full]
+    return "; ".join(s for s in short if s), " ".join(full)
 
 
 def _row(item: dict) -> CaseRow:
@@ -224,7 +230,11 @@ def queue_page(
         # The reasons are not in the index (they can be long): one BatchGetItem for the
         # page's rows, so the cost follows the page, not the queue.
         decoded = CaseRepository(store).decoded_of([r.case_id for r in rows])
-        rows = [replace(r, reason=_reason(decoded.get(r.case_id, []))) for r in rows]
+        rows = [
+            replace(r, reason=short, reason_detail=full)
+            for r in rows
+            for short, full in [_reason(decoded.get(r.case_id, []))]
+        ]
     next_cursor = _encode_cursor(queue, filters, start) if start else None
     return QueuePage(queue, rows, next_cursor, consumed, queries)
 

@@ -162,8 +162,14 @@ def test_case_id_column_and_cancelled_reason_column(ddb, client):
     html = client.get("/queues/cancelled/").content.decode()
     assert f'<td class="mono case-id"><a href="/cases/{case.case_id}/">{case.case_id}</a>' in html
     assert '<th scope="col">Reason</th>' in html
-    cell = re.search(r'<td class="reason">([^<]*)</td>', html).group(1)
-    assert cell.strip() not in ("", "—") and "ConditionalCheckFailed" not in cell
+    cell = re.search(r'<td class="reason" title="([^"]*)">([^<]*)</td>', html)
+    assert cell.group(2).strip() not in ("", "—") and "ConditionalCheckFailed" not in cell.group(2)
+    # The cell is the first clause; the whole explanation is on hover.
+    assert cell.group(2).startswith(
+        "The pledge for this intent already exists (the durable record); "
+    )
+    assert "must not be applied again" not in cell.group(2)
+    assert "must not be applied again" in cell.group(1)
     assert '<th scope="col">Reason</th>' not in client.get("/queues/stuck/").content.decode()
 
 
