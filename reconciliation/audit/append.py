@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
 
-from reconciliation.audit.repository import GENESIS_HASH, AuditRepository
+from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.dynamo.retry import full_jitter
 from reconciliation.stores import Store
 
@@ -50,3 +50,17 @@ def audit_append(
         retry_error_callback=contended,
     )
     return retrying(attempt)[1]
+
+
+def audit_event_append(store: Store, *, stream: str, **fields) -> dict:
+    """Append one event to ``stream`` with ``fields`` (``audit_event_build``'s: action,
+    actor, before, after, reason_text, detail…), whatever the head is; returns it. For
+    streams about a subject with no state of its own to re-check (an account, a
+    tenant)."""
+
+    def build(seq: int, prev: str) -> dict:
+        return audit_event_build(stream=stream, seq=seq, prev_hash=prev, **fields)
+
+    event = audit_append(store, stream=stream, build=build)
+    assert event is not None  # build never declines
+    return event

@@ -11,8 +11,7 @@ database transaction that makes the change, first, so a change the audit trail r
 from __future__ import annotations
 
 from reconciliation.actors import Actor
-from reconciliation.audit.repository import audit_event_build
-from reconciliation.audit.services import audit_append
+from reconciliation.audit.append import audit_event_append
 from reconciliation.stores import Store
 
 STAFF_STREAM_PREFIX = "STAFF#"
@@ -46,21 +45,13 @@ def staff_event_append(
     """Append ``action`` about the account ``username``; returns the event."""
     if action not in STAFF_ACTIONS:
         raise ValueError(f"{action!r} is not an account action")
-    stream = staff_stream(username)
-
-    def build(seq: int, prev: str) -> dict:
-        return audit_event_build(
-            stream=stream,
-            seq=seq,
-            prev_hash=prev,
-            action=action,
-            actor=actor,
-            before=before,
-            after=after,
-            reason_text=reason_text,
-            detail={"account": username, **(detail or {})},
-        )
-
-    event = audit_append(store, stream=stream, build=build)
-    assert event is not None  # build never declines
-    return event
+    return audit_event_append(
+        store,
+        stream=staff_stream(username),
+        action=action,
+        actor=actor,
+        before=before,
+        after=after,
+        reason_text=reason_text,
+        detail={"account": username, **(detail or {})},
+    )

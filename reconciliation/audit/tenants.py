@@ -11,9 +11,8 @@ audit trail refused is rolled back rather than left unrecorded.
 from __future__ import annotations
 
 from reconciliation.actors import Actor
+from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.repository import audit_event_build
-from reconciliation.audit.services import audit_append
 from reconciliation.stores import Store
 
 TENANT_STREAM_PREFIX = "TENANT#"
@@ -46,20 +45,12 @@ def tenant_event_append(
     """Append ``action`` about the tenant ``tenant``; returns the event."""
     if action not in TENANT_ACTIONS:
         raise ValueError(f"{action!r} is not a tenant action")
-    stream = tenant_stream(tenant)
-
-    def build(seq: int, prev: str) -> dict:
-        return audit_event_build(
-            stream=stream,
-            seq=seq,
-            prev_hash=prev,
-            action=action,
-            actor=actor,
-            before=before,
-            after=after,
-            detail={"tenant": tenant, **(detail or {})},
-        )
-
-    event = audit_append(store, stream=stream, build=build)
-    assert event is not None  # build never declines
-    return event
+    return audit_event_append(
+        store,
+        stream=tenant_stream(tenant),
+        action=action,
+        actor=actor,
+        before=before,
+        after=after,
+        detail={"tenant": tenant, **(detail or {})},
+    )
