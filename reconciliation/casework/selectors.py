@@ -131,8 +131,8 @@ def _reason(decoded: list) -> tuple[str, str]:
         r for r in decoded or [] if isinstance(r, dict) and r.get("code") not in (None, "None")
     ]
     full = [str(r.get("explanation", "")).strip() for r in failed]
-    short = [re.split(r"(?<=[a-z)])[:.] ", text, maxsplit=1)[0].rstrip(".:") for text in full]
-    return "; ".join(s for s in short if s), " ".join(full)
+    short = [re.split(r"(?<=[a-z)])[:.;] ", text, maxsplit=1)[0].rstrip(".:;") for text in full]
+    return "; ".join(dict.fromkeys(s for s in short if s)), " ".join(full)
 
 
 def _row(item: dict) -> CaseRow:

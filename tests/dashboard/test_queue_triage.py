@@ -348,3 +348,18 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
     counters = queue_counters(store=store)
     assert counters["STUCK_PENDING"].amounts.get("USD", Decimal(0)) == Decimal(0)
     assert counters["ESCALATED"].amounts["USD"] == Decimal("300.00")
+
+
+def test_the_reason_cell_is_the_first_clause_of_each_reason_once():
+    """A conflict's explanation is cut at its first clause whatever separates it, and
+    two items failing for the same reason read once."""
+    from reconciliation.casework.selectors import _reason
+
+    conflict = {
+        "code": "TransactionConflict",
+        "explanation": "Another request was changing this item at the same moment; "
+        "nothing was written and the same request can be retried with the same token.",
+    }
+    short, full = _reason([conflict, dict(conflict), {"code": "None", "explanation": "x"}])
+    assert short == "Another request was changing this item at the same moment"
+    assert full.count("Another request") == 2
