@@ -38,6 +38,8 @@ from reconciliation.cases.policy import (
 )
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.claims.models import RECORDED, TOKEN_WINDOW_S
+from reconciliation.codes import find_code
+from reconciliation.dynamo.cancellation import CancellationCode
 
 if TYPE_CHECKING:
     from reconciliation.casework.selectors import Evidence
@@ -87,12 +89,20 @@ def _cancel_branch(case: Case) -> str:
 
 
 def _failed_codes(case: Case) -> str:
+    """The cancellation reasons of the failed items, in words ("Conflict with another
+    request"), each once."""
     codes = [
-        str(r.get("code"))
+        CancellationCode.words(str(r.get("code"))).lower()
         for r in case.decoded
         if isinstance(r, dict) and r.get("code") not in (None, "None")
     ]
     return ", ".join(dict.fromkeys(codes)) or "no reason given"
+
+
+def _code_words(value: object) -> str:
+    """A stored code (a retry's outcome kind) in words, lower case; as given if unknown."""
+    code = find_code(value)
+    return code.label.lower() if code is not None else str(value or "")
 
 
 def _candidate(case: Case, evidence: Evidence) -> Suggestion:
@@ -137,10 +147,12 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
     if retry.get("finished_at") and retry.get("status") not in _RETRY_SUCCESS:
         return Suggestion(
             ESCALATE,
-            f"The last commit retry failed ({retry.get('status')}) and no pledge exists: "
+            f"The last commit retry failed ({_code_words(retry.get('status'))}) and no pledge "
+            "exists: "
             "Escalate for a closer look.",
             ReasonCode.NEEDS_REVIEW,
-            f"The commit retry failed ({retry.get('status')}); no pledge for {intent}.",
+            f"The commit retry failed ({_code_words(retry.get('status'))}); no pledge for "
+            f"{intent}.",
         )
     window_left = TOKEN_WINDOW_S - evidence.token_age_s
     if case.case_type == CANCELLED_TRANSACTION:

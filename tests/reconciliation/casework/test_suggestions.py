@@ -171,6 +171,10 @@ def test_cancelled_without_a_pledge_follows_the_decoded_reason(code, branch, act
     )
     assert s.action == action and words in s.why
     assert_prefill_is_valid(s)
+    # In words: the cancellation reason reads as its label, never as DynamoDB's code.
+    from tests.dashboard.test_labels import CODE_RE
+
+    assert not CODE_RE.findall(f"{s.why} {s.reason_text}"), s
 
 
 def test_token_mismatch_inside_the_window_says_wait():
@@ -191,7 +195,7 @@ def test_a_failed_retry_suggests_escalating_and_then_releasing():
     (ESCALATE is no longer offered there)."""
     retry = {"status": "transaction_conflict", "finished_at": AT, "requested_by": "ada"}
     s = case_suggestion(case(retry=retry), evidence())
-    assert s.action == "ESCALATE" and "failed (transaction_conflict)" in s.why
+    assert s.action == "ESCALATE" and "failed (transaction conflict)" in s.why
     s = case_suggestion(case(state=CaseState.ESCALATED, retry=retry), evidence())
     assert s.action == "RELEASE_CLAIM" and s.form == "override"
     assert_prefill_is_valid(s)
