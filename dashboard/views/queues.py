@@ -22,16 +22,14 @@ from dashboard.views.pages import (
 )
 from reconciliation import clock
 from reconciliation.cases.models import QUEUE_APPROVAL, retry_in_flight
+from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
+from reconciliation.casework.search import cases_for_intent
 from reconciliation.casework.selectors import (
     DEFAULT_SORT,
     SORT_WORDS,
     InvalidFilter,
-    ResolvedFilters,
-    assigned_page,
-    cases_for_intent,
     queue_counters,
     queue_page,
-    resolved_page,
 )
 from reconciliation.stores import first_store
 

@@ -9,7 +9,8 @@ from django.views.decorators.http import require_safe
 from dashboard.auth import StaffRequest, role_required
 from dashboard.forms import CaseSearchForm
 from dashboard.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
-from reconciliation.casework.selectors import InvalidFilter, case_search
+from reconciliation.casework.search import case_search
+from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.stores import first_store
 
 MATCHED_WORDS = {

@@ -302,7 +302,7 @@ class Drill:
 
     def invariants(self) -> None:
         from reconciliation.audit.selectors import stream_chain_status
-        from reconciliation.casework.selectors import cases_for_intent
+        from reconciliation.casework.search import cases_for_intent
 
         expected = (AMOUNT * len(self.committed), len(self.committed))
         total = self.ledger()

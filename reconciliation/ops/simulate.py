@@ -289,7 +289,7 @@ def _ledger_snapshot() -> dict[tuple[str, str], tuple[Decimal, int]]:
 
 
 def _count_cases(report: SimulationReport, pledges: int) -> None:
-    from reconciliation.casework.selectors import cases_for_intent
+    from reconciliation.casework.search import cases_for_intent
 
     seen: set[str] = set()
     for n in range(pledges):
