@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.views import approvals, cases, overview, queues, search
+from dashboard.views import approvals, bulk, cases, overview, queues, search
 
 register_converter(CaseIdConverter, "case_id")
 
@@ -13,7 +13,7 @@ urlpatterns = [
     path("queues/mine/", queues.mine_view, name="mine"),
     path("queues/<str:queue>/", queues.queue_view, name="queue"),
     path("cases/", search.case_search_view, name="case-search"),
-    path("cases/bulk/", cases.cases_bulk_view, name="cases-bulk"),
+    path("cases/bulk/", bulk.cases_bulk_view, name="cases-bulk"),
     path("cases/<case_id:case_id>/", cases.case_view, name="case"),
     path("cases/<case_id:case_id>/evidence/", cases.case_evidence_view, name="case-evidence"),
     path("cases/<case_id:case_id>/dispose/", cases.case_dispose_view, name="case-dispose"),
