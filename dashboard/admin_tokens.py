@@ -1,0 +1,120 @@
+"""The API token admin (DESIGN.md §8): tokens are issued here as by
+``issue_api_token`` (the new token is shown once, on the page that answers the form,
+and only its hash and last characters are kept) and revoked (``revoked_at`` is set;
+nothing is deleted). Registered on the admin site by dashboard/admin.py importing it.
+
+Split from dashboard/admin.py (behaviour unchanged).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.utils.cache import patch_cache_control
+
+from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
+from dashboard.models import ApiToken, Tenant
+from dashboard.tenant_changes import token_issue, token_revoke
+from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
+
+
+class TokenIssueForm(forms.Form):
+    tenant = forms.RegexField(
+        regex=TENANT_RE,
+        max_length=64,
+        help_text="An existing tenant, or a new one (created with the default funds).",
+    )
+
+
+class TokenStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return (("active", "active"), ("revoked", "revoked"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiToken, site=site)
+class ApiTokenAdmin(AuditedAdmin):
+    list_display = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    list_filter = (TokenStatusFilter, "tenant")
+    search_fields = ("tenant", "hint")
+    fields = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    readonly_fields = fields
+    actions = ("revoke_tokens",)
+
+    @admin.display(description="token ends in")
+    def hint_text(self, obj: ApiToken) -> str:
+        return f"…{obj.hint}"
+
+    @admin.display(description="status")
+    def status(self, obj: ApiToken) -> str:
+        return "active" if obj.is_active else "revoked"
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # a token is issued or revoked, never edited
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # revoked tokens stay, for the record
+
+    def get_actions(self, request):
+        # Actions are offered only where the model may be changed; revoking is the one
+        # change a token takes.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Revoke the selected API tokens")
+    def revoke_tokens(self, request, queryset) -> None:
+        actor = admin_actor(request)
+        revoked = sum(token_revoke(token, actor=actor) for token in queryset.order_by("pk"))
+        self.message_user(
+            request,
+            f"Revoked {revoked} token(s): callers using them are refused from now on."
+            if revoked
+            else "Nothing to revoke: the selected tokens were revoked already.",
+            messages.SUCCESS if revoked else messages.WARNING,
+        )
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """Issue a token: the answer shows it this once (never stored, never redirected
+        to, never kept in the session)."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = TokenIssueForm(request.POST or None)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Issue an API token",
+            "form": form,
+            "tenants": Tenant.objects.values_list("name", flat=True),
+        }
+        if request.method == "POST" and form.is_valid():
+            name = form.cleaned_data["tenant"]
+            try:
+                token, raw = token_issue(name, actor=admin_actor(request))
+            except AUDIT_UNAVAILABLE:
+                context["error"] = NOT_RECORDED
+                return TemplateResponse(
+                    request, "admin/dashboard/apitoken/issue.html", context, status=503
+                )
+            response = TemplateResponse(
+                request,
+                "admin/dashboard/apitoken/issued.html",
+                {**context, "title": "API token issued", "token": token, "raw": raw},
+            )
+            patch_cache_control(response, no_store=True, private=True)
+            return response
+        status = 400 if request.method == "POST" else 200
+        return TemplateResponse(
+            request, "admin/dashboard/apitoken/issue.html", context, status=status
+        )
