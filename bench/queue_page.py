@@ -144,7 +144,8 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
 
 def seed(client, tables, size: int) -> float:
     """Write ``size`` claims and ``size`` open cases plus the per-queue counters."""
-    from reconciliation.cases.models import QUEUES, counter_key
+    from reconciliation.cases.counters import counter_key
+    from reconciliation.cases.models import QUEUES
     from reconciliation.dynamo.items import to_item
 
     now = datetime.now(UTC)
@@ -222,7 +223,7 @@ def measure(tables, rounds: int, warmup: int) -> dict:
     from django.conf import settings
 
     from dashboard.views.queues import queue_view
-    from reconciliation.cases.models import counter_keys
+    from reconciliation.cases.counters import counter_keys
     from reconciliation.casework.selectors import QueueFilters, queue_page
     from reconciliation.dynamo.client import dynamodb_client
 

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from reconciliation.cases.models import (
+from reconciliation.cases.counters import (
     COUNTER_PREFIX,
-    RESOLVED,
     counter_key,
     counter_shard,
-    resolved_month,
     totals_attribute,
 )
+from reconciliation.cases.models import RESOLVED, resolved_month
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import from_item, transact_items, values
 

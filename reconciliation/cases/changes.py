@@ -14,13 +14,11 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import AuditRepository, audit_event_build
+from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
 from reconciliation.cases.models import (
     RESOLVED,
     Case,
     CaseState,
-    CounterMove,
-    counter_moves,
-    counter_shard,
     queue_for,
     resolved_month,
 )

@@ -1,7 +1,7 @@
 """Reconciliation cases as values: case types, states and queues, case ids, the
-``Case`` record and its item translation, and the per-queue counter keys. The
-repository that reads and writes them is :mod:`reconciliation.cases.repository`
-(which re-exports these names)."""
+``Case`` record and its item translation (the per-queue counters are
+:mod:`reconciliation.cases.counters`). The repository that reads and writes them is
+:mod:`reconciliation.cases.repository` (which re-exports these names)."""
 
 from __future__ import annotations
 
@@ -175,8 +175,6 @@ RESOLVED = CaseState.RESOLVED
 QUEUE_ESCALATED = Queue.ESCALATED
 QUEUE_APPROVAL = Queue.OVERRIDE_REQUESTED
 QUEUES = tuple(Queue)
-COUNTER_PREFIX = "#COUNT#"
-COUNTER_SHARDS = 8
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 # What case_id_for makes: "C-" and 16 base32 characters. Counter items share the table
 # (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables), and a typed id may be
@@ -211,87 +209,11 @@ def is_case_id(value: str) -> bool:
     return isinstance(value, str) and _CASE_ID_RE.fullmatch(value) is not None
 
 
-def counter_key(queue: str, shard: int) -> str:
-    return f"{COUNTER_PREFIX}{queue}#{shard % COUNTER_SHARDS}"
-
-
-def counter_keys() -> list[dict]:
-    """Every counter item of every queue: its shards, and the unsharded item that tables
-    written before sharding still hold."""
-    return [
-        {"case_id": {"S": key}}
-        for q in QUEUES
-        for key in (COUNTER_PREFIX + q, *(counter_key(q, n) for n in range(COUNTER_SHARDS)))
-    ]
-
-
-def totals_attribute(currency: str) -> str:
-    """The counter item attribute holding one currency's amount total."""
-    return f"amount_{currency}"
-
-
-@dataclass(frozen=True)
-class CounterMove:
-    """One queue's counter move in a case transaction: the count by ``delta`` and, when
-    the case is in the totals (``Case.in_totals``), its amount in its currency."""
-
-    queue: str
-    delta: int
-    currency: str = ""
-    amount: Decimal | None = None
-
-
-def counter_moves(case: Case, before: str | None, after: str | None) -> list[CounterMove]:
-    """The counter moves of ``case`` going from queue ``before`` to ``after``."""
-    moves: list[CounterMove] = []
-    if before == after:
-        return moves
-    money = (case.currency, case.amount) if case.in_totals and case.currency else ("", None)
-    if before:
-        moves.append(CounterMove(before, -1, money[0], -money[1] if money[1] is not None else None))
-    if after:
-        moves.append(CounterMove(after, +1, *money))
-    return moves
-
-
-@dataclass
-class QueueCounter:
-    """What a queue's counter items hold: its open cases, how many of them are in the
-    amount totals (cases opened before totals were kept are not), and the totals."""
-
-    count: int = 0
-    totalled: int = 0
-    amounts: dict[str, Decimal] = field(default_factory=dict)
-
-    @property
-    def untotalled(self) -> int:
-        return max(0, self.count - self.totalled)
-
-    def add(self, item: Mapping[str, Any]) -> None:
-        self.count += int(item.get("open_count", 0))
-        self.totalled += int(item.get("totalled", 0))
-        for name, value in item.items():
-            if name.startswith("amount_"):
-                currency = name.removeprefix("amount_")
-                self.amounts[currency] = self.amounts.get(currency, Decimal(0)) + Decimal(
-                    str(value)
-                )
-
-    def shown_amounts(self) -> list[tuple[str, Decimal]]:
-        """The non-zero totals, by currency code."""
-        return sorted((c, a) for c, a in self.amounts.items() if a)
-
-
 def resolved_month(at: str) -> str:
     """The ``resolved_by_time`` partition of a resolution at ISO instant ``at``:
     ``R#YYYY-MM``. Resolutions are staff actions (a few hundred a week), so a month's
     partition is never hot, and a page of the newest reads one or two partitions."""
     return f"R#{at[:7]}"
-
-
-def counter_shard(case_id: str) -> int:
-    """The shard a case's counter moves start on (a retry moves on to the next)."""
-    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
 
 
 def queue_for(case_type: str, state: str) -> Queue | None:

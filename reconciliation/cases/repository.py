@@ -14,20 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from reconciliation.cases.models import (
+from reconciliation.cases.counters import (
     COUNTER_PREFIX,
+    CounterMove,
+    QueueCounter,
+    counter_key,
+    counter_keys,
+    totals_attribute,
+)
+from reconciliation.cases.models import (
     QUEUES,
     WALK_PAGE,
     Case,
-    CounterMove,
-    QueueCounter,
     case_from_item,
     case_to_item,
-    counter_key,
-    counter_keys,
     decoded_row,
     is_case_id,
-    totals_attribute,
 )
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.items import from_item, values

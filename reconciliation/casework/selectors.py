@@ -18,11 +18,11 @@ from django.core import signing
 
 from reconciliation import clock
 from reconciliation.audit.repository import AuditRepository
+from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import (
     CANCELLED_TRANSACTION,
     QUEUES,
     Case,
-    QueueCounter,
 )
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.ledger import FundTotal, LedgerRepository

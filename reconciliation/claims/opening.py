@@ -15,12 +15,12 @@ from reconciliation import clock, metrics
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
+from reconciliation.cases.counters import counter_moves
 from reconciliation.cases.models import (
     OPEN,
     Case,
     CaseType,
     case_id_for,
-    counter_moves,
     queue_for,
 )
 from reconciliation.cases.repository import CaseRepository

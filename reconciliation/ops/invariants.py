@@ -32,7 +32,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from reconciliation.audit.chains import chain_check
-from reconciliation.cases.models import COUNTER_PREFIX, RESOLVED, case_question
+from reconciliation.cases.counters import COUNTER_PREFIX
+from reconciliation.cases.models import RESOLVED, case_question
 from reconciliation.claims.models import COMPLETED, PENDING, RECORDED
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item

@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from reconciliation.cases.models import COUNTER_PREFIX
+from reconciliation.cases.counters import COUNTER_PREFIX
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames
 from reconciliation.ops.explorer.vocabulary import (
