@@ -14,16 +14,14 @@ from collections.abc import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
-from reconciliation import clock, metrics
-from reconciliation.actors import Actor, Role
+from reconciliation import metrics
 from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
-    RESOLVED,
     TOKEN_MISMATCH,
 )
+from reconciliation.claims.commit_cases import finalise_quietly, open_case
 from reconciliation.claims.models import COMPLETED, FAILED, Claim, Pledge
-from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (
     CANCELLED,
     CONFLICT,
@@ -42,7 +40,7 @@ from reconciliation.claims.outcomes import (
     unavailable_outcome,
 )
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import attempts
 from reconciliation.dynamo.cancellation import (
@@ -58,15 +56,6 @@ from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
-
-
-def pledge_receipt_actor(claim: Claim) -> Actor:
-    return Actor(
-        username=f"api:{claim.tenant}",
-        role=Role.API,
-        address=claim.client_address,
-        correlation_id=claim.correlation_id,
-    )
 
 
 def _server_error(exc: BaseException) -> bool:
@@ -108,7 +97,7 @@ def commit_failed(
         return _commit_exhausted(store, claim, items, exc)
     if isinstance(exc, BotoCoreError):
         # The commit never left this process: nothing applied, the client retries.
-        _finalise_quietly(
+        finalise_quietly(
             store, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
         )
         return unavailable_outcome(exc)
@@ -143,7 +132,7 @@ def _commit_exhausted(
     retry_after = retry_after_s()
     if exc.code == "TransactionCanceledException":
         rows = cancellation_decode(items, exc.last.response, store.roles())
-        case = _open_case(
+        case = open_case(
             store,
             claim,
             CANCELLED_TRANSACTION,
@@ -166,7 +155,7 @@ def _commit_exhausted(
             detail="The transaction kept conflicting with concurrent writes; nothing was "
             "recorded. Retry with the same Idempotency-Key.",
         )
-    _finalise_quietly(store, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
+    finalise_quietly(store, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
     return throttled_outcome(exc)
 
 
@@ -179,7 +168,7 @@ def _cancelled(
     def cancelled_case(
         kind: OutcomeKind, claim_move: Callable[[str], dict] | None = None
     ) -> str | None:
-        return _open_case(
+        return open_case(
             store,
             claim,
             CANCELLED_TRANSACTION,
@@ -242,7 +231,7 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
     if fresh:
         # Our claim was new, yet the pledge existed: TTL deleted the earlier claim before the retry.
         metrics.TTL_DELETE_BEFORE_RETRY.inc()
-    _finalise_quietly(
+    finalise_quietly(
         store,
         claim,
         status=COMPLETED,
@@ -307,7 +296,7 @@ def _case_for_pending_claim(
 ) -> IntakeOutcome:
     """Open a case for a claim left PENDING by an unclear commit, and hand the claim to
     the case (out of the stuck-claim index) in the same transaction."""
-    case = _open_case(
+    case = open_case(
         store,
         claim,
         case_type,
@@ -319,88 +308,3 @@ def _case_for_pending_claim(
         ),
     )
     return IntakeOutcome(kind, case_id=case, detail=detail)
-
-
-def _open_case(
-    store: Store,
-    claim: Claim,
-    case_type: str,
-    *,
-    decoded: list[DecodedReason],
-    error: BaseException,
-    client_outcome: dict,
-    claim_move: Callable[[str], dict] | None = None,
-) -> str | None:
-    """Open the case for this claim version, with the claim's move (``claim_move``,
-    given the case id) in the same transaction. If it cannot be written the claim stays
-    PENDING in the stuck-claim index, where the sweep will find it: nothing is lost."""
-    case = case_build(
-        case_type=case_type,
-        claim=claim,
-        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
-        decoded=[r.as_dict() for r in decoded],
-        client_outcome=client_outcome,
-        opened_by=pledge_receipt_actor(claim),
-        now=clock.now(),
-    )
-    claim_item = claim_move(case.case_id) if claim_move else None
-    try:
-        stored, created = case_open(
-            store, case=case, actor=_system_for(claim), claim_item=claim_item
-        )
-    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
-        logger.error("could not open %s case: %s", case_type, error_code(exc))
-        return None
-    if not created and claim_item is not None and stored.state != RESOLVED:
-        # The case already existed, open (an earlier attempt of this very opening, or the
-        # sweep's on the same question): the claim may now follow it on its own. A
-        # resolved case follows nothing: the claim stays where the sweep can find it.
-        _apply_quietly(store, claim_item)
-    return stored.case_id
-
-
-def _apply_quietly(store: Store, claim_item: dict) -> None:
-    try:
-        store.client.update_item(**claim_item["Update"])
-    except (BotoCoreError, ClientError) as exc:
-        # A failed fence means the claim moved on (committed, or a successor holds it).
-        logger.info("claim not moved to its case: %s", error_code(exc))
-
-
-def _system_for(claim: Claim) -> Actor:
-    return Actor(
-        username="system",
-        role=Role.SYSTEM,
-        address=claim.client_address,
-        correlation_id=claim.correlation_id,
-    )
-
-
-def _finalise_quietly(
-    store: Store,
-    claim: Claim,
-    *,
-    status: str,
-    error: str | None = None,
-    response: dict | None = None,
-    payload_hash: str | None = None,
-    case_id: str | None = None,
-    expires_in_s: int | None = None,
-) -> None:
-    """Fenced transition after a definitive outcome; the claim expires after
-    ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
-    and the sweep takes over; the caller's answer does not depend on it."""
-    try:
-        ClaimRepository(store).finalise(
-            claim,
-            status=status,
-            response_body=response,
-            error_code=error,
-            expires_in_s=settings.CLAIM_FAILED_TTL_S if expires_in_s is None else expires_in_s,
-            payload_hash=payload_hash,
-            case_id=case_id,
-        )
-    except ClaimTaken:
-        pass
-    except (BotoCoreError, ClientError) as exc:
-        logger.warning("could not finalise claim: %s", error_code(exc))

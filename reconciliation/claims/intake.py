@@ -25,7 +25,8 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
-from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
+from reconciliation.claims.commit_cases import pledge_receipt_actor
+from reconciliation.claims.commit_outcomes import commit_failed
 from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
 from reconciliation.claims.models import (
     COMPLETED,

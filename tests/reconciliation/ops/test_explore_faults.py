@@ -481,16 +481,16 @@ def test_a_claim_released_apart_from_its_case_is_reported(dynamodb_local, monkey
     """The cancelled commit's claim released on its own before its case is written (the
     old order): when the case write fails, the claim has left the stuck-claim index with
     no case, and the explorer says so for that very request."""
-    from reconciliation.claims import commit_outcomes
+    from reconciliation.claims import commit_cases, commit_outcomes
 
-    real = commit_outcomes._open_case
+    real = commit_cases.open_case
 
     def release_first(repos, claim, case_type, *, claim_move=None, **kwargs):
         if claim_move is not None:
-            commit_outcomes._apply_quietly(repos, claim_move(f"released-{claim.version}"))
+            commit_cases.apply_quietly(repos, claim_move(f"released-{claim.version}"))
         return real(repos, claim, case_type, **kwargs)
 
-    monkeypatch.setattr(commit_outcomes, "_open_case", release_first)
+    monkeypatch.setattr(commit_outcomes, "open_case", release_first)
     lines = _violations(
         dynamodb_local.endpoint_url, "POST#1 commit#1:conflict+POST#1 case open#1:validation"
     )
