@@ -248,6 +248,9 @@ DDB_TABLE_PREFIX = os.environ.get("DDB_TABLE_PREFIX", "pledges-")
 # Optional multi-region: "us-east-1,eu-west-1" on AWS, or
 # "us-east-1=http://127.0.0.1:8001,eu-west-1=http://127.0.0.1:8002" locally.
 DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
+# Test-only (honoured only with fault injection allowed): route every key to this
+# process's own region (AWS_REGION) instead of its home region (docs/regions.md).
+DDB_UNPINNED = env_bool("DDB_UNPINNED", False)
 # A request path gives up within a few seconds: botocore's legacy default would
 # give DynamoDB 10 attempts and ~25 s of backoff.
 DDB_CONNECT_TIMEOUT_S = float(os.environ.get("DDB_CONNECT_TIMEOUT_S", "1"))

@@ -1,27 +1,41 @@
 """Where a key's items live: one region's DynamoDB client and table names (DESIGN.md §2).
 
-The edge — a view, a task, a command — resolves a :class:`Store` once: the key's home
-region for anything about one idempotency key (``home_store``), the first region for
-region-wide work (``first_store``). It passes the store down as ``store=``; each package
-builds its repository on it (``ClaimRepository(store)``), so nothing below the edge
-picks a region, and this module needs nothing of ours but ``dynamo``.
+The edge — a view, a task, a command — resolves a :class:`Store` once and passes it down
+as ``store=``; each package builds its repository on it (``ClaimRepository(store)``), so
+nothing below the edge picks a region, and this module needs nothing of ours but
+``dynamo``. Which store (docs/regions.md):
+
+- anything about one idempotency key (claim, pledge, ledger shard, its cases and
+  streams): the key's home region, ``home_store(key)``;
+- a case, by its id: the region its id names, ``case_store(case_id)``;
+- an audit stream: the region its name names, ``stream_store(stream)``;
+- region-wide records (staff, tenants, exports, checkpoints, the ``SYSTEM`` stream): the
+  first region, ``first_store()``;
+- listings and totals: every region, ``every_store()``, merged by the reader.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciliation.dynamo.client import (
+    Region,
     TableNames,
-    client_for_key,
     dynamodb_client,
+    home_region,
+    region_tagged,
     regions,
     table_names,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+# The tag separators in keys that belong to one region (DESIGN.md §3): a case id
+# ``C-…-<region>``, a pledge stream ``PLEDGE#@<region>#<intent>``.
+CASE_TAG_SEP = "-"
+PLEDGE_STREAM = "PLEDGE#"
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,16 @@ class Store:
 
     client: DynamoDBClient
     tables: TableNames
+    region: Region | None = field(default=None, compare=False)
+
+    @property
+    def tag(self) -> str:
+        """How keys that belong to this region name it (``""`` for the first region)."""
+        return self.region.tag if self.region else ""
+
+    @property
+    def region_name(self) -> str:
+        return self.region.name if self.region else regions()[0].name
 
     def roles(self) -> dict[str, str]:
         """Table role → physical name, for decoding cancellation reasons."""
@@ -42,19 +66,82 @@ class Store:
         }
 
 
+def region_store(region: Region, *, batch: bool = False) -> Store:
+    return Store(dynamodb_client(region, batch=batch), table_names(), region)
+
+
 def first_store(client: DynamoDBClient | None = None, *, batch: bool = False) -> Store:
     """The first configured region's tables (on ``client`` if given; ``batch``: on a
-    client with a batch command's patience, see ``dynamo.client.patience``)."""
-    return Store(client or dynamodb_client(batch=batch), table_names())
+    client with a batch command's patience, see ``dynamo.client.patience``): where
+    region-wide records live."""
+    first = regions()[0]
+    return Store(client or dynamodb_client(first, batch=batch), table_names(), first)
 
 
 def home_store(key: str) -> Store:
     """``key``'s home region: every read and write of one idempotency key goes there
     (``DDB_REGIONS``)."""
-    return Store(client_for_key(key), table_names())
+    return region_store(home_region(key))
 
 
-def every_store() -> list[Store]:
-    """Every configured region's tables, the first region first (region-wide sweeps)."""
-    names = table_names()
-    return [Store(dynamodb_client(region), names) for region in regions()]
+def tagged_store(tag: str, *, batch: bool = False) -> Store | None:
+    """The region whose keys carry ``tag``, or ``None`` when no configured region does."""
+    region = region_tagged(tag)
+    return region_store(region, batch=batch) if region else None
+
+
+def every_store(*, batch: bool = False) -> list[Store]:
+    """Every configured region's tables, the first region first (listings, totals and
+    region-wide sweeps)."""
+    return [region_store(region, batch=batch) for region in regions()]
+
+
+# --- keys that name their region ------------------------------------------------------
+
+
+def tagged_case_id(case_id: str, tag: str) -> str:
+    """A case id that names the region the case lives in (the first region's ids do not)."""
+    return f"{case_id}{CASE_TAG_SEP}{tag}" if tag else case_id
+
+
+def case_tag(case_id: str) -> str:
+    """The region tag a case id names (``C-`` and 16 characters, then ``-<region>``)."""
+    return case_id[19:] if len(case_id) > 19 and case_id[18] == CASE_TAG_SEP else ""
+
+
+def case_store(case_id: str, *, batch: bool = False) -> Store:
+    """The region a case lives in, by its id. An id naming no configured region reads the
+    first region, where it is simply not found."""
+    return tagged_store(case_tag(case_id), batch=batch) or first_store(batch=batch)
+
+
+def pledge_stream(intent_id: str, tag: str = "") -> str:
+    """The audit stream of a pledge written in the region tagged ``tag``. Named for its
+    region, so the same intent recorded in two regions (never, while keys are pinned)
+    leaves two streams that replication cannot merge into one."""
+    return f"{PLEDGE_STREAM}@{tag}#{intent_id}" if tag else f"{PLEDGE_STREAM}{intent_id}"
+
+
+def pledge_stream_parts(stream: str) -> tuple[str, str]:
+    """``(intent_id, tag)`` of a pledge stream name."""
+    rest = stream.removeprefix(PLEDGE_STREAM)
+    if rest.startswith("@"):
+        tag, _, intent = rest[1:].partition("#")
+        return intent, tag
+    return rest, ""
+
+
+def stream_tag(stream: str) -> str:
+    """The region tag of an audit stream: a case's names its case's region, a pledge's
+    its own; every other stream (staff, tenants, exports, ``SYSTEM``) is the first
+    region's."""
+    if stream.startswith("CASE#"):
+        return case_tag(stream.removeprefix("CASE#"))
+    if stream.startswith(PLEDGE_STREAM):
+        return pledge_stream_parts(stream)[1]
+    return ""
+
+
+def stream_store(stream: str, *, batch: bool = False) -> Store:
+    """The region an audit stream is appended in."""
+    return tagged_store(stream_tag(stream), batch=batch) or first_store(batch=batch)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import pytest
 
 from reconciliation.dynamo import faults
-from reconciliation.dynamo.client import TableNames, dynamodb_client, reset_clients
+from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
 
@@ -80,6 +80,39 @@ def dynamodb_local() -> Iterator[LocalEngine]:
         local_engine_unavailable(exc)
     yield engine
     engine.stop()
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local_second() -> Iterator[LocalEngine]:
+    """A second DynamoDB Local for the session: the second region of ``two_regions``."""
+    try:
+        engine = start_dynamodb_local(log_path=OUTPUT_DIR / "dynamodb-local-2.log")
+    except LocalEngineError as exc:
+        local_engine_unavailable(exc)
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+def two_regions(dynamodb_local, dynamodb_local_second, settings) -> Iterator[TableNames]:
+    """Two regions, ``us-east-1`` and ``eu-west-1``, each on its own DynamoDB Local with
+    fresh tables (no replication between them: each holds only what was written there)."""
+    names = TableNames.from_prefix(f"r{uuid.uuid4().hex[:8]}-")
+    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
+    settings.DYNAMODB_ENDPOINT_URL = None
+    settings.FAULT_INJECTION = ""
+    settings.DDB_REGIONS = (
+        f"us-east-1={dynamodb_local.endpoint_url},eu-west-1={dynamodb_local_second.endpoint_url}"
+    )
+    faults.set_plan(None)
+    reset_clients()
+    for region in regions():
+        ensure_tables(dynamodb_client(region), names)
+    yield names
+    faults.set_plan(None)
+    for region in regions():
+        drop_tables(dynamodb_client(region), names)
+    reset_clients()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from reconciliation.casework.dispositions import (
     override_reject,
 )
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
-from reconciliation.stores import first_store
+from reconciliation.stores import case_store, first_store
 
 PAGE_SIZE = 50
 
@@ -96,7 +96,7 @@ def _decide(
                 reason_code=data["reason_code"],
                 reason_text=data["reason_text"],
                 action_id=data["action_id"],
-                store=first_store(),
+                store=case_store(case_id),
             )
         except CaseNotFound as exc:
             raise Http404(str(exc)) from exc
@@ -110,7 +110,7 @@ def _decide(
         if result is not None:
             return redirect("approvals")
         return _approvals_response(request, status=status, failed={case_id: form})
-    case = case_detail(case_id, store=first_store())
+    case = case_detail(case_id, store=case_store(case_id))
     if case is None:
         raise Http404("No such case")
     item = _item(request, case, None if result else form, result)

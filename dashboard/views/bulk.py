@@ -17,7 +17,7 @@ from dashboard.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_
 from reconciliation.cases.changes import CaseError
 from reconciliation.casework.dispositions import cases_bulk
 from reconciliation.casework.selectors import MAX_PAGE
-from reconciliation.stores import first_store
+from reconciliation.stores import case_store
 
 
 @require_POST
@@ -38,7 +38,7 @@ def cases_bulk_view(request: StaffRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             rows = cases_bulk(
-                store=first_store(),
+                store_for=case_store,
                 case_ids=case_ids,
                 disposition=data["disposition"],
                 actor=actor_for(request),

@@ -58,7 +58,7 @@ from reconciliation.casework.suggestions import (
     resolution_words,
 )
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.stores import Store, first_store
+from reconciliation.stores import Store, case_store
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def _case_response(
     partial: str = "case",
     send_messages: bool = False,
 ) -> HttpResponse:
-    store = first_store()  # resolved once for the page's reads
+    store = case_store(case_id)  # resolved once for the page's reads
     case = _case_or_404(case_id, store)
     read = EvidenceRead(case, store)
     suggestion = case_suggestion(case, read.evidence)
@@ -227,7 +227,7 @@ def case_view(request: StaffRequest, case_id: str) -> HttpResponse:
     whole fresh case, swapped in place of the page's case, once it has ended."""
     htmx = getattr(request, "htmx", None)
     if wants_partial(request) and htmx is not None and htmx.target == POLLER:
-        store = first_store()
+        store = case_store(case_id)
         case = _case_or_404(case_id, store)
         if retry_in_flight(case):
             context = {"case": case, "retry_running": True}
@@ -256,7 +256,7 @@ def case_evidence_view(request: StaffRequest, case_id: str) -> HttpResponse:
     the case page otherwise."""
     if not wants_partial(request):
         return _case_response(request, case_id)
-    store = first_store()
+    store = case_store(case_id)
     case = _case_or_404(case_id, store)
     read = EvidenceRead(case, store)
     suggestion = case_suggestion(case, read.evidence)
@@ -310,15 +310,15 @@ def _act(
     return _case_response(request, case_id)
 
 
-def _reasoned(data: dict) -> dict:
+def _reasoned(data: dict, case_id: str) -> dict:
     """What every reasoned action passes on from its form: the version the person saw,
-    the reason, and the action id; and the store the case is kept in."""
+    the reason, and the action id; and the store of the region the case lives in."""
     return {
         "seen_version": data["seen_version"],
         "reason_code": data["reason_code"],
         "reason_text": data["reason_text"],
         "action_id": data["action_id"],
-        "store": first_store(),
+        "store": case_store(case_id),
     }
 
 
@@ -327,7 +327,10 @@ def _reasoned(data: dict) -> dict:
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_dispose(
-            case_id=case_id, disposition=data["disposition"], actor=actor, **_reasoned(data)
+            case_id=case_id,
+            disposition=data["disposition"],
+            actor=actor,
+            **_reasoned(data, case_id),
         )
 
     return _act(request, case_id, "dispose", run)
@@ -338,7 +341,7 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return override_request(
-            case_id=case_id, override=data["override"], actor=actor, **_reasoned(data)
+            case_id=case_id, override=data["override"], actor=actor, **_reasoned(data, case_id)
         )
 
     return _act(request, case_id, "override", run)
@@ -349,7 +352,7 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         return case_assign(
-            store=first_store(),
+            store=case_store(case_id),
             case_id=case_id,
             actor=actor,
             seen_version=data["seen_version"],

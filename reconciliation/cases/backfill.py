@@ -126,7 +126,9 @@ def cases_backfill(store: Store) -> BackfillReport:
                             "TableName": table,
                             "Key": {
                                 "case_id": {
-                                    "S": counter_key(case["queue"], counter_shard(case["case_id"]))
+                                    "S": counter_key(
+                                        case["queue"], counter_shard(case["case_id"]), store.tag
+                                    )
                                 }
                             },
                             "UpdateExpression": "ADD totalled :one, #amount :a",

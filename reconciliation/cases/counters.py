@@ -1,6 +1,9 @@
 """The per-queue case counters: their keys and shards, the moves a case transaction
 makes on them, and what a queue's counter items add up to. Counter items share the
-cases table (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables)."""
+cases table (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables). Each
+region keeps its own, named for it (``#COUNT#<QUEUE>@<region>#<n>``; the first region's
+name none): a counter written from two regions would lose concurrent moves under
+Global Tables, so a region's counters move only with its own cases."""
 
 from __future__ import annotations
 
@@ -19,18 +22,26 @@ COUNTER_PREFIX = "#COUNT#"
 COUNTER_SHARDS = 8
 
 
-def counter_key(queue: str, shard: int) -> str:
-    return f"{COUNTER_PREFIX}{queue}#{shard % COUNTER_SHARDS}"
+def counter_key(queue: str, shard: int, region_tag: str = "") -> str:
+    where = f"@{region_tag}" if region_tag else ""
+    return f"{COUNTER_PREFIX}{queue}{where}#{shard % COUNTER_SHARDS}"
 
 
-def counter_keys() -> list[dict]:
-    """Every counter item of every queue: its shards, and the unsharded item that tables
-    written before sharding still hold."""
-    return [
-        {"case_id": {"S": key}}
+def counter_keys(region_tag: str = "") -> list[dict]:
+    """Every counter item of every queue in the region tagged ``region_tag``: its
+    shards, and (first region) the unsharded item that tables written before sharding
+    still hold."""
+    older = () if region_tag else tuple(COUNTER_PREFIX + q for q in QUEUES)
+    return [{"case_id": {"S": key}} for key in older] + [
+        {"case_id": {"S": counter_key(q, n, region_tag)}}
         for q in QUEUES
-        for key in (COUNTER_PREFIX + q, *(counter_key(q, n) for n in range(COUNTER_SHARDS)))
+        for n in range(COUNTER_SHARDS)
     ]
+
+
+def counter_queue(counter_id: str) -> str:
+    """The queue a counter item counts, from its key."""
+    return counter_id.removeprefix(COUNTER_PREFIX).split("#", 1)[0].split("@", 1)[0]
 
 
 def totals_attribute(currency: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Protocol, overload
 
 from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.stores import tagged_case_id
 
 
 class CaseType(Code):
@@ -176,10 +177,11 @@ QUEUE_ESCALATED = Queue.ESCALATED
 QUEUE_APPROVAL = Queue.OVERRIDE_REQUESTED
 QUEUES = tuple(Queue)
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
-# What case_id_for makes: "C-" and 16 base32 characters. Counter items share the table
+# What case_id_for makes: "C-" and 16 base32 characters, then "-<region>" for a case
+# living in any region but the first (DESIGN.md §3, docs/regions.md). Counter items share the table
 # (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables), and a typed id may be
 # longer than DynamoDB's 2,048-byte key (a ValidationException): neither is a case.
-CASE_ID_PATTERN = "C-[A-Z2-7]{16}"
+CASE_ID_PATTERN = "C-[A-Z2-7]{16}(?:-[a-z][a-z0-9-]{0,31})?"
 _CASE_ID_RE = re.compile(CASE_ID_PATTERN)
 
 
@@ -194,14 +196,16 @@ def case_question(case_type: str) -> str:
     return "did_it_commit" if case_type in DID_IT_COMMIT else case_type
 
 
-def case_id_for(source: str, version: int, case_type: str) -> str:
+def case_id_for(source: str, version: int, case_type: str, region_tag: str = "") -> str:
     """Stable id from the source (claim key + version) and the question the case asks:
-    ``C-`` and 16 base32 characters. A late worker's TOKEN_MISMATCH on a claim version the
-    sweep already opened as STUCK_PENDING is a different problem, so a case of its own."""
+    ``C-`` and 16 base32 characters, then the region the case lives in unless it is the
+    first (``region_tag``, ``Store.tag``). A late worker's TOKEN_MISMATCH on a claim
+    version the sweep already opened as STUCK_PENDING is a different problem, so a case
+    of its own."""
     question = case_question(case_type)
     suffix = "" if question == "did_it_commit" else f"#{question}"
     digest = hashlib.sha256(f"{source}@{version}{suffix}".encode()).digest()
-    return "C-" + base64.b32encode(digest).decode()[:16]
+    return tagged_case_id("C-" + base64.b32encode(digest).decode()[:16], region_tag)
 
 
 def is_case_id(value: str) -> bool:

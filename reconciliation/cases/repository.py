@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from reconciliation.cases.counters import (
-    COUNTER_PREFIX,
     CounterMove,
     QueueCounter,
     counter_key,
     counter_keys,
+    counter_queue,
     totals_attribute,
 )
 from reconciliation.cases.models import (
@@ -33,6 +33,7 @@ from reconciliation.cases.models import (
 )
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.items import from_item, values
+from reconciliation.stores import case_tag
 
 if TYPE_CHECKING:
     from reconciliation.stores import Store
@@ -42,6 +43,7 @@ class CaseRepository:
     def __init__(self, store: Store):
         self.client = store.client
         self.table = store.tables.cases
+        self.tag = store.tag
 
     @staticmethod
     def _key(case_id: str) -> dict:
@@ -103,7 +105,7 @@ class CaseRepository:
             vals["a"] = move.amount
         update: dict = {
             "TableName": self.table,
-            "Key": self._key(counter_key(move.queue, shard)),
+            "Key": self._key(counter_key(move.queue, shard, self.tag)),
             "UpdateExpression": expression,
             "ExpressionAttributeValues": values(**vals),
         }
@@ -112,15 +114,15 @@ class CaseRepository:
         return {"Update": update}
 
     def counters(self) -> dict[str, QueueCounter]:
-        """Open cases and amount totals per queue: the sum of its shards, plus the single
-        unsharded item that tables written before sharding still hold. One
-        BatchGetItem of fixed size, whatever the number of cases."""
-        keys = counter_keys()
+        """Open cases and amount totals per queue in this region: the sum of its shards,
+        plus the single unsharded item that tables written before sharding still hold.
+        One BatchGetItem of fixed size, whatever the number of cases."""
+        keys = counter_keys(self.tag)
         out: dict[str, QueueCounter] = {q: QueueCounter() for q in QUEUES}
         # A few rounds for unprocessed keys, never a spin: a count is a display.
         for raw in batch_get(self.client, self.table, keys, rounds=5):
             item = from_item(raw)
-            queue = item["case_id"].removeprefix(COUNTER_PREFIX).split("#", 1)[0]
+            queue = counter_queue(item["case_id"])
             if queue in out:
                 out[queue].add(item)
         return out
@@ -205,8 +207,10 @@ class CaseRepository:
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
     ) -> Iterator[dict]:
-        """Every open case of ``queue``, oldest first, ``WALK_PAGE`` rows a page, reading
-        no further than ``limit`` rows; ``on_units`` hears each page's read units."""
+        """Every open case of ``queue`` living in this region (not the replicas of other
+        regions' cases that Global Tables copy here), oldest first, ``WALK_PAGE`` rows a
+        page, reading no further than ``limit`` rows; ``on_units`` hears each page's read
+        units."""
         start, seen = None, 0
         while limit is None or seen < limit:
             page = WALK_PAGE if limit is None else min(WALK_PAGE, limit - seen)
@@ -214,7 +218,7 @@ class CaseRepository:
             if on_units:
                 on_units(units)
             seen += len(rows)
-            yield from rows
+            yield from (row for row in rows if case_tag(row["case_id"]) == self.tag)
             if not start:
                 return
 

@@ -311,16 +311,18 @@ def cases_bulk(
     reason_text: str | None,
     dry_run: bool,
     action_id: str | None = None,
-    store: Store,
+    store_for: Callable[[str], Store],
 ) -> list[BulkRow]:
-    """Apply one disposition to many cases, each its own audited change; or, with
-    ``dry_run``, say what each case would become without writing anything."""
+    """Apply one disposition to many cases, each its own audited change in the region
+    it lives in (``store_for(case_id)``, resolved by the edge: ``stores.case_store``); or,
+    with ``dry_run``, say what each case would become without writing anything."""
     check_role(actor, "dispose")
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
     code, text = check_reason(reason_code, reason_text)
     rows: list[BulkRow] = []
     for case_id in dict.fromkeys(case_ids):
+        store = store_for(case_id)
         case = CaseRepository(store).get(case_id)
         if case is None:
             rows.append(BulkRow(case_id, False, "No such case."))

@@ -35,7 +35,7 @@ from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import FAILED, RECORDED
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
-from reconciliation.stores import Store
+from reconciliation.stores import Store, pledge_stream
 
 
 def override_request(
@@ -255,7 +255,7 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         raise CaseError("The pledge changed since the request; ask again.")
     now = clock.now()
     event = audit_event_build(
-        stream=f"PLEDGE#{pledge.intent_id}",
+        stream=pledge_stream(pledge.intent_id, store.tag),
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
         action=AuditAction.PLEDGE_VOIDED,

@@ -123,6 +123,7 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
         client_outcome={"error": "worker_died_between_claim_and_commit"},
         opened_by=actor,
         now=clock.now(),
+        region_tag=store.tag,
     )
     resolves_itself = evidence["pledge_exists"] and settings.AUTO_RESOLVE_COMMITTED
     # Unless the case resolves at once (which finalises the claim), the claim leaves the
@@ -210,7 +211,9 @@ def sweep_all(
     sources: Sequence[Store], *, home: Callable[[str], Store], grace_s: int | None = None
 ) -> SweepReport:
     """Every sweep once: stuck claims in every region; open cases and stale retries in
-    the first region's store (``sources[0]``), where cases are kept."""
+    every region, each region its own cases."""
     report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
-    recheck_open_cases(sources[0], report)
-    return redispatch_stale_retries(sources[0], report)
+    for store in sources:
+        recheck_open_cases(store, report)
+        redispatch_stale_retries(store, report)
+    return report

@@ -11,7 +11,7 @@ from celery import shared_task
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import case_store, every_store, first_store, home_store
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ def sweep_task() -> dict:
 def expire_overrides_task() -> list[str]:
     from reconciliation.casework.overrides import overrides_expire
 
-    return overrides_expire(store=first_store())
+    # Each region expires the requests on its own cases.
+    return [case_id for store in every_store() for case_id in overrides_expire(store=store)]
 
 
 @shared_task(
@@ -72,7 +73,7 @@ def retry_commit_task(self, case_id: str) -> str:
 
     faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
-    outcome = retry_commit_run(case_id, store=first_store())
+    outcome = retry_commit_run(case_id, store=case_store(case_id))
     if outcome.wait_s is not None:
         # The claim's lease is still running; try again when it ends (well below the
         # broker's visibility timeout).

@@ -54,6 +54,7 @@ def open_case(
         client_outcome=client_outcome,
         opened_by=pledge_receipt_actor(claim),
         now=clock.now(),
+        region_tag=store.tag,
     )
     claim_item = claim_move(case.case_id) if claim_move else None
     try:

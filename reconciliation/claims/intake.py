@@ -64,7 +64,7 @@ from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
-from reconciliation.stores import Store, home_store
+from reconciliation.stores import Store, home_store, pledge_stream
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
@@ -186,11 +186,13 @@ def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> In
     return None
 
 
-def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
-    """The pledge and its receipt event for ``claim``. A pure function of the claim, so
-    every retry of one commit sends a byte-identical transaction under its token."""
+def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict]:
+    """The pledge and its receipt event for ``claim`` written in the region tagged
+    ``region_tag``, whose ledger shard and pledge stream name it. A pure function of the
+    claim and its region, so every retry of one commit sends a byte-identical
+    transaction under its token."""
     request = claim.request
-    ledger_key = ledger_key_for(request["fund"], request["currency"], claim.intent_id)
+    ledger_key = ledger_key_for(request["fund"], request["currency"], claim.intent_id, region_tag)
     pledge = Pledge(
         intent_id=claim.intent_id,
         tenant=claim.tenant,
@@ -204,7 +206,7 @@ def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
         ledger_key=ledger_key,
     )
     receipt = audit_event_build(
-        stream=f"PLEDGE#{claim.intent_id}",
+        stream=pledge_stream(claim.intent_id, region_tag),
         seq=1,
         prev_hash=GENESIS_HASH,
         action=AuditAction.PLEDGE_RECORDED,
@@ -219,7 +221,7 @@ def pledge_for_claim(claim: Claim) -> tuple[Pledge, dict]:
 
 
 def commit_items(store: Store, claim: Claim) -> tuple[list[dict], Pledge]:
-    pledge, receipt = pledge_for_claim(claim)
+    pledge, receipt = pledge_for_claim(claim, store.tag)
     items = [
         PledgeRepository(store).put_item(pledge),
         LedgerRepository(store).add_item(

@@ -2,7 +2,10 @@
 
 A pledge's shard is a hash of its intent, so every retry of one commit touches the same
 item (the transaction must be identical under its token) while different pledges to one
-fund spread over ``LEDGER_SHARDS`` items.
+fund spread over ``LEDGER_SHARDS`` items. With several regions each shard belongs to one
+region and its key names it (``GENERAL#USD@eu-west-1#3``; the first region's keys name
+none), so no ledger item is ever written from two regions: Global Tables would keep only
+the last of two concurrent additions (DESIGN.md §3, docs/regions.md).
 """
 
 from __future__ import annotations
@@ -21,14 +24,17 @@ if TYPE_CHECKING:
     from reconciliation.stores import Store
 
 
-def fund_key(fund: str, currency: str) -> str:
-    return f"{fund}#{currency}"
+def fund_key(fund: str, currency: str, region_tag: str = "") -> str:
+    """A fund and currency's ledger key in the region tagged ``region_tag``, less its
+    shard."""
+    base = f"{fund}#{currency}"
+    return f"{base}@{region_tag}" if region_tag else base
 
 
-def ledger_key_for(fund: str, currency: str, intent_id: str) -> str:
+def ledger_key_for(fund: str, currency: str, intent_id: str, region_tag: str = "") -> str:
     shards = max(1, settings.LEDGER_SHARDS)
     shard = int(hashlib.sha256(intent_id.encode()).hexdigest()[:8], 16) % shards
-    return f"{fund_key(fund, currency)}#{shard}"
+    return f"{fund_key(fund, currency, region_tag)}#{shard}"
 
 
 @dataclass(frozen=True)
@@ -40,9 +46,12 @@ class FundTotal:
 
 
 class LedgerRepository:
+    """One region's ledger shards."""
+
     def __init__(self, store: Store):
         self.client = store.client
         self.table = store.tables.ledger
+        self.tag = store.tag
 
     def add_item(
         self, ledger_key: str, *, fund: str, currency: str, amount: Decimal, count: int
@@ -65,8 +74,8 @@ class LedgerRepository:
         }
 
     def total(self, fund: str, currency: str) -> FundTotal:
-        """Consistent sum over every shard of one fund and currency."""
-        base = fund_key(fund, currency)
+        """Consistent sum over this region's shards of one fund and currency."""
+        base = fund_key(fund, currency, self.tag)
         keys = [{"fund": {"S": f"{base}#{i}"}} for i in range(max(1, settings.LEDGER_SHARDS))]
         total, count = Decimal("0"), 0
         for raw in batch_get(self.client, self.table, keys):
@@ -74,3 +83,14 @@ class LedgerRepository:
             total += Decimal(str(item.get("pledged_total", 0)))
             count += int(item.get("pledge_count", 0))
         return FundTotal(fund, currency, total, count)
+
+
+def fund_total(stores: list[Store], fund: str, currency: str) -> FundTotal:
+    """One fund and currency's total over every region's shards, each read in its own
+    region (``every_store()``)."""
+    total, count = Decimal("0"), 0
+    for store in stores:
+        part = LedgerRepository(store).total(fund, currency)
+        total += part.pledged_total
+        count += part.pledge_count
+    return FundTotal(fund, currency, total, count)

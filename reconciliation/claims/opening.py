@@ -45,11 +45,13 @@ def case_build(
     client_outcome: dict | None = None,
     opened_by: Actor,
     now: datetime,
+    region_tag: str = "",
 ) -> Case:
     """A new OPEN case for ``claim`` at the version it was seen, opened at ``now``, not
     yet written. Its evidence is the claim and its token as they were at ``now``, plus
-    what the caller adds (``evidence``)."""
-    case_id = case_id_for(claim.pk, claim.version, case_type)
+    what the caller adds (``evidence``). The case lives in the claim's region, whose tag
+    (``Store.tag``) its id carries."""
+    case_id = case_id_for(claim.pk, claim.version, case_type, region_tag)
     request = claim.request or {}
     opened_at = clock.iso(now)
     queue = queue_for(case_type, OPEN)

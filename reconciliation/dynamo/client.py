@@ -8,6 +8,7 @@ few seconds instead of botocore's legacy 10 attempts and ~25 s of backoff.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.config import Config
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -23,10 +25,19 @@ _clients: dict[tuple, DynamoDBClient] = {}
 _lock = threading.Lock()
 
 
+# A region name as AWS spells them ("eu-west-1"); it becomes part of keys (``tag``).
+REGION_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+
 @dataclass(frozen=True)
 class Region:
+    """One region's engine. ``tag`` names the region inside keys that belong to one
+    region (ledger shards, queue counters, case ids, pledge streams: DESIGN.md §3): empty
+    for the first configured region, so a single-region table keeps the keys it had."""
+
     name: str
     endpoint_url: str | None
+    tag: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,23 +77,54 @@ def regions() -> list[Region]:
     raw = (settings.DDB_REGIONS or "").strip()
     if not raw:
         return [Region(settings.AWS_REGION, settings.DYNAMODB_ENDPOINT_URL)]
-    out = []
+    out: list[Region] = []
     for part in raw.split(","):
         part = part.strip()
         if not part:
             continue
         name, _, url = part.partition("=")
-        out.append(Region(name.strip(), url.strip() or settings.DYNAMODB_ENDPOINT_URL))
+        name = name.strip()
+        if not REGION_NAME_RE.fullmatch(name) or any(r.name == name for r in out):
+            raise ImproperlyConfigured(
+                f"DDB_REGIONS: {name!r} is not a region name (lower-case letters, digits "
+                "and '-', each region once)"
+            )
+        out.append(
+            Region(name, url.strip() or settings.DYNAMODB_ENDPOINT_URL, tag=name if out else "")
+        )
     return out
+
+
+def region_tagged(tag: str) -> Region | None:
+    """The configured region whose keys carry ``tag`` (``""``: the first), or ``None``."""
+    return next((r for r in regions() if r.tag == tag), None)
+
+
+def local_region() -> Region:
+    """The region this process runs in: the one ``AWS_REGION`` names when it is among
+    ``DDB_REGIONS`` (AWS sets it to where the compute runs), else the first."""
+    all_regions = regions()
+    return next((r for r in all_regions if r.name == settings.AWS_REGION), all_regions[0])
+
+
+def unpinned() -> bool:
+    """The test-only switch ``DDB_UNPINNED=1``: every key is read and written in the
+    local region instead of its home region, the routing the seed warns about. Honoured
+    only where fault injection is (``DJANGO_DEBUG=1`` or ``ALLOW_FAULT_INJECTION=1``)."""
+    return bool(settings.DDB_UNPINNED and settings.ALLOW_FAULT_INJECTION)
 
 
 def home_region(key: str) -> Region:
     """The region that owns ``key``: a stable hash, so every read and write of one
     idempotency key goes to one replica (Global Tables resolve concurrent writes to
-    different replicas by last-writer-wins, which would break put-if-absent)."""
+    different replicas by last-writer-wins, which would break put-if-absent). The order
+    of ``DDB_REGIONS`` is part of this: every process must list the same regions in the
+    same order."""
     all_regions = regions()
     if len(all_regions) == 1:
         return all_regions[0]
+    if unpinned():
+        return local_region()
     digest = hashlib.sha256(key.encode()).digest()
     return all_regions[int.from_bytes(digest[:8], "big") % len(all_regions)]
 

@@ -24,7 +24,7 @@ from reconciliation.cases.models import RESOLVED, CaseState, CaseType
 from reconciliation.cases.policy import RETRY_COMMIT
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake as pledge_service
-from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
@@ -34,7 +34,7 @@ from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
-from reconciliation.stores import Store, home_store
+from reconciliation.stores import Store, every_store, home_store
 
 TENANT = "drill"
 AMOUNT = Decimal("10.00")
@@ -90,7 +90,7 @@ class Drill:
         self.report.rows.append(DrillRow(scenario, expected, observed, status))
 
     def ledger(self) -> tuple[Decimal, int]:
-        total = LedgerRepository(self.store("probe")).total(self.fund, "USD")
+        total = fund_total(every_store(), self.fund, "USD")
         return total.pledged_total, total.pledge_count
 
     # --- the engine's token semantics ------------------------------------------------

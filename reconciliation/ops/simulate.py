@@ -32,7 +32,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.models import CASE_TYPES
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
-from reconciliation.claims.ledger import LedgerRepository
+from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
@@ -40,7 +40,7 @@ from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
 from reconciliation.dynamo.items import values
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import every_store, home_store
 
 TENANT = "sim"
 HOT_FUND = "GENERAL"
@@ -279,11 +279,11 @@ def simulate_run(
 
 
 def _ledger_snapshot() -> dict[tuple[str, str], tuple[Decimal, int]]:
-    store = first_store()
+    stores = every_store()
     out = {}
     for fund in (HOT_FUND, *OTHER_FUNDS):
         for currency, _ in CURRENCIES:
-            total = LedgerRepository(store).total(fund, currency)
+            total = fund_total(stores, fund, currency)
             out[(fund, currency)] = (total.pledged_total, total.pledge_count)
     return out
 
@@ -293,9 +293,9 @@ def _count_cases(report: SimulationReport, pledges: int) -> None:
 
     seen: set[str] = set()
     for n in range(pledges):
-        for case in cases_for_intent(
-            intent_id_for(TENANT, f"sim-{report.run_id}-{n}"), store=first_store()
-        ):
+        key = f"sim-{report.run_id}-{n}"
+        store = home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        for case in cases_for_intent(intent_id_for(TENANT, key), store=store):
             if case.case_id not in seen:
                 seen.add(case.case_id)
                 report.cases_by_type[case.case_type] += 1
@@ -304,10 +304,10 @@ def _count_cases(report: SimulationReport, pledges: int) -> None:
 def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
     """The ledger moved by exactly the pledges this run recorded, per fund and currency,
     whatever the faults (the durable records are read back, not the answers counted)."""
-    store = first_store()
     recorded: dict[tuple[str, str], tuple[Decimal, int]] = {}
     for n in range(pledges):
         key = f"sim-{report.run_id}-{n}"
+        store = home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
         pledge = PledgeRepository(store).get(intent_id_for(TENANT, key))
         if pledge is None:
             continue

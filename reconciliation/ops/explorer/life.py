@@ -28,7 +28,7 @@ from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.ops.explorer.vocabulary import MAY_HAVE_APPLIED, TENANT
 from reconciliation.ops.explorer.wire import Wire
 from reconciliation.ops.invariants import ESCAPED, LOST, Answer, Problem
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import case_store, every_store, home_store
 
 MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
@@ -270,7 +270,7 @@ class Life:
         while pending and runs < MAX_TASK_RUNS:
             case_id, runs = pending[0], runs + 1
             outcome = self._background(
-                "retry", functools.partial(retry_commit_run, case_id, store=first_store())
+                "retry", functools.partial(retry_commit_run, case_id, store=case_store(case_id))
             )
             if outcome is ABORTED:
                 continue
@@ -286,7 +286,7 @@ def _dispose(case: dict) -> str:
 
     try:
         return case_dispose(
-            store=first_store(),
+            store=case_store(case["case_id"]),
             case_id=case["case_id"],
             disposition=RETRY_COMMIT,
             actor=STAFF,

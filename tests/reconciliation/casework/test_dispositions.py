@@ -573,7 +573,7 @@ SERVICES = {
         actor=a,
         dry_run=False,
         **WHY,
-        store=first_store(),
+        store_for=lambda _id: first_store(),
     ),
 }
 ALLOWED = {
@@ -655,7 +655,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         actor=STAFF,
         dry_run=True,
         **WHY,
-        store=first_store(),
+        store_for=lambda _id: first_store(),
     )
     assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
         (one.case_id, True, "Escalated"),
@@ -670,7 +670,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         dry_run=False,
         action_id="bulk-a",
         **WHY,
-        store=first_store(),
+        store_for=lambda _id: first_store(),
     )
     assert [r.ok for r in done] == [True, True]
     assert _events(ddb, one.case_id) == ["case_opened", "case_escalated"]
@@ -682,7 +682,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
         dry_run=False,
         action_id="bulk-a",
         **WHY,
-        store=first_store(),
+        store_for=lambda _id: first_store(),
     )
     assert again[0].ok is False  # already escalated: not offered again
 

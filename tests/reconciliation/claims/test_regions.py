@@ -4,46 +4,19 @@ Two DynamoDB Local instances stand in for two regions."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from reconciliation.claims import intake as service
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import (
-    TableNames,
     dynamodb_client,
     home_region,
     regions,
-    reset_clients,
 )
-from reconciliation.dynamo.local import start_dynamodb_local
-from reconciliation.dynamo.tables import drop_tables, ensure_tables
-from reconciliation.stores import every_store, home_store
+from reconciliation.stores import every_store, home_store, pledge_stream
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
-
-
-@pytest.fixture
-def two_regions(dynamodb_local, settings):
-    second = start_dynamodb_local()
-    names = TableNames.from_prefix(f"r{uuid.uuid4().hex[:8]}-")
-    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
-    settings.DYNAMODB_ENDPOINT_URL = None
-    settings.DDB_REGIONS = (
-        f"us-east-1={dynamodb_local.endpoint_url},eu-west-1={second.endpoint_url}"
-    )
-    faults.set_plan(None)
-    reset_clients()
-    for region in regions():
-        ensure_tables(dynamodb_client(region), names)
-    yield names
-    for region in regions():
-        drop_tables(dynamodb_client(region), names)
-    reset_clients()
-    second.stop()
 
 
 def _has(region, table: str, key: dict) -> bool:
@@ -64,7 +37,7 @@ def test_every_key_lives_only_in_its_home_region(two_regions):
         (other,) = [r for r in regions() if r != home]
         claim_key = {"pk": {"S": pk}}
         pledge_key = {"intent_id": {"S": f"acme#{key}"}}
-        receipt_key = {"stream": {"S": f"PLEDGE#acme#{key}"}, "seq": {"N": "1"}}
+        receipt_key = {"stream": {"S": pledge_stream(f"acme#{key}", home.tag)}, "seq": {"N": "1"}}
         assert _has(home, names.idempotency_keys, claim_key)
         assert _has(home, names.pledges, pledge_key)
         assert _has(home, names.audit_events, receipt_key)
