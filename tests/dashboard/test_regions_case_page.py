@@ -1,0 +1,69 @@
+"""A case living in the second region (issue 15): its page, its evidence, every action
+on it and the retry task reach it in its own region. Before, each read the first region
+and answered 404 "case not found"."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from reconciliation.cases.models import ESCALATED, RESOLVED
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.stores import case_store, every_store
+from tests.helpers import sign_in
+from tests.reconciliation.test_regions_routing import keys_homed, stuck_cases
+
+pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_a_second_region_case_is_shown_and_acted_on_in_its_region(two_regions, client):
+    [key] = keys_homed("eu-west-1", "page")
+    [case_id] = stuck_cases([key])
+    assert case_id.endswith("-eu-west-1")
+    sign_in(client)
+    page = client.get(f"/cases/{case_id}/")
+    assert page.status_code == 200 and case_id in page.content.decode()
+    assert client.get(f"/cases/{case_id}/evidence/", **HX).status_code == 200
+    answer = client.post(
+        f"/cases/{case_id}/dispose/",
+        {
+            "disposition": "ESCALATE",
+            "seen_version": 1,
+            "action_id": str(uuid.uuid4()),
+            "reason_code": "NEEDS_REVIEW",
+            "reason_text": "Second region case, escalated from the first.",
+        },
+    )
+    assert answer.status_code == 302, answer.content.decode()[:500]
+    assert CaseRepository(case_store(case_id)).get(case_id).state == ESCALATED
+    # Only in its own region: the first region's table never held it.
+    first, _second = every_store()
+    assert CaseRepository(first).get(case_id) is None
+
+
+def test_a_commit_retry_records_the_pledge_in_the_cases_region(two_regions, client):
+    """RETRY_COMMIT on a second-region stuck case (the task runs inline here): the claim,
+    pledge and ledger it writes are the second region's, and the case resolves there."""
+    [key] = keys_homed("eu-west-1", "retry")
+    [case_id] = stuck_cases([key])
+    sign_in(client)
+    answer = client.post(
+        f"/cases/{case_id}/dispose/",
+        {
+            "disposition": "RETRY_COMMIT",
+            "seen_version": 1,
+            "action_id": str(uuid.uuid4()),
+            "reason_code": "TRANSIENT_FAILURE",
+            "reason_text": "The worker died before committing; retry it.",
+        },
+    )
+    assert answer.status_code == 302, answer.content.decode()[:500]
+    first, second = every_store()
+    assert CaseRepository(second).get(case_id).state == RESOLVED
+    pledge = PledgeRepository(second).get(f"acme#{key}")
+    assert pledge is not None and "@eu-west-1#" in pledge.ledger_key
+    assert PledgeRepository(first).get(f"acme#{key}") is None
