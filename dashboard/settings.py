@@ -366,6 +366,13 @@ CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
+# The ledger drift check (reconciliation/cases/drift.py): how often it runs (the sweep
+# runs it too, no more often than this), how far behind now its watermark stays (longer
+# than a commit's receipt can be back-dated: the 10-minute token window, plus replication
+# lag), and the pause before a difference is read again to confirm it.
+LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
+LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
+LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)
 CELERY_BEAT_SCHEDULE: dict = {
     "sweep": {
         "task": "reconciliation.tasks.cases.sweep_task",
@@ -382,6 +389,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "reconciliation.tasks.cases.supervisor_digest_task",
         "schedule": crontab(minute=0, hour=SUPERVISOR_DIGEST_HOUR),
         "options": {"expires": 3600.0},
+    },
+    "ledger-drift": {
+        "task": "reconciliation.tasks.cases.ledger_drift_task",
+        "schedule": float(LEDGER_DRIFT_INTERVAL_S),
+        "options": {"expires": float(LEDGER_DRIFT_INTERVAL_S)},
     },
     "audit-checkpoint": {
         # Every 5 minutes; the task signs each finished period's checkpoint once and is

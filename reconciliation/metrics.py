@@ -37,6 +37,17 @@ TTL_DELETE_BEFORE_RETRY = Counter(
     "dynamo_ttl_delete_before_retry_total",
     "Claim item absent (TTL-deleted) while the durable pledge already existed",
 )
+# The ledger drift check (cases/drift.py): one intent recorded in two regions, counted
+# once per intent; and what each run found, by scope kind (region, all) and outcome.
+CROSS_REGION_DUPLICATES = Counter(
+    "dynamo_cross_region_duplicate_detected_total",
+    "Intents whose pledge was recorded in two regions (found by the ledger drift check)",
+)
+LEDGER_DRIFT_FOUND = Counter(
+    "ledger_drift_found_total",
+    "Ledger differences the drift check confirmed, by scope",
+    ["scope"],
+)
 CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
 COMMIT_SECONDS = Histogram(
     "pledge_commit_seconds",
@@ -54,6 +65,16 @@ COMMIT_SECONDS = Histogram(
         5,
         10,
     ),
+)
+# ReplicationLatency (docs/regions.md): from a change's write in one region to its
+# application in another, per table (its name without the prefix) and direction. Written
+# by ``manage.py replicate_regions``; a histogram, so with PROMETHEUS_MULTIPROC_DIR its
+# samples reach /metrics from that process too.
+REPLICATION_LATENCY = Histogram(
+    "dynamo_replication_latency_seconds",
+    "ReplicationLatency: seconds from a change's write to its application in another region",
+    ["table", "source", "destination"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60),
 )
 
 

@@ -43,6 +43,7 @@ class CaseType(Code):
         "The request token was used with different parameters inside its 10-minute "
         "window; nothing was written by this request.",
     )
+    LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", "A fund's ledger disagrees with its pledges."
 
 
 class CaseState(Code):
@@ -67,6 +68,7 @@ class Queue(Code):
         CaseType.CANCELLED_TRANSACTION.help,
     )
     TOKEN_MISMATCH = "TOKEN_MISMATCH", "Token mismatches", CaseType.TOKEN_MISMATCH.help
+    LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", CaseType.LEDGER_DRIFT.help
     ESCALATED = "ESCALATED", "Escalated", CaseState.ESCALATED.help
     OVERRIDE_REQUESTED = (
         "OVERRIDE_REQUESTED",
@@ -99,6 +101,8 @@ class Disposition(Code):
         "Escalate",
         "Move the case to the Escalated queue for a closer look.",
     )
+    DRIFT_EXPLAINED = "DRIFT_EXPLAINED", "Explained, no correction", "Understood; close it."
+    DRIFT_CORRECTED = "DRIFT_CORRECTED", "Corrected by finance", "Finance made the adjustment."
 
 
 class Override(Code):
@@ -147,8 +151,7 @@ class RetryStatus(Code):
 
 
 class ErrorKind(Code):
-    """Why a claim has no clean outcome, as stored on cases and claims
-    (``case.client_outcome.error``, ``claim.last_error_code``) beside the outcome kinds."""
+    """Why a claim has no clean outcome (``client_outcome.error``, ``last_error_code``)."""
 
     WORKER_DIED = (
         "worker_died_between_claim_and_commit",
@@ -166,6 +169,7 @@ STUCK_PENDING = CaseType.STUCK_PENDING
 AMBIGUOUS_TIMEOUT = CaseType.AMBIGUOUS_TIMEOUT
 CANCELLED_TRANSACTION = CaseType.CANCELLED_TRANSACTION
 TOKEN_MISMATCH = CaseType.TOKEN_MISMATCH
+LEDGER_DRIFT = CaseType.LEDGER_DRIFT
 CASE_TYPES = tuple(CaseType)
 
 OPEN = CaseState.OPEN
@@ -276,7 +280,7 @@ class Case:
 
     @property
     def idempotency_key(self) -> str:
-        return self.intent_id.split("#", 1)[1]
+        return self.intent_id.partition("#")[2]  # none on a fund-level case
 
     # What the pages ask of a case, by name rather than by code.
     @property
@@ -295,6 +299,10 @@ class Case:
     def is_cancelled(self) -> bool:
         """A cancelled or token-mismatched transaction: nothing of it was written."""
         return self.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH)
+
+    @property
+    def is_drift(self) -> bool:  # fund-level: no claim; its finding is evidence["drift"]
+        return self.case_type == CaseType.LEDGER_DRIFT
 
     @property
     def awaits_approval(self) -> bool:
@@ -344,7 +352,7 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
         return None
     data = decoded_row(item)
     data["amount"] = Decimal(str(data.get("amount", 0)))
-    data.setdefault("fund", "")  # not stored when empty (an index key)
+    data.update({k: data.get(k, "") for k in ("fund", "intent_id")})  # not stored when empty
     data["case_type"] = CaseType.read(data["case_type"])
     data["state"] = CaseState.read(data["state"])
     if data.get("queue") is not None:
@@ -353,10 +361,10 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
     return Case(**{k: v for k, v in data.items() if k in known})
 
 
-# Attributes that key an index (``open_by_fund``, ``by_donor``, ``open_by_assignee``):
-# DynamoDB refuses an empty string there (ValidationException), so an empty one is not
-# stored at all, and the case is simply absent from that index.
-_INDEX_KEY_FIELDS = ("fund", "donor_ref", "assignee")
+# Attributes that key an index (``open_by_fund``, ``by_intent``, ``by_donor``, ``open_by_
+# assignee``): DynamoDB refuses an empty string there, so an empty one is not stored, and
+# the case is absent from that index (a LEDGER_DRIFT case has no intent).
+_INDEX_KEY_FIELDS = ("fund", "intent_id", "donor_ref", "assignee")
 
 
 def case_to_item(case: Case) -> dict:

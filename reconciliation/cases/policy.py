@@ -11,6 +11,7 @@ from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
     ESCALATED,
+    LEDGER_DRIFT,
     OPEN,
     RESOLVED,
     STUCK_PENDING,
@@ -24,6 +25,8 @@ CONFIRMED_COMMITTED = Disposition.CONFIRMED_COMMITTED
 RETRY_COMMIT = Disposition.RETRY_COMMIT
 DUPLICATE_REJECTED_OK = Disposition.DUPLICATE_REJECTED_OK
 ESCALATE = Disposition.ESCALATE
+DRIFT_EXPLAINED = Disposition.DRIFT_EXPLAINED
+DRIFT_CORRECTED = Disposition.DRIFT_CORRECTED
 RELEASE_CLAIM = Override.RELEASE_CLAIM
 VOID_PLEDGE = Override.VOID_PLEDGE
 REOPEN = Override.REOPEN
@@ -44,6 +47,11 @@ BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
     AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
     CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
     TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+    # A fund's ledger disagrees with its pledges (cases/drift.py): staff record what they
+    # found, each with its mandatory reason; money is never moved from a drift case, not
+    # even on approval. "Corrected" means finance made its own recorded adjustment (the
+    # next check then sees the ledger move back); a supervisor may be asked to look first.
+    LEDGER_DRIFT: (DRIFT_EXPLAINED, DRIFT_CORRECTED, ESCALATE),
 }
 
 REASON_CODES: dict[str, str] = {code: code.label for code in ReasonCode}

@@ -46,6 +46,8 @@ from reconciliation.cases.models import (
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     CONFIRMED_COMMITTED,
+    DRIFT_CORRECTED,
+    DRIFT_EXPLAINED,
     DUPLICATE_REJECTED_OK,
     ESCALATE,
     LABELS,
@@ -107,7 +109,8 @@ def case_dispose(
     store: Store,
 ) -> ActionResult:
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
-    DUPLICATE_REJECTED_OK or ESCALATE."""
+    DUPLICATE_REJECTED_OK or ESCALATE; on a LEDGER_DRIFT case, DRIFT_EXPLAINED or
+    DRIFT_CORRECTED (``policy.BY_CASE_TYPE``)."""
     case, done, code, text = action_begin(
         store,
         case_id=case_id,
@@ -157,6 +160,28 @@ def _duplicate_rejected_ok(
         **common,
     )
     return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
+
+
+_DRIFT_MESSAGES = {
+    DRIFT_EXPLAINED: "Recorded: the ledger difference is explained; nothing was changed.",
+    DRIFT_CORRECTED: "Recorded: finance corrected the difference; nothing was written here.",
+}
+
+
+def _drift_resolved(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+    """A LEDGER_DRIFT case closed with what staff found (its reason says how). Only the
+    case changes: money is corrected by finance's own adjustment, never from here."""
+    updated = case_commit_change(
+        store,
+        case,
+        action=AuditAction.DISPOSITION_RECORDED,
+        changes={
+            "state": RESOLVED,
+            "resolution": resolution_for(common["disposition"], common["actor"]),
+        },
+        **common,
+    )
+    return ActionResult(updated, True, _DRIFT_MESSAGES[Disposition(common["disposition"])])
 
 
 def _escalate(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
@@ -223,6 +248,8 @@ def _confirm_committed(store: Store, case: Case, **common: Unpack[_ChangeCommon]
 _DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
     CONFIRMED_COMMITTED: _confirm_committed,
     DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
+    DRIFT_EXPLAINED: _drift_resolved,
+    DRIFT_CORRECTED: _drift_resolved,
     ESCALATE: _escalate,
     RETRY_COMMIT: _retry_commit,
 }

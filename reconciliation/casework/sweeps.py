@@ -211,9 +211,19 @@ def sweep_all(
     sources: Sequence[Store], *, home: Callable[[str], Store], grace_s: int | None = None
 ) -> SweepReport:
     """Every sweep once: stuck claims in every region; open cases and stale retries in
-    every region, each region its own cases."""
+    every region, each region its own cases; and the ledger drift check when it is due
+    (``LEDGER_DRIFT_INTERVAL_S``; cases/drift.py), its cases counted as opened."""
+    from reconciliation.cases.drift import ledger_drift_check
+
     report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
     for store in sources:
         recheck_open_cases(store, report)
         redispatch_stale_retries(store, report)
+    try:
+        drift = ledger_drift_check(sources, home=home)
+    except (BotoCoreError, ClientError, CaseError) as exc:
+        report.errors.append(f"ledger drift: {error_code(exc)}")
+        logger.warning("ledger drift check failed: %s", error_code(exc))
+    else:
+        report.opened.extend(drift.opened)
     return report

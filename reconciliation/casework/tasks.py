@@ -11,7 +11,7 @@ from celery import shared_task
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.stores import case_store, every_store, first_store, home_store
+from reconciliation.stores import case_store, every_store, home_store
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,22 @@ def supervisor_digest_task() -> dict:
     second e-mail; the overview shows the same at any time."""
     from reconciliation.casework.notifications import digest_send
 
-    sent = digest_send(store=first_store())
+    sent = digest_send(stores=every_store())
     logger.info("%s", sent.line())
     return {"recipients": len(sent.recipients), "empty": sent.digest.is_empty}
+
+
+@shared_task(
+    name="reconciliation.tasks.cases.ledger_drift_task",
+    ignore_result=True,
+    soft_time_limit=240,
+    time_limit=280,
+)
+def ledger_drift_task() -> dict:
+    """The ledger drift check (beat, every ``LEDGER_DRIFT_INTERVAL_S``). Idempotent: its
+    checkpoint is version-conditioned and its case ids derive from it, so a duplicate or
+    overlapping run opens nothing twice; not acks_late, the next tick covers a lost run."""
+    from reconciliation.cases.drift import ledger_drift_check
+
+    report = ledger_drift_check(every_store(), home=home_store, force=True)
+    return {"opened": report.opened, "duplicates": report.duplicates}

@@ -1,0 +1,370 @@
+"""Ledger drift detection (issue 15, item 3; DESIGN.md §6 ``LEDGER_DRIFT``): a periodic
+check that each fund's ledger equals its RECORDED pledges, per region and overall, at a
+cost proportional to what changed since its last run.
+
+Rules:
+
+- Every pledge is one transaction: its pledge item, an ADD to one ledger shard of the
+  region that wrote it, and its receipt (``PLEDGE_RECORDED``, seq 1 of the region's
+  pledge stream); a void adds ``PLEDGE_VOIDED`` to that stream and subtracts from the
+  same shard. So what changed since the last run is the receipts and voids in each
+  region's ``audit_events.by_day`` index after the checkpoint's watermark (only the
+  streams that region owns; replicas are dropped): one Query per day shard.
+- Per region and ``fund#currency``: the ledger (its shards, read consistently) must equal
+  the expected total, the checkpoint's plus the receipts less the voids since. A
+  difference there is the ledger changing without a pledge (or a pledge without its
+  ledger), and the case says so; it names no intent, since none explains it.
+- Overall: the expected ledgers of every region must equal the sum of RECORDED pledges,
+  kept by reading, for each intent that changed, its pledge item in its home region (in
+  the region its stream names when the home has none). A receipt counts on the pledge
+  side only in the region the pledge item's ``ledger_key`` names: after Global Tables'
+  last writer wins, that is the one write the pledges table kept. A receipt of another
+  region is the same intent recorded twice: ``dynamo_cross_region_duplicate_detected_total``
+  counts it once per intent, and the overall case names it. A changed intent with no
+  pledge item at all is named too.
+- Settle window: receipts are stamped when the key was claimed (a retry under the same
+  token is byte-identical), so one may land up to the 10-minute token window after its
+  ``at``; the index is eventually consistent; replication takes its time. The watermark
+  therefore stays ``LEDGER_DRIFT_SETTLE_S`` (default 15 min) behind now: each run reads
+  from the watermark to now and compares with all of it, but keeps in the checkpoint only
+  what is older than the new watermark (the rest is read again next run).
+- Confirmation: a difference is read again after ``LEDGER_DRIFT_CONFIRM_MS`` (its
+  region's new changes and its ledger). If anything of that fund moved meanwhile, it is
+  left to the next run; a case opens only for a difference that held still.
+- Reported once: an opened difference is added to the scope's ``accepted`` offset, so
+  the same difference never opens a second case. When its case is resolved as
+  DRIFT_CORRECTED (finance made its own adjustment), the offset is dropped, so the
+  corrected ledger matches again; DRIFT_EXPLAINED keeps it. Nothing here writes money.
+- Checkpoint: one item in the first region's ledger table (``#DRIFT#CHECKPOINT``), written
+  only if its version is still the one this run read, so of two concurrent runs one
+  advances it; case ids derive from scope, fund, currency and that version, so the other
+  run's openings are no-ops. Cases live in the first region (a region-wide finding).
+- First sight: a ``fund#currency`` the checkpoint does not know yet (every one on the
+  first run, which starts ``LEDGER_DRIFT_SETTLE_S`` back) is taken as right as read
+  then: its baseline is the ledger less the changes read. A drift older than the first
+  run is therefore not reported; a full read of the pledges table would, at the cost of
+  every pledge, and is left to the drill.
+
+Blind spots: a commit landing more than ``LEDGER_DRIFT_SETTLE_S`` after its receipt's
+``at`` (a worker stalled that long and still fenced in) shows as a drift that no intent
+explains; a fund written to on every run between the two reads is compared only on a
+run where it is quiet; a duplicate whose winning region changes after it settled (only
+with replication slower than the settle window) may be counted again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+
+from botocore.exceptions import ClientError
+from django.conf import settings
+
+from reconciliation import clock, metrics
+from reconciliation.actors import system_actor
+from reconciliation.audit.repository import GENESIS_HASH
+from reconciliation.cases.drift_reads import (
+    ALL,
+    Change,
+    Checkpoint,
+    CheckpointRepository,
+    ledger_totals,
+    pledge_changes,
+)
+from reconciliation.cases.models import (
+    LEDGER_DRIFT,
+    OPEN,
+    Case,
+    Disposition,
+    Queue,
+    case_id_for,
+)
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
+from reconciliation.claims.opening import case_open
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.stores import Store
+
+logger = logging.getLogger(__name__)
+
+NAMED_INTENTS = 20  # intents a case names at most (the count says how many in all)
+
+
+@dataclass
+class DriftReport:
+    opened: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+    changes: int = 0
+    queries: int = 0
+    skipped: bool = False
+    lost_race: bool = False
+
+    def lines(self) -> list[str]:
+        if self.skipped:
+            return ["ledger drift: checked recently; not due"]
+        return [
+            f"ledger drift: {self.changes} pledge changes read, "
+            f"{len(self.opened)} cases opened, {len(self.duplicates)} cross-region duplicates",
+            *(f"  opened {c}" for c in self.opened),
+            *(f"  moving, left to the next run: {d}" for d in self.deferred),
+        ]
+
+
+def _winner(pledge: Pledge) -> str:
+    """The region tag the pledge item's ledger key names (its write is the one kept)."""
+    fund_part = pledge.ledger_key.rsplit("#", 1)[0]
+    return fund_part.partition("@")[2]
+
+
+def _pledges(changes: list[Change], home: Callable[[str], Store], by_tag: dict) -> dict:
+    """Each changed intent's pledge item: in its home region, else where its stream is."""
+    found: dict[str, Pledge | None] = {}
+    for change in changes:
+        if change.intent_id in found:
+            continue
+        tenant, _, key = change.intent_id.partition("#")
+        pledge = PledgeRepository(home(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))).get(
+            change.intent_id, consistent=True
+        )
+        if pledge is None and change.region in by_tag:
+            pledge = PledgeRepository(by_tag[change.region]).get(change.intent_id)
+        found[change.intent_id] = pledge
+    return found
+
+
+def _settle_resolved(ckpt: Checkpoint, store: Store) -> None:
+    """Drop the cases resolved since the last run; a DRIFT_CORRECTED one takes its
+    accepted difference with it (finance brought the ledger back)."""
+    for case_id, meta in list(ckpt.open.items()):
+        case = CaseRepository(store).get(case_id)
+        if case is None or not case.is_resolved:
+            continue
+        if (case.resolution or {}).get("disposition") == Disposition.DRIFT_CORRECTED:
+            scope = ckpt.accepted.setdefault(meta["scope"], {})
+            scope[meta["key"]] = scope.get(meta["key"], Decimal(0)) - Decimal(meta["difference"])
+        del ckpt.open[case_id]
+
+
+def ledger_drift_check(
+    stores: Sequence[Store],
+    *,
+    home: Callable[[str], Store],
+    force: bool = False,
+) -> DriftReport:
+    """Run the check once over every region (``every_store()``, the first region first;
+    ``home`` resolves a claim key's home region). Unless ``force``, a run within
+    ``LEDGER_DRIFT_INTERVAL_S`` of the last does nothing but read the checkpoint."""
+    report = DriftReport()
+    first = stores[0]
+    ckpt = CheckpointRepository(first).get()
+    now = clock.now()
+    if not force and ckpt.checked_at:
+        age = (now - clock.parse_iso(ckpt.checked_at)).total_seconds()
+        if age < settings.LEDGER_DRIFT_INTERVAL_S:
+            report.skipped = True
+            return report
+    until = clock.iso(now)
+    settle_to = clock.iso(now - timedelta(seconds=settings.LEDGER_DRIFT_SETTLE_S))
+    after = ckpt.watermark or settle_to
+    watermark = max(after, settle_to)
+    by_tag = {s.tag: s for s in stores}
+    changes: dict[str, list[Change]] = {}
+    for store in stores:
+        changes[store.tag], queries = pledge_changes(store, after, until)
+        report.queries += queries
+    every = [c for found in changes.values() for c in found]
+    report.changes = len(every)
+    keys = {c.key for c in every} | {k for d in ckpt.expected.values() for k in d}
+    ledgers = {s.tag: ledger_totals(s, keys) for s in stores}
+    _settle_resolved(ckpt, first)
+
+    pledges = _pledges(every, home, by_tag)
+    duplicates: dict[str, str] = {}
+    missing: set[str] = set()
+    # What each change adds to the pledge side: its amount if the pledge item kept it.
+    pledge_delta: dict[Change, Decimal] = {}
+    for change in every:
+        pledge = pledges[change.intent_id]
+        if pledge is None:
+            missing.add(change.intent_id)
+            pledge_delta[change] = Decimal(0)
+        elif _winner(pledge) != change.region:
+            if change.is_receipt:
+                duplicates[change.intent_id] = max(change.at, duplicates.get(change.intent_id, ""))
+            pledge_delta[change] = Decimal(0)
+        else:
+            pledge_delta[change] = change.amount
+
+    new = Checkpoint(
+        version=ckpt.version + 1,
+        watermark=watermark,
+        checked_at=until,
+        accepted={s: dict(d) for s, d in ckpt.accepted.items()},
+        open=dict(ckpt.open),
+        reported={i: at for i, at in ckpt.reported.items() if at > watermark},
+    )
+    expected: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    pledge_side: dict[str, Decimal] = {}
+    for key in sorted(keys):
+        bases = Decimal(0)
+        for store in stores:
+            mine = [c for c in changes[store.tag] if c.key == key]
+            total = sum((c.amount for c in mine), Decimal(0))
+            settled = sum((c.amount for c in mine if c.at <= watermark), Decimal(0))
+            base = ckpt.expected.get(store.tag, {}).get(key)
+            if base is None:  # first sight: the ledger as read is the baseline
+                base = ledgers[store.tag][key] - total
+            bases += base
+            expected[store.tag][key] = base + total
+            new.expected.setdefault(store.tag, {})[key] = base + settled
+        mine = [c for c in every if c.key == key]
+        total = sum((pledge_delta[c] for c in mine), Decimal(0))
+        settled = sum((pledge_delta[c] for c in mine if c.at <= watermark), Decimal(0))
+        base_p = ckpt.pledges.get(key, bases)
+        pledge_side[key] = base_p + total
+        new.pledges[key] = base_p + settled
+
+    findings = []
+    for key in sorted(keys):
+        for store in stores:
+            diff = ledgers[store.tag][key] - expected[store.tag][key]
+            diff -= _accepted(ckpt, store.tag, key)
+            if diff:
+                findings.append((store.tag, key, diff))
+        overall = sum((expected[s.tag][key] for s in stores), Decimal(0)) - pledge_side[key]
+        overall -= _accepted(ckpt, ALL, key)
+        if overall:
+            findings.append((ALL, key, overall))
+    if findings:
+        findings = _confirmed(findings, stores, until, ledgers, report)
+
+    for intent, at in sorted(duplicates.items()):
+        if intent not in ckpt.reported:
+            metrics.CROSS_REGION_DUPLICATES.inc()
+            report.duplicates.append(intent)
+        if at > watermark:
+            new.reported[intent] = at
+    for scope, key, diff in findings:
+        fund, _, currency = key.partition("#")
+        named = _named(scope, key, changes, every, duplicates, missing, pledges)
+        facts = {
+            "scope": scope,
+            "regions": sorted(by_tag[t].region_name for t in by_tag if scope in (ALL, t)),
+            "fund": fund,
+            "currency": currency,
+            "ledger_total": str(sum(ledgers[t][key] for t in by_tag if scope in (ALL, t))),
+            "pledges_total": str(pledge_side[key] if scope == ALL else expected[scope][key]),
+            "already_reported": str(_accepted(ckpt, scope, key)),
+            "difference": str(diff),
+            "since": after,
+            "until": until,
+            "intents": named[:NAMED_INTENTS],
+            "intent_count": len(named),
+        }
+        case_id = _open_case(first, scope, key, diff, facts, ckpt.version)
+        report.opened.append(case_id)
+        metrics.LEDGER_DRIFT_FOUND.labels("all" if scope == ALL else "region").inc()
+        new.open[case_id] = {"scope": scope, "key": key, "difference": str(diff)}
+        bucket = new.accepted.setdefault(scope, {})
+        bucket[key] = bucket.get(key, Decimal(0)) + diff
+    try:
+        CheckpointRepository(first).put(new, seen=ckpt.version)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
+        report.lost_race = True  # another run advanced it; its cases have our ids
+    return report
+
+
+def _accepted(ckpt: Checkpoint, scope: str, key: str) -> Decimal:
+    return ckpt.accepted.get(scope, {}).get(key, Decimal(0))
+
+
+def _confirmed(
+    findings: list, stores: Sequence[Store], until: str, ledgers: dict, report: DriftReport
+) -> list:
+    """The findings still true after ``LEDGER_DRIFT_CONFIRM_MS``: nothing of their fund
+    changed since the first read (no new receipt or void, the same ledger total)."""
+    time.sleep(settings.LEDGER_DRIFT_CONFIRM_MS / 1000)
+    later = clock.iso(clock.now())
+    suspects = {key for _, key, _ in findings}
+    moving: set[str] = set()
+    for store in stores:
+        found, queries = pledge_changes(store, until, later)
+        report.queries += queries
+        moving |= {c.key for c in found}
+        again = ledger_totals(store, suspects)
+        moving |= {k for k in suspects if again[k] != ledgers[store.tag][k]}
+    report.deferred.extend(f"{scope} {key}" for scope, key, _ in findings if key in moving)
+    return [f for f in findings if f[1] not in moving]
+
+
+def _named(scope, key, changes, every, duplicates, missing, pledges) -> list[dict]:
+    """The intents a case names: overall, the duplicates and the missing pledges of the
+    fund; in a region, its changes of the fund read this run (none of them explains a
+    ledger that moved without a pledge, but they are what changed)."""
+    out = []
+    if scope == ALL:
+        for change in every:
+            if change.key != key or not change.is_receipt:
+                continue
+            if change.intent_id in duplicates:
+                why = "duplicate"
+            elif change.intent_id in missing:
+                why = "missing"
+            else:
+                continue
+            out.append(_row(change, why))
+    else:
+        out = [_row(c, "changed") for c in changes[scope] if c.key == key]
+    return out
+
+
+def _row(change: Change, why: str) -> dict:
+    return {
+        "intent_id": change.intent_id,
+        "region": change.region,
+        "stream": change.stream,
+        "amount": str(change.amount),
+        "at": change.at,
+        "why": why,
+    }
+
+
+def _open_case(store: Store, scope: str, key: str, diff: Decimal, facts: dict, seen: int) -> str:
+    """Open the LEDGER_DRIFT case of one finding (a no-op when it exists: its id derives
+    from the scope, the fund and currency, and the checkpoint version it was found at)."""
+    fund, _, currency = key.partition("#")
+    now = clock.iso(clock.now())
+    case_id = case_id_for(f"DRIFT#{scope}#{key}", seen, LEDGER_DRIFT)
+    case = Case(
+        case_id=case_id,
+        case_type=LEDGER_DRIFT,
+        state=OPEN,
+        version=1,
+        opened_at=now,
+        claim_pk="",
+        claim_version=0,
+        intent_id="",
+        tenant="",
+        fund=fund,
+        amount=abs(diff),
+        currency=currency,
+        request_token="",
+        token_issued_at="",
+        audit_seq=0,
+        audit_head=GENESIS_HASH,
+        queue=Queue.LEDGER_DRIFT,
+        queue_sort=f"{now}#{case_id}",
+        evidence={"drift": facts},
+        last_action_at=now,
+        in_totals=True,
+    )
+    stored, _ = case_open(store, case=case, actor=system_actor())
+    return stored.case_id
