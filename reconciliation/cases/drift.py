@@ -314,8 +314,9 @@ def _named(scope, key, changes, every, duplicates, missing, pledges) -> list[dic
         for change in every:
             if change.key != key or not change.is_receipt:
                 continue
-            if change.intent_id in duplicates:
-                why = "duplicate"
+            pledge = pledges.get(change.intent_id)
+            if change.intent_id in duplicates and pledge and _winner(pledge) != change.region:
+                why = "duplicate"  # the receipt the pledges table did not keep
             elif change.intent_id in missing:
                 why = "missing"
             else:

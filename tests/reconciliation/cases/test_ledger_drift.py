@@ -1,0 +1,147 @@
+"""Ledger drift detection (issue 15, item 3): each fund's ledger against its recorded
+pledges, per region and overall, reading what changed since the last run; a LEDGER_DRIFT
+case with the difference and the intents that explain it; the cross-region duplicate
+counter. Every test here failed before: there was no such check."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from prometheus_client import REGISTRY
+
+from reconciliation.cases.drift import ledger_drift_check
+from reconciliation.cases.drift_reads import ALL
+from reconciliation.cases.models import LEDGER_DRIFT, Queue
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.claims import intake as service
+from reconciliation.stores import every_store, first_store, home_store
+from tests.reconciliation.factories import submit
+from tests.reconciliation.test_regions_routing import keys_homed
+
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
+
+OPERATIONS = ("GetItem", "Query", "BatchGetItem", "PutItem", "TransactWriteItems", "Scan")
+DUPLICATES = "dynamo_cross_region_duplicate_detected_total"
+
+
+@pytest.fixture
+def quick(two_regions, settings):
+    """Two regions, no settle window and no pause before confirming (tests are serial)."""
+    settings.LEDGER_DRIFT_SETTLE_S = 0
+    settings.LEDGER_DRIFT_CONFIRM_MS = 0
+    return two_regions
+
+
+def calls() -> dict[str, float]:
+    return {
+        op: REGISTRY.get_sample_value("dynamo_calls_total", {"operation": op}) or 0.0
+        for op in OPERATIONS
+    }
+
+
+def run():
+    before = calls()
+    report = ledger_drift_check(every_store(), home=home_store, force=True)
+    after = calls()
+    return report, {op: int(after[op] - before[op]) for op in OPERATIONS}
+
+
+def duplicates_counted() -> float:
+    return REGISTRY.get_sample_value(DUPLICATES) or 0.0
+
+
+def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
+    first, _ = run()  # the baseline: nothing to compare yet
+    assert first.opened == []
+    keys = keys_homed("us-east-1", "clean", 3) + keys_homed("eu-west-1", "clean", 3)
+    for key in keys:
+        assert submit(key, amount="10.00").kind == service.CREATED
+    report, used = run()
+    assert report.opened == [] and report.duplicates == []
+    assert report.changes == 6
+    # One read of the checkpoint and one pledge item per changed intent; Queries of the
+    # by_day day shards only (8 per day per region); never a Scan.
+    assert used["GetItem"] == 1 + 6
+    assert used["Query"] == report.queries <= 2 * 8 * 2
+    assert used["Scan"] == 0 and used["TransactWriteItems"] == 0
+    again, used = run()
+    assert again.opened == [] and again.changes == 0
+    # Nothing new: the checkpoint, the by_day index and the ledger, nothing else.
+    assert used["GetItem"] == 1
+    assert used["BatchGetItem"] == 2  # one fund, one currency, in each region
+    assert used["PutItem"] == 1  # the checkpoint advanced
+
+
+def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick):
+    run()
+    for key in keys_homed("us-east-1", "tamper", 2):
+        assert submit(key, amount="10.00").kind == service.CREATED
+    assert run()[0].opened == []
+    store = first_store()
+    store.client.update_item(
+        TableName=store.tables.ledger,
+        Key={"fund": {"S": "GENERAL#USD#0"}},
+        UpdateExpression="ADD pledged_total :a",
+        ExpressionAttributeValues={":a": {"N": "5"}},
+    )
+    report, _ = run()
+    [case_id] = report.opened
+    case = CaseRepository(store).get(case_id)
+    assert case.case_type == LEDGER_DRIFT and case.queue == Queue.LEDGER_DRIFT
+    drift = case.evidence["drift"]
+    assert drift["scope"] == "" and drift["regions"] == ["us-east-1"]
+    assert (drift["fund"], drift["currency"]) == ("GENERAL", "USD")
+    assert Decimal(drift["difference"]) == 5
+    assert Decimal(drift["ledger_total"]) == 25 and Decimal(drift["pledges_total"]) == 20
+    assert case.amount == 5 and case.intent_id == "" and case.claim_pk == ""
+    # Reported once: the same difference opens nothing on the next runs.
+    assert run()[0].opened == [] and run()[0].opened == []
+
+
+def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, settings):
+    run()
+    settings.ALLOW_FAULT_INJECTION = True
+    settings.DDB_UNPINNED = True
+    for region in ("us-east-1", "eu-west-1"):
+        settings.AWS_REGION = region
+        assert submit("twice-1", amount="25.00").kind == service.CREATED
+    settings.DDB_UNPINNED = False
+    first, second = every_store()
+    # Global Tables' last writer wins: the second region's pledge item replaces the first's.
+    item = second.client.get_item(
+        TableName=second.tables.pledges, Key={"intent_id": {"S": "acme#twice-1"}}
+    )["Item"]
+    first.client.put_item(TableName=first.tables.pledges, Item=item)
+    counted = duplicates_counted()
+    report, _ = run()
+    assert report.duplicates == ["acme#twice-1"]
+    [case_id] = report.opened
+    drift = CaseRepository(first).get(case_id).evidence["drift"]
+    assert drift["scope"] == ALL
+    assert drift["regions"] == ["eu-west-1", "us-east-1"]
+    assert Decimal(drift["difference"]) == 25
+    assert Decimal(drift["ledger_total"]) == 50 and Decimal(drift["pledges_total"]) == 25
+    [named] = drift["intents"]
+    assert (named["intent_id"], named["why"], named["region"]) == (
+        "acme#twice-1",
+        "duplicate",
+        "",
+    )
+    assert duplicates_counted() == counted + 1
+    for _ in range(2):
+        again, _ = run()
+        assert again.opened == [] and again.duplicates == []
+    assert duplicates_counted() == counted + 1
+
+
+def test_two_runs_from_one_checkpoint_advance_it_once(quick):
+    run()
+    submit(keys_homed("us-east-1", "race")[0])
+    store = first_store()
+    from reconciliation.cases.drift_reads import CheckpointRepository
+
+    seen = CheckpointRepository(store).get()
+    run()
+    with pytest.raises(Exception, match="ConditionalCheckFailed"):
+        CheckpointRepository(store).put(seen, seen=seen.version)
