@@ -9,7 +9,11 @@ With fresh synthetic intents (tenant ``drill``, a fund of its own) it runs:
 4. a delayed duplicate after the window, simulated by a new token for the same intent —
    rejected by the durable pledge key;
 5. an ambiguous timeout after commit, resolved by reading the durable record;
-6. a crash between claim and commit, found by the sweep, then recovered by RETRY_COMMIT.
+6. a crash between claim and commit, found by the sweep, then recovered by RETRY_COMMIT;
+7. when ``DDB_REGIONS`` names several engines, the two-region scenario of
+   :mod:`reconciliation.ops.drill_regions` (keys commit in their home region, a case in
+   the second region is listed over every region, the ledger sums every region's
+   shards); with one region its row says not applicable.
 
 Then it checks the invariant: the drill fund's ledger equals exactly the intended
 commitments, every drill case is where it should be, every audit chain verifies.
@@ -28,6 +32,7 @@ import itertools
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import audit_event_build
+from reconciliation.ops.drill_regions import regions_scenario
 from reconciliation.ops.drill_report import DrillReport
 from reconciliation.ops.drill_scenarios import Drill
 
@@ -41,6 +46,7 @@ def drill_run() -> DrillReport:
     drill.delayed_duplicate(key)
     drill.ambiguous()
     drill.crash()
+    regions_scenario(drill)
     drill.invariants()
     _record(drill.report)
     return drill.report

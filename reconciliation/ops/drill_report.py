@@ -1,8 +1,9 @@
 """The drill's report: one row per scenario or invariant, and how it is shown.
 
-A row is ``pass``, ``FAIL`` or ``unprovable`` (the engine cannot show it, e.g. moto and
-``ClientRequestToken``); the report passes when no row failed. The rows are filled by
-:mod:`reconciliation.ops.drill_scenarios`; the run is :func:`drill_run`.
+A row is ``pass``, ``FAIL``, ``unprovable`` (the engine cannot show it, e.g. moto and
+``ClientRequestToken``) or ``not applicable`` (the configuration has nothing to show, e.g.
+the two-region scenario with one region); the report passes when no row failed. The rows
+are filled by :mod:`reconciliation.ops.drill_scenarios`; the run is :func:`drill_run`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 PASS, FAIL, UNPROVABLE = "pass", "FAIL", "unprovable"
+NOT_APPLICABLE = "not applicable"
 
 
 @dataclass

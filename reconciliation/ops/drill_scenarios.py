@@ -34,7 +34,7 @@ from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
-from reconciliation.stores import Store, every_store, home_store
+from reconciliation.stores import Store, every_store, home_store, pledge_stream
 
 TENANT = "drill"
 AMOUNT = Decimal("10.00")
@@ -85,8 +85,18 @@ class Drill:
             tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
         )
 
-    def row(self, scenario: str, expected: str, observed: str, ok: bool | None) -> None:
-        status = UNPROVABLE if ok is None else (PASS if ok else FAIL)
+    def row(
+        self,
+        scenario: str,
+        expected: str,
+        observed: str,
+        ok: bool | None,
+        *,
+        status: str | None = None,
+    ) -> None:
+        """One report row: passed or failed by ``ok`` (``None``: not provable here),
+        unless ``status`` says otherwise (e.g. not applicable)."""
+        status = status or (UNPROVABLE if ok is None else (PASS if ok else FAIL))
         self.report.rows.append(DrillRow(scenario, expected, observed, status))
 
     def ledger(self) -> tuple[Decimal, int]:
@@ -317,8 +327,12 @@ class Drill:
             total == expected and recorded == expected[0],
         )
         misplaced = []
-        # Each stream is read in its key's home region, where it was written.
-        streams = [(f"PLEDGE#{intent_id_for(TENANT, k)}", self.store(k)) for k in self.committed]
+        # Each stream is read in its key's home region, where it was written, under the
+        # name that region gives it.
+        streams = [
+            (pledge_stream(intent_id_for(TENANT, k), self.store(k).tag), self.store(k))
+            for k in self.committed
+        ]
         for n in range(1, self.n + 1):
             key = f"drill-{self.run}-{n}"
             for case in cases_for_intent(intent_id_for(TENANT, key), store=self.store(key)):

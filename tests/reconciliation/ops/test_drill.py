@@ -35,7 +35,7 @@ def test_drill_passes_on_dynamodb_local(ddb):
     assert "FAIL" not in text and "unprovable" not in text
     assert "all provable scenarios passed" in text
     last = drill_last()
-    assert last["passed"] is True and len(last["rows"]) == 9
+    assert last["passed"] is True and len(last["rows"]) == 10  # 9 and "7 two regions"
     # The Drill page shows these rows to supervisors: states, case types and outcomes in
     # words, no stored code.
     from tests.dashboard.test_labels import CODE_RE
