@@ -25,7 +25,7 @@ from reconciliation.casework.dispositions import (
     override_reject,
 )
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
-from reconciliation.stores import case_store, first_store
+from reconciliation.stores import case_store, every_store
 
 PAGE_SIZE = 50
 
@@ -52,7 +52,7 @@ def _approvals_response(
     cursor = request.GET.get("cursor") or None
     page, error = None, ""
     try:
-        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE, store=first_store())
+        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE, stores=every_store())
     except InvalidFilter as exc:
         error, status = "; ".join(exc.fields.values()), 400
     failed = failed or {}

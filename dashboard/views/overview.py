@@ -19,7 +19,7 @@ from reconciliation.casework.selectors import (
     recent_audit_events,
     totals_by_currency,
 )
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store, first_store
 
 APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
@@ -29,12 +29,12 @@ EVENTS_SHOWN = 20
 @role_required(*VIEWING_ROLES)
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
-    store = first_store()  # resolved once for the page's reads
-    # One BatchGetItem of counter items: counts and amounts at risk per currency.
-    counters = queue_counters(store=store)
+    stores = every_store()  # resolved once for the page's reads: every region, merged
+    # One BatchGetItem of counter items per region: counts and amounts at risk per currency.
+    counters = queue_counters(stores=stores)
     counts = {q: c.count for q, c in counters.items()}
-    oldest = queue_oldest(counts, store=store)
-    ageing = queue_ageing(counts, store=store)
+    oldest = queue_oldest(counts, stores=stores)
+    ageing = queue_ageing(counts, stores=stores)
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
@@ -51,7 +51,7 @@ def overview(request: StaffRequest) -> HttpResponse:
     # Needs attention: override requests waiting and cases past their queue's SLA, from
     # the counters above, one approval page, and per non-empty queue a COUNT and a
     # short Query of the range older than its SLA (reconciliation/casework/notifications).
-    attention = supervisor_digest(store=store, counts=counts, rows=APPROVALS_SHOWN)
+    attention = supervisor_digest(stores=stores, counts=counts, rows=APPROVALS_SHOWN)
     context = {
         "at_risk": totals_by_currency(counters),
         "queues": queues,
@@ -60,7 +60,9 @@ def overview(request: StaffRequest) -> HttpResponse:
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
         "approvals": attention.waiting,
         "attention": _attention(attention),
-        "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, store=store),
+        "events": recent_audit_events(
+            limit=EVENTS_SHOWN, performed_by=own_only, store=first_store()
+        ),
         "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)

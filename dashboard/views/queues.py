@@ -31,7 +31,8 @@ from reconciliation.casework.selectors import (
     queue_counters,
     queue_page,
 )
-from reconciliation.stores import first_store
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.stores import Store, every_store, first_store, home_store
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine", "sort")
@@ -73,6 +74,12 @@ def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dic
     return links
 
 
+def _intent_home(intent_id: str) -> Store:
+    """Where an intent's cases live: its idempotency key's home region."""
+    tenant, sep, key = intent_id.partition("#")
+    return home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if sep else first_store()
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
@@ -88,14 +95,14 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         values = form.cleaned_data if form.is_bound else {}
         if values.get("q"):
             # Search by intent id: every case of that intent, whatever its queue or state.
-            found = cases_for_intent(values["q"], store=first_store())
+            found = cases_for_intent(values["q"], store=_intent_home(values["q"]))
         else:
             try:
                 # "Assigned to me" is for those who take cases; an auditor holds none.
                 mine = request.user.get_username() if request.role in ACTING_ROLES else ""
                 filters = form.filters(assignee=mine)
                 page = queue_page(
-                    name, filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
+                    name, filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
                 )
             except InvalidFilter as exc:
                 problems = []
@@ -145,7 +152,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     if not wants_partial(request):
         # Only the whole page has the tabs (with counts) and the bulk form.
         # One BatchGetItem of counter items: the counts and the amount at risk.
-        counters = queue_counters(store=first_store())
+        counters = queue_counters(stores=every_store())
         context["counts"] = {q: c.count for q, c in counters.items()}
         context["counter"] = counters[name]
         context["bulk_form"] = BulkForm(initial={"queue": queue})
@@ -183,7 +190,7 @@ def resolved_view(request: StaffRequest) -> HttpResponse:
         )
         try:
             page = resolved_page(
-                filters=filters, cursor=cursor, limit=PAGE_SIZE, store=first_store()
+                filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
             )
         except InvalidFilter as exc:
             status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
@@ -219,7 +226,7 @@ def mine_view(request: StaffRequest) -> HttpResponse:
     page, status, error = None, 200, ""
     try:
         page = assigned_page(
-            request.user.get_username(), cursor=cursor, limit=PAGE_SIZE, store=first_store()
+            request.user.get_username(), cursor=cursor, limit=PAGE_SIZE, stores=every_store()
         )
     except InvalidFilter as exc:
         status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())

@@ -11,7 +11,7 @@ from dashboard.forms import CaseSearchForm
 from dashboard.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.casework.search import case_search
 from reconciliation.casework.selectors import InvalidFilter
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store, home_store
 
 MATCHED_WORDS = {
     "case_id": "case id",
@@ -46,7 +46,10 @@ def case_search_view(request: StaffRequest) -> HttpResponse:
         else:
             try:
                 found = case_search(
-                    form.cleaned_data["q"], tenants=known_tenants(), store=first_store()
+                    form.cleaned_data["q"],
+                    tenants=known_tenants(),
+                    stores=every_store(),
+                    home=home_store,
                 )
             except InvalidFilter as exc:
                 status, error = 400, "; ".join(exc.fields.values())

@@ -1,11 +1,13 @@
 """Lists beyond the open queues: a person's own open cases ("My cases") and the resolved
-cases (DESIGN.md §8: /queues/resolved/), each one Query per page plus a signed cursor.
+cases (DESIGN.md §8: /queues/resolved/), each one Query per page and region plus a
+signed cursor; several regions are merged (:mod:`reconciliation.casework.regions`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.core import signing
@@ -13,10 +15,21 @@ from django.core import signing
 from reconciliation import clock
 from reconciliation.cases.models import resolved_month
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.regions import (
+    CursorMismatch,
+    Run,
+    cursor_fields,
+    cursor_positions,
+    fan_out,
+    index_key,
+    merge_runs,
+    owned,
+    plain,
+    stores_of,
+)
 from reconciliation.casework.selectors import (
     MAX_PAGE,
     MAX_QUERIES_PER_PAGE,
-    CaseRow,
     InvalidFilter,
     QueuePage,
     _row,
@@ -29,30 +42,68 @@ MINE_CURSOR_SALT = "reconciliation.mine-cursor"
 
 
 def assigned_page(
-    assignee: str, *, cursor: str | None = None, limit: int = 50, store: Store
+    assignee: str,
+    *,
+    cursor: str | None = None,
+    limit: int = 50,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
 ) -> QueuePage:
     """``assignee``'s open cases in every queue, oldest first: one Query of the
-    ``open_by_assignee`` index, ``Limit`` plus a cursor signed for this person."""
+    ``open_by_assignee`` index per region, merged, ``Limit`` plus a cursor signed for
+    this person."""
+    regions = stores_of(store, stores)
     limit = max(1, min(limit, MAX_PAGE))
-    start = None
+    positions = None
     if cursor:
-        try:
-            payload = signing.loads(cursor, salt=MINE_CURSOR_SALT)
-        except signing.BadSignature:
-            raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+        payload = _verified(cursor, MINE_CURSOR_SALT)
         if payload.get("a") != assignee:
             raise InvalidFilter({"cursor": "issued for someone else"})
-        start = payload["k"]
-    items, start, units = CaseRepository(store).query_assigned(
-        assignee, limit=limit, start_key=start
+        positions = _positions(payload, regions)
+
+    def read(region: Store, start: dict | None) -> Run:
+        items, last_key, units = CaseRepository(region).query_assigned(
+            assignee, limit=limit, start_key=start
+        )
+        run = Run(region, start, owned(items, region), last_key, units=units, queries=1)
+        if last_key:
+            run.frontier = _by_age(plain(last_key))
+        return run
+
+    merged = merge_runs(
+        fan_out(regions, positions, read),
+        limit=limit,
+        sort_key=_by_age,
+        descending=False,
+        position_of=lambda _, row: index_key(row, "assignee", "queue_sort"),
     )
-    rows = [replace(_row(i), queue=i.get("queue", "")) for i in items]
-    next_cursor = (
-        signing.dumps({"a": assignee, "k": start}, salt=MINE_CURSOR_SALT, compress=True)
-        if start
-        else None
-    )
-    return QueuePage("MINE", rows, next_cursor, units, 1)
+    rows = [replace(_row(i), queue=i.get("queue", "")) for _, i in merged.rows]
+    next_cursor = None
+    if merged.positions:
+        fields = cursor_fields(merged.positions, regions)
+        next_cursor = signing.dumps({"a": assignee, **fields}, salt=MINE_CURSOR_SALT, compress=True)
+    return QueuePage("MINE", rows, next_cursor, merged.units, merged.queries)
+
+
+def _by_age(row: dict) -> tuple:
+    return (row["queue_sort"], row["case_id"])
+
+
+def _verified(cursor: str, salt: str) -> dict:
+    try:
+        payload = signing.loads(cursor, salt=salt)
+    except signing.BadSignature:
+        raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+    if not isinstance(payload, dict):
+        raise InvalidFilter({"cursor": "not a cursor this server issued"})
+    return payload
+
+
+def _positions(payload: dict, regions: list[Store], *, field_name: str = "k") -> dict:
+    try:
+        return cursor_positions(payload, regions, field_name=field_name)
+    except CursorMismatch as exc:
+        raise InvalidFilter({"cursor": str(exc)}) from None
 
 
 # --- resolved cases (DESIGN.md §8: /queues/resolved/) -----------------------------------
@@ -87,54 +138,77 @@ def resolved_page(
     filters: ResolvedFilters | None = None,
     cursor: str | None = None,
     limit: int = 50,
-    store: Store,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
 ) -> QueuePage:
     """Resolved cases, newest first: the ``resolved_by_time`` index, month by month from
-    the newest, ``Limit`` plus a signed cursor (month and index key) like queue pages."""
+    the newest, ``Limit`` plus a signed cursor (month and index key, per region) like
+    queue pages; several regions are each read so and merged."""
+    regions = stores_of(store, stores)
     filters = filters or ResolvedFilters()
     limit = max(1, min(limit, MAX_PAGE))
-    month = resolved_month(filters.until or clock.iso(clock.now()))
-    start: dict | None = None
+    newest = resolved_month(filters.until or clock.iso(clock.now()))
+    positions = None
     if cursor:
-        try:
-            payload = signing.loads(cursor, salt=RESOLVED_CURSOR_SALT)
-        except signing.BadSignature:
-            raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+        payload = _verified(cursor, RESOLVED_CURSOR_SALT)
         if payload.get("f") != filters.fingerprint():
             raise InvalidFilter({"cursor": "issued for other filters"})
-        month, start = payload["m"], payload.get("k")
+        if len(regions) == 1 and "m" in payload:
+            # One region: the month and index key sit in the cursor itself.
+            payload = {**payload, "p": {"m": payload["m"], "k": payload.get("k")}}
+        positions = _positions(payload, regions, field_name="p")
     if filters.since:
         last = resolved_month(filters.since)
     else:
-        last = month
+        last = newest
         for _ in range(RESOLVED_MONTHS_BACK):
             last = _month_before(last)
     wanted = {"resolved_by": filters.resolved_by, "resolved_how": filters.how, "fund": filters.fund}
-    rows: list[CaseRow] = []
-    consumed, queries = 0.0, 0
-    done = False
-    while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE + RESOLVED_MONTHS_BACK:
-        items, start, units = CaseRepository(store).query_resolved(
-            month,
-            limit=limit - len(rows),
-            start_key=start,
-            after=filters.since or None,
-            before=filters.until or None,
-            filters=wanted,
-        )
-        queries += 1
-        consumed += units
-        rows.extend(_row(i) for i in items)
-        if not start:
-            if month <= last:
-                done = True
-                break
-            month = _month_before(month)
+
+    def read(region: Store, position: dict | None) -> Run:
+        month, start = (position["m"], position.get("k")) if position else (newest, None)
+        run = Run(region, position)
+        done = False
+        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE + RESOLVED_MONTHS_BACK:
+            items, start, units = CaseRepository(region).query_resolved(
+                month,
+                limit=limit - len(run.rows),
+                start_key=start,
+                after=filters.since or None,
+                before=filters.until or None,
+                filters=wanted,
+            )
+            run.queries += 1
+            run.units += units
+            run.rows.extend(owned(items, region))
+            if not start:
+                if month <= last:
+                    done = True
+                    break
+                month = _month_before(month)
+        if not done:
+            run.last_key = {"m": month, "k": start}
+            # Not read yet: the rest of ``month`` below ``start``, and older months.
+            run.frontier = (plain(start)["resolved_sort"],) if start else (month[2:] + "\uffff",)
+        return run
+
+    merged = merge_runs(
+        fan_out(regions, positions, read),
+        limit=limit,
+        sort_key=lambda row: (row["resolved_sort"],),
+        descending=True,
+        position_of=lambda _, row: {
+            "m": row["resolved_month"],
+            "k": index_key(row, "resolved_month", "resolved_sort"),
+        },
+    )
     next_cursor = None
-    if not done:
+    if merged.positions:
+        fields = cursor_fields(merged.positions, regions, field_name="p")
+        if "p" in fields:
+            fields = fields["p"]  # one region: the month and key, as ever
         next_cursor = signing.dumps(
-            {"f": filters.fingerprint(), "m": month, "k": start},
-            salt=RESOLVED_CURSOR_SALT,
-            compress=True,
+            {"f": filters.fingerprint(), **fields}, salt=RESOLVED_CURSOR_SALT, compress=True
         )
-    return QueuePage("RESOLVED", rows, next_cursor, consumed, queries)
+    rows = [_row(item) for _, item in merged.rows]
+    return QueuePage("RESOLVED", rows, next_cursor, merged.units, merged.queries)

@@ -5,7 +5,8 @@ open cases past their queue's SLA (issue 14, item 11).
 counters say which queues hold anything, and in each of those the ``open_by_queue``
 index, ordered by ``opened_at``, answers "opened before now − SLA" as one bounded range
 (a COUNT, and the oldest few rows). Its cost grows with the queues and the rows shown,
-not with the open cases. Sending is at the edge (``supervisor_digest_task``,
+not with the open cases. With several regions each is read so and the results merged
+(:mod:`reconciliation.casework.regions`). Sending is at the edge (``supervisor_digest_task``,
 ``manage.py notify_supervisors``) through :func:`digest_send`.
 
 SLAs come from ``QUEUE_SLA_HOURS`` (``"stuck=4,ambiguous=2"``; URL slugs or queue names;
@@ -15,14 +16,14 @@ hours, fractions allowed), each queue not named taking ``QUEUE_SLA_DEFAULT_HOURS
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from reconciliation import clock
 from reconciliation.cases.models import QUEUE_APPROVAL, QUEUES, Override, Queue
-from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.selectors import CaseRow, QueueFilters, queue_counts, queue_page
 from reconciliation.stores import Store
 
@@ -143,22 +144,24 @@ class Digest:
 
 def supervisor_digest(
     *,
-    store: Store,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
     hours: Mapping[Queue, Decimal] | None = None,
     counts: Mapping[str, int] | None = None,
     rows: int = ROWS_SHOWN,
 ) -> Digest:
     """Override requests waiting (oldest first) and, per queue, the cases past its SLA.
 
-    Reads: the counters (one batch get, unless ``counts`` is given), one Query page of
-    the approval queue, and per queue that holds cases one COUNT and one ``Limit=rows``
-    Query over ``queue_sort < now − SLA``."""
+    Reads, per region of ``stores`` (or ``store``'s alone), merged: the counters (one
+    batch get, unless ``counts`` is given), one Query page of the approval queue, and
+    per queue that holds cases one COUNT and one ``Limit=rows`` Query over
+    ``queue_sort < now − SLA``."""
+    regions = stores_of(store, stores)
     now = clock.now()
     hours = hours or sla_hours()
-    counts = counts if counts is not None else queue_counts(store=store)
-    repo = CaseRepository(store)
+    counts = counts if counts is not None else queue_counts(stores=regions)
     waiting = (
-        queue_page(QUEUE_APPROVAL, limit=rows, store=store).rows
+        queue_page(QUEUE_APPROVAL, limit=rows, stores=regions).rows
         if counts.get(QUEUE_APPROVAL, 0) > 0
         else []
     )
@@ -167,11 +170,11 @@ def supervisor_digest(
         if counts.get(queue, 0) <= 0:
             continue
         cutoff = sla_cutoff(hours[queue], now)
-        count = repo.count_range(queue, before=cutoff)
+        count = open_count(regions, queue, before=cutoff)
         if not count:
             continue
         older = QueueFilters(min_age_s=int(hours[queue] * 3600))
-        oldest = queue_page(queue, filters=older, limit=rows, store=store).rows
+        oldest = queue_page(queue, filters=older, limit=rows, stores=regions).rows
         breaches.append(QueueBreach(queue, hours[queue], count, oldest))
     return Digest(
         at=now,
@@ -253,13 +256,13 @@ class DigestSent:
         )
 
 
-def digest_send(*, store: Store) -> DigestSent:
+def digest_send(*, store: Store | None = None, stores: Sequence[Store] | None = None) -> DigestSent:
     """Build the digest and e-mail it to every supervisor, one message each (no address
     sees another's); nothing is sent when there is nothing to report."""
     from django.conf import settings
     from django.core.mail import EmailMessage, get_connection
 
-    digest = supervisor_digest(store=store)
+    digest = supervisor_digest(stores=stores_of(store, stores))
     recipients = supervisor_addresses()
     if digest.is_empty or not recipients:
         return DigestSent([] if digest.is_empty else recipients, digest)

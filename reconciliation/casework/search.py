@@ -5,12 +5,15 @@ Every lookup is a GetItem or a Query on a keyed index (never a Scan).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reconciliation.cases.models import Case, is_case_id
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.regions import stores_of
 from reconciliation.casework.selectors import InvalidFilter
-from reconciliation.stores import Store
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.stores import Store, case_tag
 
 # --- search (DESIGN.md §8: /cases/?q=) ---------------------------------------------------
 
@@ -27,12 +30,22 @@ class Found:
     tenant: str = ""
 
 
-def case_search(query: str, *, tenants: list[str], store: Store) -> list[Found]:
-    """Cases by what a person was told: a case id (one GetItem), the client's own
-    idempotency key (one ``by_intent`` Query per tenant: staff do not know the tenant,
-    and tenants are few), or a donor ref (one ``by_donor`` Query). Every key is tried,
-    since one string may be several; ``tenant#key`` (the internal intent id) is accepted
-    too. Raises :class:`InvalidFilter` for an empty or oversized query."""
+def case_search(
+    query: str,
+    *,
+    tenants: list[str],
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
+    home: Callable[[str], Store] | None = None,
+) -> list[Found]:
+    """Cases by what a person was told: a case id (one GetItem, in the region the id
+    names), the client's own idempotency key (one ``by_intent`` Query per tenant, in the
+    key's home region ``home(claim pk)``: staff do not know the tenant, and tenants are
+    few), or a donor ref (one ``by_donor`` Query per region). Every key is tried, since
+    one string may be several; ``tenant#key`` (the internal intent id) is accepted too.
+    ``store`` alone reads one region for all three. Raises :class:`InvalidFilter` for an
+    empty or oversized query."""
+    regions = stores_of(store, stores)
     text = query.strip()
     if not text:
         raise InvalidFilter({"q": "type a case id, the client's idempotency key or a donor ref"})
@@ -40,7 +53,6 @@ def case_search(query: str, *, tenants: list[str], store: Store) -> list[Found]:
         raise InvalidFilter(
             {"q": f"at most {MAX_SEARCH_LENGTH} printable characters, no line breaks"}
         )
-    repo = CaseRepository(store)
     found: list[Found] = []
     seen: set[str] = set()
 
@@ -50,17 +62,32 @@ def case_search(query: str, *, tenants: list[str], store: Store) -> list[Found]:
                 seen.add(case.case_id)
                 found.append(Found(case, matched, tenant))
 
+    def of_intent(intent_id: str) -> list[Case]:
+        tenant, _, key = intent_id.partition("#")
+        region = home(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if home else regions[0]
+        return cases_for_intent(intent_id, store=region)
+
     if is_case_id(text.upper()):
-        case = repo.get(text.upper(), consistent=False)
+        case_id = text.upper()
+        region = next((r for r in regions if r.tag == case_tag(case_id)), None)
+        case = CaseRepository(region).get(case_id, consistent=False) if region else None
         add([case] if case else [], "case_id")
     for tenant in tenants:
-        add(repo.get_many(repo.ids_for_intent(f"{tenant}#{text}")), "client_key", tenant)
+        add(of_intent(f"{tenant}#{text}"), "client_key", tenant)
     if "#" in text:
-        tenant = text.split("#", 1)[0]
-        add(repo.get_many(repo.ids_for_intent(text)), "client_key", tenant)
-    add(repo.get_many(repo.ids_for_donor(text)), "donor_ref")
+        add(of_intent(text), "client_key", text.split("#", 1)[0])
+    for region in regions:
+        repo = CaseRepository(region)
+        add(repo.get_many(owned_ids(repo.ids_for_donor(text), region)), "donor_ref")
     return found
 
 
+def owned_ids(case_ids: list[str], store: Store) -> list[str]:
+    """The ids of cases living in ``store``'s region (not other regions' replicas)."""
+    return [c for c in case_ids if case_tag(c) == store.tag]
+
+
 def cases_for_intent(intent_id: str, store: Store) -> list[Case]:
-    return CaseRepository(store).get_many(CaseRepository(store).ids_for_intent(intent_id))
+    """Every case of one intent: they live in the intent's home region (``store``)."""
+    repo = CaseRepository(store)
+    return repo.get_many(owned_ids(repo.ids_for_intent(intent_id), store))

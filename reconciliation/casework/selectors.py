@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
@@ -25,7 +25,22 @@ from reconciliation.cases.models import (
     Case,
 )
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.claims.ledger import FundTotal, LedgerRepository
+from reconciliation.casework.regions import (
+    CursorMismatch,
+    Run,
+    cursor_fields,
+    cursor_positions,
+    fan_out,
+    index_key,
+    merge_runs,
+    merged_counters,
+    open_count,
+    owned,
+    plain,
+    stores_of,
+)
+from reconciliation.casework.rows import CaseRow, _reason, _row
+from reconciliation.claims.ledger import FundTotal, fund_total
 from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Pledge
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
@@ -93,72 +108,6 @@ class QueueFilters:
 
 
 @dataclass(frozen=True)
-class CaseRow:
-    case_id: str
-    case_type: str
-    state: str
-    version: int
-    intent_id: str
-    tenant: str
-    fund: str
-    amount: Decimal
-    currency: str
-    opened_at: str
-    last_actor: str
-    assignee: str | None
-    override: dict | None
-    reason: str = ""
-    reason_detail: str = ""
-    resolved_at: str = ""
-    resolved_by: str = ""
-    resolved_how: str = ""
-    resolution: dict | None = None
-    retry: dict | None = None  # a commit retry's record (queue pages poll while one runs)
-    queue: str = ""  # the queue a row of "My cases" sits in
-
-    @property
-    def idempotency_key(self) -> str:
-        return self.intent_id.split("#", 1)[1]
-
-
-def _reason(decoded: list) -> tuple[str, str]:
-    """The decoded cancellation reason in words: for the table cell, the first clause of
-    each failed item's explanation ("The pledge for this intent already exists (the
-    durable record)"); in full, every explanation, for the cell's hover."""
-    failed = [
-        r for r in decoded or [] if isinstance(r, dict) and r.get("code") not in (None, "None")
-    ]
-    full = [str(r.get("explanation", "")).strip() for r in failed]
-    short = [re.split(r"(?<=[a-z)])[:.;] ", text, maxsplit=1)[0].rstrip(".:;") for text in full]
-    return "; ".join(dict.fromkeys(s for s in short if s)), " ".join(full)
-
-
-def _row(item: dict) -> CaseRow:
-    override = item.get("override")
-    resolution = item.get("resolution") if isinstance(item.get("resolution"), dict) else None
-    return CaseRow(
-        case_id=item["case_id"],
-        case_type=item.get("case_type", ""),
-        state=item.get("state", ""),
-        version=int(item.get("version", 0)),
-        intent_id=item.get("intent_id", "#"),
-        tenant=item.get("tenant", ""),
-        fund=item.get("fund", ""),
-        amount=Decimal(str(item.get("amount", "0"))),
-        currency=item.get("currency", ""),
-        opened_at=item.get("opened_at", ""),
-        last_actor=item.get("last_actor", ""),
-        assignee=item.get("assignee"),
-        override=override,
-        resolved_at=(item.get("resolved_sort") or "").split("#", 1)[0],
-        resolved_by=item.get("resolved_by", ""),
-        resolved_how=item.get("resolved_how", ""),
-        resolution=resolution,
-        retry=item.get("retry") if isinstance(item.get("retry"), dict) else None,
-    )
-
-
-@dataclass(frozen=True)
 class QueuePage:
     queue: str
     rows: list[CaseRow]
@@ -167,19 +116,33 @@ class QueuePage:
     queries: int
 
 
-def _encode_cursor(queue: str, filters: QueueFilters, key: dict) -> str:
-    payload = {"q": queue, "f": filters.fingerprint(), "k": key}
+def _encode_cursor(queue: str, filters: QueueFilters, positions: dict, stores: list[Store]) -> str:
+    payload = {"q": queue, "f": filters.fingerprint(), **cursor_fields(positions, stores)}
     return signing.dumps(payload, salt=CURSOR_SALT, compress=True)
 
 
-def _decode_cursor(queue: str, filters: QueueFilters, cursor: str) -> dict:
+def _decode_cursor(queue: str, filters: QueueFilters, cursor: str, stores: list[Store]) -> dict:
+    """Per region, where the page starts (:mod:`reconciliation.casework.regions`)."""
     try:
         payload = signing.loads(cursor, salt=CURSOR_SALT)
     except signing.BadSignature:
         raise InvalidFilter({"cursor": "not a cursor this server issued"}) from None
+    if not isinstance(payload, dict):
+        raise InvalidFilter({"cursor": "not a cursor this server issued"})
     if payload.get("q") != queue or payload.get("f") != filters.fingerprint():
         raise InvalidFilter({"cursor": "issued for another queue or other filters"})
-    return payload["k"]
+    try:
+        return cursor_positions(payload, stores)
+    except CursorMismatch as exc:
+        raise InvalidFilter({"cursor": str(exc)}) from None
+
+
+# Each queue index's sort key: a merged page orders rows by it, then by case id.
+SORT_ATTRIBUTES = {
+    "open_by_queue": "queue_sort",
+    "open_by_amount": "amount",
+    "open_by_fund": "fund",
+}
 
 
 def queue_page(
@@ -188,14 +151,18 @@ def queue_page(
     filters: QueueFilters | None = None,
     cursor: str | None = None,
     limit: int = 50,
-    store: Store,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
 ) -> QueuePage:
-    """Up to ``limit`` open cases of ``queue``, oldest first, and the cursor to the next."""
+    """Up to ``limit`` open cases of ``queue`` in the filters' order, and the cursor to
+    the next: ``store``'s region, or every region of ``stores``, merged (one page of
+    each, see :mod:`reconciliation.casework.regions`)."""
     if queue not in QUEUES:
         raise InvalidFilter({"queue": "unknown queue"})
+    regions = stores_of(store, stores)
     filters = filters or QueueFilters()
     limit = max(1, min(limit, MAX_PAGE))
-    start = _decode_cursor(queue, filters, cursor) if cursor else None
+    positions = _decode_cursor(queue, filters, cursor, regions) if cursor else None
     opened_before = None
     if filters.min_age_s:
         opened_before = clock.iso(clock.now() - timedelta(seconds=filters.min_age_s))
@@ -207,45 +174,73 @@ def queue_page(
     if filters.sort not in SORTS:
         raise InvalidFilter({"sort": "unknown order"})
     index, forward = SORTS[filters.sort]
-    rows: list[CaseRow] = []
-    consumed, queries = 0.0, 0
-    while len(rows) < limit and queries < MAX_QUERIES_PER_PAGE:
-        items, start, units = CaseRepository(store).query_queue(
-            queue,
-            limit=limit - len(rows),
-            start_key=start,
-            opened_before=opened_before,
-            filters=filter_values,
-            index=index,
-            forward=forward,
-        )
-        queries += 1
-        consumed += units
-        rows.extend(_row(i) for i in items)
-        if not start:
-            break
+    attribute = SORT_ATTRIBUTES[index]
+
+    def sort_key(row: dict) -> tuple:
+        return (row[attribute], row["case_id"])
+
+    def read(region: Store, start: dict | None) -> Run:
+        run = Run(region, start, last_key=start)
+        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE:
+            items, run.last_key, units = CaseRepository(region).query_queue(
+                queue,
+                limit=limit - len(run.rows),
+                start_key=run.last_key,
+                opened_before=opened_before,
+                filters=filter_values,
+                index=index,
+                forward=forward,
+            )
+            run.queries += 1
+            run.units += units
+            run.rows.extend(owned(items, region))
+            if not run.last_key:
+                break
+        if run.last_key:
+            run.frontier = sort_key(plain(run.last_key))
+        return run
+
+    merged = merge_runs(
+        fan_out(regions, positions, read),
+        limit=limit,
+        sort_key=sort_key,
+        descending=not forward,
+        position_of=lambda _, row: index_key(row, "queue", attribute),
+    )
+    rows = [_row(item) for _, item in merged.rows]
     if queue == CANCELLED_TRANSACTION and rows:
         # The reasons are not in the index (they can be long): one BatchGetItem for the
-        # page's rows, so the cost follows the page, not the queue.
-        decoded = CaseRepository(store).decoded_of([r.case_id for r in rows])
+        # page's rows per region they came from, so the cost follows the page.
+        decoded: dict[str, list] = {}
+        for region in regions:
+            ids = [item["case_id"] for where, item in merged.rows if where is region]
+            if ids:
+                decoded.update(CaseRepository(region).decoded_of(ids))
         rows = [
             replace(r, reason=short, reason_detail=full)
             for r in rows
             for short, full in [_reason(decoded.get(r.case_id, []))]
         ]
-    next_cursor = _encode_cursor(queue, filters, start) if start else None
-    return QueuePage(queue, rows, next_cursor, consumed, queries)
+    next_cursor = (
+        _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None
+    )
+    return QueuePage(queue, rows, next_cursor, merged.units, merged.queries)
 
 
-def queue_counts(store: Store) -> dict[str, int]:
-    """Open cases per queue: counter items kept in the same transactions as the cases."""
-    return CaseRepository(store).counts()
+def queue_counts(
+    store: Store | None = None, *, stores: Sequence[Store] | None = None
+) -> dict[str, int]:
+    """Open cases per queue: counter items kept in the same transactions as the cases,
+    each region's own, summed."""
+    return {q: c.count for q, c in queue_counters(store, stores=stores).items()}
 
 
-def queue_counters(store: Store) -> dict[str, QueueCounter]:
-    """Open cases and their amount at risk per currency, per queue: the same one
-    BatchGetItem of counter items as :func:`queue_counts`."""
-    return CaseRepository(store).counters()
+def queue_counters(
+    store: Store | None = None, *, stores: Sequence[Store] | None = None
+) -> dict[str, QueueCounter]:
+    """Open cases and their amount at risk per currency, per queue: one BatchGetItem of
+    counter items per region, summed."""
+    return merged_counters(stores_of(store, stores))
 
 
 def totals_by_currency(counters: dict[str, QueueCounter]) -> QueueCounter:
@@ -264,19 +259,36 @@ def _open_queues(counts: dict[str, int]) -> list[str]:
     return [q for q in QUEUES if counts.get(q, 0) > 0]
 
 
-def queue_oldest(counts: dict[str, int], store: Store) -> dict[str, CaseRow | None]:
-    """The oldest open case per queue; a queue that ``counts`` (from
+def _oldest_owned(queue: str, store: Store) -> dict | None:
+    """The oldest open case of ``queue`` living in ``store``'s region: one ``Limit=1``
+    Query, walking on only when that row is another region's replica."""
+    repo = CaseRepository(store)
+    items, _, _ = repo.query_queue(queue, limit=1)
+    if not items or owned(items, store):
+        return items[0] if items else None
+    return next(repo.walk_queue(queue), None)
+
+
+def queue_oldest(
+    counts: dict[str, int], store: Store | None = None, *, stores: Sequence[Store] | None = None
+) -> dict[str, CaseRow | None]:
+    """The oldest open case per queue over every region; a queue that ``counts`` (from
     :func:`queue_counts`) says is empty costs no Query."""
+    regions = stores_of(store, stores)
     out: dict[str, CaseRow | None] = dict.fromkeys(QUEUES)
     for queue in _open_queues(counts):
-        items, _, _ = CaseRepository(store).query_queue(queue, limit=1)
-        out[queue] = _row(items[0]) if items else None
+        found = [row for region in regions if (row := _oldest_owned(queue, region))]
+        out[queue] = _row(min(found, key=lambda r: r["queue_sort"])) if found else None
     return out
 
 
-def queue_ageing(counts: dict[str, int], store: Store) -> dict[str, list[tuple[str, int]]]:
-    """Open cases per age bucket per queue (COUNT queries over the range key); a queue
-    that ``counts`` says is empty has zero in every bucket without asking."""
+def queue_ageing(
+    counts: dict[str, int], store: Store | None = None, *, stores: Sequence[Store] | None = None
+) -> dict[str, list[tuple[str, int]]]:
+    """Open cases per age bucket per queue (COUNT queries over the range key, per
+    region); a queue that ``counts`` says is empty has zero in every bucket without
+    asking."""
+    regions = stores_of(store, stores)
     now = clock.now()
     result: dict[str, list[tuple[str, int]]] = {
         q: [(label, 0) for label, _, _ in AGE_BUCKETS] for q in QUEUES
@@ -286,9 +298,8 @@ def queue_ageing(counts: dict[str, int], store: Store) -> dict[str, list[tuple[s
         for label, young, old in AGE_BUCKETS:
             newest = clock.iso(now - timedelta(seconds=young))
             oldest = clock.iso(now - timedelta(seconds=old)) if old else None
-            buckets.append(
-                (label, CaseRepository(store).count_range(queue, before=newest, after=oldest))
-            )
+            n = open_count(regions, queue, before=newest, after=oldest)
+            buckets.append((label, n))
         result[queue] = buckets
     return result
 
@@ -311,10 +322,17 @@ class Evidence:
     notes: list[str] = field(default_factory=list)
 
 
-def case_evidence(case: Case, store: Store) -> Evidence:
+def case_evidence(
+    case: Case, store: Store, *, ledger_stores: Sequence[Store] | None = None
+) -> Evidence:
+    """The claim and pledge in the case's region (``store``); the fund's ledger total
+    over ``ledger_stores`` (the edge's ``every_store()``: every region's shards), or
+    ``store``'s region alone when not given."""
     claim = ClaimRepository(store).get(case.claim_pk, consistent=True)
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
-    ledger = LedgerRepository(store).total(case.fund, case.currency) if case.fund else None
+    ledger = (
+        fund_total(list(ledger_stores or [store]), case.fund, case.currency) if case.fund else None
+    )
     now = clock.now()
     age = int((now - clock.parse_iso(case.token_issued_at)).total_seconds())
     notes = []

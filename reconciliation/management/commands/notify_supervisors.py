@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from reconciliation.casework.notifications import digest_send
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            sent = digest_send(store=first_store())
+            sent = digest_send(stores=every_store())
         except (BotoCoreError, ClientError) as exc:
             raise CommandError(describe_connection_problem(exc, regions()[0])) from None
         self.stdout.write(sent.line())

@@ -18,7 +18,7 @@ from reconciliation.casework.dispositions import case_dispose, override_request
 from reconciliation.casework.selectors import queue_page
 from reconciliation.ops.drill import drill_run
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
-from reconciliation.stores import first_store
+from reconciliation.stores import case_store, every_store
 
 DEMO_STAFF = Actor(
     username="staff", role=Role.FINANCE_STAFF, email="staff@example.org", address="demo-seed"
@@ -58,12 +58,13 @@ class Command(BaseCommand):
 
     def _human_touches(self) -> None:
         """Escalate two cases and ask for an override, so those queues are not empty."""
-        stuck = queue_page(STUCK_PENDING, limit=3, store=first_store()).rows
-        mismatched = queue_page(TOKEN_MISMATCH, limit=2, store=first_store()).rows
+        # Listed over every region; each action acts in the region its case lives in.
+        stuck = queue_page(STUCK_PENDING, limit=3, stores=every_store()).rows
+        mismatched = queue_page(TOKEN_MISMATCH, limit=2, stores=every_store()).rows
         for row in stuck[:1] + mismatched[:1]:
             try:
                 case_dispose(
-                    store=first_store(),
+                    store=case_store(row.case_id),
                     case_id=row.case_id,
                     disposition=ESCALATE,
                     actor=DEMO_STAFF,
@@ -76,7 +77,7 @@ class Command(BaseCommand):
         for row in stuck[1:2]:
             try:
                 override_request(
-                    store=first_store(),
+                    store=case_store(row.case_id),
                     case_id=row.case_id,
                     override=RELEASE_CLAIM,
                     actor=DEMO_STAFF,

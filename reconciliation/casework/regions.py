@@ -1,0 +1,227 @@
+"""Case listings over every region (DESIGN.md §2, docs/regions.md): each region is read
+on its own and the pages merged, so a case homed in any region is listed exactly once.
+
+Global Tables copy every case to every region, so a region's indexes also hold replicas
+of other regions' cases: from each region a reader keeps only the rows whose case id
+names that region (:func:`owned`), and the result is complete and never doubled whether
+or not replication runs.
+
+A merged page reads each region with the page's ``Limit``, merges the rows by the
+order's sort key and keeps the first ``Limit``. Its cursor holds one position per region
+(the key of the last row taken from it, or that region's LastEvaluatedKey when the page
+took all it read), always a key that region itself returned, so every region resumes
+exactly where its rows stopped. With one region the page is the region's own page and
+its cursor the one-region cursor: same Queries, same cost.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from reconciliation.cases.counters import QueueCounter
+from reconciliation.cases.models import QUEUES
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.dynamo.items import from_item, to_item, values
+from reconciliation.stores import Store, case_tag
+
+SortKey = tuple[Any, ...]
+
+
+class CursorMismatch(ValueError):
+    """A cursor's positions do not fit the configured regions."""
+
+
+def stores_of(store: Store | None, stores: Sequence[Store] | None) -> list[Store]:
+    """The regions a reader reads: ``stores`` (the edge's ``every_store()``), or the one
+    ``store`` a caller resolved."""
+    chosen = list(stores or ([store] if store is not None else []))
+    if not chosen:
+        raise TypeError("pass store= or stores=")
+    return chosen
+
+
+def owned(rows: Iterable[dict], store: Store) -> list[dict]:
+    """The rows of cases living in ``store``'s region (not replicas of other regions')."""
+    return [row for row in rows if case_tag(row["case_id"]) == store.tag]
+
+
+def merged_counters(stores: Sequence[Store]) -> dict[str, QueueCounter]:
+    """Each region's own counter items (one BatchGetItem each), summed per queue."""
+    if len(stores) == 1:
+        return CaseRepository(stores[0]).counters()
+    out: dict[str, QueueCounter] = {queue: QueueCounter() for queue in QUEUES}
+    for store in stores:
+        for queue, counter in CaseRepository(store).counters().items():
+            total = out.setdefault(queue, QueueCounter())
+            total.count += counter.count
+            total.totalled += counter.totalled
+            for currency, amount in counter.amounts.items():
+                total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
+    return out
+
+
+def owned_count(
+    store: Store, queue: str, *, before: str | None = None, after: str | None = None
+) -> int:
+    """How many open cases of ``queue`` living in ``store``'s region were opened in
+    ``[after, before)``: a COUNT Query like ``CaseRepository.count_range`` that also
+    leaves out replicas (the case id names the region: its length and its tag)."""
+    condition = "#q = :q"
+    vals: dict = {"q": queue, "size": 18 + (len(store.tag) + 1 if store.tag else 0)}
+    if before and after:
+        condition += " AND queue_sort BETWEEN :after AND :before"
+        vals.update(after=after, before=before)
+    elif before:
+        condition += " AND queue_sort < :before"
+        vals["before"] = before
+    elif after:
+        condition += " AND queue_sort >= :after"
+        vals["after"] = after
+    owned_filter = "size(case_id) = :size"
+    if store.tag:
+        owned_filter += " AND contains(case_id, :tag)"
+        vals["tag"] = f"-{store.tag}"
+    pages = store.client.get_paginator("query").paginate(
+        TableName=store.tables.cases,
+        IndexName="open_by_queue",
+        KeyConditionExpression=condition,
+        FilterExpression=owned_filter,
+        ExpressionAttributeNames={"#q": "queue"},
+        ExpressionAttributeValues=values(**vals),
+        Select="COUNT",
+    )
+    return sum(page.get("Count", 0) for page in pages)
+
+
+def open_count(
+    stores: Sequence[Store], queue: str, *, before: str | None = None, after: str | None = None
+) -> int:
+    """Open cases of ``queue`` opened in ``[after, before)`` over every region: one
+    region asks ``count_range`` as ever; several count only the cases each owns."""
+    if len(stores) == 1:
+        return CaseRepository(stores[0]).count_range(queue, before=before, after=after)
+    return sum(owned_count(store, queue, before=before, after=after) for store in stores)
+
+
+# --- merged pages -----------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What one region's reads for one page returned: its owned rows in index order and
+    where its reading stopped (``last_key`` is ``None`` once the region is read to its
+    end; ``frontier`` is how far it was read, in sort-key terms, when it is not)."""
+
+    store: Store
+    start: Any
+    rows: list[dict] = field(default_factory=list)
+    last_key: Any = None
+    frontier: SortKey | None = None
+    units: float = 0.0
+    queries: int = 0
+
+
+@dataclass(frozen=True)
+class Merged:
+    rows: list[tuple[Store, dict]]
+    # Per region tag: where its next page starts (``None``: from its beginning); a region
+    # read to its end has no entry. Empty when every region is done.
+    positions: dict[str, Any]
+    units: float
+    queries: int
+
+
+def merge_runs(
+    runs: Sequence[Run],
+    *,
+    limit: int,
+    sort_key: Callable[[dict], SortKey],
+    descending: bool,
+    position_of: Callable[[Run, dict], Any],
+) -> Merged:
+    """The first ``limit`` rows of every region's run in the order's sort key (then case
+    id), never past what a region with more to read has read (its ``frontier``: a row
+    beyond it might come after rows that region has not returned yet)."""
+    bound: SortKey | None = None
+    for run in runs:
+        if run.last_key is not None and run.frontier is not None:
+            if bound is None:
+                bound = run.frontier
+            else:
+                bound = max(bound, run.frontier) if descending else min(bound, run.frontier)
+    streams = [[(sort_key(row), n, row) for row in run.rows] for n, run in enumerate(runs)]
+    taken = [0] * len(runs)
+    rows: list[tuple[Store, dict]] = []
+    for key, n, row in heapq.merge(*streams, key=lambda t: t[0], reverse=descending):
+        if len(rows) >= limit:
+            break
+        if bound is not None and (key < bound if descending else key > bound):
+            break
+        rows.append((runs[n].store, row))
+        taken[n] += 1
+    positions: dict[str, Any] = {}
+    for n, run in enumerate(runs):
+        if taken[n] == len(run.rows):
+            if run.last_key is not None:
+                positions[run.store.tag] = run.last_key
+        else:
+            positions[run.store.tag] = (
+                position_of(run, run.rows[taken[n] - 1]) if taken[n] else run.start
+            )
+    return Merged(
+        rows,
+        positions,
+        sum(r.units for r in runs),
+        sum(r.queries for r in runs),
+    )
+
+
+def index_key(row: dict, *attributes: str) -> dict:
+    """An ExclusiveStartKey at ``row`` in an index keyed by ``attributes`` (plus the
+    table's ``case_id``)."""
+    return to_item({name: row[name] for name in ("case_id", *attributes)})
+
+
+def plain(key: dict) -> dict:
+    return from_item(key)
+
+
+# --- cursors: one position per region ---------------------------------------------------
+
+
+def cursor_positions(payload: dict, stores: Sequence[Store], *, field_name: str = "k") -> dict:
+    """Per region tag, where this page starts, from a verified cursor payload. One region
+    reads the one-region cursor (``k``: its LastEvaluatedKey); several read ``r``, one
+    position per region (a region read to its end has none and is not read again)."""
+    tags = [s.tag for s in stores]
+    if len(stores) == 1:
+        if field_name not in payload or "r" in payload:
+            raise CursorMismatch("issued for other regions")
+        return {tags[0]: payload[field_name]}
+    positions = payload.get("r")
+    if not isinstance(positions, dict) or not set(positions) <= set(tags):
+        raise CursorMismatch("issued for other regions")
+    return positions
+
+
+def cursor_fields(positions: dict, stores: Sequence[Store], *, field_name: str = "k") -> dict:
+    """The cursor payload's positions (see :func:`cursor_positions`)."""
+    if len(stores) == 1:
+        return {field_name: positions.get(stores[0].tag)}
+    return {"r": positions}
+
+
+def fan_out(
+    stores: Sequence[Store],
+    positions: dict | None,
+    read: Callable[[Store, Any], Run],
+) -> list[Run]:
+    """Each region's run for one page: every region on the first page, then those the
+    cursor says have more."""
+    if positions is None:
+        return [read(store, None) for store in stores]
+    return [read(store, positions[store.tag]) for store in stores if store.tag in positions]
