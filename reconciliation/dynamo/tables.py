@@ -8,11 +8,11 @@ only and ``open_by_queue`` holds unresolved cases only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from botocore.exceptions import ClientError
 
-from reconciliation.dynamo.client import TableNames
+from reconciliation.dynamo.client import TableNames, regions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -23,8 +23,13 @@ if TYPE_CHECKING:
         CreateTableInputTypeDef,
         KeySchemaElementTypeDef,
         ProjectionTypeDef,
+        StreamSpecificationTypeDef,
         TableDescriptionTypeDef,
     )
+
+# With several regions every table carries a stream of full before/after images: what
+# Global Tables replicate from, and what ``replicate_regions`` (its stand-in) tails.
+STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
 
 PENDING_SHARDS = 16
 AUDIT_DAY_SHARDS = 8
@@ -119,7 +124,7 @@ class Table:
             seen.setdefault(name, kind)
         return [{"AttributeName": n, "AttributeType": t} for n, t in seen.items()]
 
-    def create_request(self) -> CreateTableInputTypeDef:
+    def create_request(self, *, streams: bool = False) -> CreateTableInputTypeDef:
         request: CreateTableInputTypeDef = {
             "TableName": self.name,
             "KeySchema": self.key_schema(),
@@ -128,7 +133,13 @@ class Table:
         }
         if self.indexes:
             request["GlobalSecondaryIndexes"] = [i.definition() for i in self.indexes]
+        if streams:
+            request["StreamSpecification"] = stream_specification()
         return request
+
+
+def stream_specification() -> StreamSpecificationTypeDef:
+    return {"StreamEnabled": True, "StreamViewType": STREAM_VIEW_TYPE}
 
 
 def table_definitions(names: TableNames) -> list[Table]:
@@ -216,18 +227,24 @@ def table_definitions(names: TableNames) -> list[Table]:
     ]
 
 
-def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
-    """Create whatever table, index or TTL setting is missing; return what was done.
+def ensure_tables(
+    client: DynamoDBClient, names: TableNames, *, streams: bool | None = None
+) -> list[str]:
+    """Create whatever table, index, stream or TTL setting is missing; return what was done.
 
-    Existing tables are never altered beyond adding a missing index or enabling TTL,
-    so running this twice is a no-op the second time.
+    Existing tables are never altered beyond adding a missing index, enabling the
+    stream or enabling TTL, so running this twice is a no-op the second time.
+    ``streams`` (default: when ``DDB_REGIONS`` names several regions) gives every table a
+    ``NEW_AND_OLD_IMAGES`` stream; a single-region setup has none.
     """
+    if streams is None:
+        streams = len(regions()) > 1
     done: list[str] = []
     for table in table_definitions(names):
         description = _describe(client, table.name)
         if description is None:
             try:
-                client.create_table(**table.create_request())
+                client.create_table(**table.create_request(streams=streams))
             except ClientError as exc:
                 # A create whose answer was lost and retried by the SDK finds its own table.
                 if exc.response["Error"]["Code"] != "ResourceInUseException":
@@ -250,6 +267,8 @@ def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
                 # UpdateTable while the table is UPDATING).
                 _wait_active(client, table.name)
                 done.append(f"created index {table.name}.{index.name}")
+            if streams:
+                done.extend(_ensure_stream(client, table.name, description))
         if table.ttl_attribute:
             ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
             if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
@@ -262,6 +281,24 @@ def ensure_tables(client: DynamoDBClient, names: TableNames) -> list[str]:
                 )
                 done.append(f"enabled TTL on {table.name}.{table.ttl_attribute}")
     return done
+
+
+def _ensure_stream(
+    client: DynamoDBClient, name: str, description: TableDescriptionTypeDef
+) -> list[str]:
+    """Enable the table's stream with full images; one of another view type is replaced
+    (DynamoDB changes a view type only by disabling the stream and enabling a new one)."""
+    current = description.get("StreamSpecification")
+    enabled = bool(current and current.get("StreamEnabled"))
+    if enabled and current and current.get("StreamViewType") == STREAM_VIEW_TYPE:
+        return []
+    if enabled:
+        _wait_active(client, name)
+        client.update_table(TableName=name, StreamSpecification={"StreamEnabled": False})
+    _wait_active(client, name)
+    client.update_table(TableName=name, StreamSpecification=stream_specification())
+    _wait_active(client, name)
+    return [f"enabled stream {STREAM_VIEW_TYPE} on {name}"]
 
 
 def drop_tables(client: DynamoDBClient, names: TableNames) -> None:

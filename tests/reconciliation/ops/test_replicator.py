@@ -1,0 +1,263 @@
+"""The Global Tables stand-in (``manage.py replicate_regions``): streams on every table
+when several regions are configured, changes reach the other region after the lag,
+last writer wins and converges, its own writes never loop, and the command stops
+cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from reconciliation.dynamo.client import TableNames, dynamodb_client, regions
+from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from reconciliation.ops.replicator import (
+    Replicator,
+    differences,
+    wait_converged,
+)
+from reconciliation.ops.replicator_lww import Change, Lag, Resolver, digest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _item(intent: str, **attrs: str) -> dict:
+    return {"intent_id": {"S": intent}, **{k: {"S": v} for k, v in attrs.items()}}
+
+
+def _change(intent: str, new: dict | None, *, at: float, old: dict | None = None) -> Change:
+    return Change("t", {"intent_id": {"S": intent}}, old, new, created=0.0, seen=at)
+
+
+# --- last writer wins, without an engine ----------------------------------------------
+
+
+def test_lag_accepts_a_fixed_value_or_a_range():
+    assert Lag.parse("200") == Lag(200, 200)
+    assert Lag.parse("200-2000") == Lag(200, 2000)
+    with pytest.raises(ValueError):
+        Lag.parse("2000-200")
+    with pytest.raises(ValueError):
+        Lag.parse("soon")
+
+
+def test_a_change_is_owed_to_every_other_region_no_earlier_than_the_lag():
+    resolver = Resolver(3, Lag(500, 500))
+    owed = resolver.observe(1, _change("a", _item("a", v="1"), at=100.0))
+    assert sorted(o.destination for o in owed) == [0, 2]
+    assert resolver.due(100.49) == []
+    assert sorted(o.destination for o in resolver.due(100.5)) == [0, 2]
+
+
+def test_a_change_that_loses_to_a_later_write_brings_its_own_region_to_the_winner():
+    """Region 1's Y is known, written at t=10; a record of region 0 written at t=5 comes
+    after it: X is not replicated, and region 0 is owed Y (converge, never diverge)."""
+    resolver = Resolver(2, Lag(0, 0))
+    resolver.observe(1, _change("a", _item("a", v="Y"), at=10.0))
+    owed = resolver.observe(0, _change("a", _item("a", v="X"), at=5.0))
+    assert [(o.destination, o.version.image) for o in owed] == [(0, _item("a", v="Y"))]
+    assert resolver.conflicts_lost == 1
+    assert {o.version.digest for o in resolver.due(20.0)} == {digest(_item("a", v="Y"))}
+
+
+def test_a_tie_goes_to_the_region_listed_later_and_a_delete_is_a_tombstone():
+    resolver = Resolver(2, Lag(0, 0))
+    resolver.observe(1, _change("a", None, at=10.0, old=_item("a")))
+    owed = resolver.observe(0, _change("a", _item("a", v="X"), at=10.0))
+    assert [(o.destination, o.version.image) for o in owed] == [(0, None)]
+
+
+def test_its_own_write_coming_back_is_dropped():
+    resolver = Resolver(2, Lag(0, 0))
+    x = _item("a", v="X")
+    (owed,) = resolver.observe(0, _change("a", x, at=1.0))
+    assert resolver.due(1.0) == [owed]
+    resolver.applied(owed, None)  # region 1 had nothing
+    assert not resolver.settled()
+    assert resolver.observe(1, _change("a", x, at=1.1)) == []
+    assert resolver.echoes_dropped == 1 and resolver.settled()
+    # The same change made by region 1 itself later is not an echo.
+    later = resolver.observe(1, _change("a", x, at=3.0))
+    assert [o.destination for o in later] == [0]
+
+
+def test_a_write_that_overtook_a_local_change_is_repaired():
+    """Region 1 changed X to Y just before the stand-in wrote region 0's Z over it:
+    Y (the later write) wins, and once Z comes back region 1 is owed Y again."""
+    resolver = Resolver(2, Lag(0, 0))
+    x, y, z = _item("a", v="X"), _item("a", v="Y"), _item("a", v="Z")
+    (owed,) = resolver.observe(0, _change("a", z, at=1.5, old=x))
+    assert resolver.due(1.5) == [owed]
+    resolver.applied(owed, y)  # region 1 held Y, a write not read yet
+    assert [o.destination for o in resolver.observe(1, _change("a", y, at=2.0, old=x))] == [0]
+    repair = resolver.observe(1, _change("a", z, at=2.0, old=y))
+    assert [(o.destination, o.version.image) for o in repair] == [(1, y)]
+    assert resolver.echoes_dropped == 1
+    (again,) = [o for o in resolver.due(2.0) if o.destination == 1]
+    resolver.applied(again, z)
+    assert resolver.observe(1, _change("a", y, at=2.1, old=z)) == []
+
+
+# --- against two DynamoDB Local engines -----------------------------------------------
+
+pytestmark_local = pytest.mark.dynamodb_local_only
+
+
+@contextmanager
+def running(names: TableNames, lag_ms: str) -> Iterator[Replicator]:
+    replicator = Replicator(regions(), names, lag=Lag.parse(lag_ms), poll_interval_s=0.02)
+    replicator.start()
+    try:
+        yield replicator
+    finally:
+        replicator.stop()
+
+
+def _clients():
+    return [dynamodb_client(region) for region in regions()]
+
+
+def _get(client, names: TableNames, intent: str) -> dict | None:
+    answer = client.get_item(
+        TableName=names.pledges, Key={"intent_id": {"S": intent}}, ConsistentRead=True
+    )
+    return answer.get("Item")
+
+
+@pytestmark_local
+def test_every_table_has_a_full_image_stream_with_two_regions_and_setup_is_idempotent(
+    two_regions, settings
+):
+    for client in _clients():
+        for name in two_regions.all():
+            spec = client.describe_table(TableName=name)["Table"]["StreamSpecification"]
+            assert spec == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        assert ensure_tables(client, two_regions) == []
+    # Tables made before the second region was configured get their stream enabled.
+    older = TableNames.from_prefix(f"{two_regions.pledges.removesuffix('pledges')}old-")
+    first = _clients()[0]
+    try:
+        ensure_tables(first, older, streams=False)
+        spec = first.describe_table(TableName=older.pledges)["Table"]
+        assert not (spec.get("StreamSpecification") or {}).get("StreamEnabled")
+        done = ensure_tables(first, older)
+        assert f"enabled stream NEW_AND_OLD_IMAGES on {older.pledges}" in done
+        assert ensure_tables(first, older) == []
+    finally:
+        drop_tables(first, older)
+
+
+@pytestmark_local
+def test_a_put_update_and_delete_reach_the_other_region_after_the_lag(two_regions):
+    east, west = _clients()
+    before = REGISTRY.get_sample_value(
+        "dynamo_replication_latency_seconds_count",
+        {"table": "pledges", "source": "us-east-1", "destination": "eu-west-1"},
+    )
+    with running(two_regions, "300") as replicator:
+        written = time.monotonic()
+        east.put_item(TableName=two_regions.pledges, Item=_item("p1", status="RECORDED"))
+        time.sleep(0.15)
+        assert _get(west, two_regions, "p1") is None  # not before the lag
+        while _get(west, two_regions, "p1") is None:
+            assert time.monotonic() - written < 10, "the put never reached eu-west-1"
+            time.sleep(0.02)
+        assert time.monotonic() - written >= 0.3
+        assert _get(west, two_regions, "p1") == _item("p1", status="RECORDED")
+
+        west.update_item(
+            TableName=two_regions.pledges,
+            Key={"intent_id": {"S": "p1"}},
+            UpdateExpression="SET #s = :v",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":v": {"S": "VOIDED"}},
+        )
+        wait_converged(regions(), two_regions, timeout=10)
+        assert _get(east, two_regions, "p1") == _item("p1", status="VOIDED")
+
+        east.delete_item(TableName=two_regions.pledges, Key={"intent_id": {"S": "p1"}})
+        wait_converged(regions(), two_regions, timeout=10)
+        assert _get(west, two_regions, "p1") is None
+        replicator.wait_idle(10)
+        latencies = replicator.stats.all_values()
+    assert len(latencies) == 3 and min(latencies) >= 0.3
+    after = REGISTRY.get_sample_value(
+        "dynamo_replication_latency_seconds_count",
+        {"table": "pledges", "source": "us-east-1", "destination": "eu-west-1"},
+    )
+    assert after == (before or 0) + 2  # the put and the delete went east -> west
+
+
+@pytestmark_local
+def test_concurrent_writes_to_one_item_converge_to_the_later_writer_and_nothing_loops(
+    two_regions,
+):
+    east, west = _clients()
+    with running(two_regions, "1000") as replicator:
+        east.put_item(TableName=two_regions.pledges, Item=_item("k", v="east"))
+        east.put_item(TableName=two_regions.ledger, Item={"fund": {"S": "GENERAL#USD"}})
+        time.sleep(0.3)
+        west.put_item(TableName=two_regions.pledges, Item=_item("k", v="west"))
+        # Both writes are made before either is applied (lag 1 s).
+        assert _get(east, two_regions, "k") == _item("k", v="east")
+        wait_converged(regions(), two_regions, timeout=10)
+        replicator.wait_idle(10)
+        assert _get(east, two_regions, "k") == _item("k", v="west")
+        assert _get(west, two_regions, "k") == _item("k", v="west")
+        # A quiet period after convergence: no write, no record read, still identical.
+        writes, read = replicator.writes, replicator.records_read
+        time.sleep(1.5)
+        assert (replicator.writes, replicator.records_read) == (writes, read)
+        assert replicator.idle()
+        assert replicator.resolver.echoes_dropped >= 2
+    assert differences(regions(), two_regions) == {}
+
+
+@pytestmark_local
+def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settings):
+    env = {
+        **os.environ,
+        "DDB_REGIONS": settings.DDB_REGIONS,
+        "DDB_TABLE_PREFIX": settings.DDB_TABLE_PREFIX,
+        "DYNAMODB_ENDPOINT_URL": "",
+        "FAULT_INJECTION": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    east, west = _clients()
+    east.put_item(TableName=two_regions.pledges, Item=_item("before-start", v="1"))
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "replicate_regions", "--lag-ms", "200"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("replicate_regions: 10 streams"), proc.stderr.read()
+        west.put_item(TableName=two_regions.pledges, Item=_item("after-start", v="2"))
+        wait_converged(regions(), two_regions, timeout=15)
+        assert _get(west, two_regions, "before-start") == _item("before-start", v="1")
+        assert _get(east, two_regions, "after-start") == _item("after-start", v="2")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "ReplicationLatency table=pledges us-east-1->eu-west-1 n=1" in out
+    assert "ReplicationLatency table=pledges eu-west-1->us-east-1 n=1" in out
+    assert "replicate_regions: stopped;" in out
