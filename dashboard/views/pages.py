@@ -13,6 +13,7 @@ from reconciliation.actors import STAFF_ROLES
 from reconciliation.cases.models import (
     AMBIGUOUS_TIMEOUT,
     CANCELLED_TRANSACTION,
+    LEDGER_DRIFT,
     QUEUE_APPROVAL,
     QUEUE_ESCALATED,
     STUCK_PENDING,
@@ -33,6 +34,7 @@ QUEUE_SLUGS = {
     "ambiguous": AMBIGUOUS_TIMEOUT,
     "cancelled": CANCELLED_TRANSACTION,
     "mismatch": TOKEN_MISMATCH,
+    "drift": LEDGER_DRIFT,
     "escalated": QUEUE_ESCALATED,
     "approval": QUEUE_APPROVAL,
 }
