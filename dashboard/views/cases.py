@@ -87,6 +87,8 @@ class EvidenceRead:
     def __init__(self, case: Case, store: Store):
         self.evidence: Evidence | None = None
         self.error = ""
+        if case.is_drift:
+            return  # a fund-level finding: no claim or pledge of its own to read
         try:
             self.evidence = case_evidence(case, store=store)
         except (ClientError, BotoCoreError, RetriesExhausted) as exc:

@@ -256,6 +256,7 @@ def ledger_drift_check(
         facts = {
             "scope": scope,
             "regions": sorted(by_tag[t].region_name for t in by_tag if scope in (ALL, t)),
+            "region_names": {t: by_tag[t].region_name for t in by_tag},
             "fund": fund,
             "currency": currency,
             "ledger_total": str(sum(ledgers[t][key] for t in by_tag if scope in (ALL, t))),

@@ -48,6 +48,16 @@ if TYPE_CHECKING:
 _RETRY_SUCCESS = frozenset({"created", "replayed", "committed", "already_committed"})
 
 
+# A ledger drift case (cases/drift.py) has no evidence of its own to weigh: only a person
+# comparing the finance records can say what happened, and no step moves money.
+_DRIFT_STEP = (
+    "Check the intents named below against the finance records, then record Explained, no "
+    "correction or Corrected by finance with what you found; nothing is corrected "
+    "automatically."
+)
+_DRIFT_ESCALATED = "Escalated: waiting for a supervisor's decision on the ledger difference."
+
+
 @dataclass(frozen=True)
 class Suggestion:
     """``action`` is a disposition or override code, or ``None`` when the next step is to
@@ -237,6 +247,8 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
         return Suggestion(
             None, "A commit retry is running in the background: wait for its outcome."
         )
+    if case.is_drift:
+        return Suggestion(None, _DRIFT_STEP if case.state != ESCALATED else _DRIFT_ESCALATED)
     if evidence is None:
         return Suggestion(
             None, "The evidence could not be read: refresh it before deciding anything."
