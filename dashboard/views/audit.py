@@ -1,6 +1,8 @@
 """The audit screens: search, streamed exports, background exports and their downloads.
 
-Auditors and supervisors see every event; finance staff see only events they performed
+Search and exports read every region (``every_store()``, merged by time); the export's own
+``EXPORT#`` events and background requests live in the first region. Auditors and
+supervisors see every event; finance staff see only events they performed
 themselves (the filter is imposed here, on the server, and the page says so). Views
 parse input, call one selector or service, and render (STYLE.md).
 """
@@ -39,7 +41,7 @@ from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.tasks import export_enqueue, export_progress
 from reconciliation.cases.policy import audit_visible_performer
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store, first_store
 
 AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)
 FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id")
@@ -104,7 +106,7 @@ def audit_search_view(request: StaffRequest) -> HttpResponse:
         query = urlencode(values)
         try:
             page = audit_search(
-                filters=filters, cursor=request.GET.get("cursor") or None, store=first_store()
+                filters=filters, cursor=request.GET.get("cursor") or None, stores=every_store()
             )
         except CursorError as exc:
             error, status = str(exc), 400
@@ -128,8 +130,9 @@ def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
     form, filters, error = _filters(request, request.GET)
     if filters is None:
         return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
+    stores = every_store()
     run, body = export_stream_http(
-        filters=filters, fmt=fmt, actor=actor_for(request), store=first_store()
+        filters=filters, fmt=fmt, actor=actor_for(request), store=stores[0], stores=stores
     )
     response = StreamingHttpResponse(body, content_type=CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{run.file_name}"'

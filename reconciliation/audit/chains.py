@@ -2,17 +2,21 @@
 hash recomputed, every ``prev_hash`` linked), and a subject stream against the head its
 case or pledge item stores (``audit_seq``, ``audit_head``) — the case page's status, the
 search page's, and verification's.
+
+With several regions each stream, and the item that stores its head, is read in the
+region that owns it (:mod:`.regions`): a replica elsewhere may lag behind it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from reconciliation.audit.regions import by_home, stream_home
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, event_hash
 from reconciliation.dynamo.batch import stored_heads
-from reconciliation.stores import Store
+from reconciliation.stores import PLEDGE_STREAM, Store, pledge_stream_parts
 
 # --- chain status ----------------------------------------------------------------------
 
@@ -92,7 +96,9 @@ def stream_chain_status(stream: str, *, store: Store) -> ChainStatus:
 
 # --- stored heads (subject items) -----------------------------------------------------
 
-SUBJECT_KINDS = {"CASE#": "case", "PLEDGE#": "pledge"}
+# Stream prefixes of subject items; a pledge stream of another region than the first is
+# ``PLEDGE#@<region>#<intent>`` and matches too (``pledge_stream_parts``).
+SUBJECT_KINDS = {"CASE#": "case", PLEDGE_STREAM: "pledge"}
 
 
 @dataclass(frozen=True)
@@ -107,32 +113,42 @@ class SubjectHead:
 
 def subject_of(stream: str) -> tuple[str, str] | None:
     """``("case", case_id)`` or ``("pledge", intent_id)``; ``None`` for streams without a
-    subject item (``SYSTEM``, ``EXPORT#…``, ``STAFF#…``)."""
+    subject item (``SYSTEM``, ``EXPORT#…``, ``STAFF#…``). A pledge stream of any region
+    names its intent."""
     for prefix, kind in SUBJECT_KINDS.items():
         if stream.startswith(prefix):
+            if kind == "pledge":
+                return kind, pledge_stream_parts(stream)[0]
             return kind, stream.removeprefix(prefix)
     return None
 
 
-def subject_heads(streams: set[str] | list[str], *, store: Store) -> dict[str, SubjectHead]:
+def subject_heads(
+    streams: set[str] | list[str],
+    *,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
+) -> dict[str, SubjectHead]:
     """The stored head of each subject stream whose item exists, keyed by stream: one
-    BatchGetItem a hundred items per table, two attributes each, consistent reads."""
-    ids: dict[str, list[str]] = {"case": [], "pledge": []}
-    for stream in streams:
-        subject = subject_of(stream)
-        if subject:
-            ids[subject[0]].append(subject[1])
+    BatchGetItem a hundred items per table, two attributes each, consistent reads. With
+    ``stores`` (every region) each item is read in the region that owns its stream."""
+    sources = list(stores) if stores else [store] if store else []
     heads: dict[str, SubjectHead] = {}
-    for kind, prefix, found in (
-        ("case", "CASE#", stored_heads(store.client, store.tables.cases, "case_id", ids["case"])),
-        (
-            "pledge",
-            "PLEDGE#",
-            stored_heads(store.client, store.tables.pledges, "intent_id", ids["pledge"]),
-        ),
-    ):
-        for key, (seq, digest) in found.items():
-            heads[prefix + key] = SubjectHead(kind, seq, digest)
+    for home, names in by_home(streams, sources):
+        wanted: dict[str, dict[str, str]] = {"case": {}, "pledge": {}}
+        for stream in names:
+            subject = subject_of(stream)
+            if subject:
+                wanted[subject[0]][subject[1]] = stream
+        for kind, table, key_name in (
+            ("case", home.tables.cases, "case_id"),
+            ("pledge", home.tables.pledges, "intent_id"),
+        ):
+            if not wanted[kind]:
+                continue
+            found = stored_heads(home.client, table, key_name, list(wanted[kind]))
+            for key, (seq, digest) in found.items():
+                heads[wanted[kind][key]] = SubjectHead(kind, seq, digest)
     return heads
 
 
@@ -211,15 +227,21 @@ def case_chain_status(
 
 
 def chain_statuses(
-    streams: set[str] | list[str], *, store: Store, threads: int = 8
+    streams: set[str] | list[str],
+    *,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
+    threads: int = 8,
 ) -> dict[str, ChainStatus]:
-    """Chain status of each stream, read in parallel (each is one Query, or a few)."""
+    """Chain status of each stream, read in parallel (each is one Query, or a few), in
+    the region among ``stores`` that owns it (or in ``store``)."""
     ordered = sorted(streams)
     if not ordered:
         return {}
+    sources = list(stores) if stores else [store] if store else []
 
     def check(stream: str) -> ChainStatus:
-        return stream_chain_status(stream, store=store)
+        return stream_chain_status(stream, store=stream_home(stream, sources))
 
     if len(ordered) == 1:
         return {ordered[0]: check(ordered[0])}

@@ -20,6 +20,15 @@ lease) is not listed by its period's checkpoint; its chain, its subject item's s
 head and any later checkpoint of its stream still cover it. So a checkpoint proves "at
 least these heads existed", never "only these".
 
+With several regions there is still one checkpoint a period, covering every region: it
+lists the heads of every region's streams (each read from the index of the region that
+owns it) and is appended to ``SYSTEM`` in the first region, where region-wide records
+live. One chain of checkpoints keeps "every period has one" a single, checkable rule and
+lets one signature vouch for the whole trail; a checkpoint per region would need a
+``SYSTEM`` stream per region and leave a region's missing checkpoint to be noticed by
+comparing chains. A region that does not answer fails the run (it is retried), so no
+checkpoint is ever signed over part of the trail.
+
 Daily digests written before checkpoints (action ``audit_digest``, ``detail.day``) are
 still verified with their own signed payload, and cover every period of their day.
 """
@@ -27,6 +36,7 @@ still verified with their own signed payload, and cover every period of their da
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -284,14 +294,19 @@ def _checkpoint_detail(
 
 
 def audit_checkpoint_write(
-    store: Store, *, period: Period, actor: Actor | None = None
+    store: Store,
+    *,
+    period: Period,
+    actor: Actor | None = None,
+    stores: Sequence[Store] | None = None,
 ) -> dict | None:
-    """Write the checkpoint of ``period`` unless one covering it exists; return the
-    checkpoint event or None."""
+    """Write the checkpoint of ``period`` in ``store`` (the first region) unless one
+    covering it exists, listing the heads of every region's streams (``stores``; just
+    ``store``'s without); return the checkpoint event or None."""
     actor = actor or system_actor()
     if _checkpoint_covers(store, period):
         return None
-    heads = audit_period_heads(period.start, period.end, store=store)
+    heads = audit_period_heads(period.start, period.end, stores=stores or [store])
     count, sha = heads_sha256(heads)
     kid = key_id()
     parts = None
@@ -308,11 +323,12 @@ def audit_checkpoint_write(
     return event
 
 
-def audit_checkpoint(store: Store) -> list[str]:
-    """Write every due period's checkpoint, oldest first; the periods written (labels;
-    none: a no-op)."""
+def audit_checkpoint(store: Store, *, stores: Sequence[Store] | None = None) -> list[str]:
+    """Write every due period's checkpoint in ``store`` (the first region), covering
+    every region of ``stores``, oldest first; the periods written (labels; none: a
+    no-op)."""
     written = []
     for period in checkpoint_periods_due(store):
-        if audit_checkpoint_write(store, period=period):
+        if audit_checkpoint_write(store, period=period, stores=stores):
             written.append(period.label)
     return written

@@ -6,11 +6,15 @@ so one day is never a hot partition) and sorted by ``at_id`` = ``{at}#{event_id}
 time range is read day by day; within a day the eight shards are merged by ``at_id``,
 which is unique, so the merged order is total and a position is one ``at_id`` per shard.
 
-A cursor carries the day being read and, per shard, the last ``at_id`` consumed (or that
-the shard is finished). Buffered but unconsumed items are simply read again on resume,
-so a cursor is exact however a page ended. With a FilterExpression DynamoDB may evaluate
-a whole page and return nothing; the shard's position then moves to the page's
-``LastEvaluatedKey``, so a page that finds nothing still makes progress.
+With several regions (a list of stores), the reader merges every region's eight shards
+of the day, keeping from each region only the streams it owns (:mod:`.regions`), so
+Global Tables replicas never double an event; ``at_id`` is unique across regions too.
+
+A cursor carries the day being read and, per shard (per region), the last ``at_id``
+consumed (or that the shard is finished). Buffered but unconsumed items are simply read
+again on resume, so a cursor is exact however a page ended. With a FilterExpression
+DynamoDB may evaluate a whole page and return nothing; the shard's position then moves
+to the page's ``LastEvaluatedKey``, so a page that finds nothing still makes progress.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import binascii
 import json
 import re
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
@@ -29,9 +33,11 @@ from typing import Any
 
 from reconciliation import clock
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.regions import owned_by
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.dynamo.items import from_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
+from reconciliation.stores import Store
 
 # Items per Query page when exporting. With prefetch a reader holds at most two pages
 # per shard (16 pages), so this bounds an export's memory whatever the range holds.
@@ -49,20 +55,29 @@ class CursorError(ValueError):
 @dataclass(frozen=True)
 class Cursor:
     """Where a merged read stopped: the day, and per shard ``None`` (not started), an
-    ``at_id`` (consumed up to and including it) or ``True`` (finished)."""
+    ``at_id`` (consumed up to and including it) or ``True`` (finished). With several
+    regions the shards run region by region and ``regions`` names the regions' tags in
+    order, so a cursor is only accepted by a search over the same regions (one region:
+    ``()``, and the cursor reads as it always did)."""
 
     day: date
     shards: tuple[str | bool | None, ...]
+    regions: tuple[str, ...] = ()
 
     def encode(self, filters: AuditFilters) -> str:
-        blob = json.dumps(
-            {"v": 1, "f": filters.fingerprint(), "d": self.day.isoformat(), "s": self.shards},
-            separators=(",", ":"),
-        ).encode()
+        data: dict = {
+            "v": 1,
+            "f": filters.fingerprint(),
+            "d": self.day.isoformat(),
+            "s": self.shards,
+        }
+        if self.regions:
+            data["r"] = self.regions
+        blob = json.dumps(data, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(blob).decode().rstrip("=")
 
     @classmethod
-    def decode(cls, text: str, filters: AuditFilters) -> Cursor:
+    def decode(cls, text: str, filters: AuditFilters, *, regions: tuple[str, ...] = ()) -> Cursor:
         try:
             padded = text + "=" * (-len(text) % 4)
             data = json.loads(base64.urlsafe_b64decode(padded.encode()))
@@ -70,17 +85,21 @@ class Cursor:
             shards = tuple(data["s"])
             fingerprint = data["f"]
             version = data["v"]
-        except (ValueError, KeyError, TypeError, binascii.Error):
+            named = tuple(data.get("r", ()))
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
             raise CursorError("the cursor is not one this search produced")
         if version != 1 or fingerprint != filters.fingerprint():
             raise CursorError("the cursor belongs to a different search; start again")
-        if len(shards) != AUDIT_DAY_SHARDS or not all(
+        if named != regions:
+            raise CursorError("the cursor was made over other regions; start again")
+        width = AUDIT_DAY_SHARDS * max(1, len(regions))
+        if len(shards) != width or not all(
             s is None or s is True or (isinstance(s, str) and AT_ID_RE.match(s)) for s in shards
         ):
             raise CursorError("the cursor is not one this search produced")
         if not filters.since.date() <= day <= filters.until.date():
             raise CursorError("the cursor lies outside the searched range")
-        return cls(day, shards)
+        return cls(day, shards, regions)
 
 
 # --- fast decoding ---------------------------------------------------------------------
@@ -126,6 +145,7 @@ def decode_event(item: dict) -> dict:
 @dataclass
 class _Shard:
     key: str
+    source: int  # which region's repository reads it
     position: str | None  # last at_id consumed (exclusive resume bound)
     done: bool
     start: str | None = None  # inclusive bound on the first query of an edge day
@@ -135,8 +155,17 @@ class _Shard:
     pending: Future | None = None
 
 
+def cursor_regions(stores: Sequence[Store]) -> tuple[str, ...]:
+    """What a cursor over ``stores`` names: the regions' tags, or ``()`` for one region."""
+    return tuple(s.tag for s in stores) if len(stores) > 1 else ()
+
+
 class DayIndexReader:
     """Events of a time range in ``at_id`` order (or reverse), merged over the day shards.
+
+    ``audit`` is one region's repository (every event it holds), or the stores of every
+    region: then each region's shards are read in that region and only its own streams
+    kept.
 
     Iterating yields raw DynamoDB items. ``max_queries`` bounds a search page; when it
     stops the reader early, :attr:`stopped_early` is set and :meth:`cursor` says where to
@@ -147,7 +176,7 @@ class DayIndexReader:
 
     def __init__(
         self,
-        audit: AuditRepository,
+        audit: AuditRepository | Sequence[Store],
         filters: AuditFilters,
         *,
         descending: bool = False,
@@ -156,7 +185,14 @@ class DayIndexReader:
         max_queries: int | None = None,
         prefetch: bool = False,
     ):
-        self.audit = audit
+        self.sources: list[tuple[AuditRepository, Callable[[str], bool] | None]]
+        self.regions: tuple[str, ...]
+        if isinstance(audit, AuditRepository):
+            self.sources, self.regions = [(audit, None)], ()
+        else:
+            self.sources = [(AuditRepository(s), owned_by(s, audit)) for s in audit]
+            self.regions = cursor_regions(audit)
+        self.width = AUDIT_DAY_SHARDS * len(self.sources)
         self.filters = filters
         self.descending = descending
         self.page_limit = page_limit
@@ -181,7 +217,7 @@ class DayIndexReader:
     def fraction_done(self) -> float:
         if not self.days:
             return 1.0
-        today = sum(1 for s in self._shards if s.done) / AUDIT_DAY_SHARDS if self._shards else 0
+        today = sum(1 for s in self._shards if s.done) / len(self._shards) if self._shards else 0
         return min(1.0, (self.days_done + today) / len(self.days))
 
     def cursor(self) -> Cursor | None:
@@ -190,10 +226,11 @@ class DayIndexReader:
             return self.start_cursor
         if all(s.done for s in self._shards) and not any(s.buffer for s in self._shards):
             later = self.days[self.days.index(self._day) + 1 :]
-            return Cursor(later[0], (None,) * AUDIT_DAY_SHARDS) if later else None
+            return Cursor(later[0], (None,) * self.width, self.regions) if later else None
         return Cursor(
             self._day,
             tuple(True if s.done else s.position for s in self._shards),
+            self.regions,
         )
 
     def __iter__(self) -> Generator[dict, None, None]:
@@ -210,7 +247,7 @@ class DayIndexReader:
             days = days[days.index(resume.day) :]
             self.days_done = self.days.index(resume.day)
         if self.prefetch:
-            self._pool = ThreadPoolExecutor(AUDIT_DAY_SHARDS, thread_name_prefix="audit-read")
+            self._pool = ThreadPoolExecutor(self.width, thread_name_prefix="audit-read")
         pick = max if self.descending else min
         for day in days:
             self._day = day
@@ -242,11 +279,12 @@ class DayIndexReader:
         edge = self._hi if self.descending else self._lo
         start = edge if edge[:10] == stamp else None
         shards = []
-        for n in range(AUDIT_DAY_SHARDS):
+        for n in range(self.width):
             state = resume.shards[n] if resume else None
             shards.append(
                 _Shard(
-                    key=f"{stamp}#{n}",
+                    key=f"{stamp}#{n % AUDIT_DAY_SHARDS}",
+                    source=n // AUDIT_DAY_SHARDS,
                     position=state if isinstance(state, str) else None,
                     done=state is True,
                     start=start,
@@ -262,9 +300,11 @@ class DayIndexReader:
             # were filtered out by DynamoDB, so the position may move past them.
             shard.position = shard.lek_at
 
-    def _query(self, key: str, after: str | None, start: str | None) -> tuple[list, dict | None]:
-        return self.audit.day_page(
-            key,
+    def _query(
+        self, shard: _Shard, after: str | None, start: str | None
+    ) -> tuple[list, dict | None]:
+        return self.sources[shard.source][0].day_page(
+            shard.key,
             descending=self.descending,
             after=after,
             start=start,
@@ -281,7 +321,7 @@ class DayIndexReader:
         if self._pool is None or not self._budget_left():
             return
         self.queries += 1
-        shard.pending = self._pool.submit(self._query, shard.key, after, start)
+        shard.pending = self._pool.submit(self._query, shard, after, start)
 
     def _refill(self, shard: _Shard) -> bool:
         """Fetch the shard's next page into its buffer; False if the budget is spent."""
@@ -292,11 +332,13 @@ class DayIndexReader:
             if not self._budget_left():
                 return False
             self.queries += 1
-            items, lek = self._query(shard.key, shard.position, shard.start)
+            items, lek = self._query(shard, shard.position, shard.start)
         shard.start = None
         shard.lek_at = lek["at_id"]["S"] if lek else None
         shard.final = lek is None
-        # Stop at the far end of the range (the near end is in the key condition).
+        # Stop at the far end of the range (the near end is in the key condition). A
+        # replica of another region's stream is passed over like a filtered item.
+        owns = self.sources[shard.source][1]
         kept = []
         for item in items:
             at_id = item["at_id"]["S"]
@@ -304,7 +346,8 @@ class DayIndexReader:
                 shard.final = True
                 shard.lek_at = None
                 break
-            kept.append(item)
+            if owns is None or owns(item["stream"]["S"]):
+                kept.append(item)
         shard.buffer.extend(kept)
         if not shard.final:
             self._prefetch(shard, shard.lek_at, None)

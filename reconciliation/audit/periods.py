@@ -1,16 +1,21 @@
 """What the ``by_day`` index says about a period or a range of days, keys only: the
 heads of the streams in a checkpoint period, whether a day holds any event, and the
 streams, referenced pledges and periods of a range (for verification).
+
+Each takes the stores of every region (or one ``store``) and reads each region's index
+in that region, keeping only the streams it owns (:mod:`.regions`): a replica of another
+region's event is that region's to report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from reconciliation import clock
+from reconciliation.audit.regions import case_pledge_stream, owned_by
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 from reconciliation.stores import Store
@@ -31,37 +36,55 @@ def _shard_items(
         after = lek["at_id"]["S"]
 
 
+def _sources(store: Store | None, stores: Sequence[Store] | None) -> list[Store]:
+    sources = list(stores) if stores else [store] if store else []
+    if not sources:
+        raise ValueError("a store or stores is needed")
+    return sources
+
+
 def audit_period_heads(
-    start: datetime, end: datetime, *, store: Store
+    start: datetime,
+    end: datetime,
+    *,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
 ) -> list[tuple[str, int, str]]:
     """``(stream, seq, hash)`` of the last event dated in ``[start, end)`` of every stream
-    with one, sorted by stream: eight Queries (and their pages) over the ``by_day``
-    shards of that day, bounded to the period, keys and hash only. The period lies
-    within one UTC day."""
+    with one, sorted by stream: eight Queries (and their pages) per region over the
+    ``by_day`` shards of that day, bounded to the period, keys and hash only. The period
+    lies within one UTC day."""
     # at_id is "{at}#{event_id}": every at_id of an event at or after ``end`` sorts
     # after the bare timestamp, so ``hi`` is exclusive of them.
     lo, hi = clock.iso(start), clock.iso(end)
     heads: dict[str, tuple[int, str]] = {}
     names = {"#s": "stream", "#q": "seq", "#h": "hash"}
-    for n in range(AUDIT_DAY_SHARDS):
-        shard = f"{start.date().isoformat()}#{n}"
-        for item in AuditRepository(store).period_items(
-            shard, lo, hi, projection="#s, #q, #h", names=names
-        ):
-            stream, seq = item["stream"]["S"], int(item["seq"]["N"])
-            if seq > heads.get(stream, (0, ""))[0]:
-                heads[stream] = (seq, item["hash"]["S"])
+    sources = _sources(store, stores)
+    for source in sources:
+        owns = owned_by(source, sources)
+        for n in range(AUDIT_DAY_SHARDS):
+            shard = f"{start.date().isoformat()}#{n}"
+            for item in AuditRepository(source).period_items(
+                shard, lo, hi, projection="#s, #q, #h", names=names
+            ):
+                stream, seq = item["stream"]["S"], int(item["seq"]["N"])
+                if owns(stream) and seq > heads.get(stream, (0, ""))[0]:
+                    heads[stream] = (seq, item["hash"]["S"])
     return [(s, q, h) for s, (q, h) in sorted(heads.items())]
 
 
-def audit_day_has_events(day: date, *, store: Store) -> bool:
-    """Whether any event is dated ``day``: up to eight one-item Queries."""
-    for n in range(AUDIT_DAY_SHARDS):
-        items, _ = AuditRepository(store).day_page(
-            f"{day.isoformat()}#{n}", limit=1, projection="at_id"
-        )
-        if items:
-            return True
+def audit_day_has_events(
+    day: date, *, store: Store | None = None, stores: Sequence[Store] | None = None
+) -> bool:
+    """Whether any event is dated ``day``: up to eight one-item Queries a region (a
+    replica counts: its event exists in its own region too)."""
+    for source in _sources(store, stores):
+        for n in range(AUDIT_DAY_SHARDS):
+            items, _ = AuditRepository(source).day_page(
+                f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+            )
+            if items:
+                return True
     return False
 
 
@@ -72,7 +95,7 @@ class RangeIndex:
     checkpoint period holding an event."""
 
     streams: set[str] = field(default_factory=set)
-    referenced: set[str] = field(default_factory=set)  # PLEDGE#… streams
+    referenced: set[str] = field(default_factory=set)  # PLEDGE#… streams, tagged as due
     periods: set[datetime] = field(default_factory=set)
 
 
@@ -80,22 +103,29 @@ def audit_range_index(
     days: list[date],
     *,
     period_s: int = 86400,
-    store: Store,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
     threads: int = 8,
 ) -> RangeIndex:
     """Every stream with an event on one of ``days``, every pledge stream a case event of
-    those days names, and every period of ``period_s`` seconds (aligned to midnight)
-    with an event (Queries over ``by_day``, three attributes, no Scan)."""
+    those days names (in the case's region), and every period of ``period_s`` seconds
+    (aligned to midnight) with an event (Queries over ``by_day`` in every region, three
+    attributes, no Scan)."""
     names = {"#s": "stream", "#i": "intent_id"}
+    sources = _sources(store, stores)
 
-    def one(day_shard: str) -> RangeIndex:
+    def one(job: tuple[Store, str]) -> RangeIndex:
+        source, day_shard = job
+        owns = owned_by(source, sources)
         found = RangeIndex()
         offsets: set[int] = set()
-        for item in _shard_items(store, day_shard, "#s, #i, at_id", names):
+        for item in _shard_items(source, day_shard, "#s, #i, at_id", names):
             stream = item["stream"]["S"]
+            if not owns(stream):
+                continue
             found.streams.add(stream)
             if stream.startswith("CASE#") and "intent_id" in item:
-                found.referenced.add(f"PLEDGE#{item['intent_id']['S']}")
+                found.referenced.add(case_pledge_stream(stream, item["intent_id"]["S"]))
             at = item["at_id"]["S"]  # YYYY-MM-DDTHH:MM:SS.ffffffZ#…, sliced, not parsed
             second = int(at[11:13]) * 3600 + int(at[14:16]) * 60 + int(at[17:19])
             offsets.add(second - second % period_s)
@@ -103,7 +133,12 @@ def audit_range_index(
         found.periods = {midnight + timedelta(seconds=o) for o in offsets}
         return found
 
-    keys = [f"{d.isoformat()}#{n}" for d in days for n in range(AUDIT_DAY_SHARDS)]
+    keys = [
+        (source, f"{d.isoformat()}#{n}")
+        for source in sources
+        for d in days
+        for n in range(AUDIT_DAY_SHARDS)
+    ]
     index = RangeIndex()
     with ThreadPoolExecutor(threads) as pool:
         for found in pool.map(one, keys):

@@ -1,21 +1,25 @@
 """Audit search: one page of matching events, newest first, as rows for the audit page,
 with the chain status of the streams they belong to and the cursor of the next page.
+
+Given every region's store, a page merges the regions' events by time (each region's
+own streams only, so a replica never shows twice), each stream's chain is checked in
+its home region, and the cursor carries a position per region.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
 from reconciliation.audit.chains import ChainStatus, chain_statuses
-from reconciliation.audit.day_index import Cursor, DayIndexReader, decode_event
+from reconciliation.audit.day_index import Cursor, DayIndexReader, cursor_regions, decode_event
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.audit.repository import AuditRepository
 from reconciliation.stores import Store
 
 SEARCH_PAGE_SIZE = 50
-# A search page stops after this many Queries even if the page is not full (sparse
-# filters over a long range); the cursor then continues where the search stopped.
+# A search page stops after this many Queries (per region) even if the page is not full
+# (sparse filters over a long range); the cursor then continues where the search stopped.
 SEARCH_QUERY_BUDGET = 96
 
 
@@ -86,18 +90,23 @@ def audit_search(
     filters: AuditFilters,
     cursor: str | None = None,
     page_size: int = SEARCH_PAGE_SIZE,
-    store: Store,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
     with_chains: bool = True,
 ) -> AuditPage:
-    """One page of matching events, newest first, and the chain status of their streams."""
-    start = Cursor.decode(cursor, filters) if cursor else None
+    """One page of matching events, newest first, and the chain status of their streams,
+    over ``stores`` (every region, merged) or the one region ``store``."""
+    sources = list(stores) if stores else [store] if store else []
+    if not sources:
+        raise ValueError("audit_search needs a store or stores")
+    start = Cursor.decode(cursor, filters, regions=cursor_regions(sources)) if cursor else None
     reader = DayIndexReader(
-        AuditRepository(store),
+        sources,
         filters,
         descending=True,
         cursor=start,
         page_limit=max(page_size * 2, 100),
-        max_queries=SEARCH_QUERY_BUDGET,
+        max_queries=SEARCH_QUERY_BUDGET * len(sources),
         prefetch=True,
     )
     events: list[dict] = []
@@ -112,7 +121,7 @@ def audit_search(
     following = reader.cursor()
     searched_to = following.day if reader.stopped_early and following else None
     streams = {e["stream"] for e in events}
-    chains = chain_statuses(streams, store=store) if with_chains else {}
+    chains = chain_statuses(streams, stores=sources) if with_chains else {}
     rows = [
         AuditRow.from_event(e, chains[e["stream"]].ok if e["stream"] in chains else None)
         for e in events

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.services import AuditAppendContended
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store, first_store
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +54,11 @@ CHECKPOINT_TASK_OPTIONS: dict = {
 def audit_checkpoint() -> list[str]:
     """Every 5 minutes (beat): signs each period's checkpoint once the period has been
     over for ``CHECKPOINT_SETTLE_S``; otherwise a no-op (the service reads the newest
-    checkpoint from ``SYSTEM`` first)."""
+    checkpoint from ``SYSTEM`` first). One checkpoint covers every region's streams and
+    is written in the first region."""
     from reconciliation.audit.services import audit_checkpoint as checkpoint
 
-    written = checkpoint(first_store())
+    written = checkpoint(first_store(), stores=every_store())
     if written:
         logger.info("audit checkpoints written for %s", ", ".join(written))
     return written
@@ -90,7 +91,9 @@ def audit_export_task(self, export_id: str) -> dict:
             state="PROGRESS", meta={"rows": rows, "percent": round(fraction * 100, 1)}
         )
 
-    core = export_run_requested(export_id, progress=progress, store=first_store())
+    core = export_run_requested(
+        export_id, progress=progress, store=first_store(), stores=every_store()
+    )
     if core is None:
         return {"export_id": export_id, "skipped": True}
     return {"export_id": export_id, "rows": core["row_count"], "sha256": core["sha256"]}

@@ -19,8 +19,7 @@ What none of them can catch is written down in ``docs/audit.md``.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -28,7 +27,6 @@ from functools import partial
 
 from reconciliation import clock
 from reconciliation.audit.checkpoints import (
-    CHECKPOINT_OVERDUE_S,
     DIGEST_ACTION,
     SIGNED_ACTIONS,
     SYSTEM_STREAM,
@@ -38,6 +36,7 @@ from reconciliation.audit.checkpoints import (
     digest_payload,
     signed_interval,
 )
+from reconciliation.audit.regions import stream_home
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.selectors import (
     ChainStatus,
@@ -48,6 +47,7 @@ from reconciliation.audit.selectors import (
     subject_heads,
 )
 from reconciliation.audit.signing import heads_sha256, key_id, signature_valid
+from reconciliation.audit.verify_periods import late_checkpoints, missing_checkpoints
 from reconciliation.stores import Store
 
 # Without --since, verification walks back day by day (8 small Queries a day, no Scan)
@@ -72,7 +72,25 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_default_since(store: Store, system_events: list[dict], today: date) -> date:
+__all__ = [
+    "VERIFY_LOOKBACK_DAYS",
+    "VERIFY_QUIET_DAYS",
+    "VerifyReport",
+    "audit_verify",
+    "checkpoint_verify",
+    "late_checkpoints",
+    "missing_checkpoints",
+    "verify_default_since",
+]
+
+
+def verify_default_since(
+    store: Store,
+    system_events: list[dict],
+    today: date,
+    *,
+    stores: Sequence[Store] | None = None,
+) -> date:
     """The earliest day found cheaply: walk back from today until
     ``VERIFY_QUIET_DAYS`` days in a row hold no event (or ``VERIFY_LOOKBACK_DAYS``),
     and take the first checkpoint's day if that is older.
@@ -83,7 +101,7 @@ def verify_default_since(store: Store, system_events: list[dict], today: date) -
     bound = today - timedelta(days=VERIFY_LOOKBACK_DAYS)
     earliest, quiet, day = today, 0, today
     while day >= bound and quiet < VERIFY_QUIET_DAYS:
-        if audit_day_has_events(day, store=store):
+        if audit_day_has_events(day, stores=stores or [store]):
             earliest, quiet = day, 0
         else:
             quiet += 1
@@ -154,113 +172,6 @@ def checkpoint_verify(
     return [f"{where}: {p}" for p in problems]
 
 
-# --- missing checkpoints -------------------------------------------------------------------
-
-
-def missing_checkpoints(
-    signed: list[tuple[datetime, datetime]],
-    *,
-    since: datetime,
-    now: datetime,
-    period_s: int,
-    event_periods: set[datetime],
-) -> list[str]:
-    """One line per run of consecutive periods that should have a checkpoint and have
-    none: every period from the first checkpoint on, and every period holding an event
-    (before the first checkpoint, or with none left at all), from ``since`` to the last
-    period over for ``CHECKPOINT_OVERDUE_S``. A period counts as covered when a
-    checkpoint (or a legacy daily digest) spans it; a forged one is reported by its own
-    verification."""
-    step = timedelta(seconds=period_s)
-    overdue_end = now - timedelta(seconds=CHECKPOINT_OVERDUE_S)
-    merged: list[list[datetime]] = []
-    for start, end in sorted(signed):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    starts = [m[0] for m in merged]
-
-    def covered(start: datetime) -> bool:
-        n = bisect.bisect_right(starts, start) - 1
-        return n >= 0 and start + step <= merged[n][1]
-
-    expected = {p for p in event_periods if p >= since and p + step <= overdue_end}
-    if merged:
-        period = Period.containing(max(merged[0][0], since), period_s)
-        if period.start < max(merged[0][0], since):
-            period = period.following()  # only whole periods after the first checkpoint
-        while period.end <= overdue_end:
-            expected.add(period.start)
-            period = period.following()
-    missing = sorted(p for p in expected if not covered(p))
-    runs: list[list[datetime]] = []
-    for start in missing:
-        if runs and runs[-1][-1] + step == start:
-            runs[-1].append(start)
-        else:
-            runs.append([start])
-    lines = []
-    for run in runs:
-        first = Period(run[0], run[0] + step)
-        if len(run) == 1:
-            lines.append(f"missing signed checkpoint for {first.label}")
-        else:
-            last = Period(run[-1], run[-1] + step)
-            lines.append(
-                f"missing signed checkpoints for {len(run)} periods of {period_s} s, "
-                f"{first.label} to {last.label}"
-            )
-    return lines
-
-
-def _duration(delta: timedelta) -> str:
-    minutes = int(delta.total_seconds() // 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
-
-
-def late_checkpoints(checkpoints: list[dict]) -> list[str]:
-    """One line per run of consecutive periods whose checkpoint was signed more than
-    ``CHECKPOINT_OVERDUE_S`` after the period ended (``signed_at`` is signed): the task
-    was not running (beat, worker or Redis down; the first run after installing), or the
-    checkpoint was deleted and the task signed the period again. Either way it vouches
-    for the trail as it was when signed, not as it was when the period ended."""
-    late: list[tuple[datetime, datetime, timedelta]] = []
-    for event in checkpoints:
-        interval = signed_interval(event)
-        signed_at = (event.get("detail") or {}).get("signed_at")
-        if event.get("action") == DIGEST_ACTION or interval is None or not signed_at:
-            continue
-        try:
-            delay = clock.parse_iso(signed_at) - interval[1]
-        except (TypeError, ValueError):
-            continue  # its signature check reports it
-        if delay > timedelta(seconds=CHECKPOINT_OVERDUE_S):
-            late.append((interval[0], interval[1], delay))
-    runs: list[list[tuple[datetime, datetime, timedelta]]] = []
-    for item in sorted(late):
-        if runs and runs[-1][-1][1] == item[0]:
-            runs[-1].append(item)
-        else:
-            runs.append([item])
-    lines = []
-    for run in runs:
-        first, last = Period(run[0][0], run[0][1]), Period(run[-1][0], run[-1][1])
-        worst = _duration(max(d for _, _, d in run))
-        if len(run) == 1:
-            lines.append(
-                f"checkpoint {first.label} signed {worst} after its period ended: it "
-                "vouches for the trail as it was then"
-            )
-        else:
-            lines.append(
-                f"checkpoints for {len(run)} periods, {first.label} to {last.label}, signed "
-                f"up to {worst} after their periods ended: they vouch for the trail as it "
-                "was then"
-            )
-    return lines
-
-
 # --- the whole trail -------------------------------------------------------------------------
 
 
@@ -290,13 +201,14 @@ def _signed_checkpoints(
 def _stream_check(
     name: str,
     *,
-    store: Store,
+    stores: Sequence[Store],
     system_events: list[dict],
     heads: dict[str, SubjectHead],
     listed: dict[str, set[int]],
 ) -> tuple[ChainStatus, dict[tuple[str, int], str]]:
     """One stream's chain against the head its item stores, and the hashes of its
-    events that checkpoints list."""
+    events that checkpoints list, all read in the region that owns the stream."""
+    store = stream_home(name, stores)
     if name == SYSTEM_STREAM and system_events:  # read once, by audit_verify
         events = system_events
     else:
@@ -306,7 +218,7 @@ def _stream_check(
     if not events and name not in heads:
         return ChainStatus(name, False, 0, problem="no events"), found
 
-    def reread():
+    def reread() -> SubjectHead | None:
         return subject_heads([name], store=store).get(name)
 
     return subject_chain_status(name, events, heads.get(name), reread=reread), found
@@ -317,6 +229,7 @@ def audit_verify(
     stream: str | None = None,
     since: date | None = None,
     store: Store,
+    stores: Sequence[Store] | None = None,
     threads: int = 8,
     progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
@@ -331,12 +244,18 @@ def audit_verify(
     item exists, so a pledge stream deleted outright is found through the case that
     speaks of it.
 
+    ``store`` is the first region (``SYSTEM``, its checkpoints); ``stores`` every region
+    (``store`` alone without): streams are found in every region's index, and each
+    stream and its subject item are read in the region that owns them, so a broken link
+    in any region is named.
+
     Subject items are read before their streams (BatchGetItem, two attributes), so a
     change committed meanwhile can only put a stream ahead of its item, which is then
     read again; never behind. Listed heads are checked against the streams as they are
     read: no extra read.
     """
     report = VerifyReport()
+    regions = list(stores) if stores else [store]
     now = clock.now()
     period_s = checkpoint_period_s()
     system_events = [] if stream else AuditRepository(store).stream_events(SYSTEM_STREAM)
@@ -346,21 +265,21 @@ def audit_verify(
     if stream:
         streams = {stream}
     else:
-        since = since or verify_default_since(store, system_events, now.date())
+        since = since or verify_default_since(store, system_events, now.date(), stores=regions)
         report.since = since
         since_start = datetime.combine(since, time.min, tzinfo=UTC)
         days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
-        index = audit_range_index(days, period_s=period_s, store=store, threads=threads)
+        index = audit_range_index(days, period_s=period_s, stores=regions, threads=threads)
         streams, candidates, event_periods = index.streams, index.referenced, index.periods
     by_seq, checkpoints, listed, spans = _signed_checkpoints(system_events, since_start)
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
-    heads = subject_heads(streams | candidates, store=store)
+    heads = subject_heads(streams | candidates, stores=regions)
     # A named pledge without an item is one whose commit never ran: nothing to verify.
     streams.update(c for c in candidates if c in heads)
     check = partial(
-        _stream_check, store=store, system_events=system_events, heads=heads, listed=listed
+        _stream_check, stores=regions, system_events=system_events, heads=heads, listed=listed
     )
     ordered = sorted(streams)
     stored: dict[tuple[str, int], str] = {}

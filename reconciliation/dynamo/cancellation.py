@@ -13,6 +13,7 @@ from typing import Any
 from reconciliation import metrics
 from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item
+from reconciliation.stores import PLEDGE_STREAM, pledge_stream_parts
 
 
 class Branch(Code):
@@ -125,6 +126,13 @@ def _key_of(role: str, operation: str, body: dict) -> dict:
     return {k: item[k] for k in key_names if k in item}
 
 
+def _pledge_stream(stream: object) -> bool:
+    """Whether ``stream`` is a pledge's audit stream, of the first region
+    (``PLEDGE#<intent>``) or another (``PLEDGE#@<region>#<intent>``)."""
+    text = str(stream or "")
+    return text.startswith(PLEDGE_STREAM) and bool(pledge_stream_parts(text)[0])
+
+
 def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, str]:
     if code == "ConditionalCheckFailed":
         if role == "pledges":
@@ -142,7 +150,7 @@ def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, st
                 "complete, fail or delete it.",
                 LOST_CLAIM,
             )
-        if role == "audit_events" and str(key.get("stream", "")).startswith("PLEDGE#"):
+        if role == "audit_events" and _pledge_stream(key.get("stream")):
             return (
                 "The pledge's receipt is already in its audit stream: the pledge was "
                 "recorded before, so this write is a duplicate.",

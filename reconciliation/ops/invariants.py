@@ -32,6 +32,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from reconciliation.audit.chains import chain_check
+from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.counters import COUNTER_PREFIX
 from reconciliation.cases.models import RESOLVED, case_question
 from reconciliation.claims.models import COMPLETED, PENDING, RECORDED
@@ -172,7 +173,7 @@ def ledger_problems(snapshot: Snapshot) -> list[Problem]:
     for pledge in pledges:
         receipts = [
             e
-            for e in streams.get(f"PLEDGE#{pledge['intent_id']}", [])
+            for e in streams.get(pledge_item_stream(pledge), [])
             if e.get("action") == "pledge_recorded"
         ]
         if len(receipts) != 1:
@@ -322,7 +323,7 @@ def audit_problems(snapshot: Snapshot) -> list[Problem]:
     subjects: list[tuple[str, dict, str | None]] = [
         (f"CASE#{c['case_id']}", c, "version") for c in snapshot.cases()
     ]
-    subjects += [(f"PLEDGE#{p['intent_id']}", p, None) for p in snapshot.plain("pledges")]
+    subjects += [(pledge_item_stream(p), p, None) for p in snapshot.plain("pledges")]
     for stream, item, version_field in subjects:
         events = streams.get(stream, [])
         if version_field and int(item.get(version_field, 0)) != len(events):

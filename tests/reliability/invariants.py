@@ -26,11 +26,12 @@ from decimal import Decimal
 
 from reconciliation import clock
 from reconciliation.audit.chains import chain_check
+from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.audit.services import audit_verify
 from reconciliation.cases.models import RESOLVED
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, RECORDED, claim_pk
 from reconciliation.claims.request import PledgeRequest
-from reconciliation.stores import first_store
+from reconciliation.stores import PLEDGE_STREAM, every_store, first_store, pledge_stream_parts
 from tests.helpers import cases as case_items
 from tests.helpers import scan_all
 
@@ -135,7 +136,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
     for pledge in pledges:
         receipts = [
             e
-            for e in streams.get(f"PLEDGE#{pledge['intent_id']}", [])
+            for e in streams.get(pledge_item_stream(pledge), [])
             if e.get("action") == "pledge_recorded"
         ]
         if len(receipts) != 1:
@@ -149,7 +150,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
             problems.append(f"{pledge['intent_id']}: the pledge carries another token")
     pledged = {p["intent_id"] for p in pledges}
     for stream in streams:
-        if stream.startswith("PLEDGE#") and stream.removeprefix("PLEDGE#") not in pledged:
+        if stream.startswith(PLEDGE_STREAM) and pledge_stream_parts(stream)[0] not in pledged:
             problems.append(f"{stream}: a receipt without its pledge")
 
     # 3. one audit event per case change.
@@ -178,7 +179,9 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
         if not status.ok:
             problems.append(f"chain {status.line()}")
 
-    verified = audit_verify(since=clock.now().date() - timedelta(days=1), store=first_store())
+    verified = audit_verify(
+        since=clock.now().date() - timedelta(days=1), store=first_store(), stores=every_store()
+    )
     problems.extend(f"verify_audit: {p}" for p in verified.problems)
     if verified.streams != len(streams) or verified.events != report.events:
         problems.append(

@@ -6,7 +6,7 @@ is served.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,10 +140,12 @@ def export_run_requested(
     export_id: str,
     *,
     store: Store,
+    stores: Sequence[Store] | None = None,
     progress: Callable[[int, float], None] | None = None,
 ) -> dict | None:
-    """Run a requested background export into ``AUDIT_EXPORT_DIR``; ``None`` if there
-    is nothing to do (unknown id, or already finished: a redelivered task)."""
+    """Run a requested background export of ``stores`` (every region; ``store`` alone
+    without) into ``AUDIT_EXPORT_DIR``, its ``EXPORT#`` events in ``store``; ``None``
+    if there is nothing to do (unknown id, or already finished: a redelivered task)."""
     status = export_status(export_id, store=store)
     if status is None or status.state != "requested":
         return None
@@ -164,6 +166,7 @@ def export_run_requested(
             out_path=data_path,
             export_id=export_id,
             store=store,
+            stores=stores,
             progress=progress,
         )
     except Exception as exc:

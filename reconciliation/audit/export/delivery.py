@@ -7,7 +7,7 @@ the ``export_completed`` event — or, for a stream cut short, ``export_abandone
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +71,18 @@ def _event_detail(run: ExportRun, core: dict, **extra: Any) -> dict:
 
 
 def export_stream_http(
-    *, filters: AuditFilters, fmt: str, actor: Actor, store: Store
+    *,
+    filters: AuditFilters,
+    fmt: str,
+    actor: Actor,
+    store: Store,
+    stores: Sequence[Store] | None = None,
 ) -> tuple[ExportRun, Iterator[bytes]]:
-    """An export to stream over HTTP: the bytes, then (when the last chunk has gone)
-    the manifest in ``AUDIT_EXPORT_DIR`` and the ``export_completed`` event. A client
-    that disconnects closes the generator: the event then says ``export_abandoned``."""
-    run = ExportRun(filters=filters, fmt=fmt, actor=actor, store=store)
+    """An export of ``stores`` (every region; ``store`` alone without) to stream over
+    HTTP: the bytes, then (when the last chunk has gone) the manifest in
+    ``AUDIT_EXPORT_DIR`` and the ``export_completed`` event in ``store``. A client that
+    disconnects closes the generator: the event then says ``export_abandoned``."""
+    run = ExportRun(filters=filters, fmt=fmt, actor=actor, store=store, stores=stores)
 
     def body() -> Iterator[bytes]:
         outcome, why = ABANDONED, "client disconnected"
@@ -125,18 +131,21 @@ def export_to_file(
     out_path: Path,
     export_id: str | None = None,
     store: Store,
+    stores: Sequence[Store] | None = None,
     progress: Callable[[int, float], None] | None = None,
     delivery: str = "file",
 ) -> dict:
-    """Write an export and its manifest (default ``FILE.manifest.json``) and the
-    ``export_completed`` event; return the manifest core. The file appears under its
-    name only when complete (written to ``.part``, then renamed)."""
+    """Write an export of ``stores`` (every region; ``store`` alone without) and its
+    manifest (default ``FILE.manifest.json``) and the ``export_completed`` event in
+    ``store``; return the manifest core. The file appears under its name only when
+    complete (written to ``.part``, then renamed)."""
     manifest_path = manifest_path_for(out_path)
     run = ExportRun(
         filters=filters,
         fmt=fmt,
         actor=actor,
         store=store,
+        stores=stores,
         progress=progress,
         export_id=export_id or new_export_id(),
     )

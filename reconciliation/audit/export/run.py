@@ -1,7 +1,9 @@
 """One audit export run: CSV or JSON Lines encoded in constant memory, the chain heads it
 covers, and its signed manifest.
 
-An export reads the ``by_day`` index page by page (:class:`DayIndexReader`), encodes
+An export reads the ``by_day`` index page by page (:class:`DayIndexReader`; with every
+region's store, a k-way merge of the regions' shards by time, each region's own streams
+only, so each event is one row however Global Tables replicate it), encodes
 rows into chunks of about 64 KB and hashes the bytes as they go, so memory does not grow
 with the number of rows. The chain heads it covers (the last exported ``seq`` of each
 stream) are per stream, not per row: they are kept in a temporary on-disk SQLite table,
@@ -20,7 +22,7 @@ import hashlib
 import io
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -30,7 +32,7 @@ from reconciliation.audit.day_index import DayIndexReader, decode_event
 from reconciliation.audit.export.events import new_export_id
 from reconciliation.audit.export.rows import CSV_COLUMNS, FORMATS, csv_row, event_ref
 from reconciliation.audit.filters import AuditFilters
-from reconciliation.audit.repository import AuditRepository, canonical_json
+from reconciliation.audit.repository import canonical_json
 from reconciliation.audit.services import heads_sha256, key_id, sign
 from reconciliation.stores import Store
 
@@ -99,6 +101,8 @@ class ExportRun:
     """One export: iterate :meth:`chunks` for the bytes, then :meth:`write_manifest`.
 
     ``progress(rows, fraction)`` is called at most every half second while reading.
+    ``stores`` are the regions read (every region's, merged; ``store``'s alone without);
+    ``store`` is where the export's own ``EXPORT#`` events go (the first region).
     """
 
     filters: AuditFilters
@@ -106,6 +110,7 @@ class ExportRun:
     actor: Actor
     store: Store
     export_id: str = field(default_factory=new_export_id)
+    stores: Sequence[Store] | None = None
     prefetch: bool = True
     progress: Callable[[int, float], None] | None = None
     row_count: int = 0
@@ -120,7 +125,7 @@ class ExportRun:
         self.heads = HeadsTable()
         self.generated_at = clock.iso(clock.now())
         self.reader = DayIndexReader(
-            AuditRepository(self.store), self.filters, prefetch=self.prefetch
+            list(self.stores or [self.store]), self.filters, prefetch=self.prefetch
         )
 
     @property

@@ -3,8 +3,10 @@ audit trail of a time range (UTC days ``YYYY-MM-DD`` or ISO date-times) with a p
 bar on a terminal, the signed manifest beside it (``FILE.manifest.json``) and an
 ``EXPORT#{id}`` event recording who exported what.
 
-``--user`` exports as a staff user (their role applies: finance staff get their own
-events only); without it the actor is ``cli:<os user>`` with the system role.
+Every region is read (merged by time, each event once); the ``EXPORT#`` event is written
+in the first region. ``--user`` exports as a staff user (their role applies: finance
+staff get their own events only); without it the actor is ``cli:<os user>`` with the
+system role.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from reconciliation.audit.export.delivery import export_to_file, manifest_path_f
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.cases.policy import audit_visible_performer
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store
 
 
 class Command(BaseCommand):
@@ -72,9 +74,11 @@ class Command(BaseCommand):
             bar.set_postfix_str(f"{rows:,} events", refresh=False)
             bar.refresh()
 
+        stores = every_store(batch=True)
         try:
             core = export_to_file(
-                store=first_store(batch=True),
+                store=stores[0],
+                stores=stores,
                 filters=filters,
                 fmt=o["fmt"],
                 actor=actor,

@@ -3,6 +3,10 @@ compare each case and pledge stream with the head its item stores, check the sig
 checkpoints and name every past period without one. Exit 0 only when everything holds;
 otherwise one line per problem on stdout and exit 1.
 
+Every region is verified: streams are found in every region's index and each stream, and
+the case or pledge item that stores its head, is read in the region that owns it; the
+checkpoints (one a period, covering every region) are read from the first region.
+
 Streams are found without a Scan: through the ``by_day`` index, day by day from
 ``--since`` to today, plus every stream a checkpoint of those days lists (so a stream
 deleted outright is still named) and every pledge a case event of those days names.
@@ -29,7 +33,7 @@ from reconciliation.audit.services import (
     VERIFY_QUIET_DAYS,
     audit_verify,
 )
-from reconciliation.stores import first_store
+from reconciliation.stores import every_store
 
 
 class Command(BaseCommand):
@@ -52,8 +56,9 @@ class Command(BaseCommand):
         except ValueError:
             raise CommandError(f"--since {since!r} is not a date (YYYY-MM-DD)")
         try:
+            stores = every_store(batch=True)
             report = audit_verify(
-                store=first_store(batch=True), stream=stream, since=since_day, threads=threads
+                store=stores[0], stores=stores, stream=stream, since=since_day, threads=threads
             )
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
