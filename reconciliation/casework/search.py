@@ -67,8 +67,9 @@ def case_search(
         region = home(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if home else regions[0]
         return cases_for_intent(intent_id, store=region)
 
-    if is_case_id(text.upper()):
-        case_id = text.upper()
+    # Typed in any case: the id's letters are upper case, the region it names lower.
+    case_id = text[:18].upper() + text[18:].lower()
+    if is_case_id(case_id):
         region = next((r for r in regions if r.tag == case_tag(case_id)), None)
         case = CaseRepository(region).get(case_id, consistent=False) if region else None
         add([case] if case else [], "case_id")
