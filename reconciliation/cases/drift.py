@@ -253,10 +253,11 @@ def ledger_drift_check(
     for scope, key, diff in findings:
         fund, _, currency = key.partition("#")
         named = _named(scope, key, changes, every, duplicates, missing, pledges)
+        for row in named:  # by name: a stored map may not hold the first region's "" key
+            row["region_name"] = by_tag[row["region"]].region_name
         facts = {
             "scope": scope,
             "regions": sorted(by_tag[t].region_name for t in by_tag if scope in (ALL, t)),
-            "region_names": {t: by_tag[t].region_name for t in by_tag},
             "fund": fund,
             "currency": currency,
             "ledger_total": str(sum(ledgers[t][key] for t in by_tag if scope in (ALL, t))),
