@@ -51,151 +51,37 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reconciliation import metrics
-from reconciliation.dynamo.client import Region, TableNames, client_config, patience
+from reconciliation.dynamo.client import Region, TableNames
 from reconciliation.ops.replicator_lww import (
     Apply,
     Change,
+    Image,
     Lag,
     LatencyStats,
     Resolver,
     digest,
     key_id,
 )
+from reconciliation.ops.replicator_streams import StreamsMissing, StreamTail, build_clients
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 
 log = logging.getLogger(__name__)
 
-REFRESH_EVERY_S = 5.0
 SUMMARY_EVERY_S = 60.0
 RETRY_AFTER_S = 1.0
 
 
-class StreamsMissing(Exception):
-    """A table has no ``NEW_AND_OLD_IMAGES`` stream: ``ddb_setup`` was not run with every
-    region in ``DDB_REGIONS``."""
-
-
 class ReplicationTimeout(AssertionError):
     """The regions did not converge in time."""
-
-
-def build_clients(region: Region) -> tuple[DynamoDBClient, DynamoDBStreamsClient]:
-    """The stand-in's own clients: batch patience, no fault injection, no request metrics."""
-    session = boto3.session.Session()
-    kwargs: dict[str, Any] = {
-        "region_name": region.name,
-        "config": client_config(patience(batch=True)),
-    }
-    if region.endpoint_url:
-        kwargs["endpoint_url"] = region.endpoint_url
-        if session.get_credentials() is None:
-            kwargs["aws_access_key_id"] = "local"
-            kwargs["aws_secret_access_key"] = "local"
-    return session.client("dynamodb", **kwargs), session.client("dynamodbstreams", **kwargs)
-
-
-@dataclass
-class _Shard:
-    parent: str | None
-    iterator: str | None = None
-    last_seq: str | None = None
-    done: bool = False
-
-
-@dataclass
-class StreamTail:
-    """The reader of one table's stream in one region."""
-
-    rank: int
-    table: str
-    dynamodb: DynamoDBClient
-    streams: DynamoDBStreamsClient
-    arn: str = ""
-    shards: dict[str, _Shard] = field(default_factory=dict)
-    refresh_at: float = 0.0
-
-    def refresh(self) -> None:
-        spec = self.dynamodb.describe_table(TableName=self.table)["Table"]
-        arn = spec.get("LatestStreamArn", "")
-        stream = spec.get("StreamSpecification")
-        enabled = bool(stream and stream.get("StreamEnabled"))
-        if not arn or not enabled:
-            raise StreamsMissing(
-                f"{self.table} has no stream: run `manage.py ddb_setup` with every region in "
-                "DDB_REGIONS"
-            )
-        if arn != self.arn:
-            self.arn, self.shards = arn, {}
-        start: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"StreamArn": self.arn}
-            if start:
-                kwargs["ExclusiveStartShardId"] = start
-            description = self.streams.describe_stream(**kwargs)["StreamDescription"]
-            for shard in description.get("Shards", []):
-                self.shards.setdefault(shard["ShardId"], _Shard(shard.get("ParentShardId")))
-            start = description.get("LastEvaluatedShardId")
-            if not start:
-                break
-        for shard_id, shard in self.shards.items():
-            parent = self.shards.get(shard.parent) if shard.parent else None
-            if shard.iterator is None and not shard.done and (parent is None or parent.done):
-                shard.iterator = self._iterator(shard_id, shard.last_seq)
-        self.refresh_at = time.monotonic() + REFRESH_EVERY_S
-
-    def _iterator(self, shard_id: str, after: str | None) -> str:
-        kwargs: dict[str, Any] = {"StreamArn": self.arn, "ShardId": shard_id}
-        if after:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
-        else:
-            kwargs["ShardIteratorType"] = "TRIM_HORIZON"
-        return self.streams.get_shard_iterator(**kwargs)["ShardIterator"]
-
-    def read(self) -> Iterator[Change]:
-        if time.monotonic() >= self.refresh_at:
-            self.refresh()
-        for shard_id, shard in list(self.shards.items()):
-            if shard.iterator is None:
-                continue
-            try:
-                answer = self.streams.get_records(ShardIterator=shard.iterator, Limit=1000)
-            except ClientError as exc:
-                code = exc.response["Error"]["Code"]
-                if code not in ("ExpiredIteratorException", "TrimmedDataAccessException"):
-                    self.refresh_at = 0.0
-                    raise
-                after = shard.last_seq if code == "ExpiredIteratorException" else None
-                shard.iterator = self._iterator(shard_id, after)
-                continue
-            seen = time.time()
-            for record in answer.get("Records", []):
-                data = record["dynamodb"]
-                shard.last_seq = data.get("SequenceNumber", shard.last_seq)
-                created = data.get("ApproximateCreationDateTime")
-                yield Change(
-                    table=self.table,
-                    keys=data["Keys"],
-                    old_image=data.get("OldImage"),
-                    new_image=None if record["eventName"] == "REMOVE" else data.get("NewImage"),
-                    created=created.timestamp() if created else 0.0,
-                    seen=seen,
-                )
-            shard.iterator = answer.get("NextShardIterator")
-            if shard.iterator is None:
-                # Closed and read to its end: its children may start now.
-                shard.done = True
-                self.refresh_at = 0.0
 
 
 class Replicator:
@@ -232,6 +118,7 @@ class Replicator:
         self._idle_rounds = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="replicate")
 
     def check_streams(self) -> None:
         """Find every stream now: raises ``StreamsMissing`` or a connection error."""
@@ -239,44 +126,66 @@ class Replicator:
             tail.refresh()
 
     def step(self) -> int:
-        """One round: read every stream once and make the writes that are due; return
-        how many records were read."""
+        """One round: read every stream once, then make the writes that are due; return
+        how many records were read. Streams are read, and writes to distinct items made,
+        side by side; the bookkeeping stays on this thread, and a round's writes are all
+        answered before the next round reads (so each is expected back before it comes)."""
         read = 0
-        for tail in self.tails:
-            try:
-                for change in tail.read():
-                    read += 1
-                    self.resolver.observe(tail.rank, change)
-            except (BotoCoreError, ClientError) as exc:
-                log.warning(
-                    "replicate_regions: reading %s in %s failed: %s",
-                    self.labels[tail.table],
-                    self.regions[tail.rank].name,
-                    exc,
-                )
+        for tail, changes in zip(self.tails, self._pool.map(self._read, self.tails), strict=True):
+            for change in changes:
+                read += 1
+                self.resolver.observe(tail.rank, change)
+        by_item: dict[tuple[int, str, str], list[Apply]] = defaultdict(list)
         for owed in self.resolver.due(time.time()):
-            self._apply(owed)
+            by_item[(owed.destination, owed.table, key_id(owed.keys))].append(owed)
+        for outcomes in self._pool.map(self._write, by_item.values()):
+            for owed, old_image, failed in outcomes:
+                if failed:
+                    self.resolver.retry(owed, time.time() + RETRY_AFTER_S)
+                else:
+                    self._applied(owed, old_image)
         self.records_read += read
         self.rounds += 1
         self._idle_rounds = self._idle_rounds + 1 if not read and self.resolver.settled() else 0
         return read
 
-    def _apply(self, owed: Apply) -> None:
-        dynamodb, _ = self.clients[owed.destination]
+    def _read(self, tail: StreamTail) -> list[Change]:
+        changes: list[Change] = []
         try:
-            if owed.version.image is None:
-                answer = dynamodb.delete_item(
-                    TableName=owed.table, Key=owed.keys, ReturnValues="ALL_OLD"
-                )
-            else:
-                answer = dynamodb.put_item(
-                    TableName=owed.table, Item=owed.version.image, ReturnValues="ALL_OLD"
-                )
-        except (BotoCoreError, ClientError) as exc:
-            log.warning("replicate_regions: write to %s failed, retrying: %s", owed.table, exc)
-            self.resolver.retry(owed, time.time() + RETRY_AFTER_S)
-            return
-        self.resolver.applied(owed, answer.get("Attributes"))
+            changes.extend(tail.read())
+        except (BotoCoreError, ClientError, StreamsMissing) as exc:
+            # What was read before the failure is kept: its shard positions moved on.
+            log.warning(
+                "replicate_regions: reading %s in %s failed: %s",
+                self.labels[tail.table],
+                self.regions[tail.rank].name,
+                exc,
+            )
+        return changes
+
+    def _write(self, owed_in_order: list[Apply]) -> list[tuple[Apply, Image, bool]]:
+        """The writes owed to one item in one region, in order: (write, image found, failed)."""
+        out: list[tuple[Apply, Image, bool]] = []
+        for owed in owed_in_order:
+            dynamodb, _ = self.clients[owed.destination]
+            try:
+                if owed.version.image is None:
+                    answer = dynamodb.delete_item(
+                        TableName=owed.table, Key=owed.keys, ReturnValues="ALL_OLD"
+                    )
+                else:
+                    answer = dynamodb.put_item(
+                        TableName=owed.table, Item=owed.version.image, ReturnValues="ALL_OLD"
+                    )
+            except (BotoCoreError, ClientError) as exc:
+                log.warning("replicate_regions: write to %s failed, retrying: %s", owed.table, exc)
+                out.append((owed, None, True))
+                continue
+            out.append((owed, answer.get("Attributes"), False))
+        return out
+
+    def _applied(self, owed: Apply, old_image: Image) -> None:
+        self.resolver.applied(owed, old_image)
         self.writes += 1
         seconds = max(0.0, time.time() - owed.version.at)
         label = self.labels[owed.table]
@@ -328,6 +237,11 @@ class Replicator:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.close()
+
+    def close(self) -> None:
+        """Release the reading and writing threads (after ``run`` returned)."""
+        self._pool.shutdown(wait=True)
 
 
 def table_contents(client: DynamoDBClient, table: str) -> dict[str, str]:

@@ -136,6 +136,7 @@ class Resolver:
         self.echoes: dict[tuple[int, str, str], list[tuple[str, str]]] = defaultdict(list)
         self.echoes_dropped = 0
         self.conflicts_lost = 0
+        self.clocks = [0.0] * region_count
 
     def observe(self, region: int, change: Change) -> list[Apply]:
         """Take one record of ``region``'s stream; return the writes it makes owed."""
@@ -158,7 +159,11 @@ class Resolver:
         # The real service stamps a write in the region that takes it; DynamoDB Local
         # rounds ApproximateCreationDateTime down to the minute, so the time the record
         # was read bounds it from above, and the record's own stamp from below.
-        version = Version(max(change.created, change.seen), region, change.new_image, new)
+        # Records of one region are in write order (one stream, read in sequence): each
+        # is stamped strictly after the one before, even when read in the same batch.
+        at = max(change.created, change.seen, self.clocks[region] + 1e-6)
+        self.clocks[region] = at
+        version = Version(at, region, change.new_image, new)
         if winner is None or version.beats(winner):
             self.winners[item] = version
             return [

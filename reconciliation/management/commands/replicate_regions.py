@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.dynamo.client import regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem
-from reconciliation.ops.replicator import Replicator, StreamsMissing
+from reconciliation.ops.replicator import Replicator
 from reconciliation.ops.replicator_lww import Lag
+from reconciliation.ops.replicator_streams import StreamsMissing
 
 
 class Command(BaseCommand):
@@ -64,6 +65,7 @@ class Command(BaseCommand):
         )
         self.stdout.flush()
         replicator.run(stop)
+        replicator.close()
         for line in replicator.stats.summary_lines():
             self.stdout.write(line)
         self.stdout.write(

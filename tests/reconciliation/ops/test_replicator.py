@@ -68,6 +68,18 @@ def test_a_change_that_loses_to_a_later_write_brings_its_own_region_to_the_winne
     assert {o.version.digest for o in resolver.due(20.0)} == {digest(_item("a", v="Y"))}
 
 
+def test_records_of_one_region_read_in_one_batch_win_in_stream_order():
+    """Two changes to one item read in the same batch carry the same read time: the
+    later record still wins (and nothing is owed to its own region)."""
+    resolver = Resolver(2, Lag(0, 0))
+    x, y = _item("a", v="X"), _item("a", v="Y")
+    resolver.observe(0, _change("a", x, at=7.0))
+    owed = resolver.observe(0, _change("a", y, at=7.0, old=x))
+    assert [(o.destination, o.version.image) for o in owed] == [(1, y)]
+    assert resolver.conflicts_lost == 0
+    assert [o.version.image for o in resolver.due(7.0)] == [y]
+
+
 def test_a_tie_goes_to_the_region_listed_later_and_a_delete_is_a_tombstone():
     resolver = Resolver(2, Lag(0, 0))
     resolver.observe(1, _change("a", None, at=10.0, old=_item("a")))
