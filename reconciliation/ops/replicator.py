@@ -59,6 +59,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from reconciliation import metrics
 from reconciliation.dynamo.client import Region, TableNames
+from reconciliation.dynamo.tables import table_definitions
 from reconciliation.ops.replicator_lww import (
     Apply,
     Change,
@@ -244,11 +245,9 @@ class Replicator:
         self._pool.shutdown(wait=True)
 
 
-def table_contents(client: DynamoDBClient, table: str) -> dict[str, str]:
+def table_contents(client: DynamoDBClient, table: str, key_names: list[str]) -> dict[str, str]:
     """Every item of ``table`` as key id → content digest (a Scan: tests and ops only)."""
     out: dict[str, str] = {}
-    schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
-    key_names = [k["AttributeName"] for k in schema]
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     while True:
         page = client.scan(**kwargs)
@@ -264,9 +263,16 @@ def differences(
 ) -> dict[str, int]:
     """Per table, how many items are not identical in every region (empty: converged)."""
     clients = clients or [build_clients(region)[0] for region in regions]
+    keys_of = {
+        t.name: [t.hash_key[0]] + ([t.range_key[0]] if t.range_key else [])
+        for t in table_definitions(names)
+    }
+    scans = [(table, client) for table in names.all() for client in clients]
+    with ThreadPoolExecutor(max_workers=len(scans)) as pool:
+        found = list(pool.map(lambda s: table_contents(s[1], s[0], keys_of[s[0]]), scans))
     out: dict[str, int] = {}
-    for table in names.all():
-        contents = [table_contents(client, table) for client in clients]
+    for i, table in enumerate(names.all()):
+        contents = found[i * len(clients) : (i + 1) * len(clients)]
         keys = set().union(*contents)
         differing = sum(1 for k in keys if len({c.get(k) for c in contents}) > 1)
         if differing:

@@ -69,7 +69,15 @@ class StreamTail:
     refresh_at: float = 0.0
 
     def refresh(self) -> None:
-        spec = self.dynamodb.describe_table(TableName=self.table)["Table"]
+        try:
+            spec = self.dynamodb.describe_table(TableName=self.table)["Table"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            raise StreamsMissing(
+                f"{self.table} does not exist: run `manage.py ddb_setup` with every region in "
+                "DDB_REGIONS"
+            ) from None
         arn = spec.get("LatestStreamArn", "")
         stream = spec.get("StreamSpecification")
         enabled = bool(stream and stream.get("StreamEnabled"))

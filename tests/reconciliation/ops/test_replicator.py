@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
@@ -144,6 +144,13 @@ def _get(client, names: TableNames, intent: str) -> dict | None:
     return answer.get("Item")
 
 
+@pytest.mark.engines("moto")
+def test_a_single_region_keeps_its_tables_without_streams(ddb):
+    for name in ddb.tables.all():
+        spec = ddb.client.describe_table(TableName=name)["Table"]
+        assert not (spec.get("StreamSpecification") or {}).get("StreamEnabled")
+
+
 @pytestmark_local
 def test_every_table_has_a_full_image_stream_with_two_regions_and_setup_is_idempotent(
     two_regions, settings
@@ -234,7 +241,9 @@ def test_concurrent_writes_to_one_item_converge_to_the_later_writer_and_nothing_
 
 
 @pytestmark_local
-def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settings):
+def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settings, tmp_path):
+    """Run as make run would: its ReplicationLatency samples land in the multiprocess
+    folder /metrics sums."""
     env = {
         **os.environ,
         "DDB_REGIONS": settings.DDB_REGIONS,
@@ -243,7 +252,7 @@ def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settin
         "FAULT_INJECTION": "",
         "PYTHONUNBUFFERED": "1",
     }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)
     east, west = _clients()
     east.put_item(TableName=two_regions.pledges, Item=_item("before-start", v="1"))
     proc = subprocess.Popen(
@@ -273,3 +282,7 @@ def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settin
     assert "ReplicationLatency table=pledges us-east-1->eu-west-1 n=1" in out
     assert "ReplicationLatency table=pledges eu-west-1->us-east-1 n=1" in out
     assert "replicate_regions: stopped;" in out
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
+    labels = {"table": "pledges", "source": "eu-west-1", "destination": "us-east-1"}
+    assert registry.get_sample_value("dynamo_replication_latency_seconds_count", labels) == 1
