@@ -1,0 +1,170 @@
+"""The dashboard over two regions (issue 15): the queue page and its tab counts, "My
+cases", the resolved list, the approvals list, case search and the overview list and
+count the cases homed in both regions, each once, also when each region's table holds
+the other's cases as replicas. Before, every one of them read the first region only."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.casework.overrides import override_request
+from reconciliation.casework.selectors import case_detail
+from reconciliation.stores import case_store, case_tag
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.casework.test_regions_listings import open_cases, replicate
+
+pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def listed(html: str) -> Counter:
+    """How often each case is linked on the page."""
+    return Counter(re.findall(r'href="/cases/(C-[A-Za-z0-9-]+)/"', html))
+
+
+def assert_listed_once_each(html: str, ids: list[str]) -> None:
+    """Exactly ``ids`` are linked, each as often as the others (a case listed twice
+    would be linked twice as often)."""
+    links = listed(html)
+    assert set(links) == set(ids), (sorted(links), sorted(ids))
+    assert len(set(links.values())) == 1, links
+
+
+def both_regions(ids: list[str]) -> None:
+    assert {case_tag(i) for i in ids} == {"", "eu-west-1"}
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
+def test_queue_page_lists_and_counts_both_regions(two_regions, client, replicated):
+    ids = open_cases()
+    both_regions(ids)
+    if replicated:
+        replicate()
+    sign_in(client)
+    page = client.get("/queues/stuck/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'aria-current="page">Stuck claims <span class="badge">6</span>' in html
+    assert_listed_once_each(html, ids)
+    for sort in ("newest", "amount_desc", "fund"):
+        fragment = client.get(f"/queues/stuck/?sort={sort}", **HX).content.decode()
+        assert_listed_once_each(fragment, ids)
+    arts = client.get("/queues/stuck/?fund=ARTS", **HX).content.decode()
+    assert_listed_once_each(arts, [ids[1], ids[4]])
+
+
+def test_queue_page_follows_its_cursor_over_both_regions(two_regions, client, monkeypatch):
+    """ "Load more" pages through both regions: every case once; a forged cursor is 400."""
+    monkeypatch.setattr("dashboard.views.queues.PAGE_SIZE", 2)
+    ids = open_cases()
+    sign_in(client)
+    seen: Counter = Counter()
+    url = "/queues/stuck/"
+    for _ in range(5):
+        html = client.get(url, **HX).content.decode()
+        rows = re.findall(r'<td class="mono"><a href="/cases/(C-[A-Za-z0-9-]+)/">', html)
+        seen.update(rows)
+        more = re.search(r'hx-get="(/queues/stuck/\?[^"]*cursor=[^"]+)"', html)
+        if not more:
+            break
+        url = more.group(1).replace("&amp;", "&")
+    assert seen == Counter(ids)
+    assert client.get("/queues/stuck/?cursor=forged").status_code == 400
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
+def test_my_cases_resolved_and_approvals_list_both_regions(two_regions, client, replicated):
+    ids = open_cases()
+    ada = staff_actor("ada")
+    for case_id in ids[:2]:
+        case_assign(case_id=case_id, actor=ada, seen_version=1, store=case_store(case_id))
+    for case_id in ids[2:4]:
+        case_dispose(
+            case_id=case_id,
+            disposition="RETRY_COMMIT",
+            actor=ada,
+            seen_version=1,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text="The worker died before committing; retry it.",
+            store=case_store(case_id),
+        )
+    for case_id in ids[4:]:
+        override_request(
+            case_id=case_id,
+            override="RELEASE_CLAIM",
+            actor=ada,
+            seen_version=1,
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client says the request never reached them.",
+            store=case_store(case_id),
+        )
+    if replicated:
+        replicate()
+    sign_in(client, "finance_staff", username="ada")
+    assert_listed_once_each(client.get("/queues/mine/").content.decode(), ids[:2])
+    with clock.travel(60):
+        resolved = client.get("/queues/resolved/").content.decode()
+    assert_listed_once_each(resolved, ids[2:4])
+    client.logout()
+    sign_in(client, "supervisor", username="sam")
+    approvals = client.get("/approvals/").content.decode()
+    assert_listed_once_each(approvals, ids[4:])
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
+def test_search_finds_second_region_cases(two_regions, client, replicated):
+    from dashboard.models import ApiToken
+
+    ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
+    ids = open_cases()
+    if replicated:
+        replicate()
+    second = ids[1]
+    assert case_tag(second) == "eu-west-1"
+    sign_in(client)
+    assert_listed_once_each(client.get(f"/cases/?q={second.lower()}").content.decode(), [second])
+    key = case_detail(second, store=case_store(second)).idempotency_key
+    assert_listed_once_each(client.get(f"/cases/?q={key}").content.decode(), [second])
+    # The queue page's intent-id search reads the intent's home region.
+    assert_listed_once_each(client.get(f"/queues/stuck/?q=acme%23{key}").content.decode(), [second])
+    donors = client.get("/cases/?q=D-1").content.decode()  # odd specs: all in eu-west-1
+    assert_listed_once_each(donors, ids[1::2])
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
+def test_overview_counts_totals_and_attention_over_both_regions(
+    two_regions, client, settings, replicated
+):
+    settings.QUEUE_SLA_HOURS = "stuck=5.5"
+    ids = open_cases()
+    for case_id in ids[:2]:
+        override_request(
+            case_id=case_id,
+            override="RELEASE_CLAIM",
+            actor=staff_actor("ada"),
+            seen_version=1,
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client says the request never reached them.",
+            store=case_store(case_id),
+        )
+    if replicated:
+        replicate()
+    sign_in(client, "supervisor")
+    html = client.get("/").content.decode()
+    row = re.search(r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html)
+    assert row.group(1) == "4"
+    assert f'<a href="/cases/{ids[2]}/" title="opened' in html  # the oldest of either region
+    ageing = html[html.index('<table class="ageing">') :]
+    stuck_row = re.search(r"<th scope=\"row\">Stuck claims</th>(.*?)</tr>", ageing, re.S).group(1)
+    assert re.findall(r'<td class="num">(\d+)</td>', stuck_row) == ["0", "0", "4", "0"]
+    assert "<strong>2</strong> override requests waiting for approval" in html
+    assert "<strong>2</strong> cases in" in html  # past the stuck SLA: ids[2] and ids[3]
+    # The amount at risk: both regions' open cases (250.00 in all, every case open).
+    assert "250.00" in html
