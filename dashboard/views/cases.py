@@ -58,7 +58,7 @@ from reconciliation.casework.suggestions import (
     resolution_words,
 )
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.stores import Store, case_store
+from reconciliation.stores import Store, case_store, every_store
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class EvidenceRead:
         if case.is_drift:
             return  # a fund-level finding: no claim or pledge of its own to read
         try:
-            self.evidence = case_evidence(case, store=store)
+            self.evidence = case_evidence(case, store=store, ledger_stores=every_store())
         except (ClientError, BotoCoreError, RetriesExhausted) as exc:
             # The page still answers: it says the evidence is unknown and offers what the
             # services accept (they read the evidence again before acting).
