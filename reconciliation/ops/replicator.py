@@ -15,21 +15,24 @@ What it models of Global Tables:
 - **Write time.** The real service stamps a write in the region that takes it. DynamoDB
   Local rounds a record's ``ApproximateCreationDateTime`` down to the minute, too coarse
   to order writes, so a change's time is when the stand-in read it from the stream
-  (never earlier than its ``ApproximateCreationDateTime``): exact to one poll interval
-  (default 50 ms). Two writes to one item in two regions within one poll interval are
-  ordered as they were read, which may differ from their true order; every region still
-  ends up with the same one.
+  (never earlier than its ``ApproximateCreationDateTime``, and each record of a region
+  strictly after the one before): late by at most one round (every stream is read side
+  by side, then a 50 ms pause; ~100 ms a round on a busy machine). Two writes to one
+  item in two regions within one round are ordered by when each stream answered, which
+  may differ from their true order; every region still ends up with the same one.
 - **Its own writes never come back.** A write it makes to region B appears in B's
   stream; it is recognised by (region, table, key, image before, image after) and
   dropped, so nothing loops. Items carry no marker attribute. A write that would change
   nothing (the region already holds that image) leaves no record and is expected none.
 - **Lag.** A change is applied no earlier than the lag after the stand-in read it
   (``--lag-ms N``, default 1000, or ``--lag-ms LOW-HIGH``, drawn per change).
-- **ReplicationLatency.** Per table and direction, the time from a change's write to its
+- **ReplicationLatency.** Per table and direction, the time from a change's write time
+  (above: it leaves out the up to one round before the stand-in read it) to its
   application elsewhere: the ``dynamo_replication_latency_seconds`` histogram (reaches
   /metrics through ``PROMETHEUS_MULTIPROC_DIR`` like the other processes), a log line
-  ``ReplicationLatency table=… p50=… max=…`` per table every minute, and a summary on
-  stop.
+  ``ReplicationLatency table=… p50=… max=…`` per table every minute, and a summary per
+  direction on stop. A write that repairs a region's own later write, which a
+  replicated older version overtook there, counts with that region as both ends.
 - **Streams.** Each shard is read from its trim horizon (so nothing written before the
   stand-in started is missed; a restart replays the streams, which converges to each
   item's latest image in the region read last). A closed shard's children are read after
@@ -38,10 +41,11 @@ What it models of Global Tables:
 What it does not model: transactions are not isolated across regions (a transaction's
 items reach another region one by one, each after its own lag); conditional writes are
 checked against the local replica only, as on the real service; no per-attribute merge;
-TTL deletions replicate like any delete; no 24-hour stream retention, no throttling or
-replica outages; the per-item tracker lives in memory (one process replicates; a restart
-loses the versions it knew). Tests wait with ``wait_converged`` (every region's every
-table holds identical items: a Scan, for tests and ops tooling only) or
+TTL deletions replicate like any delete; no 24-hour stream retention, no throttling,
+no replica outages or region removal; one process replicates and keeps the per-item
+tracker in memory (it grows with the items changed; a restart forgets which writes
+were its own and replays the streams). Tests wait with ``wait_converged`` (every
+region's every table holds identical items: a Scan, for tests and ops tooling only) or
 ``Replicator.wait_idle``.
 """
 
