@@ -200,8 +200,8 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
                 # Committed; only the claim's finalisation was lost: the case (if any)
                 # or the next replay reads the durable record.
                 continue
-            case = by_id.get(claim.get("case_id") or "")
-            if case is None:
+            followed = by_id.get(claim.get("case_id") or "")
+            if followed is None:
                 problems.append(f"{claim['pk']}: PENDING past its lease with no case (lost)")
     return report
 

@@ -125,7 +125,7 @@ def run_verify(*args: str) -> tuple[int, list[str]]:
     try:
         call_command("verify_audit", *args, stdout=out, stderr=io.StringIO())
     except SystemExit as exc:
-        return int(exc.code), out.getvalue().splitlines()
+        return (exc.code if isinstance(exc.code, int) else 1), out.getvalue().splitlines()
     return 0, out.getvalue().splitlines()
 
 
