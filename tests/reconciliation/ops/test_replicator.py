@@ -25,6 +25,7 @@ from reconciliation.ops.replicator import (
     wait_converged,
 )
 from reconciliation.ops.replicator_lww import Change, Lag, Resolver, digest
+from reconciliation.ops.replicator_streams import StreamTail
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -116,6 +117,51 @@ def test_a_write_that_overtook_a_local_change_is_repaired():
     (again,) = [o for o in resolver.due(2.0) if o.destination == 1]
     resolver.applied(again, z)
     assert resolver.observe(1, _change("a", y, at=2.1, old=z)) == []
+
+
+class _RolledStream:
+    """A stream whose first shard closed and rolled over to a child (DynamoDB Local
+    rolls no shard within a test's time): answers as DynamoDB Streams does."""
+
+    def __init__(self):
+        self.pages = {
+            "parent:0": ([_record("1", "1")], "parent:1"),
+            "parent:1": ([], None),  # closed, read to its end
+            "child:0": ([_record("2", "2")], "child:1"),
+            "child:1": ([], "child:1"),
+        }
+
+    def describe_table(self, TableName):
+        return {"Table": {"LatestStreamArn": "arn", "StreamSpecification": {"StreamEnabled": True}}}
+
+    def describe_stream(self, StreamArn):
+        shards = [{"ShardId": "child", "ParentShardId": "parent"}, {"ShardId": "parent"}]
+        return {"StreamDescription": {"Shards": shards}}
+
+    def get_shard_iterator(self, StreamArn, ShardId, ShardIteratorType, **_):
+        assert ShardIteratorType == "TRIM_HORIZON"
+        return {"ShardIterator": f"{ShardId}:0"}
+
+    def get_records(self, ShardIterator, Limit):
+        records, following = self.pages[ShardIterator]
+        return {"Records": records, "NextShardIterator": following}
+
+
+def _record(intent: str, seq: str) -> dict:
+    keys = {"intent_id": {"S": intent}}
+    return {
+        "eventName": "INSERT",
+        "dynamodb": {"Keys": keys, "NewImage": keys, "SequenceNumber": seq},
+    }
+
+
+def test_a_rolled_over_shard_is_read_after_its_parent_from_its_trim_horizon():
+    stream = _RolledStream()
+    tail = StreamTail(0, "t", stream, stream)
+    assert [c.keys["intent_id"]["S"] for c in tail.read()] == ["1"]
+    assert list(tail.read()) == []  # the parent closes; its child starts at the next look
+    assert [c.keys["intent_id"]["S"] for c in tail.read()] == ["2"]
+    assert tail.shards["parent"].done and not tail.shards["child"].done
 
 
 # --- against two DynamoDB Local engines -----------------------------------------------
