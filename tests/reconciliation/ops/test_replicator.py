@@ -266,13 +266,16 @@ def test_concurrent_writes_to_one_item_converge_to_the_later_writer_and_nothing_
     two_regions,
 ):
     east, west = _clients()
-    with running(two_regions, "1000") as replicator:
+    with running(two_regions, "2000") as replicator:
         east.put_item(TableName=two_regions.pledges, Item=_item("k", v="east"))
         east.put_item(TableName=two_regions.ledger, Item={"fund": {"S": "GENERAL#USD"}})
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while replicator.records_read < 2:  # east's writes are read: west writes later
+            assert time.monotonic() < deadline, "the replicator never read east's writes"
+            time.sleep(0.01)
+        # West writes the same item before east's version reaches it (lag 2 s).
+        assert _get(west, two_regions, "k") is None
         west.put_item(TableName=two_regions.pledges, Item=_item("k", v="west"))
-        # Both writes are made before either is applied (lag 1 s).
-        assert _get(east, two_regions, "k") == _item("k", v="east")
         wait_converged(regions(), two_regions, timeout=10)
         replicator.wait_idle(10)
         assert _get(east, two_regions, "k") == _item("k", v="west")
