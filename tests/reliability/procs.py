@@ -293,3 +293,50 @@ class Tally:
         return Counter(
             {k.split()[1]: v for k, v in self.statuses.items() if k.startswith(kind + " ")}
         )
+
+
+# --- several regions (docs/regions.md) ----------------------------------------------------
+
+
+def regional_env(env: dict, region: str, **extra: str) -> dict:
+    """``env`` for a process running in ``region`` (``AWS_REGION``, as AWS sets it where
+    the compute runs); ``DDB_REGIONS`` in ``env`` names every region's engine."""
+    return {**env, "AWS_REGION": region, **extra}
+
+
+class ReplicatorProcess:
+    """``manage.py replicate_regions --lag-ms LAG`` (the Global Tables stand-in) between
+    the engines that ``env``'s ``DDB_REGIONS`` names. Its log ends, after a SIGTERM, with
+    one ``ReplicationLatency`` line per table and direction (:meth:`latency`)."""
+
+    def __init__(self, env: dict, log_dir: Path, *, lag_ms: str = "200-2000"):
+        self.lag_ms = lag_ms
+        self.process = Process(
+            [sys.executable, "manage.py", "replicate_regions", "--lag-ms", lag_ms],
+            env={**env, "FAULT_INJECTION": ""},
+            log_path=log_dir / "replicate-regions.log",
+        )
+
+    def start(self) -> ReplicatorProcess:
+        self.process.start()
+        wait_for(
+            lambda: "replicate_regions:" in self.process.log() or not self.process.alive(),
+            timeout=60,
+            what="replicate_regions to start",
+        )
+        assert self.process.alive(), self.process.tail()
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def latency(self) -> dict[str, dict[str, str]]:
+        """``table src->dst`` → ``{"n", "p50", "p99", "max"}`` from the stop summary."""
+        out: dict[str, dict[str, str]] = {}
+        for line in self.process.log().splitlines():
+            if not line.startswith("ReplicationLatency table=") or "->" not in line:
+                continue
+            label, _, rest = line.removeprefix("ReplicationLatency table=").partition(" n=")
+            fields = dict(part.split("=", 1) for part in f"n={rest}".split())
+            out[label] = fields
+        return out
