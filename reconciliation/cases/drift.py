@@ -31,10 +31,12 @@ Rules:
 - Confirmation: a difference is read again after ``LEDGER_DRIFT_CONFIRM_MS`` (its
   region's new changes and its ledger). If anything of that fund moved meanwhile, it is
   left to the next run; a case opens only for a difference that held still.
-- Reported once: an opened difference is added to the scope's ``accepted`` offset, so
-  the same difference never opens a second case. When its case is resolved as
-  DRIFT_CORRECTED (finance made its own adjustment), the offset is dropped, so the
-  corrected ledger matches again; DRIFT_EXPLAINED keeps it. Nothing here writes money.
+- Reported once: while a scope's case is open, a difference equal to what its open cases
+  report (or back to none: finance corrected it first) opens nothing; only what differs
+  beyond them opens a new case, for that part. A case resolved as DRIFT_EXPLAINED makes
+  its difference part of the scope's ``accepted`` offset for good; DRIFT_CORRECTED does
+  not (finance made its own adjustment, so the ledger is expected to match again).
+  Nothing here writes money.
 - Checkpoint: one item in the first region's ledger table (``#DRIFT#CHECKPOINT``), written
   only if its version is still the one this run read, so of two concurrent runs one
   advances it; case ids derive from scope, fund, currency and that version, so the other
@@ -139,16 +141,30 @@ def _pledges(changes: list[Change], home: Callable[[str], Store], by_tag: dict) 
 
 
 def _settle_resolved(ckpt: Checkpoint, store: Store) -> None:
-    """Drop the cases resolved since the last run; a DRIFT_CORRECTED one takes its
-    accepted difference with it (finance brought the ledger back)."""
+    """Drop the cases resolved since the last run (one GetItem per open drift case); a
+    DRIFT_EXPLAINED one leaves its difference accepted for good."""
     for case_id, meta in list(ckpt.open.items()):
         case = CaseRepository(store).get(case_id)
         if case is None or not case.is_resolved:
             continue
-        if (case.resolution or {}).get("disposition") == Disposition.DRIFT_CORRECTED:
+        if (case.resolution or {}).get("disposition") == Disposition.DRIFT_EXPLAINED:
             scope = ckpt.accepted.setdefault(meta["scope"], {})
-            scope[meta["key"]] = scope.get(meta["key"], Decimal(0)) - Decimal(meta["difference"])
+            scope[meta["key"]] = scope.get(meta["key"], Decimal(0)) + Decimal(meta["difference"])
         del ckpt.open[case_id]
+
+
+def _pending(ckpt: Checkpoint, scope: str, key: str) -> Decimal:
+    """What the scope's open cases report for ``key``."""
+    open_cases = ckpt.open.values()
+    found = (Decimal(m["difference"]) for m in open_cases if (m["scope"], m["key"]) == (scope, key))
+    return sum(found, Decimal(0))
+
+
+def _beyond(ckpt: Checkpoint, scope: str, key: str, diff: Decimal) -> Decimal:
+    """The part of ``diff`` (net of accepted differences) no open case reports: none when
+    it equals theirs, or when it is gone (corrected before its case was resolved)."""
+    pending = _pending(ckpt, scope, key)
+    return Decimal(0) if diff in (0, pending) else diff - pending
 
 
 def ledger_drift_check(
@@ -234,11 +250,11 @@ def ledger_drift_check(
     for key in sorted(keys):
         for store in stores:
             diff = ledgers[store.tag][key] - expected[store.tag][key]
-            diff -= _accepted(ckpt, store.tag, key)
+            diff = _beyond(ckpt, store.tag, key, diff - _accepted(ckpt, store.tag, key))
             if diff:
                 findings.append((store.tag, key, diff))
         overall = sum((expected[s.tag][key] for s in stores), Decimal(0)) - pledge_side[key]
-        overall -= _accepted(ckpt, ALL, key)
+        overall = _beyond(ckpt, ALL, key, overall - _accepted(ckpt, ALL, key))
         if overall:
             findings.append((ALL, key, overall))
     if findings:
@@ -262,7 +278,7 @@ def ledger_drift_check(
             "currency": currency,
             "ledger_total": str(sum(ledgers[t][key] for t in by_tag if scope in (ALL, t))),
             "pledges_total": str(pledge_side[key] if scope == ALL else expected[scope][key]),
-            "already_reported": str(_accepted(ckpt, scope, key)),
+            "already_reported": str(_accepted(ckpt, scope, key) + _pending(ckpt, scope, key)),
             "difference": str(diff),
             "since": after,
             "until": until,
@@ -273,8 +289,6 @@ def ledger_drift_check(
         report.opened.append(case_id)
         metrics.LEDGER_DRIFT_FOUND.labels("all" if scope == ALL else "region").inc()
         new.open[case_id] = {"scope": scope, "key": key, "difference": str(diff)}
-        bucket = new.accepted.setdefault(scope, {})
-        bucket[key] = bucket.get(key, Decimal(0)) + diff
     try:
         CheckpointRepository(first).put(new, seen=ckpt.version)
     except ClientError as exc:

@@ -120,9 +120,9 @@ class Checkpoint:
     """Where the check stands: everything at or before ``watermark`` is in ``expected``
     (per region tag: each ``fund#currency``'s ledger as its receipts and voids say) and
     in ``pledges`` (per ``fund#currency``: the sum of RECORDED pledges); ``accepted`` holds
-    the differences already reported (per scope, region tag or ``ALL``), ``open`` the
-    cases carrying them, ``reported`` the duplicate intents already counted whose receipts
-    are still inside the settle window."""
+    the differences explained for good (per scope, region tag or ``ALL``), ``open`` the
+    open cases and what each reports, ``reported`` the duplicate intents already counted
+    whose receipts are still inside the settle window."""
 
     version: int = 0
     watermark: str = ""

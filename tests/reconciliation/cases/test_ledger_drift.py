@@ -12,10 +12,12 @@ from prometheus_client import REGISTRY
 
 from reconciliation.cases.drift import ledger_drift_check
 from reconciliation.cases.drift_reads import ALL
-from reconciliation.cases.models import LEDGER_DRIFT, Queue
+from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims import intake as service
 from reconciliation.stores import every_store, first_store, home_store
+from tests.conftest import staff_actor
 from tests.reconciliation.factories import submit
 from tests.reconciliation.test_regions_routing import keys_homed
 
@@ -79,12 +81,7 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
         assert submit(key, amount="10.00").kind == service.CREATED
     assert run()[0].opened == []
     store = first_store()
-    store.client.update_item(
-        TableName=store.tables.ledger,
-        Key={"fund": {"S": "GENERAL#USD#0"}},
-        UpdateExpression="ADD pledged_total :a",
-        ExpressionAttributeValues={":a": {"N": "5"}},
-    )
+    tamper(store, "5")
     report, _ = run()
     [case_id] = report.opened
     case = CaseRepository(store).get(case_id)
@@ -97,6 +94,39 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
     assert case.amount == 5 and case.intent_id == "" and case.claim_pk == ""
     # Reported once: the same difference opens nothing on the next runs.
     assert run()[0].opened == [] and run()[0].opened == []
+    # Finance corrects the ledger with its own adjustment, then records it: nothing new.
+    tamper(store, "-5")
+    assert run()[0].opened == []
+    dispose(case_id, "DRIFT_CORRECTED")
+    assert run()[0].opened == [] and run()[0].opened == []
+    # A later, different difference is a case of its own.
+    tamper(store, "2")
+    [later] = run()[0].opened
+    assert later != case_id
+    assert Decimal(CaseRepository(store).get(later).evidence["drift"]["difference"]) == 2
+
+
+def tamper(store, amount: str) -> None:
+    store.client.update_item(
+        TableName=store.tables.ledger,
+        Key={"fund": {"S": "GENERAL#USD#0"}},
+        UpdateExpression="ADD pledged_total :a",
+        ExpressionAttributeValues={":a": {"N": amount}},
+    )
+
+
+def dispose(case_id: str, disposition: str) -> None:
+    case = CaseRepository(first_store()).get(case_id)
+    result = case_dispose(
+        case_id=case_id,
+        disposition=disposition,
+        actor=staff_actor("fin"),
+        seen_version=case.version,
+        reason_code="DATA_CORRECTION",
+        reason_text="Checked against the finance journal.",
+        store=first_store(),
+    )
+    assert result.case.state == RESOLVED
 
 
 def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, settings):
@@ -133,6 +163,9 @@ def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, se
         again, _ = run()
         assert again.opened == [] and again.duplicates == []
     assert duplicates_counted() == counted + 1
+    # Explained (the donor was refunded elsewhere): the difference stays, and stays quiet.
+    dispose(case_id, "DRIFT_EXPLAINED")
+    assert run()[0].opened == [] and run()[0].opened == []
 
 
 def test_two_runs_from_one_checkpoint_advance_it_once(quick):
