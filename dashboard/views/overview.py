@@ -19,7 +19,7 @@ from reconciliation.casework.selectors import (
     recent_audit_events,
     totals_by_currency,
 )
-from reconciliation.stores import every_store, first_store
+from reconciliation.stores import every_store
 
 APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
@@ -60,9 +60,7 @@ def overview(request: StaffRequest) -> HttpResponse:
         "approval_count": counts.get(QUEUE_APPROVAL, 0),
         "approvals": attention.waiting,
         "attention": _attention(attention),
-        "events": recent_audit_events(
-            limit=EVENTS_SHOWN, performed_by=own_only, store=first_store()
-        ),
+        "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, stores=stores),
         "events_own_only": bool(own_only),
     }
     return render_page(request, "overview.html", "summary", context)

@@ -360,9 +360,12 @@ def case_timeline(case_id: str, store: Store) -> list[dict]:
     return AuditRepository(store).stream_events(f"CASE#{case_id}")
 
 
-def recent_audit_events(*, store: Store, limit: int = 20, performed_by: str = "") -> list[dict]:
-    """The newest ``limit`` audit events of today and yesterday (UTC), newest first;
-    only ``performed_by``'s when given (:func:`policy.audit_visible_performer`).
+def recent_audit_events(
+    *, stores: Sequence[Store], limit: int = 20, performed_by: str = ""
+) -> list[dict]:
+    """The newest ``limit`` audit events of today and yesterday (UTC) in every region of
+    ``stores`` (each region's own streams), newest first; only ``performed_by``'s when
+    given (:func:`policy.audit_visible_performer`).
 
     The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
     opens yesterday only when today holds fewer than ``limit``: never a Scan."""
@@ -374,7 +377,7 @@ def recent_audit_events(*, store: Store, limit: int = 20, performed_by: str = ""
     from reconciliation.dynamo.items import from_item
 
     reader = DayIndexReader(
-        AuditRepository(store),
+        AuditRepository(stores[0]) if len(stores) == 1 else stores,
         AuditFilters.build(default_days=2, performed_by=performed_by),
         descending=True,
         page_limit=limit,

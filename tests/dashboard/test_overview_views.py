@@ -81,12 +81,12 @@ def test_recent_audit_events_newest_first_across_two_days(ddb):
         stuck_case("ov-yesterday")
     for n in range(3):
         stuck_case(f"ov-today-{n}")
-    events = recent_audit_events(limit=50, store=first_store())
+    events = recent_audit_events(limit=50, stores=[first_store()])
     stamps = [e["at"] for e in events]
     assert stamps == sorted(stamps, reverse=True)
     assert any(e.get("intent_id") == "acme#ov-yesterday" for e in events)
-    assert len(recent_audit_events(limit=2, store=first_store())) == 2
-    assert recent_audit_events(limit=2, store=first_store())[0]["at"] == stamps[0]
+    assert len(recent_audit_events(limit=2, stores=[first_store()])) == 2
+    assert recent_audit_events(limit=2, stores=[first_store()])[0]["at"] == stamps[0]
 
 
 def test_case_timeline_is_the_case_stream(ddb):

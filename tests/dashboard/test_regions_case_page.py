@@ -67,3 +67,14 @@ def test_a_commit_retry_records_the_pledge_in_the_cases_region(two_regions, clie
     pledge = PledgeRepository(second).get(f"acme#{key}")
     assert pledge is not None and "@eu-west-1#" in pledge.ledger_key
     assert PledgeRepository(first).get(f"acme#{key}") is None
+
+
+def test_the_overviews_latest_events_come_from_every_region(two_regions, client):
+    from reconciliation.casework.selectors import recent_audit_events
+
+    [key] = keys_homed("eu-west-1", "events")
+    [case_id] = stuck_cases([key])
+    streams = [e["stream"] for e in recent_audit_events(stores=every_store(), limit=50)]
+    assert f"CASE#{case_id}" in streams
+    sign_in(client)
+    assert case_id in client.get("/").content.decode()
