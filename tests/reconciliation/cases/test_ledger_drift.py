@@ -8,13 +8,15 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
 from reconciliation.cases.drift import ledger_drift_check
-from reconciliation.cases.drift_reads import ALL
+from reconciliation.cases.drift_reads import ALL, CheckpointRepository
 from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
 from reconciliation.stores import every_store, first_store, home_store
 from tests.conftest import staff_actor
@@ -106,10 +108,10 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
     assert Decimal(CaseRepository(store).get(later).evidence["drift"]["difference"]) == 2
 
 
-def tamper(store, amount: str) -> None:
+def tamper(store, amount: str, shard: str = "GENERAL#USD#0") -> None:
     store.client.update_item(
         TableName=store.tables.ledger,
-        Key={"fund": {"S": "GENERAL#USD#0"}},
+        Key={"fund": {"S": shard}},
         UpdateExpression="ADD pledged_total :a",
         ExpressionAttributeValues={":a": {"N": amount}},
     )
@@ -169,12 +171,28 @@ def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, se
 
 
 def test_two_runs_from_one_checkpoint_advance_it_once(quick):
+    """A run that read the checkpoint at a version another run has since advanced
+    cannot write it: one of two concurrent runs advances it."""
     run()
     submit(keys_homed("us-east-1", "race")[0])
     store = first_store()
-    from reconciliation.cases.drift_reads import CheckpointRepository
-
     seen = CheckpointRepository(store).get()
     run()
-    with pytest.raises(Exception, match="ConditionalCheckFailed"):
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
         CheckpointRepository(store).put(seen, seen=seen.version)
+
+
+def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
+    """``manage.py sweep`` (``sweep_all``) runs the check, no more often than
+    ``LEDGER_DRIFT_INTERVAL_S``, and reports its cases as opened."""
+    settings.LEDGER_DRIFT_INTERVAL_S = 0
+    sweep_all(every_store(), home=home_store)
+    assert submit(keys_homed("eu-west-1", "sweep")[0]).kind == service.CREATED
+    assert sweep_all(every_store(), home=home_store).opened == []
+    tamper(every_store()[1], "7", shard="GENERAL#USD@eu-west-1#0")
+    settings.LEDGER_DRIFT_INTERVAL_S = 3600
+    assert sweep_all(every_store(), home=home_store).opened == []  # not due yet
+    settings.LEDGER_DRIFT_INTERVAL_S = 0
+    [case_id] = sweep_all(every_store(), home=home_store).opened
+    drift = CaseRepository(first_store()).get(case_id).evidence["drift"]
+    assert drift["regions"] == ["eu-west-1"] and Decimal(drift["difference"]) == 7
