@@ -70,11 +70,13 @@ def test_the_drift_page_shows_the_finding_in_words(duplicate_case, role):
 
 
 def _dispose(client: Client, case_id: str, disposition: str, reason: str):
+    case = CaseRepository(first_store()).get(case_id)
+    assert case is not None
     return client.post(
         f"/cases/{case_id}/dispose/",
         {
             "disposition": disposition,
-            "seen_version": CaseRepository(first_store()).get(case_id).version,
+            "seen_version": case.version,
             "action_id": str(uuid.uuid4()),
             "reason_code": "DATA_CORRECTION",
             "reason_text": reason,

@@ -16,9 +16,12 @@ from reconciliation.cases.drift_reads import ALL, CheckpointRepository
 from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.claims.ledger import fund_total
+from reconciliation.dynamo import faults
+from reconciliation.stores import case_store, every_store, first_store, home_store
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import submit
 from tests.reconciliation.test_regions_routing import keys_homed
@@ -119,6 +122,7 @@ def tamper(store, amount: str, shard: str = "GENERAL#USD#0") -> None:
 
 def dispose(case_id: str, disposition: str) -> None:
     case = CaseRepository(first_store()).get(case_id)
+    assert case is not None
     result = case_dispose(
         case_id=case_id,
         disposition=disposition,
@@ -196,3 +200,35 @@ def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
     [case_id] = sweep_all(every_store(), home=home_store).opened
     drift = CaseRepository(first_store()).get(case_id).evidence["drift"]
     assert drift["regions"] == ["eu-west-1"] and Decimal(drift["difference"]) == 7
+
+
+def test_a_voided_pledge_leaves_ledger_and_pledges_in_step(quick, settings):
+    """A void (PLEDGE_VOIDED on the pledge's stream, the ledger less its amount, in one
+    transaction) in the second region is a change like a receipt: nothing drifts."""
+    settings.AUTO_RESOLVE_COMMITTED = False
+    run()
+    [key] = keys_homed("eu-west-1", "void")
+    with faults.injected({"ambiguous_after_commit": 1.0}):  # committed, answer lost
+        outcome = submit(key, amount="30.00")
+    store = case_store(outcome.case_id)
+    case = CaseRepository(store).get(outcome.case_id)
+    assert run()[0].opened == []
+    why = {"reason_code": "DONOR_REQUEST", "reason_text": "The donor withdrew the pledge."}
+    asked = override_request(
+        case_id=case.case_id,
+        override="VOID_PLEDGE",
+        actor=staff_actor("ada"),
+        seen_version=case.version,
+        store=store,
+        **why,
+    )
+    override_approve(
+        case_id=case.case_id,
+        request_id=asked.case.override["request_id"],
+        actor=staff_actor("sue", "supervisor"),
+        store=store,
+        **why,
+    )
+    report, _ = run()
+    assert report.changes == 1 and report.opened == []
+    assert fund_total(every_store(), "GENERAL", "USD").pledged_total == 0
