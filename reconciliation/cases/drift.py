@@ -28,9 +28,10 @@ Rules:
   therefore stays ``LEDGER_DRIFT_SETTLE_S`` (default 15 min) behind now: each run reads
   from the watermark to now and compares with all of it, but keeps in the checkpoint only
   what is older than the new watermark (the rest is read again next run).
-- Confirmation: a difference is read again after ``LEDGER_DRIFT_CONFIRM_MS`` (its
-  region's new changes and its ledger). If anything of that fund moved meanwhile, it is
-  left to the next run; a case opens only for a difference that held still.
+- Confirmation: a difference is read again after ``LEDGER_DRIFT_CONFIRM_MS`` (the whole
+  window and the ledger). If anything of that fund moved meanwhile, it is left to the
+  next run; a case opens only for a difference that held still. The duplicate counter
+  moves only in the run whose checkpoint write wins.
 - Reported once: while a scope's case is open, a difference equal to what its open cases
   report (or back to none: finance corrected it first) opens nothing; only what differs
   beyond them opens a new case, for that part. A case resolved as DRIFT_EXPLAINED makes
@@ -258,12 +259,11 @@ def ledger_drift_check(
         if overall:
             findings.append((ALL, key, overall))
     if findings:
-        findings = _confirmed(findings, stores, until, ledgers, report)
+        findings = _confirmed(findings, stores, (after, changes), ledgers, report)
 
     for intent, at in sorted(duplicates.items()):
         if intent not in ckpt.reported:
-            metrics.CROSS_REGION_DUPLICATES.inc()
-            report.duplicates.append(intent)
+            report.duplicates.append(intent)  # counted once this run's checkpoint holds
         if at > watermark:
             new.reported[intent] = at
     for scope, key, diff in findings:
@@ -295,6 +295,11 @@ def ledger_drift_check(
         if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
             raise
         report.lost_race = True  # another run advanced it; its cases have our ids
+        report.duplicates = []  # and it counts the duplicates both runs found
+        return report
+    # Counted only by the run whose checkpoint records them: of two overlapping runs, one
+    # (a crash between the write and here loses a count rather than doubling one).
+    metrics.CROSS_REGION_DUPLICATES.inc(len(report.duplicates))
     return report
 
 
@@ -303,18 +308,25 @@ def _accepted(ckpt: Checkpoint, scope: str, key: str) -> Decimal:
 
 
 def _confirmed(
-    findings: list, stores: Sequence[Store], until: str, ledgers: dict, report: DriftReport
+    findings: list,
+    stores: Sequence[Store],
+    first_read: tuple[str, dict[str, list[Change]]],
+    ledgers: dict,
+    report: DriftReport,
 ) -> list:
     """The findings still true after ``LEDGER_DRIFT_CONFIRM_MS``: nothing of their fund
-    changed since the first read (no new receipt or void, the same ledger total)."""
+    changed since the first read, whatever its time stamp (a commit claimed before the
+    run may land after its Query: its receipt is back-dated), and the same ledger total.
+    The window is read again, so a suspected difference costs a second read of it."""
     time.sleep(settings.LEDGER_DRIFT_CONFIRM_MS / 1000)
+    after, seen = first_read
     later = clock.iso(clock.now())
     suspects = {key for _, key, _ in findings}
     moving: set[str] = set()
     for store in stores:
-        found, queries = pledge_changes(store, until, later)
+        found, queries = pledge_changes(store, after, later)
         report.queries += queries
-        moving |= {c.key for c in found}
+        moving |= {c.key for c in set(found) - set(seen[store.tag])}
         again = ledger_totals(store, suspects)
         moving |= {k for k in suspects if again[k] != ledgers[store.tag][k]}
     report.deferred.extend(f"{scope} {key}" for scope, key, _ in findings if key in moving)
