@@ -11,6 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
+from reconciliation import clock
+from reconciliation.cases import drift as drift_module
 from reconciliation.cases.drift import ledger_drift_check
 from reconciliation.cases.drift_reads import ALL, CheckpointRepository
 from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
@@ -232,3 +234,53 @@ def test_a_voided_pledge_leaves_ledger_and_pledges_in_step(quick, settings):
     report, _ = run()
     assert report.changes == 1 and report.opened == []
     assert fund_total(every_store(), "GENERAL", "USD").pledged_total == 0
+
+
+def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
+    two_regions, settings, monkeypatch
+):
+    """A commit claimed before the run (its receipt back-dated to the claim) lands after
+    the run's Query of the index and before its ledger read: the confirming read of the
+    whole window sees it, so the fund is left to the next run, not reported."""
+    settings.LEDGER_DRIFT_CONFIRM_MS = 0
+    early, late = keys_homed("us-east-1", "inflight", 2)
+    assert submit(early, amount="10.00").kind == service.CREATED
+    assert run()[0].opened == []
+    real = drift_module.ledger_totals
+    landed: list[str] = []
+
+    def commit_lands_first(store, keys):
+        if not landed:
+            landed.append(late)
+            with clock.travel(-1):  # claimed a second before the run
+                assert submit(late, amount="7.00").kind == service.CREATED
+        return real(store, keys)
+
+    monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
+    report, _ = run()
+    monkeypatch.setattr(drift_module, "ledger_totals", real)
+    assert report.opened == [] and [d.split() for d in report.deferred] == [["GENERAL#USD"]]
+    assert run()[0].opened == []
+
+
+def test_two_overlapping_runs_count_one_duplicate_once(quick, settings, monkeypatch):
+    """The beat's run and the sweep's may overlap from one checkpoint: only the run whose
+    checkpoint write wins counts the duplicate."""
+    run()
+    settings.ALLOW_FAULT_INJECTION = True
+    settings.DDB_UNPINNED = True
+    for region in ("us-east-1", "eu-west-1"):
+        settings.AWS_REGION = region
+        assert submit("overlap-1", amount="25.00").kind == service.CREATED
+    settings.DDB_UNPINNED = False
+    first, second = every_store()
+    key = {"intent_id": {"S": "acme#overlap-1"}}
+    item = second.client.get_item(TableName=second.tables.pledges, Key=key)["Item"]
+    first.client.put_item(TableName=first.tables.pledges, Item=item)
+    seen = CheckpointRepository(first).get()
+    counted = duplicates_counted()
+    assert run()[0].duplicates == ["acme#overlap-1"]
+    monkeypatch.setattr(CheckpointRepository, "get", lambda _self: seen)  # read before
+    late, _ = run()
+    assert late.lost_race and late.duplicates == []
+    assert duplicates_counted() == counted + 1
