@@ -69,8 +69,7 @@ from botocore.exceptions import ClientError
 from django.conf import settings
 
 from reconciliation import clock, metrics
-from reconciliation.actors import system_actor
-from reconciliation.audit.repository import GENESIS_HASH
+from reconciliation.cases.drift_case import drift_case_open, named_intents, winner
 from reconciliation.cases.drift_reads import (
     ALL,
     Change,
@@ -79,23 +78,22 @@ from reconciliation.cases.drift_reads import (
     ledger_totals,
     pledge_changes,
 )
-from reconciliation.cases.models import (
-    LEDGER_DRIFT,
-    OPEN,
-    Case,
-    Disposition,
-    Queue,
-    case_id_for,
-)
+from reconciliation.cases.models import Disposition
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
-from reconciliation.claims.opening import case_open
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
 NAMED_INTENTS = 20  # intents a case names at most (the count says how many in all)
+# Tuning a deployment rarely changes (a Django setting of the same name overrides it): the
+# settle window (the token window plus replication lag) and the pause before confirming.
+DEFAULTS = {"LEDGER_DRIFT_SETTLE_S": 900, "LEDGER_DRIFT_CONFIRM_MS": 2000}
+
+
+def _setting(name: str) -> int:
+    return int(getattr(settings, name, DEFAULTS[name]))
 
 
 @dataclass
@@ -117,12 +115,6 @@ class DriftReport:
             *(f"  opened {c}" for c in self.opened),
             *(f"  moving, left to the next run: {d}" for d in self.deferred),
         ]
-
-
-def _winner(pledge: Pledge) -> str:
-    """The region tag the pledge item's ledger key names (its write is the one kept)."""
-    fund_part = pledge.ledger_key.rsplit("#", 1)[0]
-    return fund_part.partition("@")[2]
 
 
 def _pledges(changes: list[Change], home: Callable[[str], Store], by_tag: dict) -> dict:
@@ -187,7 +179,7 @@ def ledger_drift_check(
             report.skipped = True
             return report
     until = clock.iso(now)
-    settle_to = clock.iso(now - timedelta(seconds=settings.LEDGER_DRIFT_SETTLE_S))
+    settle_to = clock.iso(now - timedelta(seconds=_setting("LEDGER_DRIFT_SETTLE_S")))
     after = ckpt.watermark or settle_to
     watermark = max(after, settle_to)
     by_tag = {s.tag: s for s in stores}
@@ -211,7 +203,7 @@ def ledger_drift_check(
         if pledge is None:
             missing.add(change.intent_id)
             pledge_delta[change] = Decimal(0)
-        elif _winner(pledge) != change.region:
+        elif winner(pledge) != change.region:
             if change.is_receipt:
                 duplicates[change.intent_id] = max(change.at, duplicates.get(change.intent_id, ""))
             pledge_delta[change] = Decimal(0)
@@ -268,7 +260,7 @@ def ledger_drift_check(
             new.reported[intent] = at
     for scope, key, diff in findings:
         fund, _, currency = key.partition("#")
-        named = _named(scope, key, changes, every, duplicates, missing, pledges)
+        named = named_intents(scope, key, changes, every, duplicates, missing, pledges)
         for row in named:  # by name: a stored map may not hold the first region's "" key
             row["region_name"] = by_tag[row["region"]].region_name
         facts = {
@@ -285,7 +277,7 @@ def ledger_drift_check(
             "intents": named[:NAMED_INTENTS],
             "intent_count": len(named),
         }
-        case_id = _open_case(first, scope, key, diff, facts, ckpt.version)
+        case_id = drift_case_open(first, scope, key, diff, facts, ckpt.version)
         report.opened.append(case_id)
         metrics.LEDGER_DRIFT_FOUND.labels("all" if scope == ALL else "region").inc()
         new.open[case_id] = {"scope": scope, "key": key, "difference": str(diff)}
@@ -318,7 +310,7 @@ def _confirmed(
     changed since the first read, whatever its time stamp (a commit claimed before the
     run may land after its Query: its receipt is back-dated), and the same ledger total.
     The window is read again, so a suspected difference costs a second read of it."""
-    time.sleep(settings.LEDGER_DRIFT_CONFIRM_MS / 1000)
+    time.sleep(_setting("LEDGER_DRIFT_CONFIRM_MS") / 1000)
     after, seen = first_read
     later = clock.iso(clock.now())
     suspects = {key for _, key, _ in findings}
@@ -331,69 +323,3 @@ def _confirmed(
         moving |= {k for k in suspects if again[k] != ledgers[store.tag][k]}
     report.deferred.extend(f"{scope} {key}" for scope, key, _ in findings if key in moving)
     return [f for f in findings if f[1] not in moving]
-
-
-def _named(scope, key, changes, every, duplicates, missing, pledges) -> list[dict]:
-    """The intents a case names: overall, the duplicates and the missing pledges of the
-    fund; in a region, its changes of the fund read this run (none of them explains a
-    ledger that moved without a pledge, but they are what changed)."""
-    out = []
-    if scope == ALL:
-        for change in every:
-            if change.key != key or not change.is_receipt:
-                continue
-            pledge = pledges.get(change.intent_id)
-            if change.intent_id in duplicates and pledge and _winner(pledge) != change.region:
-                why = "duplicate"  # the receipt the pledges table did not keep
-            elif change.intent_id in missing:
-                why = "missing"
-            else:
-                continue
-            out.append(_row(change, why))
-    else:
-        out = [_row(c, "changed") for c in changes[scope] if c.key == key]
-    return out
-
-
-def _row(change: Change, why: str) -> dict:
-    return {
-        "intent_id": change.intent_id,
-        "region": change.region,
-        "stream": change.stream,
-        "amount": str(change.amount),
-        "at": change.at,
-        "why": why,
-    }
-
-
-def _open_case(store: Store, scope: str, key: str, diff: Decimal, facts: dict, seen: int) -> str:
-    """Open the LEDGER_DRIFT case of one finding (a no-op when it exists: its id derives
-    from the scope, the fund and currency, and the checkpoint version it was found at)."""
-    fund, _, currency = key.partition("#")
-    now = clock.iso(clock.now())
-    case_id = case_id_for(f"DRIFT#{scope}#{key}", seen, LEDGER_DRIFT)
-    case = Case(
-        case_id=case_id,
-        case_type=LEDGER_DRIFT,
-        state=OPEN,
-        version=1,
-        opened_at=now,
-        claim_pk="",
-        claim_version=0,
-        intent_id="",
-        tenant="",
-        fund=fund,
-        amount=abs(diff),
-        currency=currency,
-        request_token="",
-        token_issued_at="",
-        audit_seq=0,
-        audit_head=GENESIS_HASH,
-        queue=Queue.LEDGER_DRIFT,
-        queue_sort=f"{now}#{case_id}",
-        evidence={"drift": facts},
-        last_action_at=now,
-        in_totals=True,
-    )
-    stored, _ = case_open(store, case=case, actor=system_actor())
-    return stored.case_id
