@@ -44,9 +44,10 @@ Rules:
   run's openings are no-ops. Cases live in the first region (a region-wide finding).
 - First sight: a ``fund#currency`` the checkpoint does not know yet (every one on the
   first run, which starts ``LEDGER_DRIFT_SETTLE_S`` back) is taken as right as read
-  then: its baseline is the ledger less the changes read. A drift older than the first
-  run is therefore not reported; a full read of the pledges table would, at the cost of
-  every pledge, and is left to the drill.
+  then: its baseline is the ledger less the changes read, kept only if the confirming
+  read finds it did not move meanwhile (else it is taken on a later run). A drift older
+  than its first sight is therefore not reported; a full read of the pledges table
+  would, at the cost of every pledge, and is left to the drill.
 
 Blind spots: a commit landing more than ``LEDGER_DRIFT_SETTLE_S`` after its receipt's
 ``at`` (a worker stalled that long and still fenced in) shows as a drift that no intent
@@ -219,6 +220,7 @@ def ledger_drift_check(
         reported={i: at for i, at in ckpt.reported.items() if at > watermark},
     )
     expected: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    first_sight: set[str] = set()
     pledge_side: dict[str, Decimal] = {}
     for key in sorted(keys):
         bases = Decimal(0)
@@ -229,6 +231,7 @@ def ledger_drift_check(
             base = ckpt.expected.get(store.tag, {}).get(key)
             if base is None:  # first sight: the ledger as read is the baseline
                 base = ledgers[store.tag][key] - total
+                first_sight.add(key)
             bases += base
             expected[store.tag][key] = base + total
             new.expected.setdefault(store.tag, {})[key] = base + settled
@@ -239,7 +242,7 @@ def ledger_drift_check(
         pledge_side[key] = base_p + total
         new.pledges[key] = base_p + settled
 
-    findings = []
+    findings: list[tuple[str, str, Decimal]] = []
     for key in sorted(keys):
         for store in stores:
             diff = ledgers[store.tag][key] - expected[store.tag][key]
@@ -250,8 +253,16 @@ def ledger_drift_check(
         overall = _beyond(ckpt, ALL, key, overall - _accepted(ckpt, ALL, key))
         if overall:
             findings.append((ALL, key, overall))
-    if findings:
-        findings = _confirmed(findings, stores, (after, changes), ledgers, report)
+    suspects = first_sight | {key for _, key, _ in findings}
+    moving = _moving(suspects, stores, (after, changes), ledgers, report) if suspects else set()
+    report.deferred.extend(f"{scope} {key}" for scope, key, _ in findings if key in moving)
+    findings = [f for f in findings if f[1] not in moving]
+    for key in first_sight & moving:  # a baseline read while it moved: take it next run
+        if key not in ckpt.pledges:
+            new.pledges.pop(key, None)
+        for tag in by_tag:
+            if key not in ckpt.expected.get(tag, {}):
+                new.expected.get(tag, {}).pop(key, None)
 
     for intent, at in sorted(duplicates.items()):
         if intent not in ckpt.reported:
@@ -299,21 +310,21 @@ def _accepted(ckpt: Checkpoint, scope: str, key: str) -> Decimal:
     return ckpt.accepted.get(scope, {}).get(key, Decimal(0))
 
 
-def _confirmed(
-    findings: list,
+def _moving(
+    suspects: set[str],
     stores: Sequence[Store],
     first_read: tuple[str, dict[str, list[Change]]],
     ledgers: dict,
     report: DriftReport,
-) -> list:
-    """The findings still true after ``LEDGER_DRIFT_CONFIRM_MS``: nothing of their fund
-    changed since the first read, whatever its time stamp (a commit claimed before the
-    run may land after its Query: its receipt is back-dated), and the same ledger total.
-    The window is read again, so a suspected difference costs a second read of it."""
+) -> set[str]:
+    """Which of ``suspects`` (funds with a difference, or first seen) moved during the run:
+    read after ``LEDGER_DRIFT_CONFIRM_MS``, the window holds a change the first read did
+    not, whatever its time stamp (a commit claimed before the run may land after its
+    Query: its receipt is back-dated), or the ledger total differs. The window is read
+    again, so a suspected difference or a new fund costs a second read of it."""
     time.sleep(_setting("LEDGER_DRIFT_CONFIRM_MS") / 1000)
     after, seen = first_read
     later = clock.iso(clock.now())
-    suspects = {key for _, key, _ in findings}
     moving: set[str] = set()
     for store in stores:
         found, queries = pledge_changes(store, after, later)
@@ -321,5 +332,4 @@ def _confirmed(
         moving |= {c.key for c in set(found) - set(seen[store.tag])}
         again = ledger_totals(store, suspects)
         moving |= {k for k in suspects if again[k] != ledgers[store.tag][k]}
-    report.deferred.extend(f"{scope} {key}" for scope, key, _ in findings if key in moving)
-    return [f for f in findings if f[1] not in moving]
+    return moving & suspects

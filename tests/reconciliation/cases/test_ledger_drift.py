@@ -284,3 +284,28 @@ def test_two_overlapping_runs_count_one_duplicate_once(quick, settings, monkeypa
     late, _ = run()
     assert late.lost_race and late.duplicates == []
     assert duplicates_counted() == counted + 1
+
+
+def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
+    two_regions, settings, monkeypatch
+):
+    """A fund first seen while a commit lands between the Query and the ledger read: its
+    baseline (the ledger less the changes read) would count that pledge twice, and the
+    next run report a drift; the confirming read sees it move, so the baseline waits."""
+    settings.LEDGER_DRIFT_CONFIRM_MS = 0
+    early, late = keys_homed("us-east-1", "sight", 2)
+    assert submit(early, amount="10.00").kind == service.CREATED
+    real = drift_module.ledger_totals
+    landed: list[str] = []
+
+    def commit_lands_first(store, keys):
+        if not landed:
+            landed.append(late)
+            with clock.travel(-1):
+                assert submit(late, amount="7.00").kind == service.CREATED
+        return real(store, keys)
+
+    monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
+    assert run()[0].opened == []  # the first run ever
+    monkeypatch.setattr(drift_module, "ledger_totals", real)
+    assert run()[0].opened == [] and run()[0].opened == []
