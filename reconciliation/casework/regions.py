@@ -143,9 +143,10 @@ def merge_runs(
     descending: bool,
     position_of: Callable[[Run, dict], Any],
 ) -> Merged:
-    """The first ``limit`` rows of every region's run in the order's sort key (then case
-    id), never past what a region with more to read has read (its ``frontier``: a row
-    beyond it might come after rows that region has not returned yet)."""
+    """The first ``limit`` rows of every region's run in the order's sort key (ties in
+    region order), never past what a region with more to read has read (its
+    ``frontier``: a row strictly beyond it might come after rows that region has not
+    returned yet; a row equal to it may go first, since ties have no order)."""
     bound: SortKey | None = None
     for run in runs:
         if run.last_key is not None and run.frontier is not None:

@@ -137,7 +137,10 @@ def _decode_cursor(queue: str, filters: QueueFilters, cursor: str, stores: list[
         raise InvalidFilter({"cursor": str(exc)}) from None
 
 
-# Each queue index's sort key: a merged page orders rows by it, then by case id.
+# Each queue index's sort key: a merged page orders rows by it alone. DynamoDB returns
+# rows with equal values (one fund, one amount) in an order of its own, so a tie must
+# never bound a page: each region resumes from the last row taken from it, and the rows
+# of one value may interleave across regions in any order without loss or repeat.
 SORT_ATTRIBUTES = {
     "open_by_queue": "queue_sort",
     "open_by_amount": "amount",
@@ -177,7 +180,7 @@ def queue_page(
     attribute = SORT_ATTRIBUTES[index]
 
     def sort_key(row: dict) -> tuple:
-        return (row[attribute], row["case_id"])
+        return (row[attribute],)
 
     def read(region: Store, start: dict | None) -> Run:
         run = Run(region, start, last_key=start)

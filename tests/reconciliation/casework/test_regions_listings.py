@@ -295,3 +295,17 @@ def test_case_evidence_totals_the_fund_over_every_region(two_regions):
     assert evidence.ledger is not None
     assert evidence.ledger.pledged_total == Decimal("42.50")
     assert evidence.ledger.pledge_count == 2
+
+
+@pytest.mark.parametrize("where", ["one region", "two regions"])
+def test_more_equal_values_than_a_page_never_stall_the_pages(two_regions, settings, where):
+    """Eight cases of one fund and one amount, two a page, in every order: each case
+    once and the pages end. A tie bounded the page before (the frontier compared case
+    ids DynamoDB does not order by): an empty page whose cursor led to itself."""
+    homes = ["us-east-1"] * 8 if where == "one region" else ["us-east-1", "eu-west-1"] * 4
+    ids = open_cases([(home, 8 - n, "10.00", "GENERAL") for n, home in enumerate(homes)], "tie")
+    if where == "one region":
+        settings.DDB_REGIONS = settings.DDB_REGIONS.split(",")[0]
+    for sort in SORTS:
+        got = [r.case_id for r in all_pages(sort, limit=2)]
+        assert sorted(got) == sorted(ids), sort
