@@ -366,7 +366,11 @@ CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
-LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)  # reconciliation/cases/drift.py
+# The ledger drift check (reconciliation/cases/drift.py): how often, how far behind now
+# (the token window plus replication lag), and the pause before a difference is confirmed.
+LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
+LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
+LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)
 CELERY_BEAT_SCHEDULE: dict = {
     "sweep": {
         "task": "reconciliation.tasks.cases.sweep_task",

@@ -88,13 +88,11 @@ from reconciliation.stores import Store
 logger = logging.getLogger(__name__)
 
 NAMED_INTENTS = 20  # intents a case names at most (the count says how many in all)
-# Tuning a deployment rarely changes (a Django setting of the same name overrides it): the
-# settle window (the token window plus replication lag) and the pause before confirming.
-DEFAULTS = {"LEDGER_DRIFT_SETTLE_S": 900, "LEDGER_DRIFT_CONFIRM_MS": 2000}
 
 
 def _setting(name: str) -> int:
-    return int(getattr(settings, name, DEFAULTS[name]))
+    """``LEDGER_DRIFT_SETTLE_S`` or ``LEDGER_DRIFT_CONFIRM_MS`` (dashboard/settings.py)."""
+    return int(getattr(settings, name))
 
 
 @dataclass

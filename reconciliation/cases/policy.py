@@ -105,7 +105,9 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
         if state == ESCALATED:
             options = [o for o in options if o != ESCALATE]
         return options
-    if state in REOPENABLE_STATES:
+    if state in REOPENABLE_STATES and case_type != LEDGER_DRIFT:
+        # A drift case resolved as explained is the accepted difference of the drift
+        # check's checkpoint; a difference found later opens a case of its own.
         return [REOPEN]
     return []
 

@@ -309,3 +309,32 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
     assert run()[0].opened == []  # the first run ever
     monkeypatch.setattr(drift_module, "ledger_totals", real)
     assert run()[0].opened == [] and run()[0].opened == []
+
+
+def test_a_resolved_drift_case_cannot_be_reopened(quick):
+    """An explained drift is the checkpoint's accepted difference: reopening its case
+    (then correcting the ledger) reported the correction as a new drift. A later
+    difference opens a case of its own instead."""
+    from reconciliation.cases.changes import CaseError
+    from reconciliation.cases.policy import REOPEN, allowed_actions
+
+    run()
+    [key] = keys_homed("us-east-1", "reopen")
+    assert submit(key, amount="10.00").kind == service.CREATED
+    assert run()[0].opened == []
+    store = first_store()
+    tamper(store, "5")
+    [case_id] = run()[0].opened
+    dispose(case_id, "DRIFT_EXPLAINED")
+    assert allowed_actions(LEDGER_DRIFT, RESOLVED, staff_actor().role) == []
+    assert allowed_actions("STUCK_PENDING", RESOLVED, staff_actor().role) == [REOPEN]
+    with pytest.raises(CaseError):
+        override_request(
+            case_id=case_id,
+            override=REOPEN,
+            actor=staff_actor("fin"),
+            seen_version=None,
+            reason_code="DATA_CORRECTION",
+            reason_text="Looking again.",
+            store=first_store(),
+        )
