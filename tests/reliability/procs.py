@@ -340,3 +340,15 @@ class ReplicatorProcess:
             fields = dict(part.split("=", 1) for part in f"n={rest}".split())
             out[label] = fields
         return out
+
+    def totals(self) -> dict[str, int]:
+        """The stop line's counts: records read, writes, own writes dropped, conflicts
+        lost (a conflict is one item written in two regions before either write reached
+        the other)."""
+        for line in reversed(self.process.log().splitlines()):
+            if line.startswith("replicate_regions: stopped;"):
+                parts = line.partition(";")[2].split(",")
+                return {
+                    " ".join(p.split()[1:]).replace(" ", "_"): int(p.split()[0]) for p in parts
+                }
+        return {}

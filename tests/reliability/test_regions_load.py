@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, LEDGER_DRIFT, STUCK_PENDING
+from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
@@ -204,10 +205,12 @@ def test_pinned_two_regions_under_load(regions_pair, settings, tmp_path, log_dir
         lag_ms=LAG_MS,
         convergence=convergence,
         replication_latency=run.replicator.latency(),
+        replicator=run.replicator.totals(),
         open_cases_after_sweep=len(open_before),
         dashboard_acted=acted,
         retry_commit=dict(retried),
     )
+    record("regions_pinned", figures)  # again at the end, with what the checks read
     h.check_answers(sent)
     open_ids = {c["case_id"] for c in open_before if c["case_type"] != LEDGER_DRIFT}
     for region, ids in listed.items():
@@ -215,6 +218,9 @@ def test_pinned_two_regions_under_load(regions_pair, settings, tmp_path, log_dir
 
     first, second = every_store()
     assert t.differences([first, second]) == []
+    # Pinned, every item is written in one region only: the stand-in never meets two
+    # regions' writes of one item (a conflict is an item written outside its region).
+    assert figures["replicator"]["conflicts_lost"] == 0, figures["replicator"]
     figures["items"] = t.item_counts(first)
     receipts = t.receipts_by_intent(first)
     twice = {i: t for i, t in receipts.items() if len(t) != 1}
@@ -253,7 +259,7 @@ def test_unpinned_two_regions_record_the_duplicate_and_the_drift_check_catches_i
     run = Run(settings, tmp_path, log_dir, unpinned=True)
     run.start()
     try:
-        sent = traffic(run, 1000, seed=16)
+        sent = traffic(run, 800, seed=16)  # two pairs a key: the race, twice
         ended = time.monotonic()
         convergence = converge(regions_pair, ended)
         first, second = every_store()
@@ -270,7 +276,9 @@ def test_unpinned_two_regions_record_the_duplicate_and_the_drift_check_catches_i
         unpinned=True,
         convergence=convergence,
         replication_latency=run.replicator.latency(),
+        replicator=run.replicator.totals(),
     )
+    record("regions_unpinned", figures)  # again at the end, with what the checks read
     h.check_answers(sent, unpinned=True)
     assert identical == []
     receipts = t.receipts_by_intent(first)
@@ -283,7 +291,12 @@ def test_unpinned_two_regions_record_the_duplicate_and_the_drift_check_catches_i
     assert over, ledger
     drift = [c for c in t.cases_of(first) if c["case_type"] == LEDGER_DRIFT]
     figures["ledger_drift_cases"] = len(drift)
-    named = {i["intent_id"] for c in drift for i in c["evidence"]["drift"]["intents"]}
+    evidence = [CaseRepository(first).get(c["case_id"]).evidence["drift"] for c in drift]
+    named = {i["intent_id"] for facts in evidence for i in facts["intents"]}
+    figures["ledger_drift_evidence"] = [
+        {k: facts[k] for k in ("scope", "fund", "currency", "difference", "intent_count")}
+        for facts in evidence
+    ]
     assert drift and named & set(twice), (swept, drift)
     figures["duplicates_counted"] = duplicates_counted
     assert duplicates_counted == len(twice), (duplicates_counted, twice)
