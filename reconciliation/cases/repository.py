@@ -32,6 +32,7 @@ from reconciliation.cases.models import (
     is_case_id,
 )
 from reconciliation.dynamo.batch import batch_get
+from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.items import from_item, values
 from reconciliation.stores import case_tag
 
@@ -141,6 +142,7 @@ class CaseRepository:
         filters: dict | None = None,
         index: str = "open_by_queue",
         forward: bool = True,
+        owned_only: bool = False,
     ) -> tuple[list[dict], dict | None, float]:
         """One Query page of a queue index: ``open_by_queue`` (by age), or
         ``open_by_amount`` / ``open_by_fund``; ``forward`` is the index order (oldest,
@@ -152,12 +154,18 @@ class CaseRepository:
         one on the index's own sort key (amount on ``open_by_amount``, fund on
         ``open_by_fund``), which DynamoDB accepts only in the key condition (it refuses
         a filter on a key attribute), where it also costs only what it returns.
+        ``owned_only`` leaves out, in DynamoDB, the replicas of other regions' cases
+        (:func:`owned_filter`).
         Returns plain rows, the LastEvaluatedKey and the read units.
         """
         key_condition = "#q = :q"
         vals: dict = {"q": queue}
         parts = []
         names = {"#q": "queue"}
+        if owned_only:
+            expression, owned_values = owned_filter(self.tag)
+            parts.append(expression)
+            vals.update(owned_values)
         if opened_before and index == "open_by_queue":
             key_condition += " AND queue_sort < :before"
             vals["before"] = opened_before
@@ -207,18 +215,23 @@ class CaseRepository:
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
     ) -> Iterator[dict]:
-        """Every open case of ``queue`` living in this region (not the replicas of other
-        regions' cases that Global Tables copy here), oldest first, ``WALK_PAGE`` rows a
-        page, reading no further than ``limit`` rows; ``on_units`` hears each page's read
-        units."""
+        """Every open case of ``queue`` living in this region, oldest first, ``WALK_PAGE``
+        rows a page, yielding no more than ``limit`` rows; ``on_units`` hears each page's
+        read units. The replicas of other regions' cases that Global Tables copy here are
+        left out by DynamoDB (when several regions are configured) and never count
+        toward ``limit``: a region's own cases are never starved by another's backlog."""
         start, seen = None, 0
+        several = len(regions()) > 1
         while limit is None or seen < limit:
             page = WALK_PAGE if limit is None else min(WALK_PAGE, limit - seen)
-            rows, start, units = self.query_queue(queue, limit=page, start_key=start)
+            rows, start, units = self.query_queue(
+                queue, limit=page, start_key=start, owned_only=several
+            )
             if on_units:
                 on_units(units)
-            seen += len(rows)
-            yield from (row for row in rows if case_tag(row["case_id"]) == self.tag)
+            mine = [row for row in rows if case_tag(row["case_id"]) == self.tag]
+            seen += len(mine)
+            yield from mine
             if not start:
                 return
 
@@ -354,3 +367,16 @@ class CaseRepository:
         found = [case_from_item(i) for i in batch_get(self.client, self.table, keys)]
         order = {c: n for n, c in enumerate(case_ids)}
         return sorted(found, key=lambda c: order.get(c.case_id, 0))
+
+
+def owned_filter(tag: str) -> tuple[str, dict]:
+    """A FilterExpression keeping only the cases that live in the region tagged ``tag``
+    (not replicas of other regions'): the case id names the region, by its length and
+    its ``-<region>`` suffix (DESIGN.md §3, docs/regions.md). Returns the expression and
+    its values (``:own_size``, ``:own_tag``)."""
+    expression = "size(case_id) = :own_size"
+    vals: dict = {"own_size": 18 + (len(tag) + 1 if tag else 0)}
+    if tag:
+        expression += " AND contains(case_id, :own_tag)"
+        vals["own_tag"] = f"-{tag}"
+    return expression, vals

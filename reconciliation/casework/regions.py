@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import QUEUES
-from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.repository import CaseRepository, owned_filter
 from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.stores import Store, case_tag
 
@@ -71,7 +71,8 @@ def owned_count(
     ``[after, before)``: a COUNT Query like ``CaseRepository.count_range`` that also
     leaves out replicas (the case id names the region: its length and its tag)."""
     condition = "#q = :q"
-    vals: dict = {"q": queue, "size": 18 + (len(store.tag) + 1 if store.tag else 0)}
+    owned_expression, vals = owned_filter(store.tag)
+    vals["q"] = queue
     if before and after:
         condition += " AND queue_sort BETWEEN :after AND :before"
         vals.update(after=after, before=before)
@@ -81,15 +82,11 @@ def owned_count(
     elif after:
         condition += " AND queue_sort >= :after"
         vals["after"] = after
-    owned_filter = "size(case_id) = :size"
-    if store.tag:
-        owned_filter += " AND contains(case_id, :tag)"
-        vals["tag"] = f"-{store.tag}"
     pages = store.client.get_paginator("query").paginate(
         TableName=store.tables.cases,
         IndexName="open_by_queue",
         KeyConditionExpression=condition,
-        FilterExpression=owned_filter,
+        FilterExpression=owned_expression,
         ExpressionAttributeNames={"#q": "queue"},
         ExpressionAttributeValues=values(**vals),
         Select="COUNT",

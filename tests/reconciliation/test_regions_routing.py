@@ -185,3 +185,21 @@ def test_override_expiry_and_the_open_case_recheck_run_in_every_region(two_regio
     report = sweep_all(every_store(), home=home_store)
     assert late_id in report.auto_resolved
     assert CaseRepository(case_store(late_id)).get(late_id).state == RESOLVED
+
+
+def test_replicas_never_starve_a_regions_own_sweep(two_regions, settings):
+    """Under Global Tables the second region's queue index also holds the first's
+    (older) cases. Its open-case re-check walked them toward its limit and stopped before
+    its own: with three replicas and a limit of three, its own case was never re-checked."""
+    from reconciliation.casework.sweeps import recheck_open_cases
+    from tests.reconciliation.casework.test_regions_listings import replicate
+
+    with clock.travel(-3600):
+        stuck_cases(keys_homed("us-east-1", "old", 3))
+    [west_key] = keys_homed("eu-west-1", "mine")
+    [west_id] = stuck_cases([west_key])
+    replicate()
+    assert submit(west_key).kind == service.CREATED
+    settings.AUTO_RESOLVE_COMMITTED = True
+    report = recheck_open_cases(every_store()[1], limit=3)
+    assert report.auto_resolved == [west_id]
