@@ -16,6 +16,7 @@ import random
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 # An item as DynamoDB's low-level API spells it ({"attr": {"S": "..."}}); None: absent.
@@ -24,13 +25,24 @@ Image = dict[str, Any] | None
 TOMBSTONE = "tombstone"
 
 
+def _number(text: str) -> str:
+    """A number as one text whatever its spelling: DynamoDB Local keeps ``110.90`` from
+    an ``ADD`` but stores and streams ``110.9`` when the same image is put, so the
+    stand-in's own write would otherwise come back looking like another write."""
+    return format(Decimal(text).normalize(), "f")
+
+
 def _canonical(value: Any) -> Any:
     """A form of an attribute value whose JSON is the same however the engine ordered a
-    set's members or encoded a binary."""
+    set's members, encoded a binary or spelled a number."""
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode()
     if isinstance(value, dict):
         out = {k: _canonical(v) for k, v in value.items()}
+        if isinstance(out.get("N"), str):
+            out["N"] = _number(out["N"])
+        if isinstance(out.get("NS"), list):
+            out["NS"] = [_number(n) for n in out["NS"]]
         for kind in ("SS", "NS", "BS"):
             if kind in out:
                 out[kind] = sorted(out[kind])
