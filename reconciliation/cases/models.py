@@ -170,8 +170,7 @@ AMBIGUOUS_TIMEOUT = CaseType.AMBIGUOUS_TIMEOUT
 CANCELLED_TRANSACTION = CaseType.CANCELLED_TRANSACTION
 TOKEN_MISMATCH = CaseType.TOKEN_MISMATCH
 LEDGER_DRIFT = CaseType.LEDGER_DRIFT
-# The types a claim's unclean outcome opens (the simulator counts them); not the fund-level
-# LEDGER_DRIFT, which no claim opens and no commit retry runs on.
+# The types a claim's unclean outcome opens (not the fund-level LEDGER_DRIFT).
 CASE_TYPES = tuple(t for t in CaseType if t != LEDGER_DRIFT)
 
 OPEN = CaseState.OPEN
@@ -183,10 +182,9 @@ QUEUE_ESCALATED = Queue.ESCALATED
 QUEUE_APPROVAL = Queue.OVERRIDE_REQUESTED
 QUEUES = tuple(Queue)
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
-# What case_id_for makes: "C-" and 16 base32 characters, then "-<region>" for a case
-# living in any region but the first (DESIGN.md §3, docs/regions.md). Counter items share the table
-# (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables), and a typed id may be
-# longer than DynamoDB's 2,048-byte key (a ValidationException): neither is a case.
+# What case_id_for makes: "C-", 16 base32 characters, "-<region>" outside the first region
+# (docs/regions.md). Counter items share the table (``#COUNT#<QUEUE>#<n>``), and a typed
+# id may exceed DynamoDB's 2,048-byte key (a ValidationException): neither is a case.
 CASE_ID_PATTERN = "C-[A-Z2-7]{16}(?:-[a-z][a-z0-9-]{0,31})?"
 _CASE_ID_RE = re.compile(CASE_ID_PATTERN)
 
@@ -283,6 +281,11 @@ class Case:
     @property
     def idempotency_key(self) -> str:
         return self.intent_id.partition("#")[2]  # none on a fund-level case
+
+    @property
+    def subject(self) -> str:
+        """Its intent, or for a fund-level case (ledger drift) its fund's ledger."""
+        return self.intent_id or f"{self.fund} {self.currency} ledger"
 
     # What the pages ask of a case, by name rather than by code.
     @property

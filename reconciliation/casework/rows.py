@@ -35,7 +35,13 @@ class CaseRow:
 
     @property
     def idempotency_key(self) -> str:
-        return self.intent_id.split("#", 1)[1]
+        return self.intent_id.partition("#")[2]
+
+    @property
+    def subject(self) -> str:
+        """What the row is about, as its link reads: the intent, or for a fund-level
+        case with none (a ledger drift) the fund and currency's ledger."""
+        return self.intent_id or f"{self.fund} {self.currency} ledger"
 
 
 def _reason(decoded: list) -> tuple[str, str]:
@@ -58,7 +64,7 @@ def _row(item: dict) -> CaseRow:
         case_type=item.get("case_type", ""),
         state=item.get("state", ""),
         version=int(item.get("version", 0)),
-        intent_id=item.get("intent_id", "#"),
+        intent_id=item.get("intent_id", ""),
         tenant=item.get("tenant", ""),
         fund=item.get("fund", ""),
         amount=Decimal(str(item.get("amount", "0"))),
