@@ -66,6 +66,8 @@ def test_the_drift_page_shows_the_finding_in_words(duplicate_case, role):
     assert "Release the claim" not in text and "Void the pledge" not in text
     queue = client.get("/queues/drift/")
     assert queue.status_code == 200 and duplicate_case in queue.content.decode()
+    # Its row reads the fund's ledger (it has no intent; the link read "#" before).
+    assert f'/cases/{duplicate_case}/">GENERAL USD ledger</a>' in queue.content.decode()
     assert not CODE_RE.findall(visible_text(queue.content.decode()))
 
 
