@@ -5,7 +5,9 @@ children after it, the shards and the stream's ARN looked up again every few sec
 DynamoDB Local serves Streams on the table's own endpoint. Its quirks, as measured:
 ``ApproximateCreationDateTime`` is rounded down to the minute; a ``LATEST`` iterator
 taken while a shard is empty answers ``TrimmedDataAccessException`` once records exist
-(hence ``TRIM_HORIZON``); a write that changes nothing leaves no record.
+(hence ``TRIM_HORIZON``); a write that changes nothing leaves no record; an empty map
+(``{"M": {}}``) appears in a record's images as ``{}``, which no write accepts (hence
+:func:`repaired`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,25 @@ REFRESH_EVERY_S = 5.0
 class StreamsMissing(Exception):
     """A table has no ``NEW_AND_OLD_IMAGES`` stream: ``ddb_setup`` was not run with every
     region in ``DDB_REGIONS``."""
+
+
+def _value(value: dict[str, Any]) -> dict[str, Any]:
+    if not value:
+        return {"M": {}}
+    if "M" in value:
+        return {"M": {k: _value(v) for k, v in value["M"].items()}}
+    if "L" in value:
+        return {"L": [_value(v) for v in value["L"]]}
+    return value
+
+
+def repaired(image: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stream record's image as the table holds it: DynamoDB Local writes an empty map
+    as ``{}``, and copying that to another region is refused (``ValidationException``:
+    the attribute value is empty), so the copy would be retried for ever."""
+    if image is None:
+        return None
+    return {name: _value(value) for name, value in image.items()}
 
 
 def build_clients(region: Region) -> tuple[DynamoDBClient, DynamoDBStreamsClient]:
@@ -137,8 +158,10 @@ class StreamTail:
                 yield Change(
                     table=self.table,
                     keys=data["Keys"],
-                    old_image=data.get("OldImage"),
-                    new_image=None if record["eventName"] == "REMOVE" else data.get("NewImage"),
+                    old_image=repaired(data.get("OldImage")),
+                    new_image=(
+                        None if record["eventName"] == "REMOVE" else repaired(data.get("NewImage"))
+                    ),
                     created=created.timestamp() if created else 0.0,
                     seen=seen,
                 )

@@ -1,6 +1,8 @@
-"""The Global Tables stand-in knows its own writes whatever spelling of a number the
-engine gives back: DynamoDB Local keeps ``110.90`` from an ``ADD`` but stores and streams
-``110.9`` when the same image is put. Before, the stand-in's own write of a ledger shard
+"""The Global Tables stand-in copes with how DynamoDB Local spells stream images.
+
+It knows its own writes whatever spelling of a number the engine gives back: DynamoDB
+Local keeps ``110.90`` from an ``ADD`` but stores and streams ``110.9`` when the same
+image is put. Before, the stand-in's own write of a ledger shard
 came back as a write of the other region, stamped later than the home region's newer
 additions, and won: the home region's shard went back to the older total (seen in
 tests/reliability/test_regions_load.py: a ledger below its RECORDED pledges, pinned)."""
@@ -8,6 +10,7 @@ tests/reliability/test_regions_load.py: a ledger below its RECORDED pledges, pin
 from __future__ import annotations
 
 from reconciliation.ops.replicator_lww import Change, Lag, Resolver, digest
+from reconciliation.ops.replicator_streams import repaired
 
 KEY = {"fund": {"S": "BUILDING#USD#0"}}
 
@@ -42,3 +45,20 @@ def test_its_own_write_with_a_respelled_number_is_an_echo_and_the_home_keeps_its
     # Region 1 is owed the newer total; nothing is owed to the home region.
     assert [(a.destination, a.version.image) for a in back] == [(1, v2)]
     assert [version.image for version in resolver.winners.values()] == [v2]
+
+
+def test_an_empty_map_in_a_stream_image_is_copied_as_an_empty_map():
+    """DynamoDB Local's stream images spell an empty map ``{}``, which PutItem refuses
+    (``ValidationException``): the ledger drift case's opening event (facts with an empty
+    map) was retried for ever and the regions never converged."""
+    streamed = {
+        "stream": {"S": "CASE#C-X"},
+        "detail": {"M": {"accepted": {}, "intents": {"L": [{}, {"S": "a"}]}}},
+        "empty": {},
+    }
+    assert repaired(streamed) == {
+        "stream": {"S": "CASE#C-X"},
+        "detail": {"M": {"accepted": {"M": {}}, "intents": {"L": [{"M": {}}, {"S": "a"}]}}},
+        "empty": {"M": {}},
+    }
+    assert repaired(None) is None
