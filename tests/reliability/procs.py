@@ -348,7 +348,5 @@ class ReplicatorProcess:
         for line in reversed(self.process.log().splitlines()):
             if line.startswith("replicate_regions: stopped;"):
                 parts = line.partition(";")[2].split(",")
-                return {
-                    " ".join(p.split()[1:]).replace(" ", "_"): int(p.split()[0]) for p in parts
-                }
+                return {" ".join(p.split()[1:]).replace(" ", "_"): int(p.split()[0]) for p in parts}
         return {}
