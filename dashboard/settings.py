@@ -366,7 +366,7 @@ CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
-# The ledger drift check (reconciliation/cases/drift.py): how often, how far behind now
+# The ledger drift check (reconciliation/casework/drift.py): how often, how far behind now
 # (the token window plus replication lag), and the pause before a difference is confirmed.
 LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
 LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)

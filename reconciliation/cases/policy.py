@@ -47,7 +47,7 @@ BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
     AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
     CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
     TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
-    # A fund's ledger disagrees with its pledges (cases/drift.py): staff record what they
+    # A fund's ledger disagrees with its pledges (casework/drift.py): staff record what they
     # found, each with its mandatory reason; money is never moved from a drift case, not
     # even on approval. "Corrected" means finance made its own recorded adjustment (the
     # next check then sees the ledger move back); a supervisor may be asked to look first.

@@ -10,7 +10,7 @@ and resolved at once (the pledge committed: evidence-based auto-resolution) or a
 A second pass re-checks open cases whose question is "did it commit?" and resolves those
 whose pledge now exists, so staff only see cases that need a person.
 
-Last, when it is due, the ledger drift check (:mod:`reconciliation.cases.drift`): each
+Last, when it is due, the ledger drift check (:mod:`reconciliation.casework.drift`): each
 fund's ledger against its recorded pledges, at the cost of what changed since its last run.
 """
 
@@ -219,9 +219,9 @@ def sweep_all(
 ) -> SweepReport:
     """Every sweep once: stuck claims in every region; open cases and stale retries in
     every region, each region its own cases; and the ledger drift check when it is due
-    (``LEDGER_DRIFT_INTERVAL_S``; cases/drift.py), its cases counted as opened, unless
+    (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as opened, unless
     ``ledger_drift`` is false (a run that checks its own ledger and measures its reads)."""
-    from reconciliation.cases.drift import ledger_drift_check
+    from reconciliation.casework.drift import ledger_drift_check
 
     report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
     for store in sources:

@@ -11,9 +11,9 @@ import uuid
 import pytest
 from django.test import Client
 
-from reconciliation.cases.drift import ledger_drift_check
 from reconciliation.cases.models import ESCALATED, RESOLVED
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.drift import ledger_drift_check
 from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import fund_total
 from reconciliation.stores import every_store, first_store, home_store

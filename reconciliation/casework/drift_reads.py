@@ -1,4 +1,4 @@
-"""What the ledger drift check reads and keeps (:mod:`reconciliation.cases.drift`): the
+"""What the ledger drift check reads and keeps (:mod:`reconciliation.casework.drift`): the
 pledge changes a region's ``audit_events.by_day`` index holds in a time range, a
 region's ledger totals, and the check's checkpoint item."""
 
@@ -62,7 +62,7 @@ def _days(after: str, until: str) -> list[date]:
 def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], int]:
     """The receipts and voids of the pledge streams ``store``'s region owns with
     ``after < at <= until``, from its ``by_day`` index (eventually consistent: see the
-    settle window in cases/drift.py), and how many Queries that took. Replicas of other
+    settle window in casework/drift.py), and how many Queries that took. Replicas of other
     regions' streams are dropped. A void's amount is its stream's receipt, read once."""
     audit = AuditRepository(store)
     names = {"#a": "action", "#s": "stream", "#f": "after"}

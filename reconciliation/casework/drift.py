@@ -70,8 +70,10 @@ from botocore.exceptions import ClientError
 from django.conf import settings
 
 from reconciliation import clock, metrics
-from reconciliation.cases.drift_case import drift_case_open, named_intents, winner
-from reconciliation.cases.drift_reads import (
+from reconciliation.cases.models import Disposition
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.drift_case import drift_case_open, named_intents, winner
+from reconciliation.casework.drift_reads import (
     ALL,
     Change,
     Checkpoint,
@@ -79,8 +81,6 @@ from reconciliation.cases.drift_reads import (
     ledger_totals,
     pledge_changes,
 )
-from reconciliation.cases.models import Disposition
-from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import Store

@@ -1,5 +1,5 @@
 """The LEDGER_DRIFT case of one finding of the ledger drift check
-(:mod:`reconciliation.cases.drift`): the intents it names and its opening. The case lives
+(:mod:`reconciliation.casework.drift`): the intents it names and its opening. The case lives
 in the first region (a region-wide finding); its id derives from the scope, the fund and
 currency, and the checkpoint version it was found at, so opening it twice is a no-op."""
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.repository import GENESIS_HASH
-from reconciliation.cases.drift_reads import ALL, Change
 from reconciliation.cases.models import LEDGER_DRIFT, OPEN, Case, Queue, case_id_for
+from reconciliation.casework.drift_reads import ALL, Change
 from reconciliation.claims.opening import case_open
 
 if TYPE_CHECKING:

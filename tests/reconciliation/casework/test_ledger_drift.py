@@ -12,12 +12,12 @@ from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
 from reconciliation import clock
-from reconciliation.cases import drift as drift_module
-from reconciliation.cases.drift import ledger_drift_check
-from reconciliation.cases.drift_reads import ALL, CheckpointRepository
 from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework import drift as drift_module
 from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.drift import ledger_drift_check
+from reconciliation.casework.drift_reads import ALL, CheckpointRepository
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake as service
