@@ -288,7 +288,6 @@ def ledger_drift_check(
         }
         case_id = drift_case_open(first, scope, key, diff, facts, ckpt.version)
         report.opened.append(case_id)
-        metrics.LEDGER_DRIFT_FOUND.labels("all" if scope == ALL else "region").inc()
         new.open[case_id] = {"scope": scope, "key": key, "difference": str(diff)}
     try:
         CheckpointRepository(first).put(new, seen=ckpt.version)
@@ -301,6 +300,9 @@ def ledger_drift_check(
     # Counted only by the run whose checkpoint records them: of two overlapping runs, one
     # (a crash between the write and here loses a count rather than doubling one).
     metrics.CROSS_REGION_DUPLICATES.inc(len(report.duplicates))
+    for case_id in report.opened:
+        scope = new.open[case_id]["scope"]
+        metrics.LEDGER_DRIFT_FOUND.labels("all" if scope == ALL else "region").inc()
     return report
 
 

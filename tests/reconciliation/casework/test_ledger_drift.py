@@ -60,6 +60,13 @@ def duplicates_counted() -> float:
     return REGISTRY.get_sample_value(DUPLICATES) or 0.0
 
 
+def drift_found() -> float:
+    return sum(
+        REGISTRY.get_sample_value("ledger_drift_found_total", {"scope": scope}) or 0.0
+        for scope in ("all", "region")
+    )
+
+
 def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
     first, _ = run()  # the baseline: nothing to compare yet
     assert first.opened == []
@@ -278,12 +285,15 @@ def test_two_overlapping_runs_count_one_duplicate_once(quick, settings, monkeypa
     item = second.client.get_item(TableName=second.tables.pledges, Key=key)["Item"]
     first.client.put_item(TableName=first.tables.pledges, Item=item)
     seen = CheckpointRepository(first).get()
-    counted = duplicates_counted()
-    assert run()[0].duplicates == ["acme#overlap-1"]
+    counted, found = duplicates_counted(), drift_found()
+    winner = run()[0]
+    assert winner.duplicates == ["acme#overlap-1"] and winner.opened
     monkeypatch.setattr(CheckpointRepository, "get", lambda _self: seen)  # read before
     late, _ = run()
     assert late.lost_race and late.duplicates == []
     assert duplicates_counted() == counted + 1
+    # Its findings too: counted by the run that recorded them only (both counted before).
+    assert drift_found() == found + len(winner.opened)
 
 
 def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
