@@ -198,6 +198,8 @@ def _case_response(
         "accepted": bool(keep) and request.method != "POST",
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),
         "is_mine": case.assignee == request.user.get_username(),
+        # With several regions, the one the case (and its claim and pledge) lives in.
+        "region": store.region_name if len(every_store()) > 1 else "",
         "conflict": conflict,
         # Messages travel with an htmx answer to a POST as an out-of-band swap.
         "oob_messages": (request.method == "POST" or send_messages) and wants_partial(request),

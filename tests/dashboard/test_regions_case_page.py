@@ -78,3 +78,10 @@ def test_the_overviews_latest_events_come_from_every_region(two_regions, client)
     assert f"CASE#{case_id}" in streams
     sign_in(client)
     assert case_id in client.get("/").content.decode()
+
+
+def test_the_case_page_names_the_region_a_case_lives_in(two_regions, client, settings):
+    [key] = keys_homed("eu-west-1", "where")
+    [case_id] = stuck_cases([key])
+    sign_in(client)
+    assert "<dt>Region</dt><dd>eu-west-1" in client.get(f"/cases/{case_id}/").content.decode()
