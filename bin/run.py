@@ -182,7 +182,7 @@ def main() -> int:
         redis_proc = ensure_redis(env)
         if redis_proc:
             started.append(redis_proc)
-        var = ROOT / "var"
+        var = Path(env.get("VAR_DIR") or ROOT / "var")
         var.mkdir(exist_ok=True)
         if not env.get("DYNAMODB_ENDPOINT_URL"):
             engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log")

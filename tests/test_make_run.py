@@ -35,6 +35,22 @@ def _session_processes(sid: int) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.split()[0] == str(sid)]
 
 
+def _descendants_running(root: int, needle: str) -> list[str]:
+    """Command lines containing ``needle`` of processes descending from ``root`` (honcho
+    starts each process in a session of its own)."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,args="], capture_output=True, text=True)
+    rows = [line.split(None, 2) for line in out.stdout.splitlines() if line.strip()]
+    parent = {int(r[0]): int(r[1]) for r in rows}
+    found = []
+    for pid, _ppid, *args in rows:
+        n = int(pid)
+        while n > 1 and n != root:
+            n = parent.get(n, 1)
+        if n == root and args and needle in args[0]:
+            found.append(args[0])
+    return found
+
+
 def _concurrent_clients(port: int, clients: int, rounds: int) -> tuple[list, list]:
     """``clients`` threads released together, each making ``rounds`` requests on fresh
     connections; the statuses seen and every error raised (a reset among them)."""
@@ -139,3 +155,64 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
     assert _session_processes(proc.pid) == []
     with pytest.raises(OSError):
         _get(f"http://127.0.0.1:{ddb_port}/")
+
+
+@pytest.mark.dynamodb_local_only
+def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_local):
+    """``RUN_REGIONS=2``: a second DynamoDB Local as eu-west-1, both regions' tables
+    with streams, the Global Tables stand-in running between them; SIGTERM stops all."""
+    import boto3
+
+    web_port, ddb_port, ddb_port2 = free_port(), free_port(), free_port()
+    env = dict(
+        os.environ,
+        RUN_REGIONS="2",
+        WEB_PORT=str(web_port),
+        DDB_LOCAL_PORT=str(ddb_port),
+        DDB_LOCAL_PORT2=str(ddb_port2),
+        VAR_DIR=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        REDBEAT_KEY_PREFIX=f"redbeat:test-{web_port}:",
+        DEMO_SEED="0",
+    )
+    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "AWS_REGION"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "bin/run.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{web_port}"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            stand_in = _descendants_running(proc.pid, "replicate_regions")
+            try:
+                if stand_in and _get(base + "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.5)
+        if not stand_in:
+            _stop(proc, "sigterm")
+            raise AssertionError(f"the stand-in is not running:\n{proc.communicate(timeout=60)[0]}")
+        for port in (ddb_port, ddb_port2):
+            client = boto3.client(
+                "dynamodb",
+                endpoint_url=f"http://127.0.0.1:{port}",
+                region_name="us-east-1",
+                aws_access_key_id="local",
+                aws_secret_access_key="local",
+            )
+            table = client.describe_table(TableName="pledges-pledges")["Table"]
+            assert table["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    finally:
+        _stop(proc, "sigterm")
+        output, _ = proc.communicate(timeout=60)
+    assert "two regions: us-east-1=" in output and "replicate_regions: 10 streams" in output
+    assert _session_processes(proc.pid) == []
