@@ -534,6 +534,8 @@ def test_a_late_worker_merging_two_problems_into_one_case_is_reported(dynamodb_l
 
     real_id = case_repository.case_id_for
     monkeypatch.setattr(ClaimRepository, "reclaim", same_token)
-    monkeypatch.setattr(case_service, "case_id_for", lambda pk, v, _type: real_id(pk, v, "-"))
+    monkeypatch.setattr(
+        case_service, "case_id_for", lambda pk, v, _type, tag="": real_id(pk, v, "-", tag)
+    )
     lines = _violations(dynamodb_local.endpoint_url, "POST#1 claim put#1:stall_after")
     assert any("was opened as TOKEN_MISMATCH and did_it_commit" in line for line in lines), lines
