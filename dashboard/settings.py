@@ -245,11 +245,10 @@ LOGGING = {
 DYNAMODB_ENDPOINT_URL = os.environ.get("DYNAMODB_ENDPOINT_URL") or None
 AWS_REGION = os.environ.get("AWS_REGION", "us-east-1")
 DDB_TABLE_PREFIX = os.environ.get("DDB_TABLE_PREFIX", "pledges-")
-# Optional multi-region: "us-east-1,eu-west-1" on AWS, or
-# "us-east-1=http://127.0.0.1:8001,eu-west-1=http://127.0.0.1:8002" locally.
+# Optional multi-region (docs/regions.md): "us-east-1,eu-west-1" on AWS, or
+# "us-east-1=http://127.0.0.1:8001,eu-west-1=http://127.0.0.1:8002" locally. Test-only,
+# honoured with fault injection alone: DDB_UNPINNED routes keys to AWS_REGION, not home.
 DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
-# Test-only (honoured only with fault injection allowed): route every key to this
-# process's own region (AWS_REGION) instead of its home region (docs/regions.md).
 DDB_UNPINNED = env_bool("DDB_UNPINNED", False)
 # A request path gives up within a few seconds: botocore's legacy default would
 # give DynamoDB 10 attempts and ~25 s of backoff.
@@ -366,8 +365,7 @@ CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
-# The ledger drift check (reconciliation/casework/drift.py): how often, how far behind now
-# (the token window plus replication lag), and the pause before a difference is confirmed.
+# The ledger drift check (casework/drift.py): interval, settle window, confirmation pause.
 LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
 LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
 LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)
@@ -394,8 +392,7 @@ CELERY_BEAT_SCHEDULE: dict = {
         "options": {"expires": float(LEDGER_DRIFT_INTERVAL_S)},
     },
     "audit-checkpoint": {
-        # Every 5 minutes; the task signs each finished period's checkpoint once and is
-        # a no-op otherwise.
+        # Every 5 minutes; signs each finished period's checkpoint once, else a no-op.
         "task": "reconciliation.tasks.audit.audit_checkpoint",
         "schedule": 300.0,
         "options": {"expires": 300.0},

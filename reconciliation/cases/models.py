@@ -366,9 +366,8 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
     return Case(**{k: v for k, v in data.items() if k in known})
 
 
-# Attributes that key an index (``open_by_fund``, ``by_intent``, ``by_donor``, ``open_by_
-# assignee``): DynamoDB refuses an empty string there, so an empty one is not stored, and
-# the case is absent from that index (a LEDGER_DRIFT case has no intent).
+# Attributes keying an index: DynamoDB refuses an empty string there, so an empty one is
+# not stored and the case is absent from that index (a LEDGER_DRIFT case has no intent).
 _INDEX_KEY_FIELDS = ("fund", "intent_id", "donor_ref", "assignee")
 
 

@@ -236,11 +236,21 @@ class CaseRepository:
                 return
 
     def count_range(
-        self, queue: str, *, before: str | None = None, after: str | None = None
+        self,
+        queue: str,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        owned_only: bool = False,
     ) -> int:
-        """How many open cases of ``queue`` were opened in ``[after, before)``."""
+        """How many open cases of ``queue`` were opened in ``[after, before)``; with
+        ``owned_only``, of the cases living in this region (:func:`owned_filter`)."""
         condition = "#q = :q"
         vals: dict = {"q": queue}
+        owned_expression = ""
+        if owned_only:
+            owned_expression, owned_values = owned_filter(self.tag)
+            vals.update(owned_values)
         if before and after:
             condition += " AND queue_sort BETWEEN :after AND :before"
             vals.update(after=after, before=before)
@@ -258,6 +268,8 @@ class CaseRepository:
             "ExpressionAttributeValues": values(**vals),
             "Select": "COUNT",
         }
+        if owned_expression:
+            kwargs["FilterExpression"] = owned_expression
         pages = self.client.get_paginator("query").paginate(**kwargs)
         return sum(page.get("Count", 0) for page in pages)
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import QUEUES
-from reconciliation.cases.repository import CaseRepository, owned_filter
-from reconciliation.dynamo.items import from_item, to_item, values
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.stores import Store, case_tag
 
 SortKey = tuple[Any, ...]
@@ -68,30 +68,8 @@ def owned_count(
     store: Store, queue: str, *, before: str | None = None, after: str | None = None
 ) -> int:
     """How many open cases of ``queue`` living in ``store``'s region were opened in
-    ``[after, before)``: a COUNT Query like ``CaseRepository.count_range`` that also
-    leaves out replicas (the case id names the region: its length and its tag)."""
-    condition = "#q = :q"
-    owned_expression, vals = owned_filter(store.tag)
-    vals["q"] = queue
-    if before and after:
-        condition += " AND queue_sort BETWEEN :after AND :before"
-        vals.update(after=after, before=before)
-    elif before:
-        condition += " AND queue_sort < :before"
-        vals["before"] = before
-    elif after:
-        condition += " AND queue_sort >= :after"
-        vals["after"] = after
-    pages = store.client.get_paginator("query").paginate(
-        TableName=store.tables.cases,
-        IndexName="open_by_queue",
-        KeyConditionExpression=condition,
-        FilterExpression=owned_expression,
-        ExpressionAttributeNames={"#q": "queue"},
-        ExpressionAttributeValues=values(**vals),
-        Select="COUNT",
-    )
-    return sum(page.get("Count", 0) for page in pages)
+    ``[after, before)``: a COUNT Query that also leaves out replicas."""
+    return CaseRepository(store).count_range(queue, before=before, after=after, owned_only=True)
 
 
 def open_count(
