@@ -188,6 +188,26 @@ def celery_eager():
     app.conf.task_eager_propagates = True
     yield
     app.conf.task_always_eager, app.conf.task_eager_propagates = before
+    leaked = celery_app_leaked(app)
+    if leaked:
+        pytest.fail(leaked)
+
+
+def celery_app_leaked(app) -> str | None:
+    """Whether a test left another Celery app current, and if so put ``app`` back. The
+    services reach tasks through ``current_app`` (reconciliation/casework/retries.py): a
+    ``Celery(...)`` built with the default ``set_as_current=True`` would make every later
+    test publish to that app's broker instead of running its tasks inline."""
+    from celery import current_app
+
+    current = current_app._get_current_object()
+    if current is app:
+        return None
+    app.set_current()
+    return (
+        f"the test left Celery app {current.main!r} current instead of {app.main!r}: "
+        "build helper apps with set_as_current=False"
+    )
 
 
 @pytest.fixture

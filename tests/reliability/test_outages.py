@@ -293,7 +293,7 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         ALLOW_FAULT_INJECTION="1",
     )
     worker = celery_worker(env, log_dir, pool="prefork", concurrency=1)
-    sender = Celery("reliability-sender", broker=own_redis.url)
+    sender = Celery("reliability-sender", broker=own_redis.url, set_as_current=False)
     sent: list[str] = []
 
     def enqueue(case_id: str) -> None:
