@@ -66,8 +66,7 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    # The administration screen at /admin/ (dashboard/admin.py: superusers only); no
-    # autodiscovery: dashboard.urls mounts the one site.
+    # /admin/ (dashboard/admin.py, superusers only); no autodiscovery: dashboard.urls.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -89,6 +88,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

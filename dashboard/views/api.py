@@ -36,7 +36,10 @@ def _tenant(request: HttpRequest) -> str | None:
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         return None
-    return ApiToken.authenticate(raw.strip())
+    tenant = ApiToken.authenticate(raw.strip())
+    # Read by ServerTimingMiddleware: timings go to callers who proved who they are.
+    request.api_tenant = tenant  # type: ignore[attr-defined]
+    return tenant
 
 
 def _unauthorized() -> JsonResponse:

@@ -1,0 +1,73 @@
+"""How many DynamoDB round trips a unit of work made, and how long its calls took.
+
+A client hook notes every HTTP request the SDK sends (its own retries included, as
+``before-send`` fires once per attempt) and the wall time of each API call, from
+``before-call`` to ``after-call`` (backoff between attempts included), in the
+:class:`CallTally` the caller opened with :func:`tally` in this thread. Nothing is noted
+outside a tally, so the hook costs a context-variable read per call when unused. The web
+edge opens one per request (``dashboard.server_timing``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Where a call's start is kept in botocore's per-call context dictionary.
+_STARTED = "reconciliation_call_started"
+
+
+@dataclass
+class CallTally:
+    round_trips: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+
+
+_current: ContextVar[CallTally | None] = ContextVar("dynamodb_call_tally", default=None)
+
+
+@contextlib.contextmanager
+def tally() -> Iterator[CallTally]:
+    """Count the DynamoDB calls made inside the block, in this thread."""
+    counted = CallTally()
+    token = _current.set(counted)
+    try:
+        yield counted
+    finally:
+        _current.reset(token)
+
+
+def _on_send(**_kwargs) -> None:
+    counted = _current.get()
+    if counted is not None:
+        counted.round_trips += 1
+
+
+def _on_before_call(context=None, **_kwargs) -> None:
+    if context is not None and _current.get() is not None:
+        context[_STARTED] = time.perf_counter()
+
+
+def _on_after_call(context=None, **_kwargs) -> None:
+    counted = _current.get()
+    started = context.get(_STARTED) if context is not None else None
+    if counted is not None and started is not None:
+        counted.calls += 1
+        counted.seconds += time.perf_counter() - started
+
+
+def install(client: DynamoDBClient) -> None:
+    events = client.meta.events
+    events.register("before-send.dynamodb", _on_send)
+    # First: a fault hook's before-call may answer the call itself and stop the others.
+    events.register_first("before-call.dynamodb", _on_before_call)
+    events.register("after-call.dynamodb", _on_after_call)
+    events.register("after-call-error.dynamodb", _on_after_call)

@@ -1,0 +1,94 @@
+"""``Server-Timing``: DynamoDB round trips and time per request, on answers to signed-in
+staff and accepted API callers only (dashboard/server_timing.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashboard.server_timing import HEADER
+from reconciliation.dynamo import calls
+from reconciliation.dynamo.client import dynamodb_client
+from tests.conftest import pledge_body
+from tests.helpers import sign_in
+from tests.reconciliation.factories import stuck_case
+
+pytestmark = pytest.mark.django_db
+
+TIMING_RE = re.compile(r'^ddb;desc="(\d+) calls";dur=(\d+\.\d), app;dur=(\d+\.\d)$')
+
+
+def _timing(response) -> tuple[int, float, float]:
+    match = TIMING_RE.match(response[HEADER])
+    assert match, response[HEADER]
+    return int(match[1]), float(match[2]), float(match[3])
+
+
+class _Sent:
+    """Every HTTP request the shared client sends, counted apart from the tally."""
+
+    def __init__(self):
+        self.count = 0
+        dynamodb_client().meta.events.register("before-send.dynamodb", self._seen)
+
+    def _seen(self, **_kwargs):
+        self.count += 1
+
+
+@pytest.mark.dynamodb_local_only  # moto answers inside botocore: nothing is sent
+def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
+    """A new pledge's answer says 2 DynamoDB calls (claim, commit), its replay's says 1
+    (the claim's ALL_OLD), and each count is what the client actually sent."""
+    sent = _Sent()
+    created = api.post("st-1", pledge_body())
+    assert created.status_code == 201
+    calls_made, ddb_ms, app_ms = _timing(created)
+    assert calls_made == 2 == sent.count
+    assert 0 < ddb_ms <= app_ms
+    replay = api.post("st-1", pledge_body())
+    assert replay.status_code == 200 and replay["Idempotent-Replayed"] == "true"
+    assert _timing(replay)[0] == 1 == sent.count - 2
+
+
+@pytest.mark.dynamodb_local_only
+def test_staff_page_counts_what_the_page_read(ddb, client):
+    """A signed-in queue page and case page carry the number of DynamoDB calls they
+    made, equal to the requests the client sent while rendering them."""
+    case = stuck_case("st-2")
+    sign_in(client)
+    for path in ("/queues/stuck/", f"/cases/{case.case_id}/"):
+        sent = _Sent()
+        response = client.get(path)
+        assert response.status_code == 200, path
+        calls_made, _ddb_ms, _app_ms = _timing(response)
+        assert calls_made == sent.count > 0, path
+
+
+def test_anonymous_answers_carry_no_timings(ddb, api, client):
+    """The sign-in page, a redirect to it, health checks and an API call with a bad
+    token say nothing about the work behind them."""
+    assert HEADER not in client.get("/accounts/login/")
+    assert HEADER not in client.get("/queues/stuck/")
+    assert HEADER not in client.get("/healthz")
+    refused = client.post(
+        "/api/v1/pledges",
+        data=pledge_body(),
+        content_type="application/json",
+        HTTP_AUTHORIZATION="Bearer plg_wrong",
+        HTTP_IDEMPOTENCY_KEY="st-3",
+    )
+    assert refused.status_code == 401 and HEADER not in refused
+
+
+def test_tally_counts_only_inside_its_block(ddb):
+    """Calls made outside a tally are not counted; nested tallies count apart."""
+    client = dynamodb_client()
+    client.describe_table(TableName=ddb.tables.cases)
+    with calls.tally() as outer:
+        client.describe_table(TableName=ddb.tables.cases)
+        with calls.tally() as inner:
+            client.describe_table(TableName=ddb.tables.cases)
+        client.describe_table(TableName=ddb.tables.cases)
+    assert (inner.calls, outer.calls) == (1, 2)
+    assert inner.seconds > 0 and outer.seconds > 0
