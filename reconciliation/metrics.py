@@ -48,6 +48,19 @@ LEDGER_DRIFT_FOUND = Counter(
     "Ledger differences the drift check confirmed, by scope",
     ["scope"],
 )
+# Failed conditional writes (dynamo/failed_writes.py): DynamoDB bills them and reports
+# no capacity for them; counted by kind (operation and table, never a key) with the write
+# units the documented rule bills for each.
+FAILED_CONDITIONAL_WRITES = Counter(
+    "dynamo_failed_conditional_writes_total",
+    "Conditional writes whose condition failed, by kind (operation:table)",
+    ["kind"],
+)
+FAILED_CONDITIONAL_WRITE_UNITS = Counter(
+    "dynamo_failed_conditional_write_units_total",
+    "Write units DynamoDB bills for failed conditional writes (documented rule), by kind",
+    ["kind"],
+)
 CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
 COMMIT_SECONDS = Histogram(
     "pledge_commit_seconds",

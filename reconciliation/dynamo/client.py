@@ -173,10 +173,11 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
             kwargs["aws_secret_access_key"] = "local"
     client = session.client("dynamodb", **kwargs)
     from reconciliation import metrics
-    from reconciliation.dynamo import attempts, calls, fault_hooks
+    from reconciliation.dynamo import attempts, calls, failed_writes, fault_hooks
 
     calls.install(client)
     metrics.instrument_client(client)
+    failed_writes.install(client)
     attempts.install(client)
     fault_hooks.install(client)
     return client

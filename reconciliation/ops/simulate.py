@@ -40,6 +40,7 @@ from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
 from reconciliation.dynamo.items import values
+from reconciliation.ops.capacity_budget import Budget
 from reconciliation.stores import every_store, home_store
 
 TENANT = "sim"
@@ -70,7 +71,6 @@ class SimulationReport:
     cases_by_type: Counter = field(default_factory=Counter)
     committed_keys: set[str] = field(default_factory=set)
     capacity: dict[str, Capacity] = field(default_factory=dict)
-    failed_conditions: int = 0
     faults_fired: dict[str, int] = field(default_factory=dict)
     ledger_ok: bool = False
     ledger_lines: list[str] = field(default_factory=list)
@@ -107,11 +107,13 @@ class CapacityShare:
     write: float
     read: float
     over: int
+    index_write: float = 0.0
+    failed_write: float = 0.0
 
     @classmethod
     def of(cls, cap: Capacity, over: int) -> CapacityShare:
         n = max(1, over)
-        return cls(cap.write / n, cap.read / n, over)
+        return cls(cap.write / n, cap.read / n, over, cap.index_write / n, cap.failed_write / n)
 
 
 # --- one synthetic intent -------------------------------------------------------------------
@@ -149,12 +151,10 @@ class _Traffic:
                 ).kind
             except faults.SimulatedCrash:
                 kind = "worker_crashed"
-        failed = spent.failed_conditions
         with self.lock:
             self.report.requests += 1
             self.report.duplicate_requests += int(duplicate)
             self.report.outcomes[kind] += 1
-            self.report.failed_conditions += failed
             self.report.capacity.setdefault(kind, Capacity()).add(spent)
         return kind
 
@@ -271,7 +271,10 @@ def simulate_run(
         # now: a full second past the lease is the least that finds the last claim.
         time.sleep(config.lease_s + 1.0)
         # The run checks its ledger itself; the drift check's reads are no pledge's capacity.
-        sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+        # The sweep's cases (crashed claims) are part of what the intents cost.
+        with capacity.measuring() as spent:
+            sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+        report.capacity.setdefault("sweep", Capacity()).add(spent)
     report.elapsed_s = time.monotonic() - started
     report.faults_fired = dict(plan.counts)
     _count_cases(report, config.pledges)
@@ -351,27 +354,29 @@ def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[st
         "cases by type: " + ", ".join(f"{t}={report.cases_by_type.get(t, 0)}" for t in CASE_TYPES),
         *report.ledger_lines,
         f"ledger check: {'ok' if report.ledger_ok else 'MISMATCH'}",
-        "capacity (engine-reported ReturnConsumedCapacity; DynamoDB Local counts index "
-        "writes in it):",
-        f"  per committed pledge: {committed.write:.2f} WCU, {committed.read:.2f} RCU "
-        f"over {committed.over} pledges committed with a 201 (every call of each)",
+        "capacity (engine-reported ReturnConsumedCapacity, base table and indexes; DynamoDB "
+        "Local counts index writes, at 2× in a transaction, as DynamoDB does):",
+        f"  per committed pledge: {committed.write:.2f} WCU ({committed.index_write:.2f} of "
+        f"them index writes), {committed.read:.2f} RCU over {committed.over} pledges "
+        "committed with a 201 (every call of each)",
         f"    per DynamoDB call: {committed_call.write:.2f} WCU, {committed_call.read:.2f} RCU "
         f"over the {committed_call.over} calls of those submissions",
-        f"  per replay: {replay.write:.2f} WCU, {replay.read:.2f} RCU over {replay.over} replays",
-        f"  whole run: {total.write:.1f} WCU, {total.read:.1f} RCU over {report.requests} "
-        f"submissions ({total.requests} calls; duplicates, retries and faults included) = "
-        f"{total.write / max(1, recorded):.2f} WCU per pledge recorded ({recorded})",
-        f"  failed conditional writes: {report.failed_conditions} (engines report no capacity "
-        "for them; AWS bills each as a write of the item, 1 WCU for items under 1 KB)",
+        f"  per replay: {replay.write:.2f} WCU engine-reported + {replay.failed_write:.2f} WCU "
+        f"billed for its failed conditional write, {replay.read:.2f} RCU over {replay.over} "
+        "replays",
+        f"  whole run: {total.write:.1f} WCU ({total.index_write:.1f} index), {total.read:.1f} "
+        f"RCU over {report.requests} submissions and the sweep ({total.requests} calls; "
+        f"duplicates, retries and faults included) = {total.write / max(1, recorded):.2f} WCU "
+        f"per pledge recorded ({recorded})",
+        f"  failed conditional writes: {total.failed_conditions}, billed "
+        f"{total.failed_write} WCU by the documented rule (engines report no capacity for "
+        "them): " + (", ".join(f"{k}={n}" for k, n in sorted(total.failed.items())) or "none"),
     ]
-    dup = report.duplicate_ratio
-    wcu_new = max(committed.write, 1.0)
-    lines += [
-        f"budget for --peak-rps {config.peak_rps:g} (duplicate ratio {dup:.2f}):",
-        f"  seed rule: required_WCU = peak_rps × (1 + duplicate_ratio) = "
-        f"{config.peak_rps * (1 + dup):.0f} write requests/s, transactions at 2× → "
-        f"{config.peak_rps * (1 + dup) * 2:.0f} WCU",
-        f"  measured: peak_rps × (WCU per committed pledge + duplicate_ratio × 1 WCU) = "
-        f"{config.peak_rps * (wcu_new + dup):.0f} WCU",
-    ]
-    return lines
+    budget = Budget(
+        peak_rps=config.peak_rps,
+        duplicate_ratio=report.duplicate_ratio,
+        intents=config.pledges,
+        spent=total,
+        pledge_base=committed.write - committed.index_write,
+    )
+    return lines + budget.lines()

@@ -32,7 +32,7 @@ class Command(BaseCommand):
             "--peak-rps",
             type=float,
             default=50.0,
-            help="peak requests/s to size the WCU budget for",
+            help="peak new pledges/s to size the WCU budget for (duplicates on top)",
         )
 
     def handle(

@@ -159,3 +159,73 @@ def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
     text = "\n".join(summary_lines(report, config))
     assert f"per committed pledge: {engine_total / 4:.2f} WCU" in text
     assert f"per DynamoDB call: {engine_total / 8:.2f} WCU" in text
+
+
+def test_the_measured_budget_adds_base_index_and_failed_writes_per_intent():
+    """The measured rule is peak × (base + index + failed conditional write units) per
+    intent; the seed rule, a pledge's 9 base units times (1 + duplicate ratio), leaves
+    out index and failed writes and falls short by about a third."""
+    from collections import Counter
+
+    from reconciliation.dynamo.capacity import Capacity
+    from reconciliation.ops.capacity_budget import Budget
+
+    spent = Capacity(
+        write=140.0,
+        index_write=50.0,
+        failed=Counter({"put:idempotency_keys": 4}),
+        failed_units=Counter({"put:idempotency_keys": 4}),
+    )
+    budget = Budget(peak_rps=100, duplicate_ratio=0.1, intents=10, spent=spent, pledge_base=9)
+
+    assert (budget.base, budget.index, budget.failed) == (9.0, 5.0, 0.4)
+    assert budget.measured_wcu == pytest.approx(1440)
+    assert budget.seed_wcu == pytest.approx(990)
+    text = "\n".join(budget.lines())
+    assert "base items: 100 × 9.00 = 900 WCU" in text
+    assert "index writes: 100 × 5.00 = 500 WCU" in text
+    assert "failed conditional writes: 100 × 0.40 = 40 WCU" in text
+    assert "put:idempotency_keys: 0.400 per intent, 4 WCU in the run" in text
+    assert "= 100 × 1.10 × 9.00 = 990 WCU" in text
+    assert "total: 1440 WCU at peak; the seed rule under-provisions by 31%" in text
+
+
+@pytest.mark.dynamodb_local_only
+def test_double_clicks_show_in_the_budget_as_failed_conditional_writes(ddb):
+    """Every double click is a second claim PutItem whose condition fails (or, when it
+    arrives first, the first one's): the engine reports nothing for it, the budget counts
+    it by kind at the existing claim's size, and the whole run's failed writes reach the
+    measured rule."""
+    from reconciliation.ops.simulate import summary_lines
+
+    config = SimulationConfig(
+        pledges=12,
+        faults={},
+        seed=3,
+        threads=2,
+        double_click_ratio=1.0,
+        conflicting_retry_ratio=0.0,
+        late_worker_ratio=0.0,
+        peak_rps=10,
+    )
+    report = simulate_run(config)
+
+    total = report.total()
+    assert total.failed["put:idempotency_keys"] >= 12
+    assert total.failed_write >= total.failed_conditions
+    assert total.index_write > 0 and total.base_write > total.index_write
+    text = "\n".join(summary_lines(report, config))
+    per_intent = (total.base_write + total.index_write + total.failed_write) / 12
+    assert f"total: {10 * per_intent:.0f} WCU at peak" in text
+    assert "put:idempotency_keys" in text
+
+
+def test_an_engine_reporting_no_capacity_gets_no_measured_rule():
+    from reconciliation.dynamo.capacity import Capacity
+    from reconciliation.ops.capacity_budget import Budget
+
+    budget = Budget(peak_rps=50, duplicate_ratio=0, intents=5, spent=Capacity(), pledge_base=0)
+    text = "\n".join(budget.lines())
+
+    assert "this engine reported no consumed capacity" in text
+    assert "total:" not in text and "0 WCU" not in text

@@ -1,0 +1,93 @@
+"""Failed conditional writes: what they are and what they cost.
+
+DynamoDB bills a conditional write whose condition fails, but reports no consumed
+capacity for it (nor does DynamoDB Local): a ``ConditionalCheckFailedException`` carries
+no ``ConsumedCapacity``. By the documented rule a failed conditional ``PutItem``,
+``UpdateItem`` or ``DeleteItem`` costs the write units of the *existing* item, at least 1.
+When the call asked for ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` (the claim does,
+DESIGN.md §4) the existing item comes back and is sized exactly; otherwise it is taken
+as 1 unit. A transaction cancelled by a failed condition is budgeted as if it had
+committed, every action at 2× the units of its item (an upper bound: the item sizes are
+what the request names, or 1 unit for an update or check whose item did not come back).
+
+Every failure is counted in ``/metrics`` by kind (``dynamo_failed_conditional_writes_total``
+and ``dynamo_failed_conditional_write_units_total``) and is available to the capacity
+sink of :mod:`reconciliation.dynamo.capacity`. A kind is the operation and the table
+without its prefix (``put:idempotency_keys`` is a duplicate claim, ``update:cases`` a
+stale case edit, ``transaction:pledges`` a commit whose pledge already existed: for a
+transaction, the table of the first action whose condition failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciliation import metrics
+from reconciliation.dynamo.item_size import item_size, write_units
+
+TABLE_KINDS = ("idempotency_keys", "pledges", "ledger", "cases", "audit_events")
+OPERATIONS = {"PutItem": "put", "UpdateItem": "update", "DeleteItem": "delete"}
+ACTIONS = {"Put": "put", "Update": "update", "Delete": "delete", "ConditionCheck": "check"}
+
+
+@dataclass(frozen=True)
+class FailedWrite:
+    kind: str
+    units: int
+
+
+def table_kind(table_name: str) -> str:
+    """The table's name without the deployment's prefix (``pledges-cases`` → ``cases``)."""
+    return next((k for k in TABLE_KINDS if table_name.endswith(k)), "other")
+
+
+def failed_write(operation: str, params: dict, parsed: dict) -> FailedWrite | None:
+    """The failed conditional write in one call's answer, or None when the call did not
+    fail on a condition."""
+    code = parsed.get("Error", {}).get("Code")
+    if code == "ConditionalCheckFailedException" and operation in OPERATIONS:
+        existing = parsed.get("Item")
+        units = write_units(item_size(existing)) if existing else 1
+        return FailedWrite(f"{OPERATIONS[operation]}:{table_kind(params['TableName'])}", units)
+    if code == "TransactionCanceledException" and operation == "TransactWriteItems":
+        return _cancelled(params.get("TransactItems", []), parsed.get("CancellationReasons"))
+    return None
+
+
+def _cancelled(actions: list[dict], reasons: list[dict] | None) -> FailedWrite | None:
+    reasons = reasons or []
+    failing = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+    if not failing:
+        return None  # a conflict or throttle: no condition failed, nothing billed as one
+    units = 0
+    for i, action in enumerate(actions):
+        [(name, body)] = action.items()
+        returned = reasons[i].get("Item") if i < len(reasons) else None
+        item = body.get("Item") or returned
+        units += 2 * (write_units(item_size(item)) if item else 1)
+    [(name, body)] = actions[failing[0]].items()
+    return FailedWrite(f"transaction:{table_kind(body['TableName'])}", units)
+
+
+def _remember_params(params, context=None, **_kwargs) -> None:
+    if context is not None:
+        context["failed_writes_params"] = params
+
+
+def _count(http_response, parsed, model, context=None, **_kwargs) -> None:
+    if not isinstance(parsed, dict) or "Error" not in parsed:
+        return
+    params = (context or {}).get("failed_writes_params") or {}
+    failed = failed_write(model.name, params, parsed)
+    if failed is not None:
+        metrics.FAILED_CONDITIONAL_WRITES.labels(failed.kind).inc()
+        metrics.FAILED_CONDITIONAL_WRITE_UNITS.labels(failed.kind).inc(failed.units)
+        if context is not None:
+            context["failed_write"] = failed
+
+
+def install(client) -> None:
+    """Count every failed conditional write of ``client`` (its ``after-call`` sees the
+    parsed error; the request's parameters are kept in the call's context)."""
+    client.meta.events.register("before-parameter-build.dynamodb", _remember_params)
+    client.meta.events.register("after-call.dynamodb", _count)
