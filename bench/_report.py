@@ -1,0 +1,191 @@
+"""The Markdown section bench/capacity.py writes: items and index entries in bytes, then
+every write call per step, its units by the documented rules beside the engine's."""
+
+from __future__ import annotations
+
+from _capture import FAILED_CONDITION, Call
+
+from reconciliation.dynamo.item_size import index_entry, item_size, write_units
+from reconciliation.dynamo.tables import Table
+
+KB = 1024
+
+
+def render(steps: list[tuple[str, list[Call]]], tables: list[Table], names, machine: str) -> str:
+    short = {getattr(names, a): a for a in ("idempotency_keys", "pledges", "ledger", "cases")}
+    short[names.audit_events] = "audit_events"
+    by_label = dict(steps)
+    lines = [
+        "## Capacity per pledge (`bench/capacity.py`)",
+        "",
+        f"DynamoDB Local, the real service layer; {machine}. Bytes as DynamoDB counts them",
+        "(`reconciliation/dynamo/item_size.py`, checked against the engine at 1,023 / 1,024 /",
+        "1,025 bytes); WCU on demand, 1 per started KB, twice in a transaction.",
+        "",
+        "### Items and index entries",
+        "",
+        "| item | typical: bytes | WCU | largest: bytes | WCU | largest vs 1 KB |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    typical = _items(by_label["(a) typical pledge: new"], short)
+    largest = _items(by_label["(b) largest pledge: new"], short)
+    over = []
+    for (label, small), (_label, big) in zip(typical, largest, strict=True):
+        verdict = f"**{big - KB:+d} B over**" if big > KB else f"{KB - big} B to spare"
+        if big > KB:
+            over.append(f"{label} ({big} bytes, {big - KB} over 1 KB)")
+        lines.append(
+            f"| {label} | {small} | {write_units(small)} | {big} | {write_units(big)} | {verdict} |"
+        )
+    lines += ["", *_over_line(over), "", "### Case items (typical pledge)", ""]
+    lines += ["| item | bytes | WCU |", "| --- | ---: | ---: |"]
+    for label, calls in steps:
+        if label.startswith("case opened") and "second" not in label:
+            for item_label, size in _items(calls, short, only="cases"):
+                kind = label.split(": ")[1].split(" ")[0]
+                lines.append(f"| {item_label} ({kind}) | {size} | {write_units(size)} |")
+    lines += [
+        "",
+        "### Write units per call",
+        "",
+        "Computed: by the documented rules from the stored images before and after each",
+        "call. Engine: DynamoDB Local's `ConsumedCapacity` (`INDEXES`). Source says which",
+        "figure is which.",
+        "",
+        "| step | call | bytes billed | WCU computed | WCU engine | source |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    totals = []
+    for label, calls in steps:
+        computed_sum, engine_sum, read_engine, read_computed = 0, 0.0, 0.0, 0.0
+        for call in calls:
+            read_engine += call.read_reported
+            read_computed += call.read_computed or 0.0
+            if not call.writes:
+                continue
+            computed = call.computed()
+            computed_sum += sum((computed or {}).values())
+            engine_sum += sum((call.reported or {}).values())
+            lines.append(
+                f"| {label} | {_call_name(call, short)} | {_billed(call, short)} "
+                f"| {_units(computed, short)} | {_units(call.reported, short)} "
+                f"| {_source(call, computed)} |"
+            )
+        totals.append((label, computed_sum, engine_sum, read_engine, read_computed, calls))
+    lines += [
+        "",
+        "### Per step",
+        "",
+        "| step | WCU computed | WCU engine | RCU engine | RCU computed (GetItem only) | calls |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for label, computed_sum, engine_sum, read_engine, read_computed, calls in totals:
+        ops: dict[str, int] = {}
+        for call in calls:
+            ops[call.operation] = ops.get(call.operation, 0) + 1
+        ops_text = ", ".join(f"{n}× {op}" for op, n in ops.items())
+        lines.append(
+            f"| {label} | {computed_sum} | {engine_sum:g} | {read_engine:g} "
+            f"| {read_computed:g} | {ops_text} |"
+        )
+    return "\n".join(lines)
+
+
+def _over_line(over: list[str]) -> list[str]:
+    if not over:
+        return ["No item of the largest pledge exceeds 1 KB."]
+    return ["Over 1 KB with the largest pledge: " + "; ".join(over) + "."]
+
+
+def _image_label(target, short) -> str:
+    image = target.after or target.before or {}
+    status = image.get("status", {}).get("S")
+    name = {"idempotency_keys": "claim", "pledges": "pledge", "ledger": "ledger shard"}.get(
+        short[target.table.name], short[target.table.name]
+    )
+    if short[target.table.name] == "audit_events":
+        stream = image.get("stream", {}).get("S", "")
+        name = (
+            "audit receipt"
+            if stream.startswith("PLEDGE#")
+            else f"audit event ({stream.split('#')[0]})"
+        )
+    if short[target.table.name] == "cases":
+        case_id = image.get("case_id", {}).get("S", "")
+        state = image.get("state", {}).get("S", "")
+        name = "queue counter shard" if case_id.startswith("#COUNT#") else f"case {state}".strip()
+    return f"{name} ({status})" if status and name == "claim" else name
+
+
+def _items(calls: list[Call], short, only: str | None = None) -> list[tuple[str, int]]:
+    """Every item written (its image after the call) and its index entries, in bytes."""
+    found = []
+    for call in calls:
+        if not call.writes or call.error:
+            continue
+        for target in call.targets:
+            if only and short[target.table.name] != only or target.after is None:
+                continue
+            label = _image_label(target, short)
+            found.append((f"{label}, {call.operation}", item_size(target.after)))
+            for index in target.table.indexes:
+                entry = index_entry(target.after, target.table, index)
+                if entry is not None:
+                    found.append(
+                        (
+                            f"↳ {index.name} entry ({index.projection['ProjectionType']})",
+                            item_size(entry),
+                        )
+                    )
+    return found
+
+
+def _call_name(call: Call, short) -> str:
+    tables = "+".join(short[t.table.name] for t in call.targets)
+    error = f" → {call.error}" if call.error else ""
+    return f"{call.operation} {tables}{error}"
+
+
+def _billed(call: Call, short) -> str:
+    sizes = []
+    for t in call.targets:
+        size = max(item_size(t.before or {}), item_size(t.after or {}))
+        sizes.append(f"{short[t.table.name]} {size}")
+    return ", ".join(sizes)
+
+
+def _units(units: dict | None, short) -> str:
+    if units is None:
+        return "—"
+    parts = [f"{short.get(k, k)} {v:g}" for k, v in units.items() if v]
+    return " + ".join(parts) + f" = {sum(units.values()):g}" if parts else "0"
+
+
+def _source(call: Call, computed: dict | None) -> str:
+    if call.error == FAILED_CONDITION:
+        return "rules only: AWS bills the existing item (ALL_OLD); engines report nothing"
+    if call.error == "TransactionCanceledException":
+        codes = ", ".join(sorted(set(call.cancellation) - {"None"}))
+        where = (
+            "injected in place of DynamoDB" if "TransactionConflict" in codes else "by the engine"
+        )
+        return f"not counted: cancelled ({codes}) {where}; the engine reports nothing"
+    if call.error == "IdempotentParameterMismatchException":
+        return "not counted: refused by the engine (token reused), nothing written"
+    if call.error:
+        return f"rules only: {call.error}, no answer; the images show what applied"
+    if computed is not None and call.reported is not None:
+        reported = _nonzero(call.reported)
+        if _nonzero(computed) == reported:
+            return "engine = rules"
+        if call.engine_model() is not None and _nonzero(call.engine_model()) == reported:
+            return (
+                "**engine < rules**: DynamoDB Local counts items of equal units in one "
+                "table once per transaction; AWS bills each"
+            )
+        return "**engine ≠ rules**"
+    return "rules only"
+
+
+def _nonzero(units: dict) -> dict:
+    return {k: int(v) for k, v in units.items() if v}

@@ -1,0 +1,253 @@
+"""What a pledge costs in DynamoDB capacity units, per item and per index, on DynamoDB
+Local through the real service layer (reconciliation.claims.intake and casework).
+
+    python bench/capacity.py [--write]
+
+Every call the services make is captured (bench/_capture.py): the engine's own
+``ConsumedCapacity`` (``INDEXES``) beside the units the documented rules give for the
+images of each written item before and after the call
+(reconciliation/dynamo/item_size.py). A failed conditional write is reported by no
+engine, yet AWS bills it (the existing item's size, at least 1 unit): it is computed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+
+from _common import machine_line, start_engine, write_section
+
+TYPICAL = {"donor_ref": "D-1001", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
+# The longest of everything the API accepts (claims/request.py, claims/funds.py,
+# dashboard/models.py, dashboard/auth.py): tenant 64, Idempotency-Key 255, donor_ref 64,
+# fund 32. The amount with the most bytes under MAX_AMOUNT: 3 places in a currency with
+# 3 minor units (999999999999.989 is 9 bytes as a number; 999999999999.99 is 8).
+LARGEST = {
+    "donor_ref": "D" + "9" * 63,
+    "fund": "F" * 32,
+    "amount": "999999999999.989",
+    "currency": "KWD",
+}
+LARGEST_TENANT = "t" * 64
+LARGEST_KEY = "K" * 255
+LARGEST_ADDRESS = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"
+LARGEST_REQUEST_ID = "r" * 64
+WHY = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "Checked the consistent reads."}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args()
+    engine = start_engine()
+    try:
+        report = run(engine.endpoint_url)
+    finally:
+        engine.stop()
+    print(report)
+    if args.write:
+        write_section("capacity", report)
+
+
+def run(endpoint_url: str) -> str:
+    # After start_engine: these need Django configured.
+    from _capture import Recorder
+    from _report import render
+
+    from dashboard.celery import app
+    from reconciliation.dynamo.client import dynamodb_client, table_names
+    from reconciliation.dynamo.tables import table_definitions
+
+    # Tasks (RETRY_COMMIT) run inline, as in tests: their writes are the disposition's.
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    names = table_names()
+    tables = table_definitions(names)
+    recorder = Recorder([dynamodb_client(), dynamodb_client(batch=True)], tables, endpoint_url)
+    steps = Scenarios(recorder).all()
+    return render(steps, tables, names, machine_line())
+
+
+class Scenarios:
+    def __init__(self, recorder):
+        from reconciliation.actors import Actor, Role
+
+        self.r = recorder
+        self.api = Actor(username="api:acme", role=Role.API, address="203.0.113.7")
+        self.steps: list[tuple[str, list]] = []
+
+    @contextlib.contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        with self.r.step(label) as calls:
+            self.steps.append((label, calls))
+            yield
+
+    def submit(self, key: str, body=TYPICAL, *, tenant: str = "acme", actor=None):
+        from reconciliation.claims.intake import pledge_submit
+        from reconciliation.claims.request import parse_fields
+
+        return pledge_submit(
+            tenant=tenant,
+            idempotency_key=key,
+            request=parse_fields(dict(body)),
+            actor=actor or self.api,
+        )
+
+    def all(self) -> list[tuple[str, list]]:
+        from reconciliation.actors import Actor, Role
+        from reconciliation.claims.funds import Fund, fund_check
+        from reconciliation.claims.request import parse_fields, parse_idempotency_key
+
+        # The largest pledge passes the API's own checks.
+        assert parse_idempotency_key(LARGEST_KEY) == LARGEST_KEY
+        largest = parse_fields(dict(LARGEST))
+        fund_check(largest, [Fund(LARGEST["fund"], "KWD", Decimal(LARGEST["amount"]))])
+        big_actor = Actor(
+            username=f"api:{LARGEST_TENANT}",
+            role=Role.API,
+            address=LARGEST_ADDRESS,
+            correlation_id=LARGEST_REQUEST_ID,
+        )
+        typical_key = str(uuid.uuid4())
+        with self.step("(a) typical pledge: new"):
+            assert self.submit(typical_key).kind == "created"
+        with self.step("(b) largest pledge: new"):
+            outcome = self.submit(LARGEST_KEY, LARGEST, tenant=LARGEST_TENANT, actor=big_actor)
+            assert outcome.kind == "created", outcome
+        with self.step("(a) typical pledge: replay"):
+            assert self.submit(typical_key).kind == "replayed"
+        with self.step("(b) largest pledge: replay"):
+            outcome = self.submit(LARGEST_KEY, LARGEST, tenant=LARGEST_TENANT, actor=big_actor)
+            assert outcome.kind == "replayed"
+        self.cases()
+        return self.steps
+
+    def cases(self) -> None:
+        from reconciliation import clock
+        from reconciliation.casework.sweeps import sweep_stuck_claims
+        from reconciliation.dynamo import faults
+        from reconciliation.stores import every_store, home_store
+
+        opened = []
+        for n, key in enumerate(("stuck-1", "stuck-2")):
+            with (
+                self.step(f"claim left PENDING by a crash ({key})"),
+                clock.travel(-200),  # the worker died 200 s ago: lease and grace are over
+                faults.injected({"crash_after_claim": 1.0}),
+                contextlib.suppress(faults.SimulatedCrash),
+            ):
+                self.submit(key)
+            again = " (a second one, for the override)" if n else ""
+            with self.step(f"case opened: STUCK_PENDING by the sweep{again}"):
+                [case_id] = sweep_stuck_claims(every_store(), home=home_store).opened
+            opened.append(case_id)
+        stuck, stuck2 = opened
+        with (
+            self.step("case opened: AMBIGUOUS_TIMEOUT (commit applied, answer lost)"),
+            faults.injected({"ambiguous_after_commit": 1.0}),
+        ):
+            assert self.submit("ambiguous-1").kind == "outcome_unknown"
+        with (
+            self.step("case opened: CANCELLED_TRANSACTION (TransactionConflict)"),
+            faults.injected({"transaction_conflict": 1.0}),
+        ):
+            cancelled = self.submit("conflict-1")
+        assert cancelled.case_id, cancelled
+        mismatch = self.token_mismatch("mismatch-1")
+        self.dispositions(stuck, stuck2, cancelled.case_id, mismatch.case_id)
+
+    def token_mismatch(self, key: str):
+        from reconciliation.dynamo.client import dynamodb_client, table_names
+
+        client, foreign = dynamodb_client(), str(uuid.uuid4())
+        # Another transaction spends the token first (outside any step: not this case's).
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table_names().ledger,
+                        "Key": {"fund": {"S": "OTHER#USD#0"}},
+                        "UpdateExpression": "ADD pledge_count :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    }
+                }
+            ],
+            ClientRequestToken=foreign,
+        )
+
+        def reuse_token(params, **_kwargs):
+            if "ClientRequestToken" in params:
+                params["ClientRequestToken"] = foreign
+
+        event = "before-parameter-build.dynamodb.TransactWriteItems"
+        client.meta.events.register(event, reuse_token)
+        try:
+            with self.step("case opened: TOKEN_MISMATCH"):
+                outcome = self.submit(key)
+        finally:
+            client.meta.events.unregister(event, reuse_token)
+        assert outcome.kind == "token_parameter_mismatch", outcome
+        return outcome
+
+    def dispositions(self, stuck: str, stuck2: str, cancelled: str, mismatch: str) -> None:
+        from reconciliation.actors import Actor, Role
+        from reconciliation.cases.policy import DUPLICATE_REJECTED_OK, RELEASE_CLAIM, RETRY_COMMIT
+        from reconciliation.cases.repository import CaseRepository
+        from reconciliation.casework.dispositions import case_dispose
+        from reconciliation.casework.overrides import override_approve, override_request
+        from reconciliation.stores import first_store
+
+        store = first_store()
+        staff = Actor(username="ada", role=Role("finance_staff"), address="10.0.0.7")
+        boss = Actor(username="sue", role=Role("supervisor"), address="10.0.0.8")
+
+        def version(case_id: str) -> int:
+            case = CaseRepository(store).get(case_id)
+            assert case is not None
+            return case.version
+
+        for label, case_id in (("CANCELLED_TRANSACTION", cancelled), ("TOKEN_MISMATCH", mismatch)):
+            with self.step(f"disposition: DUPLICATE_REJECTED_OK ({label}, plain resolve)"):
+                result = case_dispose(
+                    case_id=case_id,
+                    disposition=DUPLICATE_REJECTED_OK,
+                    actor=staff,
+                    seen_version=version(case_id),
+                    store=store,
+                    **WHY,
+                )
+            assert result.applied and result.case.state == "RESOLVED", result
+        with self.step("disposition: RETRY_COMMIT (STUCK_PENDING; the commit runs inline)"):
+            result = case_dispose(
+                case_id=stuck,
+                disposition=RETRY_COMMIT,
+                actor=staff,
+                seen_version=version(stuck),
+                store=store,
+                **WHY,
+            )
+        assert CaseRepository(store).get(stuck).state == "RESOLVED"  # type: ignore[union-attr]
+        with self.step("override: RELEASE_CLAIM requested (staff)"):
+            requested = override_request(
+                case_id=stuck2,
+                override=RELEASE_CLAIM,
+                actor=staff,
+                seen_version=version(stuck2),
+                store=store,
+                **WHY,
+            )
+        with self.step("override: RELEASE_CLAIM approved (a supervisor)"):
+            approved = override_approve(
+                case_id=stuck2,
+                request_id=requested.case.override["request_id"],
+                actor=boss,
+                store=store,
+                **WHY,
+            )
+        assert approved.case.state == "RESOLVED", approved
+
+
+if __name__ == "__main__":
+    main()
