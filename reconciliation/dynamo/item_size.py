@@ -38,7 +38,10 @@ test_item_size.py at 1,023 / 1,024 / 1,025 bytes):
   change costs the old entry's units plus the new entry's.
 - A write whose condition fails reports no ``ConsumedCapacity`` at all, although AWS
   bills it (the existing item's size, at least 1 unit): compute it from ``ALL_OLD``.
-- ``TransactWriteItems`` reports every unit doubled, index units included.
+- ``TransactWriteItems`` reports every unit doubled, index units included; but with
+  several items in one table it adds up only the *distinct* per-item figures (three
+  1-unit puts report 2 units, not 6; a 2-unit case with two 1-unit counter shards
+  reports 6, not 8). AWS bills each item: ``write_cost`` per item, summed, is the bill.
 """
 
 from __future__ import annotations

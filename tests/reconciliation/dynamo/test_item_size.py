@@ -374,3 +374,20 @@ def test_transact_write_units_match_engine(ddb):
         "pending_by_expiry": 2,
     }
     assert _reported(response["ConsumedCapacity"]) == computed
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.parametrize(("sizes", "engine"), [((100, 100, 100), 2), ((1500, 100, 1500), 6)])
+def test_engine_counts_equal_item_units_once_per_table_in_a_transaction(ddb, sizes, engine):
+    """Engine, not AWS: in one TransactWriteItems DynamoDB Local sums the *distinct*
+    per-item units of a table (three 1-unit puts report 2, not 6); AWS bills each item,
+    which is what ``write_cost`` adds up."""
+    pledges = _table(ddb.tables, "pledges")
+    items = [_padded({"intent_id": {"S": f"t#{n}"}}, size) for n, size in enumerate(sizes)]
+    computed = sum(write_cost(None, i, pledges, transactional=True)[pledges.name] for i in items)
+    response = ddb.client.transact_write_items(
+        TransactItems=[{"Put": {"TableName": pledges.name, "Item": i}} for i in items],
+        ReturnConsumedCapacity="INDEXES",
+    )
+    assert computed == 2 * sum(write_units(s) for s in sizes)
+    assert _reported(response["ConsumedCapacity"]) == {pledges.name: engine}
