@@ -29,15 +29,26 @@ def render(steps: list[tuple[str, list[Call]]], tables: list[Table], names, mach
     ]
     typical = _items(by_label["(a) typical pledge: new"], short)
     largest = _items(by_label["(b) largest pledge: new"], short)
+    big_images = _images(by_label["(b) largest pledge: new"], short)
     over = []
     for (label, small), (_label, big) in zip(typical, largest, strict=True):
         verdict = f"**{big - KB:+d} B over**" if big > KB else f"{KB - big} B to spare"
         if big > KB:
-            over.append(f"{label} ({big} bytes, {big - KB} over 1 KB)")
+            over.append(
+                f"{label} ({big} bytes, {big - KB} over 1 KB: {_heaviest(big_images[label])})"
+            )
         lines.append(
             f"| {label} | {small} | {write_units(small)} | {big} | {write_units(big)} | {verdict} |"
         )
-    lines += ["", *_over_line(over), "", "### Case items (typical pledge)", ""]
+    lines += [
+        "",
+        *_over_line(over),
+        "",
+        *_findings(steps),
+        "",
+        "### Case items (typical pledge)",
+        "",
+    ]
     lines += ["| item | bytes | WCU |", "| --- | ---: | ---: |"]
     for label, calls in steps:
         if label.startswith("case opened") and "second" not in label:
@@ -91,6 +102,42 @@ def render(steps: list[tuple[str, list[Call]]], tables: list[Table], names, mach
     return "\n".join(lines)
 
 
+def _step_units(calls: list[Call]) -> tuple[int, float]:
+    computed = sum(sum((c.computed() or {}).values()) for c in calls if c.writes)
+    return computed, sum(sum((c.reported or {}).values()) for c in calls if c.writes)
+
+
+def _findings(steps: list[tuple[str, list[Call]]]) -> list[str]:
+    by_label = dict(steps)
+    lines = ["Findings:", ""]
+    for which in ("(a) typical", "(b) largest"):
+        new = _step_units(by_label[f"{which} pledge: new"])
+        replay = _step_units(by_label[f"{which} pledge: replay"])
+        lines.append(
+            f"- {which} pledge: {new[0]} WCU by the rules, {new[1]:g} reported by the engine; "
+            f"its replay {replay[0]} WCU (the claim PutItem whose condition fails, billed at "
+            f"the stored claim's size), {replay[1]:g} reported."
+        )
+    for label, calls in steps:
+        for call in calls:
+            if not call.writes or call.reported is None:
+                continue
+            computed = sum((call.computed() or {}).values())
+            reported = sum(call.reported.values())
+            if computed > reported:
+                lines.append(
+                    f"- DynamoDB Local under-reports {label}: {computed} WCU by the rules, "
+                    f"{reported:g} reported (items of equal units in one table counted once "
+                    "per transaction)."
+                )
+    uncounted = sum(1 for _l, calls in steps for c in calls if c.writes and c.computed() is None)
+    lines.append(
+        f"- {uncounted} cancelled transaction(s) are not counted in either column: the engine "
+        "reports nothing and the guide gives no per-item figure for a cancelled transaction."
+    )
+    return lines
+
+
 def _over_line(over: list[str]) -> list[str]:
     if not over:
         return ["No item of the largest pledge exceeds 1 KB."]
@@ -115,6 +162,27 @@ def _image_label(target, short) -> str:
         state = image.get("state", {}).get("S", "")
         name = "queue counter shard" if case_id.startswith("#COUNT#") else f"case {state}".strip()
     return f"{name} ({status})" if status and name == "claim" else name
+
+
+def _images(calls: list[Call], short) -> dict[str, dict]:
+    """Each written item (and index entry) by its label in :func:`_items`."""
+    found: dict[str, dict] = {}
+    for call in calls:
+        for target in call.targets if call.writes and not call.error else []:
+            if target.after is not None:
+                found[f"{_image_label(target, short)}, {call.operation}"] = target.after
+                for index in target.table.indexes:
+                    entry = index_entry(target.after, target.table, index)
+                    kind = index.projection["ProjectionType"]
+                    if entry is not None:
+                        found[f"↳ {index.name} entry ({kind})"] = entry
+    return found
+
+
+def _heaviest(image: dict, count: int = 5) -> str:
+    """The attributes that weigh most in ``image``, name and bytes (name included)."""
+    sizes = sorted(((item_size({k: v}), k) for k, v in image.items()), reverse=True)
+    return ", ".join(f"`{name}` {size}" for size, name in sizes[:count])
 
 
 def _items(calls: list[Call], short, only: str | None = None) -> list[tuple[str, int]]:
