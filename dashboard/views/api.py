@@ -14,10 +14,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import CorrelatedRequest, client_address
-from dashboard.models import ApiToken, Fund
+from dashboard.models import ApiToken
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake as pledges
+from reconciliation.claims.funds import Fund as FundRule
 from reconciliation.claims.funds import fund_check
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
@@ -31,15 +32,25 @@ def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
     return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
 
 
+def _bearer(request: HttpRequest) -> str | None:
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    return raw.strip() if scheme.lower() == "bearer" and raw.strip() else None
+
+
 def _tenant(request: HttpRequest) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        return None
-    tenant = ApiToken.authenticate(raw.strip())
+    raw = _bearer(request)
+    tenant = ApiToken.authenticate(raw) if raw else None
     # Read by ServerTimingMiddleware: timings go to callers who proved who they are.
     request.api_tenant = tenant  # type: ignore[attr-defined]
     return tenant
+
+
+def _caller(request: HttpRequest) -> tuple[str, list[FundRule]] | None:
+    """The tenant and its registered funds, in one query (``ApiToken.caller``)."""
+    raw = _bearer(request)
+    caller = ApiToken.caller(raw) if raw else None
+    request.api_tenant = caller[0] if caller else None  # type: ignore[attr-defined]
+    return caller
 
 
 def _unauthorized() -> JsonResponse:
@@ -66,9 +77,10 @@ def _invalid(exc: InvalidRequest) -> JsonResponse:
 @csrf_exempt
 @require_http_methods(["POST"])
 def pledge_create(request: CorrelatedRequest) -> JsonResponse:
-    tenant = _tenant(request)
-    if tenant is None:
+    caller = _caller(request)
+    if caller is None:
         return _unauthorized()
+    tenant, funds = caller
     try:
         key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
         declared = request.META.get("CONTENT_LENGTH") or "0"
@@ -79,11 +91,11 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
     except InvalidRequest as exc:
         return _invalid(exc)
     try:
-        # Only the tenant's registered funds, up to each one's largest single amount
-        # (one query), refused before anything is written; but a key already claimed
-        # or recorded gets its original answer even if the fund was removed or its
-        # limit lowered since (the reads are made on this refusal path only).
-        fund_check(body, Fund.registered(tenant))
+        # Only the tenant's registered funds (read with the token), up to each one's
+        # largest single amount, refused before anything is written; but a key already
+        # claimed or recorded gets its original answer even if the fund was removed or
+        # its limit lowered since (the reads are made on this refusal path only).
+        fund_check(body, funds)
     except InvalidRequest as exc:
         if not pledges.pledge_key_known(tenant=tenant, idempotency_key=key):
             return _invalid(exc)

@@ -1,0 +1,53 @@
+"""Intake reads its caller and the caller's funds in one database query
+(``ApiToken.caller``), with the same answers as the token and fund lookups it replaces."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.models import ApiToken, Fund
+from tests.conftest import pledge_body
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_replay_makes_one_database_query(ddb, api, django_assert_num_queries):
+    """A replay, like a new pledge (tests/dashboard/test_intake_funds.py), reads the token
+    with its funds and nothing else: no session, user or second fund read."""
+    assert api.post("q-1", pledge_body()).status_code == 201
+    with django_assert_num_queries(1):
+        assert api.post("q-1", pledge_body()).status_code == 200
+
+
+@pytest.mark.engines("moto")
+def test_caller_matches_the_token_and_the_registered_funds(ddb):
+    """Funds in several currencies and limits with minor units come back as
+    ``Fund.registered`` lists them, in its order, for an active token only."""
+    token, raw = ApiToken.issue("acme")
+    call_command("add_fund", "RELIEF", tenant="acme", currency="BHD", max_amount="12.345")
+    call_command("add_fund", "BUILDING", tenant="acme", currency="JPY", max_amount="1000")
+    call_command("add_fund", "BUILDING", tenant="acme", currency="EUR", max_amount="50000.5")
+    tenant, funds = ApiToken.caller(raw)
+    assert tenant == "acme"
+    assert funds == Fund.registered("acme")
+    assert [(f.code, f.currency, f.max_amount) for f in funds] == [
+        ("BUILDING", "EUR", Decimal("50000.5")),
+        ("BUILDING", "JPY", Decimal("1000")),
+        ("GENERAL", "USD", Decimal("1000000")),
+        ("RELIEF", "BHD", Decimal("12.345")),
+    ]
+    assert ApiToken.caller(raw + "x") is None
+    token.revoke()
+    assert ApiToken.caller(raw) is None
+
+
+@pytest.mark.engines("moto")
+def test_a_tenant_without_funds_is_still_its_caller(ddb):
+    """Every fund removed: the token still names its tenant (intake then refuses the
+    fund, or replays a known key), with no funds."""
+    _, raw = ApiToken.issue("bare")
+    Fund.objects.filter(tenant__name="bare").delete()
+    assert ApiToken.caller(raw) == ("bare", [])
