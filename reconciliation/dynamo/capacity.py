@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from reconciliation.dynamo.client import dynamodb_client, regions
-from reconciliation.dynamo.failed_writes import failed_write
+from reconciliation.dynamo.failed_writes import failed_write_of
 
 OPERATIONS = frozenset(
     {
@@ -79,8 +79,7 @@ def _record(http_response, parsed, model, context=None, **_kwargs) -> None:
         return
     sink.requests += 1
     if "Error" in parsed:
-        params = (context or {}).get("failed_writes_params") or {}
-        failed = failed_write(model.name, params, parsed)
+        failed = failed_write_of(model.name, context, parsed)
         if failed is not None:
             sink.failed[failed.kind] += 1
             sink.failed_units[failed.kind] += failed.units

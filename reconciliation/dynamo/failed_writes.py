@@ -6,20 +6,26 @@ no ``ConsumedCapacity``. By the documented rule a failed conditional ``PutItem``
 ``UpdateItem`` or ``DeleteItem`` costs the write units of the *existing* item, at least 1.
 When the call asked for ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` (the claim does,
 DESIGN.md §4) the existing item comes back and is sized exactly; otherwise it is taken
-as 1 unit. A transaction cancelled by a failed condition is budgeted as if it had
-committed, every action at 2× the units of its item (an upper bound: the item sizes are
-what the request names, or 1 unit for an update or check whose item did not come back).
+as 1 unit. For a transaction cancelled by a failed condition AWS documents no per-item
+figure; it is estimated as every action's base-table units at 2×, each on the larger of
+the item the request names and the item that came back (1 unit when neither is known).
+Index writes are left out of the estimate: nothing was written.
 
 Every failure is counted in ``/metrics`` by kind (``dynamo_failed_conditional_writes_total``
 and ``dynamo_failed_conditional_write_units_total``) and is available to the capacity
 sink of :mod:`reconciliation.dynamo.capacity`. A kind is the operation and the table
-without its prefix (``put:idempotency_keys`` is a duplicate claim, ``update:cases`` a
-stale case edit, ``transaction:pledges`` a commit whose pledge already existed: for a
-transaction, the table of the first action whose condition failed).
+without its prefix: ``put:idempotency_keys`` is a duplicate claim,
+``update:idempotency_keys`` a claim fence, ``transaction:pledges`` a commit whose pledge
+already existed, ``transaction:cases`` a stale case edit (for a transaction, the table of
+the first action whose condition failed).
+
+The hooks run inside every DynamoDB call: they never raise, so an answer they cannot
+read is left uncounted rather than turned into an error of the call.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from reconciliation import metrics
@@ -27,7 +33,8 @@ from reconciliation.dynamo.item_size import item_size, write_units
 
 TABLE_KINDS = ("idempotency_keys", "pledges", "ledger", "cases", "audit_events")
 OPERATIONS = {"PutItem": "put", "UpdateItem": "update", "DeleteItem": "delete"}
-ACTIONS = {"Put": "put", "Update": "update", "Delete": "delete", "ConditionCheck": "check"}
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,8 @@ def failed_write(operation: str, params: dict, parsed: dict) -> FailedWrite | No
     if code == "ConditionalCheckFailedException" and operation in OPERATIONS:
         existing = parsed.get("Item")
         units = write_units(item_size(existing)) if existing else 1
-        return FailedWrite(f"{OPERATIONS[operation]}:{table_kind(params['TableName'])}", units)
+        table = table_kind(params.get("TableName", ""))
+        return FailedWrite(f"{OPERATIONS[operation]}:{table}", units)
     if code == "TransactionCanceledException" and operation == "TransactWriteItems":
         return _cancelled(params.get("TransactItems", []), parsed.get("CancellationReasons"))
     return None
@@ -61,12 +69,12 @@ def _cancelled(actions: list[dict], reasons: list[dict] | None) -> FailedWrite |
         return None  # a conflict or throttle: no condition failed, nothing billed as one
     units = 0
     for i, action in enumerate(actions):
-        [(name, body)] = action.items()
-        returned = reasons[i].get("Item") if i < len(reasons) else None
-        item = body.get("Item") or returned
-        units += 2 * (write_units(item_size(item)) if item else 1)
-    [(name, body)] = actions[failing[0]].items()
-    return FailedWrite(f"transaction:{table_kind(body['TableName'])}", units)
+        [body] = action.values()
+        returned = (reasons[i] if i < len(reasons) else None) or {}
+        sizes = [item_size(item) for item in (body.get("Item"), returned.get("Item")) if item]
+        units += 2 * write_units(max(sizes, default=0))
+    [body] = actions[failing[0]].values()
+    return FailedWrite(f"transaction:{table_kind(body.get('TableName', ''))}", units)
 
 
 def _remember_params(params, context=None, **_kwargs) -> None:
@@ -77,13 +85,21 @@ def _remember_params(params, context=None, **_kwargs) -> None:
 def _count(http_response, parsed, model, context=None, **_kwargs) -> None:
     if not isinstance(parsed, dict) or "Error" not in parsed:
         return
-    params = (context or {}).get("failed_writes_params") or {}
-    failed = failed_write(model.name, params, parsed)
+    failed = failed_write_of(model.name, context, parsed)
     if failed is not None:
         metrics.FAILED_CONDITIONAL_WRITES.labels(failed.kind).inc()
         metrics.FAILED_CONDITIONAL_WRITE_UNITS.labels(failed.kind).inc(failed.units)
-        if context is not None:
-            context["failed_write"] = failed
+
+
+def failed_write_of(operation: str, context: dict | None, parsed: dict) -> FailedWrite | None:
+    """:func:`failed_write` for a botocore ``after-call`` handler: the request's parameters
+    come from the call's context, and an answer that cannot be read counts as nothing."""
+    params = (context or {}).get("failed_writes_params") or {}
+    try:
+        return failed_write(operation, params, parsed)
+    except Exception:  # noqa: BLE001 - a hook must never turn into the call's error
+        logger.warning("failed conditional write of %s not counted", operation, exc_info=True)
+        return None
 
 
 def install(client) -> None:

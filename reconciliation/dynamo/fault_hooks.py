@@ -179,9 +179,9 @@ def _on_before_transact_call(context=None, **kwargs) -> None:
         raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
 
 
-def _on_after_transact(http_response, parsed, context=None, **kwargs) -> None:
+def _on_after_transact(http_response, parsed, model, context=None, **kwargs) -> None:
     plan = active_plan()
-    if plan is None or http_response.status_code >= 300:
+    if plan is None or model.name != "TransactWriteItems" or http_response.status_code >= 300:
         return
     if not (context or {}).get("pledge_commit"):
         return
@@ -198,4 +198,6 @@ def install(client: DynamoDBClient) -> None:
         "before-parameter-build.dynamodb.TransactWriteItems", _mark_pledge_commit
     )
     client.meta.events.register("before-call.dynamodb.TransactWriteItems", _on_before_transact_call)
-    client.meta.events.register("after-call.dynamodb.TransactWriteItems", _on_after_transact)
+    # Last of every after-call handler: the commit happened, so metrics and the capacity
+    # sink see it before the answer is lost.
+    client.meta.events.register_last("after-call.dynamodb", _on_after_transact)

@@ -3,7 +3,8 @@ the rule measured from the run, side by side, for the ``--peak-rps`` given.
 
 The seed's rule: ``required_WCU = peak_rps × (1 + duplicate_ratio)`` times what one
 pledge's items cost, transactions at 2× (1 + 4 × 2 = 9 units for items under 1 KB). It
-leaves out index writes and failed conditional writes. The measured rule counts what the
+leaves out index writes and the cases faults open; it charges a duplicate as a whole
+pledge, where DynamoDB bills a failed conditional write of the claim (1 unit). The measured rule counts what the
 run consumed per intent (one donor's pledge, with every duplicate, retry and fault that
 came with it): base-table units and index units as DynamoDB reported them, plus the
 failed conditional writes DynamoDB bills but reports no capacity for
@@ -54,11 +55,12 @@ class Budget:
             f"budget for --peak-rps {peak:g} new pledges/s (this run's duplicate ratio "
             f"{self.duplicate_ratio:.2f}, {self.intents} intents):"
         ]
-        if not self.spent.write:
-            # moto reports no consumed capacity: there is nothing to measure either from.
+        if not self.spent.write or not self.pledge_base:
+            # moto reports no consumed capacity; a run that committed nothing has no
+            # pledge to measure: there is nothing to measure either rule from.
             out.append(
-                "  seed rule (required_WCU) and measured rule: this engine reported no "
-                "consumed capacity; run against DynamoDB Local or DynamoDB"
+                "  seed rule (required_WCU) and measured rule: no committed pledge with "
+                "reported consumed capacity; run against DynamoDB Local or DynamoDB"
             )
             return out
         out += [

@@ -47,6 +47,8 @@ class Command(BaseCommand):
     ) -> None:
         if not 1 <= pledges <= 1_000_000:
             raise CommandError("--pledges must be between 1 and 1000000")
+        if not peak_rps > 0:
+            raise CommandError("--peak-rps must be above 0")
         if not 1 <= threads <= 64:
             raise CommandError("--threads must be between 1 and 64")
         try:

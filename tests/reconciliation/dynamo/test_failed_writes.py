@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from reconciliation.claims import intake as service
-from reconciliation.dynamo import capacity
+from reconciliation.dynamo import capacity, failed_writes
 from reconciliation.dynamo.failed_writes import failed_write
 from reconciliation.dynamo.item_size import item_size, write_units
 from tests.helpers import claims
@@ -77,6 +77,60 @@ def test_a_cancelled_transaction_is_budgeted_as_if_it_had_committed():
     assert (failed.kind, failed.units) == ("transaction:pledges", 8)
 
 
+def test_a_cancelled_put_is_estimated_on_the_larger_of_its_item_and_the_existing_one():
+    actions = [{"Put": {"TableName": "p-pledges", "Item": big_item(100)}}]
+    cancelled = {
+        "Error": {"Code": "TransactionCanceledException"},
+        "CancellationReasons": [{"Code": "ConditionalCheckFailed", "Item": big_item(2_100)}],
+    }
+
+    assert failed_write("TransactWriteItems", {"TransactItems": actions}, cancelled).units == 6
+
+
+@pytest.mark.parametrize(
+    ("operation", "params", "parsed"),
+    [
+        ("PutItem", {}, {"Error": {"Code": "ConditionalCheckFailedException"}}),
+        (
+            "TransactWriteItems",
+            {"TransactItems": []},
+            {
+                "Error": {"Code": "TransactionCanceledException"},
+                "CancellationReasons": [{"Code": "ConditionalCheckFailed"}],
+            },
+        ),
+        (
+            "TransactWriteItems",
+            {"TransactItems": [{"Put": {}, "Update": {}}]},
+            {
+                "Error": {"Code": "TransactionCanceledException"},
+                "CancellationReasons": [None, {"Code": "ConditionalCheckFailed"}],
+            },
+        ),
+        (
+            "PutItem",
+            {"TableName": CLAIMS_TABLE},
+            {"Error": {"Code": "ConditionalCheckFailedException"}, "Item": {"a": {"Q": 1}}},
+        ),
+    ],
+)
+def test_an_answer_the_hooks_cannot_read_is_uncounted_never_an_error(operation, params, parsed):
+    """The hooks run inside every DynamoDB call: an exception there would replace the
+    call's own answer (a replay's ConditionalCheckFailedException) with a KeyError."""
+
+    class Model:
+        name = operation
+
+    before = counted("put:idempotency_keys")
+    context = {"failed_writes_params": params}
+    failed_writes._count(None, parsed, Model(), context=context)
+    with capacity.measuring() as spent:
+        capacity._record(None, parsed, Model(), context=context)
+
+    assert counted("put:idempotency_keys")[0] - before[0] <= 1  # counted, or not, but no raise
+    assert spent.requests == 1
+
+
 @pytest.mark.dynamodb_local_only
 def test_a_duplicate_claim_is_counted_in_metrics_and_the_capacity_sink(ddb):
     assert submit("fcw-1").kind == service.CREATED
@@ -104,5 +158,21 @@ def test_a_commit_refused_by_the_durable_pledge_key_is_a_failed_transaction(ddb)
     key_reuse_case(ddb, "fcw-2")
 
     after = counted("transaction:pledges")
-    assert after[0] == before[0] + 1
-    assert after[1] - before[1] >= 8  # four actions at 2× at least
+    # The commit's four actions at 2×: pledge, ledger, receipt (items it names, each
+    # under 1 KB) and the claim update (1 unit, its item did not come back).
+    assert after == (before[0] + 1, before[1] + 8)
+
+
+@pytest.mark.dynamodb_local_only
+def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
+    """``ambiguous_after_commit`` loses the answer of a commit that applied: the fault is
+    raised after every other after-call handler, so the capacity sink and /metrics see
+    the 12 units the commit spent (they saw nothing before)."""
+    from reconciliation.dynamo import faults
+
+    with capacity.instrumented(), capacity.measuring() as spent:
+        with faults.injected({"ambiguous_after_commit": 1.0}):
+            assert submit("fcw-3").kind == service.OUTCOME_UNKNOWN
+
+    # claim 2, the applied commit 12, then the AMBIGUOUS_TIMEOUT case's transactions
+    assert spent.write == 2 + 12 + 24

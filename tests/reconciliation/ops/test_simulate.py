@@ -61,6 +61,8 @@ def test_simulate_command_prints_summary_and_rejects_bad_faults(ddb):
     assert "per committed pledge:" in text and "required_WCU" in text
     with pytest.raises(CommandError, match="unknown fault"):
         call_command("simulate", "--pledges", "5", "--faults", "meteor=1")
+    with pytest.raises(CommandError, match="--peak-rps must be above 0"):
+        call_command("simulate", "--pledges", "5", "--peak-rps", "0")
 
 
 def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypatch, settings):
@@ -211,13 +213,16 @@ def test_double_clicks_show_in_the_budget_as_failed_conditional_writes(ddb):
     report = simulate_run(config)
 
     total = report.total()
-    assert total.failed["put:idempotency_keys"] >= 12
-    assert total.failed_write >= total.failed_conditions
-    assert total.index_write > 0 and total.base_write > total.index_write
+    # One failed claim PutItem per double click (whichever of the two lost), each billed
+    # 1 unit (a claim under 1 KB); nothing else failed on a condition.
+    assert dict(total.failed) == {"put:idempotency_keys": 12}
+    assert dict(total.failed_units) == {"put:idempotency_keys": 12}
+    assert report.outcomes["created"] == 12
+    assert total.base_write == pytest.approx(12 * 9) and total.index_write == pytest.approx(12 * 5)
     text = "\n".join(summary_lines(report, config))
-    per_intent = (total.base_write + total.index_write + total.failed_write) / 12
-    assert f"total: {10 * per_intent:.0f} WCU at peak" in text
-    assert "put:idempotency_keys" in text
+    assert "failed conditional writes: 10 × 1.00 = 10 WCU" in text
+    assert "put:idempotency_keys: 1.000 per intent, 12 WCU in the run" in text
+    assert "total: 150 WCU at peak" in text
 
 
 def test_an_engine_reporting_no_capacity_gets_no_measured_rule():
@@ -227,5 +232,19 @@ def test_an_engine_reporting_no_capacity_gets_no_measured_rule():
     budget = Budget(peak_rps=50, duplicate_ratio=0, intents=5, spent=Capacity(), pledge_base=0)
     text = "\n".join(budget.lines())
 
-    assert "this engine reported no consumed capacity" in text
+    assert "no committed pledge with reported consumed capacity" in text
     assert "total:" not in text and "0 WCU" not in text
+
+
+def test_a_run_that_committed_nothing_gets_no_budget():
+    """Capacity was reported (failed claims, cases) but no pledge committed: there is no
+    pledge to price the seed rule with, and no "under-provisions by 100%"."""
+    from reconciliation.dynamo.capacity import Capacity
+    from reconciliation.ops.capacity_budget import Budget
+
+    spent = Capacity(write=28.0, index_write=12.0)
+    text = "\n".join(
+        Budget(peak_rps=50, duplicate_ratio=0, intents=5, spent=spent, pledge_base=0).lines()
+    )
+
+    assert "no committed pledge" in text and "%" not in text
