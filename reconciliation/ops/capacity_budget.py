@@ -4,11 +4,12 @@ the rule measured from the run, side by side, for the ``--peak-rps`` given.
 The seed's rule: ``required_WCU = peak_rps × (1 + duplicate_ratio)`` times what one
 pledge's items cost, transactions at 2× (1 + 4 × 2 = 9 units for items under 1 KB). It
 leaves out index writes and the cases faults open; it charges a duplicate as a whole
-pledge, where DynamoDB bills a failed conditional write of the claim (1 unit). The measured rule counts what the
-run consumed per intent (one donor's pledge, with every duplicate, retry and fault that
-came with it): base-table units and index units as DynamoDB reported them, plus the
-failed conditional writes DynamoDB bills but reports no capacity for
-(:mod:`reconciliation.dynamo.failed_writes`).
+pledge, where DynamoDB bills a failed conditional write of the claim (1 unit).
+
+The measured rule counts what the run consumed per intent (one donor's pledge, with
+every duplicate, retry and fault that came with it): base-table and index units as
+DynamoDB reported them, plus the failed conditional writes DynamoDB bills but reports
+no capacity for (:mod:`reconciliation.dynamo.failed_writes`).
 """
 
 from __future__ import annotations

@@ -170,9 +170,9 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
     the 12 units the commit spent (they saw nothing before)."""
     from reconciliation.dynamo import faults
 
-    with capacity.instrumented(), capacity.measuring() as spent:
-        with faults.injected({"ambiguous_after_commit": 1.0}):
-            assert submit("fcw-3").kind == service.OUTCOME_UNKNOWN
+    lost = faults.injected({"ambiguous_after_commit": 1.0})
+    with capacity.instrumented(), capacity.measuring() as spent, lost:
+        assert submit("fcw-3").kind == service.OUTCOME_UNKNOWN
 
     # claim 2, the applied commit 12, then the AMBIGUOUS_TIMEOUT case's transactions
     assert spent.write == 2 + 12 + 24
