@@ -1,0 +1,173 @@
+"""The HTTP bench's processes and clients: gunicorn started as the Procfile starts it, the
+Django set-up it needs (database, API token, staff users), keep-alive HTTP connections,
+and staff sign-in through the real form."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+from _common import ROOT
+
+TIMING_RE = re.compile(r'ddb;desc="(\d+) calls";dur=([\d.]+), app;dur=([\d.]+)')
+# Production terminates TLS at a proxy (DJANGO_BEHIND_PROXY=1): every request arrives
+# over plain http with these headers, so HTTPS redirects, HSTS and secure cookies apply.
+PROXY_HEADERS = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
+
+
+def server_env(tmp: Path, *, endpoint_url: str, prefix: str, port: int, funds: str) -> dict:
+    """The environment of a production web process: debug off (the default), behind a
+    TLS-terminating proxy, its own SQLite database and var/ folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDB_", "DJANGO_"))}
+    env.pop("FAULT_INJECTION", None)
+    env.update(
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        DJANGO_BEHIND_PROXY="1",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+        AUDIT_SIGNING_KEY=secrets.token_urlsafe(40),
+        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
+        VAR_DIR=str(tmp / "var"),
+        DYNAMODB_ENDPOINT_URL=endpoint_url,
+        DDB_TABLE_PREFIX=prefix,
+        REDIS_URL="redis://127.0.0.1:6379/11",
+        REDBEAT_KEY_PREFIX=f"redbeat:bench-http-{os.getpid()}:",
+        # As bin/run.py: two workers sum their /metrics from this folder.
+        PROMETHEUS_MULTIPROC_DIR=str(tmp / "prometheus"),
+        WEB_PORT=str(port),
+        DEFAULT_FUNDS=funds,
+        PYTHONUNBUFFERED="1",
+    )
+    (tmp / "prometheus").mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def manage(env: dict, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if result.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)}: {result.stderr[-2000:]}")
+    return result.stdout
+
+
+class Gunicorn:
+    """``gunicorn --config python:<config> dashboard.wsgi``, the Procfile's ``web``."""
+
+    def __init__(self, env: dict, log: Path, config: str = "dashboard.gunicorn_conf"):
+        self.env = env
+        self.port = int(env["WEB_PORT"])
+        self.log = log
+        args = [sys.executable, "-m", "gunicorn", "--config", f"python:{config}", "dashboard.wsgi"]
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                args,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/healthz", headers=PROXY_HEADERS)
+                if conn.getresponse().status in (200, 503):
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn did not start: {log.read_text()[-3000:]}")
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+class Conn:
+    """One keep-alive connection, with the cookies the server set on it."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers=None):
+        """(status, headers, body bytes, seconds)."""
+        sent = {**PROXY_HEADERS, **(headers or {})}
+        if self.cookies:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        for attempt in range(2):
+            started = time.perf_counter()
+            try:
+                self.http.request(method, path, body=body, headers=sent)
+                response = self.http.getresponse()
+                data = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # The server closed an idle keep-alive connection: reconnect once.
+                self.http.close()
+                if attempt:
+                    raise
+        seconds = time.perf_counter() - started
+        for raw in response.headers.get_all("Set-Cookie") or []:
+            for name, morsel in SimpleCookie(raw).items():
+                self.cookies[name] = morsel.value
+        return response.status, response.headers, data, seconds
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by every live process of group ``pgid``
+    (gunicorn's master and workers, DynamoDB Local's JVM): each is started in a session
+    of its own."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def timing(headers) -> tuple[int, float, float] | None:
+    """(DynamoDB calls, their ms, the server's ms) from ``Server-Timing``."""
+    match = TIMING_RE.search(headers.get("Server-Timing") or "")
+    return (int(match[1]), float(match[2]), float(match[3])) if match else None
+
+
+def sign_in(conn: Conn, username: str, password: str) -> None:
+    """The sign-in form as a browser fills it: its CSRF token, then the POST."""
+    status, _h, page, _s = conn.request("GET", "/accounts/login/")
+    assert status == 200, status
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert token, "no CSRF token on the sign-in page"
+    form = (
+        f"csrfmiddlewaretoken={token[1].decode()}&username={username}&password={password}"
+    ).encode()
+    status, headers, body, _s = conn.request(
+        "POST",
+        "/accounts/login/",
+        body=form,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Referer": f"https://127.0.0.1:{conn.port}/accounts/login/",
+        },
+    )
+    assert status == 302 and "sessionid" in conn.cookies, (status, body[:500])

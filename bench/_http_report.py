@@ -1,0 +1,240 @@
+"""The HTTP bench's profile summaries and its docs/benchmarks.md section."""
+
+from __future__ import annotations
+
+import pstats
+from pathlib import Path
+
+from _common import median
+
+# Where a profiled second goes, by the file its own (self) time is spent in.
+AREAS = (
+    ("waiting on sockets (DynamoDB, clients)", ("_socket", "select", "ssl", "selectors")),
+    ("botocore / boto3 / urllib3", ("botocore/", "boto3/", "urllib3/", "s3transfer/")),
+    ("Django templates", ("django/template/", "template_partials/")),
+    ("Django ORM + sqlite3", ("django/db/", "sqlite3")),
+    ("Django (rest)", ("django/",)),
+    ("other packages (axes, otp, csp, htmx, whitenoise…)", ("site-packages/",)),
+    ("this project (dashboard/, reconciliation/)", ("/dashboard/", "/reconciliation/")),
+    ("logging", ("logging/",)),
+    ("json", ("json/",)),
+)
+
+
+def _area(filename: str) -> str:
+    for name, parts in AREAS:
+        if any(p in filename for p in parts):
+            return name
+    return "Python stdlib and builtins"
+
+
+def _label(func: tuple) -> str:
+    filename, line, name = func
+    if filename == "~":
+        return name
+    short = filename.split("site-packages/")[-1].split("/work/main/")[-1]
+    return f"{short}:{line}({name})"
+
+
+def profile_top(files: list[Path], top: int = 14) -> dict:
+    if not files:
+        return {}
+    stats = pstats.Stats(str(files[0]))
+    for path in files[1:]:
+        stats.add(str(path))
+    raw = stats.stats  # type: ignore[attr-defined]
+    requests = sum(
+        cc
+        for (filename, _line, name), (cc, _nc, _tt, _ct, _callers) in raw.items()
+        if filename.endswith("django/core/handlers/wsgi.py") and name == "__call__"
+    )
+    requests = max(requests, 1)
+    areas: dict[str, float] = {}
+    for func, (_cc, _nc, tt, _ct, _callers) in raw.items():
+        area = _area(func[0] if func[0] != "~" else func[2])
+        areas[area] = areas.get(area, 0.0) + tt
+    by_self = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    ours = [
+        kv
+        for kv in raw.items()
+        if ("/dashboard/" in kv[0][0] or "/reconciliation/" in kv[0][0]) or "django/" in kv[0][0]
+    ]
+    by_cum = sorted(ours, key=lambda kv: kv[1][3], reverse=True)[:top]
+    per = 1000 / requests
+    return {
+        "requests": requests,
+        "areas_ms": {k: v * per for k, v in sorted(areas.items(), key=lambda kv: -kv[1])},
+        "self_ms": [(_label(f), v[2] * per, v[1] / requests) for f, v in by_self],
+        "cum_ms": [(_label(f), v[3] * per, v[1] / requests) for f, v in by_cum],
+    }
+
+
+def _profile_tables(profile: dict, title: str) -> list[str]:
+    if not profile:
+        return [f"({title}: no profile)"]
+    lines = [
+        f"**{title}**: {profile['requests']} requests profiled; ms per request (cProfile "
+        "inflates Python time about 2×; compare areas, not absolutes).",
+        "",
+        "| area (self time) | ms/request |",
+        "| --- | ---: |",
+        *(f"| {k} | {v:.2f} |" for k, v in profile["areas_ms"].items() if v >= 0.05),
+        "",
+        "| top self time | ms/request | calls/request |",
+        "| --- | ---: | ---: |",
+        *(f"| `{name}` | {ms:.2f} | {calls:.1f} |" for name, ms, calls in profile["self_ms"]),
+        "",
+        "| top cumulative (Django and project code) | ms/request | calls/request |",
+        "| --- | ---: | ---: |",
+        *(f"| `{name}` | {ms:.2f} | {calls:.1f} |" for name, ms, calls in profile["cum_ms"]),
+    ]
+    return lines
+
+
+def _summary(result: dict) -> dict:
+    rounds = result["rounds"]
+    med = {
+        side: {k: median([r[k] for r in rounds[side]]) for k in rounds[side][0]} for side in rounds
+    }
+    return med
+
+
+def paired_ratio(result: dict, key: str = "rps") -> float:
+    """The median over rounds of HTTP / raw, each round's two runs side by side: drift
+    in the machine's load between rounds cancels out."""
+    rounds = result["rounds"]
+    return median([h[key] / r[key] for h, r in zip(rounds["http"], rounds["raw"], strict=True)])
+
+
+def _cpu_rows(med: dict) -> list[str]:
+    rows = []
+    for name, m in (("HTTP (gunicorn)", med["http"]), ("raw boto3", med["raw"])):
+        server = m.get("cpu_ms_gunicorn", 0.0) if name.startswith("HTTP") else 0.0
+        engine, client = m.get("cpu_ms_engine", 0.0), m.get("cpu_ms_client", 0.0)
+        rows.append(
+            f"| {name} | {server:.1f} | {client:.1f} | {engine:.1f} | "
+            f"{server + client + engine:.1f} |"
+        )
+    return rows
+
+
+def render(result: dict, baseline: dict | None) -> str:
+    med = _summary(result)
+    http, raw = med["http"], med["raw"]
+    ratio = paired_ratio(result)
+    load = result["load"]
+    args = result["args"]
+    lines = [
+        "## Intake through HTTP, and staff pages under load (`bench/http_intake.py`)",
+        "",
+        f"gunicorn as the Procfile starts it (`dashboard/gunicorn_conf.py`: 2 gthread workers "
+        "× 8 threads), production settings (debug off, behind a TLS-terminating proxy whose "
+        "headers the clients send), DynamoDB Local 3.3.1, 8 client threads on keep-alive "
+        f"connections; {args['rounds']} interleaved rounds of {args['per_thread']} requests "
+        "per thread (80 % new keys, 20 % replays of committed keys), medians. "
+        f"{result['machine']}, load average {result['load_avg']:.1f}: DynamoDB Local (a JVM), "
+        "gunicorn's two workers and the client threads all share the same 2 cores, so each "
+        "side's figure is what is left after the others' CPU, and the HTTP side also pays "
+        "for its clients' parsing. Raw boto3: 8 threads on one plain client with the "
+        "project's client configuration, the same calls (new: claim PutItem + commit "
+        "TransactWriteItems; replay: the PutItem refused with ALL_OLD).",
+        "",
+        "| side | requests/s | new/s | replays/s | new: median ms | replay: median ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {name} | {m['rps']:.0f} | {m['new_rps']:.0f} | {m['replay_rps']:.0f} | "
+            f"{m['new_ms']:.1f} | {m['replay_ms']:.1f} |"
+            for name, m in (("HTTP (gunicorn)", http), ("raw boto3", raw))
+        ),
+        "",
+        "| target | met | measured |",
+        "| --- | --- | --- |",
+        f"| HTTP / raw requests/s ≥ 0.8× (median of the rounds' ratios) | "
+        f"{'yes' if ratio >= 0.8 else 'NO'} | {ratio:.2f}× (new "
+        f"{paired_ratio(result, 'new_rps'):.2f}×, replays "
+        f"{paired_ratio(result, 'replay_rps'):.2f}×; ratio of the medians "
+        f"{http['rps'] / raw['rps']:.2f}×) |",
+        "| round trips: 2 per new pledge, 1 per replay (every HTTP answer's "
+        "`Server-Timing`; the raw client's own count) | yes | asserted |",
+        "",
+        "Where the CPU goes, per request (process CPU over each run, divided by its "
+        "requests; medians over the rounds). On 2 shared cores throughput follows the "
+        "total:",
+        "",
+        "| side | gunicorn ms | client process ms | DynamoDB Local ms | total ms |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *_cpu_rows(med),
+    ]
+    lines += [
+        "",
+        f"### Staff pages under load ({args['load_s']:g} s)",
+        "",
+        f"8 finance staff signed in through the sign-in form open queue pages (`/queues/<slug>/`,"
+        " full page, 50 rows) and case pages (`/cases/<id>/`) in a loop while the 8 intake "
+        f"clients run ({load['intake_rps']:.0f} intake requests/s meanwhile); "
+        f"{args['cases']:,} open cases seeded. Wall time is the client's; server time and "
+        "DynamoDB calls are the page's own `Server-Timing`.",
+        "",
+        "| page | pages | wall median ms | wall p95 ms | server median ms | server p95 ms | "
+        "DynamoDB calls/page |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, label in (("queue", "queue page"), ("case", "case page")):
+        p = load[kind]
+        calls = "–".join(str(c) for c in (p["calls"][0], p["calls"][-1]))
+        lines.append(
+            f"| {label} | {p['n']} | {p['wall_median']:.0f} | {p['wall_p95']:.0f} | "
+            f"{p['server_median']:.0f} | {p['server_p95']:.0f} | {calls} |"
+        )
+    if baseline:
+        lines += _before_after(baseline, result)
+    lines += ["", "### Profile (cProfile in each gunicorn worker thread, (b)'s load)", ""]
+    lines += _profile_tables(result["profile"].get("api", {}), "API requests")
+    lines += [""]
+    lines += _profile_tables(result["profile"].get("pages", {}), "Staff pages")
+    return "\n".join(lines)
+
+
+def _before_after(before: dict, after: dict) -> list[str]:
+    b, a = _summary(before), _summary(after)
+    rows = [
+        ("HTTP requests/s", b["http"]["rps"], a["http"]["rps"]),
+        ("raw boto3 requests/s", b["raw"]["rps"], a["raw"]["rps"]),
+        ("HTTP / raw (median of the rounds' ratios)", paired_ratio(before), paired_ratio(after)),
+        ("HTTP new pledge median ms", b["http"]["new_ms"], a["http"]["new_ms"]),
+        ("HTTP replay median ms", b["http"]["replay_ms"], a["http"]["replay_ms"]),
+    ]
+    if "cpu_ms_gunicorn" in b["http"]:
+        rows.append(
+            (
+                "gunicorn CPU ms per intake request",
+                b["http"]["cpu_ms_gunicorn"],
+                a["http"]["cpu_ms_gunicorn"],
+            )
+        )
+    for kind in ("queue", "case"):
+        rows.append(
+            (
+                f"{kind} page server median ms",
+                before["load"][kind]["server_median"],
+                after["load"][kind]["server_median"],
+            )
+        )
+    for kind in ("api", "pages"):
+        pb, pa = before["profile"].get(kind), after["profile"].get(kind)
+        if pb and pa:
+            rows.append(
+                (
+                    f"profiled Python ms/request, {kind} (all but socket waits)",
+                    sum(v for k, v in pb["areas_ms"].items() if not k.startswith("waiting")),
+                    sum(v for k, v in pa["areas_ms"].items() if not k.startswith("waiting")),
+                )
+            )
+    return [
+        "",
+        "### Before and after the fixes (same bench, same machine)",
+        "",
+        "| figure | before | after |",
+        "| --- | ---: | ---: |",
+        *(f"| {name} | {x:.2f} | {y:.2f} |" for name, x, y in rows),
+    ]

@@ -1,0 +1,321 @@
+"""Intake through the real HTTP stack against raw boto3, and staff pages under load.
+
+    python bench/http_intake.py [--rounds 5] [--per-thread 60] [--load-s 20] [--write]
+
+gunicorn runs as the Procfile and ``make run`` start it (``dashboard/gunicorn_conf.py``:
+2 gthread workers × 8 threads) with production settings: debug off, behind a
+TLS-terminating proxy (``DJANGO_BEHIND_PROXY=1``; the clients send its headers).
+
+(a) 8 client threads, each on one keep-alive connection, post pledges: 80 % new keys,
+20 % replays of keys already committed. Against them, raw boto3 from 8 threads issues
+the same DynamoDB calls (a new pledge: the claim PutItem and the commit
+TransactWriteItems; a replay: the claim PutItem refused with ALL_OLD). Rounds are
+interleaved; medians. Every HTTP answer's ``Server-Timing`` must say 2 DynamoDB calls
+for a new pledge and 1 for a replay; the raw client counts its own.
+
+(b) The same intake load plus 8 signed-in finance staff (the sign-in form, with CSRF)
+opening queue pages and case pages in a loop: render time per page kind (client wall
+time and the server's own from ``Server-Timing``) and DynamoDB calls per page.
+
+(c) A second gunicorn, profiled (``bench/_gunicorn_profile.py``: cProfile per worker
+thread, per kind), runs (b)'s load; the top entries are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from _common import ROOT, RoundTrips, machine_line, median, start_engine, write_section
+from _http import Conn, Gunicorn, group_cpu_s, manage, server_env, sign_in, timing
+from _http_raw import raw_client, raw_write
+from _http_report import profile_top, render
+
+from reconciliation.dynamo.local import free_port
+
+THREADS = 8
+STAFF = 8
+PASSWORD = "bench-Password-2026!"
+BODY = json.dumps({"donor_ref": "D-1", "fund": "BENCH", "amount": "10.00", "currency": "USD"})
+QUEUES = ("stuck", "ambiguous", "cancelled", "mismatch")
+
+
+class Intake:
+    """Eight keep-alive HTTP clients posting pledges, 80 % new, 20 % replays."""
+
+    def __init__(self, port: int, token: str):
+        self.conns = [Conn(port) for _ in range(THREADS)]
+        self.token = token
+        self.committed: list[list[str]] = [[] for _ in range(THREADS)]
+        self.wrong: list[str] = []
+
+    def one(self, thread: int, key: str, replay: bool) -> float:
+        status, headers, body, seconds = self.conns[thread].request(
+            "POST",
+            "/api/v1/pledges",
+            body=BODY.encode(),
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Idempotency-Key": key,
+                "Content-Type": "application/json",
+            },
+        )
+        counted = timing(headers)
+        expected = (200, 1) if replay else (201, 2)
+        if (status, counted and counted[0]) != expected:
+            self.wrong.append(f"{key}: {status} {counted} {body[:200]!r}")
+        elif not replay:
+            self.committed[thread].append(key)
+        return seconds
+
+
+def run_mixed(write, committed, label: str, per_thread: int, stop=None, groups=None) -> dict:
+    """8 threads × ``per_thread`` requests (or until ``stop`` is set), every fifth one
+    a replay of a key this thread committed: requests/s overall and per kind, and the
+    CPU each process group in ``groups`` (name: pgid) and this process spent per request."""
+    lat: dict[str, list[float]] = {"new": [], "replay": []}
+    lock = threading.Lock()
+
+    def worker(t: int) -> None:
+        rng = random.Random(t)
+        mine: dict[str, list[float]] = {"new": [], "replay": []}
+        i = 0
+        while (stop is None and i < per_thread) or (stop is not None and not stop.is_set()):
+            replay = i % 5 == 4 and committed[t]
+            key = rng.choice(committed[t]) if replay else f"{label}-{t}-{i}-{time.time_ns()}"
+            mine["replay" if replay else "new"].append(write(t, key, bool(replay)))
+            i += 1
+        with lock:
+            for kind, values in mine.items():
+                lat[kind].extend(values)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    groups = groups or {}
+    cpu_before = {name: group_cpu_s(pgid) for name, pgid in groups.items()}
+    client_before = time.process_time()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    total = len(lat["new"]) + len(lat["replay"])
+    cpu = {name: group_cpu_s(pgid) - cpu_before[name] for name, pgid in groups.items()}
+    cpu["client"] = time.process_time() - client_before
+    return {
+        **{f"cpu_ms_{name}": seconds * 1000 / total for name, seconds in cpu.items()},
+        "rps": total / elapsed,
+        "new_rps": len(lat["new"]) / elapsed,
+        "replay_rps": len(lat["replay"]) / elapsed,
+        "new_ms": median(lat["new"]) * 1000,
+        "replay_ms": median(lat["replay"]) * 1000 if lat["replay"] else 0.0,
+    }
+
+
+def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict) -> list:
+    """Eight signed-in staff opening queue and case pages until ``stop``; returns once
+    all are signed in (sign-in's password hash is not part of the load)."""
+    lock = threading.Lock()
+    ready = threading.Barrier(STAFF + 1)
+
+    def worker(n: int) -> None:
+        conn = Conn(port)
+        try:
+            sign_in(conn, users[n], PASSWORD)
+        except AssertionError as exc:
+            with lock:
+                out.setdefault("errors", []).append(f"sign-in {users[n]}: {exc}")
+            ready.abort()
+            return
+        ready.wait()
+        rng = random.Random(100 + n)
+        i = 0
+        while not stop.is_set():
+            if i % 2 == 0:
+                kind, path = "queue", f"/queues/{QUEUES[(i // 2 + n) % len(QUEUES)]}/"
+            else:
+                kind, path = "case", f"/cases/{rng.choice(case_ids)}/"
+            status, headers, _body, seconds = conn.request("GET", path)
+            counted = timing(headers)
+            with lock:
+                if status != 200 or counted is None:
+                    out.setdefault("errors", []).append(f"{path}: {status}")
+                else:
+                    out.setdefault(kind, []).append((seconds * 1000, counted[2], counted[0]))
+            i += 1
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(STAFF)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    return threads
+
+
+def under_load(server_port: int, intake: Intake, users, case_ids, seconds: float) -> dict:
+    stop = threading.Event()
+    pages: dict = {}
+    staff = staff_load(server_port, users, case_ids, stop, pages)
+    timer = threading.Timer(seconds, stop.set)
+    timer.start()
+    mixed = run_mixed(intake.one, intake.committed, "load", 0, stop=stop)
+    for thread in staff:
+        thread.join()
+    summary = {"intake_rps": mixed["rps"], "errors": pages.get("errors", [])[:5]}
+    assert pages.get("queue") and pages.get("case"), summary
+    for kind in ("queue", "case"):
+        rows = pages.get(kind, [])
+        wall = sorted(r[0] for r in rows)
+        server = sorted(r[1] for r in rows)
+        summary[kind] = {
+            "n": len(rows),
+            "wall_median": median(wall),
+            "wall_p95": wall[int(len(wall) * 0.95)],
+            "server_median": median(server),
+            "server_p95": server[int(len(server) * 0.95)],
+            "calls": sorted({r[2] for r in rows}),
+            "calls_median": statistics.median(r[2] for r in rows),
+        }
+    return summary
+
+
+def prepare(tmp: Path, engine, prefix: str) -> tuple[dict, str, list[str]]:
+    env = server_env(
+        tmp, endpoint_url=engine.endpoint_url, prefix=prefix, port=free_port(), funds="BENCH:USD"
+    )
+    manage(env, "migrate", "--noinput")
+    token = manage(env, "issue_api_token", "--tenant", "bench").strip().splitlines()[-1]
+    users = [f"staff{n}" for n in range(STAFF)]
+    for user in users:
+        manage(env, "add_staff", user, "--role", "finance_staff", "--password", PASSWORD)
+    return env, token, users
+
+
+def seed_cases(size: int) -> list[str]:
+    from queue_page import _items, seed
+
+    from reconciliation.dynamo.client import dynamodb_client, table_names
+
+    seed(dynamodb_client(), table_names(), size)
+    now = datetime.now(UTC)
+    return [_items(i, now)[1]["case_id"]["S"] for i in range(0, size, max(1, size // 400))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--per-thread", type=int, default=60)
+    parser.add_argument("--load-s", type=float, default=20)
+    parser.add_argument("--profile-s", type=float, default=20)
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--save", help="also write the results as JSON here")
+    parser.add_argument("--baseline", help="JSON of an earlier run: before/after tables")
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args()
+    prefix = f"bh{os.getpid()}-"
+    os.environ["DDB_TABLE_PREFIX"] = prefix
+    engine = start_engine()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-http-"))
+    server = None
+    try:
+        case_ids = seed_cases(args.cases)
+        env, token, users = prepare(tmp, engine, prefix)
+        server = Gunicorn(env, tmp / "gunicorn.log")
+        raw = raw_client(engine.endpoint_url)
+        trips = RoundTrips(raw)
+        from reconciliation.dynamo.client import table_names
+
+        tables = table_names()
+        intake = Intake(server.port, token)
+        raw_committed: list[list[str]] = [[] for _ in range(THREADS)]
+
+        def raw_one(t: int, key: str, replay: bool) -> float:
+            started = time.perf_counter()
+            outcome = raw_write(raw, tables, key)
+            assert outcome == ("COMPLETED" if replay else "CREATED"), outcome
+            if not replay:
+                raw_committed[t].append(key)
+            return time.perf_counter() - started
+
+        # Warm-up: both sides' connections, the JVM, the workers' first requests.
+        run_mixed(intake.one, intake.committed, "warm", 40)
+        run_mixed(raw_one, raw_committed, "warm", 40)
+        results: dict = {"http": [], "raw": []}
+        groups = {"gunicorn": server.proc.pid, "engine": engine.process.pid}
+        for round_no in range(args.rounds):
+            order = ("http", "raw") if round_no % 2 == 0 else ("raw", "http")
+            for side in order:
+                if side == "http":
+                    res = run_mixed(
+                        intake.one, intake.committed, f"h{round_no}", args.per_thread, groups=groups
+                    )
+                else:
+                    start = trips.count
+                    res = run_mixed(
+                        raw_one, raw_committed, f"r{round_no}", args.per_thread, groups=groups
+                    )
+                    n = THREADS * args.per_thread
+                    replays = THREADS * (args.per_thread // 5)
+                    assert trips.count - start == 2 * (n - replays) + replays
+                results[side].append(res)
+            print(round_no, {s: round(results[s][-1]["rps"], 1) for s in results}, flush=True)
+        assert not intake.wrong, intake.wrong[:5]
+        load = under_load(server.port, intake, users, case_ids, args.load_s)
+        print(json.dumps(load, indent=1), flush=True)
+        server.stop()
+        server = None
+        profile = profile_run(tmp, env, users, case_ids, token, args.profile_s)
+    finally:
+        if server is not None:
+            server.stop()
+        engine.stop()
+    result = {
+        "rounds": results,
+        "load": load,
+        "profile": profile,
+        "machine": machine_line(),
+        "load_avg": os.getloadavg()[0],
+        "args": vars(args),
+    }
+    if args.save:
+        Path(args.save).write_text(json.dumps(result, indent=1))
+    baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
+    report = render(result, baseline)
+    print(report)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if args.write:
+        write_section("http_intake", report)
+
+
+def profile_run(tmp: Path, env: dict, users, case_ids, token: str, seconds: float) -> dict:
+    """(b)'s load against a gunicorn whose workers profile every request."""
+    folder = tmp / "profiles"
+    folder.mkdir()
+    profiled_env = {
+        **env,
+        "BENCH_PROFILE_DIR": str(folder),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)]),
+    }
+    server = Gunicorn(profiled_env, tmp / "gunicorn-profiled.log", config="_gunicorn_profile")
+    try:
+        intake = Intake(server.port, token)
+        run_mixed(intake.one, intake.committed, "pwarm", 20)
+        under_load(server.port, intake, users, case_ids, seconds)
+    finally:
+        server.stop()
+    keep = os.environ.get("BENCH_KEEP_PROFILES")
+    if keep:
+        shutil.copytree(folder, keep, dirs_exist_ok=True)
+    return {kind: profile_top(sorted(folder.glob(f"{kind}-*.pstats"))) for kind in ("api", "pages")}
+
+
+if __name__ == "__main__":
+    main()
