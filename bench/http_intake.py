@@ -1,6 +1,7 @@
 """Intake through the real HTTP stack against raw boto3, and staff pages under load.
 
-    python bench/http_intake.py [--rounds 5] [--per-thread 60] [--load-s 20] [--write]
+    python bench/http_intake.py [--rounds 6] [--per-thread 60] [--load-s 20] [--write]
+        [--save FILE.json] [--baseline EARLIER.json]
 
 gunicorn runs as the Procfile and ``make run`` start it (``dashboard/gunicorn_conf.py``:
 2 gthread workers × 8 threads) with production settings: debug off, behind a
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from _common import ROOT, RoundTrips, machine_line, median, start_engine, write_section
 from _http import Conn, Gunicorn, group_cpu_s, manage, server_env, sign_in, timing
+from _http_decompose import decompose
 from _http_raw import raw_client, raw_write
 from _http_report import profile_top, render
 
@@ -211,7 +213,8 @@ def seed_cases(size: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=150, help="requests per thread per side")
     parser.add_argument("--per-thread", type=int, default=60)
     parser.add_argument("--load-s", type=float, default=20)
     parser.add_argument("--profile-s", type=float, default=20)
@@ -219,11 +222,29 @@ def main() -> None:
     parser.add_argument("--save", help="also write the results as JSON here")
     parser.add_argument("--baseline", help="JSON of an earlier run: before/after tables")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument(
+        "--render", help="no run: render this saved JSON (with --baseline), for --write"
+    )
     args = parser.parse_args()
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
+        report = render(saved, baseline)
+        print(report)
+        if args.write:
+            write_section("http_intake", report)
+        return
     prefix = f"bh{os.getpid()}-"
-    os.environ["DDB_TABLE_PREFIX"] = prefix
-    engine = start_engine()
     tmp = Path(tempfile.mkdtemp(prefix="bench-http-"))
+    # This process's Django shares the server's database (the decomposition posts
+    # through Django in-process with the token issued for the server).
+    os.environ.update(
+        DDB_TABLE_PREFIX=prefix,
+        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
+        VAR_DIR=str(tmp / "var"),
+        DJANGO_BEHIND_PROXY="1",
+    )
+    engine = start_engine()
     server = None
     try:
         case_ids = seed_cases(args.cases)
@@ -245,9 +266,12 @@ def main() -> None:
                 raw_committed[t].append(key)
             return time.perf_counter() - started
 
-        # Warm-up: both sides' connections, the JVM, the workers' first requests.
-        run_mixed(intake.one, intake.committed, "warm", 40)
-        run_mixed(raw_one, raw_committed, "warm", 40)
+        # Warm-up: both sides' connections, the workers' first requests, and the JVM,
+        # whose CPU per request keeps falling for the first few thousand (JIT), in
+        # alternating chunks so neither side runs against a colder engine.
+        for chunk in range(3):
+            run_mixed(intake.one, intake.committed, f"warm{chunk}", args.warmup // 3)
+            run_mixed(raw_one, raw_committed, f"warm{chunk}", args.warmup // 3)
         results: dict = {"http": [], "raw": []}
         groups = {"gunicorn": server.proc.pid, "engine": engine.process.pid}
         for round_no in range(args.rounds):
@@ -273,6 +297,8 @@ def main() -> None:
         server.stop()
         server = None
         profile = profile_run(tmp, env, users, case_ids, token, args.profile_s)
+        layers = decompose(token, raw, tables)
+        print(json.dumps(layers), flush=True)
     finally:
         if server is not None:
             server.stop()
@@ -281,6 +307,7 @@ def main() -> None:
         "rounds": results,
         "load": load,
         "profile": profile,
+        "layers": layers,
         "machine": machine_line(),
         "load_avg": os.getloadavg()[0],
         "args": vars(args),
