@@ -23,8 +23,9 @@ FINDINGS = """
 - Staff pages: Django's template rendering (about a quarter of a page's CPU) and botocore
   parsing the 50-row Query page (about a fifth) lead; each page makes the DynamoDB calls
   it shows (queue page: the page Query and the counters' BatchGetItem; case page: case,
-  claim, pledge, ledger and audit trail). The SLA filter parses `QUEUE_SLA_HOURS` for
-  each row (about 2 % of a queue page): left as it is.
+  claim, pledge, ledger and audit trail), and four SQL queries (session, user, time
+  zone, role groups). The SLA filter parses `QUEUE_SLA_HOURS` for each row (about 2 %
+  of a queue page): left as it is.
 - `Server-Timing` (dashboard/server_timing.py) now tells signed-in staff and API callers
   each answer's DynamoDB calls and their time (a client hook and a per-request tally:
   a context variable and two clock reads); this bench reads it.
