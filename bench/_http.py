@@ -86,6 +86,7 @@ class Gunicorn:
             except OSError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError(f"gunicorn did not start: {log.read_text()[-3000:]}")
             time.sleep(0.3)
 
