@@ -37,7 +37,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _common import ROOT, RoundTrips, machine_line, median, start_engine, write_section
-from _http import Conn, Gunicorn, group_cpu_s, manage, server_env, sign_in, timing
+from _http import (
+    Conn,
+    Gunicorn,
+    ProxyProcess,
+    group_cpu_s,
+    manage,
+    server_env,
+    sign_in,
+    timing,
+)
 from _http_decompose import decompose
 from _http_raw import raw_client, raw_write
 from _http_report import profile_top, render
@@ -211,6 +220,61 @@ def seed_cases(size: int) -> list[str]:
     return [_items(i, now)[1]["case_id"]["S"] for i in range(0, size, max(1, size // 400))]
 
 
+def compare(intake, raw_one, trips, raw_committed, rounds: int, per_thread: int, groups) -> dict:
+    """Interleaved rounds of the same 80/20 load, HTTP and raw; the raw side's round
+    trips are counted (2 per new pledge, 1 per replay)."""
+    results: dict = {"http": [], "raw": []}
+    for round_no in range(rounds):
+        order = ("http", "raw") if round_no % 2 == 0 else ("raw", "http")
+        for side in order:
+            if side == "http":
+                res = run_mixed(
+                    intake.one, intake.committed, f"h{round_no}", per_thread, groups=groups
+                )
+            else:
+                start = trips.count
+                res = run_mixed(raw_one, raw_committed, f"r{round_no}", per_thread, groups=groups)
+                n = THREADS * per_thread
+                replays = THREADS * (per_thread // 5)
+                assert trips.count - start == 2 * (n - replays) + replays
+            results[side].append(res)
+        print(round_no, {s: round(results[s][-1]["rps"], 1) for s in results}, flush=True)
+    return results
+
+
+def modelled_rtt(args, rtt_ms: float, env: dict, tmp: Path, engine, token: str, tables) -> dict:
+    """The same comparison with DynamoDB one modelled network hop away, as in production:
+    a proxy in a process of its own (so neither side shares its GIL) delays every chunk
+    by half of ``rtt_ms`` each way; another gunicorn and another raw client use it."""
+    proxy = ProxyProcess(engine.port, rtt_ms / 2)
+    server = Gunicorn(
+        {**env, "DYNAMODB_ENDPOINT_URL": proxy.endpoint_url, "WEB_PORT": str(free_port())},
+        tmp / f"gunicorn-rtt{rtt_ms:g}.log",
+    )
+    try:
+        raw = raw_client(proxy.endpoint_url)
+        trips = RoundTrips(raw)
+        intake = Intake(server.port, token)
+        committed: list[list[str]] = [[] for _ in range(THREADS)]
+
+        def raw_one(t: int, key: str, replay: bool) -> float:
+            started = time.perf_counter()
+            assert raw_write(raw, tables, key) == ("COMPLETED" if replay else "CREATED")
+            if not replay:
+                committed[t].append(key)
+            return time.perf_counter() - started
+
+        run_mixed(intake.one, intake.committed, f"rtt{rtt_ms:g}-warm", args.warmup // 3)
+        run_mixed(raw_one, committed, f"rtt{rtt_ms:g}-warm", args.warmup // 3)
+        groups = {"gunicorn": server.proc.pid, "engine": engine.process.pid}
+        results = compare(intake, raw_one, trips, committed, args.rounds, args.per_thread, groups)
+        assert not intake.wrong, intake.wrong[:5]
+        return results
+    finally:
+        server.stop()
+        proxy.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
@@ -219,6 +283,11 @@ def main() -> None:
     parser.add_argument("--load-s", type=float, default=20)
     parser.add_argument("--profile-s", type=float, default=20)
     parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument(
+        "--rtt-ms",
+        default="4,20",
+        help="also compare through a proxy adding each of these round trips (ms, comma-separated)",
+    )
     parser.add_argument("--save", help="also write the results as JSON here")
     parser.add_argument("--baseline", help="JSON of an earlier run: before/after tables")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
@@ -272,26 +341,15 @@ def main() -> None:
         for chunk in range(3):
             run_mixed(intake.one, intake.committed, f"warm{chunk}", args.warmup // 3)
             run_mixed(raw_one, raw_committed, f"warm{chunk}", args.warmup // 3)
-        results: dict = {"http": [], "raw": []}
         groups = {"gunicorn": server.proc.pid, "engine": engine.process.pid}
-        for round_no in range(args.rounds):
-            order = ("http", "raw") if round_no % 2 == 0 else ("raw", "http")
-            for side in order:
-                if side == "http":
-                    res = run_mixed(
-                        intake.one, intake.committed, f"h{round_no}", args.per_thread, groups=groups
-                    )
-                else:
-                    start = trips.count
-                    res = run_mixed(
-                        raw_one, raw_committed, f"r{round_no}", args.per_thread, groups=groups
-                    )
-                    n = THREADS * args.per_thread
-                    replays = THREADS * (args.per_thread // 5)
-                    assert trips.count - start == 2 * (n - replays) + replays
-                results[side].append(res)
-            print(round_no, {s: round(results[s][-1]["rps"], 1) for s in results}, flush=True)
+        results = compare(
+            intake, raw_one, trips, raw_committed, args.rounds, args.per_thread, groups
+        )
         assert not intake.wrong, intake.wrong[:5]
+        rtt_results = {
+            rtt: modelled_rtt(args, rtt, env, tmp, engine, token, tables)
+            for rtt in (float(x) for x in args.rtt_ms.split(",") if x.strip())
+        }
         load = under_load(server.port, intake, users, case_ids, args.load_s)
         print(json.dumps(load, indent=1), flush=True)
         server.stop()
@@ -305,6 +363,7 @@ def main() -> None:
         engine.stop()
     result = {
         "rounds": results,
+        "rounds_rtt": rtt_results,
         "load": load,
         "profile": profile,
         "layers": layers,
