@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import json
 import os
-import time
 import uuid
 from datetime import UTC, datetime
 
@@ -223,67 +222,12 @@ def run(args, label: str) -> str:
         )
         return {"intent_id": pledge["key"], "amount": "10.00"}
 
-    # (a) raw boto3: the same two calls with the same items, hand-built.
+    # (a) raw boto3: the same two calls with the same items, hand-built (bench/_http_raw.py;
+    # imported here, as it takes this module's items).
+    from _http_raw import raw_write as raw_calls
+
     def raw_write(key: str) -> str:
-        pk = f"raw#create_pledge#{key}"
-        intent = f"raw#{key}"
-        payload = json.dumps(BODY, sort_keys=True, separators=(",", ":"))
-        payload_hash = hashlib.sha256(payload.encode()).hexdigest()
-        token, attempt, at = str(uuid.uuid4()), str(uuid.uuid4()), _iso_now()
-        expires = int(time.time()) + 60
-        try:
-            client.put_item(
-                TableName=tables.idempotency_keys,
-                Item={
-                    "pk": {"S": pk},
-                    "status": {"S": "PENDING"},
-                    "version": {"N": "1"},
-                    "attempt_id": {"S": attempt},
-                    "payload_hash": {"S": payload_hash},
-                    "request_token": {"S": token},
-                    "token_issued_at": {"S": at},
-                    "created_at": {"S": at},
-                    "claimed_at": {"S": at},
-                    "expires_at": {"N": str(expires)},
-                    "tenant": {"S": "raw"},
-                    "idempotency_key": {"S": key},
-                    "intent_id": {"S": intent},
-                    "request": {"S": payload},
-                    "correlation_id": {"S": attempt},
-                    "client_address": {"S": "127.0.0.1"},
-                    "pending_shard": {"S": "P#1"},
-                },
-                ConditionExpression="attribute_not_exists(pk)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except client.exceptions.ConditionalCheckFailedException as exc:
-            return exc.response["Item"]["status"]["S"]
-        response = json.dumps({"intent_id": key, "amount": "10.00"}, sort_keys=True)
-        complete = {
-            "Update": {
-                "TableName": tables.idempotency_keys,
-                "Key": {"pk": {"S": pk}},
-                "UpdateExpression": "SET #st = :done, version = :next, #resp = :resp, "
-                "expires_at = :exp, completed_at = :at REMOVE pending_shard",
-                "ConditionExpression": "#st = :pending AND version = :v",
-                "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
-                "ExpressionAttributeValues": {
-                    ":done": {"S": "COMPLETED"},
-                    ":next": {"N": "2"},
-                    ":resp": {"S": response},
-                    ":exp": {"N": str(expires)},
-                    ":at": {"S": at},
-                    ":pending": {"S": "PENDING"},
-                    ":v": {"N": "1"},
-                },
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        client.transact_write_items(
-            TransactItems=[*_business_items(tables, intent, token, at, "raw"), complete],
-            ClientRequestToken=token,
-        )
-        return "CREATED"
+        return raw_calls(client, tables, key)
 
     def service_write(key: str) -> str:
         return pledge_submit(tenant="bench", idempotency_key=key, request=request, actor=actor).kind
