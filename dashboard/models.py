@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import MAX_PREC, Context, Decimal
 
 from django.conf import settings
 from django.db import connection, models, transaction
@@ -102,12 +102,13 @@ class ApiToken(models.Model):
 
 def _stored_amount(value: Decimal | float | int | str) -> Decimal:
     """A ``max_amount`` as the ORM would hand it back: SQLite returns a DECIMAL column as
-    a float or an int (a float's shortest repr is the number stored), others a Decimal;
-    quantized to the field's places, then normalised as ``Fund.as_rule`` does."""
+    a float or an int, which Django's SQLite backend reads at 15 significant digits;
+    others return a Decimal. Quantized to the field's places, then normalised as
+    ``Fund.as_rule`` does."""
     if isinstance(value, float):
-        value = repr(value)
+        value = Context(prec=15).create_decimal_from_float(value)
     places = Decimal(1).scaleb(-Fund._meta.get_field("max_amount").decimal_places)
-    return Decimal(value).quantize(places).normalize()
+    return Decimal(value).quantize(places, context=Context(prec=MAX_PREC)).normalize()
 
 
 @functools.cache

@@ -9,6 +9,10 @@ Counted by a client hook (``reconciliation.dynamo.calls``) into a tally opened p
 request: a context variable and two clock reads, nothing written anywhere. Anonymous
 answers (the sign-in page, health checks, refused API calls) carry no timings, so they
 tell an outsider nothing about the work behind them.
+
+Not counted: calls made in helper threads (the audit search reads a day's index shards
+in a pool) and calls made while a streamed answer is sent (exports), after the header
+was written.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ HEADER = "Server-Timing"
 
 
 def timings_shown(request: HttpRequest) -> bool:
-    """The caller proved who it is: a signed-in person (the user is already loaded by
-    then, so no session read), or an API caller whose bearer token was accepted."""
+    """The caller proved who it is: a signed-in person, or an API caller whose bearer
+    token was accepted. A request whose user was never loaded is nobody's (and is not
+    made to read the session now); a request signed out on the way (a missing second
+    factor) is judged by the user it ended with, not the one it loaded."""
     if getattr(request, "api_tenant", None):
         return True
-    user = request.__dict__.get("_cached_user")
+    if "_cached_user" not in request.__dict__:
+        return False
+    user = getattr(request, "user", None)
     return bool(user is not None and user.is_authenticated)
 
 

@@ -67,7 +67,9 @@ def _on_after_call(context=None, **_kwargs) -> None:
 def install(client: DynamoDBClient) -> None:
     events = client.meta.events
     events.register("before-send.dynamodb", _on_send)
-    # First: a fault hook's before-call may answer the call itself and stop the others.
+    # First among the generic before-call handlers. Handlers on an operation's own event
+    # run earlier still: a fault that raises there (ambiguous_no_commit) sends nothing,
+    # and nothing is counted.
     events.register_first("before-call.dynamodb", _on_before_call)
     events.register("after-call.dynamodb", _on_after_call)
     events.register("after-call-error.dynamodb", _on_after_call)

@@ -51,3 +51,19 @@ def test_a_tenant_without_funds_is_still_its_caller(ddb):
     _, raw = ApiToken.issue("bare")
     Fund.objects.filter(tenant__name="bare").delete()
     assert ApiToken.caller(raw) == ("bare", [])
+
+
+@pytest.mark.engines("moto")
+def test_limits_past_fifteen_digits_read_as_the_orm_reads_them(ddb):
+    """SQLite keeps a DECIMAL as a float; Django reads it at 15 significant digits, and
+    the caller's query gives the same limit. ``add_fund`` refuses limits that wide, so
+    the row is widened in the database, as a hand edit would."""
+    _, raw = ApiToken.issue("wide")
+    call_command("add_fund", "BIG", tenant="wide", currency="BHD", max_amount="1.000")
+    Fund.objects.filter(tenant__name="wide", code="BIG").update(
+        max_amount=Decimal("9999999999999.999")
+    )
+
+    _, funds = ApiToken.caller(raw)
+
+    assert funds == Fund.registered("wide")

@@ -81,6 +81,19 @@ def test_anonymous_answers_carry_no_timings(ddb, api, client):
     assert refused.status_code == 401 and HEADER not in refused
 
 
+def test_a_session_signed_out_for_its_missing_second_factor_carries_no_timings(client, settings):
+    """A supervisor with only a password is signed out on the way (dashboard/mfa.py):
+    the user loaded before that is no longer who the request is for."""
+    from tests.helpers import staff_user
+
+    settings.STAFF_MFA_REQUIRED = True
+    client.force_login(staff_user("sup", "supervisor"))
+
+    response = client.get("/queues/stuck/")
+
+    assert response.status_code == 302 and HEADER not in response
+
+
 def test_tally_counts_only_inside_its_block(ddb):
     """Calls made outside a tally are not counted; nested tallies count apart."""
     client = dynamodb_client()
