@@ -72,20 +72,16 @@ class ApiToken(models.Model):
 
     @classmethod
     def authenticate(cls, raw: str) -> str | None:
-        """The tenant for ``raw``, or ``None``. The lookup is by hash; the final
-        comparison is constant-time."""
-        digest = hash_token(raw)
-        token = cls.objects.active().filter(token_hash=digest).first()
-        if token is None or not hmac.compare_digest(token.token_hash, digest):
-            return None
-        return token.tenant
+        """The tenant for ``raw``, or ``None``: :meth:`caller`'s check, without the funds."""
+        caller = cls.caller(raw)
+        return caller[0] if caller else None
 
     @classmethod
     def caller(cls, raw: str) -> tuple[str, list[fund_rules.Fund]] | None:
-        """The tenant for ``raw`` and every fund it registered, or ``None``: intake's one
-        database query. Two ORM queries cost more than the pledge's own Python work on the
-        request path (their SQL is compiled anew on every request); this one is written
-        once, and the comparison of the hash is still constant-time."""
+        """The tenant for ``raw`` and every fund it registered, or ``None``: the API's one
+        database query, by hash, with a constant-time final comparison. Two ORM queries
+        cost more than the pledge's own Python work on the request path (their SQL is
+        compiled anew on every request); this one is written once."""
         digest = hash_token(raw)
         with connection.cursor() as cursor:
             cursor.execute(_caller_sql(), [digest])
@@ -113,7 +109,7 @@ def _stored_amount(value: Decimal | float | int | str) -> Decimal:
 
 @functools.cache
 def _caller_sql() -> str:
-    """A token, active, with its tenant's funds in ``Fund.registered``'s order."""
+    """A token, active, with its tenant's funds in ``Fund``'s order (code, currency)."""
     quote = connection.ops.quote_name
     token, tenant, fund = (quote(m._meta.db_table) for m in (ApiToken, Tenant, Fund))
     # Only table names from the models, quoted, are formatted in; the token is a parameter.
@@ -200,15 +196,6 @@ class Fund(models.Model):
         return fund_rules.Fund(
             code=self.code, currency=self.currency, max_amount=self.max_amount.normalize()
         )
-
-    @classmethod
-    def registered(cls, tenant: str) -> list[fund_rules.Fund]:
-        """Every fund ``tenant`` registered (intake reads them with the token instead:
-        ``ApiToken.caller``)."""
-        rows = cls.objects.filter(tenant__name=tenant).values_list("code", "currency", "max_amount")
-        return [
-            fund_rules.Fund(code=c, currency=cur, max_amount=m.normalize()) for c, cur, m in rows
-        ]
 
 
 class StaffProfile(models.Model):
