@@ -64,22 +64,17 @@ def merged_counters(stores: Sequence[Store]) -> dict[str, QueueCounter]:
     return out
 
 
-def owned_count(
-    store: Store, queue: str, *, before: str | None = None, after: str | None = None
-) -> int:
-    """How many open cases of ``queue`` living in ``store``'s region were opened in
-    ``[after, before)``: a COUNT Query that also leaves out replicas."""
-    return CaseRepository(store).count_range(queue, before=before, after=after, owned_only=True)
-
-
 def open_count(
     stores: Sequence[Store], queue: str, *, before: str | None = None, after: str | None = None
 ) -> int:
     """Open cases of ``queue`` opened in ``[after, before)`` over every region: one
-    region asks ``count_range`` as ever; several count only the cases each owns."""
-    if len(stores) == 1:
-        return CaseRepository(stores[0]).count_range(queue, before=before, after=after)
-    return sum(owned_count(store, queue, before=before, after=after) for store in stores)
+    region asks ``count_range`` as ever; several count only the cases each owns (a
+    filter that leaves out replicas)."""
+    owned_only = len(stores) > 1
+    return sum(
+        CaseRepository(s).count_range(queue, before=before, after=after, owned_only=owned_only)
+        for s in stores
+    )
 
 
 # --- merged pages -----------------------------------------------------------------------
