@@ -36,6 +36,9 @@ OPERATIONS = {"PutItem": "put", "UpdateItem": "update", "DeleteItem": "delete"}
 
 logger = logging.getLogger(__name__)
 
+# Where a call's reading is kept in botocore's per-call context.
+_RESULT = "failed_writes_result"
+
 
 @dataclass(frozen=True)
 class FailedWrite:
@@ -93,13 +96,20 @@ def _count(http_response, parsed, model, context=None, **_kwargs) -> None:
 
 def failed_write_of(operation: str, context: dict | None, parsed: dict) -> FailedWrite | None:
     """:func:`failed_write` for a botocore ``after-call`` handler: the request's parameters
-    come from the call's context, and an answer that cannot be read counts as nothing."""
+    come from the call's context, and an answer that cannot be read counts as nothing.
+    Worked out once per call and kept in its context: /metrics and the capacity sink
+    both ask."""
+    if context is not None and _RESULT in context:
+        return context[_RESULT]
     params = (context or {}).get("failed_writes_params") or {}
     try:
-        return failed_write(operation, params, parsed)
+        failed = failed_write(operation, params, parsed)
     except Exception:  # noqa: BLE001 - a hook must never turn into the call's error
         logger.warning("failed conditional write of %s not counted", operation, exc_info=True)
-        return None
+        failed = None
+    if context is not None:
+        context[_RESULT] = failed
+    return failed
 
 
 def install(client) -> None:
