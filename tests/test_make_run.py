@@ -81,6 +81,31 @@ def _concurrent_clients(port: int, clients: int, rounds: int) -> tuple[list, lis
     return statuses, errors
 
 
+def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
+    """bin/run.py as `make run` starts it, on its own ports and folder, with no demo data
+    and none of this process's DynamoDB endpoint or regions: it starts its own engines."""
+    env = dict(
+        os.environ,
+        WEB_PORT=str(web_port),
+        VAR_DIR=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        REDBEAT_KEY_PREFIX=f"redbeat:test-{web_port}:",
+        DEMO_SEED="0",
+        **settings,
+    )
+    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "AWS_REGION"):
+        env.pop(name, None)
+    return subprocess.Popen(
+        [sys.executable, "bin/run.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def _stop(proc: subprocess.Popen, how: str) -> None:
     if how == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
@@ -94,25 +119,7 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
     """bin/run.py (what `make run` calls) comes up under gunicorn, serves 32 concurrent
     clients and the collected static files, and stops cleanly on Ctrl-C or SIGTERM."""
     web_port, ddb_port = free_port(), free_port()
-    env = dict(
-        os.environ,
-        WEB_PORT=str(web_port),
-        DDB_LOCAL_PORT=str(ddb_port),
-        VAR_DIR=str(tmp_path),
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        REDBEAT_KEY_PREFIX=f"redbeat:test-{web_port}:",
-        DEMO_SEED="0",
-    )
-    env.pop("DYNAMODB_ENDPOINT_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "bin/run.py"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _start_run(tmp_path, web_port, DDB_LOCAL_PORT=str(ddb_port))
     base = f"http://127.0.0.1:{web_port}"
     try:
         deadline = time.monotonic() + 120
@@ -164,27 +171,12 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
     import boto3
 
     web_port, ddb_port, ddb_port2 = free_port(), free_port(), free_port()
-    env = dict(
-        os.environ,
+    proc = _start_run(
+        tmp_path,
+        web_port,
         RUN_REGIONS="2",
-        WEB_PORT=str(web_port),
         DDB_LOCAL_PORT=str(ddb_port),
         DDB_LOCAL_PORT2=str(ddb_port2),
-        VAR_DIR=str(tmp_path),
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        REDBEAT_KEY_PREFIX=f"redbeat:test-{web_port}:",
-        DEMO_SEED="0",
-    )
-    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "AWS_REGION"):
-        env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "bin/run.py"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
     )
     base = f"http://127.0.0.1:{web_port}"
     try:
