@@ -13,6 +13,14 @@ from reconciliation.ops.simulate import SimulationConfig, simulate_run
 pytestmark = pytest.mark.django_db(databases=[])
 
 
+def plain_traffic(pledges: int, **overrides) -> SimulationConfig:
+    """No faults, no double clicks, conflicting retries or late workers, unless asked."""
+    quiet = dict(
+        faults={}, double_click_ratio=0.0, conflicting_retry_ratio=0.0, late_worker_ratio=0.0
+    )
+    return SimulationConfig(pledges=pledges, **{**quiet, **overrides})
+
+
 @pytest.mark.dynamodb_local_only
 def test_fixed_seed_produces_every_case_type_and_a_balanced_ledger(ddb):
     """150 synthetic intents with faults (fixed seed): at least one case of every type,
@@ -137,15 +145,7 @@ def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
 
     ddb.client.meta.events.register("after-call.dynamodb", engine_reported)
     try:
-        config = SimulationConfig(
-            pledges=4,
-            faults={},
-            seed=5,
-            threads=1,
-            double_click_ratio=0.0,
-            conflicting_retry_ratio=0.0,
-            late_worker_ratio=0.0,
-        )
+        config = plain_traffic(4, seed=5, threads=1)
         report = simulate_run(config)
     finally:
         ddb.client.meta.events.unregister("after-call.dynamodb", engine_reported)
@@ -200,16 +200,7 @@ def test_double_clicks_show_in_the_budget_as_failed_conditional_writes(ddb):
     measured rule."""
     from reconciliation.ops.simulate import summary_lines
 
-    config = SimulationConfig(
-        pledges=12,
-        faults={},
-        seed=3,
-        threads=2,
-        double_click_ratio=1.0,
-        conflicting_retry_ratio=0.0,
-        late_worker_ratio=0.0,
-        peak_rps=10,
-    )
+    config = plain_traffic(12, seed=3, threads=2, double_click_ratio=1.0, peak_rps=10)
     report = simulate_run(config)
 
     total = report.total()
