@@ -71,12 +71,6 @@ class ApiToken(models.Model):
         return self.revoked_at is None
 
     @classmethod
-    def authenticate(cls, raw: str) -> str | None:
-        """The tenant for ``raw``, or ``None``: :meth:`caller`'s check, without the funds."""
-        caller = cls.caller(raw)
-        return caller[0] if caller else None
-
-    @classmethod
     def caller(cls, raw: str) -> tuple[str, list[fund_rules.Fund]] | None:
         """The tenant for ``raw`` and every fund it registered, or ``None``: the API's one
         database query, by hash, with a constant-time final comparison. Two ORM queries

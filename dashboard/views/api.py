@@ -37,20 +37,18 @@ def _bearer(request: HttpRequest) -> str | None:
     return raw.strip() if scheme.lower() == "bearer" and raw.strip() else None
 
 
-def _tenant(request: HttpRequest) -> str | None:
-    raw = _bearer(request)
-    tenant = ApiToken.authenticate(raw) if raw else None
-    # Read by ServerTimingMiddleware: timings go to callers who proved who they are.
-    request.api_tenant = tenant  # type: ignore[attr-defined]
-    return tenant
-
-
 def _caller(request: HttpRequest) -> tuple[str, list[FundRule]] | None:
     """The tenant and its registered funds, in one query (``ApiToken.caller``)."""
     raw = _bearer(request)
     caller = ApiToken.caller(raw) if raw else None
+    # Read by ServerTimingMiddleware: timings go to callers who proved who they are.
     request.api_tenant = caller[0] if caller else None  # type: ignore[attr-defined]
     return caller
+
+
+def _tenant(request: HttpRequest) -> str | None:
+    caller = _caller(request)
+    return caller[0] if caller else None
 
 
 def _unauthorized() -> JsonResponse:
