@@ -137,6 +137,9 @@ class _ChoiceReasonForm(_ReasonForm):
         """The bound radio field, whichever the form names it."""
         return self[self.choice_field]
 
+    # Actions the evidence rules out, shown disabled with their reason (views/cases.py).
+    withheld: list = []
+
     def offer(self, offered: list[str]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
         field = self.fields[self.choice_field]

@@ -28,6 +28,10 @@ CASE_REFUSAL = {
     "not_allowed": 403,
     "invalid_reason": 400,
     "case_changed": 409,
+    # The evidence read at decision time rules the action out (casework/evidence.py).
+    "evidence_refused": 422,
+    # A resolution stands until an approved reopen (cases/changes.py).
+    "already_resolved": 409,
 }
 
 

@@ -62,6 +62,20 @@ FAILED_CONDITIONAL_WRITE_UNITS = Counter(
     ["kind"],
 )
 CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
+# A case change refused because another hand changed the case after this one read it
+# (DESIGN.md §6): the loser writes nothing. For people it is the 409 page; for system
+# actors (retry, sweep, re-check, expiry) this count and a log line are all there is.
+CASE_CHANGES_LOST = Counter(
+    "case_changes_lost_total",
+    "Case changes not written because the case changed after the decider read it",
+    ["role", "action"],
+)
+# A commit cancelled because its claim was taken over (a worker stalled past its lease),
+# answered as a replay of the pledge its successor recorded: no case is opened for it.
+LATE_COMMITS_REPLAYED = Counter(
+    "late_commits_replayed_total",
+    "Commits of a worker that lost its claim, answered from the pledge its successor recorded",
+)
 COMMIT_SECONDS = Histogram(
     "pledge_commit_seconds",
     "Claim plus commit latency in seconds",

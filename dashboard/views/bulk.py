@@ -15,6 +15,7 @@ from dashboard.forms import BulkForm, new_action_id
 from dashboard.statuses import case_refusal_status
 from dashboard.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_partial
 from reconciliation.cases.changes import CaseError
+from reconciliation.cases.policy import LABELS
 from reconciliation.casework.dispositions import cases_bulk
 from reconciliation.casework.selectors import MAX_PAGE
 from reconciliation.stores import case_store
@@ -60,7 +61,7 @@ def cases_bulk_view(request: StaffRequest) -> HttpResponse:
         messages.add_message(
             request,
             level,
-            f"Bulk {data['disposition']}: {done} of "
+            f"{LABELS.get(data['disposition'], data['disposition'])}: {done} of "
             f"{len(rows)} cases done; see the result per case.",
         )
     slug = request.POST.get("queue", "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib import messages
@@ -38,7 +39,14 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case, retry_in_flight
-from reconciliation.cases.policy import DISPOSITIONS, OVERRIDES, EvidenceFacts, offered_actions
+from reconciliation.cases.policy import (
+    DISPOSITIONS,
+    LABELS,
+    OVERRIDES,
+    EvidenceFacts,
+    offered_actions,
+    withheld_actions,
+)
 from reconciliation.casework.dispositions import (
     ActionResult,
     case_assign,
@@ -85,6 +93,7 @@ class EvidenceRead:
     """The live evidence of a case, or why it could not be read (``error``)."""
 
     def __init__(self, case: Case, store: Store):
+        self.case = case
         self.evidence: Evidence | None = None
         self.error = ""
         if case.is_drift:
@@ -102,7 +111,9 @@ class EvidenceRead:
     def facts(self) -> EvidenceFacts | None:
         if self.evidence is None:
             return None
-        return evidence_facts(pledge=self.evidence.pledge, claim=self.evidence.claim)
+        return evidence_facts(
+            case=self.case, pledge=self.evidence.pledge, claim=self.evidence.claim
+        )
 
 
 def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict:
@@ -132,6 +143,23 @@ def _offered(case: Case, role, facts: EvidenceFacts | None) -> list[str]:
     )
 
 
+@dataclass(frozen=True)
+class Withheld:
+    """An action the role could start but the evidence rules out: shown disabled."""
+
+    action: str
+    label: str
+    reason: str
+
+
+def _withheld(case: Case, role, facts: EvidenceFacts | None) -> list[Withheld]:
+    """What the evidence rules out on this case now, each with its one-line reason."""
+    refused = withheld_actions(
+        case.case_type, case.state, role, facts, retry_running=retry_in_flight(case)
+    )
+    return [Withheld(action, LABELS[action], why) for action, why in refused.items()]
+
+
 def _offer_key(case: Case, role, facts: EvidenceFacts | None) -> str:
     """What the actions card offers, as a short key the page sends back when it refreshes
     the evidence: while the key still holds, the card is left alone, so a reason being
@@ -145,6 +173,7 @@ def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | Non
     new action id)."""
     allowed = _offered(case, role, facts)
     forms: dict = {}
+    withheld = _withheld(case, role, facts)
     for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
         offered = [a for a in allowed if a in kinds]
         if not offered:
@@ -153,6 +182,7 @@ def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | Non
             initial={**keep.get(name, {}), "seen_version": case.version}
         )
         form.offer(offered)
+        form.withheld = [w for w in withheld if w.action in kinds]
         if name in keep and name not in bound:
             # Pre-filled (an accepted suggestion, a choice kept after a conflict): the
             # reason is where the person goes next, to review it.
@@ -194,6 +224,7 @@ def _case_response(
             store=store,
         ),
         "forms": _forms(case, request.role, bound or {}, keep or {}, read.facts),
+        "withheld": _withheld(case, request.role, read.facts),
         "offer_key": _offer_key(case, request.role, read.facts),
         "accepted": bool(keep) and request.method != "POST",
         "queue_slug": SLUG_FOR_QUEUE.get(case.queue or ""),

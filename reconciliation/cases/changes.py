@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from botocore.exceptions import ClientError
 
-from reconciliation import clock
+from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
@@ -150,6 +150,8 @@ def _case_write_cancelled(
     exc: ClientError,
     codes: list[str],
     *,
+    actor: Actor,
+    action: str,
     action_id: str | None,
 ) -> Case:
     """After a cancelled case transaction: the case as stored if this very action
@@ -159,6 +161,18 @@ def _case_write_cancelled(
         current = CaseRepository(store).get(case.case_id)
         if current is None:
             raise CaseNotFound(f"No case {case.case_id}.") from exc
+        # Another hand changed the case after this one read it: this change is not
+        # written. Counted, so a system actor that loses (a retry delivered twice, a sweep
+        # racing a person) leaves a trace; people also get the 409 page.
+        metrics.CASE_CHANGES_LOST.labels(actor.role, action).inc()
+        logger.info(
+            "case %s: %s by %s not written: the case is at version %s, not %s",
+            case.case_id,
+            action,
+            actor.role,
+            current.version,
+            case.version,
+        )
         if action_id and current.last_action_id == action_id:
             return current
         raise CaseChanged(current) from exc
@@ -168,6 +182,23 @@ def _case_write_cancelled(
     failed = [r for r in rows if r.code != "None"]
     detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
     raise CaseError(f"The change was not applied: {detail_text}") from exc
+
+
+class AlreadyResolved(CaseError):
+    """The case carries a resolution and the change would replace it."""
+
+    code = "already_resolved"
+
+
+def _resolution_stands(case: Case, changes: dict) -> None:
+    new = changes.get("resolution")
+    if new and case.resolution and new != case.resolution:
+        last = case.resolution
+        raise AlreadyResolved(
+            f"Case {case.case_id} is already resolved ({last.get('disposition')} by "
+            f"{last.get('by')} at {clock.plain(last.get('at'))}); a resolution is only "
+            "changed by an approved reopen."
+        )
 
 
 def case_commit_change(
@@ -189,7 +220,12 @@ def case_commit_change(
 
     The case write is conditioned on the version read, so of two people acting at once
     exactly one commits; the loser gets :class:`CaseChanged` naming the winner. Items
-    in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it."""
+    in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it.
+
+    A resolution stands (DESIGN.md §6): a change that would write a resolution over the
+    one ``case`` carries is refused here, before anything is sent; only a reopen, which
+    clears it first, lets a case be resolved again."""
+    _resolution_stands(case, changes)
     now = clock.now()
     updated = _case_next(case, changes, actor=actor, at=clock.iso(now), action_id=action_id)
     event = audit_event_build(
@@ -222,6 +258,8 @@ def case_commit_change(
         codes = cancellation_codes(exc)
         if not codes:
             raise
-        return _case_write_cancelled(store, case, write, exc, codes, action_id=action_id)
+        return _case_write_cancelled(
+            store, case, write, exc, codes, actor=actor, action=action, action_id=action_id
+        )
     logger.info("case %s: %s by %s", case.case_id, action, actor.role)
     return updated

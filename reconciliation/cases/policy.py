@@ -20,6 +20,7 @@ from reconciliation.cases.models import (
     Override,
     ReasonCode,
 )
+from reconciliation.codes import Code
 
 CONFIRMED_COMMITTED = Disposition.CONFIRMED_COMMITTED
 RETRY_COMMIT = Disposition.RETRY_COMMIT
@@ -115,32 +116,133 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
 @dataclass(frozen=True)
 class EvidenceFacts:
     """What consistent reads found about a case's intent, in the plain terms the
-    evidence refusals ask (this layer knows no claim or pledge type; see
-    ``casework.evidence.evidence_facts``). A refusal consults only the facts its action
-    depends on, so a service reads only those."""
+    evidence rules ask (this layer knows no claim or pledge type; see
+    ``casework.evidence.evidence_facts``). A rule consults only the facts its action
+    depends on (``EVIDENCE_NEEDED``), so a decision reads only those."""
 
     pledge_exists: bool = False
     pledge_recorded: bool = False
+    # The pledge records this case's own request (same donor, fund, amount, currency).
+    pledge_same_payload: bool = False
     claim_exists: bool = False
     claim_completed: bool = False
 
 
+class EvidenceNeed(Code):
+    """What a decision needs the evidence to show, checked from a consistent read at
+    decision time (DESIGN.md §6). A cancellation is never proof that no donor meant to
+    pledge: only a durable record shows a duplicate was refused."""
+
+    NOTHING = "NOTHING", "Nothing", "A person's judgement; no record is changed."
+    PLEDGE_WITH_THIS_PAYLOAD = (
+        "PLEDGE_WITH_THIS_PAYLOAD",
+        "The recorded pledge with this request's payload",
+        "The intent is recorded, and it is this request that was recorded.",
+    )
+    NO_PLEDGE_OR_THIS_PAYLOAD = (
+        "NO_PLEDGE_OR_THIS_PAYLOAD",
+        "No pledge, or the recorded pledge with this payload",
+        "Retrying can record this request, or finds it already recorded.",
+    )
+    A_DURABLE_RECORD = (
+        "A_DURABLE_RECORD",
+        "A pledge for this intent (the durable duplicate record)",
+        "Something was recorded under the key, so refusing the second write was right.",
+    )
+    NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM = (
+        "NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM",
+        "No recorded pledge, and a claim that did not complete",
+        "Releasing lets the client retry; it must never undo a recorded pledge.",
+    )
+    A_RECORDED_PLEDGE = (
+        "A_RECORDED_PLEDGE",
+        "A recorded pledge",
+        "There is something to reverse.",
+    )
+
+
+# Disposition × evidence: the one table (docs/architecture.md shows it, and a test holds
+# the two together). Which case types offer each action is ``BY_CASE_TYPE``.
+EVIDENCE_NEEDED: dict[str, EvidenceNeed] = {
+    CONFIRMED_COMMITTED: EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD,
+    RETRY_COMMIT: EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD,
+    DUPLICATE_REJECTED_OK: EvidenceNeed.A_DURABLE_RECORD,
+    ESCALATE: EvidenceNeed.NOTHING,
+    DRIFT_EXPLAINED: EvidenceNeed.NOTHING,
+    DRIFT_CORRECTED: EvidenceNeed.NOTHING,
+    RELEASE_CLAIM: EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM,
+    VOID_PLEDGE: EvidenceNeed.A_RECORDED_PLEDGE,
+    REOPEN: EvidenceNeed.NOTHING,
+}
+_CONSULTS_CLAIM = frozenset({EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM})
+
+
+def evidence_need(action: str) -> EvidenceNeed:
+    return EVIDENCE_NEEDED.get(action, EvidenceNeed.NOTHING)
+
+
+def needs_pledge(action: str) -> bool:
+    return evidence_need(action) != EvidenceNeed.NOTHING
+
+
+def needs_claim(action: str) -> bool:
+    return evidence_need(action) in _CONSULTS_CLAIM
+
+
+_NO_PLEDGE = "A consistent read finds no pledge for this intent"
+_OTHER_PAYLOAD = (
+    "The pledge recorded under this key has a different payload (donor, fund, amount or "
+    "currency): it is not this request"
+)
+
+
 def evidence_refusal(action: str, facts: EvidenceFacts) -> str | None:
-    """Why the services refuse ``action`` given what the evidence says, or ``None``.
-    The one statement of these rules: the services raise it, the case page offers only
-    the actions it lets through."""
-    if action == CONFIRMED_COMMITTED and not facts.pledge_exists:
+    """Why ``action`` is ruled out by what the evidence says, or ``None``: the one
+    statement of ``EVIDENCE_NEEDED``. The services raise it, the case page shows it
+    beside the option it disables, the bulk preview per case."""
+    need = evidence_need(action)
+    if need == EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD:
+        if not facts.pledge_exists:
+            return (
+                f"{_NO_PLEDGE}, so it cannot be confirmed as committed. Retry the commit "
+                "or release the claim instead."
+            )
+        if not facts.pledge_recorded:
+            return "The pledge for this intent was voided; there is no commit to confirm."
+        if not facts.pledge_same_payload:
+            return f"{_OTHER_PAYLOAD}, so this request was not what committed."
+    if need == EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD and facts.pledge_exists:
+        if not facts.pledge_recorded:
+            return "The pledge for this intent was voided; a retry cannot record it again."
+        if not facts.pledge_same_payload:
+            return f"{_OTHER_PAYLOAD}; a retry cannot record this request under it."
+    if need == EvidenceNeed.A_DURABLE_RECORD and not facts.pledge_exists:
         return (
-            "A consistent read finds no pledge for this intent, so it cannot be confirmed "
-            "as committed. Retry the commit or release the claim instead."
+            f"{_NO_PLEDGE}: nothing shows a duplicate was refused, and a cancellation is "
+            "no proof that the donor did not mean to pledge. Retry the commit or release "
+            "the claim instead."
         )
-    if action == RELEASE_CLAIM and not facts.claim_exists:
-        return "The claim no longer exists (TTL): there is nothing to release."
-    if action == RELEASE_CLAIM and facts.claim_completed:
-        return "The claim is COMPLETED: the pledge committed; nothing to release."
-    if action == VOID_PLEDGE and not facts.pledge_recorded:
+    if need == EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM:
+        if facts.pledge_recorded:
+            return "A pledge is recorded for this intent: releasing the claim could undo it."
+        if not facts.claim_exists:
+            return "The claim no longer exists (TTL): there is nothing to release."
+        if facts.claim_completed:
+            return "The claim is COMPLETED: the pledge committed; nothing to release."
+    if need == EvidenceNeed.A_RECORDED_PLEDGE and not facts.pledge_recorded:
         return "There is no recorded pledge for this intent to void."
     return None
+
+
+def evidence_line(facts: EvidenceFacts) -> str:
+    """The pledge evidence in one line (bulk preview rows, decisions' audit detail)."""
+    if not facts.pledge_exists:
+        return "No pledge is recorded for this intent."
+    if not facts.pledge_recorded:
+        return "The pledge for this intent was voided."
+    if facts.pledge_same_payload:
+        return "The pledge is recorded with this request's payload."
+    return "A pledge with a different payload is recorded under this key."
 
 
 def offered_actions(
@@ -152,15 +254,35 @@ def offered_actions(
     retry_running: bool = False,
 ) -> list[str]:
     """What the case page offers: what ``role`` may start on the case now, less what the
-    evidence refusals would refuse, and less a second commit retry while one runs.
+    evidence rules out, and while a commit retry runs neither a second retry nor an
+    override (its outcome decides whether there is anything to release or void).
     ``facts`` is ``None`` when the evidence could not be read: then everything the role
     may start is offered, and the service checks again."""
     allowed = allowed_actions(case_type, state, role)
     if retry_running:
-        allowed = [a for a in allowed if a != RETRY_COMMIT]
+        allowed = [a for a in allowed if a != RETRY_COMMIT and a not in OVERRIDES]
     if facts is None:
         return allowed
     return [a for a in allowed if evidence_refusal(a, facts) is None]
+
+
+def withheld_actions(
+    case_type: str,
+    state: str,
+    role: Role | None,
+    facts: EvidenceFacts | None,
+    *,
+    retry_running: bool = False,
+) -> dict[str, str]:
+    """The actions the role could start on this case now that the evidence rules out,
+    each with its one-line reason (the page shows them disabled, with the reason)."""
+    if facts is None:
+        return {}
+    allowed = allowed_actions(case_type, state, role)
+    if retry_running:
+        allowed = [a for a in allowed if a != RETRY_COMMIT and a not in OVERRIDES]
+    refusals = {a: evidence_refusal(a, facts) for a in allowed}
+    return {a: why for a, why in refusals.items() if why is not None}
 
 
 def may(role: Role | None, action: str) -> bool:

@@ -56,7 +56,7 @@ from reconciliation.cases.policy import (
     evidence_refusal,
 )
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
 from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
@@ -65,8 +65,8 @@ from reconciliation.casework.overrides import (
 )
 from reconciliation.casework.retries import enqueue_retry, retry_commit_run
 from reconciliation.claims.models import COMPLETED
-from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
 
 __all__ = [
@@ -133,6 +133,8 @@ def case_dispose(
         )
     if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
         raise CaseError(f"The case is {CaseState.words(case.state).lower()}.")
+    # The evidence this disposition needs, read now (consistent), whoever decides.
+    evidence = evidence_check(store, case, disposition)
     common = _ChangeCommon(
         actor=actor,
         action_id=action_id,
@@ -143,11 +145,11 @@ def case_dispose(
     handler = _DISPOSITION_HANDLERS.get(disposition)
     if handler is None:
         raise CaseError(f"Unknown disposition {disposition}.")
-    return handler(store, case, **common)
+    return handler(store, case, evidence, **common)
 
 
 def _duplicate_rejected_ok(
-    store: Store, case: Case, **common: Unpack[_ChangeCommon]
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
     updated = case_commit_change(
         store,
@@ -157,6 +159,7 @@ def _duplicate_rejected_ok(
             "state": RESOLVED,
             "resolution": resolution_for(common["disposition"], common["actor"]),
         },
+        detail=_evidence_detail(evidence),
         **common,
     )
     return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
@@ -168,7 +171,17 @@ _DRIFT_MESSAGES = {
 }
 
 
-def _drift_resolved(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _evidence_detail(evidence: DecisionEvidence) -> dict:
+    """The deciding evidence, as the audit event records it."""
+    return {
+        "evidence": evidence.line,
+        "pledge": evidence.pledge.snapshot() if evidence.pledge else None,
+    }
+
+
+def _drift_resolved(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
     """A LEDGER_DRIFT case closed with what staff found (its reason says how). Only the
     case changes: money is corrected by finance's own adjustment, never from here."""
     updated = case_commit_change(
@@ -184,14 +197,18 @@ def _drift_resolved(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -
     return ActionResult(updated, True, _DRIFT_MESSAGES[Disposition(common["disposition"])])
 
 
-def _escalate(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _escalate(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
     updated = case_commit_change(
         store, case, action=AuditAction.CASE_ESCALATED, changes={"state": ESCALATED}, **common
     )
     return ActionResult(updated, True, "Escalated.")
 
 
-def _retry_commit(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _retry_commit(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
     if retry_in_flight(case):
         asked = (case.retry or {}).get("requested_by", "someone")
         raise CaseError(
@@ -207,18 +224,19 @@ def _retry_commit(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> 
     updated = case_commit_change(
         store, case, action=AuditAction.RETRY_COMMIT_REQUESTED, changes={"retry": retry}, **common
     )
-    enqueue_retry(updated.case_id)
+    enqueue_retry(updated.case_id, retry["request_id"])
     return ActionResult(
         updated, True, "The commit will be retried in the background with the same token."
     )
 
 
-def _confirm_committed(store: Store, case: Case, **common: Unpack[_ChangeCommon]) -> ActionResult:
+def _confirm_committed(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
     actor = common["actor"]
-    pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
-    refusal = evidence_refusal(CONFIRMED_COMMITTED, evidence_facts(pledge=pledge))
-    if refusal is not None or pledge is None:
-        raise CaseError(refusal or "No pledge.")
+    pledge = evidence.pledge
+    if pledge is None:  # pragma: no cover - evidence_check refuses it
+        raise CaseError("No pledge.")
     claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
     if claim is not None and claim.status != COMPLETED:
@@ -238,7 +256,7 @@ def _confirm_committed(store: Store, case: Case, **common: Unpack[_ChangeCommon]
         action=AuditAction.DISPOSITION_RECORDED,
         changes={"state": RESOLVED, "resolution": resolution_for(CONFIRMED_COMMITTED, actor)},
         extra_items=extra,
-        detail={"pledge": pledge.snapshot(), "claim_finalised": bool(extra)},
+        detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)},
         **common,
     )
     return ActionResult(updated, True, "Confirmed committed: the pledge is recorded.")
@@ -323,10 +341,15 @@ def case_assign(
 
 @dataclass(frozen=True)
 class BulkRow:
+    """One case of a bulk action: whether the disposition is possible (preview) or was
+    applied, why not, and what the person weighs it by (its amount and evidence)."""
+
     case_id: str
     ok: bool
     message: str
     becomes: str = ""
+    amount: str = ""
+    evidence: str = ""
 
 
 def cases_bulk(
@@ -342,7 +365,10 @@ def cases_bulk(
 ) -> list[BulkRow]:
     """Apply one disposition to many cases, each its own audited change in the region
     it lives in (``store_for(case_id)``, resolved by the edge: ``stores.case_store``); or,
-    with ``dry_run``, say what each case would become without writing anything."""
+    with ``dry_run``, say what each case would become without writing anything. Each
+    case's evidence is read (consistently) and judged as a single action's would be: the
+    preview says "not possible" with the reason where the evidence rules it out, and
+    applying refuses the same cases."""
     check_role(actor, "dispose")
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
@@ -354,6 +380,7 @@ def cases_bulk(
         if case is None:
             rows.append(BulkRow(case_id, False, "No such case."))
             continue
+        amount = amount_text(case.amount, case.currency) + f" {case.currency}"
         if disposition not in allowed_actions(case.case_type, case.state, actor.role):
             rows.append(
                 BulkRow(
@@ -361,8 +388,14 @@ def cases_bulk(
                     False,
                     f"Not available for a {CaseType.words(case.case_type).lower()} case, "
                     f"{CaseState.words(case.state).lower()}.",
+                    amount=amount,
                 )
             )
+            continue
+        evidence = evidence_read(store, case, disposition)
+        refusal = evidence_refusal(disposition, evidence.facts)
+        if refusal is not None:
+            rows.append(BulkRow(case_id, False, refusal, amount=amount, evidence=evidence.line))
             continue
         becomes: str = {
             ESCALATE: ESCALATED.label,
@@ -371,7 +404,14 @@ def cases_bulk(
         }[Disposition(disposition)]
         if dry_run:
             rows.append(
-                BulkRow(case_id, True, f"{CaseState.words(case.state)} → {becomes}", becomes)
+                BulkRow(
+                    case_id,
+                    True,
+                    f"{CaseState.words(case.state)} → {becomes}",
+                    becomes,
+                    amount=amount,
+                    evidence=evidence.line,
+                )
             )
             continue
         try:
@@ -385,7 +425,16 @@ def cases_bulk(
                 action_id=f"{action_id}:{case_id}" if action_id else None,
                 store=store,
             )
-            rows.append(BulkRow(case_id, True, result.message, result.case.state))
+            rows.append(
+                BulkRow(
+                    case_id,
+                    True,
+                    result.message,
+                    result.case.state,
+                    amount=amount,
+                    evidence=evidence.line,
+                )
+            )
         except CaseError as exc:
-            rows.append(BulkRow(case_id, False, str(exc)))
+            rows.append(BulkRow(case_id, False, str(exc), amount=amount, evidence=evidence.line))
     return rows

@@ -1,17 +1,90 @@
-"""The evidence refusals' facts (``policy.EvidenceFacts``) from the claim and pledge a
-consistent read returned: one translation, used by the services that refuse and by the
-case page that offers."""
+"""The evidence a case decision needs (``policy.EVIDENCE_NEEDED``), read and judged in one
+place: the facts (``policy.EvidenceFacts``) from the claim and pledge a consistent read
+returned, and the check every decision makes at decision time — a person's disposition,
+each bulk item, an override request and its approval, a system actor's auto-resolution —
+so what the case page offers and what the services accept never differ."""
 
 from __future__ import annotations
 
-from reconciliation.cases.policy import EvidenceFacts
+from dataclasses import dataclass
+
+from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import Case
+from reconciliation.cases.policy import (
+    EvidenceFacts,
+    evidence_line,
+    evidence_refusal,
+    needs_claim,
+    needs_pledge,
+)
 from reconciliation.claims.models import COMPLETED, RECORDED, Claim, Pledge
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.stores import Store
 
 
-def evidence_facts(*, pledge: Pledge | None = None, claim: Claim | None = None) -> EvidenceFacts:
+class EvidenceRefused(CaseError):
+    """The evidence read at decision time rules the action out; nothing was written."""
+
+    code = "evidence_refused"
+
+
+def pledge_matches_case(pledge: Pledge, case: Case) -> bool:
+    """Whether ``pledge`` records this case's own request (amounts compare as numbers: a
+    claim written when every amount had two places, "1000.00" JPY, matches "1000")."""
+    if not case.request:
+        return False
+    try:
+        asked = PledgeRequest.from_normalised(case.request)
+    except (KeyError, ArithmeticError, ValueError):
+        return False
+    return PledgeRequest.from_normalised(pledge.normalised_request()) == asked
+
+
+def evidence_facts(
+    *, case: Case, pledge: Pledge | None = None, claim: Claim | None = None
+) -> EvidenceFacts:
     return EvidenceFacts(
         pledge_exists=pledge is not None,
         pledge_recorded=pledge is not None and pledge.status == RECORDED,
+        pledge_same_payload=pledge is not None and pledge_matches_case(pledge, case),
         claim_exists=claim is not None,
         claim_completed=claim is not None and claim.status == COMPLETED,
     )
+
+
+@dataclass(frozen=True)
+class DecisionEvidence:
+    """What a decision read: the pledge and claim (``None`` where absent or not read) and
+    the facts judged from them."""
+
+    pledge: Pledge | None
+    claim: Claim | None
+    facts: EvidenceFacts
+
+    @property
+    def line(self) -> str:
+        """One line a person reads beside the decision (the bulk preview, an event)."""
+        return evidence_line(self.facts)
+
+
+def evidence_read(store: Store, case: Case, action: str) -> DecisionEvidence:
+    """Consistent reads of what ``action``'s evidence rule consults, nothing more."""
+    pledge = (
+        PledgeRepository(store).get(case.intent_id, consistent=True)
+        if needs_pledge(action) and case.intent_id
+        else None
+    )
+    claim = ClaimRepository(store).get(case.claim_pk) if needs_claim(action) else None
+    return DecisionEvidence(pledge, claim, evidence_facts(case=case, pledge=pledge, claim=claim))
+
+
+def evidence_check(store: Store, case: Case, action: str) -> DecisionEvidence:
+    """The evidence ``action`` needs on ``case``, read now; :class:`EvidenceRefused` with
+    the one-line reason when it is missing."""
+    evidence = evidence_read(store, case, action)
+    refusal = evidence_refusal(action, evidence.facts)
+    if refusal is not None:
+        raise EvidenceRefused(refusal)
+    return evidence

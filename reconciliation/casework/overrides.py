@@ -19,7 +19,14 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import OPEN, OVERRIDE_REQUESTED, RESOLVED, Case, CaseState
+from reconciliation.cases.models import (
+    OPEN,
+    OVERRIDE_REQUESTED,
+    RESOLVED,
+    Case,
+    CaseState,
+    retry_in_flight,
+)
 from reconciliation.cases.policy import (
     LABELS,
     OVERRIDES,
@@ -27,10 +34,9 @@ from reconciliation.cases.policy import (
     REOPEN,
     VOID_PLEDGE,
     allowed_actions,
-    evidence_refusal,
 )
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.evidence import evidence_check
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import FAILED, RECORDED
 from reconciliation.claims.pledges import PledgeRepository
@@ -69,20 +75,21 @@ def override_request(
             f"{LABELS[override]} is not available while the case is "
             f"{CaseState.words(case.state).lower()}."
         )
+    if retry_in_flight(case):
+        # The retry's outcome decides whether there is anything to release or void: a
+        # request raised now would be decided against evidence about to change.
+        asked = (case.retry or {}).get("requested_by", "someone")
+        raise CaseError(
+            f"A commit retry asked for by {asked} has not finished yet; ask for "
+            f"{LABELS[override].lower()} once its outcome shows on this page."
+        )
     pins: dict = {}
-    # Each override reads only what its refusal consults (policy.evidence_refusal).
-    if override == RELEASE_CLAIM:
-        claim = ClaimRepository(store).get(case.claim_pk)
-        refusal = evidence_refusal(override, evidence_facts(claim=claim))
-        if refusal is not None or claim is None:
-            raise CaseError(refusal or "No claim.")
-        pins["claim_version"] = claim.version
-    if override == VOID_PLEDGE:
-        pledge = PledgeRepository(store).get(case.intent_id)
-        refusal = evidence_refusal(override, evidence_facts(pledge=pledge))
-        if refusal is not None or pledge is None:
-            raise CaseError(refusal or "No pledge.")
-        pins["pledge_audit_seq"] = pledge.audit_seq
+    # Each override reads only what its evidence rule consults (policy.EVIDENCE_NEEDED).
+    evidence = evidence_check(store, case, override)
+    if override == RELEASE_CLAIM and evidence.claim is not None:
+        pins["claim_version"] = evidence.claim.version
+    if override == VOID_PLEDGE and evidence.pledge is not None:
+        pins["pledge_audit_seq"] = evidence.pledge.audit_seq
     now = clock.now()
     request = {
         "request_id": str(uuid.uuid4()),
@@ -186,6 +193,8 @@ def override_approve(
     if clock.epoch() >= override["expires_at"]:
         raise CaseError("The request has expired; ask for it again if it is still needed.")
     action = override["action"]
+    # The evidence the override needs, read again now: approval is a decision of its own.
+    evidence_check(store, case, action)
     common = dict(
         actor=actor,
         action_id=action_id,
@@ -352,7 +361,12 @@ def overrides_expire(*, store: Store) -> list[str]:
         if not override or override.get("expires_at", now + 1) > now:
             continue
         case = CaseRepository(store).get(row["case_id"])
-        if case is None or case.state != OVERRIDE_REQUESTED:
+        # Decide on the case as read now, not on the index row: the request the row saw
+        # may have been decided, and a newer one asked, since.
+        if case is None or case.state != OVERRIDE_REQUESTED or not case.override:
+            continue
+        override = case.override
+        if override.get("expires_at", now + 1) > now:
             continue
         try:
             case_commit_change(

@@ -12,10 +12,11 @@ from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import resolution_for
-from reconciliation.cases.changes import case_commit_change
-from reconciliation.cases.models import RESOLVED, Case
-from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.changes import CaseChanged, case_commit_change
+from reconciliation.cases.models import RESOLVED, Case, RetryStatus
+from reconciliation.cases.policy import ACTIVE_STATES, RETRY_COMMIT
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.evidence import pledge_matches_case
 from reconciliation.claims.models import PENDING, Claim
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
@@ -44,16 +45,17 @@ class RetryOutcome:
 RETRY_COMMIT_TASK = "reconciliation.tasks.cases.retry_commit_task"
 
 
-def enqueue_retry(case_id: str) -> None:
-    """Queue the retry. If the broker is down the case keeps ``retry.status = queued`` and
-    the sweep dispatches it again later: the request is never lost."""
+def enqueue_retry(case_id: str, request_id: str | None = None) -> None:
+    """Queue the retry asked for as ``request_id``. If the broker is down the case keeps
+    ``retry.status = queued`` and the sweep dispatches it again later: the request is
+    never lost."""
     from celery import current_app
     from kombu.exceptions import OperationalError
 
     # Registered in every process: ReconciliationConfig.ready() imports the tasks.
     retry_commit_task = current_app.tasks[RETRY_COMMIT_TASK]
     try:
-        retry_commit_task.delay(case_id)
+        retry_commit_task.delay(case_id, request_id)
     except OperationalError as exc:
         logger.warning(
             "retry of case %s not queued (%s); the sweep will re-dispatch it",
@@ -62,23 +64,69 @@ def enqueue_retry(case_id: str) -> None:
         )
 
 
-def retry_commit_run(case_id: str, *, store: Store) -> RetryOutcome:
+def retry_due(case: Case | None, request_id: str | None) -> bool:
+    """Whether the retry asked for as ``request_id`` is still this case's to run: the case
+    is open or escalated (not resolved, not awaiting a supervisor), and its retry is that
+    request and has not finished. An old message without a request id runs the current
+    unfinished retry. A second delivery of a retry that ended, or of one a newer request
+    replaced, finds it not due and writes nothing."""
+    if case is None or case.state not in ACTIVE_STATES or not case.retry:
+        return False
+    if case.retry.get("finished_at"):
+        return False
+    return request_id is None or case.retry.get("request_id") == request_id
+
+
+# How often one run re-decides after another hand changed the case under it (someone
+# assigned or escalated it meanwhile); a resolution or a newer request ends it at once.
+_REDECIDE = 3
+
+
+def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = None) -> RetryOutcome:
     """Re-run the commit of a case's intent (the Celery task's body) and say what
-    happened (:class:`RetryOutcome`). Duplicate-safe: the durable pledge key refuses a
-    second pledge, and the claim's stored token is reused (same token inside the
-    10-minute window)."""
+    happened (:class:`RetryOutcome`). One idempotent operation per request
+    (``request_id``, the case's ``retry.request_id``): duplicate-safe on the money side
+    (the durable pledge key refuses a second pledge; the claim's stored token is reused
+    inside the 10-minute window), and on the case side its result is written only on
+    the case version this run read, while the retry is still due. A second delivery, or
+    a run that loses the case to another hand (the re-check resolving it, a person),
+    writes nothing and is counted (``case_changes_lost_total``)."""
+    for _ in range(_REDECIDE):
+        case = CaseRepository(store).get(case_id)
+        if not retry_due(case, request_id):
+            return RetryOutcome(RetryStatus.NOTHING_TO_DO)
+        assert case is not None  # retry_due
+        try:
+            return _retry_once(store, case)
+        except ClaimTaken:
+            # Another run of this retry, or the client's own retry, holds the key now:
+            # wait for its lease, then decide again from what it left.
+            claim = ClaimRepository(store).get(case.claim_pk)
+            if claim is not None and claim.status == PENDING and not claim.expired():
+                return RetryOutcome.wait(claim.expires_at - clock.epoch())
+        except CaseChanged as lost:
+            if not retry_due(lost.current, request_id):
+                return RetryOutcome(RetryStatus.NOTHING_TO_DO)
+    return RetryOutcome(RetryStatus.NOTHING_TO_DO)
+
+
+def _retry_once(store: Store, case: Case) -> RetryOutcome:
+    """One decision on ``case`` as read: commit if no pledge is there, then write the
+    result conditioned on that read's version (``case_commit_change``)."""
     from reconciliation.claims import intake as pledge_service
 
     actor = system_actor()
-    case = CaseRepository(store).get(case_id)
-    if case is None or case.state == RESOLVED or not case.retry:
-        return RetryOutcome("nothing_to_do")
+    case_id = case.case_id
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
     claim = ClaimRepository(store).get(case.claim_pk)
     if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
         return RetryOutcome.wait(claim.expires_at - clock.epoch())
     kind, superseded_by = "already_committed", None
-    if pledge is None:
+    if pledge is not None and not pledge_matches_case(pledge, case):
+        # A pledge with another payload holds the key: this request cannot be recorded
+        # under it. The retry ends without recording; the case stays for a person.
+        kind = "key_reused"
+    elif pledge is None:
         claim = _retry_claim(store, case, claim)
         outcome = pledge_service.pledge_commit(store, claim)
         kind = outcome.kind
@@ -93,12 +141,12 @@ def retry_commit_run(case_id: str, *, store: Store) -> RetryOutcome:
             superseded_by = successor.case_id
         elif kind not in pledge_service.SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
-    case = CaseRepository(store).get(case_id)
-    if case is None:  # cases are never deleted: one gone mid-retry is a fault, not a no-op
-        raise LookupError(f"case {case_id} disappeared during its retry")
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
+    action_id = f"retry-{retry.get('request_id')}"
     if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
-        resolution = resolution_for(RETRY_COMMIT, actor, outcome=kind)
+        resolution = resolution_for(
+            RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
+        )
         if superseded_by:
             resolution["superseded_by"] = superseded_by
         case_commit_change(
@@ -108,7 +156,7 @@ def retry_commit_run(case_id: str, *, store: Store) -> RetryOutcome:
             action=AuditAction.RETRY_COMMIT_FAILED
             if superseded_by
             else AuditAction.RETRY_COMMIT_SUCCEEDED,
-            action_id=f"retry-{retry.get('request_id')}",
+            action_id=action_id,
             disposition=RETRY_COMMIT,
             changes={"state": RESOLVED, "retry": retry, "resolution": resolution},
             detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
@@ -121,7 +169,7 @@ def retry_commit_run(case_id: str, *, store: Store) -> RetryOutcome:
         case,
         actor=actor,
         action=AuditAction.RETRY_COMMIT_FAILED,
-        action_id=f"retry-{retry.get('request_id')}",
+        action_id=action_id,
         disposition=RETRY_COMMIT,
         changes={"retry": retry},
         detail={"outcome": kind},

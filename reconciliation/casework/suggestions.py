@@ -36,7 +36,7 @@ from reconciliation.cases.policy import (
     RETRY_COMMIT,
     offered_actions,
 )
-from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.evidence import evidence_facts, pledge_matches_case
 from reconciliation.claims.models import RECORDED, TOKEN_WINDOW_S
 from reconciliation.codes import find_code
 from reconciliation.dynamo.cancellation import CancellationCode
@@ -126,6 +126,23 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
             "commit again; Escalate for a closer look.",
             ReasonCode.NEEDS_REVIEW,
             f"The pledge for {intent} is voided; this case needs a closer look.",
+        )
+    if pledge is not None and not pledge_matches_case(pledge, case):
+        if case.case_type in (CANCELLED_TRANSACTION, TOKEN_MISMATCH):
+            return Suggestion(
+                DUPLICATE_REJECTED_OK,
+                "A pledge with a different payload holds this key and this transaction "
+                "wrote nothing: Duplicate correctly rejected.",
+                ReasonCode.DUPLICATE_VERIFIED,
+                f"A consistent read finds a pledge for {intent} with a different payload; "
+                "this transaction wrote nothing.",
+            )
+        return Suggestion(
+            ESCALATE,
+            "A pledge with a different payload holds this key: this request was not what "
+            "got recorded. Escalate for a closer look.",
+            ReasonCode.NEEDS_REVIEW,
+            f"The pledge recorded for {intent} has a different payload than this request.",
         )
     if pledge is not None:
         if pledge.request_token == case.request_token:
@@ -269,7 +286,7 @@ _SETTLED = (CONFIRMED_COMMITTED, DUPLICATE_REJECTED_OK)
 
 
 def _offered(case: Case, evidence: Evidence) -> list[str]:
-    facts = evidence_facts(pledge=evidence.pledge, claim=evidence.claim)
+    facts = evidence_facts(case=case, pledge=evidence.pledge, claim=evidence.claim)
     return offered_actions(
         case.case_type, case.state, Role.FINANCE_STAFF, facts, retry_running=retry_in_flight(case)
     )

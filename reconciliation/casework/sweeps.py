@@ -7,8 +7,10 @@ eventually consistent), the durable pledge is read, and then either the case is 
 and resolved at once (the pledge committed: evidence-based auto-resolution) or a
 ``STUCK_PENDING`` case is opened for a human and the claim leaves the index.
 
-A second pass re-checks open cases whose question is "did it commit?" and resolves those
-whose pledge now exists, so staff only see cases that need a person.
+A second pass re-checks every open case about an intent (each claim case type, in its
+own queue or escalated) against the evidence, and resolves those whose question the
+evidence now answers (the pledge is recorded with the case's own request), so staff only
+see cases that need a person.
 
 Last, when it is due, the ledger drift check (:mod:`reconciliation.casework.drift`): each
 fund's ledger against its recorded pledges, at the cost of what changed since its last run.
@@ -27,8 +29,14 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, STUCK_PENDING
+from reconciliation.cases.changes import CaseChanged, CaseError
+from reconciliation.cases.models import (
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    QUEUE_ESCALATED,
+    STUCK_PENDING,
+    TOKEN_MISMATCH,
+)
 from reconciliation.cases.policy import CONFIRMED_COMMITTED
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import PENDING, Claim
@@ -42,11 +50,20 @@ from reconciliation.stores import Store
 logger = logging.getLogger(__name__)
 
 AUTO_REASON = "EVIDENCE_CONFIRMS"
-AUTO_TEXT = "Automatic: a consistent read found the pledge recorded."
-# Open cases whose only question is whether the write committed.
-# TOKEN_MISMATCH is not re-checked: it means a worker stalled past its lease (or a token
-# was reused), which a person should see even when the successor committed.
-RECHECK_QUEUES = (STUCK_PENDING, AMBIGUOUS_TIMEOUT)
+AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this request."
+# Every queue an open case about an intent can sit in. Whatever its type, a claim case
+# asks whether the donor's intent is recorded: once a consistent read finds the pledge
+# with the case's own request, the evidence has answered it (a late worker's cancelled
+# commit, a token refused to a stalled worker, a timeout whose commit applied). The
+# stalled worker itself is an operational signal (metrics, logs), not casework. A fund's
+# LEDGER_DRIFT case is never closed automatically: only finance records answer it.
+RECHECK_QUEUES = (
+    STUCK_PENDING,
+    AMBIGUOUS_TIMEOUT,
+    CANCELLED_TRANSACTION,
+    TOKEN_MISMATCH,
+    QUEUE_ESCALATED,
+)
 
 
 @dataclass
@@ -154,18 +171,25 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
 
 
 def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
+    """Resolve the case as CONFIRMED_COMMITTED by ``system``, deciding on the case and
+    the evidence read now (``case_dispose`` reads both, and writes on the version read).
+    Another hand that changed the case first wins: this writes nothing (counted)."""
     from reconciliation.casework.dispositions import case_dispose
+    from reconciliation.casework.evidence import EvidenceRefused
 
-    result = case_dispose(
-        case_id=case_id,
-        disposition=CONFIRMED_COMMITTED,
-        actor=system_actor(),
-        seen_version=None,
-        reason_code=AUTO_REASON,
-        reason_text=AUTO_TEXT,
-        action_id=f"auto-confirm-{case_id}",
-        store=store,
-    )
+    try:
+        result = case_dispose(
+            case_id=case_id,
+            disposition=CONFIRMED_COMMITTED,
+            actor=system_actor(),
+            seen_version=None,
+            reason_code=AUTO_REASON,
+            reason_text=AUTO_TEXT,
+            action_id=f"auto-confirm-{case_id}",
+            store=store,
+        )
+    except (CaseChanged, EvidenceRefused):
+        return  # decided meanwhile, or the evidence does not (yet) settle it
     if result.applied:
         report.auto_resolved.append(case_id)
 
@@ -173,12 +197,15 @@ def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
 def recheck_open_cases(
     store: Store, report: SweepReport | None = None, *, limit: int = 500
 ) -> SweepReport:
-    """Resolve open 'did it commit?' cases whose pledge now exists (bounded per run)."""
+    """Resolve open claim cases whose question the evidence now answers: a consistent
+    read finds the pledge recorded with the case's own request (bounded per run)."""
     report = report or SweepReport()
     if not settings.AUTO_RESOLVE_COMMITTED:
         return report
     for queue in RECHECK_QUEUES:
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
+            if not row.get("intent_id"):
+                continue  # a fund's ledger drift case (escalated): no intent to read
             if PledgeRepository(store).get(row["intent_id"], consistent=True) is None:
                 continue
             try:
@@ -205,7 +232,7 @@ def redispatch_stale_retries(
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
             retry = row.get("retry")
             if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
-                enqueue_retry(row["case_id"])
+                enqueue_retry(row["case_id"], retry.get("request_id"))
                 report.redispatched.append(row["case_id"])
     return report
 

@@ -55,8 +55,9 @@ def expire_overrides_task() -> list[str]:
 @shared_task(
     bind=True,
     name=RETRY_COMMIT_TASK,
-    # Idempotent: it re-reads the case, claim and pledge, and the durable pledge key
-    # refuses a second write; so a redelivery after a worker died is safe.
+    # Idempotent: it re-reads the case, claim and pledge, the durable pledge key refuses
+    # a second write, and its result is written only on the case version it read while
+    # the request is still due; so a redelivery (the ordinary case with acks_late) is safe.
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=TRANSIENT,
@@ -67,13 +68,15 @@ def expire_overrides_task() -> list[str]:
     soft_time_limit=60,
     time_limit=90,
 )
-def retry_commit_task(self, case_id: str) -> str:
+def retry_commit_task(self, case_id: str, request_id: str | None = None) -> str:
+    """One RETRY_COMMIT request (``request_id``; messages queued before it was passed run
+    the case's current retry). A redelivery finds the request done and writes nothing."""
     from reconciliation.casework.retries import retry_commit_run
     from reconciliation.dynamo import faults
 
     faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
-    outcome = retry_commit_run(case_id, store=case_store(case_id))
+    outcome = retry_commit_run(case_id, store=case_store(case_id), request_id=request_id)
     if outcome.wait_s is not None:
         # The claim's lease is still running; try again when it ends (well below the
         # broker's visibility timeout).

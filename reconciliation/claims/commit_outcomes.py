@@ -191,6 +191,13 @@ def _cancelled(
         )
     if branch == LOST_CLAIM:
         current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
+        if _replays(claim, current):
+            # A late worker (stalled past its lease, or its clock behind) whose successor
+            # recorded this very request: the answer is a clean replay and nothing is left
+            # to reconcile, so no case; the stall is counted.
+            metrics.LATE_COMMITS_REPLAYED.inc()
+            logger.info("late commit of claim v%s answered as a replay", claim.version)
+            return _lost_claim_outcome(claim, current, None, decoded)
         case = cancelled_case(IN_PROGRESS)
         return _lost_claim_outcome(claim, current, case, decoded)
     retryable = branch == RETRYABLE
@@ -242,10 +249,17 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
     return existing
 
 
+def _replays(claim: Claim, current: Claim | None) -> bool:
+    """Whether the claim's current holder completed with this very request."""
+    return bool(
+        current and current.status == COMPLETED and current.payload_hash == claim.payload_hash
+    )
+
+
 def _lost_claim_outcome(
     claim: Claim, current: Claim | None, case: str | None, decoded: list[dict]
 ) -> IntakeOutcome:
-    if current and current.status == COMPLETED and current.payload_hash == claim.payload_hash:
+    if current is not None and _replays(claim, current):
         return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
     outcome = in_progress_outcome(current)
     return IntakeOutcome(

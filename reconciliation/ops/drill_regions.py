@@ -162,7 +162,8 @@ def _listed(drill: Drill, stores: list[Store], case_id: str) -> bool:
 def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     from reconciliation.cases.changes import CaseError
     from reconciliation.cases.repository import CaseRepository
-    from reconciliation.casework.dispositions import case_dispose, retry_commit_run
+    from reconciliation.casework.dispositions import case_dispose
+    from reconciliation.casework.retries import retry_commit_run
     from reconciliation.casework.sweeps import sweep_claim
 
     second = stores[1]
@@ -201,7 +202,9 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
         store=second,
     )
     with contextlib.suppress(CaseError):
-        retry_commit_run(case.case_id, store=second)
+        retry_commit_run(
+            case.case_id, store=second, request_id=(result.case.retry or {}).get("request_id")
+        )
     final = CaseRepository(second).get(case.case_id)
     resolved = final is not None and final.state == RESOLVED
     observed.append("retry resolved it" if resolved else "retry left it open")

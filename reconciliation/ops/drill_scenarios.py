@@ -288,12 +288,16 @@ class Drill:
                 store=store,
             )
             from reconciliation.cases.changes import CaseError
-            from reconciliation.casework.dispositions import retry_commit_run
+            from reconciliation.casework.retries import retry_commit_run
 
             # Inline as well as queued: whichever runs first commits, the other finds the
             # case resolved (the durable key makes a second commit impossible anyway).
             with contextlib.suppress(CaseError):
-                retry_commit_run(case.case_id, store=store)
+                retry_commit_run(
+                    case.case_id,
+                    store=store,
+                    request_id=(result.case.retry or {}).get("request_id"),
+                )
             final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"
             observed.append(f"retry → case {CaseState.words(final_state)}")

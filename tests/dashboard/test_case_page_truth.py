@@ -58,7 +58,7 @@ def dispose(case, disposition: str, **extra):
 
 def queue_retry_without_running_it(monkeypatch, case):
     """RETRY_COMMIT recorded, its background task not yet run (the broker holds it)."""
-    monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id: None)
+    monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id, request_id=None: None)
     return dispose(case, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE").case
 
 

@@ -296,9 +296,9 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
     sender = Celery("reliability-sender", broker=own_redis.url, set_as_current=False)
     sent: list[str] = []
 
-    def enqueue(case_id: str) -> None:
+    def enqueue(case_id: str, request_id: str | None = None) -> None:
         # The same message the app sends, through this test's own broker.
-        sent.append(sender.send_task(RETRY_TASK, args=[case_id]).id)
+        sent.append(sender.send_task(RETRY_TASK, args=[case_id, request_id]).id)
 
     monkeypatch.setattr(dispositions, "enqueue_retry", enqueue)
     figures: dict = {"pool": "prefork, concurrency 1"}

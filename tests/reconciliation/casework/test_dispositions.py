@@ -803,7 +803,7 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     with faults.injected({"ambiguous_no_commit": 1.0}):
         outcome = submit("rc-wait")
     case = repositories().cases.get(outcome.case_id)
-    monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id: None)
+    monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id, request_id=None: None)
     case_dispose(
         case_id=case.case_id,
         disposition=RETRY_COMMIT,

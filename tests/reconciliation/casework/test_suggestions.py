@@ -12,10 +12,10 @@ from reconciliation.cases.models import Case, CaseState, CaseType, retry_in_flig
 from reconciliation.cases.policy import (
     MIN_REASON_LENGTH,
     REASON_CODES,
-    EvidenceFacts,
     evidence_refusal,
     offered_actions,
 )
+from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.selectors import Evidence
 from reconciliation.casework.suggestions import case_suggestion, resolution_words
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
@@ -25,7 +25,12 @@ OTHER_TOKEN = "22222222-2222-2222-2222-222222222222"
 AT = "2026-11-30T12:00:00Z"
 
 
+REQUEST = {"donor_ref": "D-1", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
+
+
 def case(case_type=CaseType.STUCK_PENDING, state=CaseState.OPEN, **fields) -> Case:
+    # A case carries the request it is about: the pledges below record this same one.
+    fields.setdefault("request", dict(REQUEST))
     return Case(
         case_id="C-AAAAAAAAAAAAAAAA",
         case_type=case_type,
@@ -263,7 +268,7 @@ def test_resolved_case_has_no_suggestion():
     ],
 )
 @pytest.mark.parametrize("state", [CaseState.OPEN, CaseState.ESCALATED])
-@pytest.mark.parametrize("found", ["none", "mine", "other", "voided"])
+@pytest.mark.parametrize("found", ["none", "mine", "other", "voided", "other_payload"])
 def test_a_suggested_action_is_always_one_the_page_offers(case_type, state, found):
     """Whatever the case and the evidence, a suggested action is one the page offers for
     finance staff, so accepting it never meets an evidence refusal."""
@@ -272,17 +277,15 @@ def test_a_suggested_action_is_always_one_the_page_offers(case_type, state, foun
         "mine": pledge(),
         "other": pledge(OTHER_TOKEN),
         "voided": pledge(status=PledgeStatus.VOIDED),
+        "other_payload": replace(pledge(OTHER_TOKEN), amount=Decimal("99.00")),
     }
     ev = evidence(pledge_=pledges[found])
     c = case(case_type, state, decoded=decoded("TransactionConflict", "retryable"))
     s = case_suggestion(c, ev)
     assert s is not None
     if s.action:
-        facts = EvidenceFacts(
-            pledge_exists=ev.pledge is not None,
-            pledge_recorded=found in ("mine", "other"),
-            claim_exists=True,
-        )
+        facts = evidence_facts(case=c, pledge=ev.pledge, claim=ev.claim)
+        assert facts.pledge_recorded == (found in ("mine", "other", "other_payload"))
         assert s.action in offered_actions(case_type, state, "finance_staff", facts)
         assert evidence_refusal(s.action, facts) is None
 

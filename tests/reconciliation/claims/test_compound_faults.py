@@ -10,6 +10,8 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import resolution_for
+from reconciliation.cases.changes import case_commit_change
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
 from reconciliation.claims import intake as service
@@ -233,7 +235,8 @@ def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version
 
 @pytest.mark.token_semantics
 def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
-    """A token-mismatch case was resolved as a correctly refused duplicate; a retry of the
+    """A token-mismatch case was resolved as a correctly refused duplicate (recorded
+    before dispositions were checked against evidence: no pledge backs it); a retry of the
     stuck case meets the same mismatch: the stuck case stays open (it is the intent's only
     open case), never closed as superseded by the resolved one."""
     with clock.travel(-200):
@@ -245,14 +248,19 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     mismatch = service.pledge_commit(repos, claim)
     assert mismatch.kind == service.TOKEN_PARAMETER_MISMATCH
     mismatch_case = repos.cases.get(mismatch.case_id)
-    case_dispose(
-        case_id=mismatch.case_id,
-        disposition="DUPLICATE_REJECTED_OK",
+    # The evidence rule now refuses this disposition without a pledge, so the old
+    # resolution is written as it was stored then, through the one change service.
+    case_commit_change(
+        first_store(),
+        mismatch_case,
         actor=STAFF,
-        seen_version=mismatch_case.version,
-        reason_code="DUPLICATE_VERIFIED",
-        reason_text="A copied request; nothing to record.",
-        store=first_store(),
+        action="disposition_recorded",
+        action_id=None,
+        disposition="DUPLICATE_REJECTED_OK",
+        changes={
+            "state": "RESOLVED",
+            "resolution": resolution_for("DUPLICATE_REJECTED_OK", STAFF),
+        },
     )
     stuck = repos.cases.get(stuck_id)
     case_dispose(
