@@ -162,7 +162,9 @@ def test_token_window_inside_then_outside(ddb, client):
 
 def test_forms_offer_only_allowed_actions(ddb, client):
     """The forms list exactly what policy allows for this case type, state and role, less
-    what the evidence refusals refuse (no pledge: neither confirmed nor void)."""
+    what the evidence refusals refuse (no pledge: neither confirmed nor void; a pledge
+    with another payload under the key: neither confirmed nor retried), and show what
+    the evidence rules out disabled, with its reason."""
     stuck = stuck_case("cp-10")
     cancelled = key_reuse_case(ddb, "cp-11")
     sign_in(client)
@@ -170,12 +172,8 @@ def test_forms_offer_only_allowed_actions(ddb, client):
     assert radios(html, "disposition") == ["RETRY_COMMIT", "ESCALATE"]
     assert radios(html, "override") == ["RELEASE_CLAIM"]
     html = client.get(f"/cases/{cancelled.case_id}/").content.decode()
-    assert radios(html, "disposition") == [
-        "DUPLICATE_REJECTED_OK",
-        "CONFIRMED_COMMITTED",
-        "RETRY_COMMIT",
-        "ESCALATE",
-    ]
+    assert radios(html, "disposition") == ["DUPLICATE_REJECTED_OK", "ESCALATE"]
+    assert "Not possible: The pledge recorded under this key has a different payload" in html
     case_dispose(
         case_id=stuck.case_id,
         disposition="ESCALATE",
