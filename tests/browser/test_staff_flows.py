@@ -37,11 +37,12 @@ def shoot(page, folder, name: str) -> None:
     page.set_viewport_size({"width": WIDE, "height": 900})
 
 
-def test_staff_filters_opens_cancelled_case_and_records_retry(
+def test_staff_filters_opens_cancelled_case_and_records_the_rejected_duplicate(
     ddb, open_browser, live_server, screenshots, settings
 ):
     """Staff filter the cancelled queue by fund, open the case, read the decoded reason
-    and record RETRY_COMMIT; the message and the new state appear without a reload."""
+    and record that the duplicate was correctly rejected (retrying is not offered: the key
+    holds another request's pledge); the message and the new state appear without a reload."""
     settings.AUTO_RESOLVE_COMMITTED = False
     wanted = cancelled_case(ddb, "order-1001", "BUILDING")
     cancelled_case(ddb, "order-1002", "GENERAL")
@@ -79,15 +80,19 @@ def test_staff_filters_opens_cancelled_case_and_records_retry(
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
     shoot(page, screenshots, "case-cancelled")
 
-    page.get_by_role("radio", name=re.compile("Retry the commit")).check()
+    # The pledge under the key is another request's (a different amount): retrying this
+    # commit is not offered, and says why; the duplicate was correctly rejected.
+    retry = page.get_by_role("radio", name=re.compile("^Retry the commit"))
+    assert retry.is_disabled()
+    page.get_by_role("radio", name=re.compile("^Duplicate correctly rejected")).check()
     form = page.locator("form.action-form").first
-    form.get_by_label("Reason code").select_option("TRANSIENT_FAILURE")
-    form.get_by_label("Reason", exact=True).fill("The client confirmed it wants the pledge.")
+    form.get_by_label("Reason code").select_option("DUPLICATE_VERIFIED")
+    form.get_by_label("Reason", exact=True).fill("The donor's second request reused the key.")
     form.get_by_role("button", name="Record disposition").click()
-    page.locator("#messages").get_by_text("The commit will be retried").wait_for()
+    page.locator("#messages").get_by_text("the duplicate was correctly rejected").wait_for()
     assert page.locator("#case .badge.big").inner_text() == "Resolved"
-    assert page.locator(".timeline").get_by_text("Commit retry requested").is_visible()
-    shoot(page, screenshots, "case-after-retry")
+    assert page.locator(".timeline").get_by_text("Disposition recorded").first.is_visible()
+    shoot(page, screenshots, "case-after-disposition")
 
 
 def test_staff_requests_release_and_another_supervisor_approves(
