@@ -93,7 +93,7 @@ def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
         DEMO_SEED="0",
         **settings,
     )
-    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "AWS_REGION"):
+    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "DDB_PRIMARY_REGION", "AWS_REGION"):
         env.pop(name, None)
     return subprocess.Popen(
         [sys.executable, "bin/run.py"],
