@@ -90,7 +90,8 @@ def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], 
                 names=names,
             )
             raw.extend(from_item(i) for i in items)
-    changes, foreign = [], []
+    changes: list[Change] = []
+    foreign: list[Change] = []
     for event in raw:
         stream, sign = event.get("stream", ""), _ACTIONS.get(event.get("action", ""))
         if not stream.startswith(PLEDGE_STREAM) or sign is None:
