@@ -134,7 +134,7 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
                 pass
             assert proc.poll() is None, proc.stdout.read()
             time.sleep(0.5)
-        assert health == (200, {"dynamodb": "ok", "redis": "ok"})
+        assert health == (200, {"dynamodb": "ok", "redis": "ok", "config": "ok"})
         status, body = _get(base + "/accounts/login/")
         assert status == 200 and b"Sign in" in body
         assert len(_session_processes(proc.pid)) >= 4  # run.py, honcho, web, worker, beat
