@@ -18,11 +18,17 @@ app.autodiscover_tasks(["reconciliation.audit", "reconciliation.casework", "reco
 @signals.beat_init.connect
 def refuse_a_differing_configuration(**kwargs) -> None:
     """The worker and beat refuse to start with a configuration that differs from the
-    one ``ddb_setup`` recorded (reconciliation/ops/config.py): raising here stops them
-    before they consume or schedule anything."""
+    one ``ddb_setup`` recorded (reconciliation/ops/config.py), before they consume or
+    schedule anything."""
     import django
+    from django.core.exceptions import ImproperlyConfigured
 
     django.setup()  # done already in a worker (Celery's Django fixup); not in beat
     from reconciliation.ops.config import config_refuse_start
 
-    config_refuse_start()
+    try:
+        config_refuse_start()
+    except ImproperlyConfigured as exc:
+        # Celery logs an Exception raised by a signal handler and starts anyway;
+        # SystemExit is no Exception: it stops the worker or beat, with this message.
+        raise SystemExit(f"refusing to start: {exc}") from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from celery import signals
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
@@ -21,6 +22,7 @@ from reconciliation.ops.config import (
     ConfigRepository,
     ConfigurationDiffers,
     config_fingerprint,
+    config_refuse_start,
 )
 from reconciliation.stores import every_store, first_store
 
@@ -79,8 +81,15 @@ def test_a_process_with_another_configuration_is_refused_naming_the_fields(two_r
         response = client.get("/healthz")
         assert response.status_code == 503
         assert response.json()["config"] == "differs (ledger_shards, primary_region)"
-        with pytest.raises(ConfigurationDiffers, match="ledger_shards, primary_region"):
+        with pytest.raises(SystemExit, match="ledger_shards, primary_region"):
             refuse_a_differing_configuration()
+        # Celery logs and swallows an Exception from a signal handler; SystemExit is not
+        # one, so sending the real signal stops beat (and the worker: same handler).
+        with pytest.raises(SystemExit, match="refusing to start"):
+            signals.beat_init.send(sender=None)
+        assert refuse_a_differing_configuration in signals.worker_init._live_receivers(None)
+        with pytest.raises(ConfigurationDiffers):
+            config_refuse_start()  # what wsgi.py and asgi.py call
         with pytest.raises(CommandError, match="ledger_shards, primary_region") as refused:
             setup()
         assert "--accept-config" in str(refused.value)
