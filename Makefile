@@ -23,6 +23,7 @@ run: $(STAMP)
 manage: $(STAMP)
 	DYNAMODB_ENDPOINT_URL="$${DYNAMODB_ENDPOINT_URL-http://127.0.0.1:$${DDB_LOCAL_PORT:-8001}}" \
 	DDB_REGIONS="$${DDB_REGIONS-$$(test "$${RUN_REGIONS:-1}" = 2 && echo us-east-1=http://127.0.0.1:$${DDB_LOCAL_PORT:-8001},eu-west-1=http://127.0.0.1:$${DDB_LOCAL_PORT2:-8002})}" \
+	DDB_PRIMARY_REGION="$${DDB_PRIMARY_REGION-$$(test "$${RUN_REGIONS:-1}" = 2 && echo us-east-1)}" \
 	DJANGO_DEBUG="$${DJANGO_DEBUG:-1}" DEMO_MODE="$${DEMO_MODE:-1}" $(BIN)/python manage.py $(ARGS)
 
 ## The whole test suite: starts its own DynamoDB Local, uses Redis at REDIS_URL.

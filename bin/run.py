@@ -194,6 +194,8 @@ def main() -> int:
                 f"us-east-1={env['DYNAMODB_ENDPOINT_URL']},eu-west-1={second.endpoint_url}"
             )
             env.setdefault("AWS_REGION", "us-east-1")
+            # The untagged region is named, never "the first listed" (docs/regions.md).
+            env.setdefault("DDB_PRIMARY_REGION", "us-east-1")
             procfile = str(var / "Procfile.regions")
             lag = env.get("REPLICATION_LAG_MS", "1000")
             Path(procfile).write_text(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
@@ -12,3 +12,23 @@ app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Each domain package keeps its tasks in its own ``tasks`` module.
 app.autodiscover_tasks(["reconciliation.audit", "reconciliation.casework", "reconciliation.ops"])
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def refuse_a_differing_configuration(**kwargs) -> None:
+    """The worker and beat refuse to start with a configuration that differs from the
+    one ``ddb_setup`` recorded (reconciliation/ops/config.py), before they consume or
+    schedule anything."""
+    import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    django.setup()  # done already in a worker (Celery's Django fixup); not in beat
+    from reconciliation.ops.config import config_refuse_start
+
+    try:
+        config_refuse_start()
+    except ImproperlyConfigured as exc:
+        # Celery logs an Exception raised by a signal handler and starts anyway;
+        # SystemExit is no Exception: it stops the worker or beat, with this message.
+        raise SystemExit(f"refusing to start: {exc}") from exc

@@ -249,6 +249,10 @@ DDB_TABLE_PREFIX = os.environ.get("DDB_TABLE_PREFIX", "pledges-")
 # "us-east-1=http://127.0.0.1:8001,eu-west-1=http://127.0.0.1:8002" locally. Test-only,
 # honoured with fault injection alone: DDB_UNPINNED routes keys to AWS_REGION, not home.
 DDB_REGIONS = os.environ.get("DDB_REGIONS", "")
+# The region whose keys name no region (docs/regions.md, "One configuration"); one of
+# DDB_REGIONS, default the smallest name. Never the order of DDB_REGIONS: that decides
+# nothing, so two processes listing the regions differently still agree.
+DDB_PRIMARY_REGION = os.environ.get("DDB_PRIMARY_REGION", "")
 DDB_UNPINNED = env_bool("DDB_UNPINNED", False)
 # A request path gives up within a few seconds: botocore's legacy default would
 # give DynamoDB 10 attempts and ~25 s of backoff.

@@ -10,6 +10,7 @@ class ReconciliationConfig(AppConfig):
     def ready(self) -> None:
         checks.register(audit_checkpoint_period_check)
         checks.register(queue_sla_check)
+        checks.register(configuration_check)
         # Register the Celery tasks in every process (web, commands, tests), not only in
         # the worker: services enqueue a task by its registered name (RETRY_COMMIT_TASK)
         # and never import the task modules (the tasks import the services).
@@ -54,3 +55,56 @@ def queue_sla_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             )
         )
     return problems
+
+
+def configuration_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """This process's configuration against the one ``ddb_setup`` recorded in every
+    region (reconciliation/ops/config.py): an error where it differs (``runserver``,
+    ``check`` and every command that runs checks refuse; wsgi, the worker and beat refuse
+    too), a warning where none is recorded yet or DynamoDB cannot be read now (a
+    development or test start is never blocked by an engine that is not up yet)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from reconciliation.ops.config import (
+        DIFFERS,
+        NOT_RECORDED,
+        UNREACHABLE,
+        config_compare,
+    )
+
+    try:
+        compared = config_compare()
+    except ImproperlyConfigured as exc:  # DDB_REGIONS / DDB_PRIMARY_REGION malformed
+        return [checks.Error(str(exc), id="reconciliation.E005")]
+    fix = (
+        "Make this process's settings match the recorded ones, or accept this "
+        "configuration deliberately: manage.py ddb_setup --accept-config (audited)."
+    )
+    messages: list[checks.CheckMessage] = []
+    for c in compared:
+        if c.state == DIFFERS:
+            messages.append(
+                checks.Error(
+                    f"configuration differs from the one recorded in {c.region}: "
+                    + ", ".join(c.fields),
+                    hint=fix,
+                    id="reconciliation.E004",
+                )
+            )
+        elif c.state == NOT_RECORDED:
+            messages.append(
+                checks.Warning(
+                    f"no configuration recorded in {c.region} yet",
+                    hint="manage.py ddb_setup records it",
+                    id="reconciliation.W004",
+                )
+            )
+        elif c.state == UNREACHABLE:
+            messages.append(
+                checks.Warning(
+                    f"configuration not checked: DynamoDB in {c.region} did not answer "
+                    f"({c.problem})",
+                    id="reconciliation.W005",
+                )
+            )
+    return messages

@@ -10,7 +10,7 @@ nothing below the edge picks a region, and this module needs nothing of ours but
 - a case, by its id: the region its id names, ``case_store(case_id)``;
 - an audit stream: the region its name names, ``stream_store(stream)``;
 - region-wide records (staff, tenants, exports, checkpoints, the ``SYSTEM`` stream): the
-  first region, ``first_store()``;
+  primary region (``DDB_PRIMARY_REGION``, first of ``regions()``), ``first_store()``;
 - listings and totals: every region, ``every_store()``, merged by the reader.
 """
 
@@ -48,7 +48,7 @@ class Store:
 
     @property
     def tag(self) -> str:
-        """How keys that belong to this region name it (``""`` for the first region)."""
+        """How keys that belong to this region name it (``""`` for the primary region)."""
         return self.region.tag if self.region else ""
 
     @property
@@ -71,7 +71,7 @@ def region_store(region: Region, *, batch: bool = False) -> Store:
 
 
 def first_store(client: DynamoDBClient | None = None, *, batch: bool = False) -> Store:
-    """The first configured region's tables (on ``client`` if given; ``batch``: on a
+    """The primary region's tables, first of ``regions()`` (on ``client`` if given; ``batch``: on a
     client with a batch command's patience, see ``dynamo.client.patience``): where
     region-wide records live."""
     first = regions()[0]
@@ -91,7 +91,7 @@ def tagged_store(tag: str, *, batch: bool = False) -> Store | None:
 
 
 def every_store(*, batch: bool = False) -> list[Store]:
-    """Every configured region's tables, the first region first (listings, totals and
+    """Every configured region's tables, the primary region first (listings, totals and
     region-wide sweeps)."""
     return [region_store(region, batch=batch) for region in regions()]
 
@@ -100,7 +100,7 @@ def every_store(*, batch: bool = False) -> list[Store]:
 
 
 def tagged_case_id(case_id: str, tag: str) -> str:
-    """A case id that names the region the case lives in (the first region's ids do not)."""
+    """A case id that names the region the case lives in (the primary region's ids do not)."""
     return f"{case_id}{CASE_TAG_SEP}{tag}" if tag else case_id
 
 
@@ -111,7 +111,7 @@ def case_tag(case_id: str) -> str:
 
 def case_store(case_id: str, *, batch: bool = False) -> Store:
     """The region a case lives in, by its id. An id naming no configured region reads the
-    first region, where it is simply not found."""
+    primary region, where it is simply not found."""
     return tagged_store(case_tag(case_id), batch=batch) or first_store(batch=batch)
 
 
@@ -133,7 +133,7 @@ def pledge_stream_parts(stream: str) -> tuple[str, str]:
 
 def stream_tag(stream: str) -> str:
     """The region tag of an audit stream: a case's names its case's region, a pledge's
-    its own; every other stream (staff, tenants, exports, ``SYSTEM``) is the first
+    its own; every other stream (staff, tenants, exports, ``SYSTEM``) is the primary
     region's."""
     if stream.startswith("CASE#"):
         return case_tag(stream.removeprefix("CASE#"))

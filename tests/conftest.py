@@ -61,6 +61,7 @@ def fresh_tables(settings, endpoint_url: str | None, *, tag: str = "t") -> tuple
     names = TableNames.from_prefix(f"{tag}{uuid.uuid4().hex[:10]}-")
     settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
     settings.DDB_REGIONS = ""
+    settings.DDB_PRIMARY_REGION = ""
     settings.FAULT_INJECTION = ""
     settings.DYNAMODB_ENDPOINT_URL = endpoint_url
     faults.set_plan(None)
@@ -95,8 +96,9 @@ def dynamodb_local_second() -> Iterator[LocalEngine]:
 
 @pytest.fixture
 def two_regions(dynamodb_local, dynamodb_local_second, settings) -> Iterator[TableNames]:
-    """Two regions, ``us-east-1`` and ``eu-west-1``, each on its own DynamoDB Local with
-    fresh tables (no replication between them: each holds only what was written there)."""
+    """Two regions, ``us-east-1`` (primary: its keys are untagged) and ``eu-west-1``, each
+    on its own DynamoDB Local with fresh tables (no replication between them: each holds
+    only what was written there)."""
     names = TableNames.from_prefix(f"r{uuid.uuid4().hex[:8]}-")
     settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
     settings.DYNAMODB_ENDPOINT_URL = None
@@ -104,6 +106,9 @@ def two_regions(dynamodb_local, dynamodb_local_second, settings) -> Iterator[Tab
     settings.DDB_REGIONS = (
         f"us-east-1={dynamodb_local.endpoint_url},eu-west-1={dynamodb_local_second.endpoint_url}"
     )
+    # Named, not listed first: the untagged region is the primary (the smallest name,
+    # eu-west-1, by default), and these tests expect us-east-1's keys untagged.
+    settings.DDB_PRIMARY_REGION = "us-east-1"
     faults.set_plan(None)
     reset_clients()
     for region in regions():

@@ -93,7 +93,7 @@ def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
         DEMO_SEED="0",
         **settings,
     )
-    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "AWS_REGION"):
+    for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "DDB_PRIMARY_REGION", "AWS_REGION"):
         env.pop(name, None)
     return subprocess.Popen(
         [sys.executable, "bin/run.py"],
@@ -134,7 +134,7 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
                 pass
             assert proc.poll() is None, proc.stdout.read()
             time.sleep(0.5)
-        assert health == (200, {"dynamodb": "ok", "redis": "ok"})
+        assert health == (200, {"dynamodb": "ok", "redis": "ok", "config": "ok"})
         status, body = _get(base + "/accounts/login/")
         assert status == 200 and b"Sign in" in body
         assert len(_session_processes(proc.pid)) >= 4  # run.py, honcho, web, worker, beat

@@ -9,14 +9,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
 from reconciliation import metrics
-from reconciliation.ops.health import health_check
+from reconciliation.ops.health import health_check, healthy
 
 
 @require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     status = health_check()
-    healthy = all(value == "ok" for value in status.values())
-    return JsonResponse(status, status=200 if healthy else 503)
+    return JsonResponse(status, status=200 if healthy(status) else 503)
 
 
 @require_safe

@@ -51,6 +51,12 @@ class AuditAction(Code):
     EXPORT_DOWNLOADED = "export_downloaded", "Export downloaded"
     # The system
     DRILL_RUN = "drill_run", "Drill run"
+    CONFIG_ACCEPTED = (
+        "config_accepted",
+        "Configuration accepted",
+        "ddb_setup --accept-config: the recorded configuration (region map, shards, token "
+        "window, TTLs) replaced by this one, deliberately.",
+    )
     AUDIT_CHECKPOINT = (
         "audit_checkpoint",
         "Signed checkpoint",

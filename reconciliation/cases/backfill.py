@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from reconciliation.cases.counters import (
-    COUNTER_PREFIX,
     counter_key,
     counter_shard,
     totals_attribute,
@@ -84,8 +83,8 @@ def cases_backfill(store: Store) -> BackfillReport:
     for page in pages:
         for raw in page.get("Items", []):
             case = from_item(raw)
-            if case["case_id"].startswith(COUNTER_PREFIX):
-                continue
+            if case["case_id"].startswith("#"):
+                continue  # a counter, or the configuration record (#CONFIG#…): no case
             report.seen += 1
             sets = _missing(case)
             if not sets:

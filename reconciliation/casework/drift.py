@@ -22,6 +22,15 @@ Rules:
   region is the same intent recorded twice: ``dynamo_cross_region_duplicate_detected_total``
   counts it once per intent, and the overall case names it. A changed intent with no
   pledge item at all is named too.
+- Whatever the cause, and under whatever names: a receipt found in a region whose stream
+  names another region is a replica when that region holds the same event (same event
+  id), and otherwise a *stray*, recorded here by a process that took this region for
+  the other (a region map that differs between processes: docs/regions.md, "One
+  configuration"). Two records of one intent under the *same* names (the untagged stream
+  and ledger shard in two regions) look alike to every owner's read, so only this tells
+  them apart. A stray counts on the ledger side (``strays``: its shard is one no
+  region's own total reads) and on the pledge side only when it is the intent's one
+  record; otherwise it is a duplicate, counted and named like any other.
 - Settle window: receipts are stamped when the key was claimed (a retry under the same
   token is byte-identical), so one may land up to the 10-minute token window after its
   ``at``; the index is eventually consistent; replication takes its time. The watermark
@@ -80,6 +89,7 @@ from reconciliation.casework.drift_reads import (
     CheckpointRepository,
     ledger_totals,
     pledge_changes,
+    strays,
 )
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
 from reconciliation.claims.pledges import PledgeRepository
@@ -183,31 +193,39 @@ def ledger_drift_check(
     watermark = max(after, settle_to)
     by_tag = {s.tag: s for s in stores}
     changes: dict[str, list[Change]] = {}
+    foreign: list[Change] = []
     for store in stores:
-        changes[store.tag], queries = pledge_changes(store, after, until)
+        changes[store.tag], named_elsewhere, queries = pledge_changes(store, after, until)
+        foreign.extend(named_elsewhere)
         report.queries += queries
     every = [c for found in changes.values() for c in found]
-    report.changes = len(every)
-    keys = {c.key for c in every} | {k for d in ckpt.expected.values() for k in d}
+    stray = strays(foreign, every, by_tag)
+    report.changes = len(every) + len(stray)
+    keys = {c.key for c in every + stray} | {k for d in ckpt.expected.values() for k in d}
     ledgers = {s.tag: ledger_totals(s, keys) for s in stores}
     _settle_resolved(ckpt, first)
 
-    pledges = _pledges(every, home, by_tag)
+    pledges = _pledges(every + stray, home, by_tag)
     duplicates: dict[str, str] = {}
     missing: set[str] = set()
     # What each change adds to the pledge side: its amount if the pledge item kept it.
     pledge_delta: dict[Change, Decimal] = {}
-    for change in every:
+    counted: set[str] = set()  # intents whose receipt counts on the pledge side
+    for change in every + stray:  # strays last: an owner's record counts first
         pledge = pledges[change.intent_id]
         if pledge is None:
             missing.add(change.intent_id)
             pledge_delta[change] = Decimal(0)
-        elif winner(pledge) != change.region:
+        elif winner(pledge) != change.region or (
+            change.is_stray and change.is_receipt and change.intent_id in counted
+        ):
             if change.is_receipt:
                 duplicates[change.intent_id] = max(change.at, duplicates.get(change.intent_id, ""))
             pledge_delta[change] = Decimal(0)
         else:
             pledge_delta[change] = change.amount
+            if change.is_receipt:
+                counted.add(change.intent_id)
 
     new = Checkpoint(
         version=ckpt.version + 1,
@@ -216,10 +234,12 @@ def ledger_drift_check(
         accepted={s: dict(d) for s, d in ckpt.accepted.items()},
         open=dict(ckpt.open),
         reported={i: at for i, at in ckpt.reported.items() if at > watermark},
+        strays=dict(ckpt.strays),
     )
     expected: dict[str, dict[str, Decimal]] = defaultdict(dict)
     first_sight: set[str] = set()
     pledge_side: dict[str, Decimal] = {}
+    stray_side: dict[str, Decimal] = {}
     for key in sorted(keys):
         bases = Decimal(0)
         for store in stores:
@@ -233,12 +253,20 @@ def ledger_drift_check(
             bases += base
             expected[store.tag][key] = base + total
             new.expected.setdefault(store.tag, {})[key] = base + settled
-        mine = [c for c in every if c.key == key]
+        mine = [c for c in every + stray if c.key == key]
         total = sum((pledge_delta[c] for c in mine), Decimal(0))
         settled = sum((pledge_delta[c] for c in mine if c.at <= watermark), Decimal(0))
         base_p = ckpt.pledges.get(key, bases)
         pledge_side[key] = base_p + total
         new.pledges[key] = base_p + settled
+        # Ledger additions under another region's names: no region's own total has them.
+        strayed = [c for c in stray if c.key == key]
+        base_s = ckpt.strays.get(key, Decimal(0))
+        stray_side[key] = base_s + sum((c.amount for c in strayed), Decimal(0))
+        if stray_side[key] or key in ckpt.strays:
+            new.strays[key] = base_s + sum(
+                (c.amount for c in strayed if c.at <= watermark), Decimal(0)
+            )
 
     findings: list[tuple[str, str, Decimal]] = []
     for key in sorted(keys):
@@ -247,7 +275,8 @@ def ledger_drift_check(
             diff = _beyond(ckpt, store.tag, key, diff - _accepted(ckpt, store.tag, key))
             if diff:
                 findings.append((store.tag, key, diff))
-        overall = sum((expected[s.tag][key] for s in stores), Decimal(0)) - pledge_side[key]
+        ledger_side = sum((expected[s.tag][key] for s in stores), stray_side[key])
+        overall = ledger_side - pledge_side[key]
         overall = _beyond(ckpt, ALL, key, overall - _accepted(ckpt, ALL, key))
         if overall:
             findings.append((ALL, key, overall))
@@ -269,7 +298,7 @@ def ledger_drift_check(
             new.reported[intent] = at
     for scope, key, diff in findings:
         fund, _, currency = key.partition("#")
-        named = named_intents(scope, key, changes, every, duplicates, missing, pledges)
+        named = named_intents(scope, key, changes, every + stray, duplicates, missing, pledges)
         for row in named:  # by name: a stored map may not hold the first region's "" key
             row["region_name"] = by_tag[row["region"]].region_name
         facts = {
@@ -277,7 +306,10 @@ def ledger_drift_check(
             "regions": sorted(by_tag[t].region_name for t in by_tag if scope in (ALL, t)),
             "fund": fund,
             "currency": currency,
-            "ledger_total": str(sum(ledgers[t][key] for t in by_tag if scope in (ALL, t))),
+            "ledger_total": str(
+                sum((ledgers[t][key] for t in by_tag if scope in (ALL, t)), Decimal(0))
+                + (stray_side[key] if scope == ALL else 0)
+            ),
             "pledges_total": str(pledge_side[key] if scope == ALL else expected[scope][key]),
             "already_reported": str(_accepted(ckpt, scope, key) + _pending(ckpt, scope, key)),
             "difference": str(diff),
@@ -327,7 +359,7 @@ def _moving(
     later = clock.iso(clock.now())
     moving: set[str] = set()
     for store in stores:
-        found, queries = pledge_changes(store, after, later)
+        found, _, queries = pledge_changes(store, after, later)
         report.queries += queries
         moving |= {c.key for c in set(found) - set(seen[store.tag])}
         again = ledger_totals(store, suspects)

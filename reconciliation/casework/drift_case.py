@@ -36,8 +36,10 @@ def named_intents(scope, key, changes, every, duplicates, missing, pledges) -> l
             if change.key != key or not change.is_receipt:
                 continue
             pledge = pledges.get(change.intent_id)
-            if change.intent_id in duplicates and pledge and winner(pledge) != change.region:
-                why = "duplicate"  # the receipt the pledges table did not keep
+            if change.intent_id in duplicates and (
+                change.is_stray or (pledge and winner(pledge) != change.region)
+            ):
+                why = "duplicate"  # the receipt the pledges table did not keep, or a stray
             elif change.intent_id in missing:
                 why = "missing"
             else:
@@ -51,7 +53,8 @@ def named_intents(scope, key, changes, every, duplicates, missing, pledges) -> l
 def _row(change: Change, why: str) -> dict:
     return {
         "intent_id": change.intent_id,
-        "region": change.region,
+        # Where it was recorded: a stray's region is where it landed, not what it names.
+        "region": change.landed if change.landed is not None else change.region,
         "stream": change.stream,
         "amount": str(change.amount),
         "at": change.at,

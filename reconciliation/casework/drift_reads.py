@@ -35,15 +35,24 @@ def fc(fund: str, currency: str) -> str:
 
 @dataclass(frozen=True)
 class Change:
-    """One pledge receipt (+amount) or void (-amount) of a stream a region owns."""
+    """One pledge receipt (+amount) or void (-amount) of a stream a region owns, or, with
+    ``landed`` set, one found in a region whose stream names another (a replica of that
+    region's event, or a *stray*: a second recording made under another region's names)."""
 
-    region: str  # the tag of the region whose stream and ledger shard it touched
+    region: str  # the tag its stream names (and the ledger shard its transaction touched)
     intent_id: str
     stream: str
     at: str
     fund: str
     currency: str
     amount: Decimal  # signed
+    seq: int = 1
+    event_id: str = ""
+    landed: str | None = None  # the tag of the region whose table holds it, if not ``region``
+
+    @property
+    def is_stray(self) -> bool:
+        return self.landed is not None
 
     @property
     def key(self) -> str:
@@ -59,14 +68,15 @@ def _days(after: str, until: str) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
-def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], int]:
-    """The receipts and voids of the pledge streams ``store``'s region owns with
+def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], list[Change], int]:
+    """The receipts and voids of pledge streams in ``store``'s region with
     ``after < at <= until``, from its ``by_day`` index (eventually consistent: see the
-    settle window in casework/drift.py), and how many Queries that took. Replicas of other
-    regions' streams are dropped. A void's amount is its stream's receipt, read once."""
+    settle window in casework/drift.py): those of the streams it owns, those of streams
+    named for another region (``landed`` set: replicas, or strays that ``strays`` tells
+    apart), and how many Queries that took. A void's amount is its stream's receipt."""
     audit = AuditRepository(store)
     names = {"#a": "action", "#s": "stream", "#f": "after"}
-    projection = "#s, seq, #a, at_id, intent_id, #f"
+    projection = "#s, seq, #a, at_id, event_id, intent_id, #f"
     raw: list[dict] = []
     queries = 0
     for day in _days(after, until):
@@ -80,18 +90,21 @@ def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], 
                 names=names,
             )
             raw.extend(from_item(i) for i in items)
-    changes = []
+    changes: list[Change] = []
+    foreign: list[Change] = []
     for event in raw:
         stream, sign = event.get("stream", ""), _ACTIONS.get(event.get("action", ""))
         if not stream.startswith(PLEDGE_STREAM) or sign is None:
             continue
-        if stream_tag(stream) != store.tag:
-            continue  # a replica of another region's stream: that region reports it
+        # Named for another region: usually a replica of that region's event (its owner
+        # reports it), but a process that took this region for another's (a region map
+        # that differs) records under that region's names, here: ``strays`` decides.
+        landed = None if stream_tag(stream) == store.tag else store.tag
         receipt = event.get("after") or {}
         if sign < 0:
             receipt = (audit.event_at(stream, 1) or {}).get("after") or {}
         intent, tag = pledge_stream_parts(stream)
-        changes.append(
+        (changes if landed is None else foreign).append(
             Change(
                 region=tag,
                 intent_id=intent,
@@ -100,9 +113,39 @@ def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], 
                 fund=str(receipt.get("fund", "")),
                 currency=str(receipt.get("currency", "")),
                 amount=sign * Decimal(str(receipt.get("amount", "0"))),
+                seq=int(event.get("seq", 1)),
+                event_id=str(event.get("event_id", "")),
+                landed=landed,
             )
         )
-    return sorted(changes, key=lambda c: (c.at, c.stream)), queries
+    return sorted(changes, key=_by_time), sorted(foreign, key=_by_time), queries
+
+
+def _by_time(change: Change) -> tuple[str, str]:
+    return change.at, change.stream
+
+
+def strays(
+    foreign: list[Change], owned: Iterable[Change], by_tag: dict[str, Store]
+) -> list[Change]:
+    """The events of ``foreign`` that are no replica: a replica carries the event id of
+    the event its stream's own region holds (read this run, or else by one consistent
+    GetItem there). What is left was recorded in the region it was found in under another
+    region's names: the same intent recorded twice when that region recorded it too, even
+    under the very same stream and ledger shard names, which replication cannot tell
+    apart from a copy."""
+    known = {(c.stream, c.seq, c.event_id) for c in owned}
+    out = []
+    for change in foreign:
+        if (change.stream, change.seq, change.event_id) in known:
+            continue
+        owner = by_tag.get(change.region)
+        if owner is not None:
+            stored = AuditRepository(owner).event_at(change.stream, change.seq) or {}
+            if stored.get("event_id") == change.event_id:
+                continue
+        out.append(change)
+    return out
 
 
 def ledger_totals(store: Store, keys: Iterable[str]) -> dict[str, Decimal]:
@@ -132,6 +175,9 @@ class Checkpoint:
     accepted: dict[str, dict[str, Decimal]] = field(default_factory=dict)
     open: dict[str, dict] = field(default_factory=dict)
     reported: dict[str, str] = field(default_factory=dict)
+    # Per ``fund#currency``: what stray recordings added to ledger shards under another
+    # region's names (shards no region's own total reads).
+    strays: dict[str, Decimal] = field(default_factory=dict)
 
     def body(self) -> str:
         def plain(value):
@@ -139,7 +185,7 @@ class Checkpoint:
                 return {k: plain(v) for k, v in value.items()}
             return str(value) if isinstance(value, Decimal) else value
 
-        fields = ("watermark", "checked_at", "expected", "pledges", "accepted", "open")
+        fields = ("watermark", "checked_at", "expected", "pledges", "accepted", "open", "strays")
         return json.dumps(
             {**{n: plain(getattr(self, n)) for n in fields}, "reported": self.reported},
             sort_keys=True,
@@ -161,6 +207,7 @@ class Checkpoint:
             accepted={s: money(d) for s, d in data.get("accepted", {}).items()},
             open=data.get("open", {}),
             reported=data.get("reported", {}),
+            strays=money(data.get("strays", {})),
         )
 
 

@@ -33,7 +33,9 @@ REGION_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 class Region:
     """One region's engine. ``tag`` names the region inside keys that belong to one
     region (ledger shards, queue counters, case ids, pledge streams: DESIGN.md §3): empty
-    for the first configured region, so a single-region table keeps the keys it had."""
+    for the primary region (``DDB_PRIMARY_REGION``), so a single-region table keeps the
+    keys it had. Derived from the region's name, never from its place in a list: every
+    process must agree on it (docs/regions.md, "One configuration")."""
 
     name: str
     endpoint_url: str | None
@@ -72,37 +74,56 @@ def table_names() -> TableNames:
     return TableNames.from_prefix(settings.DDB_TABLE_PREFIX)
 
 
-def regions() -> list[Region]:
-    """The configured regions: ``DDB_REGIONS`` if set, else the single default one."""
+def _listed() -> list[tuple[str, str | None]]:
+    """``(name, endpoint)`` of every region ``DDB_REGIONS`` names, as listed."""
     raw = (settings.DDB_REGIONS or "").strip()
     if not raw:
-        return [Region(settings.AWS_REGION, settings.DYNAMODB_ENDPOINT_URL)]
-    out: list[Region] = []
+        return [(settings.AWS_REGION, settings.DYNAMODB_ENDPOINT_URL)]
+    out: list[tuple[str, str | None]] = []
     for part in raw.split(","):
         part = part.strip()
         if not part:
             continue
         name, _, url = part.partition("=")
         name = name.strip()
-        if not REGION_NAME_RE.fullmatch(name) or any(r.name == name for r in out):
+        if not REGION_NAME_RE.fullmatch(name) or any(n == name for n, _ in out):
             raise ImproperlyConfigured(
                 f"DDB_REGIONS: {name!r} is not a region name (lower-case letters, digits "
                 "and '-', each region once)"
             )
-        out.append(
-            Region(name, url.strip() or settings.DYNAMODB_ENDPOINT_URL, tag=name if out else "")
-        )
+        out.append((name, url.strip() or settings.DYNAMODB_ENDPOINT_URL))
     return out
 
 
+def regions() -> list[Region]:
+    """The configured regions (``DDB_REGIONS`` if set, else the single default one): the
+    primary region first, then the others by name. The order of ``DDB_REGIONS`` decides
+    nothing: two processes listing the same regions in another order build the same
+    list, so they agree on every key's home and every region's tag."""
+    listed = _listed()
+    primary = settings.DDB_PRIMARY_REGION or min(name for name, _ in listed)
+    if primary not in {name for name, _ in listed}:
+        raise ImproperlyConfigured(
+            f"DDB_PRIMARY_REGION: {primary!r} is not one of DDB_REGIONS "
+            f"({', '.join(sorted(name for name, _ in listed))})"
+        )
+    ordered = sorted(listed, key=lambda pair: (pair[0] != primary, pair[0]))
+    return [Region(name, url, tag="" if name == primary else name) for name, url in ordered]
+
+
+def primary_region() -> Region:
+    """The untagged region, where region-wide records live (staff, tenants, ``SYSTEM``)."""
+    return regions()[0]
+
+
 def region_tagged(tag: str) -> Region | None:
-    """The configured region whose keys carry ``tag`` (``""``: the first), or ``None``."""
+    """The configured region whose keys carry ``tag`` (``""``: the primary), or ``None``."""
     return next((r for r in regions() if r.tag == tag), None)
 
 
 def local_region() -> Region:
     """The region this process runs in: the one ``AWS_REGION`` names when it is among
-    ``DDB_REGIONS`` (AWS sets it to where the compute runs), else the first."""
+    ``DDB_REGIONS`` (AWS sets it to where the compute runs), else the primary."""
     all_regions = regions()
     return next((r for r in all_regions if r.name == settings.AWS_REGION), all_regions[0])
 
@@ -114,19 +135,26 @@ def unpinned() -> bool:
     return bool(settings.DDB_UNPINNED and settings.ALLOW_FAULT_INJECTION)
 
 
+def _weight(region_name: str, key: str) -> int:
+    digest = hashlib.sha256(f"{region_name}\x00{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def home_region(key: str) -> Region:
-    """The region that owns ``key``: a stable hash, so every read and write of one
-    idempotency key goes to one replica (Global Tables resolve concurrent writes to
-    different replicas by last-writer-wins, which would break put-if-absent). The order
-    of ``DDB_REGIONS`` is part of this: every process must list the same regions in the
-    same order."""
+    """The region that owns ``key``, so every read and write of one idempotency key goes
+    to one replica (Global Tables resolve concurrent writes to different replicas by
+    last-writer-wins, which would break put-if-absent).
+
+    Rendezvous (highest-random-weight) hashing over region *names*: the region whose
+    ``sha256(name, key)`` is highest. The order of ``DDB_REGIONS`` plays no part, and a
+    region added later takes only the keys it now wins; no key moves between the regions
+    that were there (a modulo over list positions would re-home most keys)."""
     all_regions = regions()
     if len(all_regions) == 1:
         return all_regions[0]
     if unpinned():
         return local_region()
-    digest = hashlib.sha256(key.encode()).digest()
-    return all_regions[int.from_bytes(digest[:8], "big") % len(all_regions)]
+    return max(all_regions, key=lambda r: (_weight(r.name, key), r.name))
 
 
 @dataclass(frozen=True)
@@ -184,7 +212,7 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
 
 
 def dynamodb_client(region: Region | None = None, *, batch: bool = False) -> DynamoDBClient:
-    """The shared client for ``region`` (default: the first configured region).
+    """The shared client for ``region`` (default: the primary region).
 
     Low-level boto3 clients are thread-safe; sessions are not, so each is built once
     under a lock.

@@ -1,4 +1,5 @@
-"""Reachability of the system's dependencies, for ``/healthz`` and ``make run``.
+"""Reachability of the system's dependencies, for ``/healthz`` and ``make run``, and
+whether this process's configuration is the one recorded (``config``).
 
 ``/healthz`` is anonymous, so each entry names a component and its state only
 (``ok``, ``error: unreachable``, ``error: tables missing`` …), never an endpoint URL,
@@ -95,5 +96,25 @@ def redacted_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def config_status() -> str:
+    """``ok``, ``not recorded``, ``differs (fields)`` or ``not checked``: this process's
+    configuration against the one recorded in every region (reconciliation/ops/config.py)."""
+    from reconciliation.ops.config import config_compare, config_summary
+
+    return config_summary(config_compare())
+
+
 def health_check() -> dict[str, str]:
-    return {"dynamodb": dynamodb_status(), "redis": redis_status()}
+    dynamodb = dynamodb_status()
+    # With DynamoDB down the record cannot be read: say so without waiting on it again.
+    config = config_status() if dynamodb == "ok" else "not checked"
+    return {"dynamodb": dynamodb, "redis": redis_status(), "config": config}
+
+
+def healthy(status: dict[str, str]) -> bool:
+    """Every dependency ``ok``, and a configuration that does not differ: one not yet
+    recorded (a fresh table) is no reason to take a process out of service."""
+    return all(
+        value == "ok" or (name == "config" and not value.startswith("differs"))
+        for name, value in status.items()
+    )

@@ -129,7 +129,10 @@ class Snapshot:
         return [from_item(i) for i in self.raw.get(role, [])]
 
     def cases(self) -> list[dict]:
-        return [c for c in self.plain("cases") if not c["case_id"].startswith(COUNTER_PREFIX)]
+        # Counters (``#COUNT#…``) and the configuration record (``#CONFIG#…``) are no cases.
+        return [
+            c for c in self.plain("cases") if not c["case_id"].startswith(("#", COUNTER_PREFIX))
+        ]
 
     def streams(self) -> dict[str, list[dict]]:
         streams: dict[str, list[dict]] = defaultdict(list)

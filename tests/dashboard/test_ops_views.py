@@ -12,10 +12,11 @@ pytestmark = pytest.mark.engines("moto")  # status pages: no engine semantics
 
 @pytest.mark.django_db(databases=[])
 def test_healthz_reports_dynamodb_and_redis_ok(ddb, client):
-    """With tables in place and Redis up, both dependencies report ok."""
+    """With tables in place and Redis up, both dependencies report ok; the fresh tables
+    hold no recorded configuration yet, which is said, not failed."""
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"dynamodb": "ok", "redis": "ok"}
+    assert response.json() == {"dynamodb": "ok", "redis": "ok", "config": "not recorded"}
 
 
 @pytest.mark.django_db(databases=[])
@@ -29,7 +30,11 @@ def test_healthz_names_what_is_down(client, settings):
     reset_clients()
     body = response.json()
     assert response.status_code == 503
-    assert body == {"dynamodb": "error: unreachable", "redis": "error: unreachable"}
+    assert body == {
+        "dynamodb": "error: unreachable",
+        "redis": "error: unreachable",
+        "config": "not checked",
+    }
 
 
 @pytest.mark.django_db(databases=[])
@@ -50,7 +55,7 @@ def test_healthz_never_discloses_urls_or_credentials(client, settings, caplog):
     for secret in ("S3cret-Pa55word", "redis://", "http://", "127.0.0.1", str(redis_port)):
         assert secret not in text, secret
     assert str(dynamo_port) not in text
-    assert set(response.json()) == {"dynamodb", "redis"}
+    assert set(response.json()) == {"dynamodb", "redis", "config"}
     logged = caplog.text
     assert "Redis unreachable" in logged and "DynamoDB is unreachable" in logged
     assert "S3cret-Pa55word" not in logged  # the log names the host, not the password

@@ -8,8 +8,10 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -17,6 +19,8 @@ from django.test import Client
 
 from dashboard.auth import SESSION_SEEN, SESSION_STARTED
 from dashboard.models import ApiToken, hash_token
+from reconciliation.dynamo.client import TableNames
+from reconciliation.dynamo.tables import drop_tables
 from tests.helpers import staff_user
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,23 +37,39 @@ def _sign_in(client: Client, name: str, password: str, address: str = "10.1.1.1"
     )
 
 
-def test_production_settings_pass_check_deploy_at_warning_level(tmp_path):
-    """`check --deploy --fail-level WARNING` on the production profile reports nothing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DEMO_"))}
+def test_production_settings_pass_check_deploy_at_warning_level(tmp_path, dynamodb_local):
+    """`check --deploy --fail-level WARNING` on the production profile reports nothing,
+    once ``ddb_setup`` has recorded the configuration the check compares with (without a
+    reachable DynamoDB the configuration check warns that it could not look)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DEMO_", "DDB_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="dashboard.settings",
         DJANGO_DEBUG="0",
         DJANGO_SECRET_KEY="x" * 20 + "-production-secret-key-0123456789-abcdefghijklmnop",
         DJANGO_ALLOWED_HOSTS="pledges.example.org",
         VAR_DIR=str(tmp_path),
+        DYNAMODB_ENDPOINT_URL=dynamodb_local.endpoint_url,
+        DDB_TABLE_PREFIX=f"deploy{uuid.uuid4().hex[:8]}-",
     )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+
+    def manage(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+
+    setup = manage("ddb_setup")
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    try:
+        result = manage("check", "--deploy", "--fail-level", "WARNING")
+    finally:
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=dynamodb_local.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        drop_tables(client, TableNames.from_prefix(env["DDB_TABLE_PREFIX"]))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 

@@ -58,7 +58,9 @@ def stuck_cases(keys: list[str]) -> list[str]:
 
 
 def test_keys_of_the_first_region_keep_their_names_and_others_name_theirs():
-    with override_settings(DDB_REGIONS="us-east-1=http://a:1,eu-west-1=http://b:2"):
+    with override_settings(
+        DDB_REGIONS="us-east-1=http://a:1,eu-west-1=http://b:2", DDB_PRIMARY_REGION="us-east-1"
+    ):
         first, second = regions()
         assert (first.tag, second.tag) == ("", "eu-west-1")
         assert pledge_stream("acme#k", "") == "PLEDGE#acme#k"

@@ -102,6 +102,7 @@ def django_env(
         DYNAMODB_ENDPOINT_URL=endpoint_url,
         DDB_TABLE_PREFIX=table_prefix,
         DDB_REGIONS="",
+        DDB_PRIMARY_REGION="",
         REDIS_URL=redis_url,
         REDBEAT_KEY_PREFIX=f"redbeat:reliability-{os.getpid()}-{free_port()}:",
         PYTHONUNBUFFERED="1",

@@ -51,7 +51,8 @@ def start_engines(log_dir: Path) -> list[LocalEngine]:
 
 
 def regions_spec(engines: list[LocalEngine]) -> str:
-    """``DDB_REGIONS`` naming each engine as its region, the first region first."""
+    """``DDB_REGIONS`` naming each engine as its region (the first is made primary by
+    ``DDB_PRIMARY_REGION``: the order itself decides nothing)."""
     return ",".join(
         f"{name}={engine.endpoint_url}" for name, engine in zip(REGION_NAMES, engines, strict=True)
     )

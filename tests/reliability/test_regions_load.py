@@ -65,6 +65,7 @@ def regions_pair(settings, log_dir: Path) -> Iterator[TableNames]:
     settings.DYNAMODB_ENDPOINT_URL = None
     settings.FAULT_INJECTION = ""
     settings.DDB_REGIONS = h.regions_spec(engines)
+    settings.DDB_PRIMARY_REGION = h.REGION_NAMES[0]
     faults.set_plan(None)
     reset_clients()
     for region in regions():
@@ -90,6 +91,7 @@ class Run:
             table_prefix=settings.DDB_TABLE_PREFIX,
             redis_url=f"redis://127.0.0.1:{free_port()}/0",  # intake needs no Redis
             DDB_REGIONS=settings.DDB_REGIONS,
+            DDB_PRIMARY_REGION=settings.DDB_PRIMARY_REGION,
             ALLOW_FAULT_INJECTION="1",
             DDB_UNPINNED="1" if unpinned else "0",
             CLAIM_PENDING_TTL_S=str(LEASE_S),

@@ -1,17 +1,39 @@
-"""``manage.py ddb_setup``: create missing tables, indexes and TTL; a no-op when all exist."""
+"""``manage.py ddb_setup``: create missing tables, indexes and TTL; a no-op when all exist.
+
+It also records this configuration's fingerprint in every region where none is
+(reconciliation/ops/config.py), and refuses, naming the fields, where a different one is
+recorded, unless ``--accept-config``: the deliberate, audited step that replaces it."""
 
 from __future__ import annotations
 
+import getpass
+
 from botocore.exceptions import BotoCoreError, ClientError
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from reconciliation.actors import Actor, Role
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.dynamo.tables import ensure_tables
+from reconciliation.ops.config import config_record
 
 
 class Command(BaseCommand):
-    help = "Create the DynamoDB tables, indexes and TTL settings that are missing."
+    help = (
+        "Create the DynamoDB tables, indexes and TTL settings that are missing, and record "
+        "this configuration in every region (--accept-config: replace a different one)."
+    )
+    # The system check refuses a configuration that differs from the recorded one; this
+    # command is where that is reported, or deliberately accepted, so it runs regardless.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--accept-config",
+            action="store_true",
+            help="replace a different recorded configuration with this one (audited)",
+        )
 
     def handle(self, *args, **options) -> None:
         names = table_names()
@@ -25,3 +47,24 @@ class Command(BaseCommand):
                 self.stdout.write(f"{where}: nothing to do; all tables, indexes and TTL exist")
             for line in done:
                 self.stdout.write(f"{where}: {line}")
+        try:
+            lines = config_record(accept=options["accept_config"], actor=_actor())
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            raise CommandError(
+                "the recorded configuration changed while this ran: run ddb_setup again"
+            ) from None
+        for line in lines:
+            self.stdout.write(line)
+
+
+def _actor() -> Actor:
+    """The system, acting through ``manage.py ddb_setup`` run by this OS user."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "unknown"
+    return Actor(username="system", role=Role.SYSTEM, address=f"manage.py ddb_setup ({who})")

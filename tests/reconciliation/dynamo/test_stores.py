@@ -30,6 +30,7 @@ def test_a_batch_commands_store_is_patient_and_the_request_paths_is_not(settings
 
 def test_home_and_every_store_follow_the_configured_regions(settings, fresh_clients):
     settings.DDB_REGIONS = "us-east-1=http://127.0.0.1:1,eu-west-1=http://127.0.0.1:2"
+    settings.DDB_PRIMARY_REGION = "us-east-1"
     stores = every_store()
     assert [s.client.meta.region_name for s in stores] == ["us-east-1", "eu-west-1"]
     for key in ("acme#create_pledge#a", "acme#create_pledge#b", "acme#create_pledge#c"):

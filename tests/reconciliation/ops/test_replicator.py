@@ -296,6 +296,7 @@ def test_the_command_replicates_and_stops_cleanly_on_sigterm(two_regions, settin
     env = {
         **os.environ,
         "DDB_REGIONS": settings.DDB_REGIONS,
+        "DDB_PRIMARY_REGION": settings.DDB_PRIMARY_REGION,
         "DDB_TABLE_PREFIX": settings.DDB_TABLE_PREFIX,
         "DYNAMODB_ENDPOINT_URL": "",
         "FAULT_INJECTION": "",
