@@ -86,6 +86,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer on /api/ says no-store, also those other middleware make.
+    "dashboard.api_headers.ApiNoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
