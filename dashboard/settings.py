@@ -66,13 +66,15 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
+    # First, so its `runserver` wins: refused on anything but demo data (it takes
+    # whitenoise's runserver_nostatic's place; docs/security.md).
+    "dashboard.devserver",
     # /admin/ (dashboard/admin.py, superusers only); no autodiscovery: dashboard.urls.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
