@@ -106,6 +106,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.background.BackgroundUnavailableMiddleware",
+    # DynamoDB unreachable or swamped: a 503 page naming the case store, never a 500.
+    "dashboard.store_unavailable.StoreUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
     "dashboard.mfa.SecondFactorMiddleware",
