@@ -215,6 +215,10 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Count-then-check (dashboard/lockout.py): each attempt takes a number from a Redis
+# counter first; only those up to the limit are checked, so concurrent guesses get no more.
+AXES_HANDLER = "dashboard.lockout.AtomicLockoutHandler"
+SIGNIN_LOCKOUT_PREFIX = os.environ.get("SIGNIN_LOCKOUT_PREFIX", "signin-lockout:")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 # The client's address, not the proxy's: behind a proxy every client shares its address.
