@@ -298,6 +298,21 @@ class CodeForm(forms.Form):
     )
 
 
+class ReplaceAuthenticatorForm(CodeForm):
+    """Replacing an enrolled authenticator: the new app's code, and proof that the person
+    is the owner, not only the session — the password and a code from the current app
+    (or a recovery code)."""
+
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Code from your current app, or a recovery code",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
+    )
+
+
 class ResetSecondFactorForm(forms.Form):
     """A supervisor resets a colleague's second factor, saying why."""
 

@@ -17,19 +17,24 @@ change (the event first: a change the audit trail refused does not happen).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from base64 import b32encode
 from dataclasses import dataclass
 
 import segno
 from django.conf import settings
-from django.contrib.auth import logout
+from django.contrib.auth import SESSION_KEY, logout
+from django.contrib.sessions.models import Session
+from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from dashboard import lockout
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
@@ -41,6 +46,8 @@ RECOVERY = "recovery"
 ENROLMENT = "enrolment"
 RECOVERY_CODE_COUNT = 10
 MFA_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
+
+logger = logging.getLogger(__name__)
 
 
 class SecondFactorRefused(Exception):
@@ -195,6 +202,103 @@ def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice
         device.confirmed = True
         device.save(update_fields=["confirmed"])
         return device, _recovery_codes_replace(user)
+
+
+REPLACE_REFUSED = (
+    "The password or the code from your current authenticator (or recovery code) is not "
+    "right: nothing was changed."
+)
+
+
+def authenticator_replace(
+    user,
+    *,
+    password: str,
+    current_token: str,
+    new_token: str,
+    actor: Actor,
+    keep_session: str | None,
+) -> tuple[TOTPDevice, list[str], int]:
+    """Replace an enrolled authenticator with the pending one. A session alone is not
+    enough (it may be stolen): the password and a code from a current device (the app,
+    or a recovery code) prove the owner, then the new app's code proves the new device.
+    The attempt is counted by the sign-in lockout first (dashboard/lockout.py), so the
+    form cannot be used to guess the password. Every other session of the account ends,
+    and the event records neither the password nor any code.
+
+    Returns the device, fresh recovery codes, and how many other sessions were ended.
+    Raises :class:`SecondFactorRefused`, having changed nothing."""
+    number = lockout.attempt_take(user.get_username(), actor.address or None)
+    if number is not None and number > settings.AXES_FAILURE_LIMIT:
+        raise SecondFactorRefused(
+            "Too many failed attempts from this address: wait a while and try again."
+        )
+    if not user.check_password(password or ""):
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    try:
+        proof = device_for_token(user, current_token)
+    except SecondFactorRefused:
+        proof = None  # throttled: the same answer, so the password's rightness stays unsaid
+    if proof is None:
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    lockout.attempts_clear(username=user.get_username(), address=actor.address or None)
+    device = pending_authenticator(user)
+    if not _verify(device, normalise(new_token)):
+        raise SecondFactorRefused(
+            "That code does not match the new app: check the app shows this account, and "
+            "that the phone's clock is set automatically."
+        )
+    with transaction.atomic():
+        sessions = _other_sessions(user, keep=keep_session)
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=AuditAction.MFA_REPLACED,
+            actor=actor,
+            detail={
+                "proved_with": "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR,
+                "other_sessions_ended": len(sessions),
+            },
+        )
+        _confirmed(TOTPDevice, user).delete()
+        StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
+        device.confirmed = True
+        device.save(update_fields=["confirmed"])
+        codes = _recovery_codes_replace(user)
+        for session in sessions:
+            session.delete()
+    _tell_owner(
+        user,
+        subject="Your authenticator app was replaced",
+        change="The authenticator app of your account was replaced",
+        actor=actor,
+        ended=len(sessions),
+    )
+    return device, codes, len(sessions)
+
+
+def _other_sessions(user, *, keep: str | None) -> list[Session]:
+    """The account's live sessions other than ``keep`` (the one making the change)."""
+    live = Session.objects.filter(expire_date__gt=timezone.now()).exclude(session_key=keep or "")
+    return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
+
+
+def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+    """E-mail the account about a change to its second factor (no code, no secret). The
+    change is made already: a mail server that refuses is logged, not undone."""
+    if not user.email:
+        logger.warning("second factor changed for %s, who has no e-mail", user.get_username())
+        return
+    body = (
+        f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
+        f"{actor.address or 'an unknown address'}. {ended} other session(s) of your account "
+        "were signed out.\n\nIf this was not you, tell a supervisor at once: they can reset "
+        "your second factor, and your password should be changed.\n"
+    )
+    try:
+        send_mail(subject, body, None, [user.email])
+    except Exception:
+        logger.exception("could not e-mail %s about a second-factor change", user.get_username())
 
 
 def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:

@@ -29,6 +29,11 @@ class AuditAction(Code):
     STAFF_PASSWORD_SET = "staff_password_set", "Staff password set"
     MFA_ENROLLED = "mfa_enrolled", "Authenticator enrolled"
     MFA_RESET = "mfa_reset", "Second factor reset"
+    MFA_REPLACED = (
+        "mfa_replaced",
+        "Authenticator replaced",
+        "By its owner, with the password and a code from the device it replaces.",
+    )
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
     STAFF_CHANGED = (
         "staff_changed",

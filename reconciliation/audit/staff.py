@@ -21,6 +21,7 @@ STAFF_ACTIONS = (
     "staff_password_set",
     "mfa_enrolled",
     "mfa_reset",
+    "mfa_replaced",
     "recovery_codes_issued",
     "staff_changed",
     "staff_deleted",
