@@ -250,13 +250,14 @@ def authenticator_replace(
         )
     with transaction.atomic():
         sessions = _other_sessions(user, keep=keep_session)
+        proved_with = "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
         staff_event_append(
             first_store(),
             username=user.get_username(),
             action=AuditAction.MFA_REPLACED,
             actor=actor,
             detail={
-                "proved_with": "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR,
+                "proved_with": proved_with,
                 "other_sessions_ended": len(sessions),
             },
         )

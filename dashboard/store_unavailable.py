@@ -61,9 +61,7 @@ class StoreUnavailableMiddleware:
         )
         response: HttpResponse
         if is_machine_path(request.path):
-            response = _json(
-                request, 503, "dynamodb_unavailable", "DynamoDB could not be reached."
-            )
+            response = _json(request, 503, "dynamodb_unavailable", "DynamoDB could not be reached.")
         else:
             html = _page(request, "store_unavailable.html", {"retry_after": retry_after_s()})
             response = HttpResponse(html, status=503)

@@ -45,6 +45,7 @@ def subject_day_shard(key: str, at: str) -> str:
     shard = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % SUBJECT_DAY_SHARDS
     return f"{at[:10]}#{shard}"
 
+
 # Attributes a queue page shows, projected into the queue index so a page of 50 rows
 # costs one Query and no per-row reads.
 CASE_LISTING_ATTRIBUTES = [

@@ -122,9 +122,7 @@ def test_concurrent_guesses_are_checked_at_most_the_limit(settings, monkeypatch)
         with recording:
             return record(cls, *args, **kwargs)
 
-    monkeypatch.setattr(
-        AxesProxyHandler, "user_login_failed", classmethod(record_one_at_a_time)
-    )
+    monkeypatch.setattr(AxesProxyHandler, "user_login_failed", classmethod(record_one_at_a_time))
 
     def guess(n: int):
         request = RequestFactory().post("/accounts/login/", REMOTE_ADDR="10.9.9.9")
