@@ -262,7 +262,7 @@ class StaffSignInForm(AuthenticationForm):
             # wrong password, and a failure axes records like one (toward the lockout).
             user_login_failed.send(
                 sender=__name__,
-                credentials={"username": user.get_username()},
+                credentials={"username": user.get_username(), "stage": "second_factor"},
                 request=self.request,
             )
             self.user_cache = None

@@ -28,6 +28,10 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
+# Set on a request refused before any check: not a failure event of its own
+# (dashboard/signin_audit.py).
+REFUSED_UNCHECKED = "signin_refused_unchecked"
+
 # One step: the attempt's number, and the cool-off restarted from this attempt (as axes
 # restarts it on a failure during a lockout).
 _TAKE = """
@@ -83,6 +87,7 @@ class AtomicLockoutHandler(AxesDatabaseHandler):
 
     def is_allowed(self, request, credentials: dict[str, Any] | None = None) -> bool:
         if not super().is_allowed(request, credentials):
+            setattr(request, REFUSED_UNCHECKED, True)
             return False
         username = get_client_username(request, credentials)
         number = attempt_take(username, getattr(request, "axes_ip_address", None))
@@ -90,6 +95,7 @@ class AtomicLockoutHandler(AxesDatabaseHandler):
             return True  # axes' own (recorded) count has just admitted it
         if number > get_failure_limit(request, credentials):
             request.axes_locked_out = True  # answered by AxesMiddleware's lockout page
+            setattr(request, REFUSED_UNCHECKED, True)
             return False
         return True
 

@@ -23,6 +23,9 @@ STAFF_ACTIONS = (
     "mfa_reset",
     "mfa_replaced",
     "recovery_codes_issued",
+    "sign_in_succeeded",
+    "sign_in_failed",
+    "sign_in_locked_out",
     "staff_changed",
     "staff_deleted",
 )

@@ -193,7 +193,11 @@ def test_reset_hands_out_a_one_time_code_that_opens_only_enrolment(ddb):
     assert done.status_code == 200 and len(codes) == 10
     assert "no-store" in done["Cache-Control"]
     assert client.get("/approvals/").status_code == 200
-    assert [e["action"] for e in staff_stream(ddb, "sam")] == ["mfa_reset", "mfa_enrolled"]
+    assert [e["action"] for e in staff_stream(ddb, "sam")] == [
+        "mfa_reset",
+        "sign_in_succeeded",  # with the enrolment code
+        "mfa_enrolled",
+    ]
     replay = Client()
     sign_in(replay, "sam", handed)
     assert not signed_in(replay)
@@ -288,10 +292,11 @@ def test_add_staff_enrols_approvers_and_records_every_account_change(ddb):
     assert [e["action"] for e in events] == [
         "staff_created",
         "mfa_enrolled",
+        "sign_in_succeeded",
         "staff_role_changed",
         "staff_password_set",
     ]
-    change = events[2]
+    change = events[3]
     assert change["before"] == {"role": "supervisor", "active": True}
     assert change["after"] == {"role": "auditor", "active": True}
     assert change["actor"]["role"] == "system"

@@ -134,3 +134,41 @@ def test_concurrent_guesses_are_checked_at_most_the_limit(settings, monkeypatch)
     # and the right password is refused too once the limit is spent
     request = RequestFactory().post("/accounts/login/", REMOTE_ADDR="10.9.9.9")
     assert authenticate(request, username="ada", password=PASSWORD) is None
+
+
+def _staff_actions(ddb, username: str) -> list[dict]:
+    from tests.helpers import audit_events
+
+    return [e for e in audit_events(ddb) if e["stream"] == f"STAFF#{username}"]
+
+
+@pytest.mark.django_db
+def test_sign_ins_failures_and_the_lockout_are_on_the_staff_stream(ddb, settings):
+    """A success, a wrong code, a wrong password and the lockout they lead to are events
+    on the account's STAFF# stream, in order, without the password or any code; a name
+    that is no account writes nothing."""
+    device = _enrolled("sam")
+    good = _code(device)
+    assert _sign_in("sam", PASSWORD, good).status_code == 302
+    wrong = _wrong(device)
+    _sign_in("sam", PASSWORD, wrong)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        _sign_in("sam", "wrong-password-1")
+    _sign_in("nobody", "wrong-password-1")
+    events = _staff_actions(ddb, "sam")
+    actions = [e["action"] for e in events]
+    assert actions == [
+        "sign_in_succeeded",
+        "sign_in_failed",
+        *["sign_in_failed"] * (settings.AXES_FAILURE_LIMIT - 1),
+        "sign_in_locked_out",
+    ]
+    assert events[1]["detail"]["stage"] == "second_factor"
+    assert events[2]["detail"]["stage"] == "password"
+    assert events[0]["client_address"] == "10.4.4.4"
+    text = str(events)
+    assert PASSWORD not in text and "wrong-password-1" not in text
+    for event in events:  # codes are digits: looked for where words are kept
+        kept = str([event.get("detail"), event.get("reason_text"), event.get("after")])
+        assert good not in kept and wrong not in kept
+    assert _staff_actions(ddb, "nobody") == []
