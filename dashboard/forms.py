@@ -314,7 +314,8 @@ class ReplaceAuthenticatorForm(CodeForm):
 
 
 class ResetSecondFactorForm(forms.Form):
-    """A supervisor resets a colleague's second factor, saying why."""
+    """A supervisor resets a colleague's second factor, saying why, and confirms it is
+    them (not only their session) with their own password and current code."""
 
     reason_text = forms.CharField(
         label="Reason",
@@ -322,6 +323,14 @@ class ResetSecondFactorForm(forms.Form):
         max_length=MAX_REASON_LENGTH,
         widget=forms.TextInput(attrs={"placeholder": "e.g. phone lost, confirmed by call"}),
         help_text="Recorded in the audit trail.",
+    )
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Your code (app or recovery code)",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
 
     def clean_reason_text(self) -> str:

@@ -228,20 +228,9 @@ def authenticator_replace(
 
     Returns the device, fresh recovery codes, and how many other sessions were ended.
     Raises :class:`SecondFactorRefused`, having changed nothing."""
-    number = lockout.attempt_take(user.get_username(), actor.address or None)
-    if number is not None and number > settings.AXES_FAILURE_LIMIT:
-        raise SecondFactorRefused(
-            "Too many failed attempts from this address: wait a while and try again."
-        )
-    if not user.check_password(password or ""):
-        raise SecondFactorRefused(REPLACE_REFUSED)
-    try:
-        proof = device_for_token(user, current_token)
-    except SecondFactorRefused:
-        proof = None  # throttled: the same answer, so the password's rightness stays unsaid
-    if proof is None:
-        raise SecondFactorRefused(REPLACE_REFUSED)
-    lockout.attempts_clear(username=user.get_username(), address=actor.address or None)
+    proof = owner_confirm(
+        user, password=password, current_token=current_token, address=actor.address or None
+    )
     device = pending_authenticator(user)
     if not _verify(device, normalise(new_token)):
         raise SecondFactorRefused(
@@ -335,31 +324,74 @@ def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
         return _recovery_codes_replace(user)
 
 
-def mfa_reset(target, *, actor: Actor, reason: str) -> str:
+def owner_confirm(user, *, password: str, current_token: str, address: str | None) -> Device:
+    """The step a session alone cannot take (it may be stolen): ``user``'s password and
+    a code from one of their current devices (the app, or a recovery code). Counted by
+    the sign-in lockout first, so it cannot be used to guess the password; a wrong
+    password and a wrong code get one message. Returns the device the code opened."""
+    number = lockout.attempt_take(user.get_username(), address)
+    if number is not None and number > settings.AXES_FAILURE_LIMIT:
+        raise SecondFactorRefused(
+            "Too many failed attempts from this address: wait a while and try again."
+        )
+    if not user.check_password(password or ""):
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    try:
+        proof = device_for_token(user, current_token)
+    except SecondFactorRefused:
+        proof = None  # throttled: the same answer, so the password's rightness stays unsaid
+    if proof is None:
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    lockout.attempts_clear(username=user.get_username(), address=address)
+    return proof
+
+
+def mfa_reset(
+    target, *, actor: Actor, reason: str, confirmer=None, password: str = "", current_token=""
+) -> str:
     """A supervisor resets a colleague's second factor: every device goes, and one
     enrolment code is returned for the supervisor to hand over in person. With it and
     their password the colleague signs in once and must enrol a new authenticator.
 
     The supervisor never sees the new secret, so cannot sign in as the colleague; nobody
-    resets their own (four eyes, as for overrides)."""
+    resets their own (four eyes, as for overrides). From the staff page the supervisor
+    (``confirmer``) confirms with their own password and current code, as for replacing
+    one's own; every session of the colleague ends, and the colleague is e-mailed."""
     if actor.role != Role.SUPERVISOR:
         raise SecondFactorRefused("Only a supervisor may reset a second factor.")
     if target.get_username() == actor.username:
         raise SecondFactorRefused("A different supervisor must reset your second factor.")
+    if confirmer is not None:
+        owner_confirm(
+            confirmer,
+            password=password,
+            current_token=current_token,
+            address=actor.address or None,
+        )
     code = _new_code()
     with transaction.atomic():
+        sessions = _other_sessions(target, keep=None)
         staff_event_append(
             first_store(),
             username=target.get_username(),
             action=AuditAction.MFA_RESET,
             actor=actor,
             reason_text=reason,
-            detail={"devices_removed": _device_count(target)},
+            detail={"devices_removed": _device_count(target), "sessions_ended": len(sessions)},
         )
         TOTPDevice.objects.filter(user=target).delete()
         StaticDevice.objects.filter(user=target).delete()
         device = StaticDevice.objects.create(user=target, name=ENROLMENT, confirmed=True)
         device.token_set.create(token=code)
+        for session in sessions:
+            session.delete()
+    _tell_owner(
+        target,
+        subject="Your second factor was reset",
+        change="The second factor of your account was reset by a supervisor",
+        actor=actor,
+        ended=len(sessions),
+    )
     return format_code(code)
 
 

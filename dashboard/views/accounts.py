@@ -188,9 +188,17 @@ def second_factor_reset_view(request: HttpRequest, username: str) -> HttpRespons
         return _staff(request, status=400, forms={username: form})
     try:
         code = mfa.mfa_reset(
-            target, actor=actor_for(request), reason=form.cleaned_data["reason_text"]
+            target,
+            actor=actor_for(request),
+            reason=form.cleaned_data["reason_text"],
+            confirmer=request.user,
+            password=form.cleaned_data["password"],
+            current_token=form.cleaned_data["current_token"],
         )
     except mfa.SecondFactorRefused as exc:
+        if str(exc) == mfa.REPLACE_REFUSED or str(exc).startswith("Too many"):
+            form.add_error(None, str(exc))
+            return _staff(request, status=400, forms={username: form})
         return _staff(request, status=409, error=str(exc))
     except AUDIT_UNAVAILABLE:
         return _staff(request, status=503, error=NOT_RECORDED)

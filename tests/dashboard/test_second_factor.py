@@ -56,6 +56,12 @@ def signed_in(client: Client) -> bool:
     return "_auth_user_id" in client.session
 
 
+def confirmed(device, **form) -> dict:
+    """A reset form with the resetting supervisor's own password and current code (a
+    session alone cannot remove anyone's second factor)."""
+    return {"password": PASSWORD, "current_token": code(device), **form}
+
+
 def staff_stream(ddb, username: str) -> list[dict]:
     return [e for e in audit_events(ddb) if e["stream"] == f"STAFF#{username}"]
 
@@ -166,10 +172,10 @@ def test_reset_hands_out_a_one_time_code_that_opens_only_enrolment(ddb):
     enrol(sam)
     boss = Client()
     boss.force_login(ann)
-    pass_second_factor(boss, ann)
+    mine = pass_second_factor(boss, ann)
     page = boss.post(
         "/accounts/staff/sam/reset-second-factor/",
-        {"reason_text": "phone lost, confirmed by a call"},
+        confirmed(mine, reason_text="phone lost, confirmed by a call"),
     ).content.decode()
     handed = re.search(r'class="mono code-once">([a-z2-7]{5}-[a-z2-7]{5})<', page).group(1)
     assert mfa.authenticator(sam) is None
@@ -205,16 +211,19 @@ def test_reset_hands_out_a_one_time_code_that_opens_only_enrolment(ddb):
 
 def test_nobody_resets_their_own_second_factor_and_staff_cannot_reset(ddb):
     ann, fin = staff("ann", "supervisor"), staff("fin", "finance_staff")
-    enrol(ann)
+    mine = enrol(ann)
     boss = Client()
     boss.force_login(ann)
     pass_second_factor(boss, ann)
     own = boss.post(
-        "/accounts/staff/ann/reset-second-factor/", {"reason_text": "testing my own reset"}
+        "/accounts/staff/ann/reset-second-factor/",
+        confirmed(mine, reason_text="testing my own reset"),
     )
     assert own.status_code == 409 and "A different supervisor" in own.content.decode()
     assert mfa.authenticator(ann) is not None
-    blank = boss.post("/accounts/staff/fin/reset-second-factor/", {"reason_text": "\u200b" * 12})
+    blank = boss.post(
+        "/accounts/staff/fin/reset-second-factor/", confirmed(mine, reason_text="\u200b" * 12)
+    )
     assert blank.status_code == 400
     assert boss.post("/accounts/staff/nobody/reset-second-factor/", {}).status_code == 404
     clerk = Client()
@@ -251,14 +260,15 @@ def test_an_account_change_the_audit_trail_refuses_does_not_happen(ddb, monkeypa
     enrol(sam)
     boss = Client()
     boss.force_login(ann)
-    pass_second_factor(boss, ann)
+    mine = pass_second_factor(boss, ann)
 
     def unreachable(*args, **kwargs):
         raise EndpointConnectionError(endpoint_url="http://dynamodb")
 
     monkeypatch.setattr(mfa, "staff_event_append", unreachable)
     response = boss.post(
-        "/accounts/staff/sam/reset-second-factor/", {"reason_text": "phone lost again"}
+        "/accounts/staff/sam/reset-second-factor/",
+        confirmed(mine, reason_text="phone lost again"),
     )
     assert response.status_code == 503
     assert "nothing was changed" in response.content.decode()

@@ -126,3 +126,34 @@ def test_first_enrolment_still_needs_only_the_new_apps_code(ddb):
     pending = _pending(client, user)
     done = client.post("/accounts/profile/authenticator/", {"otp_token": _code(pending)})
     assert done.status_code == 200 and mfa.authenticator(user).pk == pending.pk
+
+
+def test_a_supervisors_reset_needs_their_password_and_code_and_signs_the_colleague_out(ddb, sam):
+    """Removing a colleague's second factor from a (stolen) supervisor session alone is
+    refused; with the supervisor's password and current code it removes it, signs out
+    every session of the colleague, is audited and is e-mailed to the colleague."""
+    user, device, _ = sam
+    ann = staff_user("ann", "supervisor", password=PASSWORD, email="ann@example.org")
+    ann_device = TOTPDevice.objects.create(user=ann, name=mfa.AUTHENTICATOR, confirmed=True)
+    boss = _signed_in("ann", ann_device)
+    colleague = _signed_in("sam", device)
+    reason = "phone lost, confirmed by a call"
+    url = "/accounts/staff/sam/reset-second-factor/"
+    refused = boss.post(url, {"reason_text": reason})
+    assert refused.status_code == 400 and mfa.authenticator(user) == device
+    wrong = boss.post(url, {"reason_text": reason, "password": "nope-1", "current_token": "1"})
+    assert wrong.status_code == 400 and mfa.authenticator(user) == device
+    assert _staff_events(ddb, "sam") == [] and mail.outbox == []
+
+    TOTPDevice.objects.filter(pk=ann_device.pk).update(last_t=-1)
+    token = _code(ann_device)
+    done = boss.post(url, {"reason_text": reason, "password": PASSWORD, "current_token": token})
+    assert done.status_code == 200, done.content.decode()
+    assert mfa.authenticator(user) is None
+    ended = colleague.get("/accounts/profile/")
+    assert ended.status_code == 302 and ended["Location"].startswith("/accounts/login/")
+    [reset] = _staff_events(ddb, "sam")
+    assert reset["action"] == "mfa_reset" and reset["detail"]["sessions_ended"] == 1
+    assert PASSWORD not in str(reset) and token not in str(reset.get("detail"))
+    [message] = mail.outbox
+    assert message.to == ["sam@example.org"] and "second factor" in message.subject.lower()
