@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Reconciliation dashboard"
+
+    def ready(self) -> None:
+        from dashboard import signin_audit
+
+        signin_audit.connect()  # after axes' receivers: its count is known to ours

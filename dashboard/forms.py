@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
 
 from dashboard import mfa
@@ -237,40 +238,52 @@ class StaffSignInForm(AuthenticationForm):
         "or a recovery or enrolment code.",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
+    # One message for every failed sign-in (docs/security.md): which part was wrong —
+    # the password, the code, a missing device — is never told, or the answer would
+    # confirm a guessed password before the second factor is passed.
     error_messages = {
         **AuthenticationForm.error_messages,
-        "otp_required": "This account signs in with a second factor: enter the code your "
-        "authenticator app shows, a recovery code, or the enrolment code a supervisor gave "
-        "you.",
-        "otp_missing": "This account needs a second factor and has none yet. Ask a "
-        "supervisor to reset it: they will give you a one-time enrolment code.",
-        "otp_invalid": "That code is not valid (codes change every 30 seconds, and a "
-        "recovery code works once).",
+        "invalid_login": "Sign-in failed. Check your username and password and, if your "
+        "account has a second factor, the code from your authenticator app (it changes "
+        "every 30 seconds; a recovery or enrolment code works once). No second factor yet? "
+        "Ask a supervisor to reset it: they will give you a one-time enrolment code.",
     }
 
     def clean(self):
-        cleaned = super().clean()  # the password: raises before any code is looked at
+        # The password (after the lockout has counted this attempt: dashboard/lockout.py):
+        # a wrong one raises invalid_login before any code is looked at.
+        cleaned = super().clean()
         user = self.get_user()
         if user is None:
             return cleaned
+        device = self._second_factor(user, cleaned.get("otp_token") or "")
+        if device is False:
+            # The password was right and the second factor was not: the same answer as a
+            # wrong password, and a failure axes records like one (toward the lockout).
+            user_login_failed.send(
+                sender=__name__,
+                credentials={"username": user.get_username(), "stage": "second_factor"},
+                request=self.request,
+            )
+            self.user_cache = None
+            raise self.get_invalid_login_error()
+        if device is not None:
+            # django-otp's user_logged_in receiver keeps the device in the session, which
+            # makes request.user.is_verified() true for the rest of it.
+            user.otp_device = device
+        return cleaned
+
+    def _second_factor(self, user, token: str):
+        """The device the code opened, None when none is needed, False when refused."""
         has_device = mfa.has_any_device(user)
         if not has_device and not mfa.mfa_required(user):
-            return cleaned  # no second factor: not required by the role, none enrolled
-        if not has_device:
-            raise ValidationError(self.error_messages["otp_missing"], code="otp_missing")
-        token = cleaned.get("otp_token") or ""
-        if not token:
-            raise ValidationError(self.error_messages["otp_required"], code="otp_required")
+            return None  # no second factor: not required by the role, none enrolled
+        if not has_device or not token:
+            return False
         try:
-            device = mfa.device_for_token(user, token)
-        except mfa.SecondFactorRefused as exc:
-            raise ValidationError(str(exc), code="otp_throttled") from exc
-        if device is None:
-            raise ValidationError(self.error_messages["otp_invalid"], code="otp_invalid")
-        # django-otp's user_logged_in receiver keeps the device in the session, which
-        # makes request.user.is_verified() true for the rest of it.
-        user.otp_device = device
-        return cleaned
+            return mfa.device_for_token(user, token) or False
+        except mfa.SecondFactorRefused:
+            return False  # throttled after wrong codes
 
 
 class CodeForm(forms.Form):
@@ -285,8 +298,24 @@ class CodeForm(forms.Form):
     )
 
 
+class ReplaceAuthenticatorForm(CodeForm):
+    """Replacing an enrolled authenticator: the new app's code, and proof that the person
+    is the owner, not only the session — the password and a code from the current app
+    (or a recovery code)."""
+
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Code from your current app, or a recovery code",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
+    )
+
+
 class ResetSecondFactorForm(forms.Form):
-    """A supervisor resets a colleague's second factor, saying why."""
+    """A supervisor resets a colleague's second factor, saying why, and confirms it is
+    them (not only their session) with their own password and current code."""
 
     reason_text = forms.CharField(
         label="Reason",
@@ -294,6 +323,14 @@ class ResetSecondFactorForm(forms.Form):
         max_length=MAX_REASON_LENGTH,
         widget=forms.TextInput(attrs={"placeholder": "e.g. phone lost, confirmed by call"}),
         help_text="Recorded in the audit trail.",
+    )
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Your code (app or recovery code)",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
 
     def clean_reason_text(self) -> str:

@@ -17,19 +17,24 @@ change (the event first: a change the audit trail refused does not happen).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from base64 import b32encode
 from dataclasses import dataclass
 
 import segno
 from django.conf import settings
-from django.contrib.auth import logout
+from django.contrib.auth import SESSION_KEY, logout
+from django.contrib.sessions.models import Session
+from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from dashboard import lockout
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
@@ -41,6 +46,8 @@ RECOVERY = "recovery"
 ENROLMENT = "enrolment"
 RECOVERY_CODE_COUNT = 10
 MFA_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
+
+logger = logging.getLogger(__name__)
 
 
 class SecondFactorRefused(Exception):
@@ -197,6 +204,93 @@ def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice
         return device, _recovery_codes_replace(user)
 
 
+REPLACE_REFUSED = (
+    "The password or the code from your current authenticator (or recovery code) is not "
+    "right: nothing was changed."
+)
+
+
+def authenticator_replace(
+    user,
+    *,
+    password: str,
+    current_token: str,
+    new_token: str,
+    actor: Actor,
+    keep_session: str | None,
+) -> tuple[TOTPDevice, list[str], int]:
+    """Replace an enrolled authenticator with the pending one. A session alone is not
+    enough (it may be stolen): the password and a code from a current device (the app,
+    or a recovery code) prove the owner, then the new app's code proves the new device.
+    The attempt is counted by the sign-in lockout first (dashboard/lockout.py), so the
+    form cannot be used to guess the password. Every other session of the account ends,
+    and the event records neither the password nor any code.
+
+    Returns the device, fresh recovery codes, and how many other sessions were ended.
+    Raises :class:`SecondFactorRefused`, having changed nothing."""
+    proof = owner_confirm(
+        user, password=password, current_token=current_token, address=actor.address or None
+    )
+    device = pending_authenticator(user)
+    if not _verify(device, normalise(new_token)):
+        raise SecondFactorRefused(
+            "That code does not match the new app: check the app shows this account, and "
+            "that the phone's clock is set automatically."
+        )
+    with transaction.atomic():
+        sessions = _other_sessions(user, keep=keep_session)
+        proved_with = "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=AuditAction.MFA_REPLACED,
+            actor=actor,
+            detail={
+                "proved_with": proved_with,
+                "other_sessions_ended": len(sessions),
+            },
+        )
+        _confirmed(TOTPDevice, user).delete()
+        StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
+        device.confirmed = True
+        device.save(update_fields=["confirmed"])
+        codes = _recovery_codes_replace(user)
+        for session in sessions:
+            session.delete()
+    _tell_owner(
+        user,
+        subject="Your authenticator app was replaced",
+        change="The authenticator app of your account was replaced",
+        actor=actor,
+        ended=len(sessions),
+    )
+    return device, codes, len(sessions)
+
+
+def _other_sessions(user, *, keep: str | None) -> list[Session]:
+    """The account's live sessions other than ``keep`` (the one making the change)."""
+    live = Session.objects.filter(expire_date__gt=timezone.now()).exclude(session_key=keep or "")
+    return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
+
+
+def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+    """E-mail the account about a change to its second factor (no code, no secret). The
+    change is made already: a mail server that refuses is logged, not undone."""
+    if not user.email:
+        logger.warning("second factor changed for %s, who has no e-mail", user.get_username())
+        return
+    body = (
+        f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
+        f"{actor.address or 'an unknown address'}. {ended} other session(s) of your account "
+        "were signed out.\n\nIf this was not you, tell a supervisor at once: they can reset "
+        "your second factor, and your password should be changed.\n"
+    )
+    try:
+        send_mail(subject, body, None, [user.email])
+    except Exception:
+        logger.exception("could not e-mail %s about a second-factor change", user.get_username())
+
+
 def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
     """Enrol at account creation (``add_staff``): a confirmed authenticator whose URI
     the new colleague scans, and recovery codes; returns both."""
@@ -230,31 +324,74 @@ def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
         return _recovery_codes_replace(user)
 
 
-def mfa_reset(target, *, actor: Actor, reason: str) -> str:
+def owner_confirm(user, *, password: str, current_token: str, address: str | None) -> Device:
+    """The step a session alone cannot take (it may be stolen): ``user``'s password and
+    a code from one of their current devices (the app, or a recovery code). Counted by
+    the sign-in lockout first, so it cannot be used to guess the password; a wrong
+    password and a wrong code get one message. Returns the device the code opened."""
+    number = lockout.attempt_take(user.get_username(), address)
+    if number is not None and number > settings.AXES_FAILURE_LIMIT:
+        raise SecondFactorRefused(
+            "Too many failed attempts from this address: wait a while and try again."
+        )
+    if not user.check_password(password or ""):
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    try:
+        proof = device_for_token(user, current_token)
+    except SecondFactorRefused:
+        proof = None  # throttled: the same answer, so the password's rightness stays unsaid
+    if proof is None:
+        raise SecondFactorRefused(REPLACE_REFUSED)
+    lockout.attempts_clear(username=user.get_username(), address=address)
+    return proof
+
+
+def mfa_reset(
+    target, *, actor: Actor, reason: str, confirmer=None, password: str = "", current_token=""
+) -> str:
     """A supervisor resets a colleague's second factor: every device goes, and one
     enrolment code is returned for the supervisor to hand over in person. With it and
     their password the colleague signs in once and must enrol a new authenticator.
 
     The supervisor never sees the new secret, so cannot sign in as the colleague; nobody
-    resets their own (four eyes, as for overrides)."""
+    resets their own (four eyes, as for overrides). From the staff page the supervisor
+    (``confirmer``) confirms with their own password and current code, as for replacing
+    one's own; every session of the colleague ends, and the colleague is e-mailed."""
     if actor.role != Role.SUPERVISOR:
         raise SecondFactorRefused("Only a supervisor may reset a second factor.")
     if target.get_username() == actor.username:
         raise SecondFactorRefused("A different supervisor must reset your second factor.")
+    if confirmer is not None:
+        owner_confirm(
+            confirmer,
+            password=password,
+            current_token=current_token,
+            address=actor.address or None,
+        )
     code = _new_code()
     with transaction.atomic():
+        sessions = _other_sessions(target, keep=None)
         staff_event_append(
             first_store(),
             username=target.get_username(),
             action=AuditAction.MFA_RESET,
             actor=actor,
             reason_text=reason,
-            detail={"devices_removed": _device_count(target)},
+            detail={"devices_removed": _device_count(target), "sessions_ended": len(sessions)},
         )
         TOTPDevice.objects.filter(user=target).delete()
         StaticDevice.objects.filter(user=target).delete()
         device = StaticDevice.objects.create(user=target, name=ENROLMENT, confirmed=True)
         device.token_set.create(token=code)
+        for session in sessions:
+            session.delete()
+    _tell_owner(
+        target,
+        subject="Your second factor was reset",
+        change="The second factor of your account was reset by a supervisor",
+        actor=actor,
+        ended=len(sessions),
+    )
     return format_code(code)
 
 

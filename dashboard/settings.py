@@ -66,13 +66,15 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
+    # First, so its `runserver` wins: refused on anything but demo data (it takes
+    # whitenoise's runserver_nostatic's place; docs/security.md).
+    "dashboard.devserver",
     # /admin/ (dashboard/admin.py, superusers only); no autodiscovery: dashboard.urls.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
@@ -86,6 +88,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer on /api/ says no-store, also those other middleware make.
+    "dashboard.api_headers.ApiNoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
@@ -102,6 +106,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.background.BackgroundUnavailableMiddleware",
+    # DynamoDB unreachable or swamped: a 503 page naming the case store, never a 500.
+    "dashboard.store_unavailable.StoreUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
     "dashboard.mfa.SecondFactorMiddleware",
@@ -209,6 +215,10 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Count-then-check (dashboard/lockout.py): each attempt takes a number from a Redis
+# counter first; only those up to the limit are checked, so concurrent guesses get no more.
+AXES_HANDLER = "dashboard.lockout.AtomicLockoutHandler"
+SIGNIN_LOCKOUT_PREFIX = os.environ.get("SIGNIN_LOCKOUT_PREFIX", "signin-lockout:")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 # The client's address, not the proxy's: behind a proxy every client shares its address.

@@ -236,3 +236,12 @@ def staff_actor(username: str = "ada", role: str = "finance_staff"):
     return Actor(
         username=username, role=Role(role), email=f"{username}@example.org", address="10.0.0.7"
     )
+
+
+@pytest.fixture(autouse=True)
+def signin_lockout_isolated(settings):
+    """Each test counts sign-in attempts under keys of its own (dashboard/lockout.py):
+    Redis outlives the test, and a counter left by another test must not lock anyone."""
+    import uuid
+
+    settings.SIGNIN_LOCKOUT_PREFIX = f"signin-lockout:test:{uuid.uuid4().hex}:"

@@ -126,9 +126,15 @@ def staff_user(
     return user
 
 
-def sign_in(client, role: str | None = "finance_staff", username: str | None = None):
+def sign_in(
+    client,
+    role: str | None = "finance_staff",
+    username: str | None = None,
+    *,
+    password: str | None = None,
+):
     """A user in ``role``'s group (``None``: in no group), signed in on ``client``."""
-    user = staff_user(username or role or "nobody", role)
+    user = staff_user(username or role or "nobody", role, password=password)
     client.force_login(user)
     if role in ("supervisor", "auditor"):
         pass_second_factor(client, user)

@@ -16,7 +16,12 @@ from django_otp import login as otp_login
 
 from dashboard import mfa, timezones
 from dashboard.auth import actor_for, role_required, user_role
-from dashboard.forms import CodeForm, ResetSecondFactorForm, TimeZoneForm
+from dashboard.forms import (
+    CodeForm,
+    ReplaceAuthenticatorForm,
+    ResetSecondFactorForm,
+    TimeZoneForm,
+)
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.services import AuditAppendContended
 
@@ -84,6 +89,9 @@ def _code_step(
 @require_POST
 @role_required()
 def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
+    if mfa.status(request.user).enrolled:
+        return _authenticator_replace(request)
+
     def confirm(token: str) -> list[str]:
         device, codes = mfa.authenticator_confirm(request.user, token, actor=actor_for(request))
         # The session was verified by the device this replaces (or the spent enrolment
@@ -94,6 +102,33 @@ def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
     return _code_step(
         request, form_key="code_form", step=confirm, done="Your authenticator app is set up."
     )
+
+
+def _authenticator_replace(request: HttpRequest) -> HttpResponse:
+    """Replace the enrolled authenticator: password, a current code and the new app's."""
+    form = ReplaceAuthenticatorForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, code_form=form)
+    data = form.cleaned_data
+    try:
+        device, codes, ended = mfa.authenticator_replace(
+            request.user,
+            password=data["password"],
+            current_token=data["current_token"],
+            new_token=data["otp_token"],
+            actor=actor_for(request),
+            keep_session=request.session.session_key,
+        )
+    except mfa.SecondFactorRefused as exc:
+        form.add_error("otp_token", str(exc))
+        return _profile(request, status=400, code_form=form)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    otp_login(request, device)  # this session is verified by the new authenticator now
+    done = "Your new authenticator app is set up; the old one no longer works."
+    if ended:
+        done += f" {ended} other session(s) of your account were signed out."
+    return _profile(request, recovery_codes=codes, done=done)
 
 
 @require_POST
@@ -153,9 +188,17 @@ def second_factor_reset_view(request: HttpRequest, username: str) -> HttpRespons
         return _staff(request, status=400, forms={username: form})
     try:
         code = mfa.mfa_reset(
-            target, actor=actor_for(request), reason=form.cleaned_data["reason_text"]
+            target,
+            actor=actor_for(request),
+            reason=form.cleaned_data["reason_text"],
+            confirmer=request.user,
+            password=form.cleaned_data["password"],
+            current_token=form.cleaned_data["current_token"],
         )
     except mfa.SecondFactorRefused as exc:
+        if str(exc) == mfa.REPLACE_REFUSED or str(exc).startswith("Too many"):
+            form.add_error(None, str(exc))
+            return _staff(request, status=400, forms={username: form})
         return _staff(request, status=409, error=str(exc))
     except AUDIT_UNAVAILABLE:
         return _staff(request, status=503, error=NOT_RECORDED)

@@ -29,7 +29,19 @@ class AuditAction(Code):
     STAFF_PASSWORD_SET = "staff_password_set", "Staff password set"
     MFA_ENROLLED = "mfa_enrolled", "Authenticator enrolled"
     MFA_RESET = "mfa_reset", "Second factor reset"
+    MFA_REPLACED = (
+        "mfa_replaced",
+        "Authenticator replaced",
+        "By its owner, with the password and a code from the device it replaces.",
+    )
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
+    SIGN_IN_SUCCEEDED = "sign_in_succeeded", "Signed in"
+    SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
+    SIGN_IN_LOCKED_OUT = (
+        "sign_in_locked_out",
+        "Sign-in locked",
+        "Too many failed sign-ins from one address: refused there until the cool-off ends.",
+    )
     STAFF_CHANGED = (
         "staff_changed",
         "Staff account changed",

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from reconciliation import clock
-from reconciliation.audit.regions import case_pledge_stream, owned_by
+from reconciliation.audit.regions import case_pledge_stream, owned_by, pledge_item_stream
 from reconciliation.audit.repository import AuditRepository
-from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
+from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS, SUBJECT_DAY_SHARDS
 from reconciliation.stores import Store
 
 
@@ -146,3 +146,54 @@ def audit_range_index(
             index.referenced |= found.referenced
             index.periods |= found.periods
     return index
+
+
+def subjects_written(
+    days: list[date],
+    *,
+    store: Store | None = None,
+    stores: Sequence[Store] | None = None,
+    threads: int = 8,
+) -> set[str]:
+    """The streams of every case opened and every pledge written on one of ``days``,
+    found through the subject tables' own ``by_day`` indexes (keys only), in the region
+    that owns each: a subject whose every event is gone has no entry in the audit index,
+    but its item still stores the head its stream must reach."""
+    sources = _sources(store, stores)
+
+    def one(job: tuple[Store, str, str]) -> set[str]:
+        source, kind, day_shard = job
+        owns = owned_by(source, sources)
+        table = source.tables.cases if kind == "case" else source.tables.pledges
+        found: set[str] = set()
+        pages = source.client.get_paginator("query").paginate(
+            TableName=table,
+            IndexName="by_day",
+            KeyConditionExpression="day_shard = :d",
+            ExpressionAttributeValues={":d": {"S": day_shard}},
+        )
+        for page in pages:
+            for item in page.get("Items", []):
+                if kind == "case":
+                    stream = f"CASE#{item['case_id']['S']}"
+                else:
+                    ledger_key = item.get("ledger_key", {}).get("S", "")
+                    stream = pledge_item_stream(
+                        {"intent_id": item["intent_id"]["S"], "ledger_key": ledger_key}
+                    )
+                if owns(stream):
+                    found.add(stream)
+        return found
+
+    jobs = [
+        (source, kind, f"{d.isoformat()}#{n}")
+        for source in sources
+        for kind in ("case", "pledge")
+        for d in days
+        for n in range(SUBJECT_DAY_SHARDS)
+    ]
+    streams: set[str] = set()
+    with ThreadPoolExecutor(threads) as pool:
+        for found in pool.map(one, jobs):
+            streams |= found
+    return streams

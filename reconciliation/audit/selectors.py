@@ -46,6 +46,7 @@ from reconciliation.audit.periods import (
     audit_day_has_events,
     audit_period_heads,
     audit_range_index,
+    subjects_written,
 )
 from reconciliation.audit.search import (
     SEARCH_PAGE_SIZE,
@@ -88,4 +89,5 @@ __all__ = [
     "subject_chain_status",
     "subject_heads",
     "subject_of",
+    "subjects_written",
 ]

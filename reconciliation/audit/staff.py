@@ -21,7 +21,11 @@ STAFF_ACTIONS = (
     "staff_password_set",
     "mfa_enrolled",
     "mfa_reset",
+    "mfa_replaced",
     "recovery_codes_issued",
+    "sign_in_succeeded",
+    "sign_in_failed",
+    "sign_in_locked_out",
     "staff_changed",
     "staff_deleted",
 )

@@ -45,6 +45,7 @@ from reconciliation.audit.selectors import (
     audit_range_index,
     subject_chain_status,
     subject_heads,
+    subjects_written,
 )
 from reconciliation.audit.signing import heads_sha256, key_id, signature_valid
 from reconciliation.audit.verify_periods import late_checkpoints, missing_checkpoints
@@ -271,6 +272,9 @@ def audit_verify(
         days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
         index = audit_range_index(days, period_s=period_s, stores=regions, threads=threads)
         streams, candidates, event_periods = index.streams, index.referenced, index.periods
+        # Subjects written in the range, from their own tables: a case or pledge whose
+        # whole stream was deleted before any checkpoint listed it is named by its item.
+        candidates = candidates | subjects_written(days, stores=regions, threads=threads)
     by_seq, checkpoints, listed, spans = _signed_checkpoints(system_events, since_start)
     streams.update(listed)
     if system_events:

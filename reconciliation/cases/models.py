@@ -16,6 +16,7 @@ from typing import Any, Protocol, overload
 
 from reconciliation.codes import Code
 from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.dynamo.tables import subject_day_shard
 from reconciliation.stores import tagged_case_id
 
 
@@ -381,6 +382,8 @@ def case_to_item(case: Case) -> dict:
         # (floats, empty sets) and is read back exactly as written.
         if data[name] is not None:
             data[name] = json.dumps(data[name], sort_keys=True, default=str)
+    # The day it was opened, for verification's walk over subjects (``by_day``).
+    data["day_shard"] = subject_day_shard(case.case_id, case.opened_at)
     return to_item(data)
 
 

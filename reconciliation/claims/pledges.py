@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from reconciliation.claims.models import RECORDED, VOIDED, Pledge, pledge_from_item
 from reconciliation.dynamo.items import to_item
+from reconciliation.dynamo.tables import subject_day_shard
 
 if TYPE_CHECKING:
     from reconciliation.stores import Store
@@ -32,6 +33,8 @@ class PledgeRepository:
 
     def put_item(self, pledge: Pledge) -> dict:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}
+        # The day it was written, for verification's walk over subjects (``by_day``).
+        data["day_shard"] = subject_day_shard(pledge.intent_id, pledge.created_at)
         return {
             "Put": {
                 "TableName": self.table,

@@ -218,22 +218,22 @@ def parse_fields(data: dict) -> PledgeRequest:
         except InvalidOperation:
             errors["amount"] = 'must be a decimal number such as "25.00"'
     if amount is not None:
-        # The amount must be exact in the currency's minor units ("1000.5" JPY is not).
-        # Trailing zeros up to two places stay accepted, as before minor units were per
-        # currency: "1000.00" JPY is the whole amount 1000 and is written "1000".
+        # One rule (docs/security.md, "Amounts"): the amount must be exact in the
+        # currency's minor units, so any non-zero digit beyond them is refused ("25.001"
+        # USD, "1000.5" JPY); zeros beyond them change nothing and are dropped ("25.000"
+        # USD is 25.00, "1000.0" JPY is 1000), whatever their number.
         allowed = minor_units(currency)
         significant = decimal_places(amount.normalize()) if amount else 0
-        written = decimal_places(amount)
         if amount <= 0:
             errors["amount"] = "must be greater than 0"
         elif significant > allowed and allowed == 0:
             errors["amount"] = f"{currency} has no minor unit: a whole amount is required"
         elif significant > allowed:
             errors["amount"] = f"{currency} takes at most {allowed} decimal places"
-        elif written > max(allowed, LEGACY_PLACES):
-            errors["amount"] = f"at most {max(allowed, LEGACY_PLACES)} decimal places"
         elif amount > MAX_AMOUNT:
             errors["amount"] = f"at most {MAX_AMOUNT}"
+        elif decimal_places(amount) > allowed:
+            amount = amount.quantize(Decimal(1).scaleb(-allowed))  # only zeros dropped
     if errors:
         raise InvalidRequest(errors)
     assert amount is not None

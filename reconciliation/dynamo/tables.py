@@ -7,6 +7,7 @@ only and ``open_by_queue`` holds unresolved cases only.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -33,6 +34,17 @@ STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
 
 PENDING_SHARDS = 16
 AUDIT_DAY_SHARDS = 8
+# Cases and pledges by the UTC day they were written (``by_day`` on each table), so
+# verification finds a subject whose whole audit stream is gone (docs/audit.md).
+SUBJECT_DAY_SHARDS = 8
+
+
+def subject_day_shard(key: str, at: str) -> str:
+    """``YYYY-MM-DD#n``: the day of ``at`` (ISO, UTC) and one of ``SUBJECT_DAY_SHARDS``
+    shards by ``key``, so one busy day is spread over several partitions."""
+    shard = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % SUBJECT_DAY_SHARDS
+    return f"{at[:10]}#{shard}"
+
 
 # Attributes a queue page shows, projected into the queue index so a page of 50 rows
 # costs one Query and no per-row reads.
@@ -159,7 +171,20 @@ def table_definitions(names: TableNames) -> list[Table]:
             # Not the lease (expires_at): see repositories/claims.py.
             ttl_attribute="purge_at",
         ),
-        Table(name=names.pledges, hash_key=("intent_id", "S")),
+        Table(
+            name=names.pledges,
+            hash_key=("intent_id", "S"),
+            indexes=(
+                # Pledges by the day they were written: verification compares each one's
+                # stored head with its stream, even when the stream is gone entirely.
+                Index(
+                    "by_day",
+                    ("day_shard", "S"),
+                    ("created_at", "S"),
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["ledger_key"]},
+                ),
+            ),
+        ),
         Table(name=names.ledger, hash_key=("fund", "S")),
         Table(
             name=names.cases,
@@ -206,6 +231,13 @@ def table_definitions(names: TableNames) -> list[Table]:
                 Index(
                     "by_donor",
                     ("donor_ref", "S"),
+                    ("opened_at", "S"),
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
+                # Cases by the day they were opened, for verification (as pledges).
+                Index(
+                    "by_day",
+                    ("day_shard", "S"),
                     ("opened_at", "S"),
                     {"ProjectionType": "KEYS_ONLY"},
                 ),

@@ -287,7 +287,8 @@ def test_another_tenants_fund_does_not_count(ddb, api, client):
         ("25", "USD", "25.00", None),
         ("25.5", "EUR", "25.50", None),
         ("25.001", "USD", None, "USD takes at most 2 decimal places"),
-        ("25.000", "USD", None, "at most 2 decimal places"),
+        ("25.000", "USD", "25.00", None),
+        ("1000.0", "JPY", "1000", None),
         ("1000", "JPY", "1000", None),
         ("1000.00", "JPY", "1000", None),
         ("1000.5", "JPY", None, "JPY has no minor unit: a whole amount is required"),
@@ -338,3 +339,48 @@ def test_a_withdrawn_currency_is_refused_for_new_pledges_and_still_read(ddb, api
     assert refused.status_code == 400
     assert "withdrawn from ISO 4217" in refused.json()["fields"]["currency"]
     assert nothing_written(ddb)
+
+
+@pytest.mark.engines("moto")  # parsing and normalising: no engine semantics
+@pytest.mark.parametrize(
+    "key,amount,currency,answered",
+    [
+        ("z-usd-1", "25.000", "USD", "25.00"),
+        ("z-usd-2", "25.1", "USD", "25.10"),
+        ("z-jpy-1", "1000.0", "JPY", "1000"),
+        ("z-bhd-1", "12.50000", "BHD", "12.500"),
+    ],
+)
+def test_zeros_beyond_the_minor_units_are_accepted_and_normalised(
+    ddb, api, key, amount, currency, answered
+):
+    """One rule for trailing zeros (issue 24, defect 6): zeros past the currency's minor
+    units change nothing, so "25.000" USD is recorded as "25.00" like "25.1" as "25.10"."""
+    if currency != "USD":
+        _register("acme", "GENERAL", currency, "5000000")
+    response = api.post(key, pledge_body(amount=amount, currency=currency))
+    assert response.status_code == 201, response.json()
+    assert response.json()["amount"] == answered
+    [pledge] = pledges(ddb)
+    assert pledge["amount"] == Decimal(answered)
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.parametrize(
+    "amount,currency,problem",
+    [
+        ("25.001", "USD", "USD takes at most 2 decimal places"),
+        ("25.0010", "USD", "USD takes at most 2 decimal places"),
+        ("1000.5", "JPY", "JPY has no minor unit: a whole amount is required"),
+        ("1000.50", "JPY", "JPY has no minor unit: a whole amount is required"),
+    ],
+)
+def test_a_nonzero_digit_beyond_the_minor_units_is_refused(ddb, api, amount, currency, problem):
+    """A non-zero digit past the currency's minor units is refused with a 400 naming the
+    rule, and nothing is written."""
+    if currency != "USD":
+        _register("acme", "GENERAL", currency, "5000000")
+    response = api.post("z-refused", pledge_body(amount=amount, currency=currency))
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"amount": problem}
+    assert pledges(ddb) == [] and claims(ddb) == []

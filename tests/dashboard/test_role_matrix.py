@@ -77,18 +77,41 @@ def _world() -> World:
     return World(case.case_id, pending.case_id, result.case.override["request_id"])
 
 
+# Every matrix user has this password: replacing an authenticator and resetting a
+# colleague's ask for it with a current code (docs/security.md).
+MATRIX_PASSWORD = "Role-matrix-pass-42"
+
+
+def _code_now(device) -> str:
+    value = totp(device.bin_key, device.step, device.t0, device.digits, device.drift + 1)
+    return f"{value:06d}"
+
+
 def _app_code(w: World, *, pending: bool) -> dict:
-    """A good code from the signed-in user's app: for the authenticator being enrolled,
+    """A good code from the signed-in user's app: for the authenticator being enrolled
+    (with the password and the current app's code when one is enrolled: a replacement),
     or (one step ahead, unspent) for the enrolled one; nothing for those without."""
     user = User.objects.filter(username=w.username).first()
     if user is None:
         return {}
-    device = mfa.pending_authenticator(user) if pending else mfa.authenticator(user)
+    current = mfa.authenticator(user)
+    device = mfa.pending_authenticator(user) if pending else current
     if device is None:
         return {"recovery-otp_token": "000000"}
-    value = totp(device.bin_key, device.step, device.t0, device.digits, device.drift + 1)
-    token = f"{value:06d}"
-    return {"otp_token": token} if pending else {"recovery-otp_token": token}
+    token = _code_now(device)
+    if not pending:
+        return {"recovery-otp_token": token}
+    if current is None:
+        return {"otp_token": token}
+    return {"otp_token": token, "password": MATRIX_PASSWORD, "current_token": _code_now(current)}
+
+
+def _reset_form(w: World) -> dict:
+    """A reset confirmed with the signed-in supervisor's own password and code."""
+    user = User.objects.filter(username=w.username).first()
+    current = mfa.authenticator(user) if user else None
+    form = {"reason_text": "Role matrix reset reason.", "password": MATRIX_PASSWORD}
+    return {**form, "current_token": _code_now(current)} if current else form
 
 
 @dataclass(frozen=True)
@@ -197,7 +220,7 @@ MATRIX: dict[str, Row] = {
         "POST",
         supervisors(200),
         lambda w: "/accounts/staff/rm-target/reset-second-factor/",
-        lambda w: {"reason_text": "Role matrix reset reason."},
+        _reset_form,
     ),
     "drill/": Row("GET", supervisors(200), lambda w: "/drill/"),
     "drill/run": Row("POST", supervisors(302), lambda w: "/drill/run"),
@@ -218,7 +241,12 @@ def _routes(resolver: URLResolver | None = None, prefix: str = "") -> list[str]:
 
 def _sign_in(client: Client, role: str, world: World | None = None) -> None:
     if role != "anonymous":
-        user = sign_in(client, None if role == "no_group" else role, username=f"user-{role}")
+        user = sign_in(
+            client,
+            None if role == "no_group" else role,
+            username=f"user-{role}",
+            password=MATRIX_PASSWORD,
+        )
         if world is not None:
             world.username = user.username
 

@@ -392,3 +392,40 @@ def test_real_case_and_pledge_events_verify(ddb):
     heads = {h[0] for h in written["detail"]["heads"]}
     assert f"CASE#{case.case_id}" in heads and "PLEDGE#acme#verify-1" in heads
     assert audit_verify(since=clock.now().date(), store=first_store()).ok
+
+
+def _delete_stream(ddb, stream: str) -> None:
+    for event in audit_events(ddb, stream):
+        ddb.client.delete_item(
+            TableName=ddb.tables.audit_events,
+            Key={"stream": {"S": stream}, "seq": {"N": str(event["seq"])}},
+        )
+
+
+def test_a_fresh_cases_only_event_deleted_is_named_by_its_case_item(ddb):
+    """A stuck-claim case just opened (one event, no checkpoint yet): its event deleted,
+    verification still finds the case through the case table and names it, because the
+    case item stores audit_seq 1 (issue 24, defect 5)."""
+    from tests.reconciliation.factories import stuck_case
+
+    case = stuck_case("fresh-1")
+    stream = f"CASE#{case.case_id}"
+    assert [e["seq"] for e in audit_events(ddb, stream)] == [1]
+    _delete_stream(ddb, stream)
+    code, out = run_verify("--since", clock.now().date().isoformat())
+    assert code == 1, out
+    assert f"{stream}: the case item stores audit_seq 1 but the stream has no events" in out
+
+
+def test_a_pledge_stream_deleted_before_its_checkpoint_is_named(ddb):
+    """A pledge recorded and no checkpoint yet lists its stream: its receipt deleted,
+    verification finds the pledge through the pledge table and names it."""
+    from tests.reconciliation.factories import submit
+
+    submit("fresh-2")
+    stream = "PLEDGE#acme#fresh-2"
+    assert [e["seq"] for e in audit_events(ddb, stream)] == [1]
+    _delete_stream(ddb, stream)
+    code, out = run_verify("--since", clock.now().date().isoformat())
+    assert code == 1, out
+    assert f"{stream}: the pledge item stores audit_seq 1 but the stream has no events" in out

@@ -1,0 +1,92 @@
+"""Sign-ins as audit events on the account's ``STAFF#`` stream (docs/security.md): each
+success, each checked failure (wrong password, or right password and a wrong, missing
+or throttled code), and the lockout they lead to. Never the password or a code.
+
+Only accounts with a staff role have a stream, so a name that is no account writes
+nothing (anyone may type any name). Attempts the lockout refused unchecked are not
+events of their own: the lockout event marks where they begin. A sign-in is a POST of
+credentials; ``force_login`` (tests, tooling) is none.
+
+Signing in is not an account change: when the trail cannot be written the sign-in still
+goes ahead, and the server log says what was not recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from dashboard.auth import client_address, user_role
+from dashboard.lockout import REFUSED_UNCHECKED
+from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.services import AuditAppendContended
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import first_store
+
+logger = logging.getLogger(__name__)
+
+
+def _append(request, user, action: str, detail: dict) -> None:
+    role = user_role(user)
+    if role is None:
+        return
+    actor = Actor(
+        username=user.get_username(),
+        email=user.email or "",
+        role=role,
+        address=(client_address(request) if request is not None else None) or "",
+        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
+    )
+    try:
+        staff_event_append(
+            first_store(), username=user.get_username(), action=action, actor=actor, detail=detail
+        )
+    except (BotoCoreError, ClientError, AuditAppendContended) as exc:
+        logger.warning(
+            "sign-in event %s for %s not recorded: %s",
+            action,
+            user.get_username(),
+            exc.__class__.__name__,
+        )
+
+
+def _signed_in(sender, request, user, **kwargs) -> None:
+    if request is None or getattr(request, "method", None) != "POST":
+        return
+    device = getattr(user, "otp_device", None)
+    factor = "none" if device is None else "authenticator"
+    if device is not None and not isinstance(device, TOTPDevice):
+        factor = "single_use_code"  # a recovery or enrolment code
+    _append(request, user, AuditAction.SIGN_IN_SUCCEEDED, {"second_factor": factor})
+
+
+def _sign_in_failed(sender, credentials, request=None, **kwargs) -> None:
+    if request is None or getattr(request, REFUSED_UNCHECKED, False):
+        return
+    username = (credentials or {}).get("username")
+    user = get_user_model().objects.filter(username=username).first() if username else None
+    if user is None:
+        return
+    stage = (credentials or {}).get("stage", "password")
+    _append(request, user, AuditAction.SIGN_IN_FAILED, {"stage": stage})
+    # axes' handler ran first (it was connected first) and counted this failure.
+    if getattr(request, "axes_failures_since_start", None) == settings.AXES_FAILURE_LIMIT:
+        minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+        _append(
+            request,
+            user,
+            AuditAction.SIGN_IN_LOCKED_OUT,
+            {"failures": settings.AXES_FAILURE_LIMIT, "cool_off_minutes": minutes},
+        )
+
+
+def connect() -> None:
+    user_logged_in.connect(_signed_in, dispatch_uid="dashboard.signin_audit.signed_in")
+    user_login_failed.connect(_sign_in_failed, dispatch_uid="dashboard.signin_audit.failed")
