@@ -27,6 +27,7 @@ from reconciliation.audit.export.delivery import export_stream_http, export_to_f
 from reconciliation.audit.export.rows import CSV_COLUMNS
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
+from reconciliation.dynamo.client import dynamodb_client, reset_clients
 from reconciliation.stores import first_store
 from tests.helpers import audit_events, audit_seed, repositories, sign_in, staff_user
 
@@ -87,6 +88,9 @@ def verify_export(file_path: Path, manifest_path: Path) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
+# Generous but bounded: on two loaded cores shared with other work, loading and twice
+# exporting 10 000 events has taken over 300 s.
+@pytest.mark.timeout(900)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.django_db
 def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_path, settings):
@@ -94,12 +98,19 @@ def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_p
     fetched page by page; both parse back to the stored rows, their SHA-256 equals the
     signed manifest's, ``verify_export`` accepts them and each export is an event."""
     settings.AUDIT_EXPORT_DIR = tmp_path / "exports"
+    # The request path's patience (2 s reads, 2 attempts) is made for a quiet engine;
+    # this test is about the export's content, not about a starved JVM answering late.
+    settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS = 30, 5
+    reset_clients()
     events = audit_seed(10_000 - len(FORMULAS), tag="rt") + formula_events()
     stored = sorted(audit_events(ddb), key=lambda e: e["at_id"])
     assert len(stored) == 10_000
     sign_in(client, "auditor", "aud")
     queries: list[int] = []
-    ddb.client.meta.events.register("before-call.dynamodb.Query", lambda **kw: queries.append(1))
+    # Counted on the client the export uses (the patient one built above).
+    dynamodb_client().meta.events.register(
+        "before-call.dynamodb.Query", lambda **kw: queries.append(1)
+    )
 
     for fmt in ("csv", "jsonl"):
         queries.clear()
