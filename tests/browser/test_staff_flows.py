@@ -37,11 +37,12 @@ def shoot(page, folder, name: str) -> None:
     page.set_viewport_size({"width": WIDE, "height": 900})
 
 
-def test_staff_filters_opens_cancelled_case_and_records_retry(
+def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     ddb, open_browser, live_server, screenshots, settings
 ):
-    """Staff filter the cancelled queue by fund, open the case, read the decoded reason
-    and record RETRY_COMMIT; the message and the new state appear without a reload."""
+    """Staff filter the cancelled queue by fund, open the case, read the decoded reason,
+    find retry withheld (the pledge under the key is another request's) and record
+    DUPLICATE_REJECTED_OK; the message and the new state appear without a reload."""
     settings.AUTO_RESOLVE_COMMITTED = False
     wanted = cancelled_case(ddb, "order-1001", "BUILDING")
     cancelled_case(ddb, "order-1002", "GENERAL")
@@ -79,15 +80,18 @@ def test_staff_filters_opens_cancelled_case_and_records_retry(
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
     shoot(page, screenshots, "case-cancelled")
 
-    page.get_by_role("radio", name=re.compile("Retry the commit")).check()
+    # A key-reuse case offers neither confirm nor retry (test_cases_views.py), and shows
+    # them disabled with the reason.
+    assert page.get_by_role("radio", name=re.compile("^Retry the commit")).is_disabled()
+    page.get_by_role("radio", name=re.compile("^Duplicate correctly rejected")).check()
     form = page.locator("form.action-form").first
-    form.get_by_label("Reason code").select_option("TRANSIENT_FAILURE")
-    form.get_by_label("Reason", exact=True).fill("The client confirmed it wants the pledge.")
+    form.get_by_label("Reason code").select_option("DUPLICATE_VERIFIED")
+    form.get_by_label("Reason", exact=True).fill("The client reused the key for a new pledge.")
     form.get_by_role("button", name="Record disposition").click()
-    page.locator("#messages").get_by_text("The commit will be retried").wait_for()
+    page.locator("#messages").get_by_text("the duplicate was correctly rejected").wait_for()
     assert page.locator("#case .badge.big").inner_text() == "Resolved"
-    assert page.locator(".timeline").get_by_text("Commit retry requested").is_visible()
-    shoot(page, screenshots, "case-after-retry")
+    assert page.locator(".timeline").get_by_text("Disposition recorded").is_visible()
+    shoot(page, screenshots, "case-after-disposition")
 
 
 def test_staff_requests_release_and_another_supervisor_approves(
