@@ -27,8 +27,13 @@ manage: $(STAMP)
 	DJANGO_DEBUG="$${DJANGO_DEBUG:-1}" DEMO_MODE="$${DEMO_MODE:-1}" $(BIN)/python manage.py $(ARGS)
 
 ## The whole test suite: starts its own DynamoDB Local, uses Redis at REDIS_URL.
+## TEST_WORKERS pytest-xdist processes (0: none), each with its own DynamoDB Local and
+## Redis database, whole files to a worker (docs/testing.md): make test TEST_WORKERS=1
+## PYTEST_ARGS go to pytest as they are: make test PYTEST_ARGS=--durations=0
+TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not reliability"
+	$(BIN)/python -m pytest -m "not reliability" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## Long load and fault runs.
 test-reliability: $(STAMP)

@@ -1,12 +1,37 @@
 """Settings for the test suite: production settings, reached over plain HTTP.
 
-The test client speaks HTTP, so HTTPS redirects and secure-only cookies are off here;
-everything else is exactly dashboard.settings. The production profile itself is checked
-by ``manage.py check --deploy`` in tests/dashboard/test_security.py.
+The test client speaks HTTP, so HTTPS redirects and secure-only cookies are off here.
+Two more differences, both for speed and neither a behaviour under test: passwords are
+hashed with MD5 (PBKDF2's 10^6 iterations cost ~0.3 s per user created or signed in),
+and under pytest-xdist each worker uses a Redis database of its own. Everything else is
+exactly dashboard.settings. The production profile itself is checked by ``manage.py
+check --deploy`` in tests/dashboard/test_security.py, and processes a test starts (make
+run, Celery workers) run on dashboard.settings.
 """
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("DJANGO_HTTPS", "0")
 
+
+def worker_redis_url(url: str, worker: str) -> str:
+    """``url`` with its database number moved up by the xdist worker's index (``gw1``:
+    +1, modulo Redis's 16 databases), so workers never share queues, results or locks.
+    Set in the environment too, so the processes a test starts use the same database."""
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(db + int(worker.removeprefix('gw'))) % 16}"))
+
+
+if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    # The URL before any worker's shift: a process started by a test that loads these
+    # settings again inherits both variables and lands on the same database.
+    base = os.environ.setdefault(
+        "REDIS_URL_BEFORE_XDIST", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    )
+    os.environ["REDIS_URL"] = worker_redis_url(base, os.environ["PYTEST_XDIST_WORKER"])
+
 from dashboard.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,7 +1,8 @@
 """Engine fixtures: every DynamoDB-backed test runs on each engine that honours what it
 tests (DESIGN.md §10). ``ddb`` is parametrised over moto (in-process ``mock_aws``) and
-DynamoDB Local (AWS's engine, one per test session); tests marked ``token_semantics`` or
-``dynamodb_local_only`` get DynamoDB Local alone.
+DynamoDB Local (AWS's engine, one per test session, so one per xdist worker); tests
+marked ``token_semantics`` or ``dynamodb_local_only`` get DynamoDB Local alone. Tables
+come from a pool per engine and session (tests/table_pool.py): empty, as if new.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import boto3
+import moto  # noqa: F401 (before any boto3 session: its stub is one of botocore's built-in handlers)
 import pytest
 
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from tests.table_pool import TablePool, unique_names
 
 ENGINES = ("moto", "dynamodb_local")
 LOCAL_ONLY_MARKERS = ("token_semantics", "dynamodb_local_only", "celery_worker", "browser")
@@ -71,23 +75,57 @@ def fresh_tables(settings, endpoint_url: str | None, *, tag: str = "t") -> tuple
     return client, names
 
 
+def worker_suffix() -> str:
+    """``-gw0``, ``-gw1``… under pytest-xdist (each worker is a session of its own), else ``""``."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"-{worker}" if worker else ""
+
+
 @pytest.fixture(scope="session")
 def dynamodb_local() -> Iterator[LocalEngine]:
-    """One DynamoDB Local for the session, on a free port. Under CI it must start."""
+    """One DynamoDB Local for the session (per xdist worker), on a free port. Under CI it
+    must start."""
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     try:
-        engine = start_dynamodb_local(log_path=OUTPUT_DIR / "dynamodb-local.log")
+        engine = start_dynamodb_local(log_path=OUTPUT_DIR / f"dynamodb-local{worker_suffix()}.log")
     except LocalEngineError as exc:
         local_engine_unavailable(exc)
     yield engine
     engine.stop()
 
 
+def _pool_client(region: str, endpoint_url: str | None):
+    """The pool's own client: no fault hooks or metrics, whatever a test configured."""
+    return boto3.session.Session().client(
+        "dynamodb",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+@pytest.fixture(scope="session")
+def local_tables(dynamodb_local) -> TablePool:
+    from django.conf import settings
+
+    return TablePool(_pool_client(settings.AWS_REGION, dynamodb_local.endpoint_url))
+
+
+@pytest.fixture(scope="session")
+def moto_tables() -> TablePool:
+    from django.conf import settings
+
+    return TablePool(_pool_client(settings.AWS_REGION, None))
+
+
 @pytest.fixture(scope="session")
 def dynamodb_local_second() -> Iterator[LocalEngine]:
     """A second DynamoDB Local for the session: the second region of ``two_regions``."""
     try:
-        engine = start_dynamodb_local(log_path=OUTPUT_DIR / "dynamodb-local-2.log")
+        engine = start_dynamodb_local(
+            log_path=OUTPUT_DIR / f"dynamodb-local-2{worker_suffix()}.log"
+        )
     except LocalEngineError as exc:
         local_engine_unavailable(exc)
     yield engine
@@ -122,22 +160,53 @@ def two_regions(dynamodb_local, dynamodb_local_second, settings) -> Iterator[Tab
 
 @pytest.fixture
 def ddb(request: pytest.FixtureRequest, settings) -> Iterator[Engine]:
-    """Fresh tables with a unique prefix on the requested engine."""
+    """Empty tables with a prefix of their own on the requested engine: a pooled set
+    (tests/table_pool.py), or with ``@pytest.mark.fresh_tables`` a set made for the test.
+
+    moto keeps its tables between tests (``start(reset=False)``, ``stop(remove_data=
+    False)``) so the pool works there too; the mock itself is on only during the test."""
+    fresh = request.node.get_closest_marker("fresh_tables") is not None
     if request.param == "moto":
         from moto import mock_aws
 
-        with mock_aws():
-            client, names = fresh_tables(settings, None)
-            yield Engine("moto", client, names, None)
-            reset_clients()
+        mock = mock_aws()
+        mock.start(reset=False)
+        try:
+            pool = request.getfixturevalue("moto_tables")
+            yield from _engine_tables("moto", pool, None, settings, fresh=fresh)
+        finally:
+            mock.stop(remove_data=False)
     else:
         local = request.getfixturevalue("dynamodb_local")
-        client, names = fresh_tables(settings, local.endpoint_url)
-        yield Engine("dynamodb_local", client, names, local.endpoint_url)
-        faults.set_plan(None)
-        drop_tables(client, names)
-        reset_clients()
+        pool = request.getfixturevalue("local_tables")
+        yield from _engine_tables("dynamodb_local", pool, local.endpoint_url, settings, fresh=fresh)
     faults.set_plan(None)
+
+
+def _engine_tables(
+    name: str, pool: TablePool, endpoint_url: str | None, settings, *, fresh: bool
+) -> Iterator[Engine]:
+    settings.DDB_REGIONS = ""
+    settings.FAULT_INJECTION = ""
+    settings.DYNAMODB_ENDPOINT_URL = endpoint_url
+    faults.set_plan(None)
+    reset_clients()
+    client = dynamodb_client()
+    if fresh:
+        names = unique_names()
+        ensure_tables(client, names)
+    else:
+        names = pool.acquire(client)
+    settings.DDB_TABLE_PREFIX = names.idempotency_keys.removesuffix("idempotency_keys")
+    try:
+        yield Engine(name, client, names, endpoint_url)
+    finally:
+        faults.set_plan(None)
+        if fresh:
+            drop_tables(pool.client, names)
+        else:
+            pool.release(names)
+        reset_clients()
 
 
 class ApiCaller:

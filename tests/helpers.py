@@ -1,9 +1,12 @@
-"""Test-side readers of whole tables. Tests may Scan; no request path does."""
+"""Helpers shared by the tests: readers of whole tables (tests may Scan; no request path
+does), staff users and their sign-in, and the audit trail's seeding and verification."""
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -18,6 +21,7 @@ from reconciliation.stores import Store, first_store, home_store
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django.test import Client
 
 
 class Repos(Store):
@@ -193,3 +197,58 @@ def race(*calls: Callable[[], Any]) -> list[Any]:
     for thread in threads:
         thread.join()
     return outcomes
+
+
+def sign_in_form(
+    client: Client,
+    username: str,
+    password: str,
+    *,
+    otp_token: str | None = None,
+    address: str = "10.1.1.1",
+    forwarded: str | None = None,
+):
+    """Post the sign-in form as a browser would, from ``address`` (through a proxy that
+    says ``forwarded`` when given), with an authenticator code when ``otp_token`` is given."""
+    form = {"username": username, "password": password}
+    if otp_token is not None:
+        form["otp_token"] = otp_token
+    extra = {"REMOTE_ADDR": address}
+    if forwarded is not None:
+        extra["HTTP_X_FORWARDED_FOR"] = forwarded
+    return client.post("/accounts/login/", form, **extra)
+
+
+def audit_seed(
+    total: int, *, days: int = 2, start: datetime | None = None, tag: str = ""
+) -> list[dict]:
+    """``total`` chained synthetic events spread over ``days`` days from ``start``
+    (default: midnight ``days`` days ago), bulk-loaded into the audit table."""
+    from bench.audit_synthetic import synthetic_events
+    from reconciliation import clock
+
+    if start is None:
+        start = datetime.combine(clock.now().date() - timedelta(days=days), time.min, tzinfo=UTC)
+    events = list(synthetic_events(total, start=start, days=days, tag=tag))
+    repositories().audit.batch_put(events)
+    return events
+
+
+def run_verify(*args: str) -> tuple[int, list[str]]:
+    """``manage.py verify_audit`` with ``args``: its exit code and the lines it printed."""
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    try:
+        call_command("verify_audit", *args, stdout=out, stderr=io.StringIO())
+    except SystemExit as exc:
+        return (exc.code if isinstance(exc.code, int) else 1), out.getvalue().splitlines()
+    return 0, out.getvalue().splitlines()
+
+
+def delete_event(ddb, stream: str, seq: int) -> None:
+    """Delete one stored audit event (a truncated or gapped chain)."""
+    ddb.client.delete_item(
+        TableName=ddb.tables.audit_events,
+        Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
+    )

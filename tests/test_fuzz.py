@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import string
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,11 +13,54 @@ from hypothesis import strategies as st
 
 from tests.helpers import audit_events, claims, pledges, sign_in
 
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+# Examples per fuzz test in ``make test``, and in its full-depth twin that ``make
+# test-reliability`` runs (the count every run used before issue 23). The strategies
+# draw from small finite sets on every dimension the views branch on (4-7 queues, 4
+# export targets, 6 actions, 6-8 field names), so 50 examples reach each value with
+# near certainty (a given one of 4 targets is missed with probability (3/4)^50 < 1e-6);
+# the twins keep exploring the long tail of odd values at 150. docs/testing.md.
+FUZZ_EXAMPLES = 50
+FUZZ_EXAMPLES_FULL = 150
+
+
+def _depth(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+def fuzz(**strategies):
+    """``@given(**strategies)`` at ``FUZZ_EXAMPLES``; ``full_depth_twins`` below adds the
+    same test at ``FUZZ_EXAMPLES_FULL``, marked ``reliability``."""
+
+    def decorate(body):
+        test = _depth(FUZZ_EXAMPLES)(given(**strategies)(body))
+        test.fuzz_twin_of = (body, strategies)
+        return test
+
+    return decorate
+
+
+def full_depth_twins(namespace: dict) -> None:
+    """For each ``@fuzz`` test in ``namespace``, ``<name>_full_depth``: the same body and
+    strategies at ``FUZZ_EXAMPLES_FULL`` examples, with the test's marks and ``reliability``."""
+    for name, test in list(namespace.items()):
+        if not hasattr(test, "fuzz_twin_of"):
+            continue
+        body, strategies = test.fuzz_twin_of
+        twin_name = f"{name}_full_depth"
+        twin_body = types.FunctionType(
+            body.__code__, body.__globals__, twin_name, body.__defaults__, body.__closure__
+        )
+        twin_body.__doc__ = body.__doc__
+        twin_body.__qualname__ = twin_name
+        twin = _depth(FUZZ_EXAMPLES_FULL)(given(**strategies)(twin_body))
+        twin.pytestmark = [*getattr(test, "pytestmark", []), pytest.mark.reliability.mark]
+        namespace[twin_name] = twin
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda children: (
@@ -42,8 +86,7 @@ keys = st.one_of(st.none(), st.text(max_size=300), st.sampled_from(["k", " k", "
 
 @pytest.mark.engines("moto")
 @pytest.mark.django_db
-@FUZZ
-@given(body=bodies, key=keys, auth=st.sampled_from(["good", "none", "garbage"]))
+@fuzz(body=bodies, key=keys, auth=st.sampled_from(["good", "none", "garbage"]))
 def test_intake_never_500_and_rejected_requests_write_nothing(ddb, api, body, key, auth):
     """Any body, key and auth header: a 2xx/4xx answer (never 500); on 4xx nothing new is
     written to any table."""
@@ -65,8 +108,7 @@ def test_intake_never_500_and_rejected_requests_write_nothing(ddb, api, body, ke
 
 @pytest.mark.engines("moto")
 @pytest.mark.django_db
-@FUZZ
-@given(path=st.text(min_size=1, max_size=300))
+@fuzz(path=st.text(min_size=1, max_size=300))
 def test_get_by_any_key_never_500(ddb, api, path):
     """GET /api/v1/pledges/<anything>: 200, 400 or 404, never 500."""
     from urllib.parse import quote
@@ -107,8 +149,7 @@ def supervisor_client(db, client):
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(
+@fuzz(
     queue=st.sampled_from(
         ["stuck", "ambiguous", "cancelled", "mismatch", "escalated", "approval", "nope"]
     ),
@@ -134,8 +175,7 @@ def test_queue_filters_and_cursor_never_500(ddb, supervisor_client, queue, param
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(
+@fuzz(
     params=st.dictionaries(
         st.sampled_from(["since", "until", "actor", "action", "case_id", "intent_id", "cursor"]),
         query_text,
@@ -191,8 +231,7 @@ def strip_nul(values: dict) -> dict:
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(
+@fuzz(
     queue=st.sampled_from(["stuck", "ambiguous", "escalated", "approval"]),
     params=st.dictionaries(
         st.sampled_from(["fund", "min_amount", "min_age_h", "q", "mine", "cursor"]),
@@ -216,8 +255,7 @@ audit_params = st.dictionaries(
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(params=audit_params, where=st.sampled_from(["search", "csv", "jsonl", "background"]))
+@fuzz(params=audit_params, where=st.sampled_from(["search", "csv", "jsonl", "background"]))
 def test_audit_search_and_every_export_never_500(ddb, supervisor_client, params, where):
     """Audit search, both streamed exports and a background export, with any parameters:
     never a 500; a refused export starts nothing (no export event is written)."""
@@ -266,8 +304,7 @@ case_fields = st.dictionaries(
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(
+@fuzz(
     action=st.sampled_from(["dispose", "override", "assign", "approve", "reject", "evidence"]),
     fields=case_fields,
     real=st.booleans(),
@@ -292,8 +329,7 @@ def test_case_action_forms_never_500(
 
 
 @pytest.mark.engines("moto")
-@FUZZ
-@given(
+@fuzz(
     fields=case_fields,
     step=st.sampled_from(["preview", "apply", "", "nope"]),
     queue=edge_text,
@@ -308,3 +344,6 @@ def test_bulk_form_never_500(
     data = {**fields, "step": step, "queue": queue}
     data["case_ids"] = [*([one_case.case_id] if include_real else []), *ids]
     answered(supervisor_client.post("/cases/bulk/", strip_nul(data), HTTP_HX_REQUEST="true"))
+
+
+full_depth_twins(globals())

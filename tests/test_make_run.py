@@ -4,6 +4,7 @@ SIGTERM leaves no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -11,13 +12,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from reconciliation.dynamo.local import free_port
+from tests.processes import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,9 @@ def _concurrent_clients(port: int, clients: int, rounds: int) -> tuple[list, lis
 
 def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
     """bin/run.py as `make run` starts it, on its own ports and folder, with no demo data
-    and none of this process's DynamoDB endpoint or regions: it starts its own engines."""
+    and none of this process's DynamoDB endpoint or regions: it starts its own engines.
+    Its output goes to ``run.log`` in ``tmp_path`` (``_output``): a pipe nobody reads
+    while the test waits would fill and stop every process that writes to it."""
     env = dict(
         os.environ,
         WEB_PORT=str(web_port),
@@ -95,15 +98,38 @@ def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
     )
     for name in ("DYNAMODB_ENDPOINT_URL", "DDB_REGIONS", "DDB_PRIMARY_REGION", "AWS_REGION"):
         env.pop(name, None)
-    return subprocess.Popen(
-        [sys.executable, "bin/run.py"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    with open(tmp_path / "run.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "bin/run.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _output(tmp_path) -> str:
+    return (tmp_path / "run.log").read_text(errors="replace")
+
+
+def _healthz(base: str) -> tuple[int, dict] | None:
+    """/healthz's status and body, or ``None`` while nothing answers yet."""
+    try:
+        status, body = _get(base + "/healthz")
+        return status, json.loads(body)
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_while_running(proc: subprocess.Popen, tmp_path, predicate, *, timeout: float, what: str):
+    """Wait for ``predicate``, failing at once (with its output) if bin/run.py exits."""
+
+    def ready():
+        assert proc.poll() is None, _output(tmp_path)
+        return predicate()
+
+    return wait_for(ready, timeout=timeout, interval=0.5, what=what)
 
 
 def _stop(proc: subprocess.Popen, how: str) -> None:
@@ -113,6 +139,9 @@ def _stop(proc: subprocess.Popen, how: str) -> None:
         os.kill(proc.pid, signal.SIGTERM)  # a service manager stops bin/run.py alone
 
 
+# Generous but bounded: on two loaded cores the process set takes a minute or more to
+# come up (collectstatic, DynamoDB Local, gunicorn, worker and beat all start at once).
+@pytest.mark.timeout(600)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, how):
@@ -122,18 +151,13 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
     proc = _start_run(tmp_path, web_port, DDB_LOCAL_PORT=str(ddb_port))
     base = f"http://127.0.0.1:{web_port}"
     try:
-        deadline = time.monotonic() + 120
-        health = None
-        while time.monotonic() < deadline:
-            try:
-                status, body = _get(base + "/healthz")
-                health = (status, json.loads(body))
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.5)
+        health = _wait_while_running(
+            proc,
+            tmp_path,
+            lambda: (answer := _healthz(base)) and answer[0] == 200 and answer,
+            timeout=300,
+            what="/healthz to answer 200",
+        )
         assert health == (200, {"dynamodb": "ok", "redis": "ok", "config": "ok"})
         status, body = _get(base + "/accounts/login/")
         assert status == 200 and b"Sign in" in body
@@ -157,13 +181,15 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
             assert resp.headers["Content-Encoding"] == "gzip"
     finally:
         _stop(proc, how)
-        output, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+    output = _output(tmp_path)
     assert "demo users (passwords are shown this once" in output
     assert _session_processes(proc.pid) == []
     with pytest.raises(OSError):
         _get(f"http://127.0.0.1:{ddb_port}/")
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.dynamodb_local_only
 def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_local):
     """``RUN_REGIONS=2``: a second DynamoDB Local as eu-west-1, both regions' tables
@@ -180,19 +206,18 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
     )
     base = f"http://127.0.0.1:{web_port}"
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            stand_in = _descendants_running(proc.pid, "replicate_regions")
-            try:
-                if stand_in and _get(base + "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.5)
+        stand_in: list[str] = []
+
+        def up() -> bool:
+            stand_in[:] = _descendants_running(proc.pid, "replicate_regions")
+            return bool(stand_in) and (_healthz(base) or (0,))[0] == 200
+
+        with contextlib.suppress(AssertionError):  # reported below, with the output
+            _wait_while_running(proc, tmp_path, up, timeout=360, what="the stand-in")
         if not stand_in:
             _stop(proc, "sigterm")
-            raise AssertionError(f"the stand-in is not running:\n{proc.communicate(timeout=60)[0]}")
+            proc.wait(timeout=60)
+            raise AssertionError(f"the stand-in is not running:\n{_output(tmp_path)}")
         for port in (ddb_port, ddb_port2):
             client = boto3.client(
                 "dynamodb",
@@ -205,6 +230,7 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
             assert table["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     finally:
         _stop(proc, "sigterm")
-        output, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+    output = _output(tmp_path)
     assert "two regions: us-east-1=" in output and "replicate_regions: 10 streams" in output
     assert _session_processes(proc.pid) == []

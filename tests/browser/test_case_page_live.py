@@ -72,6 +72,7 @@ def test_accepted_retry_runs_in_the_background_and_the_page_updates_itself(
     suggestion.get_by_role("link", name="Accept suggestion").click()
     page.locator("#act .prefilled").wait_for()
     form = page.locator("form.action-form").first
+    # Anchored: a withheld disposition's reason may mention retrying the commit too.
     assert form.get_by_role("radio", name=re.compile("^Retry the commit")).is_checked()
     reason = form.get_by_label("Reason", exact=True)
     assert "finds no pledge for acme#live-4001" in reason.input_value()

@@ -37,12 +37,12 @@ def shoot(page, folder, name: str) -> None:
     page.set_viewport_size({"width": WIDE, "height": 900})
 
 
-def test_staff_filters_opens_cancelled_case_and_records_the_rejected_duplicate(
+def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     ddb, open_browser, live_server, screenshots, settings
 ):
-    """Staff filter the cancelled queue by fund, open the case, read the decoded reason
-    and record that the duplicate was correctly rejected (retrying is not offered: the key
-    holds another request's pledge); the message and the new state appear without a reload."""
+    """Staff filter the cancelled queue by fund, open the case, read the decoded reason,
+    find retry withheld (the pledge under the key is another request's) and record
+    DUPLICATE_REJECTED_OK; the message and the new state appear without a reload."""
     settings.AUTO_RESOLVE_COMMITTED = False
     wanted = cancelled_case(ddb, "order-1001", "BUILDING")
     cancelled_case(ddb, "order-1002", "GENERAL")
@@ -80,18 +80,17 @@ def test_staff_filters_opens_cancelled_case_and_records_the_rejected_duplicate(
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
     shoot(page, screenshots, "case-cancelled")
 
-    # The pledge under the key is another request's (a different amount): retrying this
-    # commit is not offered, and says why; the duplicate was correctly rejected.
-    retry = page.get_by_role("radio", name=re.compile("^Retry the commit"))
-    assert retry.is_disabled()
+    # A key-reuse case offers neither confirm nor retry (test_cases_views.py), and shows
+    # them disabled with the reason.
+    assert page.get_by_role("radio", name=re.compile("^Retry the commit")).is_disabled()
     page.get_by_role("radio", name=re.compile("^Duplicate correctly rejected")).check()
     form = page.locator("form.action-form").first
     form.get_by_label("Reason code").select_option("DUPLICATE_VERIFIED")
-    form.get_by_label("Reason", exact=True).fill("The donor's second request reused the key.")
+    form.get_by_label("Reason", exact=True).fill("The client reused the key for a new pledge.")
     form.get_by_role("button", name="Record disposition").click()
     page.locator("#messages").get_by_text("the duplicate was correctly rejected").wait_for()
     assert page.locator("#case .badge.big").inner_text() == "Resolved"
-    assert page.locator(".timeline").get_by_text("Disposition recorded").first.is_visible()
+    assert page.locator(".timeline").get_by_text("Disposition recorded").is_visible()
     shoot(page, screenshots, "case-after-disposition")
 
 

@@ -10,25 +10,22 @@ import io
 import json
 import os
 import re
-import time
 import uuid
-from datetime import UTC, datetime, timedelta
-from datetime import time as day_time
+from datetime import timedelta
 from html import unescape
 
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 
-from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.background import export_request
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.tasks import audit_export_task
 from reconciliation.stores import first_store
-from tests.helpers import audit_events, pass_second_factor, repositories, staff_user
-from tests.processes import celery_worker
+from tests.helpers import audit_events, audit_seed, pass_second_factor, staff_user
+from tests.processes import celery_worker, wait_for
 
 # Views only: search, paging and export over both engines are tested in tests/reconciliation;
 # the real-worker test below needs DynamoDB Local's endpoint and says so itself.
@@ -51,10 +48,7 @@ def as_user(client, username: str | None, role: str | None = None):
 
 
 def seed(total: int = 60) -> list[dict]:
-    start = datetime.combine(clock.now().date() - timedelta(days=2), day_time.min, tzinfo=UTC)
-    events = list(synthetic_events(total, start=start, days=2))
-    repositories().audit.batch_put(events)
-    return events
+    return audit_seed(total, days=2)
 
 
 def rng() -> dict:
@@ -291,14 +285,17 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
         )
         audit_export_task.apply_async(args=[export_id], task_id=export_id, queue=queue)
         states: list[str] = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+
+        def finished() -> bool:
             html = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
             if b"Download csv" in html:
-                break
+                return True
             states.append("progress" if b"events so far" in html else "queued")
-            time.sleep(0.2)
-        else:
+            return False
+
+        try:
+            wait_for(finished, timeout=120, interval=0.2, what="the export to finish")
+        except AssertionError:
             pytest.fail(f"export did not finish; saw {states}")
         assert "progress" in states
         body = b"".join(owner.get(f"/audit/exports/{export_id}/download").streaming_content)

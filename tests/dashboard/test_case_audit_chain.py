@@ -9,7 +9,7 @@ from reconciliation.cases.policy import ESCALATE
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import delete_event, sign_in
 from tests.reconciliation.factories import stuck_case
 
 # Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
@@ -17,13 +17,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
 STAFF = staff_actor("ada")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
-
-
-def delete_event(ddb, stream: str, seq: int) -> None:
-    ddb.client.delete_item(
-        TableName=ddb.tables.audit_events,
-        Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
-    )
 
 
 def test_truncated_timeline_is_not_reported_intact(ddb, client):

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, RequestFactory
 
-from tests.helpers import staff_user
+from tests.helpers import sign_in_form, staff_user
 
 PASSWORD = "correct-Horse-battery-9"
 PROXY = "10.9.9.9"  # every request reaches Django from the proxy
@@ -20,10 +20,8 @@ def _user(name: str = "ada") -> User:
 
 
 def _sign_in(password: str, forwarded: str | None, remote: str = PROXY):
-    extra = {"REMOTE_ADDR": remote}
-    if forwarded is not None:
-        extra["HTTP_X_FORWARDED_FOR"] = forwarded
-    return Client().post("/accounts/login/", {"username": "ada", "password": password}, **extra)
+    """ada signs in on a new client, through the proxy."""
+    return sign_in_form(Client(), "ada", password, address=remote, forwarded=forwarded)
 
 
 @pytest.mark.django_db

@@ -36,7 +36,7 @@ from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
-from tests.helpers import pass_second_factor, spend_token, staff_user
+from tests.helpers import sign_in, spend_token
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("dynamodb_local")]
@@ -211,10 +211,7 @@ def pages(case_ids: list[str]) -> list[str]:
 
 def signed_in(role: str) -> Client:
     client = Client()
-    user = staff_user(f"lb-{role.split('_')[0]}", role)
-    client.force_login(user)
-    if role in ("supervisor", "auditor"):
-        pass_second_factor(client, user)
+    sign_in(client, role, username=f"lb-{role.split('_')[0]}")
     return client
 
 

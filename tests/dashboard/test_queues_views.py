@@ -202,7 +202,7 @@ def test_bulk_preview_then_apply(ddb, client):
     body = applied.content.decode()
     assert applied.status_code == 200 and applied["HX-Trigger"] == "queue-changed"
     assert "Result per case" in body and body.count(">done</span>") == 2
-    assert "Escalate: 2 of 2 cases done" in body
+    assert "Escalate: 2 of 2 cases done" in body  # the disposition's label, not its code
     for case in (one, two):
         assert repositories().cases.get(case.case_id).state == "ESCALATED"
         assert [e["action"] for e in audit_events(ddb, f"CASE#{case.case_id}")] == [

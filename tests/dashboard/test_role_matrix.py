@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -62,6 +63,7 @@ class World:
 
 
 def _world() -> World:
+    """Build the world through the services (intake, sweep, an override request)."""
     case = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
     pending = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
     result = override_request(
@@ -251,6 +253,40 @@ def _sign_in(client: Client, role: str, world: World | None = None) -> None:
             world.username = user.username
 
 
+# The world as first built on each engine, with every item it wrote, table by table:
+# building it runs the intake, the sweep and an override request (0.3-1.3 s on two
+# loaded cores); each later test gets a copy of its items in its own empty tables (one
+# batch write) and of its Django user, so every test still starts from the same state.
+_BUILT: dict[str, tuple[World, list[list[dict]]]] = {}
+
+
+def _raw_items(ddb, table: str) -> list[dict]:
+    items: list[dict] = []
+    kwargs: dict = {"TableName": table, "ConsistentRead": True}
+    while True:
+        page = ddb.client.scan(**kwargs)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _world_on(ddb) -> World:
+    built = _BUILT.get(ddb.name)
+    if built is None:
+        world = _world()
+        _BUILT[ddb.name] = (world, [_raw_items(ddb, t) for t in ddb.tables.all()])
+        return replace(world)
+    world, tables = built
+    for table, items in zip(ddb.tables.all(), tables, strict=True):
+        for start in range(0, len(items), 25):
+            writes: Any = {table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
+            while writes:
+                writes = ddb.client.batch_write_item(RequestItems=writes).get("UnprocessedItems")
+    staff_user("rm-target", "finance_staff", email="t@example.org")
+    return replace(world)
+
+
 @pytest.fixture
 def world(ddb, settings, tmp_path, monkeypatch) -> World:
     settings.AUDIT_EXPORT_DIR = tmp_path
@@ -261,7 +297,7 @@ def world(ddb, settings, tmp_path, monkeypatch) -> World:
         id = "drill-task-id"
 
     monkeypatch.setattr(drill.drill_task, "delay", lambda *a, **k: _Started())
-    return _world()
+    return _world_on(ddb)
 
 
 def test_every_url_has_a_row():

@@ -18,7 +18,7 @@ from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard import mfa
-from tests.helpers import audit_events, pass_second_factor, staff_user
+from tests.helpers import audit_events, pass_second_factor, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
@@ -48,8 +48,8 @@ def code(device: TOTPDevice, *, ahead: int = 0) -> str:
 
 
 def sign_in(client: Client, name: str, token: str = "", password: str = PASSWORD):
-    form = {"username": name, "password": password, "otp_token": token}
-    return client.post("/accounts/login/", form, REMOTE_ADDR="10.2.2.2")
+    """The sign-in form with a code field, empty unless ``token`` is given."""
+    return sign_in_form(client, name, password, otp_token=token, address="10.2.2.2")
 
 
 def signed_in(client: Client) -> bool:

@@ -21,7 +21,7 @@ from dashboard.auth import SESSION_SEEN, SESSION_STARTED
 from dashboard.models import ApiToken, hash_token
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.tables import drop_tables
-from tests.helpers import staff_user
+from tests.helpers import sign_in_form, staff_user
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct-Horse-battery-9"
@@ -29,12 +29,6 @@ PASSWORD = "correct-Horse-battery-9"
 
 def _user(name: str = "ada", role: str = "finance_staff") -> User:
     return staff_user(name, role, password=PASSWORD)
-
-
-def _sign_in(client: Client, name: str, password: str, address: str = "10.1.1.1"):
-    return client.post(
-        "/accounts/login/", {"username": name, "password": password}, REMOTE_ADDR=address
-    )
 
 
 def test_production_settings_pass_check_deploy_at_warning_level(tmp_path, dynamodb_local):
@@ -110,14 +104,14 @@ def test_lockout_is_keyed_on_username_and_address_together(settings):
     _user("ada")
     _user("bob")
     for _ in range(settings.AXES_FAILURE_LIMIT):
-        _sign_in(Client(), "ada", "wrong-password", "10.0.0.9")
-    locked = _sign_in(Client(), "ada", PASSWORD, "10.0.0.9")
+        sign_in_form(Client(), "ada", "wrong-password", address="10.0.0.9")
+    locked = sign_in_form(Client(), "ada", PASSWORD, address="10.0.0.9")
     assert locked.status_code == 429
     assert b"Too many failed sign-ins" in locked.content
-    assert _sign_in(Client(), "ada", PASSWORD, "10.0.0.10").status_code == 302
-    assert _sign_in(Client(), "bob", PASSWORD, "10.0.0.9").status_code == 302
+    assert sign_in_form(Client(), "ada", PASSWORD, address="10.0.0.10").status_code == 302
+    assert sign_in_form(Client(), "bob", PASSWORD, address="10.0.0.9").status_code == 302
     call_command("axes_reset_username", "ada", verbosity=0)
-    assert _sign_in(Client(), "ada", PASSWORD, "10.0.0.9").status_code == 302
+    assert sign_in_form(Client(), "ada", PASSWORD, address="10.0.0.9").status_code == 302
 
 
 @pytest.mark.django_db
@@ -129,7 +123,7 @@ def test_session_key_and_csrf_token_rotate_at_sign_in():
     client.session.save()
     before_session = client.cookies["sessionid"].value if "sessionid" in client.cookies else ""
     before_csrf = client.cookies["csrftoken"].value
-    assert _sign_in(client, "ada", PASSWORD).status_code == 302
+    assert sign_in_form(client, "ada", PASSWORD).status_code == 302
     assert client.cookies["sessionid"].value != before_session
     assert client.cookies["csrftoken"].value != before_csrf
 
@@ -144,7 +138,7 @@ def test_idle_and_absolute_session_timeouts(settings):
         (SESSION_STARTED, settings.SESSION_COOKIE_AGE + 5),
     ):
         client = Client()
-        _sign_in(client, "ada", PASSWORD)
+        sign_in_form(client, "ada", PASSWORD)
         assert client.get("/drill/").status_code == 403  # signed in, not a supervisor
         session = client.session
         session[key] = int(time.time()) - age
@@ -161,7 +155,7 @@ def test_password_change_signs_out_other_sessions():
     """After a password change, sessions opened with the old password are signed out."""
     user = _user("ada")
     other = Client()
-    _sign_in(other, "ada", PASSWORD)
+    sign_in_form(other, "ada", PASSWORD)
     assert other.get("/drill/").status_code == 403  # signed in (not a supervisor)
     user.set_password("a-New-password-42")
     user.save()

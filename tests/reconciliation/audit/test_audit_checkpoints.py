@@ -25,7 +25,7 @@ from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events
+from tests.helpers import audit_events, delete_event
 from tests.reconciliation.factories import stuck_case, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -55,13 +55,6 @@ def at(moment: datetime):
 
 def label(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%MZ")
-
-
-def delete_event(ddb, stream: str, seq: int) -> None:
-    ddb.client.delete_item(
-        TableName=ddb.tables.audit_events,
-        Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
-    )
 
 
 def escalated_case(key: str):

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.background import (
@@ -28,8 +27,9 @@ from reconciliation.audit.export.delivery import export_stream_http, export_to_f
 from reconciliation.audit.export.rows import CSV_COLUMNS
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
+from reconciliation.dynamo.client import dynamodb_client, reset_clients
 from reconciliation.stores import first_store
-from tests.helpers import audit_events, repositories, sign_in, staff_user
+from tests.helpers import audit_events, audit_seed, repositories, sign_in, staff_user
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
 OTHER_AUDITOR = Actor("aud2", Role.AUDITOR, "aud2@example.org", "10.0.0.31")
@@ -40,12 +40,6 @@ pytestmark = pytest.mark.usefixtures("midday")
 
 def day_start(days_ago: int) -> datetime:
     return datetime.combine(clock.now().date() - timedelta(days=days_ago), time.min, tzinfo=UTC)
-
-
-def seed(total: int, *, days: int = 2, tag: str = "") -> list[dict]:
-    events = list(synthetic_events(total, start=day_start(days), days=days, tag=tag))
-    repositories().audit.batch_put(events)
-    return events
 
 
 def formula_events() -> list[dict]:
@@ -94,6 +88,9 @@ def verify_export(file_path: Path, manifest_path: Path) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
+# Generous but bounded: on two loaded cores shared with other work, loading and twice
+# exporting 10 000 events has taken over 300 s.
+@pytest.mark.timeout(900)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.django_db
 def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_path, settings):
@@ -101,12 +98,19 @@ def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_p
     fetched page by page; both parse back to the stored rows, their SHA-256 equals the
     signed manifest's, ``verify_export`` accepts them and each export is an event."""
     settings.AUDIT_EXPORT_DIR = tmp_path / "exports"
-    events = seed(10_000 - len(FORMULAS), tag="rt") + formula_events()
+    # The request path's patience (2 s reads, 2 attempts) is made for a quiet engine;
+    # this test is about the export's content, not about a starved JVM answering late.
+    settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS = 30, 5
+    reset_clients()
+    events = audit_seed(10_000 - len(FORMULAS), tag="rt") + formula_events()
     stored = sorted(audit_events(ddb), key=lambda e: e["at_id"])
     assert len(stored) == 10_000
     sign_in(client, "auditor", "aud")
     queries: list[int] = []
-    ddb.client.meta.events.register("before-call.dynamodb.Query", lambda **kw: queries.append(1))
+    # Counted on the client the export uses (the patient one built above).
+    dynamodb_client().meta.events.register(
+        "before-call.dynamodb.Query", lambda **kw: queries.append(1)
+    )
 
     for fmt in ("csv", "jsonl"):
         queries.clear()
@@ -203,7 +207,7 @@ def test_formula_cells_are_neutralised_in_csv_only(ddb, tmp_path):
 def test_export_audit_command_writes_file_manifest_and_event(ddb, tmp_path):
     """``export_audit`` writes the file, ``FILE.manifest.json`` beside it and an
     ``EXPORT#`` event; ``verify_export`` accepts the pair."""
-    events = seed(150)
+    events = audit_seed(150)
     out = tmp_path / "trail.jsonl"
     stdout = io.StringIO()
     call_command(
@@ -232,7 +236,7 @@ def test_export_audit_command_writes_file_manifest_and_event(ddb, tmp_path):
 @pytest.mark.django_db
 def test_export_audit_as_finance_staff_exports_only_own_events(ddb, tmp_path):
     """``--user`` applies that user's role: finance staff get their own events only."""
-    events = seed(200)
+    events = audit_seed(200)
     staff_user("ada", "finance_staff", password="pw-ada-123456")
     out = tmp_path / "ada.csv"
     call_command(
@@ -257,7 +261,7 @@ def test_export_audit_as_finance_staff_exports_only_own_events(ddb, tmp_path):
 def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monkeypatch):
     """Without DynamoDB, ``verify_export`` accepts the untouched pair and names a changed
     byte, a dropped row, an edited manifest and a different key, exiting non-zero."""
-    seed(60)
+    audit_seed(60)
     out = tmp_path / "t.csv"
     export_to_file(
         filters=AuditFilters.build(**whole_range()),
@@ -306,7 +310,7 @@ def test_client_disconnect_records_an_abandoned_export(ddb, settings, tmp_path):
     """Closing a streamed export part-way records ``export_abandoned`` with what was
     sent; no manifest claims a complete file."""
     settings.AUDIT_EXPORT_DIR = tmp_path
-    seed(500)  # a few 64 KB chunks
+    audit_seed(500)  # a few 64 KB chunks
     run, body = export_stream_http(
         filters=AuditFilters.build(**whole_range()), fmt="jsonl", actor=AUDITOR, store=first_store()
     )
@@ -323,7 +327,7 @@ def test_background_export_runs_once_and_only_its_owner_downloads(ddb, settings,
     """A requested export runs into AUDIT_EXPORT_DIR once (a redelivery is a no-op);
     its owner's download is recorded, anyone else is refused."""
     settings.AUDIT_EXPORT_DIR = tmp_path
-    events = seed(120)
+    events = audit_seed(120)
     filters = AuditFilters.build(**whole_range())
     export_id = export_request(filters=filters, fmt="csv", actor=AUDITOR, store=first_store())
     assert export_status(export_id, store=first_store()).state == "requested"

@@ -6,12 +6,10 @@ doubles an event."""
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
@@ -37,6 +35,7 @@ from reconciliation.dynamo.client import home_region
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.ops.invariants import Snapshot, audit_problems, ledger_problems
 from reconciliation.stores import Store, every_store, first_store, home_store, stream_tag
+from tests.helpers import run_verify
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = [
@@ -118,15 +117,6 @@ def export_rows(tmp_path, name: str) -> tuple[list[dict], dict]:
     assert export_verify_offline(out, manifest_path_for(out)) == []
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     return rows, core
-
-
-def run_verify(*args: str) -> tuple[int, list[str]]:
-    out = io.StringIO()
-    try:
-        call_command("verify_audit", *args, stdout=out, stderr=io.StringIO())
-    except SystemExit as exc:
-        return (exc.code if isinstance(exc.code, int) else 1), out.getvalue().splitlines()
-    return 0, out.getvalue().splitlines()
 
 
 def test_search_lists_both_regions_events_once_newest_first(trail):

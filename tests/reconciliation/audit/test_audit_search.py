@@ -3,27 +3,22 @@ neither skips nor repeats, filters, and cursors that cannot be forged."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
-
 import pytest
 
-from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.audit.day_index import CursorError, DayIndexReader, decode_event
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.search import audit_search
 from reconciliation.dynamo.items import from_item
 from reconciliation.stores import first_store
-from tests.helpers import repositories
+from tests.helpers import audit_seed, repositories
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 
 def seed(total: int, *, days: int = 3, tag: str = "") -> list[dict]:
-    start = datetime.combine(clock.now().date() - timedelta(days=days), time.min, tzinfo=UTC)
-    events = list(synthetic_events(total, start=start, days=days, tag=tag))
-    repositories().audit.batch_put(events)
-    return events
+    """Three days of events unless told otherwise."""
+    return audit_seed(total, days=days, tag=tag)
 
 
 def first_day(events: list[dict]) -> str:

@@ -3,10 +3,7 @@ item stores its stream's head, and verification compares them (DESIGN.md §7).""
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.services import audit_verify
@@ -19,7 +16,7 @@ from reconciliation.casework.dispositions import (
 )
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, repositories
+from tests.helpers import audit_events, delete_event, repositories, run_verify
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -27,22 +24,6 @@ pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midd
 STAFF = staff_actor("ada")
 SUPER = staff_actor("sue", "supervisor")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
-
-
-def run_verify(*args: str) -> tuple[int, list[str]]:
-    out = io.StringIO()
-    try:
-        call_command("verify_audit", *args, stdout=out, stderr=io.StringIO())
-    except SystemExit as exc:
-        return int(exc.code), out.getvalue().splitlines()
-    return 0, out.getvalue().splitlines()
-
-
-def delete_event(ddb, stream: str, seq: int) -> None:
-    ddb.client.delete_item(
-        TableName=ddb.tables.audit_events,
-        Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
-    )
 
 
 def case_with_three_events(key: str):

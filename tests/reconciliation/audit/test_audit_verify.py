@@ -4,11 +4,9 @@ digests written before checkpoints still verify."""
 
 from __future__ import annotations
 
-import io
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
-from django.core.management import call_command
 
 from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
@@ -33,7 +31,7 @@ from reconciliation.audit.services import (
 from reconciliation.audit.tasks import audit_checkpoint as checkpoint_task
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
-from tests.helpers import audit_events, race, repositories
+from tests.helpers import audit_events, audit_seed, race, repositories, run_verify
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
@@ -62,12 +60,8 @@ def seed(total: int = 80, *, day=None, tag: str = "") -> list[dict]:
     """``total`` chained events dated ``day`` (default yesterday) and their subjects'
     items, bulk-loaded."""
     day = day or yesterday()
-    events = list(
-        synthetic_events(total, start=datetime.combine(day, time.min, tzinfo=UTC), tag=tag)
-    )
-    repos = repositories()
-    repos.audit.batch_put(events)
-    put_subjects(repos, events)
+    events = audit_seed(total, days=1, start=datetime.combine(day, time.min, tzinfo=UTC), tag=tag)
+    put_subjects(repositories(), events)
     return events
 
 
@@ -87,13 +81,9 @@ def longest_stream(events: list[dict]) -> tuple[str, list[dict]]:
     return name, streams[name]
 
 
-def run_verify(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        call_command("verify_audit", *args, stdout=out, stderr=io.StringIO())
-    except SystemExit as exc:
-        return int(exc.code), out.getvalue()
-    return 0, out.getvalue()
+def run_verify_text(*args: str) -> tuple[int, str]:
+    code, lines = run_verify(*args)
+    return code, "\n".join(lines)
 
 
 def no_scans(ddb) -> list[str]:
@@ -128,7 +118,7 @@ def test_intact_trail_verifies_with_queries_only(ddb):
     written = audit_checkpoint(store=first_store())
     assert len(written) >= 24 and written[0] == f"{yesterday().isoformat()}T00:00Z"
     scans = no_scans(ddb)
-    code, out = run_verify()
+    code, out = run_verify_text()
     streams = {e["stream"] for e in events}
     assert code == 0, out
     assert out.startswith("OK since ")
@@ -152,7 +142,7 @@ def test_changed_field_names_the_stream_and_seq(ddb):
         ExpressionAttributeValues={":t": {"S": "nothing to see here"}},
     )
     expected = event_hash({**victim, "reason_text": "nothing to see here"})
-    code, out = run_verify()
+    code, out = run_verify_text()
     assert code == 1
     assert out.splitlines() == [
         f"{name} seq 2: hash mismatch: expected {expected} stored {victim['hash']}"
@@ -167,7 +157,7 @@ def test_deleted_event_is_reported_as_a_gap(ddb):
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": name}, "seq": {"N": "2"}},
     )
-    code, out = run_verify("--stream", name)
+    code, out = run_verify_text("--stream", name)
     assert code == 1
     assert out.splitlines() == [f"{name} seq 2: gap: seq 2 missing (next stored seq 3)"]
 
@@ -372,9 +362,9 @@ def test_default_start_walks_back_across_quiet_days(ddb):
         UpdateExpression="SET client_address = :a",
         ExpressionAttributeValues={":a": {"S": "203.0.113.9"}},
     )
-    code, out = run_verify()
+    code, out = run_verify_text()
     assert code == 1 and out.startswith(f"{name} seq 1: hash mismatch")
-    code, out = run_verify("--since", (clock.now().date() - timedelta(days=5)).isoformat())
+    code, out = run_verify_text("--since", (clock.now().date() - timedelta(days=5)).isoformat())
     assert code == 0, out
 
 

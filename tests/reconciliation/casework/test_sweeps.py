@@ -3,6 +3,7 @@ themselves; the beat-scheduled task does it in a real Celery worker."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import time
@@ -15,7 +16,7 @@ from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import every_store, first_store, home_store
 from tests.helpers import audit_events, cases, claims, pledges, repositories
-from tests.processes import celery_beat, celery_worker
+from tests.processes import celery_beat, celery_worker, wait_for
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -209,11 +210,9 @@ def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
     worker = celery_worker(env, tmp_path).start()
     beat = celery_beat(env, tmp_path).start()
     try:
-        deadline = time.monotonic() + 60
-        found = []
-        while time.monotonic() < deadline and not found:
-            found = cases(ddb)
-            time.sleep(0.5)
+        found: list[dict] = []
+        with contextlib.suppress(AssertionError):  # the assertion below quotes the logs
+            found = wait_for(lambda: cases(ddb), timeout=60, what="beat's sweep to open a case")
     finally:
         for proc in (beat, worker):
             proc.stop()

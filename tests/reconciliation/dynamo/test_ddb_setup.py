@@ -12,7 +12,8 @@ from django.core.management import CommandError, call_command
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
 
-pytestmark = pytest.mark.django_db(databases=[])
+# Each test derives new table names from its prefix, so the prefix must be its own.
+pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.fresh_tables]
 
 
 def _run() -> str:

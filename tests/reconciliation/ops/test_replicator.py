@@ -26,6 +26,7 @@ from reconciliation.ops.replicator import (
 )
 from reconciliation.ops.replicator_lww import Change, Lag, Resolver, digest
 from reconciliation.ops.replicator_streams import StreamTail
+from tests.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -230,12 +231,14 @@ def test_a_put_update_and_delete_reach_the_other_region_after_the_lag(two_region
     with running(two_regions, "300") as replicator:
         written = time.monotonic()
         east.put_item(TableName=two_regions.pledges, Item=_item("p1", status="RECORDED"))
-        time.sleep(0.15)
         assert _get(west, two_regions, "p1") is None  # not before the lag
-        while _get(west, two_regions, "p1") is None:
-            assert time.monotonic() - written < 10, "the put never reached eu-west-1"
-            time.sleep(0.02)
-        assert time.monotonic() - written >= 0.3
+        wait_for(
+            lambda: _get(west, two_regions, "p1"),
+            timeout=10,
+            interval=0.02,
+            what="the put to reach eu-west-1",
+        )
+        assert time.monotonic() - written >= 0.3  # not before the lag either
         assert _get(west, two_regions, "p1") == _item("p1", status="RECORDED")
 
         west.update_item(
@@ -269,10 +272,13 @@ def test_concurrent_writes_to_one_item_converge_to_the_later_writer_and_nothing_
     with running(two_regions, "2000") as replicator:
         east.put_item(TableName=two_regions.pledges, Item=_item("k", v="east"))
         east.put_item(TableName=two_regions.ledger, Item={"fund": {"S": "GENERAL#USD"}})
-        deadline = time.monotonic() + 10
-        while replicator.records_read < 2:  # east's writes are read: west writes later
-            assert time.monotonic() < deadline, "the replicator never read east's writes"
-            time.sleep(0.01)
+        # East's writes are read: west writes later.
+        wait_for(
+            lambda: replicator.records_read >= 2,
+            timeout=10,
+            interval=0.01,
+            what="the replicator to read east's writes",
+        )
         # West writes the same item before east's version reaches it (lag 2 s).
         assert _get(west, two_regions, "k") is None
         west.put_item(TableName=two_regions.pledges, Item=_item("k", v="west"))
@@ -280,9 +286,16 @@ def test_concurrent_writes_to_one_item_converge_to_the_later_writer_and_nothing_
         replicator.wait_idle(10)
         assert _get(east, two_regions, "k") == _item("k", v="west")
         assert _get(west, two_regions, "k") == _item("k", v="west")
-        # A quiet period after convergence: no write, no record read, still identical.
-        writes, read = replicator.writes, replicator.records_read
-        time.sleep(1.5)
+        # A quiet period after convergence, counted in the replicator's own rounds (each
+        # reads every stream once) rather than in seconds, so a loaded machine cannot
+        # shorten it: no write, no record read, still identical.
+        writes, read, rounds = replicator.writes, replicator.records_read, replicator.rounds
+        wait_for(
+            lambda: replicator.rounds >= rounds + 50,
+            timeout=60,
+            interval=0.05,
+            what="50 more replication rounds",
+        )
         assert (replicator.writes, replicator.records_read) == (writes, read)
         assert replicator.idle()
         assert replicator.resolver.echoes_dropped >= 2
