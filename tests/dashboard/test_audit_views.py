@@ -294,7 +294,7 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
             return False
 
         try:
-            wait_for(finished, timeout=120, interval=0.2, what="the export to finish")
+            wait_for(finished, timeout=120, interval=0.02, what="the export to finish")
         except AssertionError:
             pytest.fail(f"export did not finish; saw {states}")
         assert "progress" in states

@@ -404,7 +404,8 @@ def test_a_fresh_cases_only_event_deleted_is_named_by_its_case_item(ddb):
     _delete_stream(ddb, stream)
     code, out = run_verify("--since", clock.now().date().isoformat())
     assert code == 1, out
-    assert f"{stream}: the case item stores audit_seq 1 but the stream has no events" in out
+    named = f"{stream}: the case item stores audit_seq 1 but the stream has no events"
+    assert any(line.startswith(named) for line in out), out
 
 
 def test_a_pledge_stream_deleted_before_its_checkpoint_is_named(ddb):
@@ -418,4 +419,5 @@ def test_a_pledge_stream_deleted_before_its_checkpoint_is_named(ddb):
     _delete_stream(ddb, stream)
     code, out = run_verify("--since", clock.now().date().isoformat())
     assert code == 1, out
-    assert f"{stream}: the pledge item stores audit_seq 1 but the stream has no events" in out
+    named = f"{stream}: the pledge item stores audit_seq 1 but the stream has no events"
+    assert any(line.startswith(named) for line in out), out

@@ -174,5 +174,6 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
     with capacity.instrumented(), capacity.measuring() as spent, lost:
         assert submit("fcw-3").kind == service.OUTCOME_UNKNOWN
 
-    # claim 2, the applied commit 12, then the AMBIGUOUS_TIMEOUT case's transactions
-    assert spent.write == 2 + 12 + 24
+    # claim 2, the applied commit 14 (12, and 2 for the pledge's by_day index entry), then
+    # the AMBIGUOUS_TIMEOUT case's transactions 26 (24, and 2 for the case's by_day entry)
+    assert spent.write == 2 + 14 + 26
