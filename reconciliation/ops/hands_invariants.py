@@ -64,6 +64,21 @@ def _is_reopen(event: Mapping) -> bool:
     )
 
 
+def _state(side: object) -> str | None:
+    return side.get("state") if isinstance(side, Mapping) else None
+
+
+def _leaves_resolved(event: Mapping) -> bool:
+    """A resolved case moved on by anything but a request to reopen it (which a supervisor
+    then approves, rejects or lets expire back to RESOLVED)."""
+    if _state(event.get("before")) != RESOLVED or _state(event.get("after")) == RESOLVED:
+        return False
+    return not (
+        event.get("action") == AuditAction.OVERRIDE_REQUESTED
+        and event.get("disposition") == REOPEN
+    )
+
+
 def _resolution(side: object) -> dict | None:
     if not isinstance(side, Mapping):
         return None
@@ -83,6 +98,14 @@ def resolution_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
             if _is_reopen(event):
                 opening += 1
                 continue
+            if _leaves_resolved(event):
+                problems.append(
+                    Problem(
+                        RESOLVED_ONCE,
+                        f"{stream} seq {event['seq']} ({event.get('action')}): the case left "
+                        f"RESOLVED for {_state(event.get('after'))} without an audited reopen",
+                    )
+                )
             before, after = _resolution(event.get("before")), _resolution(event.get("after"))
             if after is None or after == before:
                 continue
@@ -115,9 +138,12 @@ def decision_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
             request = (event.get("detail") or {}).get("request") or {}
             decided.setdefault(str(request.get("request_id")), []).append(str(event["action"]))
         problems.extend(
-            Problem(DECISION_STANDS, f"{stream}: request {rid} decided {n} times: {', '.join(n)}")
-            for rid, n in decided.items()
-            if len(n) > 1
+            Problem(
+                DECISION_STANDS,
+                f"{stream}: request {rid} decided {len(how)} times: {', '.join(how)}",
+            )
+            for rid, how in decided.items()
+            if len(how) > 1
         )
     return problems
 

@@ -393,7 +393,8 @@ def catalogue() -> list[ActorSpec]:
     staff = allowed_actions(STUCK_PENDING, "OPEN", Role.FINANCE_STAFF)
     return [
         ActorSpec("original", _worker, within_lease=True),
-        ActorSpec("late", _worker, frozenset({EXPIRED})),
+        # The worker stalled past its lease comes back after the sweep opened its case.
+        ActorSpec("late", _worker, frozenset({CASE})),
         ActorSpec("client", _client),
         ActorSpec("sweep", _sweep, frozenset({EXPIRED})),
         ActorSpec("recheck", _recheck, frozenset({CASE})),
@@ -790,6 +791,7 @@ class HandsConfig:
     pairs: tuple[str, ...] = ()  # "a×b" or "a,b" names; empty: every pair
     sample: int = 0  # pairs drawn by ``seed`` (0: all)
     faults: bool = True  # depth-1 faults at every write of the serial schedules
+    first_violation: bool = False  # end each pair at its first violation (mutation tests)
     seed: int = 0
     endpoint_url: str | None = None
 
@@ -848,7 +850,9 @@ def explore_pair(
     frontier.push(0, (pair[1].name,))
     serial: list[ScheduleResult] = []
     seen: set[tuple[str, ...]] = set()
-    while frontier and (not budget or len(results) < budget):
+    # Under a cap, half of it is the faults' (at least two interleavings each way).
+    interleavings = max(2, budget - budget // 2) if budget and config.faults else budget
+    while frontier and (not interleavings or len(results) < interleavings):
         _cost, prefix = frontier.pop()
         result = session.run(pair, prefix)
         chosen = tuple(d.chosen for d in result.decisions)
@@ -856,6 +860,8 @@ def explore_pair(
             continue
         seen.add(chosen)
         results.append(result)
+        if config.first_violation and result.problems:
+            return results
         if result.preemptions == 0:
             serial.append(result)
         for cost, child in children(result.decisions, len(prefix), config.bound):
