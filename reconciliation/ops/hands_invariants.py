@@ -74,8 +74,7 @@ def _leaves_resolved(event: Mapping) -> bool:
     if _state(event.get("before")) != RESOLVED or _state(event.get("after")) == RESOLVED:
         return False
     return not (
-        event.get("action") == AuditAction.OVERRIDE_REQUESTED
-        and event.get("disposition") == REOPEN
+        event.get("action") == AuditAction.OVERRIDE_REQUESTED and event.get("disposition") == REOPEN
     )
 
 

@@ -102,7 +102,6 @@ from reconciliation.ops.hands_invariants import (
 )
 from reconciliation.ops.invariants import (
     ESCAPED,
-    LOST,
     Problem,
     Snapshot,
     audit_problems,
@@ -150,8 +149,9 @@ class HandsWire:
     scheduler before it, applies the schedule's one fault, and sends the rest."""
 
     def __init__(self, names: TableNames, turns: Turns):
-        from botocore.httpsession import URLLib3Session
         import socket
+
+        from botocore.httpsession import URLLib3Session
 
         self.roles = table_roles(names)
         self.turns = turns
@@ -289,8 +289,8 @@ def _retry(world: World, name: str):
 def _page_offers(world: World, action: str) -> tuple[object, bool]:
     """The case page as a person loads it: the case and the evidence it shows (consistent
     reads), and whether ``action`` is offered on it."""
-    from reconciliation.casework.evidence import evidence_facts
     from reconciliation.cases.repository import CaseRepository
+    from reconciliation.casework.evidence import evidence_facts
     from reconciliation.claims.pledges import PledgeRepository
     from reconciliation.claims.repository import ClaimRepository
 
@@ -325,8 +325,8 @@ def _staff(action: str) -> Callable[[World, str], str]:
         )
         try:
             if action in OVERRIDES:
-                return override_request(override=action, **common).message  # type: ignore[arg-type]
-            return case_dispose(disposition=action, **common).message  # type: ignore[arg-type]
+                return override_request(override=action, **common).message
+            return case_dispose(disposition=action, **common).message
         except CaseError as exc:
             return f"refused: {exc}"  # the 409 page; nothing to do again
 
@@ -577,9 +577,7 @@ class HandsSession:
                 self._forget(world)
                 return result
             self.wire.start(fault)
-            hands = [
-                Hand(self.turns, spec.name, _bind(spec, world)) for spec in pair
-            ]
+            hands = [Hand(self.turns, spec.name, _bind(spec, world)) for spec in pair]
             try:
                 result.decisions, _followed = run_schedule(self.turns, hands, prefix)
             except ScheduleStuck as exc:
@@ -590,7 +588,9 @@ class HandsSession:
                 result.outcomes[hand.name] = _outcome(hand)
                 if hand.error is not None and not _tolerated(hand.error):
                     result.problems.append(
-                        Problem(ESCAPED, f"{hand.name}: {type(hand.error).__name__}: {hand.error}"[:300])
+                        Problem(
+                            ESCAPED, f"{hand.name}: {type(hand.error).__name__}: {hand.error}"[:300]
+                        )
                     )
             self._mark_commits(world, result.calls)
             result.problems += self._at_rest(world, result.calls)
@@ -735,7 +735,9 @@ class HandsSession:
         queue walk meets them; its pledge and receipt stay for the ledger check."""
         snapshot = self._items(world, self.wire.calls)
         removals = {
-            self.names.idempotency_keys: [{"pk": i["pk"]} for i in snapshot.raw["idempotency_keys"]],
+            self.names.idempotency_keys: [
+                {"pk": i["pk"]} for i in snapshot.raw["idempotency_keys"]
+            ],
             self.names.cases: [{"case_id": i["case_id"]} for i in snapshot.raw["cases"]],
             self.names.audit_events: [
                 {"stream": i["stream"], "seq": i["seq"]}
@@ -904,9 +906,9 @@ def explore_hands(config: HandsConfig, progress=None) -> HandsExploration:
                 left = config.max_schedules - len(results) if config.max_schedules else 0
                 if config.max_schedules and left <= 0:
                     break
-                budget = min(b for b in (config.per_pair, left) if b) if (
-                    config.per_pair or left
-                ) else 0
+                budget = (
+                    min(b for b in (config.per_pair, left) if b) if (config.per_pair or left) else 0
+                )
                 found = explore_pair(session, pair, config, budget)
                 results += found
                 if progress is not None:

@@ -136,9 +136,7 @@ def test_a_resolution_after_an_audited_reopen_is_allowed_and_leaving_resolved_is
     escaped = {
         "CASE#C-1": [
             _event(1, "x", {"state": "OPEN"}, {"state": "RESOLVED", "resolution": CONFIRMED}),
-            _event(
-                2, AuditAction.CASE_ESCALATED, {"state": "RESOLVED"}, {"state": "ESCALATED"}
-            ),
+            _event(2, AuditAction.CASE_ESCALATED, {"state": "RESOLVED"}, {"state": "ESCALATED"}),
         ]
     }
     assert any("left RESOLVED" in p.detail for p in resolution_problems(escaped))
@@ -301,21 +299,23 @@ def test_an_override_decision_written_without_its_version_condition_is_caught(
     from reconciliation.casework import overrides
 
     _unconditional(overrides, monkeypatch)
-    exploration = _explore(dynamodb_local.endpoint_url, ("approve,expire",), per_pair=30, first_violation=True)
+    exploration = _explore(
+        dynamodb_local.endpoint_url, ("approve,expire",), per_pair=30, first_violation=True
+    )
     assert exploration.violations, "\n".join(exploration.lines())
 
 
 @pytest.mark.dynamodb_local_only
 @pytest.mark.timeout(300)
-def test_a_disposition_written_without_its_version_condition_is_caught(
-    dynamodb_local, monkeypatch
-):
+def test_a_disposition_written_without_its_version_condition_is_caught(dynamodb_local, monkeypatch):
     """A person's disposition made unconditional: staff escalating a case that the retry
     resolved meanwhile moves it out of RESOLVED without a reopen."""
     from reconciliation.casework import dispositions
 
     _unconditional(dispositions, monkeypatch)
-    exploration = _explore(dynamodb_local.endpoint_url, ("retry,staff:ESCALATE",), per_pair=30, first_violation=True)
+    exploration = _explore(
+        dynamodb_local.endpoint_url, ("retry,staff:ESCALATE",), per_pair=30, first_violation=True
+    )
     assert exploration.violations, "\n".join(exploration.lines())
 
 
