@@ -28,6 +28,7 @@ import itertools
 import json
 import random
 import time
+from collections import Counter
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,14 +66,18 @@ from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
 from reconciliation.ops.explorer.schedule import (
     BOUND,
+    Child,
     Decision,
     Frontier,
     Hand,
     ScheduleStuck,
     Turns,
     children,
+    level_quotas,
+    marked_children,
     preemptions,
     run_schedule,
+    sample_level,
 )
 from reconciliation.ops.explorer.session import _quiet_logs, _simulated_waits
 from reconciliation.ops.explorer.vocabulary import (
@@ -124,6 +129,7 @@ REASON = "Explorer: two hands act on this case at once."
 
 # Prelude stages, in the order they are set up.
 EXPIRED, CASE, RETRY, OVERRIDE = "expired", "case", "retry", "override"
+ENDED = "ended"  # a retry asked, run and ended (its commit throttled), before the request
 
 
 # --- the wire ------------------------------------------------------------------------------
@@ -179,7 +185,7 @@ class HandsWire:
         if hand is not None and shape.label != "pending query other":
             # The other fifteen pending shards never hold a schedule's claim (OWN_SHARD):
             # no other hand's write can change what they answer.
-            self.turns.yield_point(point)
+            self.turns.yield_point(point, write=shape.write)
         call = HandCall(len(self.calls), name, point, shape.label, shape.write, shape.case_open)
         call.unfenced = unfenced_writes(operation, body, self.roles)
         self.calls.append(call)
@@ -333,6 +339,40 @@ def _staff(action: str) -> Callable[[World, str], str]:
     return act
 
 
+def _asked_retry(world: World, name: str) -> str:
+    """Defect 3's other hand: while the supervisor decides the pending RELEASE_CLAIM,
+    staff post RETRY_COMMIT from a page loaded before the request was asked (no page
+    filter, no seen version: the post decides on the case as read now), and the queue
+    delivers the earlier retry's message again (its request ran and ended; prelude
+    ``ENDED``), then the retry the post asked for, if it was accepted."""
+    from reconciliation.casework.dispositions import case_dispose
+
+    try:
+        result = case_dispose(
+            case_id=world.case_id,
+            disposition=RETRY_COMMIT,
+            actor=STAFF,
+            seen_version=None,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text=REASON,
+            action_id=f"hands-{name}-{world.key}",
+            store=world.store,
+        )
+        asked = (result.case.retry or {}).get("request_id")
+    except CaseError:
+        asked = None
+    outcomes = [_retry_run(world, world.retry_request).kind]
+    if asked is not None:
+        outcomes.append(_retry_run(world, asked).kind)
+    return f"{'asked' if asked else 'refused'}; retry {', '.join(outcomes)}"
+
+
+def _retry_run(world: World, request_id: str | None):
+    from reconciliation.casework.retries import retry_commit_run
+
+    return retry_commit_run(world.case_id, store=case_store(world.case_id), request_id=request_id)
+
+
 def _pending_request(world: World) -> str | None:
     """The request a supervisor decides: the prelude's, or (when the pair also holds a
     queued retry, which no override may be asked beside) one asked for now."""
@@ -401,6 +441,8 @@ def catalogue() -> list[ActorSpec]:
         ActorSpec("retry", _retry, frozenset({RETRY})),
         ActorSpec("retry2", _retry, frozenset({RETRY})),
         *(ActorSpec(f"staff:{a}", _staff(a), frozenset({CASE})) for a in staff),
+        # A RETRY_COMMIT asked for, and run, while a RELEASE_CLAIM awaits a supervisor.
+        ActorSpec("asked-retry", _asked_retry, frozenset({ENDED, OVERRIDE})),
         ActorSpec("approve", _decide(True), frozenset({OVERRIDE})),
         ActorSpec("reject", _decide(False), frozenset({OVERRIDE})),
         ActorSpec("expire", _expire, frozenset({OVERRIDE})),
@@ -438,7 +480,7 @@ def _request_release(world: World) -> None:
     world.override_request = (result.case.override or {}).get("request_id")
 
 
-def prelude(world: World, needs: frozenset[str]) -> None:
+def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
     from reconciliation.casework.dispositions import case_dispose
     from reconciliation.casework.sweeps import sweep_claim
@@ -456,12 +498,12 @@ def prelude(world: World, needs: frozenset[str]) -> None:
         client_address="",
     )
     world.claim = repo.create(attempt)
-    if needs & {EXPIRED, CASE, RETRY, OVERRIDE}:
+    if needs & {EXPIRED, CASE, RETRY, ENDED, OVERRIDE}:
         world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
-    if needs & {CASE, RETRY, OVERRIDE}:
+    if needs & {CASE, RETRY, ENDED, OVERRIDE}:
         case = sweep_claim(world.pk, grace_s=0, store=world.store)
         world.case_id = case.case_id
-    if RETRY in needs:
+    if RETRY in needs or ENDED in needs:
         result = case_dispose(
             case_id=world.case_id,
             disposition=RETRY_COMMIT,
@@ -473,7 +515,15 @@ def prelude(world: World, needs: frozenset[str]) -> None:
             store=world.store,
         )
         world.retry_request = (result.case.retry or {}).get("request_id")
-    elif OVERRIDE in needs:
+    if ENDED in needs and RETRY not in needs:
+        # The retry runs once and ends: its commit throttled past the budget (the wire's
+        # fault), so the case stays open with a finished retry, and a release may be asked.
+        wire.start(("rest commit#1", "throttle_exhausted"))
+        try:
+            _retry_run(world, world.retry_request)
+        finally:
+            wire.start(None)
+    if OVERRIDE in needs and RETRY not in needs:
         _request_release(world)
 
 
@@ -530,6 +580,8 @@ class HandsSession:
                 DDB_REGIONS="",
                 FAULT_INJECTION="",
                 DDB_APP_RETRY_BASE_S=0,
+                # The re-check at rest must resolve what the evidence answers (invariant c).
+                AUTO_RESOLVE_COMMITTED=True,
             )
         )
         stack.callback(reset_clients)
@@ -571,7 +623,7 @@ class HandsSession:
             world = World(key, home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)), moved)
             self.wire.start(None)
             try:
-                prelude(world, pair[0].needs | pair[1].needs)
+                prelude(world, pair[0].needs | pair[1].needs, self.wire)
             except (Exception, faults.SimulatedCrash) as exc:
                 result.problems.append(Problem("explorer", f"prelude failed: {exc!r}"[:300]))
                 self._forget(world)
@@ -629,9 +681,17 @@ class HandsSession:
                 for case in before.cases()
             )
         ]
+        # Invariant c is judged after this re-check, in every schedule: one that fails or
+        # leaves an error is reported, never taken as a re-check that ran.
         self.wire.start(None)
-        with contextlib.suppress(BotoCoreError, ClientError, CaseError):
-            recheck_open_cases(world.store)
+        rechecked: list[Problem] = []
+        try:
+            report = recheck_open_cases(world.store)
+            rechecked += [
+                Problem("explorer", f"re-check at rest: {e}"[:300]) for e in report.errors
+            ]
+        except (BotoCoreError, ClientError, CaseError) as exc:
+            rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
         snapshot = self._items(world, calls)
         from reconciliation.cases.models import decoded_row
 
@@ -651,6 +711,7 @@ class HandsSession:
             and not (any(a.kind for a in world.answers) and p.detail.startswith("not recorded"))
         ]
         return [
+            *rechecked,
             *resolution_problems(streams),
             *decision_problems(streams),
             *late_case_problems(late),
@@ -810,6 +871,16 @@ class HandsExploration:
     def violations(self) -> list[ScheduleResult]:
         return [r for r in self.results if r.problems]
 
+    def by_preemptions(self) -> dict[int, int]:
+        """Interleavings (faulted schedules apart) per pre-emption count, 0 to the bound."""
+        counts = Counter(r.preemptions for r in self.results if not r.fault)
+        return {k: counts.get(k, 0) for k in range(max([self.config.bound, *counts]) + 1)}
+
+    def distribution(self) -> str:
+        faulted = sum(1 for r in self.results if r.fault)
+        levels = ", ".join(f"{k}: {n}" for k, n in self.by_preemptions().items())
+        return f"{levels}; with a fault (serial): {faulted}"
+
     def summary(self) -> str:
         count = len(self.violations) + bool(self.extra)
         return f"explore_faults: {len(self.results)} schedules, {count} violations"
@@ -822,6 +893,7 @@ class HandsExploration:
         out.extend(f"✗ at the end: {p}" for p in self.extra)
         deepest = max((r.preemptions for r in self.results), default=0)
         faulted = sum(1 for r in self.results if r.fault)
+        out.append(f"by pre-emptions: {self.distribution()}")
         out.append(
             f"actors 2: {self.pairs} pairs, bound {self.config.bound} pre-emptions "
             f"(deepest run {deepest}), {faulted} with a fault, {self.seconds:.0f} s"
@@ -843,8 +915,11 @@ def _chosen_pairs(config: HandsConfig) -> list[tuple[ActorSpec, ActorSpec]]:
 def explore_pair(
     session: HandsSession, pair: tuple[ActorSpec, ActorSpec], config: HandsConfig, budget: int
 ) -> list[ScheduleResult]:
-    """Every schedule of ``pair`` within the bound, fewest pre-emptions first, up to
-    ``budget`` (0: all); then one fault at each write of its serial schedules."""
+    """The schedules of ``pair`` within the bound: every one, fewest pre-emptions first,
+    then one fault at each write of its serial schedules (``budget`` 0); or, capped at
+    ``budget``, a seeded share of each pre-emption count (:func:`_explore_capped`)."""
+    if budget:
+        return _explore_capped(session, pair, config, budget)
     results: list[ScheduleResult] = []
     frontier = Frontier()
     frontier.push(0, ())
@@ -852,9 +927,7 @@ def explore_pair(
     frontier.push(0, (pair[1].name,))
     serial: list[ScheduleResult] = []
     seen: set[tuple[str, ...]] = set()
-    # Under a cap, half of it is the faults' (at least two interleavings each way).
-    interleavings = max(2, budget - budget // 2) if budget and config.faults else budget
-    while frontier and (not interleavings or len(results) < interleavings):
+    while frontier:
         _cost, prefix = frontier.pop()
         result = session.run(pair, prefix)
         chosen = tuple(d.chosen for d in result.decisions)
@@ -872,10 +945,70 @@ def explore_pair(
         for base in serial:
             writes = dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
             for point, kind in itertools.product(writes, HAND_FAULTS):
-                if budget and len(results) >= budget:
-                    return results
-                prefix = tuple(d.chosen for d in base.decisions)
-                results.append(session.run(pair, prefix, (point, kind)))
+                results.append(session.run(pair, _choices(base), (point, kind)))
+    return results
+
+
+def _choices(result: ScheduleResult) -> tuple[str, ...]:
+    return tuple(d.chosen for d in result.decisions)
+
+
+def _explore_capped(
+    session: HandsSession, pair: tuple[ActorSpec, ActorSpec], config: HandsConfig, budget: int
+) -> list[ScheduleResult]:
+    """``budget`` schedules of ``pair``, level by level of the bound: both serial
+    schedules, then a seeded share of the schedules with one pre-emption (children of the
+    serial ones), then of those with two (children of the ones run with one), and so on
+    to the bound; a third of the budget (with faults) goes to a seeded sample of the
+    faults at the serial schedules' writes. Deterministic given ``config.seed``; a level
+    with fewer schedules than its share leaves the rest to the next."""
+    rng = random.Random(f"{config.seed}:{pair[0].name}×{pair[1].name}")
+    fault_share = budget // 3 if config.faults else 0
+    quotas = level_quotas(budget - fault_share, config.bound)
+    results: list[ScheduleResult] = []
+    seen: set[tuple[str, ...]] = set()
+    level: list[tuple[ScheduleResult, int]] = []  # (result, prefix length) of a level
+    carry = 0
+    for depth, quota in enumerate(quotas):
+        if depth == 0:
+            candidates = [Child(0, ()), Child(0, (pair[1].name,))]
+        else:
+            candidates = sample_level(
+                [
+                    child
+                    for result, length in level
+                    for child in marked_children(result.decisions, length, config.bound)
+                    if child.cost == depth
+                ],
+                rng,
+            )
+        wanted, level = quota + carry, []
+        for child in candidates:
+            if len(level) >= wanted:
+                break
+            result = session.run(pair, child.prefix)
+            chosen = _choices(result)
+            if chosen in seen:
+                continue
+            seen.add(chosen)
+            results.append(result)
+            level.append((result, len(child.prefix)))
+            if config.first_violation and result.problems:
+                return results
+        carry = wanted - len(level)
+    if fault_share:
+        serial = [r for r in results if r.preemptions == 0]
+        planned = [
+            (base, point, kind)
+            for base in serial
+            for point in dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
+            for kind in HAND_FAULTS
+        ]
+        rng.shuffle(planned)
+        for base, point, kind in planned[: fault_share + carry]:
+            results.append(session.run(pair, _choices(base), (point, kind)))
+            if config.first_violation and results[-1].problems:
+                return results
     return results
 
 

@@ -20,6 +20,7 @@ exponentially.
 from __future__ import annotations
 
 import heapq
+import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ class Decision:
     enabled: tuple[str, ...]
     current: str | None  # the actor that ran last, if it can still go on
     chosen: str
+    # Whether ``current`` paused just before a write: a pre-emption here lets the other
+    # actor act between what ``current`` read and what it writes.
+    before_write: bool = False
 
     @property
     def preempts(self) -> bool:
@@ -54,6 +58,7 @@ class Hand:
         self.result: object = None
         self.error: BaseException | None = None
         self.points: list[str] = []  # the yield points it passed, in order
+        self.pending_write = False  # whether the call it paused before is a write
         self.thread = threading.Thread(target=self._main, name=f"hand-{name}", daemon=True)
 
     def _main(self) -> None:
@@ -83,12 +88,13 @@ class Turns:
             self.cond.notify_all()
             self.cond.wait_for(lambda: self.running is hand)
 
-    def yield_point(self, label: str) -> None:
+    def yield_point(self, label: str, *, write: bool = False) -> None:
         """Called by the running hand before a DynamoDB call: the scheduler chooses."""
         hand = self.current_hand()
         if hand is None:
             return  # not an actor (the prelude, the checks at rest): never paused
         hand.points.append(label)
+        hand.pending_write = write
         with self.cond:
             self.running = None
             self.cond.notify_all()
@@ -136,7 +142,8 @@ def run_schedule(
         else:
             followed = followed and step >= len(prefix)
             chosen = going_on or names[0]
-        decisions.append(Decision(names, going_on, chosen))
+        before_write = current is not None and going_on is not None and current.pending_write
+        decisions.append(Decision(names, going_on, chosen, before_write))
         current = next(h for h in enabled if h.name == chosen)
         turns.give(current)
     for hand in hands:
@@ -153,18 +160,71 @@ def children(
 ) -> list[tuple[int, tuple[str, ...]]]:
     """The schedules that differ from this one at one choice after its prefix, within
     ``bound`` pre-emptions: ``(pre-emptions, prefix)`` each."""
+    return [(c.cost, c.prefix) for c in marked_children(decisions, prefix_length, bound)]
+
+
+@dataclass(frozen=True)
+class Child:
+    """A schedule to run: its pre-emptions, its prefix of choices, and whether its last
+    choice pre-empts an actor inside a read–write window (see :func:`marked_children`)."""
+
+    cost: int
+    prefix: tuple[str, ...]
+    in_window: bool = False
+
+
+def marked_children(
+    decisions: Sequence[Decision], prefix_length: int, bound: int = BOUND
+) -> list[Child]:
+    """:func:`children`, each marked whether it pre-empts an actor paused just before a
+    write, or just before the one call (a read) that comes before its next write: the
+    other actor then acts between what the pre-empted one read and what it writes, where
+    lost updates live. The parent schedule shows the actor's next call: the decision after
+    it was let go on."""
     out = []
     chosen = [d.chosen for d in decisions]
     for i in range(prefix_length, len(decisions)):
         before = preemptions(decisions[:i])
         decision = decisions[i]
+        following = decisions[i + 1] if i + 1 < len(decisions) else None
+        window = decision.before_write or (
+            following is not None
+            and decision.current is not None
+            and following.current == decision.current
+            and following.before_write
+        )
         for alternative in decision.enabled:
             if alternative == decision.chosen:
                 continue
-            cost = before + int(decision.current is not None and alternative != decision.current)
+            switch = decision.current is not None and alternative != decision.current
+            cost = before + int(switch)
             if cost <= bound:
-                out.append((cost, (*chosen[:i], alternative)))
+                out.append(Child(cost, (*chosen[:i], alternative), switch and window))
     return out
+
+
+def level_quotas(count: int, bound: int = BOUND) -> list[int]:
+    """How ``count`` schedules of one pair are shared between pre-emption counts 0 to
+    ``bound``: the two serial schedules first (there are exactly two with two actors),
+    then the rest evenly over 1 to ``bound``, the lower levels taking any remainder."""
+    serial = min(2, count)
+    rest, levels = count - serial, max(bound, 0)
+    if not levels:
+        return [serial]
+    share, extra = divmod(rest, levels)
+    return [serial, *(share + (1 if k < extra else 0) for k in range(levels))]
+
+
+def sample_level(candidates: Sequence[Child], rng: random.Random) -> list[Child]:
+    """One level's candidates in a seeded order: those that pre-empt inside a read–write
+    window first, then the rest, each group shuffled. Deterministic given ``rng``'s seed
+    and the candidates."""
+    unique = sorted(set(candidates), key=lambda c: (c.prefix, c.cost, c.in_window))
+    windows = [c for c in unique if c.in_window]
+    others = [c for c in unique if not c.in_window]
+    rng.shuffle(windows)
+    rng.shuffle(others)
+    return windows + others
 
 
 @dataclass(order=True)
