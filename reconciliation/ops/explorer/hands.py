@@ -28,8 +28,8 @@ import itertools
 import json
 import random
 import time
-from collections import Counter
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from unittest import mock
