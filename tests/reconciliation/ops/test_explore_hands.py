@@ -13,7 +13,15 @@ from django.core.management import call_command
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.ops.explorer.hands import HandsConfig, catalogue, explore_hands, pairs
-from reconciliation.ops.explorer.schedule import Decision, children, preemptions
+from reconciliation.ops.explorer.schedule import (
+    Child,
+    Decision,
+    children,
+    level_quotas,
+    marked_children,
+    preemptions,
+    sample_level,
+)
 from reconciliation.ops.hands_invariants import (
     ClientAnswer,
     answered_problems,
@@ -65,6 +73,36 @@ def test_children_stay_within_the_bound_and_after_the_prefix():
     assert not any(prefix[:3] == ("a", "b", "a") and len(prefix) == 4 for _, prefix in kids)
 
 
+def test_a_capped_pair_is_shared_over_every_preemption_count():
+    """Two serial schedules, then the rest evenly over one and two pre-emptions."""
+    assert level_quotas(6) == [2, 2, 2]
+    assert level_quotas(4) == [2, 1, 1]
+    assert level_quotas(5) == [2, 2, 1]
+    assert level_quotas(1) == [1, 0, 0]
+    assert level_quotas(6, bound=0) == [2]
+
+
+def test_preemptions_in_a_read_write_window_come_first_in_a_seeded_order():
+    """A switch away from an actor paused before a write, or before the read just before
+    its write, is marked; a level's sample takes those first, the same for the same seed."""
+    import random
+
+    decisions = [
+        Decision(("a", "b"), None, "a"),
+        Decision(("a", "b"), "a", "a"),  # a paused before a read
+        Decision(("a", "b"), "a", "a"),  # before the read that precedes its write
+        Decision(("a", "b"), "a", "a", before_write=True),
+        Decision(("b",), None, "b"),
+    ]
+    kids = marked_children(decisions, prefix_length=1)
+    windows = {c.prefix for c in kids if c.in_window}
+    assert windows == {("a", "a", "b"), ("a", "a", "a", "b")}
+    first = sample_level(kids, random.Random(7))
+    assert {c.prefix for c in first[:2]} == windows
+    assert first == sample_level(list(reversed(kids)), random.Random(7))
+    assert Child(1, ("a", "b")) in first
+
+
 def test_the_catalogue_has_every_hand_and_pairs_agree_on_their_prelude():
     """Workers, client, sweep, re-check, two RETRY_COMMIT deliveries, each staff action the
     case page offers, approve, reject, expiry, backfill; the original worker (inside its
@@ -72,7 +110,7 @@ def test_the_catalogue_has_every_hand_and_pairs_agree_on_their_prelude():
     names = [spec.name for spec in catalogue()]
     for name in ("original", "late", "client", "sweep", "recheck", "retry", "retry2"):
         assert name in names
-    assert {"approve", "reject", "expire", "backfill"} <= set(names)
+    assert {"approve", "reject", "expire", "backfill", "asked-retry"} <= set(names)
     assert {"staff:RETRY_COMMIT", "staff:RELEASE_CLAIM", "staff:ESCALATE"} <= set(names)
     found = {(a.name, b.name) for a, b in pairs(catalogue())}
     assert ("retry", "retry2") in found and ("original", "client") in found
@@ -196,12 +234,14 @@ def test_a_resolution_that_contradicts_its_evidence_is_reported():
 # --- bounded runs on DynamoDB Local ---------------------------------------------------------
 
 # The pairs that carried the known defects: two RETRY_COMMIT deliveries at once; a retry
-# against the sweep's auto-resolution; a supervisor approving RELEASE_CLAIM while the
-# retry runs; the late worker against the client's retry after the sweep's case; a person's
+# against the sweep's auto-resolution; a supervisor approving RELEASE_CLAIM while a retry
+# is asked and a finished one redelivered (and, with a retry queued, the request refused);
+# the late worker against the client's retry after the sweep's case; a person's
 # dispositions against the late worker's commit (evidence changing under the page).
 DEFECT_PAIRS = (
     "retry,retry2",
     "retry,sweep",
+    "asked-retry,approve",
     "retry,approve",
     "late,client",
     "late,staff:CONFIRMED_COMMITTED",
@@ -230,28 +270,39 @@ def _explore(
 @pytest.mark.dynamodb_local_only
 @pytest.mark.timeout(300)
 def test_the_defect_pairs_find_no_violation(dynamodb_local, capsys):
-    """Each pair that once carried a defect, interleaved within the bound (capped per
-    pair, fewest pre-emptions first), and with a fault at each write of one serial
-    schedule: no violation on this code."""
-    exploration = _explore(dynamodb_local.endpoint_url, DEFECT_PAIRS, per_pair=5)
+    """Each pair that once carried a defect, capped at 4 schedules: both serial ones, one
+    with one pre-emption and one with two (seeded, read-write windows first): no
+    violation on this code, and the bound is reached."""
+    exploration = _explore(dynamodb_local.endpoint_url, DEFECT_PAIRS, per_pair=4)
     lines = exploration.lines()
     with capsys.disabled():
-        print(f"\n{lines[-2]}\n{lines[-1]}")
+        print(f"\n{lines[-3]}\n{lines[-2]}\n{lines[-1]}")
     assert lines[-1] == f"explore_faults: {len(exploration.results)} schedules, 0 violations", (
         "\n".join(lines)
     )
     assert exploration.pairs == len(DEFECT_PAIRS)
-    assert max(r.preemptions for r in exploration.results) >= 1
+    assert exploration.by_preemptions() == {
+        0: 2 * len(DEFECT_PAIRS),
+        1: len(DEFECT_PAIRS),
+        2: len(DEFECT_PAIRS),
+    }
 
 
 @pytest.mark.dynamodb_local_only
 @pytest.mark.timeout(300)
 def test_faults_at_the_writes_of_the_hands_find_no_violation(dynamodb_local):
     """Depth-1 faults (a write applied and its answer lost, throttling, a conflict, a
-    crash) at every write of both serial schedules of two RETRY_COMMIT deliveries."""
-    exploration = _explore(dynamodb_local.endpoint_url, ("retry,retry2",), 16, faults=True)
-    assert any(r.fault for r in exploration.results)
+    crash) at a seeded two of the writes of two RETRY_COMMIT deliveries' serial runs."""
+    exploration = _explore(dynamodb_local.endpoint_url, ("retry,retry2",), 6, faults=True)
+    assert sum(1 for r in exploration.results if r.fault) == 2
     assert not exploration.violations, "\n".join(exploration.lines())
+
+
+# Mutation runs: 10 schedules a pair (2 serial, 4 with one pre-emption, 4 with two),
+# ending at the first violation; the level of one pre-emption holds every read-write
+# window of these pairs' serial schedules (retry×sweep has four), so each defect's
+# interleaving is among them whatever the seed.
+MUTANT_BUDGET = 10
 
 
 def _unconditional(module, monkeypatch) -> None:
@@ -282,7 +333,9 @@ def test_a_retry_result_written_without_its_version_condition_is_caught(
     from reconciliation.casework import retries
 
     _unconditional(retries, monkeypatch)
-    exploration = _explore(dynamodb_local.endpoint_url, (pair,), per_pair=30, first_violation=True)
+    exploration = _explore(
+        dynamodb_local.endpoint_url, (pair,), per_pair=MUTANT_BUDGET, first_violation=True
+    )
     lines = exploration.lines()
     assert exploration.violations, "\n".join(lines)
     assert any("a resolved once per opening" in line for line in lines), "\n".join(lines)
@@ -300,9 +353,35 @@ def test_an_override_decision_written_without_its_version_condition_is_caught(
 
     _unconditional(overrides, monkeypatch)
     exploration = _explore(
-        dynamodb_local.endpoint_url, ("approve,expire",), per_pair=30, first_violation=True
+        dynamodb_local.endpoint_url,
+        ("approve,expire",),
+        per_pair=MUTANT_BUDGET,
+        first_violation=True,
     )
     assert exploration.violations, "\n".join(exploration.lines())
+    assert "b a four-eyes decision stands" in str(exploration.violations[0].problems)
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.timeout(300)
+def test_a_retry_that_runs_beside_a_pending_release_is_caught(dynamodb_local, monkeypatch):
+    """Defect 3 brought back: RETRY_COMMIT runs whatever the case's state and however its
+    request ended (``retry_due`` reduced to "the case has a retry"), and writes its result
+    unconditionally. A finished retry redelivered while a supervisor approves RELEASE_CLAIM
+    replaces the four-eyes resolution with its own."""
+    from reconciliation.casework import retries
+
+    _unconditional(retries, monkeypatch)
+    monkeypatch.setattr(retries, "retry_due", lambda case, request_id: bool(case and case.retry))
+    exploration = _explore(
+        dynamodb_local.endpoint_url,
+        ("asked-retry,approve",),
+        per_pair=MUTANT_BUDGET,
+        first_violation=True,
+    )
+    assert exploration.violations, "\n".join(exploration.lines())
+    found = str(exploration.violations[0].problems)
+    assert "replaced the resolution RELEASE_CLAIM by hands-supervisor" in found, found
 
 
 @pytest.mark.dynamodb_local_only
@@ -314,7 +393,10 @@ def test_a_disposition_written_without_its_version_condition_is_caught(dynamodb_
 
     _unconditional(dispositions, monkeypatch)
     exploration = _explore(
-        dynamodb_local.endpoint_url, ("retry,staff:ESCALATE",), per_pair=30, first_violation=True
+        dynamodb_local.endpoint_url,
+        ("retry,staff:ESCALATE",),
+        per_pair=MUTANT_BUDGET,
+        first_violation=True,
     )
     assert exploration.violations, "\n".join(exploration.lines())
 
