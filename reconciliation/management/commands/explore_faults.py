@@ -51,7 +51,10 @@ class Command(BaseCommand):
             "--per-pair",
             type=int,
             default=0,
-            help="with --actors 2: schedules per pair, a seeded share of each pre-emption count and a third with a fault (0: every one)",
+            help=(
+                "with --actors 2: schedules per pair, a seeded share of each pre-emption "
+                "count and a third with a fault (0: every one)"
+            ),
         )
         parser.add_argument(
             "--max-schedules",
