@@ -8,8 +8,9 @@ The catalogue (docs/architecture.md, "Many hands on one case"): the original wor
 the client's retry (the same request again), the sweep, the open-case re-check, the
 RETRY_COMMIT task (twice: Celery's redelivery), each disposition and override request the
 case page offers a finance person (``policy.offered_actions``, read on the page at the
-time), a supervisor's approval or rejection of a pending RELEASE_CLAIM, the expiry of that
-request, and the cases backfill.
+time), a RETRY_COMMIT posted and a finished retry redelivered while a RELEASE_CLAIM
+awaits a supervisor (defect 3's other hand), a supervisor's approval or rejection of a
+pending RELEASE_CLAIM, the expiry of that request, and the cases backfill.
 
 Every schedule runs on a fresh intent (its own key) in the same tables. Its prelude puts
 the world where its two hands find it: the worker's claim, then as the pair needs, the
