@@ -50,7 +50,7 @@ from reconciliation.cases.policy import (
     allowed_actions,
     offered_actions,
 )
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import IntakeOutcome
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import faults
@@ -704,11 +704,19 @@ class HandsSession:
         released = any(
             (c.get("resolution") or {}).get("disposition") == RELEASE_CLAIM for c in cases
         )
+        # A claim still PENDING in the stuck-claim index is in flight, not lost: the worker
+        # that holds it is no hand of this pair (its lease may still run), and the sweep
+        # opens its case once the lease is over. Leaving the index without a case is
+        # still reported (lost_problems' claim check).
+        in_flight = any(
+            c.get("status") == PENDING and c.get("pending_shard")
+            for c in snapshot.plain("idempotency_keys")
+        )
         lost = [
             p
             for p in lost_problems(snapshot, world.intent_id, [])
             # A released claim is the system's answer: the client may send it again.
-            if not (released and p.detail.startswith("not recorded"))
+            if not ((released or in_flight) and p.detail.startswith("not recorded"))
             # The client's own last word is judged by invariant e.
             and not (any(a.kind for a in world.answers) and p.detail.startswith("not recorded"))
         ]
