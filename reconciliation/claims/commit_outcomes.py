@@ -198,6 +198,12 @@ def _cancelled(
             metrics.LATE_COMMITS_REPLAYED.inc()
             logger.info("late commit of claim v%s answered as a replay", claim.version)
             return _lost_claim_outcome(claim, current, None, decoded)
+        if current is not None and _followed(current):
+            # The successor's attempt is already followed by a case (the sweep's, carried
+            # on by a RETRY_COMMIT's re-claim that then failed): that case carries the
+            # intent. A case of this attempt's own would be a second one, left open once
+            # the first is decided (a release approved, say).
+            return _lost_claim_outcome(claim, current, current.case_id, decoded)
         case = cancelled_case(IN_PROGRESS)
         return _lost_claim_outcome(claim, current, case, decoded)
     retryable = branch == RETRYABLE
@@ -254,6 +260,13 @@ def _replays(claim: Claim, current: Claim | None) -> bool:
     return bool(
         current and current.status == COMPLETED and current.payload_hash == claim.payload_hash
     )
+
+
+def _followed(current: Claim) -> bool:
+    """Whether the claim's current holder is already followed by a case: a claim names
+    its case (``case_id``: the sweep's, or a retry's kept with its case), and a
+    re-claim carries it on, whether the new attempt is still PENDING or failed since."""
+    return current.status != COMPLETED and bool(current.case_id)
 
 
 def _lost_claim_outcome(

@@ -36,6 +36,49 @@ class Command(BaseCommand):
         parser.add_argument("--depth", type=int, choices=(1, 2), default=1)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
+            "--actors",
+            type=int,
+            choices=(1, 2),
+            default=1,
+            help="2: two hands of the catalogue on one intent and its case, interleaved at "
+            "every DynamoDB call under a pre-emption bound, with one fault at every write of "
+            "the serial schedules; last line 'explore_faults: N schedules, V violations'",
+        )
+        parser.add_argument(
+            "--bound", type=int, default=2, help="with --actors 2: pre-emptions per schedule"
+        )
+        parser.add_argument(
+            "--per-pair",
+            type=int,
+            default=0,
+            help=(
+                "with --actors 2: schedules per pair, a seeded share of each pre-emption "
+                "count and a third with a fault (0: every one)"
+            ),
+        )
+        parser.add_argument(
+            "--max-schedules",
+            type=int,
+            default=0,
+            help="with --actors 2: schedules over the whole run (0: no cap)",
+        )
+        parser.add_argument(
+            "--pairs",
+            default="",
+            help="with --actors 2: only these pairs, e.g. 'retry,retry2 retry,sweep'",
+        )
+        parser.add_argument(
+            "--sample",
+            type=int,
+            default=0,
+            help="with --actors 2: this many pairs, drawn by --seed (0: every pair)",
+        )
+        parser.add_argument(
+            "--no-faults",
+            action="store_true",
+            help="with --actors 2: interleavings only, no fault at the serial schedules' writes",
+        )
+        parser.add_argument(
             "--only",
             default=None,
             help="run only scenarios whose id matches (fnmatch or substring); an exact "
@@ -57,6 +100,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        if options["actors"] == 2:
+            return self._hands(options)
         depth, workers = options["depth"], options["workers"]
         if not 0 <= workers <= 16:
             raise CommandError("--workers must be between 0 and 16")
@@ -78,4 +123,28 @@ class Command(BaseCommand):
             self.stdout.write(line)
         if exploration.violations:
             # Not CommandError: its message would follow the summary, which must stay last.
+            sys.exit(1)
+
+    def _hands(self, options) -> None:
+        from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
+
+        config = HandsConfig(
+            bound=options["bound"],
+            per_pair=options["per_pair"],
+            max_schedules=options["max_schedules"],
+            pairs=tuple(options["pairs"].split()),
+            sample=options["sample"],
+            faults=not options["no_faults"],
+            seed=options["seed"],
+        )
+        bar = tqdm(unit="schedule", disable=not sys.stderr.isatty(), file=sys.stderr)
+        try:
+            exploration = explore_hands(config, lambda _pair, found: bar.update(len(found)))
+        except (BotoCoreError, ClientError, LocalEngineError, RuntimeError) as exc:
+            raise CommandError(f"the exploration could not run: {exc}") from exc
+        finally:
+            bar.close()
+        for line in exploration.lines():
+            self.stdout.write(line)
+        if exploration.violations or exploration.extra:
             sys.exit(1)

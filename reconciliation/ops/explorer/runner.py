@@ -89,6 +89,37 @@ def second_faults(result: Result, *, later_writes: bool = False) -> list[str]:
     return out
 
 
+# Depth 1 also faults the writes of the system's other hands: the sweep's case opening,
+# the re-check's and a person's case changes, the retry's re-claim, commit and result. A
+# fault-free life never reaches them (its first request records the pledge), so each is
+# reached from a premise: a commit refused outright (the claim stays PENDING: the sweep
+# opens STUCK_PENDING, a person asks for RETRY_COMMIT, the retry task commits and
+# resolves), and a commit applied whose answer was lost (an AMBIGUOUS_TIMEOUT case that
+# the re-check resolves). Every kind that acts on a write is tried at each of them.
+PREMISES = ("POST#1 commit#1:validation", "POST#1 commit#1:timeout_after")
+PREMISE_KINDS = (
+    "timeout_after",
+    "http500_after",
+    "throttle_exhausted",
+    "lost_then_throttle",
+    "conflict",
+    "crash_after",
+)
+
+
+def premise_faults(result: Result) -> list[str]:
+    """A fault at every write of the later episodes of a premise's life."""
+    if result.scenario not in PREMISES:
+        return []
+    (first,) = result.plan
+    out = []
+    for sid in second_faults(result, later_writes=True):
+        second = scenario_parse(sid)[1]
+        if second.point.episode != first.point.episode and second.kind in PREMISE_KINDS:
+            out.append(sid)
+    return out
+
+
 def matches(sid: str, pattern: str | None) -> bool:
     return not pattern or fnmatch.fnmatchcase(sid, pattern) or pattern in sid
 
@@ -259,6 +290,14 @@ def _scenarios(config: ExploreConfig, runner, progress: Progress) -> list[Result
     # Depth 2 needs every first fault's own life to know where a second can go.
     level_one = runner.map(firsts if config.depth == 2 else wanted, progress)
     results = [r for r in (baseline, *level_one) if matches(r.scenario, config.only)]
+    if config.depth == 1:
+        premised = [
+            sid
+            for result in level_one
+            for sid in premise_faults(result)
+            if matches(sid, config.only)
+        ]
+        results += runner.map(premised, progress)
     if config.depth == 2:
         seconds = [
             sid

@@ -350,3 +350,8 @@ class Wire:
         response = self.session.send(request)
         record.sent, record.status = True, response.status_code
         return response
+
+
+# The answers as the ``--actors 2`` wire (hands.py) gives them too.
+answer_error = _answer
+cancelled_answer = _cancelled

@@ -334,3 +334,31 @@ def test_a_system_resolution_never_replaces_a_resolution(ddb, monkeypatch):
                 store=first_store(),
             )
     assert len(_resolving_writes(ddb, stale.case_id)) == 1
+
+
+def test_a_late_worker_beside_a_failed_retry_opens_no_second_case(ddb, monkeypatch):
+    """Found by ``explore_faults --actors 2`` (late×asked-retry): a worker stalls past its
+    lease, the sweep opens STUCK_PENDING, a RETRY_COMMIT re-claims the key and fails (its
+    attempt names the case). The late worker's commit then loses its claim to that
+    attempt: it is answered in progress, pointing at the case that follows the intent,
+    and opens no CANCELLED_TRANSACTION case of its own, which stayed open as an orphan
+    once the first case was decided (a release approved)."""
+    key = "mh-3c"
+    with clock.travel(-900):  # past the claim's 10-minute token window: the retry re-claims
+        crashed_claim(key)
+        late_claim = ClaimRepository(home_store(key)).get(f"acme#create_pledge#{key}")
+    sweep_all(every_store(), home=home_store)
+    (stuck,) = cases(ddb)
+    case = _ask_retry(repositories().cases.get(stuck["case_id"]), monkeypatch)
+    throttled = pledge_service.IntakeOutcome(pledge_service.THROTTLED, retry_after=1)
+    with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
+        patched.setattr(pledge_service, "pledge_commit", lambda *a, **k: throttled)
+        retries.retry_commit_run(case.case_id, store=first_store())
+    kept = ClaimRepository(home_store(key)).get(late_claim.pk)
+    assert kept.case_id == case.case_id and kept.attempt_id != late_claim.attempt_id
+
+    late = pledge_service.pledge_commit(home_store(key), late_claim)
+
+    assert late.kind == pledge_service.IN_PROGRESS and late.case_id == case.case_id
+    assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [case.case_id]
+    assert pledges(ddb) == []
