@@ -203,7 +203,7 @@ REASONS = {
     "5": "The commit costs {commit:.0f} units with the ConditionCheck and the completion "
     "UpdateItem {alone:.0f} more after it (claim and index entry, outside a transaction), "
     "one more round trip per new pledge, and the claim leaves the pending index alone, "
-    "which DESIGN.md §3 forbids. The completion must answer 201 whatever it meets: a first "
+    "which docs/design.md §3 forbids. The completion must answer 201 whatever it meets: a first "
     "version that let its failure escape as a 503 broke the explorer's truthful-answer "
     "invariant in 5 scenarios (a definite failure after the pledge was recorded).",
 }
@@ -224,7 +224,7 @@ CLOSEST = [
     "from it, as now); `_judge_existing` reads `replay_until` for a COMPLETED claim (with "
     "`expires_at` it would fall back to reading the pledge once the lease is over, an extra "
     "round trip per replay); `ClaimRepository.pending_candidates` reads `expires_at "
-    "BETWEEN watermark - overlap AND now - grace` from a stored watermark; and DESIGN.md §3 "
+    "BETWEEN watermark - overlap AND now - grace` from a stored watermark; and docs/design.md §3 "
     "(a claim leaves the index only in the commit or its case's transaction; the sweep's "
     "cost grows with stuck claims) changes. It trades 2 WCU per pledge for about one "
     "consistent claim read per pledge plus the overlap's re-reads.",

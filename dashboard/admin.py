@@ -1,4 +1,4 @@
-"""The administration screen at ``/admin/`` (DESIGN.md §8): staff and their roles,
+"""The administration screen at ``/admin/`` (docs/design.md §11): staff and their roles,
 tenants, their funds and API tokens, for superusers only.
 
 Sign-in is the staff sign-in (``/accounts/login/``, with its second factor): the admin's

@@ -1,4 +1,4 @@
-"""The API token admin (DESIGN.md §8): tokens are issued here as by
+"""The API token admin (docs/design.md §11): tokens are issued here as by
 ``issue_api_token`` (the new token is shown once, on the page that answers the form,
 and only its hash and last characters are kept) and revoked (``revoked_at`` is set;
 nothing is deleted). Registered on the admin site by dashboard/admin.py importing it.

@@ -226,7 +226,7 @@ class BulkForm(_ReasonForm):
 
 
 class StaffSignInForm(AuthenticationForm):
-    """Username, password and, where a second factor applies, ``otp_token`` (DESIGN.md
+    """Username, password and, where a second factor applies, ``otp_token`` (docs/design.md
     §8): the authenticator's six digits or a single-use recovery or enrolment code."""
 
     otp_token = forms.CharField(

@@ -1,4 +1,4 @@
-"""The second factor of staff sign-in (DESIGN.md §8): TOTP from an authenticator app,
+"""The second factor of staff sign-in (docs/design.md §11): TOTP from an authenticator app,
 recovery codes, and the one-time enrolment code a supervisor's reset hands out.
 
 Devices are django-otp's, one purpose each, told apart by name:

@@ -251,7 +251,7 @@ LOGGING = {
     "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
 
-# --- DynamoDB (DESIGN.md §3, §4, §9) -------------------------------------------------
+# --- DynamoDB (docs/design.md §3, §4, §9) -------------------------------------------------
 DYNAMODB_ENDPOINT_URL = os.environ.get("DYNAMODB_ENDPOINT_URL") or None
 AWS_REGION = os.environ.get("AWS_REGION", "us-east-1")
 DDB_TABLE_PREFIX = os.environ.get("DDB_TABLE_PREFIX", "pledges-")
@@ -301,7 +301,7 @@ AUDIT_CHECKPOINT_PERIOD_S = env_int("AUDIT_CHECKPOINT_PERIOD_S", 3600)
 # "Authorization: Bearer <token>" (the scraper's credential).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
-# Funds (DESIGN.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
+# Funds (docs/design.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
 # in one currency up to its largest single amount. A new tenant starts with DEFAULT_FUNDS,
 # a comma list of CODE[:CURRENCY[:MAX]]; a missing currency or maximum takes these.
 FUND_DEFAULT_CURRENCY = os.environ.get("FUND_DEFAULT_CURRENCY", "USD")
@@ -334,7 +334,7 @@ EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "pledge-reconciliation@localhost")
 
-# Fault injection is honoured only in debug or with an explicit opt-in (DESIGN.md §8).
+# Fault injection is honoured only in debug or with an explicit opt-in (docs/design.md §11).
 FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
 ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
 

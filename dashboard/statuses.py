@@ -1,4 +1,4 @@
-"""The one table from what the domain says to HTTP (DESIGN.md §2, §4): the domain names
+"""The one table from what the domain says to HTTP (docs/design.md §2, §4): the domain names
 an outcome or a refusal by kind; only the web edge knows status codes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from reconciliation.cases.changes import CaseError
 from reconciliation.claims import outcomes
 
-# The pledge API's answer to each intake outcome kind (DESIGN.md §4 outcome table).
+# The pledge API's answer to each intake outcome kind (docs/design.md §4 outcome table).
 INTAKE: dict[str, int] = {
     outcomes.CREATED: 201,
     outcomes.REPLAYED: 200,

@@ -3,7 +3,7 @@
 Both come from ISO 4217's own current list (the ``iso4217`` package ships the table
 the maintenance agency publishes, List One): 2 places for most currencies, 0 for JPY,
 KRW, CLP…, 3 for BHD, KWD, IQD…. This is the number of decimal places intake accepts
-and writes (DESIGN.md §4, changed in issue 14). The Unicode CLDR data (babel) was not
+and writes (docs/design.md §4, changed in issue 14). The Unicode CLDR data (babel) was not
 used: it takes whole amounts where a minor unit is unused in practice (HUF, IDR, COP,
 IQD…), which ISO does not, and would refuse amounts ISO allows.
 

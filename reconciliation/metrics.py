@@ -63,7 +63,7 @@ FAILED_CONDITIONAL_WRITE_UNITS = Counter(
 )
 CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
 # A case change refused because another hand changed the case after this one read it
-# (DESIGN.md §6): the loser writes nothing. For people it is the 409 page; for system
+# (docs/design.md §6): the loser writes nothing. For people it is the 409 page; for system
 # actors (retry, sweep, re-check, expiry) this count and a log line are all there is.
 CASE_CHANGES_LOST = Counter(
     "case_changes_lost_total",

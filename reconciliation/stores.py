@@ -1,4 +1,4 @@
-"""Where a key's items live: one region's DynamoDB client and table names (DESIGN.md §2).
+"""Where a key's items live: one region's DynamoDB client and table names (docs/design.md §2).
 
 The edge — a view, a task, a command — resolves a :class:`Store` once and passes it down
 as ``store=``; each package builds its repository on it (``ClaimRepository(store)``), so
@@ -32,7 +32,7 @@ from reconciliation.dynamo.client import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# The tag separators in keys that belong to one region (DESIGN.md §3): a case id
+# The tag separators in keys that belong to one region (docs/design.md §3): a case id
 # ``C-…-<region>``, a pledge stream ``PLEDGE#@<region>#<intent>``.
 CASE_TAG_SEP = "-"
 PLEDGE_STREAM = "PLEDGE#"

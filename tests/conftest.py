@@ -1,5 +1,5 @@
 """Engine fixtures: every DynamoDB-backed test runs on each engine that honours what it
-tests (DESIGN.md §10). ``ddb`` is parametrised over moto (in-process ``mock_aws``) and
+tests (docs/design.md §10). ``ddb`` is parametrised over moto (in-process ``mock_aws``) and
 DynamoDB Local (AWS's engine, one per test session, so one per xdist worker); tests
 marked ``token_semantics`` or ``dynamodb_local_only`` get DynamoDB Local alone. Tables
 come from a pool per engine and session (tests/table_pool.py): empty, as if new.

@@ -1,7 +1,7 @@
 """The intake API: ``POST /api/v1/pledges`` and ``GET /api/v1/pledges/<key>``.
 
 Thin translation only: authenticate, parse, check the fund against the tenant's registered
-funds, call one service, map its outcome to HTTP (DESIGN.md §4 outcome table). Bearer
+funds, call one service, map its outcome to HTTP (docs/design.md §4 outcome table). Bearer
 tokens map callers to tenants.
 """
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 VIEWING_ROLES = STAFF_ROLES
 ACTING_ROLES = STAFF
 
-# URL slugs of the queues (DESIGN.md §8), in tab order.
+# URL slugs of the queues (docs/design.md §11), in tab order.
 QUEUE_SLUGS = {
     "stuck": STUCK_PENDING,
     "ambiguous": AMBIGUOUS_TIMEOUT,

@@ -166,7 +166,7 @@ RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until")
 @require_safe
 @role_required(*VIEWING_ROLES)
 def resolved_view(request: StaffRequest) -> HttpResponse:
-    """Resolved cases, newest first (DESIGN.md §8): who resolved each, how and when,
+    """Resolved cases, newest first (docs/design.md §11): who resolved each, how and when,
     filtered by resolver, disposition, fund and a range of UTC days; "Load more" with
     the cursor."""
     bound = any(f in request.GET for f in RESOLVED_FIELDS)

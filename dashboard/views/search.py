@@ -1,4 +1,4 @@
-"""Case search (DESIGN.md §8: ``/cases/?q=``): find cases by what a person was told —
+"""Case search (docs/design.md §11: ``/cases/?q=``): find cases by what a person was told —
 the case id, the client's own idempotency key, or the donor ref."""
 
 from __future__ import annotations

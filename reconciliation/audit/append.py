@@ -1,4 +1,4 @@
-"""Appending to an audit stream by its head (DESIGN.md §7)."""
+"""Appending to an audit stream by its head (docs/design.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signed checkpoints of the audit trail, one per period (DESIGN.md §7).
+"""Signed checkpoints of the audit trail, one per period (docs/design.md §7).
 
 Time is cut into periods of ``AUDIT_CHECKPOINT_PERIOD_S`` seconds (default 3600; it must
 divide a day, so periods align to UTC midnight). The checkpoint of a period lists the

@@ -1,5 +1,5 @@
 """The ``by_day`` index read in order for search and export, its cursors, and the fast
-decoding of the raw items it yields (DESIGN.md §7).
+decoding of the raw items it yields (docs/design.md §7).
 
 Every listing is a Query: ``by_day`` is keyed ``YYYY-MM-DD#0..7`` (eight shards per day,
 so one day is never a hot partition) and sorted by ``at_id`` = ``{at}#{event_id}``. A

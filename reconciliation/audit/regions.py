@@ -1,5 +1,5 @@
 """Which region's audit table holds a stream, for readers that span every region
-(DESIGN.md §2, docs/regions.md).
+(docs/design.md §2, docs/regions.md).
 
 An audit stream lives in one region: a ``CASE#`` stream where its case id says, a
 ``PLEDGE#`` stream where its name says, every other stream (staff, tenants, exports,

@@ -1,4 +1,4 @@
-"""Audit events: append-only, hash-chained, one stream per subject (DESIGN.md §7).
+"""Audit events: append-only, hash-chained, one stream per subject (docs/design.md §7).
 
 ``seq`` runs 1, 2, 3… per stream and every event is put with
 ``attribute_not_exists(seq)``, so a stream never forks and never overwrites. ``hash``

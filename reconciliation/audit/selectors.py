@@ -1,4 +1,4 @@
-"""Reads of the audit trail (DESIGN.md §7), one module per job:
+"""Reads of the audit trail (docs/design.md §7), one module per job:
 
 - :mod:`.filters` — what a search or export selects, parsed and bounded;
 - :mod:`.day_index` — the ``by_day`` reader that merges a day's shards in ``at_id``

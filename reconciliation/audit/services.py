@@ -1,4 +1,4 @@
-"""Audit trail services (DESIGN.md §7): appending to a stream by its head
+"""Audit trail services (docs/design.md §7): appending to a stream by its head
 (:mod:`.append`), signing (:mod:`.signing`), the signed checkpoint of every period
 (:mod:`.checkpoints`) and verification of chains, stored heads and checkpoints
 (:mod:`.verify`). What verification cannot catch, and for how long, is in

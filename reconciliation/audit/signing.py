@@ -1,4 +1,4 @@
-"""Signing of audit checkpoints and export manifests (DESIGN.md §7).
+"""Signing of audit checkpoints and export manifests (docs/design.md §7).
 
 Bare hashes can be recomputed by anyone who can write the table, so what must outlive
 such a writer is signed with HMAC-SHA256 under ``AUDIT_SIGNING_KEY``, a key that never

@@ -1,6 +1,6 @@
 """Account changes as audit events: who was given which role, whose second factor was
 enrolled or reset, and by whom. One stream per account, ``STAFF#{username}``, hash
-chained like every other (DESIGN.md §7), so an auditor reads a person's account history
+chained like every other (docs/design.md §7), so an auditor reads a person's account history
 in order and a checkpoint covers it.
 
 Accounts themselves live in Django's database; the caller appends the event inside the

@@ -1,6 +1,6 @@
 """Changes to a tenant as audit events: the tenant created, its funds registered, their
 limits changed or removed, its API tokens issued and revoked. One stream per tenant,
-``TENANT#{name}``, hash chained like every other (DESIGN.md §7), so an auditor reads who
+``TENANT#{name}``, hash chained like every other (docs/design.md §7), so an auditor reads who
 opened which fund to a caller, and when, in order.
 
 Tenants live in Django's database; as for accounts (:mod:`.staff`), the caller appends

@@ -1,4 +1,4 @@
-"""Verification of the audit trail (DESIGN.md §7): every chain recomputed, every subject
+"""Verification of the audit trail (docs/design.md §7): every chain recomputed, every subject
 stream compared with the head its item stores, every signed checkpoint checked, and
 every past period that should have a checkpoint and has none named.
 

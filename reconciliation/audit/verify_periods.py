@@ -1,5 +1,5 @@
 """Checkpoint coverage in verification: the periods that should have a signed
-checkpoint and have none, and the checkpoints signed late (DESIGN.md §7).
+checkpoint and have none, and the checkpoints signed late (docs/design.md §7).
 """
 
 from __future__ import annotations

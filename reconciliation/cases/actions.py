@@ -1,4 +1,4 @@
-"""What every action on a case starts with (DESIGN.md §6): the role and reason checks, the
+"""What every action on a case starts with (docs/design.md §6): the role and reason checks, the
 case and version read, the resolution record and the result handed back to the page.
 Shared by dispositions, overrides and retries."""
 

@@ -222,7 +222,7 @@ def case_commit_change(
     exactly one commits; the loser gets :class:`CaseChanged` naming the winner. Items
     in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it.
 
-    A resolution stands (DESIGN.md §6): a change that would write a resolution over the
+    A resolution stands (docs/design.md §6): a change that would write a resolution over the
     one ``case`` carries is refused here, before anything is sent; only a reopen, which
     clears it first, lets a case be resolved again."""
     _resolution_stands(case, changes)

@@ -1,5 +1,5 @@
 """What each role may do, which dispositions fit which case, and the fixed reason codes
-(DESIGN.md §6). Services check these themselves; the UI only hides what they refuse."""
+(docs/design.md §6). Services check these themselves; the UI only hides what they refuse."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class EvidenceFacts:
 
 class EvidenceNeed(Code):
     """What a decision needs the evidence to show, checked from a consistent read at
-    decision time (DESIGN.md §6). A cancellation is never proof that no donor meant to
+    decision time (docs/design.md §6). A cancellation is never proof that no donor meant to
     pledge: only a durable record shows a duplicate was refused."""
 
     NOTHING = "NOTHING", "Nothing", "A person's judgement; no record is changed."

@@ -384,7 +384,7 @@ class CaseRepository:
 def owned_filter(tag: str) -> tuple[str, dict]:
     """A FilterExpression keeping only the cases that live in the region tagged ``tag``
     (not replicas of other regions'): the case id names the region, by its length and
-    its ``-<region>`` suffix (DESIGN.md §3, docs/regions.md). Returns the expression and
+    its ``-<region>`` suffix (docs/design.md §3, docs/regions.md). Returns the expression and
     its values (``:own_size``, ``:own_tag``)."""
     expression = "size(case_id) = :own_size"
     vals: dict = {"own_size": 18 + (len(tag) + 1 if tag else 0)}

@@ -1,4 +1,4 @@
-"""Evidence-based dispositions, assignment and bulk work on cases (DESIGN.md §6).
+"""Evidence-based dispositions, assignment and bulk work on cases (docs/design.md §6).
 
 Each service takes the acting :class:`Actor` (with its role), the case version the
 actor saw and an action id from the form, checks the role itself, and commits one

@@ -1,5 +1,5 @@
 """Lists beyond the open queues: a person's own open cases ("My cases") and the resolved
-cases (DESIGN.md §8: /queues/resolved/), each one Query per page and region plus a
+cases (docs/design.md §11: /queues/resolved/), each one Query per page and region plus a
 signed cursor; several regions are merged (:mod:`reconciliation.casework.regions`).
 """
 
@@ -106,7 +106,7 @@ def _positions(payload: dict, regions: list[Store], *, field_name: str = "k") ->
         raise InvalidFilter({"cursor": str(exc)}) from None
 
 
-# --- resolved cases (DESIGN.md §8: /queues/resolved/) -----------------------------------
+# --- resolved cases (docs/design.md §11: /queues/resolved/) -----------------------------------
 
 RESOLVED_CURSOR_SALT = "reconciliation.resolved-cursor"
 # Without a "since", the list reaches back this many months (one small Query each when

@@ -29,7 +29,7 @@ from reconciliation.stores import Store
 
 DEFAULT_SLA_HOURS = Decimal(4)
 # The names a person may use in QUEUE_SLA_HOURS: the URL slugs of the queue pages
-# (DESIGN.md §8) and the queue names themselves.
+# (docs/design.md §11) and the queue names themselves.
 QUEUE_SLUGS: dict[str, Queue] = {
     "stuck": Queue.STUCK_PENDING,
     "ambiguous": Queue.AMBIGUOUS_TIMEOUT,

@@ -1,4 +1,4 @@
-"""Four-eyes overrides on cases (DESIGN.md §6): RELEASE_CLAIM, VOID_PLEDGE and REOPEN are
+"""Four-eyes overrides on cases (docs/design.md §6): RELEASE_CLAIM, VOID_PLEDGE and REOPEN are
 requested by one person and approved or rejected by a different supervisor; unanswered
 requests expire back to the case's prior state."""
 

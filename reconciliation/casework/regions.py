@@ -1,4 +1,4 @@
-"""Case listings over every region (DESIGN.md §2, docs/regions.md): each region is read
+"""Case listings over every region (docs/design.md §2, docs/regions.md): each region is read
 on its own and the pages merged, so a case homed in any region is listed exactly once.
 
 Global Tables copy every case to every region, so a region's indexes also hold replicas

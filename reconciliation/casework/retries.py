@@ -1,4 +1,4 @@
-"""RETRY_COMMIT in the background (DESIGN.md §6): queueing the retry, and the Celery
+"""RETRY_COMMIT in the background (docs/design.md §6): queueing the retry, and the Celery
 task's body that commits the case's intent again under the claim's token and resolves
 the case when the pledge is there."""
 
@@ -41,7 +41,7 @@ class RetryOutcome:
 
 # The Celery task that runs :func:`retry_commit_run` (reconciliation/casework/tasks.py).
 # Services reach it by its registered name, as beat does: the tasks call the services,
-# so a service importing the task module would close an import cycle (DESIGN.md §2).
+# so a service importing the task module would close an import cycle (docs/design.md §2).
 RETRY_COMMIT_TASK = "reconciliation.tasks.cases.retry_commit_task"
 
 

@@ -1,4 +1,4 @@
-"""Case search (DESIGN.md §8: /cases/?q=): find cases by case id, client key or donor ref.
+"""Case search (docs/design.md §11: /cases/?q=): find cases by case id, client key or donor ref.
 
 Every lookup is a GetItem or a Query on a keyed index (never a Scan).
 """
@@ -15,7 +15,7 @@ from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.stores import Store, case_tag
 
-# --- search (DESIGN.md §8: /cases/?q=) ---------------------------------------------------
+# --- search (docs/design.md §11: /cases/?q=) ---------------------------------------------------
 
 MAX_SEARCH_LENGTH = 255  # an idempotency key's limit; donor refs and case ids are shorter
 

@@ -67,7 +67,7 @@ class InvalidFilter(ValueError):
 
 
 # How a queue page may be ordered: the index that holds that order and its direction.
-# Every order is an index of its own (DESIGN.md §3), so a sorted page is still one Query
+# Every order is an index of its own (docs/design.md §3), so a sorted page is still one Query
 # of ``Limit`` rows, whatever the queue's size: never a read of the whole queue.
 SORTS: dict[str, tuple[str, bool]] = {
     "oldest": ("open_by_queue", True),

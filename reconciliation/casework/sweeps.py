@@ -1,4 +1,4 @@
-"""Detection sweeps (DESIGN.md §3, §6).
+"""Detection sweeps (docs/design.md §3, §6).
 
 The stuck-claim sweep queries ``idempotency_keys.pending_by_expiry`` shard by shard for
 PENDING claims whose lease ran out more than ``STUCK_GRACE_S`` ago: its cost grows with

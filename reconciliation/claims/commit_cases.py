@@ -1,6 +1,6 @@
 """What an unanswered pledge commit leaves behind: the reconciliation case it opens
 (with the claim's move in the same transaction) and the claim's quiet, fenced moves,
-for :mod:`reconciliation.claims.commit_outcomes` (DESIGN.md §4)."""
+for :mod:`reconciliation.claims.commit_outcomes` (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How a pledge commit that did not succeed is answered (DESIGN.md §4).
+"""How a pledge commit that did not succeed is answered (docs/design.md §4).
 
 The outcome rule: once any attempt may have applied, the answer is success or 202,
 never a definite failure. A cancelled transaction is decoded and answered from its

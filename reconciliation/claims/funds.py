@@ -1,4 +1,4 @@
-"""Funds a tenant may pledge to (DESIGN.md §3): each registered in one currency with the
+"""Funds a tenant may pledge to (docs/design.md §3): each registered in one currency with the
 largest single amount intake accepts for it. One fund code may be registered in several
 currencies; each is its own ledger (``CODE#CURRENCY``).
 

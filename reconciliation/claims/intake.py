@@ -1,4 +1,4 @@
-"""The exactly-once pledge write path (DESIGN.md §4).
+"""The exactly-once pledge write path (docs/design.md §4).
 
 1. **Claim**: a conditional PutItem creates a PENDING claim; a duplicate learns the
    existing claim from ALL_OLD in the same round trip. FAILED or expired PENDING claims
@@ -240,7 +240,7 @@ def commit_items(store: Store, claim: Claim) -> tuple[list[dict], Pledge]:
 def pledge_commit(store: Store, claim: Claim, *, fresh: bool = False) -> IntakeOutcome:
     """Run the commit transaction for a claim this caller holds.
 
-    The outcome rule (DESIGN.md §4): once any attempt may have applied — a timeout after
+    The outcome rule (docs/design.md §4): once any attempt may have applied — a timeout after
     the request was sent, a lost response, a 5xx, including the SDK's own attempts that
     the final error hides — the answer is success or 202, never a definite failure,
     whatever the later attempts said."""

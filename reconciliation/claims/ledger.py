@@ -5,7 +5,7 @@ item (the transaction must be identical under its token) while different pledges
 fund spread over ``LEDGER_SHARDS`` items. With several regions each shard belongs to one
 region and its key names it (``GENERAL#USD@eu-west-1#3``; the first region's keys name
 none), so no ledger item is ever written from two regions: Global Tables would keep only
-the last of two concurrent additions (DESIGN.md §3, docs/regions.md).
+the last of two concurrent additions (docs/design.md §3, docs/regions.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A claim as a value and as an item of ``idempotency_keys`` (DESIGN.md §3, §4).
+"""A claim as a value and as an item of ``idempotency_keys`` (docs/design.md §3, §4).
 
 :class:`Claim` is the plain dataclass the rest of the code sees; :func:`claim_from_item`
 and :func:`claim_to_item` translate it to and from DynamoDB's attribute values. The

@@ -1,4 +1,4 @@
-"""A claim whose outcome is not clean opens a case (DESIGN.md §4, §6): the case is built
+"""A claim whose outcome is not clean opens a case (docs/design.md §4, §6): the case is built
 from the claim as it was seen, and written with its ``case_opened`` event and queue
 counter — in the same transaction as the claim's move out of the stuck-claim index when
 there is one, so a claim never leaves the index without its case."""
@@ -92,7 +92,7 @@ def case_open(
 
     ``claim_item`` is the claim's move out of the stuck-claim index (attach, or a fenced
     finalisation), written in the same transaction: a claim leaves the index only with
-    its case, never alone (DESIGN.md §3). If the claim moved on meanwhile (its fence
+    its case, never alone (docs/design.md §3). If the claim moved on meanwhile (its fence
     fails), the case is opened without it. Returns the case and whether this call
     created it; opening an existing case id is a no-op that returns the stored case and
     leaves the claim to the caller.

@@ -1,4 +1,4 @@
-"""What the pledge intake answers (DESIGN.md §4): the outcome kinds, which the view
+"""What the pledge intake answers (docs/design.md §4): the outcome kinds, which the view
 maps to HTTP, :class:`IntakeOutcome`, and the answers shared by the claim and the
 commit (in progress, throttled, unavailable)."""
 

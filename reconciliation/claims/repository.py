@@ -1,4 +1,4 @@
-"""Claim items in ``idempotency_keys``: ``PENDING → COMPLETED / FAILED`` (DESIGN.md §3, §4).
+"""Claim items in ``idempotency_keys``: ``PENDING → COMPLETED / FAILED`` (docs/design.md §3, §4).
 
 :class:`ClaimRepository` writes every transition; the claim as a value, its item
 translation and its key helpers are in :mod:`reconciliation.claims.models`
@@ -122,7 +122,7 @@ class ClaimRepository:
 
         The claim takes the attempt's ``attempt_id``, token and lease: a re-claim is a new
         transaction, so it never reuses the previous attempt's ``ClientRequestToken``
-        (DESIGN.md §3), and when its response is lost and the SDK sends it again, the
+        (docs/design.md §3), and when its response is lost and the SDK sends it again, the
         ``ALL_OLD`` item names this attempt, so the caller knows the claim is its own.
         ``version + 1`` fences the previous holder."""
         return self._update_fenced(

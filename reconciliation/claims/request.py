@@ -1,4 +1,4 @@
-"""Validation and normalisation of an intake request (DESIGN.md §4).
+"""Validation and normalisation of an intake request (docs/design.md §4).
 
 Every rejection names the field and why; nothing is written for a rejected request.
 """

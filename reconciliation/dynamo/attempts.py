@@ -1,4 +1,4 @@
-"""What the SDK's hidden attempts of a call did (DESIGN.md §4, the outcome rule).
+"""What the SDK's hidden attempts of a call did (docs/design.md §4, the outcome rule).
 
 botocore retries inside one API call and surfaces only the last attempt's error: a
 commit whose first attempt applied and lost its response, then met throttling on every

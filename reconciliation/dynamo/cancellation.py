@@ -1,4 +1,4 @@
-"""Decoding ``TransactionCanceledException`` into one row per transaction item (DESIGN.md §5).
+"""Decoding ``TransactionCanceledException`` into one row per transaction item (docs/design.md §5).
 
 ``CancellationReasons`` are positional: reason *i* belongs to transaction item *i*. Each
 row names the operation, table, key, reason code, the returned old item where DynamoDB

@@ -1,6 +1,6 @@
 """The one factory for DynamoDB clients (STYLE.md: the client is injected, this is the default).
 
-Clients are configured explicitly (DESIGN.md §4): standard retry mode, a bounded
+Clients are configured explicitly (docs/design.md §4): standard retry mode, a bounded
 ``total_max_attempts`` and connect/read timeouts, so a request path gives up within a
 few seconds instead of botocore's legacy 10 attempts and ~25 s of backoff.
 """
@@ -38,7 +38,7 @@ REGION_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 @dataclass(frozen=True)
 class Region:
     """One region's engine. ``tag`` names the region inside keys that belong to one
-    region (ledger shards, queue counters, case ids, pledge streams: DESIGN.md §3): empty
+    region (ledger shards, queue counters, case ids, pledge streams: docs/design.md §3): empty
     for the primary region (``DDB_PRIMARY_REGION``), so a single-region table keeps the
     keys it had. Derived from the region's name, never from its place in a list: every
     process must agree on it (docs/regions.md, "One configuration")."""

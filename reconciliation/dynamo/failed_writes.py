@@ -5,7 +5,7 @@ capacity for it (nor does DynamoDB Local): a ``ConditionalCheckFailedException``
 no ``ConsumedCapacity``. By the documented rule a failed conditional ``PutItem``,
 ``UpdateItem`` or ``DeleteItem`` costs the write units of the *existing* item, at least 1.
 When the call asked for ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` (the claim does,
-DESIGN.md §4) the existing item comes back and is sized exactly; otherwise it is taken
+docs/design.md §4) the existing item comes back and is sized exactly; otherwise it is taken
 as 1 unit. For a transaction cancelled by a failed condition AWS documents no per-item
 figure; it is estimated as every action's base-table units at 2×, each on the larger of
 the item the request names and the item that came back (1 unit when neither is known).

@@ -1,4 +1,4 @@
-"""The botocore event hooks that carry out a fault plan (DESIGN.md §8).
+"""The botocore event hooks that carry out a fault plan (docs/design.md §11).
 
 :func:`install` registers them on a client; on each call they consult the active plan
 (:func:`reconciliation.dynamo.faults.active_plan`) and, when a fault fires, answer in

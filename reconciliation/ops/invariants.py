@@ -1,4 +1,4 @@
-"""What must hold after every scenario of the fault explorer, at rest (DESIGN.md §3-§7).
+"""What must hold after every scenario of the fault explorer, at rest (docs/design.md §3-§7).
 
 Read back from the tables themselves (a Scan: the explorer and tests only, never a request
 path) and from what the explorer saw on the wire, never from what the system says about
@@ -351,6 +351,6 @@ def audit_problems(snapshot: Snapshot) -> list[Problem]:
 def fence_problems(unfenced: Iterable[tuple[str, str]]) -> list[Problem]:
     """Invariant 6: every write that the wire saw carried its fence. A single life runs
     one worker at a time, so a missing fence rarely shows in its outcome; it shows on
-    the wire (DESIGN.md §4: a late worker must never complete or erase its successor's
+    the wire (docs/design.md §4: a late worker must never complete or erase its successor's
     claim)."""
     return [Problem(FENCED, f"{point}: {text}") for point, text in dict.fromkeys(unfenced)]

@@ -1,4 +1,4 @@
-"""The role × action matrix (DESIGN.md §6): for anonymous, signed-in without a group,
+"""The role × action matrix (docs/design.md §6): for anonymous, signed-in without a group,
 finance_staff, supervisor and auditor, the status every view and action answers. The
 table must cover every URL the resolver knows (a new URL without a row fails), and every
 POST needs its CSRF token, htmx requests included.

@@ -1,4 +1,4 @@
-"""The second factor of staff sign-in (DESIGN.md §8): TOTP for supervisors and auditors,
+"""The second factor of staff sign-in (docs/design.md §11): TOTP for supervisors and auditors,
 recovery codes, a supervisor's audited reset, and account changes in the audit trail.
 
 The test settings are production's (``DJANGO_DEBUG=0``), so the requirement is on unless

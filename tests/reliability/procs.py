@@ -162,7 +162,7 @@ class ApiServer:
 
     def prepare(self, tenant: str) -> str:
         """Create the Django tables and an API token for ``tenant`` (the last line printed
-        by ``issue_api_token``, DESIGN.md §8). The token creates the tenant, with the
+        by ``issue_api_token``, docs/design.md §11). The token creates the tenant, with the
         funds the workload pledges to as its ``DEFAULT_FUNDS``."""
         from tests.reliability.workload import CURRENCIES, FUNDS
 

@@ -1,6 +1,6 @@
 """The two-region reliability runs' parts (docs/regions.md): two DynamoDB Local engines as
 ``us-east-1`` and ``eu-west-1`` with the same tables, traffic that sends each key to both
-regions' servers at about the same time, the answers checked against DESIGN.md §4, crashed
+regions' servers at about the same time, the answers checked against docs/design.md §4, crashed
 claims left in each region, and a person's retries in the region each case lives in. The
 readers of whole tables are in :mod:`tests.reliability.regions_tables`.
 """
@@ -183,7 +183,7 @@ def retry_open(cases: Iterable[dict], case_types: set[str]) -> Counter:
 
 # --- what the clients were told, and the figures the checks read ----------------------------
 
-# DESIGN.md §4: committed, replayed, may have committed (202), in progress (409), throttled
+# docs/design.md §4: committed, replayed, may have committed (202), in progress (409), throttled
 # past the retry budget or DynamoDB not reached, nothing recorded (503, with Retry-After:
 # an overloaded engine answers too late); 0 is no answer at all: the worker died under the request
 # (``crash_after_claim`` in a server aborts it, and the requests it was serving with it).
@@ -198,7 +198,7 @@ OUTCOMES = {
 
 
 def check_answers(traffic: Traffic, *, unpinned: bool = False) -> None:
-    """Every answer is one of DESIGN.md §4's outcomes; a 201 is the one created body of
+    """Every answer is one of docs/design.md §4's outcomes; a 201 is the one created body of
     its key, and a replay repeats it. Unpinned, each region may create a key once."""
     created: dict[tuple[str, str], dict] = {}
     for sent in traffic.sent:

@@ -1,4 +1,4 @@
-"""A fault injected into a running server (DESIGN.md §8): gunicorn started with
+"""A fault injected into a running server (docs/design.md §11): gunicorn started with
 ``FAULT_INJECTION`` and ``ALLOW_FAULT_INJECTION=1``, driven over plain HTTP."""
 
 from __future__ import annotations

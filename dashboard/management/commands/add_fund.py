@@ -1,4 +1,4 @@
-"""``manage.py add_fund --tenant T CODE [--currency C] [--max-amount A]`` (DESIGN.md §8):
+"""``manage.py add_fund --tenant T CODE [--currency C] [--max-amount A]`` (docs/design.md §11):
 register a fund for a tenant, or change the largest single amount of one registered.
 
 A tenant named for the first time is created with ``DEFAULT_FUNDS`` first. Each change

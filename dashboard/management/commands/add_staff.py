@@ -9,7 +9,7 @@ it: when the audit trail cannot be written, nothing changes.
 Where a second factor applies (supervisors and auditors while ``STAFF_MFA_REQUIRED``) and
 the account has no authenticator yet, or ``--new-authenticator`` is given, one is
 enrolled now: recovery codes are printed, then the ``otpauth://`` URI on the last line
-(DESIGN.md §8) for the new colleague to scan.
+(docs/design.md §11) for the new colleague to scan.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Audit exports (DESIGN.md §7), one module per job:
+"""Audit exports (docs/design.md §7), one module per job:
 
 - :mod:`.rows` — the formats, the CSV columns and formula neutralisation, event refs;
 - :mod:`.run` — one export run: chunks hashed as they go, chain heads, signed manifest;

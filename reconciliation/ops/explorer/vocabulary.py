@@ -33,7 +33,7 @@ KINDS = {
     "stall_after": FaultKind(True, False, "stall"),
 }
 FAULT_KINDS = tuple(KINDS)
-# After these the caller cannot tell whether the call took effect (DESIGN.md §4).
+# After these the caller cannot tell whether the call took effect (docs/design.md §4).
 MAY_HAVE_APPLIED = frozenset(
     name for name, k in KINDS.items() if k.sends or k.outcome in ("timeout", "http500")
 )

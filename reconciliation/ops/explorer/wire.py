@@ -158,7 +158,7 @@ def _is_counter(verb: str, spec: dict, role: str) -> bool:
     return role == "cases" and verb == "Update" and case_id.startswith(COUNTER_PREFIX)
 
 
-# The condition each kind of write must carry (DESIGN.md §3, §4, §6, §7): a claim moves
+# The condition each kind of write must carry (docs/design.md §3, §4, §6, §7): a claim moves
 # only under the version or attempt its holder read, a pledge, case or event is created
 # only where none is. Ledger and queue-counter ADDs commute and need none.
 FENCES = {

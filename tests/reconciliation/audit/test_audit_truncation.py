@@ -1,5 +1,5 @@
 """Truncating or rewriting the end of the audit trail (issue 12, defect 2): every subject
-item stores its stream's head, and verification compares them (DESIGN.md §7)."""
+item stores its stream's head, and verification compares them (docs/design.md §7)."""
 
 from __future__ import annotations
 

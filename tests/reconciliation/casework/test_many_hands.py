@@ -267,7 +267,7 @@ def _conflict_case(key: str):
 
 
 # Injected HTTP-level faults need an engine reached over HTTP (moto applies every
-# request it sees, whatever the fault answers: DESIGN.md §10).
+# request it sees, whatever the fault answers: docs/design.md §10).
 @pytest.mark.engines("dynamodb_local")
 def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
     """Defect 5: a cancelled transaction that wrote nothing (TransactionConflict, no

@@ -1,4 +1,4 @@
-"""The claim fences under races (DESIGN.md §4 "Fencing"): a re-claim takes the key from the
+"""The claim fences under races (docs/design.md §4 "Fencing"): a re-claim takes the key from the
 version it read, and a worker that lost its claim can neither attach a case to its
 successor's claim nor complete it.
 

@@ -202,7 +202,7 @@ def _scan_cases(ddb) -> list[dict]:
 
 def test_a_crash_token_is_never_reused_by_the_next_attempt(ddb):
     """A re-claim is a different transaction, so it carries a token of its own: no token
-    ever names two different transactions, on any engine (DESIGN.md §3)."""
+    ever names two different transactions, on any engine (docs/design.md §3)."""
     crashed_claim("fresh-token-1")
     first = repositories().claims.get(_pk("fresh-token-1"))
     with clock.travel(61):

@@ -1,4 +1,4 @@
-"""Compound faults through the HTTP API (DESIGN.md §4 outcome table and outcome rule, §8
+"""Compound faults through the HTTP API (docs/design.md §4 outcome table and outcome rule, §8
 fault names): what the client must be told, and what must be left in the tables, when
 a commit applied but every answer says otherwise, when the case cannot be written, and
 when DynamoDB refuses the call itself.
@@ -105,7 +105,7 @@ def test_commit_applied_then_every_answer_fails_is_202_outcome_unknown(ddb, api,
 def test_conflict_with_case_writes_failing_is_409_and_leaves_the_claim_to_the_sweep(ddb, api):
     """Every commit is cancelled by TransactionConflict and the CANCELLED_TRANSACTION case
     cannot be written: the client gets a definite 409 and nothing is recorded, and the
-    claim must not leave the pending index without its case (DESIGN.md §3): it stays
+    claim must not leave the pending index without its case (docs/design.md §3): it stays
     PENDING with its pending_shard, and the sweep, once the lease has passed, opens a case
     for it."""
     _plan(transaction_conflict=1.0, case_write_fails=1.0)

@@ -1,4 +1,4 @@
-"""Every row of DESIGN.md §4's outcome table, through the HTTP API, on each engine that
+"""Every row of docs/design.md §4's outcome table, through the HTTP API, on each engine that
 honours what the row needs."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _plan(**probabilities) -> None:
 
 # Throttling and conflict faults answer at the HTTP layer. moto's in-process stub answers
 # at that same layer and applies the write anyway, so these run where a real HTTP call is
-# made: DynamoDB Local (DESIGN.md §10: the engine never raises them by itself).
+# made: DynamoDB Local (docs/design.md §10: the engine never raises them by itself).
 http_faults = pytest.mark.dynamodb_local_only
 
 

@@ -23,7 +23,7 @@ def _run() -> str:
 
 
 def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
-    """On a fresh prefix every table of DESIGN.md §3 is created with its indexes and TTL."""
+    """On a fresh prefix every table of docs/design.md §3 is created with its indexes and TTL."""
     settings.DDB_TABLE_PREFIX = "fresh-" + ddb.tables.cases.split("-")[0] + "-"
     reset_clients()
     output = _run()

@@ -1,4 +1,4 @@
-"""Pins, per engine, the DynamoDB behaviour the write path relies on (DESIGN.md §10).
+"""Pins, per engine, the DynamoDB behaviour the write path relies on (docs/design.md §10).
 
 Raw boto3 calls only: if an engine upgrade changes one of these behaviours, this file
 fails before any project test does.

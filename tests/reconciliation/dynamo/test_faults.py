@@ -72,7 +72,7 @@ def test_slow_task_sleeps_only_when_honoured(settings, monkeypatch):
     assert slept == [faults.SLOW_TASK_S]
 
 
-# --- The compound faults (DESIGN.md §8), at the botocore level ---------------------------
+# --- The compound faults (docs/design.md §11), at the botocore level ---------------------------
 #
 # They answer at the HTTP layer (before-send), so they run where a real HTTP call is made:
 # DynamoDB Local. moto's in-process stub would apply every request whatever they answer.
