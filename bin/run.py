@@ -41,7 +41,7 @@ DEMO_USERS = (
     ("admin", "supervisor", "admin@example.org"),
 )
 DEMO_SUPERUSERS = ("admin",)
-# The demo's tenants (the simulator's ``sim``, the README's ``acme``) start with every fund
+# The demo's tenants (the simulator's ``sim``, docs/api.md's ``acme``) start with every fund
 # and currency the simulator pledges to (settings.DEFAULT_FUNDS).
 DEMO_FUNDS = ",".join(
     f"{fund}:{currency}"

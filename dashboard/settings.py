@@ -1,4 +1,4 @@
-"""Django settings, read from the environment (README "Configuration").
+"""Django settings, read from the environment (docs/configuration.md).
 
 Every variable has a default that runs locally; production sets at least
 ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` and ``AUDIT_SIGNING_KEY``.
