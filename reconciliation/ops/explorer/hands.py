@@ -31,7 +31,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from unittest import mock
 
@@ -80,7 +80,7 @@ from reconciliation.ops.explorer.schedule import (
     run_schedule,
     sample_level,
 )
-from reconciliation.ops.explorer.session import _quiet_logs, _simulated_waits
+from reconciliation.ops.explorer.session import _quiet_logs, _simulated_waits, explorer_engine
 from reconciliation.ops.explorer.vocabulary import (
     BODY,
     ERRORS,
@@ -346,26 +346,32 @@ def _asked_retry(world: World, name: str) -> str:
     filter, no seen version: the post decides on the case as read now), and the queue
     delivers the earlier retry's message again (its request ran and ended; prelude
     ``ENDED``), then the retry the post asked for, if it was accepted."""
-    from reconciliation.casework.dispositions import case_dispose
-
     try:
-        result = case_dispose(
-            case_id=world.case_id,
-            disposition=RETRY_COMMIT,
-            actor=STAFF,
-            seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text=REASON,
-            action_id=f"hands-{name}-{world.key}",
-            store=world.store,
-        )
-        asked = (result.case.retry or {}).get("request_id")
+        asked = _ask_retry(world, f"hands-{name}-{world.key}")
     except CaseError:
         asked = None
     outcomes = [_retry_run(world, world.retry_request).kind]
     if asked is not None:
         outcomes.append(_retry_run(world, asked).kind)
     return f"{'asked' if asked else 'refused'}; retry {', '.join(outcomes)}"
+
+
+def _ask_retry(world: World, action_id: str) -> str | None:
+    """Staff post RETRY_COMMIT on the case as read now (no seen version): the request id
+    the case then carries, or ``None``."""
+    from reconciliation.casework.dispositions import case_dispose
+
+    result = case_dispose(
+        case_id=world.case_id,
+        disposition=RETRY_COMMIT,
+        actor=STAFF,
+        seen_version=None,
+        reason_code="TRANSIENT_FAILURE",
+        reason_text=REASON,
+        action_id=action_id,
+        store=world.store,
+    )
+    return (result.case.retry or {}).get("request_id")
 
 
 def _retry_run(world: World, request_id: str | None):
@@ -483,7 +489,6 @@ def _request_release(world: World) -> None:
 
 def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
-    from reconciliation.casework.dispositions import case_dispose
     from reconciliation.casework.sweeps import sweep_claim
     from reconciliation.claims.repository import ClaimRepository
 
@@ -505,17 +510,7 @@ def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
         case = sweep_claim(world.pk, grace_s=0, store=world.store)
         world.case_id = case.case_id
     if RETRY in needs or ENDED in needs:
-        result = case_dispose(
-            case_id=world.case_id,
-            disposition=RETRY_COMMIT,
-            actor=STAFF,
-            seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text=REASON,
-            action_id=f"hands-prelude-retry-{world.key}",
-            store=world.store,
-        )
-        world.retry_request = (result.case.retry or {}).get("request_id")
+        world.retry_request = _ask_retry(world, f"hands-prelude-retry-{world.key}")
     if ENDED in needs and RETRY not in needs:
         # The retry runs once and ends: its commit throttled past the budget (the wire's
         # fault), so the case stays open with a finished retry, and a release may be asked.
@@ -1022,27 +1017,13 @@ def _explore_capped(
     return results
 
 
-@contextlib.contextmanager
-def _engine(endpoint_url: str | None) -> Iterator[str]:
-    if endpoint_url:
-        yield endpoint_url
-        return
-    from reconciliation.dynamo.local import start_dynamodb_local
-
-    engine = start_dynamodb_local()
-    try:
-        yield engine.endpoint_url
-    finally:
-        engine.stop()
-
-
 def explore_hands(config: HandsConfig, progress=None) -> HandsExploration:
     started = time.monotonic()
     chosen = _chosen_pairs(config)
     endpoint = config.endpoint_url or settings.DYNAMODB_ENDPOINT_URL
     results: list[ScheduleResult] = []
     extra: list[Problem] = []
-    with _engine(endpoint) as url:
+    with explorer_engine(endpoint) as url:
         prefix = f"xh{uuid.uuid4().hex[:8]}-"
         with HandsSession(endpoint_url=url, prefix=prefix, seed=config.seed) as session:
             for pair in chosen:

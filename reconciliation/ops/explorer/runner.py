@@ -4,7 +4,6 @@ or over spawned workers, and :func:`explore`, which runs them all.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import itertools
 import multiprocessing
@@ -12,13 +11,13 @@ import os
 import queue
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from reconciliation.ops.explorer.report import result_lines
-from reconciliation.ops.explorer.session import Result, Session, run_guarded
+from reconciliation.ops.explorer.session import Result, Session, explorer_engine, run_guarded
 from reconciliation.ops.explorer.vocabulary import (
     EXHAUSTING,
     FAULT_FREE,
@@ -253,26 +252,11 @@ class ExploreConfig:
     later_writes: bool = True  # depth 2 also faults every write of the later episodes
 
 
-@contextlib.contextmanager
-def _engine(endpoint_url: str | None) -> Iterator[str]:
-    """The configured DynamoDB Local, or one of our own for the run."""
-    if endpoint_url:
-        yield endpoint_url
-        return
-    from reconciliation.dynamo.local import start_dynamodb_local
-
-    engine = start_dynamodb_local()
-    try:
-        yield engine.endpoint_url
-    finally:
-        engine.stop()
-
-
 def explore(config: ExploreConfig, progress: Progress | None = None) -> Exploration:
     started = time.monotonic()
     progress = progress or Progress()
     endpoint = config.endpoint_url or settings.DYNAMODB_ENDPOINT_URL
-    with _engine(endpoint) as url:
+    with explorer_engine(endpoint) as url:
         setup = {"endpoint_url": url, "prefix": f"xf{uuid.uuid4().hex[:8]}-", "seed": config.seed}
         runner = ProcessRunner(setup, config.workers) if config.workers else LocalRunner(setup)
         with runner:

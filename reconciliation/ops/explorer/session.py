@@ -284,3 +284,18 @@ def run_guarded(session: Session, sid: str) -> Result:
     except (Exception, faults.SimulatedCrash) as exc:
         detail = f"the explorer could not run it: {type(exc).__name__}: {exc}"[:300]
         return Result(sid, problems=[Problem("explorer", detail)])
+
+
+@contextlib.contextmanager
+def explorer_engine(endpoint_url: str | None) -> Iterator[str]:
+    """The configured DynamoDB Local, or one of our own for the run."""
+    if endpoint_url:
+        yield endpoint_url
+        return
+    from reconciliation.dynamo.local import start_dynamodb_local
+
+    engine = start_dynamodb_local()
+    try:
+        yield engine.endpoint_url
+    finally:
+        engine.stop()
