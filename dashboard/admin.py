@@ -198,7 +198,7 @@ class FundForm(forms.ModelForm):
         }
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         code = cleaned.get("code", self.instance.code or "")
         currency = cleaned.get("currency", self.instance.currency or "")
         max_amount = cleaned.get("max_amount")

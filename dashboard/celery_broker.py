@@ -62,8 +62,9 @@ os.register_at_fork(after_in_child=_held_forget_in_child)
 
 class QoS(kombu_redis.QoS):
     def restore_unacked(self, client=None):
-        tags = list(self._delivered)
-        if not tags:
+        delivered = self._delivered
+        tags = list(delivered or ())
+        if delivered is None or not tags:
             return
         # A closed connection cannot rebuild kombu's pool (the AttributeError above): it
         # is as unreachable as a refused one.
@@ -71,9 +72,10 @@ class QoS(kombu_redis.QoS):
         if self.channel.connection.client is not None:
             try:
                 return super().restore_unacked(client)
-            except self.channel.connection_errors as exc:
+            # kombu's stubs omit the attributes its Redis Channel and QoS have at run time.
+            except self.channel.connection_errors as exc:  # type: ignore[attr-defined]
                 reason = exc
-        self._delivered.clear()
+        delivered.clear()
         _held_keep(tags)
         logger.warning(
             "Redis is unreachable (%s): %d unacknowledged message(s) are restored when "
@@ -92,9 +94,9 @@ class Channel(kombu_redis.Channel):
         restored = 0
         try:
             for tag in tags:
-                self.qos.restore_by_tag(tag)
+                self.qos.restore_by_tag(tag)  # type: ignore[attr-defined]
                 restored += 1
-        except self.connection_errors as exc:
+        except self.connection_errors as exc:  # type: ignore[attr-defined]
             # Not raised: the channel is registered already; the next connect retries.
             _held_keep(tags[restored:])
             logger.warning(

@@ -19,7 +19,8 @@ from redis.retry import Retry
 class RequestSafeRedisBackend(RedisBackend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.connparams["retry"] = Retry(NoBackoff(), 0)
+        # celery's stubs omit ``connparams``, set by RedisBackend.__init__.
+        self.connparams["retry"] = Retry(NoBackoff(), 0)  # type: ignore[attr-defined]
 
     def on_task_call(self, producer, task_id):
         """Never subscribe on publish: states are read by polling (see module doc)."""

@@ -270,7 +270,7 @@ class StaffSignInForm(AuthenticationForm):
         if device is not None:
             # django-otp's user_logged_in receiver keeps the device in the session, which
             # makes request.user.is_verified() true for the rest of it.
-            user.otp_device = device
+            user.otp_device = device  # type: ignore[attr-defined]  # django-otp's attribute
         return cleaned
 
     def _second_factor(self, user, token: str):
@@ -350,7 +350,9 @@ class TimeZoneForm(forms.Form):
         from dashboard.timezones import zone_names
 
         super().__init__(*args, **kwargs)
-        self.fields["time_zone"].choices = [(name, name.replace("_", " ")) for name in zone_names()]
+        field = self.fields["time_zone"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(name, name.replace("_", " ")) for name in zone_names()]
 
 
 class CaseSearchForm(forms.Form):
@@ -420,7 +422,7 @@ class ResolvedFilterForm(forms.Form):
         return self.cleaned_data["resolved_by"].strip()
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         since, until = data.get("since"), data.get("until")
         for name, day in (("since", since), ("until", until)):
             # The list is kept from 2000 on; beyond 9998 the next day does not exist.
