@@ -171,9 +171,9 @@ class TenantAdmin(AuditedAdmin):
     def fund_list(self, obj: Tenant) -> str:
         return ", ".join(f"{f.code} {f.currency}" for f in obj.funds.all())
 
-    @admin.display(description="active API tokens")
+    @admin.display(description="live API tokens")
     def active_tokens(self, obj: Tenant) -> int:
-        return ApiToken.objects.active().filter(tenant=obj.name).count()
+        return ApiToken.objects.live().filter(tenant=obj.name).count()
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # tokens and audit streams name the tenant: it stays
