@@ -99,6 +99,29 @@ def token_revoke(token: ApiToken, *, actor: Actor) -> bool:
         return token.revoke()
 
 
+def _limit_snapshot(rate_per_s: float | None, burst: int | None) -> dict:
+    # The rate as text: DynamoDB numbers are exact decimals, and a float is refused.
+    return {"rate_per_s": None if rate_per_s is None else f"{rate_per_s:g}", "burst": burst}
+
+
+def tenant_intake_limit_set(
+    tenant: Tenant, *, rate_per_s: float | None, burst: int | None, actor: Actor
+) -> bool:
+    """Set ``tenant``'s intake rate limit (``None``: the settings' default); ``False``
+    when it was already so (nothing written). Applies from the next request."""
+    with transaction.atomic():
+        before = _limit_snapshot(tenant.intake_rate_per_s, tenant.intake_burst)
+        after = _limit_snapshot(rate_per_s, burst)
+        if before == after:
+            return False
+        tenant_event(
+            tenant.name, AuditAction.INTAKE_LIMIT_CHANGED, actor=actor, before=before, after=after
+        )
+        tenant.intake_rate_per_s, tenant.intake_burst = rate_per_s, burst
+        tenant.save(update_fields=["intake_rate_per_s", "intake_burst"])
+        return True
+
+
 def fund_register(tenant: Tenant, fund: fund_rules.Fund, *, actor: Actor) -> tuple[Fund, bool]:
     """Register ``fund`` for ``tenant``, or change its largest single amount; returns the
     row and whether it was new. An unchanged fund writes nothing."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.core.management import call_command
 from prometheus_client import REGISTRY
 
 from dashboard.models import ApiToken, Tenant
 from tests.conftest import ApiCaller, pledge_body
-from tests.helpers import claims, pledges
+from tests.helpers import audit_events, claims, pledges
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,19 @@ def test_redis_unreachable_fails_open(ddb, api, settings):
     assert answers == [201, 201, 201]
     assert len(pledges(ddb)) == 3
     assert REGISTRY.get_sample_value("intake_rate_limit_unavailable_total") == before + 3
+
+
+@pytest.mark.engines("moto")
+def test_set_intake_limit_is_audited_and_applies_to_the_next_request(ddb, api):
+    """``set_intake_limit`` writes the tenant's limit with an audit event (before and
+    after) and the next request is held to it; ``--default`` gives the settings back."""
+    call_command("set_intake_limit", "--tenant", "acme", "--rate", "0.05", "--burst", "1")
+    assert api.post("cmd-1", pledge_body()).status_code == 201
+    assert api.post("cmd-2", pledge_body()).status_code == 429
+    call_command("set_intake_limit", "--tenant", "acme", "--default")
+    assert api.post("cmd-2", pledge_body()).status_code == 201
+    events = [e for e in audit_events(ddb, "TENANT#acme") if e["action"] == "intake_limit_changed"]
+    assert [(e["before"], e["after"]) for e in events] == [
+        ({"rate_per_s": None, "burst": None}, {"rate_per_s": "0.05", "burst": 1}),
+        ({"rate_per_s": "0.05", "burst": 1}, {"rate_per_s": None, "burst": None}),
+    ]
