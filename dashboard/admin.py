@@ -156,7 +156,7 @@ class TenantForm(forms.ModelForm):
 @admin.register(Tenant, site=site)
 class TenantAdmin(AuditedAdmin):
     form = TenantForm
-    list_display = ("name", "fund_list", "active_tokens", "created_at")
+    list_display = ("name", "fund_list", "active_tokens", "intake_limit", "created_at")
     search_fields = ("name",)
     readonly_fields = ("created_at",)
     inlines = (FundInline,)
@@ -171,9 +171,20 @@ class TenantAdmin(AuditedAdmin):
     def fund_list(self, obj: Tenant) -> str:
         return ", ".join(f"{f.code} {f.currency}" for f in obj.funds.all())
 
-    @admin.display(description="active API tokens")
+    @admin.display(description="intake limit")
+    def intake_limit(self, obj: Tenant) -> str:
+        """As ``set_intake_limit`` sets it; empty fields fall back to the settings."""
+        rate = obj.intake_rate_per_s
+        burst = obj.intake_burst
+        if rate is None and burst is None:
+            return f"default ({settings.INTAKE_RATE_PER_S:g}/s, burst {settings.INTAKE_BURST})"
+        return f"{rate if rate is not None else settings.INTAKE_RATE_PER_S:g}/s, burst " + str(
+            burst if burst is not None else settings.INTAKE_BURST
+        )
+
+    @admin.display(description="live API tokens")
     def active_tokens(self, obj: Tenant) -> int:
-        return ApiToken.objects.active().filter(tenant=obj.name).count()
+        return ApiToken.objects.live().filter(tenant=obj.name).count()
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # tokens and audit streams name the tenant: it stays

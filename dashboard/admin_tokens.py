@@ -8,6 +8,8 @@ Split from dashboard/admin.py (behaviour unchanged).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -16,7 +18,7 @@ from django.utils.cache import patch_cache_control
 
 from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
 from dashboard.models import ApiToken, Tenant
-from dashboard.tenant_changes import token_issue, token_revoke
+from dashboard.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
 from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
 
 
@@ -26,6 +28,12 @@ class TokenIssueForm(forms.Form):
         max_length=64,
         help_text="An existing tenant, or a new one (created with the default funds).",
     )
+    expires_in_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=3650,
+        help_text="Days until the token expires; empty: never (until revoked).",
+    )
 
 
 class TokenStatusFilter(admin.SimpleListFilter):
@@ -33,11 +41,13 @@ class TokenStatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
-        return (("active", "active"), ("revoked", "revoked"))
+        return (("active", "active"), ("expired", "expired"), ("revoked", "revoked"))
 
     def queryset(self, request, queryset):
         if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True)
+            return queryset.live()
+        if self.value() == "expired":
+            return queryset.active().exclude(pk__in=queryset.live().values("pk"))
         if self.value() == "revoked":
             return queryset.filter(revoked_at__isnull=False)
         return queryset
@@ -45,10 +55,18 @@ class TokenStatusFilter(admin.SimpleListFilter):
 
 @admin.register(ApiToken, site=site)
 class ApiTokenAdmin(AuditedAdmin):
-    list_display = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    list_display = (
+        "tenant",
+        "hint_text",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+        "status",
+    )
     list_filter = (TokenStatusFilter, "tenant")
     search_fields = ("tenant", "hint")
-    fields = ("tenant", "hint_text", "created_at", "revoked_at", "status")
+    fields = list_display
     readonly_fields = fields
     actions = ("revoke_tokens",)
 
@@ -58,7 +76,7 @@ class ApiTokenAdmin(AuditedAdmin):
 
     @admin.display(description="status")
     def status(self, obj: ApiToken) -> str:
-        return "active" if obj.is_active else "revoked"
+        return obj.state
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # a token is issued or revoked, never edited
@@ -100,8 +118,18 @@ class ApiTokenAdmin(AuditedAdmin):
         }
         if request.method == "POST" and form.is_valid():
             name = form.cleaned_data["tenant"]
+            days = form.cleaned_data["expires_in_days"]
             try:
-                token, raw = token_issue(name, actor=admin_actor(request))
+                token, raw = token_issue(
+                    name,
+                    actor=admin_actor(request),
+                    expires_in=timedelta(days=days) if days else None,
+                )
+            except TooManyLiveTokens as exc:
+                context["error"] = str(exc)
+                return TemplateResponse(
+                    request, "admin/dashboard/apitoken/issue.html", context, status=409
+                )
             except AUDIT_UNAVAILABLE:
                 context["error"] = NOT_RECORDED
                 return TemplateResponse(

@@ -8,15 +8,45 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import MAX_PREC, Context, Decimal
+from enum import StrEnum
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import connection, models, transaction
+from django.db.models import Q
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from reconciliation import clock
 from reconciliation.claims import funds as fund_rules
 
 TOKEN_PREFIX = "plg_"
+# Live (neither revoked nor expired) tokens a tenant may hold at once: the old one and its
+# replacement during a rotation (docs/security.md).
+MAX_LIVE_TOKENS = 2
+# ``last_used_at`` is written at most this often per token: not a database write per request.
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+class TokenRefusal(StrEnum):
+    """Why a bearer token was not accepted: the 401's ``error`` code."""
+
+    UNKNOWN = "token_unknown"
+    REVOKED = "token_revoked"
+    EXPIRED = "token_expired"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who an accepted token speaks for: the tenant, its funds and its intake limit."""
+
+    tenant: str
+    funds: list[fund_rules.Fund]
+    rate_per_s: float
+    burst: int
 
 
 def hash_token(raw: str) -> str:
@@ -26,6 +56,10 @@ def hash_token(raw: str) -> str:
 class ApiTokenQuerySet(models.QuerySet):
     def active(self) -> ApiTokenQuerySet:
         return self.filter(revoked_at__isnull=True)
+
+    def live(self) -> ApiTokenQuerySet:
+        """Tokens the API accepts now: not revoked, not expired."""
+        return self.active().filter(Q(expires_at__isnull=True) | Q(expires_at__gt=clock.now()))
 
 
 class ApiToken(models.Model):
@@ -39,6 +73,10 @@ class ApiToken(models.Model):
     hint = models.CharField(max_length=12, help_text="the token's last characters")
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="empty: never expires")
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="to the minute: written at most once a minute"
+    )
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -49,13 +87,21 @@ class ApiToken(models.Model):
         return f"{self.tenant} …{self.hint}"
 
     @classmethod
-    def issue(cls, tenant: str) -> tuple[ApiToken, str]:
+    def issue(cls, tenant: str, *, expires_in: timedelta | None = None) -> tuple[ApiToken, str]:
         """A new token for ``tenant`` (created, with ``DEFAULT_FUNDS``, on its first
-        token); the raw token is returned once and never stored."""
+        token); the raw token is returned once and never stored. ``expires_in``: none,
+        the token lives until revoked."""
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = clock.now()
         with transaction.atomic():
             Tenant.objects.provision(tenant)
-            token = cls.objects.create(tenant=tenant, token_hash=hash_token(raw), hint=raw[-6:])
+            token = cls.objects.create(
+                tenant=tenant,
+                token_hash=hash_token(raw),
+                hint=raw[-6:],
+                created_at=now,
+                expires_at=now + expires_in if expires_in is not None else None,
+            )
         return token, raw
 
     def revoke(self) -> bool:
@@ -70,24 +116,72 @@ class ApiToken(models.Model):
     def is_active(self) -> bool:
         return self.revoked_at is None
 
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= clock.now()
+
+    @property
+    def state(self) -> str:
+        """``revoked``, ``expired`` or ``active`` (revoked wins: it was a decision)."""
+        if not self.is_active:
+            return "revoked"
+        return "expired" if self.is_expired else "active"
+
     @classmethod
-    def caller(cls, raw: str) -> tuple[str, list[fund_rules.Fund]] | None:
-        """The tenant for ``raw`` and every fund it registered, or ``None``: the API's one
-        database query, by hash, with a constant-time final comparison. Two ORM queries
-        cost more than the pledge's own Python work on the request path (their SQL is
-        compiled anew on every request); this one is written once."""
+    def authenticate(cls, raw: str) -> Caller | TokenRefusal:
+        """The caller ``raw`` speaks for, or why it is refused: the API's one database
+        query, by hash, with a constant-time final comparison. Two ORM queries cost more
+        than the pledge's own Python work on the request path (their SQL is compiled anew
+        on every request); this one is written once. A second query, the ``last_used_at``
+        update, runs at most once a minute per token."""
         digest = hash_token(raw)
         with connection.cursor() as cursor:
             cursor.execute(_caller_sql(), [digest])
             rows = cursor.fetchall()
-        if not rows or not hmac.compare_digest(rows[0][1], digest):
-            return None
+        if not rows or not hmac.compare_digest(rows[0][2], digest):
+            return TokenRefusal.UNKNOWN
+        pk, tenant, _hash, revoked_at, expires_at, last_used_at, rate, burst = rows[0][:8]
+        now = clock.now()
+        if revoked_at is not None:
+            return TokenRefusal.REVOKED
+        expires = _db_datetime(expires_at)
+        if expires is not None and expires <= now:
+            return TokenRefusal.EXPIRED
+        last_used = _db_datetime(last_used_at)
+        if last_used is None or now - last_used >= LAST_USED_EVERY:
+            # Conditional, so concurrent requests of the same minute do not all write.
+            cls.objects.filter(pk=pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_EVERY)
+            ).update(last_used_at=now)
         funds = [
             fund_rules.Fund(code=code, currency=currency, max_amount=_stored_amount(top))
-            for _tenant, _hash, code, currency, top in rows
+            for *_token, code, currency, top in rows
             if code is not None
         ]
-        return rows[0][0], funds
+        return Caller(
+            tenant=tenant,
+            funds=funds,
+            rate_per_s=float(rate) if rate is not None else float(settings.INTAKE_RATE_PER_S),
+            burst=int(burst) if burst is not None else int(settings.INTAKE_BURST),
+        )
+
+    @classmethod
+    def caller(cls, raw: str) -> tuple[str, list[fund_rules.Fund]] | None:
+        """The tenant for ``raw`` and every fund it registered, or ``None`` for a token
+        the API refuses (unknown, revoked or expired)."""
+        found = cls.authenticate(raw)
+        return (found.tenant, found.funds) if isinstance(found, Caller) else None
+
+
+def _db_datetime(value: datetime | str | None) -> datetime | None:
+    """A datetime column read by the raw cursor: SQLite hands back a naive UTC datetime
+    (or text), PostgreSQL an aware one."""
+    if value is None:
+        return None
+    at = parse_datetime(value) if isinstance(value, str) else value
+    if at is None:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _stored_amount(value: Decimal | float | int | str) -> Decimal:
@@ -103,15 +197,18 @@ def _stored_amount(value: Decimal | float | int | str) -> Decimal:
 
 @functools.cache
 def _caller_sql() -> str:
-    """A token, active, with its tenant's funds in ``Fund``'s order (code, currency)."""
+    """A token, with its state, its tenant's intake limit and the tenant's funds in
+    ``Fund``'s order (code, currency)."""
     quote = connection.ops.quote_name
     token, tenant, fund = (quote(m._meta.db_table) for m in (ApiToken, Tenant, Fund))
     # Only table names from the models, quoted, are formatted in; the token is a parameter.
     return (
-        f"SELECT t.tenant, t.token_hash, f.code, f.currency, f.max_amount FROM {token} t "  # noqa: S608
+        "SELECT t.id, t.tenant, t.token_hash, t.revoked_at, t.expires_at, t.last_used_at, "  # noqa: S608
+        "n.intake_rate_per_s, n.intake_burst, f.code, f.currency, f.max_amount "
+        f"FROM {token} t "
         f"LEFT JOIN {tenant} n ON n.name = t.tenant "
         f"LEFT JOIN {fund} f ON f.tenant_id = n.id "
-        "WHERE t.token_hash = %s AND t.revoked_at IS NULL ORDER BY f.code, f.currency"
+        "WHERE t.token_hash = %s ORDER BY f.code, f.currency"
     )
 
 
@@ -141,6 +238,19 @@ class Tenant(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The intake rate limit (dashboard/intake_limit.py); empty: the settings' default.
+    intake_rate_per_s = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="intake requests per second (refill); empty: INTAKE_RATE_PER_S",
+    )
+    intake_burst = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="intake requests accepted at once (bucket size); empty: INTAKE_BURST",
+    )
 
     objects = TenantManager()
 

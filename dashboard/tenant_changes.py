@@ -8,11 +8,12 @@ One place for the administration screen (dashboard/admin.py) and the commands
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
 
-from dashboard.models import ApiToken, Fund, Tenant, default_funds
+from dashboard.models import MAX_LIVE_TOKENS, ApiToken, Fund, Tenant, default_funds
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.tenants import tenant_event_append
@@ -50,18 +51,37 @@ def tenant_provision(name: str, *, actor: Actor) -> Tenant:
         return tenant
 
 
-def token_issue(name: str, *, actor: Actor) -> tuple[ApiToken, str]:
-    """A new API token for ``name`` (the tenant created first if new); the raw token is
-    returned once, and only its last characters reach the audit trail."""
-    with transaction.atomic():
-        tenant_provision(name, actor=actor)
-        token, raw = ApiToken.issue(name)
-        tenant_event(
-            name,
-            AuditAction.API_TOKEN_ISSUED,
-            actor=actor,
-            detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
+class TooManyLiveTokens(Exception):
+    """The tenant holds ``MAX_LIVE_TOKENS`` live tokens already: nothing was issued."""
+
+    def __init__(self, tenant: str, hints: list[str]):
+        self.tenant, self.hints = tenant, hints
+        super().__init__(
+            f"tenant {tenant} already has {len(hints)} live tokens "
+            f"({', '.join('…' + h for h in hints)}), the most a rotation needs: revoke the "
+            "old one once its callers use the new one (revoke_api_token --hint), then issue"
         )
+
+
+def token_issue(
+    name: str, *, actor: Actor, expires_in: timedelta | None = None
+) -> tuple[ApiToken, str]:
+    """A new API token for ``name`` (the tenant created first if new); the raw token is
+    returned once, and only its last characters reach the audit trail. Refused with
+    ``TooManyLiveTokens`` when the tenant holds ``MAX_LIVE_TOKENS`` live ones: a third is
+    never issued, and none is revoked silently (a caller would be cut off unannounced)."""
+    with transaction.atomic():
+        tenant = tenant_provision(name, actor=actor)
+        # The tenant's row, locked: two issues at once count one after the other.
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        live = list(ApiToken.objects.live().filter(tenant=name).order_by("pk"))
+        if len(live) >= MAX_LIVE_TOKENS:
+            raise TooManyLiveTokens(name, [t.hint for t in live])
+        token, raw = ApiToken.issue(name, expires_in=expires_in)
+        detail = {"hint": token.hint, "issued_at": token.created_at.isoformat()}
+        if token.expires_at is not None:
+            detail["expires_at"] = token.expires_at.isoformat()
+        tenant_event(name, AuditAction.API_TOKEN_ISSUED, actor=actor, detail=detail)
         return token, raw
 
 
@@ -77,6 +97,29 @@ def token_revoke(token: ApiToken, *, actor: Actor) -> bool:
             detail={"hint": token.hint, "issued_at": token.created_at.isoformat()},
         )
         return token.revoke()
+
+
+def _limit_snapshot(rate_per_s: float | None, burst: int | None) -> dict:
+    # The rate as text: DynamoDB numbers are exact decimals, and a float is refused.
+    return {"rate_per_s": None if rate_per_s is None else f"{rate_per_s:g}", "burst": burst}
+
+
+def tenant_intake_limit_set(
+    tenant: Tenant, *, rate_per_s: float | None, burst: int | None, actor: Actor
+) -> bool:
+    """Set ``tenant``'s intake rate limit (``None``: the settings' default); ``False``
+    when it was already so (nothing written). Applies from the next request."""
+    with transaction.atomic():
+        before = _limit_snapshot(tenant.intake_rate_per_s, tenant.intake_burst)
+        after = _limit_snapshot(rate_per_s, burst)
+        if before == after:
+            return False
+        tenant_event(
+            tenant.name, AuditAction.INTAKE_LIMIT_CHANGED, actor=actor, before=before, after=after
+        )
+        tenant.intake_rate_per_s, tenant.intake_burst = rate_per_s, burst
+        tenant.save(update_fields=["intake_rate_per_s", "intake_burst"])
+        return True
 
 
 def fund_register(tenant: Tenant, fund: fund_rules.Fund, *, actor: Actor) -> tuple[Fund, bool]:

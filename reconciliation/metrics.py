@@ -61,6 +61,17 @@ FAILED_CONDITIONAL_WRITE_UNITS = Counter(
     "Write units DynamoDB bills for failed conditional writes (documented rule), by kind",
     ["kind"],
 )
+# The intake rate limit (dashboard/intake_limit.py). The tenant label is the operator's
+# name for an API caller (as in TENANT# streams), never donor data.
+INTAKE_RATE_LIMITED = Counter(
+    "intake_rate_limited_total",
+    "Intake requests refused with 429 by the tenant's rate limit",
+    ["tenant"],
+)
+INTAKE_RATE_LIMIT_UNAVAILABLE = Counter(
+    "intake_rate_limit_unavailable_total",
+    "Intake requests admitted without the rate limit because Redis did not answer",
+)
 CASES_OPENED = Counter("cases_opened_total", "Reconciliation cases opened", ["case_type"])
 # A case change refused because another hand changed the case after this one read it
 # (docs/design.md §6): the loser writes nothing. For people it is the 409 page; for system

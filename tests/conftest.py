@@ -314,3 +314,12 @@ def signin_lockout_isolated(settings):
     import uuid
 
     settings.SIGNIN_LOCKOUT_PREFIX = f"signin-lockout:test:{uuid.uuid4().hex}:"
+
+
+@pytest.fixture(autouse=True)
+def intake_rate_limit_isolated(settings):
+    """Each test's tenants have buckets of their own (dashboard/intake_limit.py): Redis
+    outlives the test, and a bucket another test emptied must not refuse anyone."""
+    import uuid
+
+    settings.INTAKE_RATE_LIMIT_PREFIX = f"intake-rate:test:{uuid.uuid4().hex}:"

@@ -2,7 +2,8 @@
 
 Thin translation only: authenticate, parse, check the fund against the tenant's registered
 funds, call one service, map its outcome to HTTP (docs/design.md §4 outcome table). Bearer
-tokens map callers to tenants.
+tokens map callers to tenants; a new key is held to the tenant's rate limit before anything
+is written (dashboard/intake_limit.py).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import CorrelatedRequest, client_address
-from dashboard.models import ApiToken
+from dashboard.intake_limit import intake_take
+from dashboard.models import ApiToken, Caller, TokenRefusal
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake as pledges
-from reconciliation.claims.funds import Fund as FundRule
 from reconciliation.claims.funds import fund_check
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
@@ -26,6 +27,7 @@ from reconciliation.claims.request import (
     parse_body,
     parse_idempotency_key,
 )
+from reconciliation.metrics import INTAKE_RATE_LIMITED
 
 
 def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
@@ -37,23 +39,56 @@ def _bearer(request: HttpRequest) -> str | None:
     return raw.strip() if scheme.lower() == "bearer" and raw.strip() else None
 
 
-def _caller(request: HttpRequest) -> tuple[str, list[FundRule]] | None:
-    """The tenant and its registered funds, in one query (``ApiToken.caller``)."""
+def _caller(request: HttpRequest) -> Caller | TokenRefusal | None:
+    """The tenant, its registered funds and intake limit, in one query
+    (``ApiToken.authenticate``); why the token was refused; ``None`` without one."""
     raw = _bearer(request)
-    caller = ApiToken.caller(raw) if raw else None
+    caller = ApiToken.authenticate(raw) if raw else None
     # Read by ServerTimingMiddleware: timings go to callers who proved who they are.
-    request.api_tenant = caller[0] if caller else None  # type: ignore[attr-defined]
+    request.api_tenant = caller.tenant if isinstance(caller, Caller) else None  # type: ignore[attr-defined]
     return caller
 
 
-def _tenant(request: HttpRequest) -> str | None:
-    caller = _caller(request)
-    return caller[0] if caller else None
+_REFUSALS = {
+    None: ("unauthorized", "A valid bearer token is required."),
+    TokenRefusal.UNKNOWN: (TokenRefusal.UNKNOWN, "This bearer token is not known."),
+    TokenRefusal.REVOKED: (TokenRefusal.REVOKED, "This bearer token was revoked."),
+    TokenRefusal.EXPIRED: (TokenRefusal.EXPIRED, "This bearer token has expired."),
+}
 
 
-def _unauthorized() -> JsonResponse:
-    response = _error(401, "unauthorized", "A valid bearer token is required.")
-    response["WWW-Authenticate"] = 'Bearer realm="pledges"'
+def _unauthorized(refusal: TokenRefusal | None) -> JsonResponse:
+    code, detail = _REFUSALS[refusal]
+    response = _error(401, str(code), detail)
+    # RFC 6750 §3: a request without a token gets no error attribute.
+    response["WWW-Authenticate"] = (
+        'Bearer realm="pledges"'
+        if refusal is None
+        else 'Bearer realm="pledges", error="invalid_token"'
+    )
+    return response
+
+
+def _rate_limited(caller: Caller, key: str) -> JsonResponse | None:
+    """429 for a new key beyond the tenant's rate, before anything is written; ``None``
+    to go on. The bucket is asked first (Redis, cheap); only a refusal pays for the
+    consistent read that tells a key already claimed or recorded, which is never refused:
+    a client retrying an accepted pledge gets its original answer. Redis unreachable:
+    admitted (fail open, logged and counted by ``intake_take``)."""
+    take = intake_take(tenant=caller.tenant, rate_per_s=caller.rate_per_s, burst=caller.burst)
+    if take is None or take.taken:
+        return None
+    if pledges.pledge_key_known(tenant=caller.tenant, idempotency_key=key):
+        return None
+    INTAKE_RATE_LIMITED.labels(caller.tenant).inc()
+    response = _error(
+        429,
+        "rate_limited",
+        "Too many requests for this tenant; nothing was recorded. Retry after the "
+        "Retry-After seconds.",
+        intent_id=key,
+    )
+    response["Retry-After"] = str(take.retry_after_s)
     return response
 
 
@@ -76,9 +111,9 @@ def _invalid(exc: InvalidRequest) -> JsonResponse:
 @require_http_methods(["POST"])
 def pledge_create(request: CorrelatedRequest) -> JsonResponse:
     caller = _caller(request)
-    if caller is None:
-        return _unauthorized()
-    tenant, funds = caller
+    if not isinstance(caller, Caller):
+        return _unauthorized(caller)
+    tenant, funds = caller.tenant, caller.funds
     try:
         key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
         declared = request.META.get("CONTENT_LENGTH") or "0"
@@ -88,6 +123,9 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         body = parse_body(request.body)
     except InvalidRequest as exc:
         return _invalid(exc)
+    limited = _rate_limited(caller, key)
+    if limited is not None:
+        return limited
     try:
         # Only the tenant's registered funds (read with the token), up to each one's
         # largest single amount, refused before anything is written; but a key already
@@ -120,9 +158,10 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
 @csrf_exempt
 @require_safe
 def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
-    tenant = _tenant(request)
-    if tenant is None:
-        return _unauthorized()
+    caller = _caller(request)
+    if not isinstance(caller, Caller):
+        return _unauthorized(caller)
+    tenant = caller.tenant
     try:
         key = parse_idempotency_key(intent_id)
     except InvalidRequest as exc:

@@ -55,6 +55,11 @@ class AuditAction(Code):
     FUND_REMOVED = "fund_removed", "Fund removed", "Intake refuses pledges to it from now on."
     API_TOKEN_ISSUED = "api_token_issued", "API token issued"
     API_TOKEN_REVOKED = "api_token_revoked", "API token revoked"
+    INTAKE_LIMIT_CHANGED = (
+        "intake_limit_changed",
+        "Intake rate limit changed",
+        "Requests per second and burst; empty: the settings' default.",
+    )
     # Exports
     EXPORT_REQUESTED = "export_requested", "Export requested"
     EXPORT_COMPLETED = "export_completed", "Export completed"

@@ -59,7 +59,7 @@ KEY_ATTRIBUTES = {
     "audit_events": ("stream", "seq"),
 }
 # Error codes the intake view answers with besides the outcome kinds of its STATUS map:
-# field errors (400), authentication (401) and the recovery GET's 404.
+# field errors (400), authentication (401), the rate limit (429) and the recovery GET's 404.
 VIEW_ERRORS = frozenset(
     {
         "invalid_request",
@@ -68,6 +68,10 @@ VIEW_ERRORS = frozenset(
         "body_too_large",
         "malformed_json",
         "unauthorized",
+        "token_unknown",
+        "token_revoked",
+        "token_expired",
+        "rate_limited",
         "not_found",
     }
 )

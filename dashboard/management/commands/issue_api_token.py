@@ -1,17 +1,22 @@
-"""``manage.py issue_api_token --tenant NAME``: print a new API bearer token on the last line.
+"""``manage.py issue_api_token --tenant NAME [--expires-in DAYS]``: print a new API bearer
+token on the last line.
 
 A tenant named for the first time is created with ``DEFAULT_FUNDS``. Both are audit
 events on ``TENANT#NAME``; when the audit trail cannot be written, nothing is issued.
+Without ``--expires-in`` the token lives until revoked (as every token issued before
+expiry existed). A tenant holds at most two live tokens, the old and the new of a
+rotation: a third is refused, naming the two.
 """
 
 from __future__ import annotations
 
 import getpass
 import re
+from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.tenant_changes import token_issue
+from dashboard.tenant_changes import TooManyLiveTokens, token_issue
 from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import Actor, Role
 
@@ -36,13 +41,30 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--tenant", required=True)
+        parser.add_argument(
+            "--expires-in",
+            type=int,
+            metavar="DAYS",
+            help="days until the token expires (default: never, until revoked)",
+        )
 
-    def handle(self, *args, tenant: str, **options) -> None:
+    def handle(self, *args, tenant: str, expires_in: int | None = None, **options) -> None:
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
+        if expires_in is not None and not 1 <= expires_in <= 3650:
+            raise CommandError("--expires-in must be 1-3650 days")
         try:
-            token, raw = token_issue(tenant, actor=command_actor("issue_api_token"))
+            token, raw = token_issue(
+                tenant,
+                actor=command_actor("issue_api_token"),
+                expires_in=timedelta(days=expires_in) if expires_in is not None else None,
+            )
+        except TooManyLiveTokens as exc:
+            raise CommandError(str(exc)) from exc
         except AUDIT_UNAVAILABLE as exc:
             raise not_recorded(exc) from exc
-        self.stdout.write(f"issued token …{token.hint} for tenant {tenant}; it is shown once:")
+        expiry = f", expires {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else ""
+        self.stdout.write(
+            f"issued token …{token.hint} for tenant {tenant}{expiry}; it is shown once:"
+        )
         self.stdout.write(raw)

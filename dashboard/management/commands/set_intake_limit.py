@@ -1,0 +1,52 @@
+"""``manage.py set_intake_limit --tenant T (--rate R --burst B | --default)``: set a
+tenant's intake rate limit (docs/security.md), or return it to ``INTAKE_RATE_PER_S`` /
+``INTAKE_BURST``. An audit event on ``TENANT#T``; applies from the next request.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.management.commands.issue_api_token import command_actor, not_recorded
+from dashboard.models import Tenant
+from dashboard.tenant_changes import tenant_intake_limit_set
+from dashboard.views.accounts import AUDIT_UNAVAILABLE
+
+
+class Command(BaseCommand):
+    help = "Set a tenant's intake rate limit (requests per second and burst)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--rate", type=float, help="requests per second (refill), > 0")
+        parser.add_argument("--burst", type=int, help="requests accepted at once, >= 1")
+        parser.add_argument(
+            "--default", action="store_true", help="use INTAKE_RATE_PER_S / INTAKE_BURST"
+        )
+
+    def handle(
+        self,
+        *args,
+        tenant: str,
+        rate: float | None,
+        burst: int | None,
+        default: bool,
+        **options,
+    ) -> None:
+        if default == (rate is not None or burst is not None):
+            raise CommandError("give --rate and --burst, or --default")
+        if not default and (rate is None or burst is None or rate <= 0 or burst < 1):
+            raise CommandError("--rate must be > 0 and --burst >= 1, both given")
+        owner = Tenant.objects.filter(name=tenant).first()
+        if owner is None:
+            raise CommandError(f"no tenant {tenant}")
+        try:
+            changed = tenant_intake_limit_set(
+                owner, rate_per_s=rate, burst=burst, actor=command_actor("set_intake_limit")
+            )
+        except AUDIT_UNAVAILABLE as exc:
+            raise not_recorded(exc) from exc
+        limit = "the default" if default else f"{rate:g}/s, burst {burst}"
+        self.stdout.write(
+            f"tenant {tenant}: intake limit {limit}" + ("" if changed else " (unchanged)")
+        )
