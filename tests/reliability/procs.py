@@ -107,6 +107,10 @@ def django_env(
         REDBEAT_KEY_PREFIX=f"redbeat:reliability-{os.getpid()}-{free_port()}:",
         PYTHONUNBUFFERED="1",
         LOG_LEVEL="INFO",
+        # These runs load the write path, not the intake rate limit (its own tests:
+        # tests/dashboard/test_intake_rate_limit.py): no tenant is ever refused here.
+        INTAKE_RATE_PER_S="1000000",
+        INTAKE_BURST="1000000",
     )
     env.update(extra)
     return env
