@@ -111,6 +111,8 @@ MIDDLEWARE = [
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
     "dashboard.mfa.SecondFactorMiddleware",
+    # The profile's list of one's sessions: device, address, last seen (once a minute).
+    "dashboard.staff_sessions.StaffSessionMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]

@@ -27,11 +27,21 @@ urlpatterns = [
         name="profile-recovery-codes",
     ),
     path("accounts/profile/time-zone/", accounts.time_zone_view, name="profile-time-zone"),
+    path(
+        "accounts/profile/sessions/end-others/",
+        accounts.sessions_end_others_view,
+        name="profile-sessions-end-others",
+    ),
     path("accounts/staff/", accounts.staff_view, name="staff"),
     path(
         "accounts/staff/<str:username>/reset-second-factor/",
         accounts.second_factor_reset_view,
         name="staff-reset-second-factor",
+    ),
+    path(
+        "accounts/staff/<str:username>/end-sessions/",
+        accounts.staff_sessions_end_view,
+        name="staff-end-sessions",
     ),
     path("admin/", admin.site.urls),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),

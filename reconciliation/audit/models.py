@@ -42,6 +42,12 @@ class AuditAction(Code):
         "Sign-in locked",
         "Too many failed sign-ins from one address: refused there until the cool-off ends.",
     )
+    SIGNED_OUT = "signed_out", "Signed out"
+    SESSIONS_ENDED = (
+        "sessions_ended",
+        "Sessions ended",
+        "By the account's owner (its other sessions) or by a supervisor (all of them).",
+    )
     STAFF_CHANGED = (
         "staff_changed",
         "Staff account changed",

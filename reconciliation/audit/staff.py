@@ -26,6 +26,8 @@ STAFF_ACTIONS = (
     "sign_in_succeeded",
     "sign_in_failed",
     "sign_in_locked_out",
+    "signed_out",
+    "sessions_ended",
     "staff_changed",
     "staff_deleted",
 )

@@ -217,7 +217,13 @@ MATRIX: dict[str, Row] = {
         lambda w: "/accounts/profile/time-zone/",
         lambda w: {"time_zone": "Europe/Berlin"},
     ),
+    "accounts/profile/sessions/end-others/": Row(
+        "POST", viewers(200), lambda w: "/accounts/profile/sessions/end-others/"
+    ),
     "accounts/staff/": Row("GET", supervisors(200), lambda w: "/accounts/staff/"),
+    "accounts/staff/<str:username>/end-sessions/": Row(
+        "POST", supervisors(200), lambda w: "/accounts/staff/rm-target/end-sessions/"
+    ),
     "accounts/staff/<str:username>/reset-second-factor/": Row(
         "POST",
         supervisors(200),
