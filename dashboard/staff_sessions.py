@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.auth import client_address, user_role
+from dashboard.mfa import UNGATED_PATHS
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
@@ -200,7 +201,12 @@ class StaffSessionMiddleware:
     def __call__(self, request):
         user = getattr(request, "user", None)
         session = getattr(request, "session", None)
-        if user is not None and session is not None and user.is_authenticated:
+        if (
+            user is not None
+            and session is not None
+            and not request.path.startswith(UNGATED_PATHS)
+            and user.is_authenticated
+        ):
             recorded = session.get(SESSION_RECORDED)
             if recorded is None or int(time.time()) - recorded >= SEEN_EVERY_S:
                 _record(request, user)
