@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 
-from dashboard import admin
+from dashboard import admin, passkeys
 from dashboard.converters import AnyKeyConverter
 from dashboard.forms import StaffSignInForm
 from dashboard.views import accounts, api, drill, ops
@@ -15,6 +15,13 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/passkey/", passkeys.sign_in_options, name="login-passkey"),
+    path("accounts/profile/passkeys/begin/", passkeys.enrol_begin, name="profile-passkey-begin"),
+    path(
+        "accounts/profile/passkeys/complete/",
+        passkeys.enrol_complete,
+        name="profile-passkey-complete",
+    ),
     path("accounts/profile/", accounts.profile_view, name="profile"),
     path(
         "accounts/profile/authenticator/",

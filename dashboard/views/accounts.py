@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard import mfa, staff_sessions, timezones
+from dashboard import mfa, passkeys, staff_sessions, timezones
 from dashboard.auth import actor_for, role_required, user_role
 from dashboard.forms import (
     CodeForm,
@@ -46,6 +46,10 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
     context.setdefault(
         "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
     )
+    if passkeys.may_enrol(user):
+        context.update(may_passkey=True, passkeys=list(passkeys.passkeys_of(user)))
+        if request.GET.get("passkey") == "added":
+            context.setdefault("done", "Your passkey is added.")
     context["sessions"] = staff_sessions.sessions_seen(
         user, current_key=request.session.session_key
     )

@@ -35,6 +35,7 @@ class AuditAction(Code):
         "By its owner, with the password and a code from the device it replaces.",
     )
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
+    PASSKEY_ENROLLED = "passkey_enrolled", "Passkey enrolled"
     SIGN_IN_SUCCEEDED = "sign_in_succeeded", "Signed in"
     SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
     SIGN_IN_LOCKED_OUT = (
