@@ -142,3 +142,16 @@ def test_device_words():
     assert staff_sessions.device_words(SAFARI) == "Safari on iPhone"
     assert staff_sessions.device_words("curl/8.5.0") == "curl"
     assert staff_sessions.device_words("") == "Unknown device"
+
+
+def test_a_session_the_idle_timeout_ends_is_a_signed_out_event(ddb, ada, settings):
+    from dashboard.auth import SESSION_SEEN
+
+    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    session = laptop.session
+    session[SESSION_SEEN] = session[SESSION_SEEN] - settings.SESSION_IDLE_TIMEOUT_S - 5
+    session.save()
+    assert _gone(laptop)
+    [event] = _events(ddb, "ada", "signed_out")
+    assert event["detail"]["how"] == "ended_by_server"
+    assert StaffSession.objects.filter(user=ada).count() == 0
