@@ -11,7 +11,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
 
-from dashboard import mfa
+from dashboard import mfa, passkeys
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
@@ -238,6 +238,9 @@ class StaffSignInForm(AuthenticationForm):
         "or a recovery or enrolment code.",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
+    # A passkey's answer to the sign-in page's challenge (dashboard/passkeys.py), in
+    # place of the code: JSON the page's script puts here.
+    passkey = forms.CharField(required=False, max_length=8192, widget=forms.HiddenInput)
     # One message for every failed sign-in (docs/security.md): which part was wrong —
     # the password, the code, a missing device — is never told, or the answer would
     # confirm a guessed password before the second factor is passed.
@@ -256,7 +259,9 @@ class StaffSignInForm(AuthenticationForm):
         user = self.get_user()
         if user is None:
             return cleaned
-        device = self._second_factor(user, cleaned.get("otp_token") or "")
+        device = self._second_factor(
+            user, cleaned.get("otp_token") or "", cleaned.get("passkey") or ""
+        )
         if device is False:
             # The password was right and the second factor was not: the same answer as a
             # wrong password, and a failure axes records like one (toward the lockout).
@@ -273,11 +278,14 @@ class StaffSignInForm(AuthenticationForm):
             user.otp_device = device  # type: ignore[attr-defined]  # django-otp's attribute
         return cleaned
 
-    def _second_factor(self, user, token: str):
-        """The device the code opened, None when none is needed, False when refused."""
+    def _second_factor(self, user, token: str, passkey: str = ""):
+        """The device the code (or passkey) opened, None when none is needed, False when
+        refused."""
         has_device = mfa.has_any_device(user)
         if not has_device and not mfa.mfa_required(user):
             return None  # no second factor: not required by the role, none enrolled
+        if has_device and passkey and not token:
+            return passkeys.sign_in_device(self.request, user, passkey) or False
         if not has_device or not token:
             return False
         try:

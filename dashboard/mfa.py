@@ -33,6 +33,7 @@ from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard import lockout
 from dashboard.auth import to_sign_in, user_role
@@ -87,6 +88,7 @@ def has_any_device(user) -> bool:
     return (
         _confirmed(TOTPDevice, user).exists()
         or StaticToken.objects.filter(device__user=user, device__confirmed=True).exists()
+        or _confirmed(WebAuthnCredential, user).exists()
     )
 
 
@@ -381,6 +383,7 @@ def mfa_reset(
         )
         TOTPDevice.objects.filter(user=target).delete()
         StaticDevice.objects.filter(user=target).delete()
+        WebAuthnCredential.objects.filter(user=target).delete()  # passkeys too
         device = StaticDevice.objects.create(user=target, name=ENROLMENT, confirmed=True)
         device.token_set.create(token=code)
         for session in sessions:
@@ -423,6 +426,7 @@ def _device_count(user) -> int:
     return (
         TOTPDevice.objects.filter(user=user).count()
         + StaticDevice.objects.filter(user=user).count()
+        + WebAuthnCredential.objects.filter(user=user).count()
     )
 
 

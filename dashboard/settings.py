@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "django_otp",
     "django_otp.plugins.otp_totp",
     "django_otp.plugins.otp_static",
+    "django_otp_webauthn",  # passkeys (dashboard/passkeys.py)
     "reconciliation",
     "dashboard",
 ]
@@ -111,6 +112,8 @@ MIDDLEWARE = [
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
     "dashboard.mfa.SecondFactorMiddleware",
+    # The profile's list of one's sessions: device, address, last seen (once a minute).
+    "dashboard.staff_sessions.StaffSessionMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -157,6 +160,17 @@ LOGIN_URL = "/accounts/login/"
 # A second factor (TOTP, django-otp) for the roles that approve and audit; finance staff
 # may enrol too, and then must use it. Off only in debug, or on purpose.
 STAFF_MFA_REQUIRED = env_bool("STAFF_MFA_REQUIRED", not DEBUG)
+# Passkeys (dashboard/passkeys.py): the relying party is the host pages are served from.
+OTP_WEBAUTHN_RP_ID_CALLABLE = "dashboard.passkeys.rp_id"
+OTP_WEBAUTHN_RP_NAME = "Pledge reconciliation"
+OTP_WEBAUTHN_HELPER_CLASS = "dashboard.passkeys.Helper"
+OTP_WEBAUTHN_ALLOW_PASSWORDLESS_LOGIN = False
+# The origins the allowed hosts are served under (the library's check); each ceremony
+# checks the one its page came from (dashboard/passkeys.py · Helper).
+# (over plain HTTP, on a developer's localhost, the page's own http:// origin).
+OTP_WEBAUTHN_ALLOWED_ORIGINS = [
+    f"https://{host}" for host in ALLOWED_HOSTS if host != "*" and not host.startswith(".")
+] or ["https://localhost"]
 OTP_TOTP_ISSUER = os.environ.get("STAFF_MFA_ISSUER", "Pledge reconciliation")
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard.auth import client_address, user_role
 from dashboard.lockout import REFUSED_UNCHECKED
@@ -62,7 +63,9 @@ def _signed_in(sender, request, user, **kwargs) -> None:
         return
     device = getattr(user, "otp_device", None)
     factor = "none" if device is None else "authenticator"
-    if device is not None and not isinstance(device, TOTPDevice):
+    if isinstance(device, WebAuthnCredential):
+        factor = "passkey"
+    elif device is not None and not isinstance(device, TOTPDevice):
         factor = "single_use_code"  # a recovery or enrolment code
     _append(request, user, AuditAction.SIGN_IN_SUCCEEDED, {"second_factor": factor})
 

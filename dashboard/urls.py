@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 
-from dashboard import admin
+from dashboard import admin, passkeys
 from dashboard.converters import AnyKeyConverter
 from dashboard.forms import StaffSignInForm
 from dashboard.views import accounts, api, drill, ops
@@ -15,6 +15,13 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/passkey/", passkeys.sign_in_options, name="login-passkey"),
+    path("accounts/profile/passkeys/begin/", passkeys.enrol_begin, name="profile-passkey-begin"),
+    path(
+        "accounts/profile/passkeys/complete/",
+        passkeys.enrol_complete,
+        name="profile-passkey-complete",
+    ),
     path("accounts/profile/", accounts.profile_view, name="profile"),
     path(
         "accounts/profile/authenticator/",
@@ -27,11 +34,21 @@ urlpatterns = [
         name="profile-recovery-codes",
     ),
     path("accounts/profile/time-zone/", accounts.time_zone_view, name="profile-time-zone"),
+    path(
+        "accounts/profile/sessions/end-others/",
+        accounts.sessions_end_others_view,
+        name="profile-sessions-end-others",
+    ),
     path("accounts/staff/", accounts.staff_view, name="staff"),
     path(
         "accounts/staff/<str:username>/reset-second-factor/",
         accounts.second_factor_reset_view,
         name="staff-reset-second-factor",
+    ),
+    path(
+        "accounts/staff/<str:username>/end-sessions/",
+        accounts.staff_sessions_end_view,
+        name="staff-end-sessions",
     ),
     path("admin/", admin.site.urls),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),

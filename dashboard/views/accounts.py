@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard import mfa, timezones
+from dashboard import mfa, passkeys, staff_sessions, timezones
 from dashboard.auth import actor_for, role_required, user_role
 from dashboard.forms import (
     CodeForm,
@@ -46,6 +46,13 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
     context.setdefault(
         "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
     )
+    if passkeys.may_enrol(user):
+        context.update(may_passkey=True, passkeys=list(passkeys.passkeys_of(user)))
+        if request.GET.get("passkey") == "added":
+            context.setdefault("done", "Your passkey is added.")
+    context["sessions"] = staff_sessions.sessions_seen(
+        user, current_key=request.session.session_key
+    )
     return render(request, "accounts/profile.html", context, status=status)
 
 
@@ -66,6 +73,19 @@ def time_zone_view(request: HttpRequest) -> HttpResponse:
     timezones.zone_set(request.user, name)
     timezones.activate(name)  # this answer already shows times in the new zone
     return _profile(request, done=f"Times now show in {name.replace('_', ' ')}.")
+
+
+@require_POST
+@role_required()
+def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
+    """Sign out every other session of one's account; this one stays."""
+    try:
+        ended = staff_sessions.sessions_end(
+            request.user, actor=actor_for(request), keep=request.session.session_key
+        )
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    return _profile(request, done=f"{ended} other session(s) of your account were signed out.")
 
 
 def _code_step(
@@ -154,12 +174,14 @@ def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
         .order_by("username")
     )
     me = request.user.get_username()
+    counts = staff_sessions.live_session_counts()
     return [
         {
             "user": user,
             "role": user_role(user),
             "mfa": mfa.status(user),
             "own": user.get_username() == me,
+            "sessions": counts.get(str(user.pk), 0),
             "form": forms.get(user.get_username()) or ResetSecondFactorForm(),
         }
         for user in users
@@ -203,3 +225,21 @@ def second_factor_reset_view(request: HttpRequest, username: str) -> HttpRespons
     except AUDIT_UNAVAILABLE:
         return _staff(request, status=503, error=NOT_RECORDED)
     return _staff(request, reset={"username": username, "code": code})
+
+
+@require_POST
+@role_required(Role.SUPERVISOR)
+def staff_sessions_end_view(request: HttpRequest, username: str) -> HttpResponse:
+    """A supervisor signs out every session of a staff member (their own: every other)."""
+    target = get_user_model().objects.filter(username=username).first()
+    if target is None or user_role(target) is None:
+        raise Http404("no such staff member")
+    own = target.pk == request.user.pk
+    try:
+        ended = staff_sessions.sessions_end(
+            target, actor=actor_for(request), keep=request.session.session_key if own else None
+        )
+    except AUDIT_UNAVAILABLE:
+        return _staff(request, status=503, error=NOT_RECORDED)
+    whose = "your other" if own else f"{username}'s"
+    return _staff(request, done=f"{ended} of {whose} session(s) signed out.")

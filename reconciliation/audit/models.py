@@ -35,12 +35,19 @@ class AuditAction(Code):
         "By its owner, with the password and a code from the device it replaces.",
     )
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
+    PASSKEY_ENROLLED = "passkey_enrolled", "Passkey enrolled"
     SIGN_IN_SUCCEEDED = "sign_in_succeeded", "Signed in"
     SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
     SIGN_IN_LOCKED_OUT = (
         "sign_in_locked_out",
         "Sign-in locked",
         "Too many failed sign-ins from one address: refused there until the cool-off ends.",
+    )
+    SIGNED_OUT = "signed_out", "Signed out"
+    SESSIONS_ENDED = (
+        "sessions_ended",
+        "Sessions ended",
+        "By the account's owner (its other sessions) or by a supervisor (all of them).",
     )
     STAFF_CHANGED = (
         "staff_changed",

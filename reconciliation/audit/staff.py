@@ -23,9 +23,12 @@ STAFF_ACTIONS = (
     "mfa_reset",
     "mfa_replaced",
     "recovery_codes_issued",
+    "passkey_enrolled",
     "sign_in_succeeded",
     "sign_in_failed",
     "sign_in_locked_out",
+    "signed_out",
+    "sessions_ended",
     "staff_changed",
     "staff_deleted",
 )

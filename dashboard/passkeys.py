@@ -1,0 +1,157 @@
+"""Passkeys (WebAuthn) as a second factor beside the authenticator app (docs/security.md,
+"Passkeys"): supervisors and auditors may enrol one on their profile, and sign in with
+it in place of the app's code. The ceremonies and their cryptography are
+django-otp-webauthn's (its ``WebAuthnHelper``, its ``WebAuthnCredential`` device); this
+module only fits them to the one-POST sign-in (dashboard/forms.py · ``StaffSignInForm``):
+
+- the sign-in page asks for a challenge (``sign_in_options``) naming no account, so it
+  tells nobody which names have passkeys; the browser signs it with a discoverable
+  credential and the form posts the answer with the username and password, checked
+  after the password, with the same single answer for every failure;
+- enrolment (``enrol_begin``, ``enrol_complete``) needs a session already verified by a
+  second factor and is a ``passkey_enrolled`` event on the account's ``STAFF#`` stream.
+
+The relying party is the host the page was served from (without its port), the origin
+the scheme and host: ``localhost`` and ``127.0.0.1`` work in a browser over plain HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.request import split_domain_port
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django_otp_webauthn.helpers import WebAuthnHelper
+from django_otp_webauthn.models import WebAuthnCredential
+from webauthn.helpers.structs import ResidentKeyRequirement
+
+from dashboard.auth import actor_for, role_required, user_role
+from reconciliation.actors import Role
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.services import AuditAppendContended
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import first_store
+
+logger = logging.getLogger(__name__)
+
+PASSKEY_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
+AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
+SIGN_IN_STATE = "passkey_sign_in_state"
+ENROL_STATE = "passkey_enrol_state"
+
+
+def rp_id(request: HttpRequest) -> str:
+    """The relying party: the host the page was served from, without its port."""
+    return split_domain_port(request.get_host())[0]
+
+
+class Helper(WebAuthnHelper):
+    """The library's helper: origin from the request, discoverable credentials only (the
+    sign-in challenge names no account)."""
+
+    def get_allowed_origins(self) -> list[str]:
+        scheme = "https" if self.request.is_secure() else "http"
+        return [f"{scheme}://{self.request.get_host()}"]
+
+    def get_discoverable_credentials_preference(self) -> ResidentKeyRequirement:
+        return ResidentKeyRequirement.REQUIRED
+
+
+def may_enrol(user) -> bool:
+    return user_role(user) in PASSKEY_ROLES
+
+
+def passkeys_of(user):
+    return WebAuthnCredential.objects.filter(user=user, confirmed=True).order_by("created_at")
+
+
+def has_passkey(user) -> bool:
+    return passkeys_of(user).exists()
+
+
+# --- sign-in -----------------------------------------------------------------------------
+
+
+@require_POST
+@never_cache
+def sign_in_options(request: HttpRequest) -> HttpResponse:
+    """A challenge for the sign-in page, naming no account; its state kept in the
+    (anonymous) session for the form's POST, once."""
+    options, state = Helper(request).authenticate_begin(user=None, require_user_verification=True)
+    request.session[SIGN_IN_STATE] = state
+    return JsonResponse(options)
+
+
+def sign_in_device(request, user, answer: str) -> WebAuthnCredential | None:
+    """The passkey of ``user`` that signed this session's challenge in ``answer``, or
+    None (no challenge, a malformed answer, another account's or a disabled passkey, a
+    wrong signature). The challenge is spent either way."""
+    state = request.session.pop(SIGN_IN_STATE, None) if request is not None else None
+    if not state or not answer:
+        return None
+    try:
+        data = json.loads(answer)
+        device = Helper(request).authenticate_complete(user=user, state=state, data=data)
+    except Exception as exc:  # the library's and py_webauthn's refusals, malformed JSON
+        logger.info("passkey refused at sign-in: %s", exc.__class__.__name__)
+        return None
+    if not device.confirmed or not user.is_active:
+        return None
+    return device
+
+
+# --- enrolment ---------------------------------------------------------------------------
+
+
+def _verified(request: HttpRequest) -> bool:
+    """This session passed a second factor (django-otp's ``is_verified``)."""
+    check = getattr(request.user, "is_verified", None)
+    return bool(check and check())
+
+
+@require_POST
+@never_cache
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def enrol_begin(request: HttpRequest) -> HttpResponse:
+    if not _verified(request):
+        return JsonResponse({"detail": "Sign in with your second factor first."}, status=403)
+    options, state = Helper(request).register_begin(user=request.user)
+    request.session[ENROL_STATE] = state
+    return JsonResponse(options)
+
+
+@require_POST
+@never_cache
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def enrol_complete(request: HttpRequest) -> HttpResponse:
+    state = request.session.pop(ENROL_STATE, None)
+    request.session.save()  # the challenge is spent even if what follows fails
+    if not state or not _verified(request):
+        return JsonResponse({"detail": "Start again."}, status=400)
+    try:
+        data = json.loads(request.body)
+    except ValueError:
+        return JsonResponse({"detail": "Not a passkey answer."}, status=400)
+    before = passkeys_of(request.user).count()
+    try:
+        with transaction.atomic():
+            device = Helper(request).register_complete(user=request.user, state=state, data=data)
+            # Checked and saved; the event, in the same transaction: refused, no passkey.
+            staff_event_append(
+                first_store(),
+                username=request.user.get_username(),
+                action=AuditAction.PASSKEY_ENROLLED,
+                actor=actor_for(request),
+                detail={"passkeys_before": before},
+            )
+    except AUDIT_UNAVAILABLE:
+        return JsonResponse({"detail": "The audit trail could not be written."}, status=503)
+    except Exception as exc:  # the library's and py_webauthn's refusals
+        logger.info("passkey refused at enrolment: %s", exc.__class__.__name__)
+        return JsonResponse({"detail": "The passkey could not be checked."}, status=400)
+    return JsonResponse({"id": device.pk})
