@@ -30,6 +30,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import client_address, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
 from dashboard.tenant_changes import (
@@ -38,7 +39,6 @@ from dashboard.tenant_changes import (
     tenant_event,
     tenant_provision,
 )
-from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append

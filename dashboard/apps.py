@@ -6,6 +6,6 @@ class DashboardConfig(AppConfig):
     verbose_name = "Reconciliation dashboard"
 
     def ready(self) -> None:
-        from dashboard import signin_audit
+        from dashboard.accounts import signin_audit
 
         signin_audit.connect()  # after axes' receivers: its count is known to ours

@@ -89,7 +89,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # Outermost: every answer on /api/ says no-store, also those other middleware make.
-    "dashboard.api_headers.ApiNoStoreMiddleware",
+    "dashboard.api.headers.ApiNoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
@@ -98,19 +98,19 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Times on pages show in the signed-in person's zone (their profile).
-    "dashboard.timezones.TimeZoneMiddleware",
+    "dashboard.accounts.timezones.TimeZoneMiddleware",
     # request.user.is_verified(): signed in with a second factor in this session.
     "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboard.background.BackgroundUnavailableMiddleware",
+    "dashboard.staff.background.BackgroundUnavailableMiddleware",
     # DynamoDB unreachable or swamped: a 503 page naming the case store, never a 500.
     "dashboard.store_unavailable.StoreUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
-    "dashboard.mfa.SecondFactorMiddleware",
+    "dashboard.accounts.mfa.SecondFactorMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -187,7 +187,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 # A refused form answers a page in the layout saying how to go on (JSON on the API).
-CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
 # Absolute session lifetime; the idle timeout is enforced by SessionTimeoutMiddleware.
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_TIMEOUT_S", 8 * 3600)
 SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 30 * 60)
@@ -215,9 +215,9 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-# Count-then-check (dashboard/lockout.py): each attempt takes a number from a Redis
+# Count-then-check (dashboard/accounts/lockout.py): each attempt takes a number from a Redis
 # counter first; only those up to the limit are checked, so concurrent guesses get no more.
-AXES_HANDLER = "dashboard.lockout.AtomicLockoutHandler"
+AXES_HANDLER = "dashboard.accounts.lockout.AtomicLockoutHandler"
 SIGNIN_LOCKOUT_PREFIX = os.environ.get("SIGNIN_LOCKOUT_PREFIX", "signin-lockout:")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False

@@ -1,10 +1,12 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, register_converter
 
-from dashboard import admin
+from dashboard import admin, ops
+from dashboard.accounts import views as accounts
+from dashboard.api import views as api
 from dashboard.converters import AnyKeyConverter
-from dashboard.forms import StaffSignInForm
-from dashboard.views import accounts, api, drill, ops
+from dashboard.staff.forms import StaffSignInForm
+from dashboard.staff.views import drill
 
 register_converter(AnyKeyConverter, "anykey")
 
@@ -36,16 +38,16 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/pledges", api.pledge_create, name="api-pledges"),
     path("api/v1/pledges/<anykey:intent_id>", api.pledge_detail, name="api-pledge"),
-    path("audit/", include("dashboard.urls_audit")),
+    path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),
     path("drill/run", drill.drill_start, name="drill-run"),
-    path("", include("dashboard.urls_ui")),
+    path("", include("dashboard.staff.urls")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
 ]
 
-# Error pages in the layout, JSON on the machine paths (dashboard/views/errors.py).
-handler400 = "dashboard.views.errors.bad_request"
-handler403 = "dashboard.views.errors.permission_denied"
-handler404 = "dashboard.views.errors.page_not_found"
-handler500 = "dashboard.views.errors.server_error"
+# Error pages in the layout, JSON on the machine paths (dashboard/errors.py).
+handler400 = "dashboard.errors.bad_request"
+handler403 = "dashboard.errors.permission_denied"
+handler404 = "dashboard.errors.page_not_found"
+handler500 = "dashboard.errors.server_error"

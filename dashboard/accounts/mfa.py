@@ -34,7 +34,7 @@ from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from dashboard import lockout
+from dashboard.accounts import lockout
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
@@ -222,7 +222,7 @@ def authenticator_replace(
     """Replace an enrolled authenticator with the pending one. A session alone is not
     enough (it may be stolen): the password and a code from a current device (the app,
     or a recovery code) prove the owner, then the new app's code proves the new device.
-    The attempt is counted by the sign-in lockout first (dashboard/lockout.py), so the
+    The attempt is counted by the sign-in lockout first (dashboard/accounts/lockout.py), so the
     form cannot be used to guess the password. Every other session of the account ends,
     and the event records neither the password nor any code.
 

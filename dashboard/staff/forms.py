@@ -11,7 +11,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
 
-from dashboard import mfa
+from dashboard.accounts import mfa
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
@@ -250,7 +250,7 @@ class StaffSignInForm(AuthenticationForm):
     }
 
     def clean(self):
-        # The password (after the lockout has counted this attempt: dashboard/lockout.py):
+        # The password (after the lockout has counted this attempt: dashboard/accounts/lockout.py):
         # a wrong one raises invalid_login before any code is looked at.
         cleaned = super().clean()
         user = self.get_user()
@@ -347,7 +347,7 @@ class TimeZoneForm(forms.Form):
     time_zone = forms.ChoiceField(label="Time zone", choices=())
 
     def __init__(self, *args, **kwargs):
-        from dashboard.timezones import zone_names
+        from dashboard.accounts.timezones import zone_names
 
         super().__init__(*args, **kwargs)
         self.fields["time_zone"].choices = [(name, name.replace("_", " ")) for name in zone_names()]

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.views import approvals, bulk, cases, overview, queues, search
+from dashboard.staff.views import approvals, bulk, cases, overview, queues, search
 
 register_converter(CaseIdConverter, "case_id")
 

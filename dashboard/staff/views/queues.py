@@ -11,8 +11,8 @@ from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
-from dashboard.views.pages import (
+from dashboard.staff.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
+from dashboard.staff.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
     SLUG_FOR_QUEUE,

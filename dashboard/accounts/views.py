@@ -14,9 +14,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard import mfa, timezones
+from dashboard.accounts import mfa, timezones
 from dashboard.auth import actor_for, role_required, user_role
-from dashboard.forms import (
+from dashboard.staff.forms import (
     CodeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,

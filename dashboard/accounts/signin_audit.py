@@ -22,8 +22,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from dashboard.accounts.lockout import REFUSED_UNCHECKED
 from dashboard.auth import client_address, user_role
-from dashboard.lockout import REFUSED_UNCHECKED
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.services import AuditAppendContended

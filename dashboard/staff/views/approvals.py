@@ -13,9 +13,9 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
-from dashboard.forms import DecisionForm
+from dashboard.staff.forms import DecisionForm
+from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
-from dashboard.views.pages import render_page, wants_partial
 from reconciliation.actors import Role
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import QUEUE_APPROVAL
