@@ -15,13 +15,13 @@ from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
 from dashboard.accounts import mfa, timezones
-from dashboard.auth import actor_for, role_required, user_role
-from dashboard.staff.forms import (
+from dashboard.accounts.forms import (
     CodeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
     TimeZoneForm,
 )
+from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.services import AuditAppendContended
 
