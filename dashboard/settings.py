@@ -153,13 +153,13 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-LOGIN_URL = "/accounts/login/"
+LOGIN_URL = "login"  # URL names (resolve_url): the paths are in the URLconfs
 # A second factor (TOTP, django-otp) for the roles that approve and audit; finance staff
 # may enrol too, and then must use it. Off only in debug, or on purpose.
 STAFF_MFA_REQUIRED = env_bool("STAFF_MFA_REQUIRED", not DEBUG)
 OTP_TOTP_ISSUER = os.environ.get("STAFF_MFA_ISSUER", "Pledge reconciliation")
-LOGIN_REDIRECT_URL = "/"
-LOGOUT_REDIRECT_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Security -----------------------------------------------------------------------------
 # HTTPS settings apply whenever debug is off, unless DJANGO_HTTPS=0 says the server is

@@ -29,6 +29,7 @@ from django.contrib.sessions.models import Session
 from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
@@ -456,7 +457,7 @@ class SecondFactorMiddleware:
                 logout(request)
                 return to_sign_in(request)
             if not request.path.startswith(ENROLMENT_PATHS) and needs_enrolment(request):
-                return redirect_to(request, ENROLMENT_PATHS[0])
+                return redirect_to(request, reverse("profile"))
         return self.get_response(request)
 
 
