@@ -222,7 +222,7 @@ def _request(path: str, htmx: bool):
 def measure(tables, rounds: int, warmup: int) -> dict:
     from django.conf import settings
 
-    from dashboard.views.queues import queue_view
+    from dashboard.staff.views.queues import queue_view
     from reconciliation.cases.counters import counter_keys
     from reconciliation.casework.selectors import QueueFilters, queue_page
     from reconciliation.dynamo.client import dynamodb_client

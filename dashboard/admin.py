@@ -29,7 +29,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
+from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import client_address, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
 from dashboard.tenant_changes import (
@@ -38,7 +40,6 @@ from dashboard.tenant_changes import (
     tenant_event,
     tenant_provision,
 )
-from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
@@ -79,7 +80,9 @@ class SuperuserAdminSite(admin.AdminSite):
         a signed-in person who is not a superuser is refused outright."""
         if request.user.is_authenticated:
             raise PermissionDenied
-        return redirect_to_login(request.GET.get("next") or "/admin/", settings.LOGIN_URL)
+        return redirect_to_login(
+            request.GET.get("next") or reverse("admin:index"), settings.LOGIN_URL
+        )
 
 
 site = SuperuserAdminSite(name="admin")

@@ -16,10 +16,10 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
 
+from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
 from dashboard.models import ApiToken, Tenant
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
-from dashboard.views.accounts import AUDIT_UNAVAILABLE, NOT_RECORDED
 
 
 class TokenIssueForm(forms.Form):

@@ -24,6 +24,7 @@ from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.shortcuts import resolve_url
 from django.utils.cache import patch_cache_control
 
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
@@ -127,7 +128,7 @@ def role_required(*roles: Role) -> Callable:
                 return redirect_to_login(request.get_full_path())
             role = user_role(request.user)
             if role is None or role not in allowed:
-                # Answered by the 403 page in the layout (dashboard/views/errors.py),
+                # Answered by the 403 page in the layout (dashboard/errors.py),
                 # which names the roles this page admits.
                 raise RoleRefused(allowed)
             request.role = role
@@ -200,7 +201,7 @@ SESSION_SEEN = "auth_seen_at"
 def to_sign_in(request: HttpRequest) -> HttpResponse:
     if getattr(request, "htmx", False):
         response = HttpResponse(status=204)
-        response["HX-Redirect"] = settings.LOGIN_URL
+        response["HX-Redirect"] = resolve_url(settings.LOGIN_URL)
         return response
     return redirect_to_login(request.get_full_path())
 

@@ -83,14 +83,14 @@ INSTALLED_APPS = [
     "django_otp",
     "django_otp.plugins.otp_totp",
     "django_otp.plugins.otp_static",
-    "django_otp_webauthn",  # passkeys (dashboard/passkeys.py)
+    "django_otp_webauthn",  # passkeys (dashboard/accounts/passkeys.py)
     "reconciliation",
     "dashboard",
 ]
 
 MIDDLEWARE = [
     # Outermost: every answer on /api/ says no-store, also those other middleware make.
-    "dashboard.api_headers.ApiNoStoreMiddleware",
+    "dashboard.api.headers.ApiNoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
@@ -99,21 +99,21 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Times on pages show in the signed-in person's zone (their profile).
-    "dashboard.timezones.TimeZoneMiddleware",
+    "dashboard.accounts.timezones.TimeZoneMiddleware",
     # request.user.is_verified(): signed in with a second factor in this session.
     "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboard.background.BackgroundUnavailableMiddleware",
+    "dashboard.staff.background.BackgroundUnavailableMiddleware",
     # DynamoDB unreachable or swamped: a 503 page naming the case store, never a 500.
     "dashboard.store_unavailable.StoreUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
     "dashboard.auth.SessionTimeoutMiddleware",
-    "dashboard.mfa.SecondFactorMiddleware",
+    "dashboard.accounts.mfa.SecondFactorMiddleware",
     # The profile's list of one's sessions: device, address, last seen (once a minute).
-    "dashboard.staff_sessions.StaffSessionMiddleware",
+    "dashboard.accounts.staff_sessions.StaffSessionMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -156,24 +156,24 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-LOGIN_URL = "/accounts/login/"
+LOGIN_URL = "login"  # URL names (resolve_url): the paths are in the URLconfs
 # A second factor (TOTP, django-otp) for the roles that approve and audit; finance staff
 # may enrol too, and then must use it. Off only in debug, or on purpose.
 STAFF_MFA_REQUIRED = env_bool("STAFF_MFA_REQUIRED", not DEBUG)
-# Passkeys (dashboard/passkeys.py): the relying party is the host pages are served from.
-OTP_WEBAUTHN_RP_ID_CALLABLE = "dashboard.passkeys.rp_id"
+# Passkeys (dashboard/accounts/passkeys.py): the relying party is the host pages are served from.
+OTP_WEBAUTHN_RP_ID_CALLABLE = "dashboard.accounts.passkeys.rp_id"
 OTP_WEBAUTHN_RP_NAME = "Pledge reconciliation"
-OTP_WEBAUTHN_HELPER_CLASS = "dashboard.passkeys.Helper"
+OTP_WEBAUTHN_HELPER_CLASS = "dashboard.accounts.passkeys.Helper"
 OTP_WEBAUTHN_ALLOW_PASSWORDLESS_LOGIN = False
 # The origins the allowed hosts are served under (the library's check); each ceremony
-# checks the one its page came from (dashboard/passkeys.py · Helper).
+# checks the one its page came from (dashboard/accounts/passkeys.py · Helper).
 # (over plain HTTP, on a developer's localhost, the page's own http:// origin).
 OTP_WEBAUTHN_ALLOWED_ORIGINS = [
     f"https://{host}" for host in ALLOWED_HOSTS if host != "*" and not host.startswith(".")
 ] or ["https://localhost"]
 OTP_TOTP_ISSUER = os.environ.get("STAFF_MFA_ISSUER", "Pledge reconciliation")
-LOGIN_REDIRECT_URL = "/"
-LOGOUT_REDIRECT_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Security -----------------------------------------------------------------------------
 # HTTPS settings apply whenever debug is off, unless DJANGO_HTTPS=0 says the server is
@@ -201,7 +201,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 # A refused form answers a page in the layout saying how to go on (JSON on the API).
-CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
 # Absolute session lifetime; the idle timeout is enforced by SessionTimeoutMiddleware.
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_TIMEOUT_S", 8 * 3600)
 SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 30 * 60)
@@ -229,9 +229,9 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-# Count-then-check (dashboard/lockout.py): each attempt takes a number from a Redis
+# Count-then-check (dashboard/accounts/lockout.py): each attempt takes a number from a Redis
 # counter first; only those up to the limit are checked, so concurrent guesses get no more.
-AXES_HANDLER = "dashboard.lockout.AtomicLockoutHandler"
+AXES_HANDLER = "dashboard.accounts.lockout.AtomicLockoutHandler"
 SIGNIN_LOCKOUT_PREFIX = os.environ.get("SIGNIN_LOCKOUT_PREFIX", "signin-lockout:")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control
 
-from dashboard.views.errors import _json, _page, correlation_id, is_machine_path
+from dashboard.errors import _json, _page, correlation_id, is_machine_path
 from reconciliation.dynamo.retry import RetriesExhausted
 
 logger = logging.getLogger(__name__)

@@ -309,7 +309,7 @@ def staff_actor(username: str = "ada", role: str = "finance_staff"):
 
 @pytest.fixture(autouse=True)
 def signin_lockout_isolated(settings):
-    """Each test counts sign-in attempts under keys of its own (dashboard/lockout.py):
+    """Each test counts sign-in attempts under keys of its own (dashboard/accounts/lockout.py):
     Redis outlives the test, and a counter left by another test must not lock anyone."""
     import uuid
 

@@ -68,7 +68,7 @@ def test_superuser_must_pass_the_second_factor(client, settings):
 @pytest.mark.django_db
 def test_superuser_without_a_role_needs_a_factor_too(settings):
     """A superuser with no staff group still counts as needing a second factor."""
-    from dashboard import mfa
+    from dashboard.accounts import mfa
 
     settings.STAFF_MFA_REQUIRED = True
     user = staff_user("root", None)

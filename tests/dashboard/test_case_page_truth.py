@@ -163,7 +163,7 @@ def test_actions_offered_follow_the_evidence(ddb, client, settings):
 def test_unknown_evidence_is_said_and_the_server_accepted_actions_offered(ddb, client, monkeypatch):
     """The consistent reads fail: the page (and the evidence fragment) says the evidence
     is unknown, offers what the server would accept (it checks again), never a 500."""
-    from dashboard.views import cases as case_views
+    from dashboard.staff.views import cases as case_views
 
     case = stuck_case("truth-unknown-1")
 
@@ -195,7 +195,7 @@ def test_case_page_polls_while_a_retry_runs_and_stops_when_it_ends(ddb, client, 
     poller = re.search(r'<div id="case-live"[^>]*>', html)
     assert poller and 'hx-trigger="every 2s"' in poller.group(0)
     assert f'hx-get="/cases/{case.case_id}/"' in poller.group(0)
-    from dashboard.views import cases as case_views
+    from dashboard.staff.views import cases as case_views
 
     with monkeypatch.context() as cheap:  # a poll while the retry runs reads the case only
         cheap.setattr(case_views, "case_evidence", lambda *a, **k: pytest.fail("evidence read"))

@@ -129,7 +129,7 @@ def test_evidence_panel_refresh(ddb, client, settings, monkeypatch):
     """The evidence refresh answers htmx with the #evidence panel (consistent reads and
     the time read; not the timeline, which the panel does not show) and plain browsers
     with the whole case page."""
-    from dashboard.views import cases as case_views
+    from dashboard.staff.views import cases as case_views
 
     settings.AUTO_RESOLVE_COMMITTED = False
     case = ambiguous_case("cp-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from dashboard.forms import QueueFilterForm
+from dashboard.staff.forms import QueueFilterForm
 from reconciliation.casework.selectors import QueueFilters
 
 

@@ -12,7 +12,7 @@ from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
-from dashboard import mfa
+from dashboard.accounts import mfa
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, staff_user
 

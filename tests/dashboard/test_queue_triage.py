@@ -75,7 +75,7 @@ def test_sort_headers_keep_filters_and_reverse(ddb, client):
 def test_sorted_pages_follow_the_cursor_and_bind_it_to_the_order(ddb, client):
     """Load more continues in the sorted order; a cursor from another order is refused
     with 400, never a 500."""
-    from dashboard.views import queues
+    from dashboard.staff.views import queues
 
     three_cases()
     sign_in(client)

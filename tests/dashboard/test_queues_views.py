@@ -121,7 +121,7 @@ def test_load_more_follows_the_opaque_cursor(ddb, client, monkeypatch):
     """With more cases than a page, "Load more" carries the cursor: htmx gets the next
     rows and the next button only; without htmx the link is a full page of the next
     rows. A tampered cursor is refused."""
-    from dashboard.views import queues
+    from dashboard.staff.views import queues
 
     monkeypatch.setattr(queues, "PAGE_SIZE", 2)
     for n in range(5):

@@ -62,7 +62,7 @@ def test_queue_page_lists_and_counts_both_regions(two_regions, client, replicate
 
 def test_queue_page_follows_its_cursor_over_both_regions(two_regions, client, monkeypatch):
     """ "Load more" pages through both regions: every case once; a forged cursor is 400."""
-    monkeypatch.setattr("dashboard.views.queues.PAGE_SIZE", 2)
+    monkeypatch.setattr("dashboard.staff.views.queues.PAGE_SIZE", 2)
     ids = open_cases()
     sign_in(client)
     seen: Counter = Counter()

@@ -20,7 +20,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
 
-from dashboard import mfa
+from dashboard.accounts import mfa
 from reconciliation.casework.dispositions import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -307,7 +307,7 @@ def _world_on(ddb) -> World:
 def world(ddb, settings, tmp_path, monkeypatch) -> World:
     settings.AUDIT_EXPORT_DIR = tmp_path
     # The matrix checks who may start a drill, not the drill itself.
-    from dashboard.views import drill
+    from dashboard.staff.views import drill
 
     class _Started:
         id = "drill-task-id"

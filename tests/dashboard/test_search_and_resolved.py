@@ -146,7 +146,7 @@ def test_resolved_filters_by_resolver_disposition_fund_and_time(ddb, client):
 
 def test_resolved_list_pages_with_a_cursor(ddb, client):
     """Load more continues where the page ended, across months; a forged cursor is 400."""
-    from dashboard.views import queues
+    from dashboard.staff.views import queues
 
     old, a, b = _resolved_world()
     sign_in(client)

@@ -17,7 +17,7 @@ from django.test import Client
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from dashboard import mfa
+from dashboard.accounts import mfa
 from tests.helpers import audit_events, pass_second_factor, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]

@@ -82,7 +82,7 @@ def test_anonymous_answers_carry_no_timings(ddb, api, client):
 
 
 def test_a_session_signed_out_for_its_missing_second_factor_carries_no_timings(client, settings):
-    """A supervisor with only a password is signed out on the way (dashboard/mfa.py):
+    """A supervisor with only a password is signed out on the way (dashboard/accounts/mfa.py):
     the user loaded before that is no longer who the request is for."""
     from tests.helpers import staff_user
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from dashboard import staff_sessions
+from dashboard.accounts import staff_sessions
 from dashboard.models import StaffSession
 from tests.helpers import audit_events, sign_in, sign_in_form, staff_user
 

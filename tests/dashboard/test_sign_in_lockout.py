@@ -16,7 +16,7 @@ from django.test import Client, RequestFactory
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from dashboard import mfa
+from dashboard.accounts import mfa
 from tests.helpers import race, staff_user
 
 pytestmark = [pytest.mark.engines("moto")]

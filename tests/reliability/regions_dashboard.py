@@ -11,7 +11,7 @@ import uuid
 
 from django.test import override_settings
 
-from dashboard.views.pages import QUEUE_SLUGS
+from dashboard.staff.views.pages import QUEUE_SLUGS
 from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, CASE_ID_PATTERN, STUCK_PENDING
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.stores import case_store, case_tag, every_store

@@ -22,9 +22,9 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from dashboard import mfa
+from dashboard.accounts import mfa
+from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
-from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import STAFF_ROLES, Actor, Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append

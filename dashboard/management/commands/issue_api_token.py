@@ -16,8 +16,8 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue
-from dashboard.views.accounts import AUDIT_UNAVAILABLE
 from reconciliation.actors import Actor, Role
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import command_actor, not_recorded
 from dashboard.models import Tenant
 from dashboard.tenant_changes import tenant_intake_limit_set
-from dashboard.views.accounts import AUDIT_UNAVAILABLE
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """Bulk dispositions on selected cases of a queue: a preview (dry run) of what each
 selected case would become, then the apply, each case its own audited change.
 
-Split from dashboard/views/cases.py (behaviour unchanged).
+Split from dashboard/staff/views/cases.py (behaviour unchanged).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.forms import BulkForm, new_action_id
+from dashboard.staff.forms import BulkForm, new_action_id
+from dashboard.staff.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_partial
 from dashboard.statuses import case_refusal_status
-from dashboard.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_partial
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.policy import LABELS
 from reconciliation.casework.dispositions import cases_bulk

@@ -14,14 +14,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard import mfa, passkeys, staff_sessions, timezones
-from dashboard.auth import actor_for, role_required, user_role
-from dashboard.forms import (
+from dashboard.accounts import mfa, passkeys, staff_sessions, timezones
+from dashboard.accounts.forms import (
     CodeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
     TimeZoneForm,
 )
+from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.services import AuditAppendContended
 

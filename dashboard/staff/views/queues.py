@@ -8,11 +8,12 @@ from datetime import UTC, datetime, time, timedelta
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpResponse
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
-from dashboard.views.pages import (
+from dashboard.staff.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
+from dashboard.staff.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
     SLUG_FOR_QUEUE,
@@ -70,7 +71,7 @@ def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dic
         if current in (first, second):
             ascending = current in ("oldest", "amount", "fund")
             state = "ascending" if ascending else "descending"
-        links[column] = {"url": f"/queues/{slug}/?{query}", "aria_sort": state}
+        links[column] = {"url": f"{reverse('queue', args=[slug])}?{query}", "aria_sort": state}
     return links
 
 
@@ -121,7 +122,9 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
     more_url = ""
     if page is not None and page.next_cursor:
         following = urlencode({"cursor": page.next_cursor})
-        more_url = f"/queues/{queue}/?" + (f"{query}&{following}" if query else following)
+        more_url = (
+            reverse("queue", args=[queue]) + "?" + (f"{query}&{following}" if query else following)
+        )
     can_act = request.role in ACTING_ROLES
     sort = (form.cleaned_data.get("sort") if form.is_bound and form.is_valid() else "") or (
         DEFAULT_SORT
@@ -201,7 +204,7 @@ def resolved_view(request: StaffRequest) -> HttpResponse:
     more_url = ""
     if page is not None and page.next_cursor:
         following = urlencode({"cursor": page.next_cursor})
-        more_url = "/queues/resolved/?" + (f"{query}&{following}" if query else following)
+        more_url = reverse("resolved") + "?" + (f"{query}&{following}" if query else following)
     context = {
         "form": form,
         "page": page,
@@ -232,7 +235,7 @@ def mine_view(request: StaffRequest) -> HttpResponse:
         status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
     more_url = ""
     if page is not None and page.next_cursor:
-        more_url = "/queues/mine/?" + urlencode({"cursor": page.next_cursor})
+        more_url = reverse("mine") + "?" + urlencode({"cursor": page.next_cursor})
     context = {
         "page": page,
         "rows": page.rows if page else [],

@@ -29,13 +29,14 @@ from django.contrib.sessions.models import Session
 from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
-from dashboard import lockout
+from dashboard.accounts import lockout
 from dashboard.auth import to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
@@ -224,7 +225,7 @@ def authenticator_replace(
     """Replace an enrolled authenticator with the pending one. A session alone is not
     enough (it may be stolen): the password and a code from a current device (the app,
     or a recovery code) prove the owner, then the new app's code proves the new device.
-    The attempt is counted by the sign-in lockout first (dashboard/lockout.py), so the
+    The attempt is counted by the sign-in lockout first (dashboard/accounts/lockout.py), so the
     form cannot be used to guess the password. Every other session of the account ends,
     and the event records neither the password nor any code.
 
@@ -460,7 +461,7 @@ class SecondFactorMiddleware:
                 logout(request)
                 return to_sign_in(request)
             if not request.path.startswith(ENROLMENT_PATHS) and needs_enrolment(request):
-                return redirect_to(request, ENROLMENT_PATHS[0])
+                return redirect_to(request, reverse("profile"))
         return self.get_response(request)
 
 

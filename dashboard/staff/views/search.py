@@ -7,8 +7,8 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.forms import CaseSearchForm
-from dashboard.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from dashboard.staff.forms import CaseSearchForm
+from dashboard.staff.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.casework.search import case_search
 from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.stores import every_store, home_store

@@ -7,7 +7,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.cases.models import QUEUE_APPROVAL
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.casework.notifications import Digest, supervisor_digest

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dashboard.views import audit
+from dashboard.staff.views import audit
 
 urlpatterns = [
     path("", audit.audit_search_view, name="audit-search"),

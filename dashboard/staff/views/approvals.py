@@ -10,12 +10,13 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
-from dashboard.forms import DecisionForm
+from dashboard.staff.forms import DecisionForm
+from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
-from dashboard.views.pages import render_page, wants_partial
 from reconciliation.actors import Role
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import QUEUE_APPROVAL
@@ -59,7 +60,7 @@ def _approvals_response(
     items = [_item(request, row, failed.get(row.case_id)) for row in (page.rows if page else [])]
     more_url = ""
     if page is not None and page.next_cursor:
-        more_url = "/approvals/?" + urlencode({"cursor": page.next_cursor})
+        more_url = reverse("approvals") + "?" + urlencode({"cursor": page.next_cursor})
     context = {
         "page": page,
         "items": items,

@@ -23,8 +23,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
+from dashboard.accounts.lockout import REFUSED_UNCHECKED
 from dashboard.auth import client_address, user_role
-from dashboard.lockout import REFUSED_UNCHECKED
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.services import AuditAppendContended

@@ -31,8 +31,8 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.accounts.mfa import UNGATED_PATHS
 from dashboard.auth import client_address, user_role
-from dashboard.mfa import UNGATED_PATHS
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction

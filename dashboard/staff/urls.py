@@ -1,9 +1,10 @@
-"""URLs of the staff screens: overview, queues, cases, approvals."""
+"""URLs of the staff screens: overview, queues, cases, approvals, the audit screens
+(``/audit/``), the drill."""
 
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.views import approvals, bulk, cases, overview, queues, search
+from dashboard.staff.views import approvals, bulk, cases, drill, overview, queues, search
 
 register_converter(CaseIdConverter, "case_id")
 
@@ -22,4 +23,7 @@ urlpatterns = [
     path("cases/<case_id:case_id>/approve/", approvals.override_approve_view, name="case-approve"),
     path("cases/<case_id:case_id>/reject/", approvals.override_reject_view, name="case-reject"),
     path("approvals/", approvals.approvals_view, name="approvals"),
+    path("audit/", include("dashboard.staff.urls_audit")),
+    path("drill/", drill.drill_page, name="drill"),
+    path("drill/run", drill.drill_start, name="drill-run"),
 ]

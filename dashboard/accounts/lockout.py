@@ -29,7 +29,7 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 # Set on a request refused before any check: not a failure event of its own
-# (dashboard/signin_audit.py).
+# (dashboard/accounts/signin_audit.py).
 REFUSED_UNCHECKED = "signin_refused_unchecked"
 
 # One step: the attempt's number, and the cool-off restarted from this attempt (as axes

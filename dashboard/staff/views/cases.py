@@ -1,6 +1,6 @@
 """The case page (summary, decoded cancellation reasons, live evidence, token window,
 audit timeline) and the actions on a case: dispositions, override requests and
-assignment (bulk dispositions on selected cases of a queue: dashboard/views/bulk.py).
+assignment (bulk dispositions on selected cases of a queue: dashboard/staff/views/bulk.py).
 
 Every action form carries the case version it was rendered from and a fresh action id;
 the services refuse a stale version (the page then shows who changed the case, when,
@@ -21,20 +21,20 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.forms import (
+from dashboard.staff.forms import (
     AssignForm,
     DispositionForm,
     OverrideRequestForm,
 )
-from dashboard.statuses import case_refusal_status
-from dashboard.templatetags.dashboard_format import exact
-from dashboard.views.pages import (
+from dashboard.staff.views.pages import (
     ACTING_ROLES,
     SLUG_FOR_QUEUE,
     VIEWING_ROLES,
     render_page,
     wants_partial,
 )
+from dashboard.statuses import case_refusal_status
+from dashboard.templatetags.dashboard_format import exact
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
