@@ -25,8 +25,8 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from dashboard.auth import client_address, user_role
 from dashboard.lockout import REFUSED_UNCHECKED
 from reconciliation.actors import Actor
+from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.services import AuditAppendContended
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 

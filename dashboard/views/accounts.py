@@ -23,7 +23,7 @@ from dashboard.forms import (
     TimeZoneForm,
 )
 from reconciliation.actors import STAFF_ROLES, Role
-from reconciliation.audit.services import AuditAppendContended
+from reconciliation.audit.append import AuditAppendContended
 
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
 NOT_RECORDED = "The audit trail could not be written just now, so nothing was changed. Try again."

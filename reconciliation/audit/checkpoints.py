@@ -47,8 +47,8 @@ from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
 from reconciliation.audit.models import AuditAction
+from reconciliation.audit.periods import audit_period_heads
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.audit.selectors import audit_period_heads
 from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.stores import Store
 

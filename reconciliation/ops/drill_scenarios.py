@@ -315,7 +315,7 @@ class Drill:
     # --- invariants ------------------------------------------------------------------
 
     def invariants(self) -> None:
-        from reconciliation.audit.selectors import stream_chain_status
+        from reconciliation.audit.chains import stream_chain_status
         from reconciliation.casework.search import cases_for_intent
 
         expected = (AMOUNT * len(self.committed), len(self.committed))

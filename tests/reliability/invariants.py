@@ -27,7 +27,7 @@ from decimal import Decimal
 from reconciliation import clock
 from reconciliation.audit.chains import chain_check
 from reconciliation.audit.regions import pledge_item_stream
-from reconciliation.audit.services import audit_verify
+from reconciliation.audit.verify import audit_verify
 from reconciliation.cases.models import RESOLVED
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, RECORDED, claim_pk
 from reconciliation.claims.request import PledgeRequest

@@ -28,11 +28,7 @@ from datetime import date
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.audit.services import (
-    VERIFY_LOOKBACK_DAYS,
-    VERIFY_QUIET_DAYS,
-    audit_verify,
-)
+from reconciliation.audit.verify import VERIFY_LOOKBACK_DAYS, VERIFY_QUIET_DAYS, audit_verify
 from reconciliation.stores import every_store
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciliation.audit.repository import audit_event_build
-from reconciliation.audit.services import audit_verify
+from reconciliation.audit.verify import audit_verify
 from reconciliation.cases.policy import ESCALATE, VOID_PLEDGE
 from reconciliation.casework.dispositions import (
     case_assign,

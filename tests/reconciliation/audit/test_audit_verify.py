@@ -12,9 +12,7 @@ from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.chains import subject_of
-from reconciliation.audit.periods import audit_period_heads
-from reconciliation.audit.repository import audit_event_build, event_hash
-from reconciliation.audit.services import (
+from reconciliation.audit.checkpoints import (
     CHECKPOINT_ACTION,
     CHECKPOINT_PART_ACTION,
     DIGEST_ACTION,
@@ -22,13 +20,13 @@ from reconciliation.audit.services import (
     Period,
     audit_checkpoint,
     audit_checkpoint_write,
-    audit_verify,
     digest_payload,
-    heads_sha256,
-    key_id,
-    sign,
 )
+from reconciliation.audit.periods import audit_period_heads
+from reconciliation.audit.repository import audit_event_build, event_hash
+from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.audit.tasks import audit_checkpoint as checkpoint_task
+from reconciliation.audit.verify import audit_verify
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
 from tests.helpers import audit_events, audit_seed, race, repositories, run_verify
