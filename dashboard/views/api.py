@@ -17,7 +17,7 @@ from dashboard.auth import CorrelatedRequest, client_address
 from dashboard.models import ApiToken
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
-from reconciliation.claims import intake as pledges
+from reconciliation.claims import intake
 from reconciliation.claims.funds import Fund as FundRule
 from reconciliation.claims.funds import fund_check
 from reconciliation.claims.request import (
@@ -95,15 +95,15 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         # its limit lowered since (the reads are made on this refusal path only).
         fund_check(body, funds)
     except InvalidRequest as exc:
-        if not pledges.pledge_key_known(tenant=tenant, idempotency_key=key):
+        if not intake.pledge_key_known(tenant=tenant, idempotency_key=key):
             return _invalid(exc)
-    outcome = pledges.pledge_submit(
+    outcome = intake.pledge_submit(
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )
     status = INTAKE[outcome.kind]
-    if outcome.kind in (pledges.CREATED, pledges.REPLAYED):
+    if outcome.kind in (intake.CREATED, intake.REPLAYED):
         response = JsonResponse(outcome.pledge, status=status)
-        if outcome.kind == pledges.REPLAYED:
+        if outcome.kind == intake.REPLAYED:
             response["Idempotent-Replayed"] = "true"
     else:
         extra = {"intent_id": key}
@@ -112,7 +112,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         response = _error(status, outcome.kind, outcome.detail, **extra)
     if outcome.retry_after:
         response["Retry-After"] = str(outcome.retry_after)
-    if outcome.kind in (pledges.CREATED, pledges.OUTCOME_UNKNOWN, pledges.REPLAYED):
+    if outcome.kind in (intake.CREATED, intake.OUTCOME_UNKNOWN, intake.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
     return response
 
@@ -128,15 +128,15 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
     except InvalidRequest as exc:
         return _invalid(exc)
     try:
-        pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
-    except pledges.StoreUnavailable:
+        pledge = intake.pledge_get(tenant=tenant, idempotency_key=key)
+    except intake.StoreUnavailable:
         response = _error(
-            INTAKE[pledges.UNAVAILABLE],
-            pledges.UNAVAILABLE,
+            INTAKE[intake.UNAVAILABLE],
+            intake.UNAVAILABLE,
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,
         )
-        response["Retry-After"] = str(pledges.retry_after_s())
+        response["Retry-After"] = str(intake.retry_after_s())
         return response
     if pledge is None:
         return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)

@@ -17,13 +17,10 @@ from dashboard.forms import DecisionForm
 from dashboard.statuses import case_refusal_status
 from dashboard.views.pages import render_page, wants_partial
 from reconciliation.actors import Role
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import QUEUE_APPROVAL
-from reconciliation.casework.dispositions import (
-    ActionResult,
-    override_approve,
-    override_reject,
-)
+from reconciliation.casework.overrides import override_approve, override_reject
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
 from reconciliation.stores import case_store, every_store
 

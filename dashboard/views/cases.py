@@ -37,6 +37,7 @@ from dashboard.views.pages import (
 )
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import (
@@ -47,13 +48,9 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
-from reconciliation.casework.dispositions import (
-    ActionResult,
-    case_assign,
-    case_dispose,
-    override_request,
-)
+from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import (
     Evidence,
     case_detail,

@@ -1,7 +1,7 @@
 """Reconciliation cases as values: case types, states and queues, case ids, the
 ``Case`` record and its item translation (the per-queue counters are
 :mod:`reconciliation.cases.counters`). The repository that reads and writes them is
-:mod:`reconciliation.cases.repository` (which re-exports these names)."""
+:mod:`reconciliation.cases.repository`."""
 
 from __future__ import annotations
 

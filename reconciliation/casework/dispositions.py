@@ -7,8 +7,7 @@ disposition implies. A repeated action id is a no-op; a stale version is refused
 who changed the case and when.
 
 Four-eyes overrides live in :mod:`reconciliation.casework.overrides`, the background
-commit retry in :mod:`reconciliation.casework.retries`; their public names are
-re-exported here for existing callers.
+commit retry in :mod:`reconciliation.casework.retries`.
 """
 
 from __future__ import annotations
@@ -57,31 +56,13 @@ from reconciliation.cases.policy import (
 )
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
-from reconciliation.casework.overrides import (
-    override_approve,
-    override_reject,
-    override_request,
-    overrides_expire,
-)
-from reconciliation.casework.retries import enqueue_retry, retry_commit_run
+from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import COMPLETED
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
 
-__all__ = [
-    "RETRY_COMMIT",
-    "ActionResult",
-    "BulkRow",
-    "case_assign",
-    "case_dispose",
-    "cases_bulk",
-    "override_approve",
-    "override_reject",
-    "override_request",
-    "overrides_expire",
-    "retry_commit_run",
-]
+__all__ = ["BulkRow", "case_assign", "case_dispose", "cases_bulk"]
 
 
 # --- evidence-based dispositions --------------------------------------------------------

@@ -113,7 +113,7 @@ def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = Non
 def _retry_once(store: Store, case: Case) -> RetryOutcome:
     """One decision on ``case`` as read: commit if no pledge is there, then write the
     result conditioned on that read's version (``case_commit_change``)."""
-    from reconciliation.claims import intake as pledge_service
+    from reconciliation.claims import intake
 
     actor = system_actor()
     case_id = case.case_id
@@ -128,7 +128,7 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         kind = "key_reused"
     elif pledge is None:
         claim = _retry_claim(store, case, claim)
-        outcome = pledge_service.pledge_commit(store, claim)
+        outcome = intake.pledge_commit(store, claim)
         kind = outcome.kind
         successor = (
             CaseRepository(store).get(outcome.case_id)
@@ -139,11 +139,11 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             # The retry's own unclear outcome opened a case of its own, still open: that
             # case now carries the intent, so this one closes pointing at it (one open case).
             superseded_by = successor.case_id
-        elif kind not in pledge_service.SUCCESS:
+        elif kind not in intake.SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     action_id = f"retry-{retry.get('request_id')}"
-    if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
+    if kind in (*intake.SUCCESS, "already_committed") or superseded_by:
         resolution = resolution_for(
             RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
         )
@@ -163,7 +163,7 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         )
         if superseded_by:
             return RetryOutcome(kind)
-        return RetryOutcome("committed" if kind == pledge_service.CREATED else "already_committed")
+        return RetryOutcome("committed" if kind == intake.CREATED else "already_committed")
     case_commit_change(
         store,
         case,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from reconciliation.actors import system_actor
 from reconciliation.cases.models import RESOLVED, STUCK_PENDING, CaseType
 from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.claims import intake as pledge_service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.dynamo import faults
@@ -128,7 +128,7 @@ def _home_only(drill: Drill, stores: list[Store], homed: dict[str, str]) -> None
             observed.append(f"{store.region_name}: no key homed there")
             continue
         outcome = drill.submit(key)
-        created = outcome.kind == pledge_service.CREATED
+        created = outcome.kind == intake.CREATED
         if created:
             drill.committed.append(key)
         placed, words = _where(stores, key)
@@ -209,7 +209,7 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     resolved = final is not None and final.state == RESOLVED
     observed.append("retry resolved it" if resolved else "retry left it open")
     drill.cases[case.case_id] = RESOLVED
-    if pledge_service.pledge_get(tenant="drill", idempotency_key=key):
+    if intake.pledge_get(tenant="drill", idempotency_key=key):
         drill.committed.append(key)
     ok = case.case_type == STUCK_PENDING and names and listed and result.applied and resolved
     drill.row(

@@ -23,7 +23,7 @@ from reconciliation.actors import Actor, Role, system_actor
 from reconciliation.cases.models import RESOLVED, CaseState, CaseType
 from reconciliation.cases.policy import RETRY_COMMIT
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.claims import intake as pledge_service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
@@ -72,7 +72,7 @@ class Drill:
 
     def submit(
         self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
-    ) -> pledge_service.IntakeOutcome:
+    ) -> intake.IntakeOutcome:
         request = parse_fields(
             {
                 "donor_ref": f"SYN-{self.run}",
@@ -81,7 +81,7 @@ class Drill:
                 "currency": "USD",
             }
         )
-        return pledge_service.pledge_submit(
+        return intake.pledge_submit(
             tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
         )
 
@@ -133,14 +133,14 @@ class Drill:
         key = self.key()
         outcome = self.submit(key)
         total = self.ledger()
-        ok = outcome.kind == pledge_service.CREATED and total == (AMOUNT, 1)
+        ok = outcome.kind == intake.CREATED and total == (AMOUNT, 1)
         self.row(
             "1 first commit",
             "201 created; ledger +10.00",
             f"{OutcomeKind.words(outcome.kind)}; ledger {total[0]:.2f} ({total[1]})",
             ok,
         )
-        if outcome.kind == pledge_service.CREATED:
+        if outcome.kind == intake.CREATED:
             self.committed.append(key)
         return key
 
@@ -155,7 +155,7 @@ class Drill:
         attempt = replace(claim, status=PENDING, version=claim.version - 1)
         if amount is not None:
             attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
-        built, _ = pledge_service.commit_items(store, attempt)
+        built, _ = intake.commit_items(store, attempt)
         items = transact_items(built)
         token = str(uuid.uuid4()) if new_token else claim.request_token
         try:
@@ -184,7 +184,7 @@ class Drill:
             if error
             else "DynamoDB answered success"
         )
-        ok = replay.kind == pledge_service.REPLAYED and error is None
+        ok = replay.kind == intake.REPLAYED and error is None
         ok = self.ledger_untouched(observed) and ok
         self.row(scenario, "200 replay; token replay applies nothing", "; ".join(observed), ok)
 
@@ -199,7 +199,7 @@ class Drill:
         error = self.resend(key, amount=AMOUNT + 1)
         code = error_code(error) if error else ""
         observed.append(f"DynamoDB: {ErrorCode.words(code)}" if error else "DynamoDB accepted it")
-        ok = api.kind == pledge_service.KEY_REUSED
+        ok = api.kind == intake.KEY_REUSED
         ok = ok and code == "IdempotentParameterMismatchException"
         ok = self.ledger_untouched(observed) and ok
         expected = (
@@ -234,12 +234,12 @@ class Drill:
         key = self.key()
         with _faults(ambiguous_after_commit=1.0):
             outcome = self.submit(key)
-        pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+        pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
         observed = [
             OutcomeKind.words(outcome.kind),
             f"durable record {'found' if pledge else 'absent'}",
         ]
-        ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
+        ok = outcome.kind == intake.OUTCOME_UNKNOWN and pledge is not None
         if outcome.case_id:
             auto_resolve(self.store(key), outcome.case_id, SweepReport())
             case = CaseRepository(self.store(key)).get(outcome.case_id)
@@ -303,7 +303,7 @@ class Drill:
             observed.append(f"retry → case {CaseState.words(final_state)}")
             self.cases[case.case_id] = RESOLVED
             ok = ok and result.applied and final_state == RESOLVED
-            if pledge_service.pledge_get(tenant=TENANT, idempotency_key=key):
+            if intake.pledge_get(tenant=TENANT, idempotency_key=key):
                 self.committed.append(key)
         self.row(
             "6 crash between claim and commit",
@@ -322,7 +322,7 @@ class Drill:
         total = self.ledger()
         recorded = Decimal("0")
         for key in self.committed:
-            pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+            pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
             recorded += Decimal(pledge["amount"]) if pledge else 0
         self.row(
             "ledger = intended commitments",

@@ -31,7 +31,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.models import CASE_TYPES
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
 from reconciliation.claims.pledges import PledgeRepository
@@ -142,7 +142,7 @@ class _Traffic:
         request = parse_fields(body)
         with capacity.measuring() as spent:
             try:
-                kind: str = service.pledge_submit(
+                kind: str = intake.pledge_submit(
                     tenant=TENANT,
                     idempotency_key=key,
                     request=request,
@@ -176,16 +176,16 @@ class _Traffic:
             kind = self.submit(key, body)
         for _ in range(self.config.client_retries):
             if kind not in (
-                service.THROTTLED,
-                service.CONFLICT,
-                service.UNAVAILABLE,
-                service.CANCELLED,
+                intake.THROTTLED,
+                intake.CONFLICT,
+                intake.UNAVAILABLE,
+                intake.CANCELLED,
             ):
                 break
             time.sleep(0.05)
             kind = self.submit(key, body, duplicate=True)
-        if kind == service.OUTCOME_UNKNOWN:
-            found = service.pledge_get(tenant=TENANT, idempotency_key=key)
+        if kind == intake.OUTCOME_UNKNOWN:
+            found = intake.pledge_get(tenant=TENANT, idempotency_key=key)
             with self.lock:
                 self.report.outcomes["recovered_by_get" if found else "get_not_found"] += 1
         if rng.random() < self.config.conflicting_retry_ratio:
@@ -217,13 +217,13 @@ class _Traffic:
         time.sleep(self.config.lease_s + 0.3)
         for _ in range(self.config.client_retries + 1):
             kind = self.submit(key, body, duplicate=stale is not None)
-            if kind != service.IN_PROGRESS and kind not in (service.THROTTLED, service.CONFLICT):
+            if kind != intake.IN_PROGRESS and kind not in (intake.THROTTLED, intake.CONFLICT):
                 break
             time.sleep(0.2)
         if stale is not None:
             if int(stale.attempt_id[-1], 16) % 2:
                 _token_collision(store, stale, key)
-            late = service.pledge_commit(store, stale)
+            late = intake.pledge_commit(store, stale)
             with self.lock:
                 self.report.outcomes[f"late_worker_{late.kind}"] += 1
 
@@ -337,16 +337,16 @@ def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
 
 
 def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[str]:
-    committed = report.per(service.CREATED)
-    committed_call = report.per_call(service.CREATED)
-    replay = report.per(service.REPLAYED)
+    committed = report.per(intake.CREATED)
+    committed_call = report.per_call(intake.CREATED)
+    replay = report.per(intake.REPLAYED)
     total = report.total()
     recorded = len(report.committed_keys)
     lines = [
         f"run {report.run_id}: {config.pledges} intents, {report.requests} requests in "
         f"{report.elapsed_s:.1f}s ({report.requests / max(report.elapsed_s, 1e-9):.0f} req/s)",
-        f"committed: {report.outcomes[service.CREATED]}, replayed: "
-        f"{report.outcomes[service.REPLAYED]}, recovered by GET after 202: "
+        f"committed: {report.outcomes[intake.CREATED]}, replayed: "
+        f"{report.outcomes[intake.REPLAYED]}, recovered by GET after 202: "
         f"{report.outcomes['recovered_by_get']}",
         "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items())),
         "faults fired: "

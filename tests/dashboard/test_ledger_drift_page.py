@@ -14,7 +14,7 @@ from django.test import Client
 from reconciliation.cases.models import ESCALATED, RESOLVED
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.drift import ledger_drift_check
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.stores import every_store, first_store, home_store
 from tests.dashboard.test_labels import CODE_RE, MICROSECONDS, signed_in, visible_text
@@ -34,7 +34,7 @@ def duplicate_case(two_regions, settings) -> str:
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("page-twice", amount="40.00").kind == service.CREATED
+        assert submit("page-twice", amount="40.00").kind == intake.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     key = {"intent_id": {"S": "acme#page-twice"}}

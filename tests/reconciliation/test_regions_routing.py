@@ -17,7 +17,7 @@ from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.overrides import override_request, overrides_expire
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.pledges import PledgeRepository
@@ -111,7 +111,7 @@ def test_each_ledger_shard_belongs_to_one_region_and_totals_sum_them(two_regions
     fund is written from both regions, and the fund's total sums both."""
     east, west = keys_homed("us-east-1", "led"), keys_homed("eu-west-1", "led")
     for key in east + west:
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == intake.CREATED
     first, second = every_store()
     pledge_east = PledgeRepository(first).get(f"acme#{east[0]}")
     pledge_west = PledgeRepository(second).get(f"acme#{west[0]}")
@@ -182,7 +182,7 @@ def test_override_expiry_and_the_open_case_recheck_run_in_every_region(two_regio
     # re-check of open cases resolves the second region's case too.
     [late_key] = keys_homed("eu-west-1", "late")
     [late_id] = stuck_cases([late_key])
-    assert submit(late_key).kind == service.CREATED
+    assert submit(late_key).kind == intake.CREATED
     settings.AUTO_RESOLVE_COMMITTED = True
     report = sweep_all(every_store(), home=home_store)
     assert late_id in report.auto_resolved
@@ -201,7 +201,7 @@ def test_replicas_never_starve_a_regions_own_sweep(two_regions, settings):
     [west_key] = keys_homed("eu-west-1", "mine")
     [west_id] = stuck_cases([west_key])
     replicate()
-    assert submit(west_key).kind == service.CREATED
+    assert submit(west_key).kind == intake.CREATED
     settings.AUTO_RESOLVE_COMMITTED = True
     report = recheck_open_cases(every_store()[1], limit=3)
     assert report.auto_resolved == [west_id]

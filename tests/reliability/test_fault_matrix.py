@@ -15,7 +15,7 @@ import pytest
 
 from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, CASE_TYPES, RESOLVED, STUCK_PENDING
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import ledger_key_for
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
@@ -92,14 +92,14 @@ def test_fault_run_keeps_every_invariant(ddb, record, fault, probability):
         # AMBIGUOUS_TIMEOUT case from the durable record, and each client's GET after its
         # 202 found the pledge.
         ambiguous = [c for c in cases(ddb) if c["case_type"] == AMBIGUOUS_TIMEOUT]
-        assert len(ambiguous) >= report.outcomes[service.OUTCOME_UNKNOWN] > 0
+        assert len(ambiguous) >= report.outcomes[intake.OUTCOME_UNKNOWN] > 0
         assert all(c["state"] == RESOLVED for c in ambiguous)
         assert report.outcomes["recovered_by_get"] > 0
         assert report.outcomes["get_not_found"] == 0
     elif fault == "throttle":
         # Throttling is retried with the same token, or answered 503 with nothing
         # written: never a 202, never an ambiguous case.
-        assert report.outcomes[service.OUTCOME_UNKNOWN] == 0
+        assert report.outcomes[intake.OUTCOME_UNKNOWN] == 0
         assert report.cases_by_type.get(AMBIGUOUS_TIMEOUT, 0) == 0
     else:
         # One STUCK_PENDING case per crashed claim; a person's RETRY_COMMIT commits each
@@ -122,7 +122,7 @@ def test_fault_run_keeps_every_invariant(ddb, record, fault, probability):
 def _double_booking(ddb) -> None:
     """A ledger update applied twice, as moto does with a retried token."""
     body = pledge_body(amount=f"{random.randint(100, 999)}.00")
-    assert submit("twice", amount=body["amount"]).kind == service.CREATED
+    assert submit("twice", amount=body["amount"]).kind == intake.CREATED
     key = ledger_key_for("GENERAL", "USD", intent_id_for("acme", "twice"))
     ddb.client.update_item(
         TableName=ddb.tables.ledger,
@@ -145,7 +145,7 @@ def _change_without_event(ddb) -> None:
 
 def _edited_event(ddb) -> None:
     """An audit event edited in place (its hash no longer matches)."""
-    assert submit("edited").kind == service.CREATED
+    assert submit("edited").kind == intake.CREATED
     ddb.client.update_item(
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": "PLEDGE#acme#edited"}, "seq": {"N": "1"}},

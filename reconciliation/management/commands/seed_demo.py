@@ -14,7 +14,8 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import STUCK_PENDING, TOKEN_MISMATCH
 from reconciliation.cases.policy import ESCALATE, RELEASE_CLAIM
-from reconciliation.casework.dispositions import case_dispose, override_request
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page
 from reconciliation.ops.drill import drill_run
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines

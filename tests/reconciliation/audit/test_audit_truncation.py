@@ -8,12 +8,8 @@ import pytest
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
 from reconciliation.cases.policy import ESCALATE, VOID_PLEDGE
-from reconciliation.casework.dispositions import (
-    case_assign,
-    case_dispose,
-    override_approve,
-    override_request,
-)
+from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, delete_event, repositories, run_verify

@@ -21,10 +21,8 @@ from reconciliation.cases.policy import (
     RETRY_COMMIT,
     VOID_PLEDGE,
 )
-from reconciliation.casework.dispositions import (
-    case_assign,
-    case_dispose,
-    cases_bulk,
+from reconciliation.casework.dispositions import case_assign, case_dispose, cases_bulk
+from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
     override_request,

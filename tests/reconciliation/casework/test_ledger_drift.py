@@ -20,7 +20,7 @@ from reconciliation.casework.drift import ledger_drift_check
 from reconciliation.casework.drift_reads import ALL, CheckpointRepository
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.dynamo import faults
 from reconciliation.stores import case_store, every_store, first_store, home_store
@@ -72,7 +72,7 @@ def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
     assert first.opened == []
     keys = keys_homed("us-east-1", "clean", 3) + keys_homed("eu-west-1", "clean", 3)
     for key in keys:
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == intake.CREATED
     report, used = run()
     assert report.opened == [] and report.duplicates == []
     assert report.changes == 6
@@ -92,7 +92,7 @@ def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
 def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick):
     run()
     for key in keys_homed("us-east-1", "tamper", 2):
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == intake.CREATED
     assert run()[0].opened == []
     store = first_store()
     tamper(store, "5")
@@ -150,7 +150,7 @@ def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, se
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("twice-1", amount="25.00").kind == service.CREATED
+        assert submit("twice-1", amount="25.00").kind == intake.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     # Global Tables' last writer wins: the second region's pledge item replaces the first's.
@@ -200,7 +200,7 @@ def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
     ``LEDGER_DRIFT_INTERVAL_S``, and reports its cases as opened."""
     settings.LEDGER_DRIFT_INTERVAL_S = 0
     sweep_all(every_store(), home=home_store)
-    assert submit(keys_homed("eu-west-1", "sweep")[0]).kind == service.CREATED
+    assert submit(keys_homed("eu-west-1", "sweep")[0]).kind == intake.CREATED
     assert sweep_all(every_store(), home=home_store).opened == []
     tamper(every_store()[1], "7", shard="GENERAL#USD@eu-west-1#0")
     settings.LEDGER_DRIFT_INTERVAL_S = 3600
@@ -251,7 +251,7 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
     whole window sees it, so the fund is left to the next run, not reported."""
     settings.LEDGER_DRIFT_CONFIRM_MS = 0
     early, late = keys_homed("us-east-1", "inflight", 2)
-    assert submit(early, amount="10.00").kind == service.CREATED
+    assert submit(early, amount="10.00").kind == intake.CREATED
     assert run()[0].opened == []
     real = drift_module.ledger_totals
     landed: list[str] = []
@@ -260,7 +260,7 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
         if not landed:
             landed.append(late)
             with clock.travel(-1):  # claimed a second before the run
-                assert submit(late, amount="7.00").kind == service.CREATED
+                assert submit(late, amount="7.00").kind == intake.CREATED
         return real(store, keys)
 
     monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
@@ -278,7 +278,7 @@ def test_two_overlapping_runs_count_one_duplicate_once(quick, settings, monkeypa
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("overlap-1", amount="25.00").kind == service.CREATED
+        assert submit("overlap-1", amount="25.00").kind == intake.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     key = {"intent_id": {"S": "acme#overlap-1"}}
@@ -304,7 +304,7 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
     next run report a drift; the confirming read sees it move, so the baseline waits."""
     settings.LEDGER_DRIFT_CONFIRM_MS = 0
     early, late = keys_homed("us-east-1", "sight", 2)
-    assert submit(early, amount="10.00").kind == service.CREATED
+    assert submit(early, amount="10.00").kind == intake.CREATED
     real = drift_module.ledger_totals
     landed: list[str] = []
 
@@ -312,7 +312,7 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
         if not landed:
             landed.append(late)
             with clock.travel(-1):
-                assert submit(late, amount="7.00").kind == service.CREATED
+                assert submit(late, amount="7.00").kind == intake.CREATED
         return real(store, keys)
 
     monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
@@ -330,7 +330,7 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
 
     run()
     [key] = keys_homed("us-east-1", "reopen")
-    assert submit(key, amount="10.00").kind == service.CREATED
+    assert submit(key, amount="10.00").kind == intake.CREATED
     assert run()[0].opened == []
     store = first_store()
     tamper(store, "5")

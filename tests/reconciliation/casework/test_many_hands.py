@@ -22,15 +22,11 @@ from reconciliation.cases.policy import (
 )
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework import retries
-from reconciliation.casework.dispositions import (
-    case_dispose,
-    cases_bulk,
-    override_approve,
-    override_request,
-)
+from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
-from reconciliation.claims import intake as pledge_service
+from reconciliation.claims import intake
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo import faults
@@ -93,7 +89,7 @@ def _ask_retry(case, monkeypatch, actor=STAFF):
 
 def _during_commit(monkeypatch, second_hand):
     """Run ``second_hand`` once, right after the first retry's commit returned."""
-    real = pledge_service.pledge_commit
+    real = intake.pledge_commit
     state = {"done": False}
 
     def commit_then_interleave(store, claim, **kwargs):
@@ -103,7 +99,7 @@ def _during_commit(monkeypatch, second_hand):
             second_hand()
         return outcome
 
-    monkeypatch.setattr(pledge_service, "pledge_commit", commit_then_interleave)
+    monkeypatch.setattr(intake, "pledge_commit", commit_then_interleave)
 
 
 def _after_first_case_read(monkeypatch, second_hand):
@@ -206,9 +202,9 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
     release the claim, and a redelivered copy of the finished retry runs while the
     supervisor approves; the old delivery records nothing, the approval stands."""
     case = _ask_retry(stuck_case("mh-3b"), monkeypatch)
-    throttled = pledge_service.IntakeOutcome(pledge_service.THROTTLED, retry_after=1)
+    throttled = intake.IntakeOutcome(intake.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
-        patched.setattr(pledge_service, "pledge_commit", lambda *a, **k: throttled)
+        patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
     case = repositories().cases.get(case.case_id)
     assert case.retry.get("finished_at") and case.state == CaseState.OPEN
@@ -248,10 +244,10 @@ def test_a_late_workers_commit_after_the_client_recorded_the_pledge_leaves_no_op
         crashed_claim(key)
         late_claim = ClaimRepository(home_store(key)).get(f"acme#create_pledge#{key}")
     sweep_all(every_store(), home=home_store)
-    assert submit(key).kind == pledge_service.CREATED
+    assert submit(key).kind == intake.CREATED
 
-    late = pledge_service.pledge_commit(home_store(key), late_claim)
-    assert late.kind == pledge_service.REPLAYED
+    late = intake.pledge_commit(home_store(key), late_claim)
+    assert late.kind == intake.REPLAYED
     sweep_all(every_store(), home=home_store)
 
     assert [c["case_type"] for c in cases(ddb) if c["state"] != "RESOLVED"] == []
@@ -262,7 +258,7 @@ def _conflict_case(key: str):
     """A CANCELLED_TRANSACTION case whose transaction kept conflicting: nothing written."""
     with faults.injected({"transaction_conflict": 1.0}):
         outcome = submit(key)
-    assert outcome.kind == pledge_service.CONFLICT
+    assert outcome.kind == intake.CONFLICT
     return repositories().cases.get(outcome.case_id)
 
 
@@ -319,7 +315,7 @@ def test_a_system_resolution_never_replaces_a_resolution(ddb, monkeypatch):
     stale = repositories().cases.get(settings_case.case_id)
     # The pledge is recorded by the client's own retry, and the re-check resolves the case.
     with clock.travel(300):
-        assert submit("mh-6").kind == pledge_service.CREATED
+        assert submit("mh-6").kind == intake.CREATED
         recheck_open_cases(first_store())
         resolved = repositories().cases.get(stale.case_id)
         assert resolved.state == CaseState.RESOLVED
@@ -350,15 +346,15 @@ def test_a_late_worker_beside_a_failed_retry_opens_no_second_case(ddb, monkeypat
     sweep_all(every_store(), home=home_store)
     (stuck,) = cases(ddb)
     case = _ask_retry(repositories().cases.get(stuck["case_id"]), monkeypatch)
-    throttled = pledge_service.IntakeOutcome(pledge_service.THROTTLED, retry_after=1)
+    throttled = intake.IntakeOutcome(intake.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
-        patched.setattr(pledge_service, "pledge_commit", lambda *a, **k: throttled)
+        patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
     kept = ClaimRepository(home_store(key)).get(late_claim.pk)
     assert kept.case_id == case.case_id and kept.attempt_id != late_claim.attempt_id
 
-    late = pledge_service.pledge_commit(home_store(key), late_claim)
+    late = intake.pledge_commit(home_store(key), late_claim)
 
-    assert late.kind == pledge_service.IN_PROGRESS and late.case_id == case.case_id
+    assert late.kind == intake.IN_PROGRESS and late.case_id == case.case_id
     assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [case.case_id]
     assert pledges(ddb) == []

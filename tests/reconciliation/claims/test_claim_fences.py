@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.models import (
     COMPLETED,
     FAILED,
@@ -301,7 +301,7 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
     successor = _attempt(repos, "complete-1", 1)
     theirs = repos.claims.reclaim(stale, attempt=successor)
 
-    items, pledge = service.commit_items(repos, stale)
+    items, pledge = intake.commit_items(repos, stale)
     with pytest.raises(ClientError) as info:
         repos.client.transact_write_items(
             TransactItems=items, ClientRequestToken=stale.request_token
@@ -333,7 +333,7 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
     assert repos.claims.get(stale.pk) == theirs
 
     # Control: the successor's own commit goes through, so the refusal was the fence.
-    assert service.pledge_commit(repos, theirs).kind == service.CREATED
+    assert intake.pledge_commit(repos, theirs).kind == intake.CREATED
     done = repos.claims.get(stale.pk)
     assert (done.status, done.attempt_id, done.version) == (
         COMPLETED,

@@ -412,17 +412,17 @@ def test_a_fence_broken_on_purpose_is_reported(dynamodb_local, monkeypatch):
     """With the outcome rule's fence removed — an unknown commit outcome answered as a
     definite 503 — the explorer reports the lost-then-throttled commit as a lie, with a
     line that replays it."""
-    from reconciliation.claims import intake as pledges
+    from reconciliation.claims import intake
 
-    real_commit = pledges.pledge_commit
+    real_commit = intake.pledge_commit
 
     def unfenced(*args, **kwargs):
         outcome = real_commit(*args, **kwargs)
-        if outcome.kind == pledges.OUTCOME_UNKNOWN:
-            return pledges.IntakeOutcome(pledges.THROTTLED, retry_after=1)
+        if outcome.kind == intake.OUTCOME_UNKNOWN:
+            return intake.IntakeOutcome(intake.THROTTLED, retry_after=1)
         return outcome
 
-    monkeypatch.setattr(pledges, "pledge_commit", unfenced)
+    monkeypatch.setattr(intake, "pledge_commit", unfenced)
     only = "POST#1 commit#1:*"
     config = ExploreConfig(only=only, workers=0, endpoint_url=dynamodb_local.endpoint_url)
     exploration = explore(config)
