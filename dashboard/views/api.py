@@ -20,6 +20,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.funds import Fund as FundRule
 from reconciliation.claims.funds import fund_check
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
@@ -101,9 +102,9 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )
     status = INTAKE[outcome.kind]
-    if outcome.kind in (intake.CREATED, intake.REPLAYED):
+    if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.REPLAYED):
         response = JsonResponse(outcome.pledge, status=status)
-        if outcome.kind == intake.REPLAYED:
+        if outcome.kind == OutcomeKind.REPLAYED:
             response["Idempotent-Replayed"] = "true"
     else:
         extra = {"intent_id": key}
@@ -112,7 +113,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         response = _error(status, outcome.kind, outcome.detail, **extra)
     if outcome.retry_after:
         response["Retry-After"] = str(outcome.retry_after)
-    if outcome.kind in (intake.CREATED, intake.OUTCOME_UNKNOWN, intake.REPLAYED):
+    if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.OUTCOME_UNKNOWN, OutcomeKind.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
     return response
 
@@ -131,8 +132,8 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
         pledge = intake.pledge_get(tenant=tenant, idempotency_key=key)
     except intake.StoreUnavailable:
         response = _error(
-            INTAKE[intake.UNAVAILABLE],
-            intake.UNAVAILABLE,
+            INTAKE[OutcomeKind.UNAVAILABLE],
+            OutcomeKind.UNAVAILABLE,
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,
         )

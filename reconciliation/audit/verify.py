@@ -33,7 +33,6 @@ from reconciliation.audit.chains import (
     subject_heads,
 )
 from reconciliation.audit.checkpoints import (
-    DIGEST_ACTION,
     SIGNED_ACTIONS,
     SYSTEM_STREAM,
     Period,
@@ -42,6 +41,7 @@ from reconciliation.audit.checkpoints import (
     digest_payload,
     signed_interval,
 )
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.periods import audit_day_has_events, audit_range_index, subjects_written
 from reconciliation.audit.regions import stream_home
 from reconciliation.audit.repository import AuditRepository
@@ -141,7 +141,7 @@ def checkpoint_verify(
     count = detail.get("stream_count")
     sha = detail.get("heads_sha256")
     kid = detail.get("key_id")
-    if event.get("action") == DIGEST_ACTION:
+    if event.get("action") == AuditAction.AUDIT_DIGEST:
         where = f"digest {detail.get('day', '?')} (SYSTEM seq {event.get('seq')})"
         payload = digest_payload(detail.get("day"), count, sha, kid)
     else:

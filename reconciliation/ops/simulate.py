@@ -34,6 +34,7 @@ from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
@@ -176,15 +177,15 @@ class _Traffic:
             kind = self.submit(key, body)
         for _ in range(self.config.client_retries):
             if kind not in (
-                intake.THROTTLED,
-                intake.CONFLICT,
-                intake.UNAVAILABLE,
-                intake.CANCELLED,
+                OutcomeKind.THROTTLED,
+                OutcomeKind.CONFLICT,
+                OutcomeKind.UNAVAILABLE,
+                OutcomeKind.CANCELLED,
             ):
                 break
             time.sleep(0.05)
             kind = self.submit(key, body, duplicate=True)
-        if kind == intake.OUTCOME_UNKNOWN:
+        if kind == OutcomeKind.OUTCOME_UNKNOWN:
             found = intake.pledge_get(tenant=TENANT, idempotency_key=key)
             with self.lock:
                 self.report.outcomes["recovered_by_get" if found else "get_not_found"] += 1
@@ -217,7 +218,10 @@ class _Traffic:
         time.sleep(self.config.lease_s + 0.3)
         for _ in range(self.config.client_retries + 1):
             kind = self.submit(key, body, duplicate=stale is not None)
-            if kind != intake.IN_PROGRESS and kind not in (intake.THROTTLED, intake.CONFLICT):
+            if kind != OutcomeKind.IN_PROGRESS and kind not in (
+                OutcomeKind.THROTTLED,
+                OutcomeKind.CONFLICT,
+            ):
                 break
             time.sleep(0.2)
         if stale is not None:
@@ -337,16 +341,16 @@ def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
 
 
 def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[str]:
-    committed = report.per(intake.CREATED)
-    committed_call = report.per_call(intake.CREATED)
-    replay = report.per(intake.REPLAYED)
+    committed = report.per(OutcomeKind.CREATED)
+    committed_call = report.per_call(OutcomeKind.CREATED)
+    replay = report.per(OutcomeKind.REPLAYED)
     total = report.total()
     recorded = len(report.committed_keys)
     lines = [
         f"run {report.run_id}: {config.pledges} intents, {report.requests} requests in "
         f"{report.elapsed_s:.1f}s ({report.requests / max(report.elapsed_s, 1e-9):.0f} req/s)",
-        f"committed: {report.outcomes[intake.CREATED]}, replayed: "
-        f"{report.outcomes[intake.REPLAYED]}, recovered by GET after 202: "
+        f"committed: {report.outcomes[OutcomeKind.CREATED]}, replayed: "
+        f"{report.outcomes[OutcomeKind.REPLAYED]}, recovered by GET after 202: "
         f"{report.outcomes['recovered_by_get']}",
         "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items())),
         "faults fired: "

@@ -16,6 +16,7 @@ from reconciliation.cases.policy import allowed_actions
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.retries import retry_commit_run
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.stores import every_store, first_store, home_store
 from tests.conftest import staff_actor
 from tests.helpers import repositories, sign_in, spend_token
@@ -118,7 +119,7 @@ def test_token_mismatch_banner_follows_the_evidence(ddb, client):
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
     spend_token(ddb, claim.request_token)
     late = intake.pledge_commit(repos, claim)
-    assert late.kind == intake.TOKEN_PARAMETER_MISMATCH
+    assert late.kind == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     sign_in(client)
     before = client.get(f"/cases/{late.case_id}/").content.decode()
     assert "Nothing was written" in headline(before)

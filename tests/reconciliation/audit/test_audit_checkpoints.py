@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
-from reconciliation.cases.policy import ESCALATE
+from reconciliation.cases.models import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
@@ -64,7 +64,7 @@ def escalated_case(key: str):
     ).case
     return case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
