@@ -20,7 +20,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.funds import Fund as FundRule
 from reconciliation.claims.funds import fund_check
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import OutcomeKind, retry_after_s
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
@@ -137,7 +137,7 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,
         )
-        response["Retry-After"] = str(intake.retry_after_s())
+        response["Retry-After"] = str(retry_after_s())
         return response
     if pledge is None:
         return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)

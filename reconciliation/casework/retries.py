@@ -18,7 +18,7 @@ from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import pledge_matches_case
 from reconciliation.claims.models import Claim, ClaimStatus
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.stores import Store
@@ -145,11 +145,11 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             # The retry's own unclear outcome opened a case of its own, still open: that
             # case now carries the intent, so this one closes pointing at it (one open case).
             superseded_by = successor.case_id
-        elif kind not in intake.SUCCESS:
+        elif kind not in SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     action_id = f"retry-{retry.get('request_id')}"
-    if kind in (*intake.SUCCESS, "already_committed") or superseded_by:
+    if kind in (*SUCCESS, "already_committed") or superseded_by:
         resolution = resolution_for(
             Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
         )

@@ -234,25 +234,34 @@ def redispatch_stale_retries(
     return report
 
 
+def sweep_claims_and_cases(
+    sources: Sequence[Store],
+    *,
+    home: Callable[[str], Store],
+    grace_s: int | None = None,
+) -> SweepReport:
+    """Stuck claims in every region; open cases and stale retries in every region, each
+    region its own cases. No ledger drift check: for a run that checks its own ledger and
+    measures its reads."""
+    report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
+    for store in sources:
+        recheck_open_cases(store, report)
+        redispatch_stale_retries(store, report)
+    return report
+
+
 def sweep_all(
     sources: Sequence[Store],
     *,
     home: Callable[[str], Store],
     grace_s: int | None = None,
-    ledger_drift: bool = True,
 ) -> SweepReport:
-    """Every sweep once: stuck claims in every region; open cases and stale retries in
-    every region, each region its own cases; and the ledger drift check when it is due
-    (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as opened, unless
-    ``ledger_drift`` is false (a run that checks its own ledger and measures its reads)."""
+    """Every sweep once: :func:`sweep_claims_and_cases`, then the ledger drift check when
+    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as
+    opened."""
     from reconciliation.casework.drift import ledger_drift_check
 
-    report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
-    for store in sources:
-        recheck_open_cases(store, report)
-        redispatch_stale_retries(store, report)
-    if not ledger_drift:
-        return report
+    report = sweep_claims_and_cases(sources, home=home, grace_s=grace_s)
     try:
         drift = ledger_drift_check(sources, home=home)
     except (BotoCoreError, ClientError, CaseError) as exc:

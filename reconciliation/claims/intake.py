@@ -37,11 +37,9 @@ from reconciliation.claims.models import (
     intent_id_for,
 )
 from reconciliation.claims.outcomes import (
-    SUCCESS,
     IntakeOutcome,
     OutcomeKind,
     in_progress_outcome,
-    retry_after_s,
     throttled_outcome,
     unavailable_outcome,
 )
@@ -288,15 +286,11 @@ def pledge_key_known(*, tenant: str, idempotency_key: str) -> bool:
 
 
 __all__ = [
-    "SUCCESS",
-    "IntakeOutcome",
     "StoreUnavailable",
     "commit_items",
     "pledge_commit",
     "pledge_for_claim",
     "pledge_get",
     "pledge_key_known",
-    "pledge_receipt_actor",
     "pledge_submit",
-    "retry_after_s",
 ]

@@ -30,7 +30,7 @@ from reconciliation.claims.models import (
     claim_pk,
     intent_id_for,
 )
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
@@ -76,7 +76,7 @@ class Drill:
 
     def submit(
         self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
-    ) -> intake.IntakeOutcome:
+    ) -> IntakeOutcome:
         request = parse_fields(
             {
                 "donor_ref": f"SYN-{self.run}",

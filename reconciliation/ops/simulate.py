@@ -30,7 +30,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.models import CASE_TYPES
-from reconciliation.casework.sweeps import sweep_all
+from reconciliation.casework.sweeps import sweep_claims_and_cases
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
@@ -277,7 +277,7 @@ def simulate_run(
         # The run checks its ledger itself; the drift check's reads are no pledge's capacity.
         # The sweep's cases (crashed claims) are part of what the intents cost.
         with capacity.measuring() as spent:
-            sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+            sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
         report.capacity.setdefault("sweep", Capacity()).add(spent)
     report.elapsed_s = time.monotonic() - started
     report.faults_fired = dict(plan.counts)

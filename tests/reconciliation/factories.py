@@ -8,7 +8,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, home_store
@@ -18,7 +18,7 @@ from tests.helpers import repositories
 API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
 
 
-def submit(key: str, **overrides) -> intake.IntakeOutcome:
+def submit(key: str, **overrides) -> IntakeOutcome:
     return intake.pledge_submit(
         tenant="acme",
         idempotency_key=key,

@@ -273,9 +273,9 @@ def _client(world: World, name: str) -> str:
 
 
 def _sweep(world: World, name: str):
-    from reconciliation.casework.sweeps import sweep_all
+    from reconciliation.casework.sweeps import sweep_claims_and_cases
 
-    return sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+    return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
 
 def _recheck(world: World, name: str):

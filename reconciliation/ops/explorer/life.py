@@ -245,12 +245,12 @@ class Life:
 
     def _sweep(self) -> bool:
         """The beat's sweep; an aborted run is run again, as the next tick would."""
-        from reconciliation.casework.sweeps import sweep_all
+        from reconciliation.casework.sweeps import sweep_claims_and_cases
 
         # One intent's life: the fund-wide ledger drift check is not part of it (it has
         # tests of its own; its reads would multiply the call points explored).
         def sweep():
-            return sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+            return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
         for run in range(RERUNS):
             report = self._background("sweep", sweep)

@@ -22,7 +22,7 @@ from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
 from reconciliation.claims import intake
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo import faults
@@ -198,7 +198,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
     release the claim, and a redelivered copy of the finished retry runs while the
     supervisor approves; the old delivery records nothing, the approval stands."""
     case = _ask_retry(stuck_case("mh-3b"), monkeypatch)
-    throttled = intake.IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
+    throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
         patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
@@ -342,7 +342,7 @@ def test_a_late_worker_beside_a_failed_retry_opens_no_second_case(ddb, monkeypat
     sweep_all(every_store(), home=home_store)
     (stuck,) = cases(ddb)
     case = _ask_retry(repositories().cases.get(stuck["case_id"]), monkeypatch)
-    throttled = intake.IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
+    throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
         patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())

@@ -15,7 +15,7 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.models import ClaimStatus
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
@@ -33,7 +33,7 @@ def _request(**overrides) -> PledgeRequest:
     return parse_fields(pledge_body(**overrides))
 
 
-def _submit(key: str, **overrides) -> intake.IntakeOutcome:
+def _submit(key: str, **overrides) -> IntakeOutcome:
     return intake.pledge_submit(
         tenant="acme", idempotency_key=key, request=_request(**overrides), actor=ACTOR
     )

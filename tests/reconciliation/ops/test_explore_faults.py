@@ -20,7 +20,7 @@ from reconciliation.claims.models import (
     claim_pk,
     pending_shard,
 )
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import to_item
@@ -425,7 +425,7 @@ def test_a_fence_broken_on_purpose_is_reported(dynamodb_local, monkeypatch):
     def unfenced(*args, **kwargs):
         outcome = real_commit(*args, **kwargs)
         if outcome.kind == OutcomeKind.OUTCOME_UNKNOWN:
-            return intake.IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
+            return IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
         return outcome
 
     monkeypatch.setattr(intake, "pledge_commit", unfenced)
