@@ -58,14 +58,16 @@ def run(endpoint_url: str) -> str:
     from _report import render
 
     from dashboard.celery import app
-    from reconciliation.dynamo.client import dynamodb_client, table_names
+    from reconciliation.dynamo.client import batch_patience, dynamodb_client, table_names
     from reconciliation.dynamo.tables import table_definitions
 
     # Tasks (RETRY_COMMIT) run inline, as in tests: their writes are the disposition's.
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     names = table_names()
     tables = table_definitions(names)
-    recorder = Recorder([dynamodb_client(), dynamodb_client(batch=True)], tables, endpoint_url)
+    recorder = Recorder(
+        [dynamodb_client(), dynamodb_client(wait=batch_patience())], tables, endpoint_url
+    )
     steps = Scenarios(recorder).all()
     return render(steps, tables, names, machine_line())
 
