@@ -18,7 +18,8 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.audit.repository import day_shard, event_hash
 from reconciliation.claims import intake
-from reconciliation.claims.models import COMPLETED, Pledge
+from reconciliation.claims.models import ClaimStatus, Pledge
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.dynamo import tables
@@ -164,14 +165,14 @@ def _commit_items_check_only(store, claim):  # 5
 
 def _commit_then_complete(store, claim, *, fresh: bool = False):  # 5
     outcome = _real_pledge_commit(store, claim, fresh=fresh)
-    if outcome.kind == intake.CREATED:
+    if outcome.kind == OutcomeKind.CREATED:
         # Fenced on the version the commit checked. The pledge is recorded whatever this
         # write meets (the answer stays 201): a claim it leaves PENDING, like a crash
         # before it, is one the sweep resolves on the evidence of the pledge.
         with contextlib.suppress(ClaimTaken, BotoCoreError, ClientError, RetriesExhausted):
             ClaimRepository(store).finalise(
                 claim,
-                status=COMPLETED,
+                status=ClaimStatus.COMPLETED,
                 response_body=outcome.pledge,
                 expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
             )

@@ -58,14 +58,16 @@ def run(endpoint_url: str) -> str:
     from _report import render
 
     from dashboard.celery import app
-    from reconciliation.dynamo.client import dynamodb_client, table_names
+    from reconciliation.dynamo.client import batch_patience, dynamodb_client, table_names
     from reconciliation.dynamo.tables import table_definitions
 
     # Tasks (RETRY_COMMIT) run inline, as in tests: their writes are the disposition's.
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     names = table_names()
     tables = table_definitions(names)
-    recorder = Recorder([dynamodb_client(), dynamodb_client(batch=True)], tables, endpoint_url)
+    recorder = Recorder(
+        [dynamodb_client(), dynamodb_client(wait=batch_patience())], tables, endpoint_url
+    )
     steps = Scenarios(recorder).all()
     return render(steps, tables, names, machine_line())
 
@@ -193,7 +195,7 @@ class Scenarios:
 
     def dispositions(self, stuck: str, stuck2: str, cancelled: str, mismatch: str) -> None:
         from reconciliation.actors import Actor, Role
-        from reconciliation.cases.policy import DUPLICATE_REJECTED_OK, RELEASE_CLAIM, RETRY_COMMIT
+        from reconciliation.cases.models import Disposition, Override
         from reconciliation.cases.repository import CaseRepository
         from reconciliation.casework.dispositions import case_dispose
         from reconciliation.casework.overrides import override_approve, override_request
@@ -212,7 +214,7 @@ class Scenarios:
             with self.step(f"disposition: DUPLICATE_REJECTED_OK ({label}, plain resolve)"):
                 result = case_dispose(
                     case_id=case_id,
-                    disposition=DUPLICATE_REJECTED_OK,
+                    disposition=Disposition.DUPLICATE_REJECTED_OK,
                     actor=staff,
                     seen_version=version(case_id),
                     store=store,
@@ -222,7 +224,7 @@ class Scenarios:
         with self.step("disposition: RETRY_COMMIT (STUCK_PENDING; the commit runs inline)"):
             result = case_dispose(
                 case_id=stuck,
-                disposition=RETRY_COMMIT,
+                disposition=Disposition.RETRY_COMMIT,
                 actor=staff,
                 seen_version=version(stuck),
                 store=store,
@@ -232,7 +234,7 @@ class Scenarios:
         with self.step("override: RELEASE_CLAIM requested (staff)"):
             requested = override_request(
                 case_id=stuck2,
-                override=RELEASE_CLAIM,
+                override=Override.RELEASE_CLAIM,
                 actor=staff,
                 seen_version=version(stuck2),
                 store=store,

@@ -191,7 +191,8 @@ def run(args, label: str) -> str:
     )
 
     from reconciliation.actors import Actor, Role
-    from reconciliation.claims.intake import CREATED, REPLAYED, pledge_submit
+    from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.outcomes import OutcomeKind
     from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo.client import dynamodb_client, table_names
 
@@ -233,7 +234,7 @@ def run(args, label: str) -> str:
         return pledge_submit(tenant="bench", idempotency_key=key, request=request, actor=actor).kind
 
     variants = {
-        "service layer": (service_write, CREATED, REPLAYED),
+        "service layer": (service_write, OutcomeKind.CREATED, OutcomeKind.REPLAYED),
         "raw boto3": (raw_write, "CREATED", "COMPLETED"),
         "Powertools idempotent_function": (
             lambda key: powertools_write(pledge={"key": key, **BODY}),

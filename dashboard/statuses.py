@@ -4,21 +4,21 @@ an outcome or a refusal by kind; only the web edge knows status codes."""
 from __future__ import annotations
 
 from reconciliation.cases.changes import CaseError
-from reconciliation.claims import outcomes
+from reconciliation.claims.outcomes import OutcomeKind
 
 # The pledge API's answer to each intake outcome kind (docs/design.md §4 outcome table).
 INTAKE: dict[str, int] = {
-    outcomes.CREATED: 201,
-    outcomes.REPLAYED: 200,
-    outcomes.IN_PROGRESS: 409,
-    outcomes.KEY_REUSED: 422,
-    outcomes.THROTTLED: 503,
-    outcomes.UNAVAILABLE: 503,
-    outcomes.CONFLICT: 409,
-    outcomes.CANCELLED: 409,
-    outcomes.REJECTED: 500,
-    outcomes.TOKEN_PARAMETER_MISMATCH: 422,
-    outcomes.OUTCOME_UNKNOWN: 202,
+    OutcomeKind.CREATED: 201,
+    OutcomeKind.REPLAYED: 200,
+    OutcomeKind.IN_PROGRESS: 409,
+    OutcomeKind.KEY_REUSED: 422,
+    OutcomeKind.THROTTLED: 503,
+    OutcomeKind.UNAVAILABLE: 503,
+    OutcomeKind.CONFLICT: 409,
+    OutcomeKind.CANCELLED: 409,
+    OutcomeKind.REJECTED: 500,
+    OutcomeKind.TOKEN_PARAMETER_MISMATCH: 422,
+    OutcomeKind.OUTCOME_UNKNOWN: 202,
 }
 
 # A refused case action, by the refusal's kind (``CaseError.code``).

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciliation.dynamo.client import (
+    Patience,
     Region,
     TableNames,
     dynamodb_client,
@@ -66,16 +67,16 @@ class Store:
         }
 
 
-def region_store(region: Region, *, batch: bool = False) -> Store:
-    return Store(dynamodb_client(region, batch=batch), table_names(), region)
+def region_store(region: Region, *, wait: Patience | None = None) -> Store:
+    return Store(dynamodb_client(region, wait=wait), table_names(), region)
 
 
-def first_store(client: DynamoDBClient | None = None, *, batch: bool = False) -> Store:
-    """The primary region's tables, first of ``regions()`` (on ``client`` if given; ``batch``: on a
-    client with a batch command's patience, see ``dynamo.client.patience``): where
-    region-wide records live."""
+def first_store(client: DynamoDBClient | None = None, *, wait: Patience | None = None) -> Store:
+    """The primary region's tables, first of ``regions()`` (on ``client`` if given, else on
+    a client with ``wait``'s patience, default the request path's; a batch command passes
+    ``dynamo.client.batch_patience()``): where region-wide records live."""
     first = regions()[0]
-    return Store(client or dynamodb_client(first, batch=batch), table_names(), first)
+    return Store(client or dynamodb_client(first, wait=wait), table_names(), first)
 
 
 def home_store(key: str) -> Store:
@@ -84,16 +85,16 @@ def home_store(key: str) -> Store:
     return region_store(home_region(key))
 
 
-def tagged_store(tag: str, *, batch: bool = False) -> Store | None:
+def tagged_store(tag: str, *, wait: Patience | None = None) -> Store | None:
     """The region whose keys carry ``tag``, or ``None`` when no configured region does."""
     region = region_tagged(tag)
-    return region_store(region, batch=batch) if region else None
+    return region_store(region, wait=wait) if region else None
 
 
-def every_store(*, batch: bool = False) -> list[Store]:
+def every_store(*, wait: Patience | None = None) -> list[Store]:
     """Every configured region's tables, the primary region first (listings, totals and
     region-wide sweeps)."""
-    return [region_store(region, batch=batch) for region in regions()]
+    return [region_store(region, wait=wait) for region in regions()]
 
 
 # --- keys that name their region ------------------------------------------------------
@@ -109,10 +110,10 @@ def case_tag(case_id: str) -> str:
     return case_id[19:] if len(case_id) > 19 and case_id[18] == CASE_TAG_SEP else ""
 
 
-def case_store(case_id: str, *, batch: bool = False) -> Store:
+def case_store(case_id: str, *, wait: Patience | None = None) -> Store:
     """The region a case lives in, by its id. An id naming no configured region reads the
     primary region, where it is simply not found."""
-    return tagged_store(case_tag(case_id), batch=batch) or first_store(batch=batch)
+    return tagged_store(case_tag(case_id), wait=wait) or first_store(wait=wait)
 
 
 def pledge_stream(intent_id: str, tag: str = "") -> str:
@@ -142,6 +143,6 @@ def stream_tag(stream: str) -> str:
     return ""
 
 
-def stream_store(stream: str, *, batch: bool = False) -> Store:
+def stream_store(stream: str, *, wait: Patience | None = None) -> Store:
     """The region an audit stream is appended in."""
-    return tagged_store(stream_tag(stream), batch=batch) or first_store(batch=batch)
+    return tagged_store(stream_tag(stream), wait=wait) or first_store(wait=wait)

@@ -32,8 +32,8 @@ from webauthn.helpers.structs import ResidentKeyRequirement
 
 from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import Role
+from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.services import AuditAppendContended
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 

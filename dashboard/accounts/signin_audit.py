@@ -26,8 +26,8 @@ from django_otp_webauthn.models import WebAuthnCredential
 from dashboard.accounts.lockout import REFUSED_UNCHECKED
 from dashboard.auth import client_address, user_role
 from reconciliation.actors import Actor
+from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.services import AuditAppendContended
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 

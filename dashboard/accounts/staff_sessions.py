@@ -35,8 +35,8 @@ from dashboard.accounts.mfa import UNGATED_PATHS
 from dashboard.auth import client_address, user_role
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
+from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.services import AuditAppendContended
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 

@@ -23,7 +23,7 @@ from dashboard.accounts.forms import (
 )
 from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import STAFF_ROLES, Role
-from reconciliation.audit.services import AuditAppendContended
+from reconciliation.audit.append import AuditAppendContended
 
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
 NOT_RECORDED = "The audit trail could not be written just now, so nothing was changed. Try again."

@@ -19,8 +19,9 @@ from dashboard.intake_limit import intake_take
 from dashboard.models import ApiToken, Caller, TokenRefusal
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
-from reconciliation.claims import intake as pledges
+from reconciliation.claims import intake
 from reconciliation.claims.funds import fund_check
+from reconciliation.claims.outcomes import OutcomeKind, retry_after_s
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
@@ -78,7 +79,7 @@ def _rate_limited(caller: Caller, key: str) -> JsonResponse | None:
     take = intake_take(tenant=caller.tenant, rate_per_s=caller.rate_per_s, burst=caller.burst)
     if take is None or take.taken:
         return None
-    if pledges.pledge_key_known(tenant=caller.tenant, idempotency_key=key):
+    if intake.pledge_key_known(tenant=caller.tenant, idempotency_key=key):
         return None
     INTAKE_RATE_LIMITED.labels(caller.tenant).inc()
     response = _error(
@@ -133,15 +134,15 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         # its limit lowered since (the reads are made on this refusal path only).
         fund_check(body, funds)
     except InvalidRequest as exc:
-        if not pledges.pledge_key_known(tenant=tenant, idempotency_key=key):
+        if not intake.pledge_key_known(tenant=tenant, idempotency_key=key):
             return _invalid(exc)
-    outcome = pledges.pledge_submit(
+    outcome = intake.pledge_submit(
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )
     status = INTAKE[outcome.kind]
-    if outcome.kind in (pledges.CREATED, pledges.REPLAYED):
+    if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.REPLAYED):
         response = JsonResponse(outcome.pledge, status=status)
-        if outcome.kind == pledges.REPLAYED:
+        if outcome.kind == OutcomeKind.REPLAYED:
             response["Idempotent-Replayed"] = "true"
     else:
         extra = {"intent_id": key}
@@ -150,7 +151,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         response = _error(status, outcome.kind, outcome.detail, **extra)
     if outcome.retry_after:
         response["Retry-After"] = str(outcome.retry_after)
-    if outcome.kind in (pledges.CREATED, pledges.OUTCOME_UNKNOWN, pledges.REPLAYED):
+    if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.OUTCOME_UNKNOWN, OutcomeKind.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
     return response
 
@@ -167,15 +168,15 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
     except InvalidRequest as exc:
         return _invalid(exc)
     try:
-        pledge = pledges.pledge_get(tenant=tenant, idempotency_key=key)
-    except pledges.StoreUnavailable:
+        pledge = intake.pledge_get(tenant=tenant, idempotency_key=key)
+    except intake.StoreUnavailable:
         response = _error(
-            INTAKE[pledges.UNAVAILABLE],
-            pledges.UNAVAILABLE,
+            INTAKE[OutcomeKind.UNAVAILABLE],
+            OutcomeKind.UNAVAILABLE,
             "DynamoDB could not be reached; the outcome is unknown. Retry later.",
             intent_id=key,
         )
-        response["Retry-After"] = str(pledges.retry_after_s())
+        response["Retry-After"] = str(retry_after_s())
         return response
     if pledge is None:
         return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)

@@ -47,20 +47,16 @@ from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
 from reconciliation.audit.models import AuditAction
+from reconciliation.audit.periods import audit_period_heads
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.audit.selectors import audit_period_heads
 from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
 SYSTEM_STREAM = "SYSTEM"
-CHECKPOINT_ACTION = AuditAction.AUDIT_CHECKPOINT
-CHECKPOINT_PART_ACTION = AuditAction.AUDIT_CHECKPOINT_PART
-# Written before checkpoints, one a UTC day; still verified, never written.
-DIGEST_ACTION = AuditAction.AUDIT_DIGEST
-DIGEST_PART_ACTION = AuditAction.AUDIT_DIGEST_PART
-SIGNED_ACTIONS = (CHECKPOINT_ACTION, DIGEST_ACTION)
+# Checkpoints, and the daily digests written before them (still verified, never written).
+SIGNED_ACTIONS = (AuditAction.AUDIT_CHECKPOINT, AuditAction.AUDIT_DIGEST)
 # Heads per event: a head is ~100-400 bytes (intent ids run to 255 characters) and an
 # item may hold 400 KB, so larger periods spill into part events the checkpoint lists.
 CHECKPOINT_INLINE_HEADS = 400
@@ -136,9 +132,9 @@ def signed_interval(event: dict) -> tuple[datetime, datetime] | None:
     detail names no readable period (verification then reports its signature)."""
     detail = event.get("detail") or {}
     try:
-        if event.get("action") == CHECKPOINT_ACTION:
+        if event.get("action") == AuditAction.AUDIT_CHECKPOINT:
             return clock.parse_iso(detail["start"]), clock.parse_iso(detail["end"])
-        if event.get("action") == DIGEST_ACTION:
+        if event.get("action") == AuditAction.AUDIT_DIGEST:
             start = datetime.combine(date.fromisoformat(detail["day"]), time.min, tzinfo=UTC)
             return start, start + timedelta(days=1)
     except (KeyError, TypeError, ValueError):
@@ -161,7 +157,7 @@ def checkpoint_payload(
     signing time is covered too, so a checkpoint signed again after its predecessor was
     deleted cannot pass for one signed on time."""
     return {
-        "kind": CHECKPOINT_ACTION,
+        "kind": AuditAction.AUDIT_CHECKPOINT,
         "start": start,
         "end": end,
         "signed_at": signed_at,
@@ -177,7 +173,7 @@ def digest_payload(
     """What a legacy daily digest's signature covers. Verification passes the stored
     values as they are: a missing one is covered as null and fails the signature."""
     return {
-        "kind": DIGEST_ACTION,
+        "kind": AuditAction.AUDIT_DIGEST,
         "day": day,
         "stream_count": stream_count,
         "heads_sha256": sha,
@@ -253,7 +249,7 @@ def _checkpoint_parts_write(
         part = _checkpoint_event_append(
             store,
             period=period,
-            action=CHECKPOINT_PART_ACTION,
+            action=AuditAction.AUDIT_CHECKPOINT_PART,
             actor=actor,
             detail={"start": start, "part": n, "heads": chunk},
         )
@@ -316,7 +312,7 @@ def audit_checkpoint_write(
             return None
     detail = _checkpoint_detail(period, heads=heads, count=count, sha=sha, kid=kid, parts=parts)
     event = _checkpoint_event_append(
-        store, period=period, action=CHECKPOINT_ACTION, actor=actor, detail=detail
+        store, period=period, action=AuditAction.AUDIT_CHECKPOINT, actor=actor, detail=detail
     )
     if event:
         logger.info("audit checkpoint %s: %d streams, sha256 %s", period.label, count, sha)

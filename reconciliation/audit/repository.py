@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.dynamo.batch import batch_get, batch_writer
+from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 
@@ -133,7 +134,7 @@ class AuditRepository:
                 ConditionExpression="attribute_not_exists(seq)",
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
                 return False
             raise
         return True

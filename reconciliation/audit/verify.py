@@ -26,8 +26,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import partial
 
 from reconciliation import clock
+from reconciliation.audit.chains import (
+    ChainStatus,
+    SubjectHead,
+    subject_chain_status,
+    subject_heads,
+)
 from reconciliation.audit.checkpoints import (
-    DIGEST_ACTION,
     SIGNED_ACTIONS,
     SYSTEM_STREAM,
     Period,
@@ -36,17 +41,10 @@ from reconciliation.audit.checkpoints import (
     digest_payload,
     signed_interval,
 )
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.periods import audit_day_has_events, audit_range_index, subjects_written
 from reconciliation.audit.regions import stream_home
 from reconciliation.audit.repository import AuditRepository
-from reconciliation.audit.selectors import (
-    ChainStatus,
-    SubjectHead,
-    audit_day_has_events,
-    audit_range_index,
-    subject_chain_status,
-    subject_heads,
-    subjects_written,
-)
 from reconciliation.audit.signing import heads_sha256, key_id, signature_valid
 from reconciliation.audit.verify_periods import late_checkpoints, missing_checkpoints
 from reconciliation.stores import Store
@@ -143,7 +141,7 @@ def checkpoint_verify(
     count = detail.get("stream_count")
     sha = detail.get("heads_sha256")
     kid = detail.get("key_id")
-    if event.get("action") == DIGEST_ACTION:
+    if event.get("action") == AuditAction.AUDIT_DIGEST:
         where = f"digest {detail.get('day', '?')} (SYSTEM seq {event.get('seq')})"
         payload = digest_payload(detail.get("day"), count, sha, kid)
     else:

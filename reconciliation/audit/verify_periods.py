@@ -8,12 +8,8 @@ import bisect
 from datetime import datetime, timedelta
 
 from reconciliation import clock
-from reconciliation.audit.checkpoints import (
-    CHECKPOINT_OVERDUE_S,
-    DIGEST_ACTION,
-    Period,
-    signed_interval,
-)
+from reconciliation.audit.checkpoints import CHECKPOINT_OVERDUE_S, Period, signed_interval
+from reconciliation.audit.models import AuditAction
 
 # --- missing checkpoints -------------------------------------------------------------------
 
@@ -90,7 +86,7 @@ def late_checkpoints(checkpoints: list[dict]) -> list[str]:
     for event in checkpoints:
         interval = signed_interval(event)
         signed_at = (event.get("detail") or {}).get("signed_at")
-        if event.get("action") == DIGEST_ACTION or interval is None or not signed_at:
+        if event.get("action") == AuditAction.AUDIT_DIGEST or interval is None or not signed_at:
             continue
         try:
             delay = clock.parse_iso(signed_at) - interval[1]

@@ -23,7 +23,8 @@ from reconciliation.cases.counters import (
     counter_shard,
     totals_attribute,
 )
-from reconciliation.cases.models import RESOLVED, resolved_month
+from reconciliation.cases.models import CaseState, resolved_month
+from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import from_item, transact_items, values
 
@@ -59,7 +60,7 @@ def _missing(case: dict) -> dict:
         request = json.loads(request)
     if not case.get("donor_ref") and isinstance(request, dict) and request.get("donor_ref"):
         sets["donor_ref"] = request["donor_ref"]
-    if case.get("state") == RESOLVED and not case.get("resolved_month"):
+    if case.get("state") == CaseState.RESOLVED and not case.get("resolved_month"):
         resolution = case.get("resolution")
         if isinstance(resolution, str):
             resolution = json.loads(resolution)
@@ -142,7 +143,7 @@ def cases_backfill(store: Store) -> BackfillReport:
                 store.client.transact_write_items(TransactItems=transact_items(items))
             except ClientError as exc:
                 codes = cancellation_codes(exc)
-                if codes and codes[0] == "ConditionalCheckFailed":
+                if codes and codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED:
                     report.skipped.append(case["case_id"])
                     continue
                 raise

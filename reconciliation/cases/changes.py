@@ -15,14 +15,9 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
-from reconciliation.cases.models import (
-    RESOLVED,
-    Case,
-    CaseState,
-    queue_for,
-    resolved_month,
-)
+from reconciliation.cases.models import Case, CaseState, queue_for, resolved_month
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import with_retry
@@ -117,7 +112,7 @@ def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: s
     # it out again. A case that goes back to RESOLVED without a new resolution (a
     # request to reopen it declined or expired) keeps the one it had: who, how and when
     # stay those of the resolution, not of the decline.
-    resolved = state == RESOLVED
+    resolved = state == CaseState.RESOLVED
     kept = case.resolution if isinstance(case.resolution, dict) else {}
     carried = resolved and not changes.get("resolution") and bool(kept)
     resolved_at = (kept.get("at") or at) if carried else at
@@ -157,7 +152,9 @@ def _case_write_cancelled(
     """After a cancelled case transaction: the case as stored if this very action
     changed it (a double submission). Otherwise raise :class:`CaseChanged` if the case
     write or its event lost the race, else :class:`CaseError` with the decoded reasons."""
-    if codes[0] == "ConditionalCheckFailed" or codes[1:2] == ["ConditionalCheckFailed"]:
+    if codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED or codes[1:2] == [
+        CancellationCode.CONDITIONAL_CHECK_FAILED
+    ]:
         current = CaseRepository(store).get(case.case_id)
         if current is None:
             raise CaseNotFound(f"No case {case.case_id}.") from exc
@@ -179,7 +176,7 @@ def _case_write_cancelled(
     from reconciliation.dynamo.cancellation import cancellation_decode
 
     rows = cancellation_decode(write.sent, exc.response, store.roles())
-    failed = [r for r in rows if r.code != "None"]
+    failed = [r for r in rows if r.code != CancellationCode.NONE]
     detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
     raise CaseError(f"The change was not applied: {detail_text}") from exc
 

@@ -1,7 +1,7 @@
 """Reconciliation cases as values: case types, states and queues, case ids, the
 ``Case`` record and its item translation (the per-queue counters are
 :mod:`reconciliation.cases.counters`). The repository that reads and writes them is
-:mod:`reconciliation.cases.repository` (which re-exports these names)."""
+:mod:`reconciliation.cases.repository`."""
 
 from __future__ import annotations
 
@@ -166,21 +166,10 @@ class ErrorKind(Code):
     )
 
 
-STUCK_PENDING = CaseType.STUCK_PENDING
-AMBIGUOUS_TIMEOUT = CaseType.AMBIGUOUS_TIMEOUT
-CANCELLED_TRANSACTION = CaseType.CANCELLED_TRANSACTION
-TOKEN_MISMATCH = CaseType.TOKEN_MISMATCH
-LEDGER_DRIFT = CaseType.LEDGER_DRIFT
 # The types a claim's unclean outcome opens (not the fund-level LEDGER_DRIFT).
-CASE_TYPES = tuple(t for t in CaseType if t != LEDGER_DRIFT)
+CASE_TYPES = tuple(t for t in CaseType if t != CaseType.LEDGER_DRIFT)
 
-OPEN = CaseState.OPEN
-ESCALATED = CaseState.ESCALATED
-OVERRIDE_REQUESTED = CaseState.OVERRIDE_REQUESTED
-RESOLVED = CaseState.RESOLVED
 
-QUEUE_ESCALATED = Queue.ESCALATED
-QUEUE_APPROVAL = Queue.OVERRIDE_REQUESTED
 QUEUES = tuple(Queue)
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 # What case_id_for makes: "C-", 16 base32 characters, "-<region>" outside the first region
@@ -193,7 +182,7 @@ _CASE_ID_RE = re.compile(CASE_ID_PATTERN)
 # Case types that ask one question about a claim version share its case: a stuck claim
 # whose late worker then times out is still one "did it commit?" question, answered once.
 # That question keeps the id derivation cases had before types were part of it.
-DID_IT_COMMIT = frozenset({STUCK_PENDING, AMBIGUOUS_TIMEOUT})
+DID_IT_COMMIT = frozenset({CaseType.STUCK_PENDING, CaseType.AMBIGUOUS_TIMEOUT})
 
 
 def case_question(case_type: str) -> str:
@@ -226,12 +215,12 @@ def resolved_month(at: str) -> str:
 
 
 def queue_for(case_type: str, state: str) -> Queue | None:
-    if state == RESOLVED:
+    if state == CaseState.RESOLVED:
         return None
-    if state == ESCALATED:
-        return QUEUE_ESCALATED
-    if state == OVERRIDE_REQUESTED:
-        return QUEUE_APPROVAL
+    if state == CaseState.ESCALATED:
+        return Queue.ESCALATED
+    if state == CaseState.OVERRIDE_REQUESTED:
+        return Queue.OVERRIDE_REQUESTED
     return Queue(case_type)
 
 
@@ -400,4 +389,4 @@ def retry_in_flight(case: _HasRetry) -> bool:
     a queue row (both carry ``state`` and ``retry``). A retry whose task died stays
     queued until the sweep dispatches it again, so it is never in flight for ever."""
     retry = case.retry or {}
-    return bool(retry) and not retry.get("finished_at") and case.state != RESOLVED
+    return bool(retry) and not retry.get("finished_at") and case.state != CaseState.RESOLVED

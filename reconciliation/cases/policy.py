@@ -7,34 +7,16 @@ import unicodedata
 from dataclasses import dataclass
 
 from reconciliation.actors import Role
-from reconciliation.cases.models import (
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    ESCALATED,
-    LEDGER_DRIFT,
-    OPEN,
-    RESOLVED,
-    STUCK_PENDING,
-    TOKEN_MISMATCH,
-    Disposition,
-    Override,
-    ReasonCode,
-)
+from reconciliation.cases.models import CaseState, CaseType, Disposition, Override, ReasonCode
 from reconciliation.codes import Code
-
-CONFIRMED_COMMITTED = Disposition.CONFIRMED_COMMITTED
-RETRY_COMMIT = Disposition.RETRY_COMMIT
-DUPLICATE_REJECTED_OK = Disposition.DUPLICATE_REJECTED_OK
-ESCALATE = Disposition.ESCALATE
-DRIFT_EXPLAINED = Disposition.DRIFT_EXPLAINED
-DRIFT_CORRECTED = Disposition.DRIFT_CORRECTED
-RELEASE_CLAIM = Override.RELEASE_CLAIM
-VOID_PLEDGE = Override.VOID_PLEDGE
-REOPEN = Override.REOPEN
 
 DISPOSITIONS = tuple(Disposition)
 OVERRIDES = tuple(Override)
-BULK_DISPOSITIONS = (RETRY_COMMIT, DUPLICATE_REJECTED_OK, ESCALATE)
+BULK_DISPOSITIONS = (
+    Disposition.RETRY_COMMIT,
+    Disposition.DUPLICATE_REJECTED_OK,
+    Disposition.ESCALATE,
+)
 
 # Every action's label by its code (the enums hold them).
 LABELS: dict[str, str] = {code: code.label for code in (*Disposition, *Override)}
@@ -42,17 +24,27 @@ LABELS: dict[str, str] = {code: code.label for code in (*Disposition, *Override)
 # Which evidence-based dispositions and overrides make sense for each case type. Every
 # case asks "did it commit?"; a cancelled or token-mismatched one may also be a correctly
 # refused duplicate.
-_DID_IT_COMMIT = (CONFIRMED_COMMITTED, RETRY_COMMIT, ESCALATE, RELEASE_CLAIM, VOID_PLEDGE)
+_DID_IT_COMMIT = (
+    Disposition.CONFIRMED_COMMITTED,
+    Disposition.RETRY_COMMIT,
+    Disposition.ESCALATE,
+    Override.RELEASE_CLAIM,
+    Override.VOID_PLEDGE,
+)
 BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
-    STUCK_PENDING: _DID_IT_COMMIT,
-    AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
-    CANCELLED_TRANSACTION: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
-    TOKEN_MISMATCH: (DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+    CaseType.STUCK_PENDING: _DID_IT_COMMIT,
+    CaseType.AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
+    CaseType.CANCELLED_TRANSACTION: (Disposition.DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
+    CaseType.TOKEN_MISMATCH: (Disposition.DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
     # A fund's ledger disagrees with its pledges (casework/drift.py): staff record what they
     # found, each with its mandatory reason; money is never moved from a drift case, not
     # even on approval. "Corrected" means finance made its own recorded adjustment (the
     # next check then sees the ledger move back); a supervisor may be asked to look first.
-    LEDGER_DRIFT: (DRIFT_EXPLAINED, DRIFT_CORRECTED, ESCALATE),
+    CaseType.LEDGER_DRIFT: (
+        Disposition.DRIFT_EXPLAINED,
+        Disposition.DRIFT_CORRECTED,
+        Disposition.ESCALATE,
+    ),
 }
 
 REASON_CODES: dict[str, str] = {code: code.label for code in ReasonCode}
@@ -93,8 +85,8 @@ ACTIONS = {
 }
 
 # States from which each kind of change may start.
-ACTIVE_STATES = (OPEN, ESCALATED)
-REOPENABLE_STATES = (RESOLVED,)
+ACTIVE_STATES = (CaseState.OPEN, CaseState.ESCALATED)
+REOPENABLE_STATES = (CaseState.RESOLVED,)
 
 
 def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
@@ -103,13 +95,13 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
         return []
     if state in ACTIVE_STATES:
         options = list(BY_CASE_TYPE.get(case_type, ()))
-        if state == ESCALATED:
-            options = [o for o in options if o != ESCALATE]
+        if state == CaseState.ESCALATED:
+            options = [o for o in options if o != Disposition.ESCALATE]
         return options
-    if state in REOPENABLE_STATES and case_type != LEDGER_DRIFT:
+    if state in REOPENABLE_STATES and case_type != CaseType.LEDGER_DRIFT:
         # A drift case resolved as explained is the accepted difference of the drift
         # check's checkpoint; a difference found later opens a case of its own.
-        return [REOPEN]
+        return [Override.REOPEN]
     return []
 
 
@@ -164,15 +156,15 @@ class EvidenceNeed(Code):
 # Disposition × evidence: the one table (docs/architecture.md shows it, and a test holds
 # the two together). Which case types offer each action is ``BY_CASE_TYPE``.
 EVIDENCE_NEEDED: dict[str, EvidenceNeed] = {
-    CONFIRMED_COMMITTED: EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD,
-    RETRY_COMMIT: EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD,
-    DUPLICATE_REJECTED_OK: EvidenceNeed.A_DURABLE_RECORD,
-    ESCALATE: EvidenceNeed.NOTHING,
-    DRIFT_EXPLAINED: EvidenceNeed.NOTHING,
-    DRIFT_CORRECTED: EvidenceNeed.NOTHING,
-    RELEASE_CLAIM: EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM,
-    VOID_PLEDGE: EvidenceNeed.A_RECORDED_PLEDGE,
-    REOPEN: EvidenceNeed.NOTHING,
+    Disposition.CONFIRMED_COMMITTED: EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD,
+    Disposition.RETRY_COMMIT: EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD,
+    Disposition.DUPLICATE_REJECTED_OK: EvidenceNeed.A_DURABLE_RECORD,
+    Disposition.ESCALATE: EvidenceNeed.NOTHING,
+    Disposition.DRIFT_EXPLAINED: EvidenceNeed.NOTHING,
+    Disposition.DRIFT_CORRECTED: EvidenceNeed.NOTHING,
+    Override.RELEASE_CLAIM: EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM,
+    Override.VOID_PLEDGE: EvidenceNeed.A_RECORDED_PLEDGE,
+    Override.REOPEN: EvidenceNeed.NOTHING,
 }
 _CONSULTS_CLAIM = frozenset({EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM})
 
@@ -260,7 +252,7 @@ def offered_actions(
     may start is offered, and the service checks again."""
     allowed = allowed_actions(case_type, state, role)
     if retry_running:
-        allowed = [a for a in allowed if a != RETRY_COMMIT and a not in OVERRIDES]
+        allowed = [a for a in allowed if a != Disposition.RETRY_COMMIT and a not in OVERRIDES]
     if facts is None:
         return allowed
     return [a for a in allowed if evidence_refusal(a, facts) is None]
@@ -280,7 +272,7 @@ def withheld_actions(
         return {}
     allowed = allowed_actions(case_type, state, role)
     if retry_running:
-        allowed = [a for a in allowed if a != RETRY_COMMIT and a not in OVERRIDES]
+        allowed = [a for a in allowed if a != Disposition.RETRY_COMMIT and a not in OVERRIDES]
     refusals = {a: evidence_refusal(a, facts) for a in allowed}
     return {a: why for a, why in refusals.items() if why is not None}
 

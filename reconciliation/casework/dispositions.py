@@ -7,8 +7,7 @@ disposition implies. A repeated action id is a no-op; a stale version is refused
 who changed the case and when.
 
 Four-eyes overrides live in :mod:`reconciliation.casework.overrides`, the background
-commit retry in :mod:`reconciliation.casework.retries`; their public names are
-re-exported here for existing callers.
+commit retry in :mod:`reconciliation.casework.retries`.
 """
 
 from __future__ import annotations
@@ -32,56 +31,17 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change, case_load
-from reconciliation.cases.models import (
-    ESCALATED,
-    OPEN,
-    OVERRIDE_REQUESTED,
-    RESOLVED,
-    Case,
-    CaseState,
-    CaseType,
-    Disposition,
-    retry_in_flight,
-)
-from reconciliation.cases.policy import (
-    BULK_DISPOSITIONS,
-    CONFIRMED_COMMITTED,
-    DRIFT_CORRECTED,
-    DRIFT_EXPLAINED,
-    DUPLICATE_REJECTED_OK,
-    ESCALATE,
-    LABELS,
-    RETRY_COMMIT,
-    allowed_actions,
-    evidence_refusal,
-)
+from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, retry_in_flight
+from reconciliation.cases.policy import BULK_DISPOSITIONS, LABELS, allowed_actions, evidence_refusal
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
-from reconciliation.casework.overrides import (
-    override_approve,
-    override_reject,
-    override_request,
-    overrides_expire,
-)
-from reconciliation.casework.retries import enqueue_retry, retry_commit_run
-from reconciliation.claims.models import COMPLETED
+from reconciliation.casework.retries import enqueue_retry
+from reconciliation.claims.models import ClaimStatus
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
 
-__all__ = [
-    "RETRY_COMMIT",
-    "ActionResult",
-    "BulkRow",
-    "case_assign",
-    "case_dispose",
-    "cases_bulk",
-    "override_approve",
-    "override_reject",
-    "override_request",
-    "overrides_expire",
-    "retry_commit_run",
-]
+__all__ = ["BulkRow", "case_assign", "case_dispose", "cases_bulk"]
 
 
 # --- evidence-based dispositions --------------------------------------------------------
@@ -131,7 +91,7 @@ def case_dispose(
             f"{CaseType.words(case.case_type).lower()} case in state "
             f"{CaseState.words(case.state).lower()}."
         )
-    if actor.role == Role.SYSTEM and case.state not in (OPEN, ESCALATED):
+    if actor.role == Role.SYSTEM and case.state not in (CaseState.OPEN, CaseState.ESCALATED):
         raise CaseError(f"The case is {CaseState.words(case.state).lower()}.")
     # The evidence this disposition needs, read now (consistent), whoever decides.
     evidence = evidence_check(store, case, disposition)
@@ -156,7 +116,7 @@ def _duplicate_rejected_ok(
         case,
         action=AuditAction.DISPOSITION_RECORDED,
         changes={
-            "state": RESOLVED,
+            "state": CaseState.RESOLVED,
             "resolution": resolution_for(common["disposition"], common["actor"]),
         },
         detail=_evidence_detail(evidence),
@@ -166,8 +126,12 @@ def _duplicate_rejected_ok(
 
 
 _DRIFT_MESSAGES = {
-    DRIFT_EXPLAINED: "Recorded: the ledger difference is explained; nothing was changed.",
-    DRIFT_CORRECTED: "Recorded: finance corrected the difference; nothing was written here.",
+    Disposition.DRIFT_EXPLAINED: (
+        "Recorded: the ledger difference is explained; nothing was changed."
+    ),
+    Disposition.DRIFT_CORRECTED: (
+        "Recorded: finance corrected the difference; nothing was written here."
+    ),
 }
 
 
@@ -189,7 +153,7 @@ def _drift_resolved(
         case,
         action=AuditAction.DISPOSITION_RECORDED,
         changes={
-            "state": RESOLVED,
+            "state": CaseState.RESOLVED,
             "resolution": resolution_for(common["disposition"], common["actor"]),
         },
         **common,
@@ -201,7 +165,11 @@ def _escalate(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
     updated = case_commit_change(
-        store, case, action=AuditAction.CASE_ESCALATED, changes={"state": ESCALATED}, **common
+        store,
+        case,
+        action=AuditAction.CASE_ESCALATED,
+        changes={"state": CaseState.ESCALATED},
+        **common,
     )
     return ActionResult(updated, True, "Escalated.")
 
@@ -239,12 +207,12 @@ def _confirm_committed(
         raise CaseError("No pledge.")
     claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
-    if claim is not None and claim.status != COMPLETED:
+    if claim is not None and claim.status != ClaimStatus.COMPLETED:
         # Finalise the claim so replays are answered from it, fenced on the version read.
         extra.append(
             ClaimRepository(store).finalise_item(
                 claim,
-                status=COMPLETED,
+                status=ClaimStatus.COMPLETED,
                 response_body=pledge.api_body(),
                 expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
                 require_pending=False,
@@ -254,7 +222,10 @@ def _confirm_committed(
         store,
         case,
         action=AuditAction.DISPOSITION_RECORDED,
-        changes={"state": RESOLVED, "resolution": resolution_for(CONFIRMED_COMMITTED, actor)},
+        changes={
+            "state": CaseState.RESOLVED,
+            "resolution": resolution_for(Disposition.CONFIRMED_COMMITTED, actor),
+        },
         extra_items=extra,
         detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)},
         **common,
@@ -264,12 +235,12 @@ def _confirm_committed(
 
 # What each evidence-based disposition does, once the case, role and reason are checked.
 _DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
-    CONFIRMED_COMMITTED: _confirm_committed,
-    DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
-    DRIFT_EXPLAINED: _drift_resolved,
-    DRIFT_CORRECTED: _drift_resolved,
-    ESCALATE: _escalate,
-    RETRY_COMMIT: _retry_commit,
+    Disposition.CONFIRMED_COMMITTED: _confirm_committed,
+    Disposition.DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
+    Disposition.DRIFT_EXPLAINED: _drift_resolved,
+    Disposition.DRIFT_CORRECTED: _drift_resolved,
+    Disposition.ESCALATE: _escalate,
+    Disposition.RETRY_COMMIT: _retry_commit,
 }
 
 
@@ -296,7 +267,7 @@ def case_assign(
     case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
     if done:
         return already_applied(case)
-    if case.state == RESOLVED:
+    if case.state == CaseState.RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
     target = None if unassign else (assignee or actor.username)
     supervisor = actor.role == Role.SUPERVISOR
@@ -312,7 +283,11 @@ def case_assign(
         return ActionResult(case, False, f"Already assigned to {who}; nothing changed.")
     changes: dict = {"assignee": target}
     override = case.override
-    if case.state == OVERRIDE_REQUESTED and override and override["pinned_version"] == case.version:
+    if (
+        case.state == CaseState.OVERRIDE_REQUESTED
+        and override
+        and override["pinned_version"] == case.version
+    ):
         # Who works the case is not what a pending override depends on: the pin moves
         # with the assignment, in the same conditional write, so approval still applies.
         # It moves only while current: after a material change (state, evidence,
@@ -398,9 +373,9 @@ def cases_bulk(
             rows.append(BulkRow(case_id, False, refusal, amount=amount, evidence=evidence.line))
             continue
         becomes: str = {
-            ESCALATE: ESCALATED.label,
-            DUPLICATE_REJECTED_OK: RESOLVED.label,
-            RETRY_COMMIT: f"{CaseState.words(case.state)}, commit retried",
+            Disposition.ESCALATE: CaseState.ESCALATED.label,
+            Disposition.DUPLICATE_REJECTED_OK: CaseState.RESOLVED.label,
+            Disposition.RETRY_COMMIT: f"{CaseState.words(case.state)}, commit retried",
         }[Disposition(disposition)]
         if dry_run:
             rows.append(

@@ -17,7 +17,7 @@ from reconciliation.cases.policy import (
     needs_claim,
     needs_pledge,
 )
-from reconciliation.claims.models import COMPLETED, RECORDED, Claim, Pledge
+from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import PledgeRequest
@@ -47,10 +47,10 @@ def evidence_facts(
 ) -> EvidenceFacts:
     return EvidenceFacts(
         pledge_exists=pledge is not None,
-        pledge_recorded=pledge is not None and pledge.status == RECORDED,
+        pledge_recorded=pledge is not None and pledge.status == PledgeStatus.RECORDED,
         pledge_same_payload=pledge is not None and pledge_matches_case(pledge, case),
         claim_exists=claim is not None,
-        claim_completed=claim is not None and claim.status == COMPLETED,
+        claim_completed=claim is not None and claim.status == ClaimStatus.COMPLETED,
     )
 
 

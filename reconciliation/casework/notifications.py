@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from reconciliation import clock
-from reconciliation.cases.models import QUEUE_APPROVAL, QUEUES, Override, Queue
+from reconciliation.cases.models import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.selectors import CaseRow, QueueFilters, queue_counts, queue_page
 from reconciliation.stores import Store
@@ -46,7 +46,7 @@ QUEUE_ALIASES: dict[str, Queue] = {
 }
 # Override requests are listed on their own (with their age), so the approval queue is
 # not counted a second time among the cases past SLA.
-SLA_QUEUES = tuple(q for q in QUEUES if q != QUEUE_APPROVAL)
+SLA_QUEUES = tuple(q for q in QUEUES if q != Queue.OVERRIDE_REQUESTED)
 ROWS_SHOWN = 10
 
 
@@ -111,7 +111,7 @@ def sla_cutoff(hours: Decimal, now: datetime) -> str:
 def is_past_sla(
     queue: str, opened_at: str, *, hours: Mapping[Queue, Decimal], now: datetime
 ) -> bool:
-    if queue not in hours or queue == QUEUE_APPROVAL or not opened_at:
+    if queue not in hours or queue == Queue.OVERRIDE_REQUESTED or not opened_at:
         return False
     return opened_at < sla_cutoff(hours[Queue(queue)], now)
 
@@ -161,8 +161,8 @@ def supervisor_digest(
     hours = hours or sla_hours()
     counts = counts if counts is not None else queue_counts(stores=regions)
     waiting = (
-        queue_page(QUEUE_APPROVAL, limit=rows, stores=regions).rows
-        if counts.get(QUEUE_APPROVAL, 0) > 0
+        queue_page(Queue.OVERRIDE_REQUESTED, limit=rows, stores=regions).rows
+        if counts.get(Queue.OVERRIDE_REQUESTED, 0) > 0
         else []
     )
     breaches = []
@@ -178,7 +178,7 @@ def supervisor_digest(
         breaches.append(QueueBreach(queue, hours[queue], count, oldest))
     return Digest(
         at=now,
-        waiting_count=max(counts.get(QUEUE_APPROVAL, 0), len(waiting)),
+        waiting_count=max(counts.get(Queue.OVERRIDE_REQUESTED, 0), len(waiting)),
         waiting=waiting,
         past_sla=breaches,
     )

@@ -19,26 +19,12 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import (
-    OPEN,
-    OVERRIDE_REQUESTED,
-    RESOLVED,
-    Case,
-    CaseState,
-    retry_in_flight,
-)
-from reconciliation.cases.policy import (
-    LABELS,
-    OVERRIDES,
-    RELEASE_CLAIM,
-    REOPEN,
-    VOID_PLEDGE,
-    allowed_actions,
-)
+from reconciliation.cases.models import Case, CaseState, Override, retry_in_flight
+from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import evidence_check
 from reconciliation.claims.ledger import LedgerRepository
-from reconciliation.claims.models import FAILED, RECORDED
+from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.stores import Store, pledge_stream
@@ -86,9 +72,9 @@ def override_request(
     pins: dict = {}
     # Each override reads only what its evidence rule consults (policy.EVIDENCE_NEEDED).
     evidence = evidence_check(store, case, override)
-    if override == RELEASE_CLAIM and evidence.claim is not None:
+    if override == Override.RELEASE_CLAIM and evidence.claim is not None:
         pins["claim_version"] = evidence.claim.version
-    if override == VOID_PLEDGE and evidence.pledge is not None:
+    if override == Override.VOID_PLEDGE and evidence.pledge is not None:
         pins["pledge_audit_seq"] = evidence.pledge.audit_seq
     now = clock.now()
     request = {
@@ -114,14 +100,14 @@ def override_request(
         disposition=override,
         reason_code=code,
         reason_text=text,
-        changes={"state": OVERRIDE_REQUESTED, "override": request},
+        changes={"state": CaseState.OVERRIDE_REQUESTED, "override": request},
     )
     return ActionResult(updated, True, f"{LABELS[override]} requested; a supervisor must approve.")
 
 
 def _pending_override(case: Case, request_id: str | None) -> dict:
     override = case.override or {}
-    if case.state != OVERRIDE_REQUESTED or not override:
+    if case.state != CaseState.OVERRIDE_REQUESTED or not override:
         last = case.resolution or {}
         raise CaseError(
             f"There is no pending request on this case: it is {CaseState.words(case.state).lower()}"
@@ -204,11 +190,11 @@ def override_approve(
         detail={"request": override},
     )
     resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
-    if action == REOPEN:
+    if action == Override.REOPEN:
         return _reopen(store, case, **common)
-    if action == RELEASE_CLAIM:
+    if action == Override.RELEASE_CLAIM:
         return _release(store, case, override, resolution, **common)
-    if action == VOID_PLEDGE:
+    if action == Override.VOID_PLEDGE:
         return _void(store, case, override, resolution, **common)
     raise CaseError(f"Unknown override {action}.")
 
@@ -218,7 +204,7 @@ def _reopen(store: Store, case: Case, **common) -> ActionResult:
         store,
         case,
         action=AuditAction.OVERRIDE_APPROVED,
-        changes={"state": OPEN, "override": None, "resolution": None},
+        changes={"state": CaseState.OPEN, "override": None, "resolution": None},
         **common,
     )
     return ActionResult(updated, True, "Approved: the case is open again.")
@@ -238,7 +224,7 @@ def _release(store: Store, case: Case, override: dict, resolution: dict, **commo
         extra.append(
             ClaimRepository(store).finalise_item(
                 claim,
-                status=FAILED,
+                status=ClaimStatus.FAILED,
                 error_code="RELEASED_BY_OVERRIDE",
                 expires_in_s=0,
                 require_pending=False,
@@ -249,7 +235,7 @@ def _release(store: Store, case: Case, override: dict, resolution: dict, **commo
         case,
         action=AuditAction.OVERRIDE_APPROVED,
         extra_items=extra,
-        changes={"state": RESOLVED, "override": None, "resolution": resolution},
+        changes={"state": CaseState.RESOLVED, "override": None, "resolution": resolution},
         **common,
     )
     return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
@@ -258,7 +244,7 @@ def _release(store: Store, case: Case, override: dict, resolution: dict, **commo
 def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
     actor = common["actor"]
     pledge = PledgeRepository(store).get(case.intent_id)
-    if pledge is None or pledge.status != RECORDED:
+    if pledge is None or pledge.status != PledgeStatus.RECORDED:
         raise CaseError("The pledge is no longer RECORDED; nothing to void.")
     if pledge.audit_seq != override.get("pledge_audit_seq"):
         raise CaseError("The pledge changed since the request; ask again.")
@@ -274,7 +260,7 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         intent_id=pledge.intent_id,
         before={"status": pledge.status},
         after={"status": "VOIDED"},
-        disposition=VOID_PLEDGE,
+        disposition=Override.VOID_PLEDGE,
         reason_code=common["reason_code"],
         reason_text=common["reason_text"],
         detail={"requested_by": override["requested_by"]["username"]},
@@ -299,7 +285,7 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         action=AuditAction.OVERRIDE_APPROVED,
         extra_items=extra,
         extra_events=[event],
-        changes={"state": RESOLVED, "override": None, "resolution": resolution},
+        changes={"state": CaseState.RESOLVED, "override": None, "resolution": resolution},
         **common,
     )
     return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
@@ -345,25 +331,25 @@ def override_reject(
 def _prior_state(override: dict) -> str:
     # Rejecting or expiring a request returns the case to OPEN, or to where it was
     # (ESCALATED; RESOLVED for a declined REOPEN).
-    return override.get("prior_state") or OPEN
+    return override.get("prior_state") or CaseState.OPEN
 
 
 def overrides_expire(*, store: Store) -> list[str]:
     """Return expired override requests to their prior state, by ``system``. Queries
     the approval queue only (its cost grows with pending requests)."""
-    from reconciliation.cases.models import QUEUE_APPROVAL
+    from reconciliation.cases.models import Queue
 
     actor = system_actor()
     expired: list[str] = []
     now = clock.epoch()
-    for row in CaseRepository(store).walk_queue(QUEUE_APPROVAL):
+    for row in CaseRepository(store).walk_queue(Queue.OVERRIDE_REQUESTED):
         override = row.get("override")
         if not override or override.get("expires_at", now + 1) > now:
             continue
         case = CaseRepository(store).get(row["case_id"])
         # Decide on the case as read now, not on the index row: the request the row saw
         # may have been decided, and a newer one asked, since.
-        if case is None or case.state != OVERRIDE_REQUESTED or not case.override:
+        if case is None or case.state != CaseState.OVERRIDE_REQUESTED or not case.override:
             continue
         override = case.override
         if override.get("expires_at", now + 1) > now:

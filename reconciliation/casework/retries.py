@@ -13,11 +13,12 @@ from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import CaseChanged, case_commit_change
-from reconciliation.cases.models import RESOLVED, Case, RetryStatus
-from reconciliation.cases.policy import ACTIVE_STATES, RETRY_COMMIT
+from reconciliation.cases.models import Case, CaseState, Disposition, RetryStatus
+from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import pledge_matches_case
-from reconciliation.claims.models import PENDING, Claim
+from reconciliation.claims.models import Claim, ClaimStatus
+from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.stores import Store
@@ -102,7 +103,7 @@ def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = Non
             # Another run of this retry, or the client's own retry, holds the key now:
             # wait for its lease, then decide again from what it left.
             claim = ClaimRepository(store).get(case.claim_pk)
-            if claim is not None and claim.status == PENDING and not claim.expired():
+            if claim is not None and claim.status == ClaimStatus.PENDING and not claim.expired():
                 return RetryOutcome.wait(claim.expires_at - clock.epoch())
         except CaseChanged as lost:
             if not retry_due(lost.current, request_id):
@@ -113,13 +114,18 @@ def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = Non
 def _retry_once(store: Store, case: Case) -> RetryOutcome:
     """One decision on ``case`` as read: commit if no pledge is there, then write the
     result conditioned on that read's version (``case_commit_change``)."""
-    from reconciliation.claims import intake as pledge_service
+    from reconciliation.claims import intake
 
     actor = system_actor()
     case_id = case.case_id
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
     claim = ClaimRepository(store).get(case.claim_pk)
-    if pledge is None and claim is not None and claim.status == PENDING and not claim.expired():
+    if (
+        pledge is None
+        and claim is not None
+        and claim.status == ClaimStatus.PENDING
+        and not claim.expired()
+    ):
         return RetryOutcome.wait(claim.expires_at - clock.epoch())
     kind, superseded_by = "already_committed", None
     if pledge is not None and not pledge_matches_case(pledge, case):
@@ -128,24 +134,24 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         kind = "key_reused"
     elif pledge is None:
         claim = _retry_claim(store, case, claim)
-        outcome = pledge_service.pledge_commit(store, claim)
+        outcome = intake.pledge_commit(store, claim)
         kind = outcome.kind
         successor = (
             CaseRepository(store).get(outcome.case_id)
             if outcome.case_id not in (None, case_id)
             else None
         )
-        if successor is not None and successor.state != RESOLVED:
+        if successor is not None and successor.state != CaseState.RESOLVED:
             # The retry's own unclear outcome opened a case of its own, still open: that
             # case now carries the intent, so this one closes pointing at it (one open case).
             superseded_by = successor.case_id
-        elif kind not in pledge_service.SUCCESS:
+        elif kind not in SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     action_id = f"retry-{retry.get('request_id')}"
-    if kind in (*pledge_service.SUCCESS, "already_committed") or superseded_by:
+    if kind in (*SUCCESS, "already_committed") or superseded_by:
         resolution = resolution_for(
-            RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
+            Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
         )
         if superseded_by:
             resolution["superseded_by"] = superseded_by
@@ -157,20 +163,20 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             if superseded_by
             else AuditAction.RETRY_COMMIT_SUCCEEDED,
             action_id=action_id,
-            disposition=RETRY_COMMIT,
-            changes={"state": RESOLVED, "retry": retry, "resolution": resolution},
+            disposition=Disposition.RETRY_COMMIT,
+            changes={"state": CaseState.RESOLVED, "retry": retry, "resolution": resolution},
             detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
         )
         if superseded_by:
             return RetryOutcome(kind)
-        return RetryOutcome("committed" if kind == pledge_service.CREATED else "already_committed")
+        return RetryOutcome("committed" if kind == OutcomeKind.CREATED else "already_committed")
     case_commit_change(
         store,
         case,
         actor=actor,
         action=AuditAction.RETRY_COMMIT_FAILED,
         action_id=action_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         changes={"retry": retry},
         detail={"outcome": kind},
     )
@@ -184,13 +190,15 @@ def _keep_claim_with_case(store: Store, claim: Claim, case_id: str) -> None:
     current = ClaimRepository(store).get(claim.pk)
     if (
         current is None
-        or current.status != PENDING
+        or current.status != ClaimStatus.PENDING
         or current.attempt_id != claim.attempt_id
         or current.pending_shard is None
     ):
         return
     with contextlib.suppress(ClaimTaken):
-        ClaimRepository(store).attach_case(current, case_id=case_id, error_code=RETRY_COMMIT)
+        ClaimRepository(store).attach_case(
+            current, case_id=case_id, error_code=Disposition.RETRY_COMMIT
+        )
 
 
 def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
@@ -203,7 +211,7 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
     COMPLETED claim whose pledge a consistent read cannot find records nothing."""
     if (
         claim is not None
-        and claim.status == PENDING
+        and claim.status == ClaimStatus.PENDING
         and claim.version == case.claim_version
         and claim.request_token == case.request_token
         and claim.token_evidence(clock.now())["inside_token_window"]

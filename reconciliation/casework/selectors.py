@@ -19,11 +19,7 @@ from django.core import signing
 from reconciliation import clock
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.counters import QueueCounter
-from reconciliation.cases.models import (
-    CANCELLED_TRANSACTION,
-    QUEUES,
-    Case,
-)
+from reconciliation.cases.models import QUEUES, Case, CaseType
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.regions import (
     CursorMismatch,
@@ -211,7 +207,7 @@ def queue_page(
         position_of=lambda _, row: index_key(row, "queue", attribute),
     )
     rows = [_row(item) for _, item in merged.rows]
-    if queue == CANCELLED_TRANSACTION and rows:
+    if queue == CaseType.CANCELLED_TRANSACTION and rows:
         # The reasons are not in the index (they can be long): one BatchGetItem for the
         # page's rows per region they came from, so the cost follows the page.
         decoded: dict[str, list] = {}

@@ -16,30 +16,20 @@ from typing import TYPE_CHECKING
 
 from reconciliation.actors import Role
 from reconciliation.cases.models import (
-    CANCELLED_TRANSACTION,
-    ESCALATED,
-    OVERRIDE_REQUESTED,
-    RESOLVED,
-    TOKEN_MISMATCH,
     Case,
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
     ReasonCode,
     retry_in_flight,
 )
-from reconciliation.cases.policy import (
-    CONFIRMED_COMMITTED,
-    DISPOSITIONS,
-    DUPLICATE_REJECTED_OK,
-    ESCALATE,
-    LABELS,
-    OVERRIDES,
-    RELEASE_CLAIM,
-    RETRY_COMMIT,
-    offered_actions,
-)
+from reconciliation.cases.policy import DISPOSITIONS, LABELS, OVERRIDES, offered_actions
 from reconciliation.casework.evidence import evidence_facts, pledge_matches_case
-from reconciliation.claims.models import RECORDED, TOKEN_WINDOW_S
+from reconciliation.claims.models import TOKEN_WINDOW_S, PledgeStatus
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import find_code
-from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.dynamo.cancellation import Branch, CancellationCode
 
 if TYPE_CHECKING:
     from reconciliation.casework.selectors import Evidence
@@ -92,7 +82,7 @@ def _cancel_branch(case: Case) -> str:
     plain values): a lost claim outranks a duplicate, which outranks a refusal and a
     retryable conflict, as the write path ranks them."""
     branches = {str(r.get("branch", "")) for r in case.decoded if isinstance(r, dict)}
-    for branch in ("lost_claim", "duplicate", "reject", "retryable"):
+    for branch in (Branch.LOST_CLAIM, Branch.DUPLICATE, Branch.REJECT, Branch.RETRYABLE):
         if branch in branches:
             return branch
     return "reject"
@@ -119,18 +109,18 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
     """What the evidence points to, before checking that the page offers it."""
     pledge = evidence.pledge
     intent = case.intent_id
-    if pledge is not None and pledge.status != RECORDED:
+    if pledge is not None and pledge.status != PledgeStatus.RECORDED:
         return Suggestion(
-            ESCALATE,
+            Disposition.ESCALATE,
             "The pledge for this intent was voided by an approved override: nothing to "
             "commit again; Escalate for a closer look.",
             ReasonCode.NEEDS_REVIEW,
             f"The pledge for {intent} is voided; this case needs a closer look.",
         )
     if pledge is not None and not pledge_matches_case(pledge, case):
-        if case.case_type in (CANCELLED_TRANSACTION, TOKEN_MISMATCH):
+        if case.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH):
             return Suggestion(
-                DUPLICATE_REJECTED_OK,
+                Disposition.DUPLICATE_REJECTED_OK,
                 "A pledge with a different payload holds this key and this transaction "
                 "wrote nothing: Duplicate correctly rejected.",
                 ReasonCode.DUPLICATE_VERIFIED,
@@ -138,7 +128,7 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
                 "this transaction wrote nothing.",
             )
         return Suggestion(
-            ESCALATE,
+            Disposition.ESCALATE,
             "A pledge with a different payload holds this key: this request was not what "
             "got recorded. Escalate for a closer look.",
             ReasonCode.NEEDS_REVIEW,
@@ -147,15 +137,15 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
     if pledge is not None:
         if pledge.request_token == case.request_token:
             return Suggestion(
-                CONFIRMED_COMMITTED,
+                Disposition.CONFIRMED_COMMITTED,
                 "A pledge is recorded with this attempt's token: Confirm committed.",
                 ReasonCode.EVIDENCE_CONFIRMS,
                 f"A consistent read finds the pledge for {intent}, recorded with this "
                 "attempt's token.",
             )
-        if case.case_type in (CANCELLED_TRANSACTION, TOKEN_MISMATCH):
+        if case.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH):
             return Suggestion(
-                DUPLICATE_REJECTED_OK,
+                Disposition.DUPLICATE_REJECTED_OK,
                 "A pledge is recorded by another attempt and this transaction wrote nothing: "
                 "Duplicate correctly rejected.",
                 ReasonCode.DUPLICATE_VERIFIED,
@@ -163,7 +153,7 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
                 "attempt; this transaction wrote nothing.",
             )
         return Suggestion(
-            CONFIRMED_COMMITTED,
+            Disposition.CONFIRMED_COMMITTED,
             "A pledge is recorded for this intent (by another attempt of the same key): "
             "Confirm committed.",
             ReasonCode.EVIDENCE_CONFIRMS,
@@ -173,7 +163,7 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
     retry = case.retry or {}
     if retry.get("finished_at") and retry.get("status") not in _RETRY_SUCCESS:
         return Suggestion(
-            ESCALATE,
+            Disposition.ESCALATE,
             f"The last commit retry failed ({_code_words(retry.get('status'))}) and no pledge "
             "exists: "
             "Escalate for a closer look.",
@@ -182,40 +172,40 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
             f"{intent}.",
         )
     window_left = TOKEN_WINDOW_S - evidence.token_age_s
-    if case.case_type == CANCELLED_TRANSACTION:
+    if case.case_type == CaseType.CANCELLED_TRANSACTION:
         branch = _cancel_branch(case)
         codes = _failed_codes(case)
-        if branch == "retryable":
+        if branch == Branch.RETRYABLE:
             return Suggestion(
-                RETRY_COMMIT,
+                Disposition.RETRY_COMMIT,
                 f"DynamoDB cancelled the transaction for a passing reason ({codes}) and no "
                 "pledge exists: Retry the commit.",
                 ReasonCode.TRANSIENT_FAILURE,
                 f"Cancelled by {codes}, a transient reason; no pledge for {intent}.",
             )
-        if branch == "reject":
+        if branch == Branch.REJECT:
             return Suggestion(
-                ESCALATE,
+                Disposition.ESCALATE,
                 f"DynamoDB refused an item ({codes}): the same write would fail again, and "
                 "no pledge exists. Escalate.",
                 ReasonCode.NEEDS_REVIEW,
                 f"Refused by {codes}; a retry would fail the same way. No pledge for {intent}.",
             )
-        if branch == "lost_claim":
+        if branch == Branch.LOST_CLAIM:
             return Suggestion(
-                ESCALATE,
+                Disposition.ESCALATE,
                 "Another request took the claim during this commit and no pledge exists yet: "
                 "Escalate to follow that request.",
                 ReasonCode.NEEDS_REVIEW,
                 f"The claim was lost to another request; no pledge for {intent} yet.",
             )
         return Suggestion(
-            ESCALATE,
+            Disposition.ESCALATE,
             "The transaction was refused as a duplicate, yet no pledge is recorded now: Escalate.",
             ReasonCode.NEEDS_REVIEW,
             f"Refused as a duplicate, but a consistent read finds no pledge for {intent}.",
         )
-    if case.case_type == TOKEN_MISMATCH:
+    if case.case_type == CaseType.TOKEN_MISMATCH:
         if evidence.inside_token_window:
             return Suggestion(
                 None,
@@ -224,7 +214,7 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
                 "Then Retry the commit.",
             )
         return Suggestion(
-            RETRY_COMMIT,
+            Disposition.RETRY_COMMIT,
             "No pledge exists and the token window has closed: Retry the commit as a new "
             "attempt with a token of its own.",
             ReasonCode.TRANSIENT_FAILURE,
@@ -232,14 +222,14 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
         )
     if evidence.inside_token_window:
         return Suggestion(
-            RETRY_COMMIT,
+            Disposition.RETRY_COMMIT,
             "No pledge exists and the attempt's token window is open: Retry the commit.",
             ReasonCode.TRANSIENT_FAILURE,
             f"A consistent read finds no pledge for {intent}; inside the token window a "
             "retry with the same token applies at most once.",
         )
     return Suggestion(
-        RETRY_COMMIT,
+        Disposition.RETRY_COMMIT,
         "No pledge exists and the token window has closed: Retry the commit (the durable "
         "key still refuses a second pledge).",
         ReasonCode.TRANSIENT_FAILURE,
@@ -251,9 +241,9 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
 def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
     """The next step on ``case`` given ``evidence`` (``None``: the reads failed), or
     ``None`` for a resolved case, which has none."""
-    if case.state == RESOLVED:
+    if case.state == CaseState.RESOLVED:
         return None
-    if case.state == OVERRIDE_REQUESTED:
+    if case.state == CaseState.OVERRIDE_REQUESTED:
         override = case.override or {}
         asked = (override.get("requested_by") or {}).get("username", "someone")
         what = LABELS.get(override.get("action", ""), "an override")
@@ -265,13 +255,15 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
             None, "A commit retry is running in the background: wait for its outcome."
         )
     if case.is_drift:
-        return Suggestion(None, _DRIFT_STEP if case.state != ESCALATED else _DRIFT_ESCALATED)
+        return Suggestion(
+            None, _DRIFT_STEP if case.state != CaseState.ESCALATED else _DRIFT_ESCALATED
+        )
     if evidence is None:
         return Suggestion(
             None, "The evidence could not be read: refresh it before deciding anything."
         )
     candidate = _candidate(case, evidence)
-    if case.state == ESCALATED:
+    if case.state == CaseState.ESCALATED:
         return _escalated(case, evidence, candidate)
     if candidate.action is None or candidate.action in _offered(case, evidence):
         return candidate
@@ -282,7 +274,7 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
 
 # What the evidence settles by itself: a recorded pledge. An escalated case is closed on
 # it like any other; for everything else a supervisor decides.
-_SETTLED = (CONFIRMED_COMMITTED, DUPLICATE_REJECTED_OK)
+_SETTLED = (Disposition.CONFIRMED_COMMITTED, Disposition.DUPLICATE_REJECTED_OK)
 
 
 def _offered(case: Case, evidence: Evidence) -> list[str]:
@@ -302,13 +294,13 @@ def _escalated(case: Case, evidence: Evidence, candidate: Suggestion) -> Suggest
     waiting = "Escalated: waiting for a supervisor's decision."
     if candidate.action is None:
         return Suggestion(None, f"{waiting} {candidate.why}")
-    if candidate.action != ESCALATE:
+    if candidate.action != Disposition.ESCALATE:
         if candidate.action in offered:
             return replace(candidate, why=f"{waiting} The evidence: {candidate.why}")
         return Suggestion(None, f"{waiting} The evidence: {candidate.why}")
-    if RELEASE_CLAIM in offered:
+    if Override.RELEASE_CLAIM in offered:
         return Suggestion(
-            RELEASE_CLAIM,
+            Override.RELEASE_CLAIM,
             f"{waiting} No commit fits the evidence: Release the claim so the client may "
             "retry (a supervisor approves).",
             ReasonCode.NEEDS_REVIEW,
@@ -326,7 +318,7 @@ def resolution_words(case: Case) -> str:
     if resolution.get("superseded_by"):
         return "the retry's own outcome was unclear, so another case carries the intent"
     outcome = resolution.get("outcome")
-    if outcome == "created":
+    if outcome == OutcomeKind.CREATED:
         return "the pledge was committed by the retry"
     if outcome in _RETRY_SUCCESS:
         return "the pledge was already recorded, so nothing was written again"

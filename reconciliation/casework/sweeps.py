@@ -30,16 +30,9 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError
-from reconciliation.cases.models import (
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    QUEUE_ESCALATED,
-    STUCK_PENDING,
-    TOKEN_MISMATCH,
-)
-from reconciliation.cases.policy import CONFIRMED_COMMITTED
+from reconciliation.cases.models import CaseType, Disposition, Queue, RetryStatus
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.claims.models import PENDING, Claim
+from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
@@ -58,11 +51,11 @@ AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this re
 # stalled worker itself is an operational signal (metrics, logs), not casework. A fund's
 # LEDGER_DRIFT case is never closed automatically: only finance records answer it.
 RECHECK_QUEUES = (
-    STUCK_PENDING,
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    TOKEN_MISMATCH,
-    QUEUE_ESCALATED,
+    CaseType.STUCK_PENDING,
+    CaseType.AMBIGUOUS_TIMEOUT,
+    CaseType.CANCELLED_TRANSACTION,
+    CaseType.TOKEN_MISMATCH,
+    Queue.ESCALATED,
 )
 
 
@@ -131,13 +124,13 @@ def sweep_claim(pk: str, *, grace_s: int, store: Store):
 def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
     claim = ClaimRepository(store).get(pk)
     report.read_units += 0.5
-    if claim is None or claim.status != PENDING or not claim.expired(bound):
+    if claim is None or claim.status != ClaimStatus.PENDING or not claim.expired(bound):
         report.skipped += 1  # moved on since the (eventually consistent) index saw it
         return None
     evidence = _pledge_evidence(store, claim)
     actor = system_actor()
     case = case_build(
-        case_type=STUCK_PENDING,
+        case_type=CaseType.STUCK_PENDING,
         claim=claim,
         evidence=evidence,
         client_outcome={"error": "worker_died_between_claim_and_commit"},
@@ -153,7 +146,7 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
         None
         if resolves_itself
         else ClaimRepository(store).attach_item(
-            claim, case_id=case.case_id, error_code=STUCK_PENDING
+            claim, case_id=case.case_id, error_code=CaseType.STUCK_PENDING
         )
     )
     stored, created = case_open(store, case=case, actor=actor, claim_item=attach)
@@ -165,7 +158,7 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
     if not created:
         with contextlib.suppress(ClaimTaken):
             ClaimRepository(store).attach_case(
-                claim, case_id=stored.case_id, error_code=STUCK_PENDING
+                claim, case_id=stored.case_id, error_code=CaseType.STUCK_PENDING
             )
     return stored
 
@@ -180,7 +173,7 @@ def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
     try:
         result = case_dispose(
             case_id=case_id,
-            disposition=CONFIRMED_COMMITTED,
+            disposition=Disposition.CONFIRMED_COMMITTED,
             actor=system_actor(),
             seen_version=None,
             reason_code=AUTO_REASON,
@@ -223,17 +216,37 @@ def redispatch_stale_retries(
 ) -> SweepReport:
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
-    from reconciliation.cases.models import CASE_TYPES, QUEUE_ESCALATED
+    from reconciliation.cases.models import CASE_TYPES, Queue
     from reconciliation.casework.retries import enqueue_retry
 
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
-    for queue in (*CASE_TYPES, QUEUE_ESCALATED):
+    for queue in (*CASE_TYPES, Queue.ESCALATED):
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
             retry = row.get("retry")
-            if retry and retry.get("status") == "queued" and retry.get("requested_at", "") < cutoff:
+            if (
+                retry
+                and retry.get("status") == RetryStatus.QUEUED
+                and retry.get("requested_at", "") < cutoff
+            ):
                 enqueue_retry(row["case_id"], retry.get("request_id"))
                 report.redispatched.append(row["case_id"])
+    return report
+
+
+def sweep_claims_and_cases(
+    sources: Sequence[Store],
+    *,
+    home: Callable[[str], Store],
+    grace_s: int | None = None,
+) -> SweepReport:
+    """Stuck claims in every region; open cases and stale retries in every region, each
+    region its own cases. No ledger drift check: for a run that checks its own ledger and
+    measures its reads."""
+    report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
+    for store in sources:
+        recheck_open_cases(store, report)
+        redispatch_stale_retries(store, report)
     return report
 
 
@@ -242,20 +255,13 @@ def sweep_all(
     *,
     home: Callable[[str], Store],
     grace_s: int | None = None,
-    ledger_drift: bool = True,
 ) -> SweepReport:
-    """Every sweep once: stuck claims in every region; open cases and stale retries in
-    every region, each region its own cases; and the ledger drift check when it is due
-    (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as opened, unless
-    ``ledger_drift`` is false (a run that checks its own ledger and measures its reads)."""
+    """Every sweep once: :func:`sweep_claims_and_cases`, then the ledger drift check when
+    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as
+    opened."""
     from reconciliation.casework.drift import ledger_drift_check
 
-    report = sweep_stuck_claims(sources, home=home, grace_s=grace_s)
-    for store in sources:
-        recheck_open_cases(store, report)
-        redispatch_stale_retries(store, report)
-    if not ledger_drift:
-        return report
+    report = sweep_claims_and_cases(sources, home=home, grace_s=grace_s)
     try:
         drift = ledger_drift_check(sources, home=home)
     except (BotoCoreError, ClientError, CaseError) as exc:

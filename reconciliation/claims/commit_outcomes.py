@@ -3,7 +3,8 @@
 The outcome rule: once any attempt may have applied, the answer is success or 202,
 never a definite failure. A cancelled transaction is decoded and answered from its
 reasons; an unclear one opens a reconciliation case, which takes the claim with it in
-the same transaction, and the durable record answers later.
+the same transaction, and the durable record answers later. The cases it opens and the
+claim's quiet, fenced moves are at the end of this module.
 """
 
 from __future__ import annotations
@@ -14,24 +15,12 @@ from collections.abc import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
-from reconciliation import metrics
-from reconciliation.cases.models import (
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    TOKEN_MISMATCH,
-)
-from reconciliation.claims.commit_cases import finalise_quietly, open_case
-from reconciliation.claims.models import COMPLETED, FAILED, Claim, Pledge
+from reconciliation import clock, metrics
+from reconciliation.actors import Actor, Role
+from reconciliation.cases.models import CaseState, CaseType
+from reconciliation.claims.models import Claim, ClaimStatus, Pledge
+from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (
-    CANCELLED,
-    CONFLICT,
-    IN_PROGRESS,
-    KEY_REUSED,
-    OUTCOME_UNKNOWN,
-    REJECTED,
-    REPLAYED,
-    TOKEN_PARAMETER_MISMATCH,
-    UNAVAILABLE,
     IntakeOutcome,
     OutcomeKind,
     in_progress_outcome,
@@ -40,18 +29,16 @@ from reconciliation.claims.outcomes import (
     unavailable_outcome,
 )
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import attempts
 from reconciliation.dynamo.cancellation import (
-    DUPLICATE,
-    LOST_CLAIM,
-    RETRYABLE,
+    Branch,
     DecodedReason,
     cancellation_decode,
     overall_branch,
 )
-from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.stores import Store
 
@@ -75,9 +62,9 @@ def commit_failed(
 ) -> IntakeOutcome:
     """Answer a commit that did not succeed; ``maybe``: an attempt may have applied."""
     last = exc.last if isinstance(exc, RetriesExhausted) else exc
-    if isinstance(exc, ClientError) and error_code(exc) == "TransactionCanceledException":
+    if isinstance(exc, ClientError) and error_code(exc) == ErrorCode.TRANSACTION_CANCELED:
         rows = cancellation_decode(items, exc.response, store.roles())
-        if overall_branch(rows) == DUPLICATE:
+        if overall_branch(rows) == Branch.DUPLICATE:
             # The pledge exists: the durable record answers, whatever came before.
             try:
                 return _cancelled(store, claim, rows, exc, fresh=fresh)
@@ -98,10 +85,14 @@ def commit_failed(
     if isinstance(exc, BotoCoreError):
         # The commit never left this process: nothing applied, the client retries.
         finalise_quietly(
-            store, claim, status=FAILED, error=error_code(exc), expires_in_s=retry_after_s()
+            store,
+            claim,
+            status=ClaimStatus.FAILED,
+            error=error_code(exc),
+            expires_in_s=retry_after_s(),
         )
         return unavailable_outcome(exc)
-    if error_code(exc) == "IdempotentParameterMismatchException":
+    if error_code(exc) == ErrorCode.TOKEN_MISMATCH:
         return _token_mismatch(store, claim, exc)
     return _refused(exc)
 
@@ -112,13 +103,13 @@ def _refused(exc: ClientError) -> IntakeOutcome:
     client does not come back; the client hears a definite, JSON answer."""
     code = error_code(exc)
     logger.error("commit refused by DynamoDB: %s", code)
-    if code == "ValidationException":
+    if code == ErrorCode.VALIDATION:
         return IntakeOutcome(
-            REJECTED,
+            OutcomeKind.REJECTED,
             detail=f"DynamoDB rejected the request ({code}); nothing was recorded.",
         )
     return IntakeOutcome(
-        UNAVAILABLE,
+        OutcomeKind.UNAVAILABLE,
         retry_after=retry_after_s(),
         detail=f"DynamoDB refused the request ({code}); nothing was recorded. Retry later.",
     )
@@ -130,32 +121,34 @@ def _commit_exhausted(
     """Every attempt met a transient refusal and none may have applied: a definite
     failure. A conflict that never cleared opens a case with the claim's release."""
     retry_after = retry_after_s()
-    if exc.code == "TransactionCanceledException":
+    if exc.code == ErrorCode.TRANSACTION_CANCELED:
         rows = cancellation_decode(items, exc.last.response, store.roles())
         case = open_case(
             store,
             claim,
-            CANCELLED_TRANSACTION,
+            CaseType.CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc.last,
-            client_outcome={"error": CONFLICT},
+            client_outcome={"error": OutcomeKind.CONFLICT},
             claim_move=lambda case_id: ClaimRepository(store).finalise_item(
                 claim,
-                status=FAILED,
+                status=ClaimStatus.FAILED,
                 error_code="TransactionConflict",
                 expires_in_s=retry_after,
                 case_id=case_id,
             ),
         )
         return IntakeOutcome(
-            CONFLICT,
+            OutcomeKind.CONFLICT,
             retry_after=retry_after,
             case_id=case,
             decoded=[r.as_dict() for r in rows],
             detail="The transaction kept conflicting with concurrent writes; nothing was "
             "recorded. Retry with the same Idempotency-Key.",
         )
-    finalise_quietly(store, claim, status=FAILED, error=exc.code, expires_in_s=retry_after)
+    finalise_quietly(
+        store, claim, status=ClaimStatus.FAILED, error=exc.code, expires_in_s=retry_after
+    )
     return throttled_outcome(exc)
 
 
@@ -171,25 +164,25 @@ def _cancelled(
         return open_case(
             store,
             claim,
-            CANCELLED_TRANSACTION,
+            CaseType.CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc,
             client_outcome={"error": kind},
             claim_move=claim_move,
         )
 
-    if branch == DUPLICATE:
+    if branch == Branch.DUPLICATE:
         existing = _duplicate_settle(store, claim, exc, fresh=fresh)
         if _same_request(existing.normalised_request(), claim.request):
-            return IntakeOutcome(REPLAYED, pledge=existing.api_body(), decoded=decoded)
-        case = cancelled_case(KEY_REUSED)
+            return IntakeOutcome(OutcomeKind.REPLAYED, pledge=existing.api_body(), decoded=decoded)
+        case = cancelled_case(OutcomeKind.KEY_REUSED)
         return IntakeOutcome(
-            KEY_REUSED,
+            OutcomeKind.KEY_REUSED,
             case_id=case,
             decoded=decoded,
             detail="A pledge with this Idempotency-Key exists with a different body.",
         )
-    if branch == LOST_CLAIM:
+    if branch == Branch.LOST_CLAIM:
         current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
         if _replays(claim, current):
             # A late worker (stalled past its lease, or its clock behind) whose successor
@@ -204,17 +197,17 @@ def _cancelled(
             # intent. A case of this attempt's own would be a second one, left open once
             # the first is decided (a release approved, say).
             return _lost_claim_outcome(claim, current, current.case_id, decoded)
-        case = cancelled_case(IN_PROGRESS)
+        case = cancelled_case(OutcomeKind.IN_PROGRESS)
         return _lost_claim_outcome(claim, current, case, decoded)
-    retryable = branch == RETRYABLE
-    kind = CANCELLED if retryable else REJECTED
+    retryable = branch == Branch.RETRYABLE
+    kind = OutcomeKind.CANCELLED if retryable else OutcomeKind.REJECTED
     # The claim is released in the case's own transaction: if the case cannot be
     # written, the claim stays PENDING in the stuck-claim index and the sweep opens it.
     case = cancelled_case(
         kind,
         lambda case_id: ClaimRepository(store).finalise_item(
             claim,
-            status=FAILED,
+            status=ClaimStatus.FAILED,
             error_code=branch,
             expires_in_s=settings.CLAIM_FAILED_TTL_S,
             case_id=case_id,
@@ -247,7 +240,7 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
     finalise_quietly(
         store,
         claim,
-        status=COMPLETED,
+        status=ClaimStatus.COMPLETED,
         response=existing.api_body(),
         payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
         expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
@@ -258,7 +251,9 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
 def _replays(claim: Claim, current: Claim | None) -> bool:
     """Whether the claim's current holder completed with this very request."""
     return bool(
-        current and current.status == COMPLETED and current.payload_hash == claim.payload_hash
+        current
+        and current.status == ClaimStatus.COMPLETED
+        and current.payload_hash == claim.payload_hash
     )
 
 
@@ -266,17 +261,19 @@ def _followed(current: Claim) -> bool:
     """Whether the claim's current holder is already followed by a case: a claim names
     its case (``case_id``: the sweep's, or a retry's kept with its case), and a
     re-claim carries it on, whether the new attempt is still PENDING or failed since."""
-    return current.status != COMPLETED and bool(current.case_id)
+    return current.status != ClaimStatus.COMPLETED and bool(current.case_id)
 
 
 def _lost_claim_outcome(
     claim: Claim, current: Claim | None, case: str | None, decoded: list[dict]
 ) -> IntakeOutcome:
     if current is not None and _replays(claim, current):
-        return IntakeOutcome(REPLAYED, pledge=current.response, decoded=decoded, case_id=case)
+        return IntakeOutcome(
+            OutcomeKind.REPLAYED, pledge=current.response, decoded=decoded, case_id=case
+        )
     outcome = in_progress_outcome(current)
     return IntakeOutcome(
-        IN_PROGRESS,
+        OutcomeKind.IN_PROGRESS,
         retry_after=outcome.retry_after,
         case_id=case,
         decoded=decoded,
@@ -289,8 +286,8 @@ def _token_mismatch(store: Store, claim: Claim, exc: ClientError) -> IntakeOutco
         store,
         claim,
         exc,
-        TOKEN_MISMATCH,
-        TOKEN_PARAMETER_MISMATCH,
+        CaseType.TOKEN_MISMATCH,
+        OutcomeKind.TOKEN_PARAMETER_MISMATCH,
         "DynamoDB saw a different transaction under this request's token within its "
         "10-minute window; nothing was recorded by this request. Staff will reconcile it.",
     )
@@ -306,8 +303,8 @@ def _ambiguous(store: Store, claim: Claim, exc: BaseException) -> IntakeOutcome:
         store,
         claim,
         exc,
-        AMBIGUOUS_TIMEOUT,
-        OUTCOME_UNKNOWN,
+        CaseType.AMBIGUOUS_TIMEOUT,
+        OutcomeKind.OUTCOME_UNKNOWN,
         "The acknowledgement was lost: the pledge may or may not be recorded. "
         "GET this pledge to learn the outcome; do not resend with a new key.",
     )
@@ -335,3 +332,102 @@ def _case_for_pending_claim(
         ),
     )
     return IntakeOutcome(kind, case_id=case, detail=detail)
+
+
+# --- what an unanswered commit leaves behind: the case it opens (with the claim's move in
+# the same transaction) and the claim's quiet, fenced moves -------------------------------
+
+
+def pledge_receipt_actor(claim: Claim) -> Actor:
+    return Actor(
+        username=f"api:{claim.tenant}",
+        role=Role.API,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def open_case(
+    store: Store,
+    claim: Claim,
+    case_type: str,
+    *,
+    decoded: list[DecodedReason],
+    error: BaseException,
+    client_outcome: dict,
+    claim_move: Callable[[str], dict] | None = None,
+) -> str | None:
+    """Open the case for this claim version, with the claim's move (``claim_move``,
+    given the case id) in the same transaction. If it cannot be written the claim stays
+    PENDING in the stuck-claim index, where the sweep will find it: nothing is lost."""
+    case = case_build(
+        case_type=case_type,
+        claim=claim,
+        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
+        decoded=[r.as_dict() for r in decoded],
+        client_outcome=client_outcome,
+        opened_by=pledge_receipt_actor(claim),
+        now=clock.now(),
+        region_tag=store.tag,
+    )
+    claim_item = claim_move(case.case_id) if claim_move else None
+    try:
+        stored, created = case_open(
+            store, case=case, actor=_system_for(claim), claim_item=claim_item
+        )
+    except (BotoCoreError, ClientError, RetriesExhausted) as exc:
+        logger.error("could not open %s case: %s", case_type, error_code(exc))
+        return None
+    if not created and claim_item is not None and stored.state != CaseState.RESOLVED:
+        # The case already existed, open (an earlier attempt of this very opening, or the
+        # sweep's on the same question): the claim may now follow it on its own. A
+        # resolved case follows nothing: the claim stays where the sweep can find it.
+        apply_quietly(store, claim_item)
+    return stored.case_id
+
+
+def apply_quietly(store: Store, claim_item: dict) -> None:
+    try:
+        store.client.update_item(**claim_item["Update"])
+    except (BotoCoreError, ClientError) as exc:
+        # A failed fence means the claim moved on (committed, or a successor holds it).
+        logger.info("claim not moved to its case: %s", error_code(exc))
+
+
+def _system_for(claim: Claim) -> Actor:
+    return Actor(
+        username="system",
+        role=Role.SYSTEM,
+        address=claim.client_address,
+        correlation_id=claim.correlation_id,
+    )
+
+
+def finalise_quietly(
+    store: Store,
+    claim: Claim,
+    *,
+    status: str,
+    error: str | None = None,
+    response: dict | None = None,
+    payload_hash: str | None = None,
+    case_id: str | None = None,
+    expires_in_s: int | None = None,
+) -> None:
+    """Fenced transition after a definitive outcome; the claim expires after
+    ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
+    and the sweep takes over; the caller's answer does not depend on it."""
+    try:
+        ClaimRepository(store).finalise(
+            claim,
+            status=status,
+            response_body=response,
+            error_code=error,
+            expires_in_s=settings.CLAIM_FAILED_TTL_S if expires_in_s is None else expires_in_s,
+            payload_hash=payload_hash,
+            case_id=case_id,
+        )
+    except ClaimTaken:
+        pass
+    except (BotoCoreError, ClientError) as exc:
+        logger.warning("could not finalise claim: %s", error_code(exc))

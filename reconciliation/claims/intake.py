@@ -25,35 +25,21 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
-from reconciliation.claims.commit_cases import pledge_receipt_actor
-from reconciliation.claims.commit_outcomes import commit_failed
+from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
 from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
 from reconciliation.claims.models import (
-    COMPLETED,
     OPERATION_CREATE_PLEDGE,
-    PENDING,
-    RECORDED,
     Claim,
+    ClaimStatus,
     Pledge,
+    PledgeStatus,
     claim_pk,
     intent_id_for,
 )
 from reconciliation.claims.outcomes import (
-    CANCELLED,
-    CONFLICT,
-    CREATED,
-    IN_PROGRESS,
-    KEY_REUSED,
-    OUTCOME_UNKNOWN,
-    REJECTED,
-    REPLAYED,
-    SUCCESS,
-    THROTTLED,
-    TOKEN_PARAMETER_MISMATCH,
-    UNAVAILABLE,
     IntakeOutcome,
+    OutcomeKind,
     in_progress_outcome,
-    retry_after_s,
     throttled_outcome,
     unavailable_outcome,
 )
@@ -167,18 +153,18 @@ def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> In
     if not request.hash_matches(existing.payload_hash):
         metrics.CLAIMS.labels("key_reused").inc()
         return IntakeOutcome(
-            KEY_REUSED,
+            OutcomeKind.KEY_REUSED,
             detail="This Idempotency-Key was used with a different request body.",
         )
     now = clock.epoch()
-    if existing.status == COMPLETED:
+    if existing.status == ClaimStatus.COMPLETED:
         metrics.CLAIMS.labels("replay").inc()
         if not existing.expired(now) and existing.response:
-            return IntakeOutcome(REPLAYED, pledge=existing.response)
+            return IntakeOutcome(OutcomeKind.REPLAYED, pledge=existing.response)
         # Past its expiry the cached answer is not trusted: the durable record is.
         pledge = with_retry(lambda: PledgeRepository(store).get(existing.intent_id))
         if pledge is not None:
-            return IntakeOutcome(REPLAYED, pledge=pledge.api_body())
+            return IntakeOutcome(OutcomeKind.REPLAYED, pledge=pledge.api_body())
         return None
     if not existing.expired(now):
         metrics.CLAIMS.labels("in_progress").inc()
@@ -200,7 +186,7 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict]:
         fund=request["fund"],
         amount=PledgeRequest.from_normalised(request).amount,
         currency=request["currency"],
-        status=RECORDED,
+        status=PledgeStatus.RECORDED,
         request_token=claim.request_token,
         created_at=claim.claimed_at,
         ledger_key=ledger_key,
@@ -257,7 +243,7 @@ def pledge_commit(store: Store, claim: Claim, *, fresh: bool = False) -> IntakeO
         except (BotoCoreError, ClientError, RetriesExhausted) as exc:
             failure: BotoCoreError | ClientError | RetriesExhausted = exc
         else:
-            return IntakeOutcome(CREATED, pledge=pledge.api_body())
+            return IntakeOutcome(OutcomeKind.CREATED, pledge=pledge.api_body())
     return commit_failed(store, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
 
 
@@ -300,27 +286,11 @@ def pledge_key_known(*, tenant: str, idempotency_key: str) -> bool:
 
 
 __all__ = [
-    "CANCELLED",
-    "CONFLICT",
-    "CREATED",
-    "IN_PROGRESS",
-    "KEY_REUSED",
-    "OUTCOME_UNKNOWN",
-    "PENDING",
-    "REJECTED",
-    "REPLAYED",
-    "SUCCESS",
-    "THROTTLED",
-    "TOKEN_PARAMETER_MISMATCH",
-    "UNAVAILABLE",
-    "IntakeOutcome",
     "StoreUnavailable",
     "commit_items",
     "pledge_commit",
     "pledge_for_claim",
     "pledge_get",
     "pledge_key_known",
-    "pledge_receipt_actor",
     "pledge_submit",
-    "retry_after_s",
 ]

@@ -49,9 +49,6 @@ class PledgeStatus(Code):
     VOIDED = "VOIDED", "Voided", "The pledge was reversed by an approved override."
 
 
-PENDING = ClaimStatus.PENDING
-COMPLETED = ClaimStatus.COMPLETED
-FAILED = ClaimStatus.FAILED
 OPERATION_CREATE_PLEDGE = "create_pledge"
 # DynamoDB recognises a ClientRequestToken for 10 minutes; after that only the durable
 # pledge key keeps a retry from applying twice.
@@ -159,10 +156,6 @@ def claim_to_item(claim: Claim) -> dict:
     data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
     data["purge_at"] = purge_at(claim.expires_at)
     return to_item(data)
-
-
-RECORDED = PledgeStatus.RECORDED
-VOIDED = PledgeStatus.VOIDED
 
 
 def intent_id_for(tenant: str, idempotency_key: str) -> str:

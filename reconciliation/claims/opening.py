@@ -16,14 +16,9 @@ from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
 from reconciliation.cases.counters import counter_moves
-from reconciliation.cases.models import (
-    OPEN,
-    Case,
-    CaseType,
-    case_id_for,
-    queue_for,
-)
+from reconciliation.cases.models import Case, CaseState, CaseType, case_id_for, queue_for
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 
 if TYPE_CHECKING:
@@ -54,11 +49,11 @@ def case_build(
     case_id = case_id_for(claim.pk, claim.version, case_type, region_tag)
     request = claim.request or {}
     opened_at = clock.iso(now)
-    queue = queue_for(case_type, OPEN)
+    queue = queue_for(case_type, CaseState.OPEN)
     return Case(
         case_id=case_id,
         case_type=CaseType(case_type),
-        state=OPEN,
+        state=CaseState.OPEN,
         version=1,
         opened_at=opened_at,
         claim_pk=claim.pk,
@@ -122,11 +117,15 @@ def case_open(
         CaseWrite(store, stored.case_id, moves).send(items)
     except ClientError as exc:
         codes = cancellation_codes(exc)
-        if codes and codes[0] == "ConditionalCheckFailed":
+        if codes and codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED:
             existing = CaseRepository(store).get(case.case_id)
             if existing is not None:
                 return existing, False
-        if claim_item is not None and len(codes) > 2 and codes[2] == "ConditionalCheckFailed":
+        if (
+            claim_item is not None
+            and len(codes) > 2
+            and codes[2] == CancellationCode.CONDITIONAL_CHECK_FAILED
+        ):
             # The claim moved on (committed, or a successor holds it): the problem this
             # case records still happened, so open it without touching the claim.
             return case_open(store, case=case, actor=actor)

@@ -67,18 +67,7 @@ class OutcomeKind(Code):
     )
 
 
-CREATED = OutcomeKind.CREATED
-REPLAYED = OutcomeKind.REPLAYED
-IN_PROGRESS = OutcomeKind.IN_PROGRESS
-KEY_REUSED = OutcomeKind.KEY_REUSED
-THROTTLED = OutcomeKind.THROTTLED
-UNAVAILABLE = OutcomeKind.UNAVAILABLE
-CONFLICT = OutcomeKind.CONFLICT
-CANCELLED = OutcomeKind.CANCELLED
-REJECTED = OutcomeKind.REJECTED
-TOKEN_PARAMETER_MISMATCH = OutcomeKind.TOKEN_PARAMETER_MISMATCH
-OUTCOME_UNKNOWN = OutcomeKind.OUTCOME_UNKNOWN
-SUCCESS = (CREATED, REPLAYED)
+SUCCESS = (OutcomeKind.CREATED, OutcomeKind.REPLAYED)
 # The web edge's status map covers exactly these (a test holds it to that), so a client
 # of the API, the fault explorer, knows them without importing the view.
 OUTCOME_KINDS = frozenset(OutcomeKind)
@@ -99,7 +88,7 @@ def in_progress_outcome(existing: Claim | None) -> IntakeOutcome:
     if existing is not None:
         wait = max(1, existing.expires_at - clock.epoch())
     return IntakeOutcome(
-        IN_PROGRESS,
+        OutcomeKind.IN_PROGRESS,
         retry_after=wait,
         detail="A request with this Idempotency-Key is being processed; retry later.",
     )
@@ -112,7 +101,7 @@ def retry_after_s() -> int:
 
 def throttled_outcome(exc: RetriesExhausted) -> IntakeOutcome:
     return IntakeOutcome(
-        THROTTLED,
+        OutcomeKind.THROTTLED,
         retry_after=retry_after_s(),
         detail=f"DynamoDB throttled the request ({exc.code}) past the retry budget.",
     )
@@ -121,7 +110,7 @@ def throttled_outcome(exc: RetriesExhausted) -> IntakeOutcome:
 def unavailable_outcome(exc: BaseException) -> IntakeOutcome:
     logger.warning("claim failed: %s", error_code(exc))
     return IntakeOutcome(
-        UNAVAILABLE,
+        OutcomeKind.UNAVAILABLE,
         retry_after=retry_after_s(),
         detail="DynamoDB could not be reached; nothing was recorded. Retry later.",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reconciliation.claims.models import RECORDED, VOIDED, Pledge, pledge_from_item
+from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
 from reconciliation.dynamo.items import to_item
 from reconciliation.dynamo.tables import subject_day_shard
 
@@ -57,8 +57,8 @@ class PledgeRepository:
                 "ConditionExpression": "#st = :recorded AND audit_seq = :seq",
                 "ExpressionAttributeNames": {"#st": "status"},
                 "ExpressionAttributeValues": {
-                    ":voided": {"S": VOIDED},
-                    ":recorded": {"S": RECORDED},
+                    ":voided": {"S": PledgeStatus.VOIDED},
+                    ":recorded": {"S": PledgeStatus.RECORDED},
                     ":at": {"S": voided_at},
                     ":seq": {"N": str(pledge.audit_seq)},
                     ":next_seq": {"N": str(pledge.audit_seq + 1)},

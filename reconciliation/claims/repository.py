@@ -21,14 +21,14 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.claims.models import (
-    COMPLETED,
-    PENDING,
     Claim,
+    ClaimStatus,
     claim_from_item,
     claim_to_item,
     pending_shard,
     purge_at,
 )
+from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import values
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class ClaimRepository:
         lease_s = settings.CLAIM_PENDING_TTL_S if lease_s is None else lease_s
         return Claim(
             pk=pk,
-            status=PENDING,
+            status=ClaimStatus.PENDING,
             version=1,
             attempt_id=str(uuid.uuid4()),
             payload_hash=payload_hash,
@@ -111,7 +111,7 @@ class ClaimRepository:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
                 raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
             raise
         return claim
@@ -142,7 +142,7 @@ class ClaimRepository:
                 "ConditionExpression": "version = :seen AND #st = :old AND expires_at = :old_exp",
                 "ExpressionAttributeNames": {"#st": "status", "#resp": "response"},
                 "ExpressionAttributeValues": values(
-                    pending=PENDING,
+                    pending=ClaimStatus.PENDING,
                     next=seen.version + 1,
                     attempt=attempt.attempt_id,
                     token=attempt.request_token,
@@ -168,7 +168,7 @@ class ClaimRepository:
         as ``ClientRequestToken`` requires."""
         return self.finalise_item(
             claim,
-            status=COMPLETED,
+            status=ClaimStatus.COMPLETED,
             response_body=response_body,
             expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
             at=claim.claimed,
@@ -240,7 +240,7 @@ class ClaimRepository:
             "purge": purge_at(expires_at),
             "v": claim.version,
         }
-        if status == COMPLETED:
+        if status == ClaimStatus.COMPLETED:
             sets.append("completed_at = :at")
             vals["at"] = clock.iso(at)
         if response_body is not None:
@@ -260,7 +260,7 @@ class ClaimRepository:
         condition = "version = :v"
         if require_pending:
             condition += " AND #st = :pending"
-            vals["pending"] = PENDING
+            vals["pending"] = ClaimStatus.PENDING
         return {
             "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
             "ConditionExpression": condition,
@@ -299,7 +299,7 @@ class ClaimRepository:
             "ExpressionAttributeValues": values(
                 case=case_id,
                 err=error_code,
-                pending=PENDING,
+                pending=ClaimStatus.PENDING,
                 v=claim.version,
                 a=claim.attempt_id,
             ),
@@ -315,7 +315,7 @@ class ClaimRepository:
                 **expression,
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
                 raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
             raise
         updated = claim_from_item(response["Attributes"])

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
+from reconciliation.dynamo.errors import ErrorCode
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
@@ -40,7 +42,7 @@ class AttemptLog:
         elif status is not None and status >= 500:
             # A 5xx says nothing about whether the write was applied.
             self.maybe_applied = True
-        elif code == "TransactionInProgressException":
+        elif code == ErrorCode.TRANSACTION_IN_PROGRESS:
             # A transaction under this token is still in flight: it may yet apply.
             self.maybe_applied = True
 

@@ -33,12 +33,6 @@ class Branch(Code):
     NONE = "none", "Not the cause", "This item was fine."
 
 
-DUPLICATE = Branch.DUPLICATE
-LOST_CLAIM = Branch.LOST_CLAIM
-RETRYABLE = Branch.RETRYABLE
-REJECT = Branch.REJECT
-NONE = Branch.NONE
-
 OPERATIONS = ("Put", "Update", "Delete", "ConditionCheck")
 
 
@@ -132,12 +126,12 @@ def _pledge_stream(stream: object) -> bool:
 
 
 def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, str]:
-    if code == "ConditionalCheckFailed":
+    if code == CancellationCode.CONDITIONAL_CHECK_FAILED:
         if role == "pledges":
             return (
                 "The pledge for this intent already exists (the durable record): this "
                 "write is a duplicate and must not be applied again.",
-                DUPLICATE,
+                Branch.DUPLICATE,
             )
         if role == "idempotency_keys":
             status = (old or {}).get("status")
@@ -146,28 +140,32 @@ def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, st
                 "The claim is no longer held by this attempt: it expired and another "
                 f"request re-claimed or finished it.{holder} This attempt must not "
                 "complete, fail or delete it.",
-                LOST_CLAIM,
+                Branch.LOST_CLAIM,
             )
         if role == "audit_events" and _pledge_stream(key.get("stream")):
             return (
                 "The pledge's receipt is already in its audit stream: the pledge was "
                 "recorded before, so this write is a duplicate.",
-                DUPLICATE,
+                Branch.DUPLICATE,
             )
         if role == "audit_events":
             return (
                 "That audit sequence number is already taken: another change was "
                 "recorded first; re-read and try again.",
-                LOST_CLAIM,
+                Branch.LOST_CLAIM,
             )
         if role == "cases":
-            return ("The case changed since it was read.", LOST_CLAIM)
-        return (_MEANING[code], REJECT)
-    if code in ("TransactionConflict", "ProvisionedThroughputExceeded", "ThrottlingError"):
-        return (_MEANING[code], RETRYABLE)
-    if code == "None":
-        return (_MEANING["None"], NONE)
-    return (_MEANING.get(code, f"DynamoDB reported {code}."), REJECT)
+            return ("The case changed since it was read.", Branch.LOST_CLAIM)
+        return (_MEANING[code], Branch.REJECT)
+    if code in (
+        CancellationCode.TRANSACTION_CONFLICT,
+        CancellationCode.PROVISIONED_THROUGHPUT_EXCEEDED,
+        CancellationCode.THROTTLING_ERROR,
+    ):
+        return (_MEANING[code], Branch.RETRYABLE)
+    if code == CancellationCode.NONE:
+        return (_MEANING["None"], Branch.NONE)
+    return (_MEANING.get(code, f"DynamoDB reported {code}."), Branch.REJECT)
 
 
 def cancellation_decode(
@@ -206,7 +204,7 @@ def cancellation_decode(
                 branch=branch,
             )
         )
-        if code != "None":
+        if code != CancellationCode.NONE:
             metrics.CANCELLATION_REASONS.labels(code).inc()
     return rows
 
@@ -215,10 +213,10 @@ def overall_branch(rows: list[DecodedReason]) -> str:
     """The branch for the whole transaction: a lost claim outranks a duplicate (someone
     else owns the outcome), which outranks a retryable conflict; anything else rejects."""
     branches = {r.branch for r in rows}
-    for branch in (LOST_CLAIM, DUPLICATE, REJECT, RETRYABLE):
+    for branch in (Branch.LOST_CLAIM, Branch.DUPLICATE, Branch.REJECT, Branch.RETRYABLE):
         if branch in branches:
             return branch
-    return REJECT
+    return Branch.REJECT
 
 
 def _strip_bulk(item: dict | None) -> dict | None:

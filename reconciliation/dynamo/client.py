@@ -171,12 +171,15 @@ class Patience:
     max_attempts: int
 
 
-def patience(*, batch: bool = False) -> Patience:
-    """The request path's patience, or, for command-line batch work (exports,
-    verification), patient reads and more attempts."""
-    request = Patience(settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS)
-    if not batch:
-        return request
+def request_patience() -> Patience:
+    """The request path's patience: every client unless told otherwise."""
+    return Patience(settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS)
+
+
+def batch_patience() -> Patience:
+    """Command-line batch work's patience (exports, verification): patient reads and more
+    attempts, never less than the request path's."""
+    request = request_patience()
     return Patience(
         max(request.read_timeout_s, settings.DDB_BATCH_READ_TIMEOUT_S),
         max(request.max_attempts, settings.DDB_BATCH_MAX_ATTEMPTS),
@@ -184,7 +187,7 @@ def patience(*, batch: bool = False) -> Patience:
 
 
 def client_config(wait: Patience | None = None) -> Config:
-    wait = wait or patience()
+    wait = wait or request_patience()
     return Config(
         retries={"mode": "standard", "total_max_attempts": wait.max_attempts},
         connect_timeout=settings.DDB_CONNECT_TIMEOUT_S,
@@ -219,14 +222,16 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
     return client
 
 
-def dynamodb_client(region: Region | None = None, *, batch: bool = False) -> DynamoDBClient:
+def dynamodb_client(
+    region: Region | None = None, *, wait: Patience | None = None
+) -> DynamoDBClient:
     """The shared client for ``region`` (default: the primary region).
 
     Low-level boto3 clients are thread-safe; sessions are not, so each is built once
-    under a lock.
+    under a lock. ``wait``: the client's patience (default: the request path's).
     """
     region = region or regions()[0]
-    wait = patience(batch=batch)
+    wait = wait or request_patience()
     key = (
         region,
         settings.DDB_CONNECT_TIMEOUT_S,

@@ -145,6 +145,6 @@ def describe_connection_problem(exc: BotoCoreError | ClientError, region: Region
 def cancellation_codes(exc: ClientError) -> list[str]:
     """The ``Code`` of each item of a cancelled transaction, in item order (empty for
     any other error)."""
-    if error_code(exc) != "TransactionCanceledException":
+    if error_code(exc) != ErrorCode.TRANSACTION_CANCELED:
         return []
     return [r.get("Code", "None") for r in exc.response.get("CancellationReasons") or []]

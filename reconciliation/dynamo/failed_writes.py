@@ -29,6 +29,8 @@ import logging
 from dataclasses import dataclass
 
 from reconciliation import metrics
+from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.item_size import item_size, write_units
 
 TABLE_KINDS = ("idempotency_keys", "pledges", "ledger", "cases", "audit_events")
@@ -55,19 +57,23 @@ def failed_write(operation: str, params: dict, parsed: dict) -> FailedWrite | No
     """The failed conditional write in one call's answer, or None when the call did not
     fail on a condition."""
     code = parsed.get("Error", {}).get("Code")
-    if code == "ConditionalCheckFailedException" and operation in OPERATIONS:
+    if code == ErrorCode.CONDITION_FAILED and operation in OPERATIONS:
         existing = parsed.get("Item")
         units = write_units(item_size(existing)) if existing else 1
         table = table_kind(params.get("TableName", ""))
         return FailedWrite(f"{OPERATIONS[operation]}:{table}", units)
-    if code == "TransactionCanceledException" and operation == "TransactWriteItems":
+    if code == ErrorCode.TRANSACTION_CANCELED and operation == "TransactWriteItems":
         return _cancelled(params.get("TransactItems", []), parsed.get("CancellationReasons"))
     return None
 
 
 def _cancelled(actions: list[dict], reasons: list[dict] | None) -> FailedWrite | None:
     reasons = reasons or []
-    failing = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+    failing = [
+        i
+        for i, r in enumerate(reasons)
+        if r.get("Code") == CancellationCode.CONDITIONAL_CHECK_FAILED
+    ]
     if not failing:
         return None  # a conflict or throttle: no condition failed, nothing billed as one
     units = 0

@@ -26,7 +26,8 @@ from tenacity import (
 )
 
 from reconciliation import metrics
-from reconciliation.dynamo.errors import RETRYABLE_CODES, cancellation_codes, error_code
+from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.dynamo.errors import RETRYABLE_CODES, ErrorCode, cancellation_codes, error_code
 
 T = TypeVar("T")
 
@@ -53,11 +54,11 @@ def is_transient(exc: ClientError) -> bool:
     code = error_code(exc)
     if code in RETRYABLE_CODES:
         return True
-    if code == "TransactionCanceledException":
+    if code == ErrorCode.TRANSACTION_CANCELED:
         reasons = cancellation_codes(exc)
         # Retry only when nothing said "no": every reason is transient or empty.
         return any(r in RETRYABLE_REASONS for r in reasons) and all(
-            r in RETRYABLE_REASONS or r == "None" for r in reasons
+            r in RETRYABLE_REASONS or r == CancellationCode.NONE for r in reasons
         )
     return False
 

@@ -54,7 +54,7 @@ def drill_run() -> DrillReport:
 
 def _record(report: DrillReport) -> None:
     """The drill's table as a SYSTEM audit event, for the Drill page and the trail."""
-    from reconciliation.audit.services import audit_append
+    from reconciliation.audit.append import audit_append
     from reconciliation.stores import first_store
 
     actor = system_actor()

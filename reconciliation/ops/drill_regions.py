@@ -24,11 +24,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from reconciliation.actors import system_actor
-from reconciliation.cases.models import RESOLVED, STUCK_PENDING, CaseType
-from reconciliation.cases.policy import RETRY_COMMIT
-from reconciliation.claims import intake as pledge_service
+from reconciliation.audit.models import AuditAction
+from reconciliation.cases.models import CaseState, CaseType, Disposition
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo import faults
 from reconciliation.ops.drill_report import NOT_APPLICABLE
 from reconciliation.stores import Store, case_tag, every_store, home_store, pledge_stream
@@ -84,7 +85,9 @@ def _receipt(store: Store, stream: str) -> bool:
         ConsistentRead=True,
         Limit=5,
     )
-    return any(item.get("action", {}).get("S") == "pledge_recorded" for item in page["Items"])
+    return any(
+        item.get("action", {}).get("S") == AuditAction.PLEDGE_RECORDED for item in page["Items"]
+    )
 
 
 def _where(stores: list[Store], key: str) -> tuple[bool, list[str]]:
@@ -128,7 +131,7 @@ def _home_only(drill: Drill, stores: list[Store], homed: dict[str, str]) -> None
             observed.append(f"{store.region_name}: no key homed there")
             continue
         outcome = drill.submit(key)
-        created = outcome.kind == pledge_service.CREATED
+        created = outcome.kind == OutcomeKind.CREATED
         if created:
             drill.committed.append(key)
         placed, words = _where(stores, key)
@@ -150,7 +153,7 @@ def _listed(drill: Drill, stores: list[Store], case_id: str) -> bool:
     filters = QueueFilters(fund=drill.fund, sort="fund")
     cursor = None
     for _ in range(20):
-        page = queue_page(STUCK_PENDING, filters=filters, cursor=cursor, stores=stores)
+        page = queue_page(CaseType.STUCK_PENDING, filters=filters, cursor=cursor, stores=stores)
         if any(row.case_id == case_id for row in page.rows):
             return True
         cursor = page.next_cursor
@@ -194,7 +197,7 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     ]
     result = case_dispose(
         case_id=case.case_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         actor=system_actor(),
         seen_version=case.version,
         reason_code="TRANSIENT_FAILURE",
@@ -206,12 +209,18 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
             case.case_id, store=second, request_id=(result.case.retry or {}).get("request_id")
         )
     final = CaseRepository(second).get(case.case_id)
-    resolved = final is not None and final.state == RESOLVED
+    resolved = final is not None and final.state == CaseState.RESOLVED
     observed.append("retry resolved it" if resolved else "retry left it open")
-    drill.cases[case.case_id] = RESOLVED
-    if pledge_service.pledge_get(tenant="drill", idempotency_key=key):
+    drill.cases[case.case_id] = CaseState.RESOLVED
+    if intake.pledge_get(tenant="drill", idempotency_key=key):
         drill.committed.append(key)
-    ok = case.case_type == STUCK_PENDING and names and listed and result.applied and resolved
+    ok = (
+        case.case_type == CaseType.STUCK_PENDING
+        and names
+        and listed
+        and result.applied
+        and resolved
+    )
     drill.row(
         scenario,
         "its id names its region; listed over every region; retry resolves it",

@@ -20,13 +20,17 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
-from reconciliation.cases.models import RESOLVED, CaseState, CaseType
-from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.models import CaseState, CaseType, Disposition, Queue
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.claims import intake as pledge_service
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
-from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    intent_id_for,
+)
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
@@ -72,7 +76,7 @@ class Drill:
 
     def submit(
         self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
-    ) -> pledge_service.IntakeOutcome:
+    ) -> IntakeOutcome:
         request = parse_fields(
             {
                 "donor_ref": f"SYN-{self.run}",
@@ -81,7 +85,7 @@ class Drill:
                 "currency": "USD",
             }
         )
-        return pledge_service.pledge_submit(
+        return intake.pledge_submit(
             tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
         )
 
@@ -133,14 +137,14 @@ class Drill:
         key = self.key()
         outcome = self.submit(key)
         total = self.ledger()
-        ok = outcome.kind == pledge_service.CREATED and total == (AMOUNT, 1)
+        ok = outcome.kind == OutcomeKind.CREATED and total == (AMOUNT, 1)
         self.row(
             "1 first commit",
             "201 created; ledger +10.00",
             f"{OutcomeKind.words(outcome.kind)}; ledger {total[0]:.2f} ({total[1]})",
             ok,
         )
-        if outcome.kind == pledge_service.CREATED:
+        if outcome.kind == OutcomeKind.CREATED:
             self.committed.append(key)
         return key
 
@@ -152,10 +156,10 @@ class Drill:
         claim = ClaimRepository(store).get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
         if claim is None:  # only committed keys are resent, and their claims are kept
             raise LookupError(f"no claim for the committed key {key}")
-        attempt = replace(claim, status=PENDING, version=claim.version - 1)
+        attempt = replace(claim, status=ClaimStatus.PENDING, version=claim.version - 1)
         if amount is not None:
             attempt = replace(attempt, request={**claim.request, "amount": f"{amount:.2f}"})
-        built, _ = pledge_service.commit_items(store, attempt)
+        built, _ = intake.commit_items(store, attempt)
         items = transact_items(built)
         token = str(uuid.uuid4()) if new_token else claim.request_token
         try:
@@ -184,7 +188,7 @@ class Drill:
             if error
             else "DynamoDB answered success"
         )
-        ok = replay.kind == pledge_service.REPLAYED and error is None
+        ok = replay.kind == OutcomeKind.REPLAYED and error is None
         ok = self.ledger_untouched(observed) and ok
         self.row(scenario, "200 replay; token replay applies nothing", "; ".join(observed), ok)
 
@@ -199,8 +203,8 @@ class Drill:
         error = self.resend(key, amount=AMOUNT + 1)
         code = error_code(error) if error else ""
         observed.append(f"DynamoDB: {ErrorCode.words(code)}" if error else "DynamoDB accepted it")
-        ok = api.kind == pledge_service.KEY_REUSED
-        ok = ok and code == "IdempotentParameterMismatchException"
+        ok = api.kind == OutcomeKind.KEY_REUSED
+        ok = ok and code == ErrorCode.TOKEN_MISMATCH
         ok = self.ledger_untouched(observed) and ok
         expected = (
             f"422 key reused; DynamoDB: {ErrorCode.words('IdempotentParameterMismatchException')}"
@@ -219,7 +223,7 @@ class Drill:
             if error
             else "DynamoDB applied it"
         ]
-        ok = bool(reasons) and reasons[0] == "ConditionalCheckFailed"
+        ok = bool(reasons) and reasons[0] == CancellationCode.CONDITIONAL_CHECK_FAILED
         ok = self.ledger_untouched(observed) and ok
         self.row(
             "4 delayed duplicate, new token",
@@ -234,18 +238,18 @@ class Drill:
         key = self.key()
         with _faults(ambiguous_after_commit=1.0):
             outcome = self.submit(key)
-        pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+        pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
         observed = [
             OutcomeKind.words(outcome.kind),
             f"durable record {'found' if pledge else 'absent'}",
         ]
-        ok = outcome.kind == pledge_service.OUTCOME_UNKNOWN and pledge is not None
+        ok = outcome.kind == OutcomeKind.OUTCOME_UNKNOWN and pledge is not None
         if outcome.case_id:
             auto_resolve(self.store(key), outcome.case_id, SweepReport())
             case = CaseRepository(self.store(key)).get(outcome.case_id)
             observed.append(f"case {CaseState.words(case.state) if case else 'missing'}")
-            self.cases[outcome.case_id] = RESOLVED
-            ok = ok and case is not None and case.state == RESOLVED
+            self.cases[outcome.case_id] = CaseState.RESOLVED
+            ok = ok and case is not None and case.state == CaseState.RESOLVED
         else:
             ok = False
             observed.append("no case")
@@ -274,13 +278,13 @@ class Drill:
         observed = [f"sweep opened {CaseType.words(case.case_type) if case else 'nothing'}"]
         ok = (
             case is not None
-            and case.case_type == "STUCK_PENDING"
-            and case.queue == ("STUCK_PENDING")
+            and case.case_type == CaseType.STUCK_PENDING
+            and case.queue == Queue.STUCK_PENDING
         )
         if case is not None:
             result = case_dispose(
                 case_id=case.case_id,
-                disposition=RETRY_COMMIT,
+                disposition=Disposition.RETRY_COMMIT,
                 actor=system_actor(),
                 seen_version=case.version,
                 reason_code="TRANSIENT_FAILURE",
@@ -301,9 +305,9 @@ class Drill:
             final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"
             observed.append(f"retry → case {CaseState.words(final_state)}")
-            self.cases[case.case_id] = RESOLVED
-            ok = ok and result.applied and final_state == RESOLVED
-            if pledge_service.pledge_get(tenant=TENANT, idempotency_key=key):
+            self.cases[case.case_id] = CaseState.RESOLVED
+            ok = ok and result.applied and final_state == CaseState.RESOLVED
+            if intake.pledge_get(tenant=TENANT, idempotency_key=key):
                 self.committed.append(key)
         self.row(
             "6 crash between claim and commit",
@@ -315,14 +319,14 @@ class Drill:
     # --- invariants ------------------------------------------------------------------
 
     def invariants(self) -> None:
-        from reconciliation.audit.selectors import stream_chain_status
+        from reconciliation.audit.chains import stream_chain_status
         from reconciliation.casework.search import cases_for_intent
 
         expected = (AMOUNT * len(self.committed), len(self.committed))
         total = self.ledger()
         recorded = Decimal("0")
         for key in self.committed:
-            pledge = pledge_service.pledge_get(tenant=TENANT, idempotency_key=key)
+            pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
             recorded += Decimal(pledge["amount"]) if pledge else 0
         self.row(
             "ledger = intended commitments",
@@ -349,7 +353,7 @@ class Drill:
                     )
         self.row(
             "every case where expected",
-            f"{len(self.cases)} cases, all {CaseState.words(RESOLVED).lower()}",
+            f"{len(self.cases)} cases, all {CaseState.words(CaseState.RESOLVED).lower()}",
             "; ".join(misplaced) or f"{len(self.cases)} cases as expected",
             not misplaced,
         )

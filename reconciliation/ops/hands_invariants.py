@@ -27,16 +27,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import ESCALATED, LEDGER_DRIFT, OPEN, RESOLVED
-from reconciliation.cases.policy import (
-    CONFIRMED_COMMITTED,
-    DUPLICATE_REJECTED_OK,
-    REOPEN,
-    RETRY_COMMIT,
-    VOID_PLEDGE,
-)
-from reconciliation.claims.models import RECORDED
-from reconciliation.claims.outcomes import OUTCOME_UNKNOWN, SUCCESS
+from reconciliation.cases.models import CaseState, CaseType, Disposition, Override
+from reconciliation.claims.models import PledgeStatus
+from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.ops.invariants import Problem
 
 RESOLVED_ONCE = "a resolved once per opening"
@@ -53,14 +46,14 @@ DECISIONS = (
 )
 # The states the re-check reads and may close (an OVERRIDE_REQUESTED case awaits a
 # supervisor, whose approval reads the evidence again).
-RECHECKED = (OPEN, ESCALATED)
+RECHECKED = (CaseState.OPEN, CaseState.ESCALATED)
 # Dispositions that say the intent is recorded (RETRY_COMMIT only when it succeeded).
-NEEDS_PLEDGE = (CONFIRMED_COMMITTED, DUPLICATE_REJECTED_OK)
+NEEDS_PLEDGE = (Disposition.CONFIRMED_COMMITTED, Disposition.DUPLICATE_REJECTED_OK)
 
 
 def _is_reopen(event: Mapping) -> bool:
     return event.get("action") == AuditAction.OVERRIDE_APPROVED and event.get("disposition") == (
-        REOPEN
+        Override.REOPEN
     )
 
 
@@ -71,10 +64,14 @@ def _state(side: object) -> str | None:
 def _leaves_resolved(event: Mapping) -> bool:
     """A resolved case moved on by anything but a request to reopen it (which a supervisor
     then approves, rejects or lets expire back to RESOLVED)."""
-    if _state(event.get("before")) != RESOLVED or _state(event.get("after")) == RESOLVED:
+    if (
+        _state(event.get("before")) != CaseState.RESOLVED
+        or _state(event.get("after")) == CaseState.RESOLVED
+    ):
         return False
     return not (
-        event.get("action") == AuditAction.OVERRIDE_REQUESTED and event.get("disposition") == REOPEN
+        event.get("action") == AuditAction.OVERRIDE_REQUESTED
+        and event.get("disposition") == Override.REOPEN
     )
 
 
@@ -167,7 +164,7 @@ def same_request(pledge: Mapping, request: Mapping | None) -> bool:
 def answered_problems(cases: Iterable[Mapping], pledges: Iterable[Mapping]) -> list[Problem]:
     """Invariant c (after a re-check): no open claim case whose intent is recorded with
     the case's own request."""
-    recorded = {p["intent_id"]: p for p in pledges if p.get("status") == RECORDED}
+    recorded = {p["intent_id"]: p for p in pledges if p.get("status") == PledgeStatus.RECORDED}
     return [
         Problem(
             ANSWERED_OPEN,
@@ -176,7 +173,7 @@ def answered_problems(cases: Iterable[Mapping], pledges: Iterable[Mapping]) -> l
         )
         for case in cases
         if case.get("state") in RECHECKED
-        and case.get("case_type") != LEDGER_DRIFT
+        and case.get("case_type") != CaseType.LEDGER_DRIFT
         and case.get("intent_id") in recorded
         and same_request(recorded[case["intent_id"]], case.get("request"))
     ]
@@ -221,7 +218,7 @@ class ClientAnswer:
 
     @property
     def definite_failure(self) -> bool:
-        return self.kind is not None and self.kind not in (*SUCCESS, OUTCOME_UNKNOWN)
+        return self.kind is not None and self.kind not in (*SUCCESS, OutcomeKind.OUTCOME_UNKNOWN)
 
 
 def last_answer_problems(answers: list[ClientAnswer], pledge_exists: bool) -> list[Problem]:
@@ -247,13 +244,13 @@ def resolution_evidence_problems(
     by_intent = {p["intent_id"]: p for p in pledges}
     problems: list[Problem] = []
     for case in cases:
-        resolution = case.get("resolution") if case.get("state") == RESOLVED else None
+        resolution = case.get("resolution") if case.get("state") == CaseState.RESOLVED else None
         if not isinstance(resolution, Mapping):
             continue
         how = resolution.get("disposition")
         pledge = by_intent.get(case.get("intent_id", ""))
         recorded_said = how in NEEDS_PLEDGE or (
-            how == RETRY_COMMIT and not resolution.get("superseded_by")
+            how == Disposition.RETRY_COMMIT and not resolution.get("superseded_by")
         )
         if recorded_said and pledge is None:
             problems.append(
@@ -262,7 +259,9 @@ def resolution_evidence_problems(
                     f"case {case['case_id']} resolved {how}, yet no pledge exists",
                 )
             )
-        if how == VOID_PLEDGE and (pledge is None or pledge.get("status") == RECORDED):
+        if how == Override.VOID_PLEDGE and (
+            pledge is None or pledge.get("status") == PledgeStatus.RECORDED
+        ):
             problems.append(
                 Problem(
                     RESOLUTION_EVIDENCE,

@@ -32,10 +32,11 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from reconciliation.audit.chains import chain_check
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.counters import COUNTER_PREFIX
-from reconciliation.cases.models import RESOLVED, case_question
-from reconciliation.claims.models import COMPLETED, PENDING, RECORDED
+from reconciliation.cases.models import CaseState, case_question
+from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item
 
@@ -181,7 +182,7 @@ def ledger_problems(snapshot: Snapshot) -> list[Problem]:
         receipts = [
             e
             for e in streams.get(pledge_item_stream(pledge), [])
-            if e.get("action") == "pledge_recorded"
+            if e.get("action") == AuditAction.PLEDGE_RECORDED
         ]
         if len(receipts) != 1:
             problems.append(Problem(LEDGER, f"{len(receipts)} pledge_recorded receipts"))
@@ -189,7 +190,7 @@ def ledger_problems(snapshot: Snapshot) -> list[Problem]:
     recorded: defaultdict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     counted: defaultdict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for pledge in pledges:
-        if pledge.get("status") == RECORDED:
+        if pledge.get("status") == PledgeStatus.RECORDED:
             recorded[(pledge["fund"], pledge["currency"], "amount")] += Decimal(
                 str(pledge["amount"])
             )
@@ -253,10 +254,16 @@ def _untruths(answer: Answer, documented: frozenset[str]) -> list[str]:
 def lost_problems(snapshot: Snapshot, intent_id: str, answers: list[Answer]) -> list[Problem]:
     """Invariant 3: the intent is recorded, refused, or followed by exactly one case."""
     problems: list[Problem] = []
-    pledged = {p["intent_id"] for p in snapshot.plain("pledges") if p.get("status") == RECORDED}
+    pledged = {
+        p["intent_id"]
+        for p in snapshot.plain("pledges")
+        if p.get("status") == PledgeStatus.RECORDED
+    }
     cases = snapshot.cases()
     case_ids = {c["case_id"] for c in cases}
-    open_cases = [c for c in cases if c["intent_id"] == intent_id and c["state"] != RESOLVED]
+    open_cases = [
+        c for c in cases if c["intent_id"] == intent_id and c["state"] != CaseState.RESOLVED
+    ]
     last = answers[-1] if answers else None
     refused = last is not None and last.definite_failure
     if intent_id not in pledged and not refused and len(open_cases) != 1:
@@ -271,7 +278,7 @@ def lost_problems(snapshot: Snapshot, intent_id: str, answers: list[Answer]) -> 
     for claim in snapshot.plain("idempotency_keys"):
         status = claim.get("status")
         unfollowed = claim.get("case_id") not in case_ids
-        if status == PENDING and not claim.get("pending_shard") and unfollowed:
+        if status == ClaimStatus.PENDING and not claim.get("pending_shard") and unfollowed:
             problems.append(
                 Problem(
                     LOST,
@@ -279,7 +286,7 @@ def lost_problems(snapshot: Snapshot, intent_id: str, answers: list[Answer]) -> 
                     f"without an existing case (case_id {claim.get('case_id')!r})",
                 )
             )
-        if status == COMPLETED and claim.get("intent_id") not in pledged:
+        if status == ClaimStatus.COMPLETED and claim.get("intent_id") not in pledged:
             problems.append(
                 Problem(LOST, f"claim v{claim.get('version')} is COMPLETED without its pledge")
             )
@@ -293,7 +300,7 @@ def unrecorded_problems(
     claim (a cancelled transaction whose case write failed must not finalise the claim
     out of the stuck-claim index, where only the sweep could still find it)."""
     pledged = any(
-        p["intent_id"] == intent_id and p.get("status") == RECORDED
+        p["intent_id"] == intent_id and p.get("status") == PledgeStatus.RECORDED
         for p in snapshot.plain("pledges")
     )
     cases = {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}

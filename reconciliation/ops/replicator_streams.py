@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from reconciliation.dynamo.client import Region, client_config, patience
+from reconciliation.dynamo.client import Region, batch_patience, client_config
 from reconciliation.ops.replicator_lww import Change
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def build_clients(region: Region) -> tuple[DynamoDBClient, DynamoDBStreamsClient
     session = boto3.session.Session()
     kwargs: dict[str, Any] = {
         "region_name": region.name,
-        "config": client_config(patience(batch=True)),
+        "config": client_config(batch_patience()),
     }
     if region.endpoint_url:
         kwargs["endpoint_url"] = region.endpoint_url

@@ -30,10 +30,11 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.models import CASE_TYPES
-from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.casework.sweeps import sweep_claims_and_cases
+from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
@@ -142,7 +143,7 @@ class _Traffic:
         request = parse_fields(body)
         with capacity.measuring() as spent:
             try:
-                kind: str = service.pledge_submit(
+                kind: str = intake.pledge_submit(
                     tenant=TENANT,
                     idempotency_key=key,
                     request=request,
@@ -176,16 +177,16 @@ class _Traffic:
             kind = self.submit(key, body)
         for _ in range(self.config.client_retries):
             if kind not in (
-                service.THROTTLED,
-                service.CONFLICT,
-                service.UNAVAILABLE,
-                service.CANCELLED,
+                OutcomeKind.THROTTLED,
+                OutcomeKind.CONFLICT,
+                OutcomeKind.UNAVAILABLE,
+                OutcomeKind.CANCELLED,
             ):
                 break
             time.sleep(0.05)
             kind = self.submit(key, body, duplicate=True)
-        if kind == service.OUTCOME_UNKNOWN:
-            found = service.pledge_get(tenant=TENANT, idempotency_key=key)
+        if kind == OutcomeKind.OUTCOME_UNKNOWN:
+            found = intake.pledge_get(tenant=TENANT, idempotency_key=key)
             with self.lock:
                 self.report.outcomes["recovered_by_get" if found else "get_not_found"] += 1
         if rng.random() < self.config.conflicting_retry_ratio:
@@ -217,13 +218,16 @@ class _Traffic:
         time.sleep(self.config.lease_s + 0.3)
         for _ in range(self.config.client_retries + 1):
             kind = self.submit(key, body, duplicate=stale is not None)
-            if kind != service.IN_PROGRESS and kind not in (service.THROTTLED, service.CONFLICT):
+            if kind != OutcomeKind.IN_PROGRESS and kind not in (
+                OutcomeKind.THROTTLED,
+                OutcomeKind.CONFLICT,
+            ):
                 break
             time.sleep(0.2)
         if stale is not None:
             if int(stale.attempt_id[-1], 16) % 2:
                 _token_collision(store, stale, key)
-            late = service.pledge_commit(store, stale)
+            late = intake.pledge_commit(store, stale)
             with self.lock:
                 self.report.outcomes[f"late_worker_{late.kind}"] += 1
 
@@ -273,7 +277,7 @@ def simulate_run(
         # The run checks its ledger itself; the drift check's reads are no pledge's capacity.
         # The sweep's cases (crashed claims) are part of what the intents cost.
         with capacity.measuring() as spent:
-            sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+            sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
         report.capacity.setdefault("sweep", Capacity()).add(spent)
     report.elapsed_s = time.monotonic() - started
     report.faults_fired = dict(plan.counts)
@@ -337,16 +341,16 @@ def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
 
 
 def summary_lines(report: SimulationReport, config: SimulationConfig) -> list[str]:
-    committed = report.per(service.CREATED)
-    committed_call = report.per_call(service.CREATED)
-    replay = report.per(service.REPLAYED)
+    committed = report.per(OutcomeKind.CREATED)
+    committed_call = report.per_call(OutcomeKind.CREATED)
+    replay = report.per(OutcomeKind.REPLAYED)
     total = report.total()
     recorded = len(report.committed_keys)
     lines = [
         f"run {report.run_id}: {config.pledges} intents, {report.requests} requests in "
         f"{report.elapsed_s:.1f}s ({report.requests / max(report.elapsed_s, 1e-9):.0f} req/s)",
-        f"committed: {report.outcomes[service.CREATED]}, replayed: "
-        f"{report.outcomes[service.REPLAYED]}, recovered by GET after 202: "
+        f"committed: {report.outcomes[OutcomeKind.CREATED]}, replayed: "
+        f"{report.outcomes[OutcomeKind.REPLAYED]}, recovered by GET after 202: "
         f"{report.outcomes['recovered_by_get']}",
         "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items())),
         "faults fired: "

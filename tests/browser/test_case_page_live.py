@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from reconciliation.casework.dispositions import override_request
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.stores import first_store
 from tests.browser.conftest import NARROW, WIDE

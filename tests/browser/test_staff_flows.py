@@ -8,7 +8,7 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.claims import intake as service
+from reconciliation.claims.outcomes import OutcomeKind
 from tests.browser.conftest import NARROW, WIDE
 from tests.reconciliation.factories import ambiguous_case, stuck_case, submit
 
@@ -20,13 +20,13 @@ def cancelled_case(ddb, key: str, fund: str):
     back with a different amount, so the durable pledge key refused the write."""
     from tests.helpers import repositories
 
-    assert submit(key, fund=fund).kind == service.CREATED
+    assert submit(key, fund=fund).kind == OutcomeKind.CREATED
     ddb.client.delete_item(
         TableName=ddb.tables.idempotency_keys,
         Key={"pk": {"S": f"acme#create_pledge#{key}"}},
     )
     outcome = submit(key, fund=fund, amount="99.00")
-    assert outcome.kind == service.KEY_REUSED
+    assert outcome.kind == OutcomeKind.KEY_REUSED
     return repositories().cases.get(outcome.case_id)
 
 

@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from reconciliation import clock
-from reconciliation.casework.dispositions import case_assign, override_request
+from reconciliation.casework.dispositions import case_assign
+from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests import helpers
 from tests.conftest import staff_actor

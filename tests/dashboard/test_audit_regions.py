@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from reconciliation import clock
-from reconciliation.claims import intake as service
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.items import from_item
 from reconciliation.stores import every_store, stream_tag
 from tests.helpers import pass_second_factor, staff_user
@@ -44,7 +44,7 @@ def stored_events() -> list[dict]:
 
 def test_audit_page_and_export_list_both_regions_events_once(two_regions, client):
     for n in range(8):
-        assert submit(f"audit-view-geo-{n}").kind == service.CREATED
+        assert submit(f"audit-view-geo-{n}").kind == OutcomeKind.CREATED
     events = stored_events()
     assert {stream_tag(e["stream"]) for e in events} == {"", "eu-west-1"}
     newest_first = [e["event_id"] for e in sorted(events, key=lambda e: e["at_id"], reverse=True)]

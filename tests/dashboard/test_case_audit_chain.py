@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.cases.policy import ESCALATE
+from reconciliation.cases.models import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -29,7 +29,7 @@ def test_truncated_timeline_is_not_reported_intact(ddb, client):
     ).case
     case = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,

@@ -16,6 +16,7 @@ from reconciliation.cases.policy import allowed_actions
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.retries import retry_commit_run
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.stores import every_store, first_store, home_store
 from tests.conftest import staff_actor
 from tests.helpers import repositories, sign_in, spend_token
@@ -108,7 +109,7 @@ def test_token_mismatch_banner_follows_the_evidence(ddb, client):
     retry recorded the pledge: the mismatch case's banner says the pledge is recorded,
     never "Nothing was written" beside evidence saying "A pledge is recorded"."""
     from reconciliation.casework.sweeps import sweep_all
-    from reconciliation.claims import intake as service
+    from reconciliation.claims import intake
     from reconciliation.clock import travel
 
     with travel(-200):
@@ -117,8 +118,8 @@ def test_token_mismatch_banner_follows_the_evidence(ddb, client):
     claim = repos.claims.get("acme#create_pledge#truth-mismatch-1")
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
     spend_token(ddb, claim.request_token)
-    late = service.pledge_commit(repos, claim)
-    assert late.kind == service.TOKEN_PARAMETER_MISMATCH
+    late = intake.pledge_commit(repos, claim)
+    assert late.kind == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     sign_in(client)
     before = client.get(f"/cases/{late.case_id}/").content.decode()
     assert "Nothing was written" in headline(before)
@@ -268,7 +269,7 @@ def test_auditor_sees_the_suggestion_without_a_button(ddb, client):
 
 def test_awaiting_approval_suggests_waiting_for_a_supervisor(ddb, client):
     """An override request pending: the suggestion is to wait for a supervisor."""
-    from reconciliation.casework.dispositions import override_request
+    from reconciliation.casework.overrides import override_request
 
     case = stuck_case("truth-suggest-3")
     override_request(

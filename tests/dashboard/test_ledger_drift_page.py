@@ -11,11 +11,11 @@ import uuid
 import pytest
 from django.test import Client
 
-from reconciliation.cases.models import ESCALATED, RESOLVED
+from reconciliation.cases.models import CaseState
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.drift import ledger_drift_check
-from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import fund_total
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.stores import every_store, first_store, home_store
 from tests.dashboard.test_labels import CODE_RE, MICROSECONDS, signed_in, visible_text
 from tests.reconciliation.factories import submit
@@ -34,7 +34,7 @@ def duplicate_case(two_regions, settings) -> str:
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("page-twice", amount="40.00").kind == service.CREATED
+        assert submit("page-twice", amount="40.00").kind == OutcomeKind.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     key = {"intent_id": {"S": "acme#page-twice"}}
@@ -92,10 +92,10 @@ def test_staff_record_what_they_found_and_no_money_moves(duplicate_case):
     refused = _dispose(client, duplicate_case, "DRIFT_CORRECTED", "")
     assert refused.status_code == 400  # a reason is required
     assert _dispose(client, duplicate_case, "ESCALATE", "Two regions; ask.").status_code == 302
-    assert CaseRepository(first_store()).get(duplicate_case).state == ESCALATED
+    assert CaseRepository(first_store()).get(duplicate_case).state == CaseState.ESCALATED
     supervisor = signed_in("supervisor")
     done = _dispose(supervisor, duplicate_case, "DRIFT_CORRECTED", "Reversed by journal J-17.")
     assert done.status_code == 302
     case = CaseRepository(first_store()).get(duplicate_case)
-    assert case.state == RESOLVED and case.resolution["disposition"] == "DRIFT_CORRECTED"
+    assert case.state == CaseState.RESOLVED and case.resolution["disposition"] == "DRIFT_CORRECTED"
     assert fund_total(every_store(), "GENERAL", "USD") == before

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.casework.dispositions import override_request
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_timeline, recent_audit_events
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from reconciliation.cases.models import ESCALATED, RESOLVED
+from reconciliation.cases.models import CaseState
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import case_store, every_store
@@ -39,7 +39,7 @@ def test_a_second_region_case_is_shown_and_acted_on_in_its_region(two_regions, c
         },
     )
     assert answer.status_code == 302, answer.content.decode()[:500]
-    assert CaseRepository(case_store(case_id)).get(case_id).state == ESCALATED
+    assert CaseRepository(case_store(case_id)).get(case_id).state == CaseState.ESCALATED
     # Only in its own region: the first region's table never held it.
     first, _second = every_store()
     assert CaseRepository(first).get(case_id) is None
@@ -63,7 +63,7 @@ def test_a_commit_retry_records_the_pledge_in_the_cases_region(two_regions, clie
     )
     assert answer.status_code == 302, answer.content.decode()[:500]
     first, second = every_store()
-    assert CaseRepository(second).get(case_id).state == RESOLVED
+    assert CaseRepository(second).get(case_id).state == CaseState.RESOLVED
     pledge = PledgeRepository(second).get(f"acme#{key}")
     assert pledge is not None and "@eu-west-1#" in pledge.ledger_key
     assert PledgeRepository(first).get(f"acme#{key}") is None

@@ -21,7 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
 
 from dashboard.accounts import mfa
-from reconciliation.casework.dispositions import override_request
+from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import sign_in, staff_user

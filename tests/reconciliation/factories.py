@@ -7,7 +7,8 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, home_store
@@ -17,8 +18,8 @@ from tests.helpers import repositories
 API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
 
 
-def submit(key: str, **overrides) -> service.IntakeOutcome:
-    return service.pledge_submit(
+def submit(key: str, **overrides) -> IntakeOutcome:
+    return intake.pledge_submit(
         tenant="acme",
         idempotency_key=key,
         request=parse_fields(pledge_body(**overrides)),
@@ -45,18 +46,18 @@ def ambiguous_case(key: str, **overrides):
     """An AMBIGUOUS_TIMEOUT case whose commit did in fact succeed."""
     with faults.injected({"ambiguous_after_commit": 1.0}):
         outcome = submit(key, **overrides)
-    assert outcome.kind == service.OUTCOME_UNKNOWN
+    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
     return repositories().cases.get(outcome.case_id)
 
 
 def key_reuse_case(ddb, key: str):
     """A CANCELLED_TRANSACTION case: the claim was TTL-deleted and the key came back with
     a different body, so the durable pledge key refused the write."""
-    assert submit(key).kind == service.CREATED
+    assert submit(key).kind == OutcomeKind.CREATED
     ddb.client.delete_item(
         TableName=ddb.tables.idempotency_keys,
         Key={"pk": {"S": f"acme#create_pledge#{key}"}},
     )
     outcome = submit(key, amount="99.00")
-    assert outcome.kind == service.KEY_REUSED
+    assert outcome.kind == OutcomeKind.KEY_REUSED
     return repositories().cases.get(outcome.case_id)

@@ -11,15 +11,20 @@ from django.test import override_settings
 
 from reconciliation import clock
 from reconciliation.cases.counters import counter_keys
-from reconciliation.cases.models import CASE_ID_PATTERN, OPEN, RESOLVED, is_case_id
-from reconciliation.cases.policy import ESCALATE, RELEASE_CLAIM
+from reconciliation.cases.models import (
+    CASE_ID_PATTERN,
+    CaseState,
+    Disposition,
+    Override,
+    is_case_id,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.overrides import override_request, overrides_expire
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.dynamo.client import home_region, local_region, regions
 from reconciliation.stores import (
@@ -111,7 +116,7 @@ def test_each_ledger_shard_belongs_to_one_region_and_totals_sum_them(two_regions
     fund is written from both regions, and the fund's total sums both."""
     east, west = keys_homed("us-east-1", "led"), keys_homed("eu-west-1", "led")
     for key in east + west:
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     first, second = every_store()
     pledge_east = PledgeRepository(first).get(f"acme#{east[0]}")
     pledge_west = PledgeRepository(second).get(f"acme#{west[0]}")
@@ -139,18 +144,18 @@ def test_a_case_lives_in_its_claims_region_and_every_action_acts_there(two_regio
 
     result = case_dispose(
         case_id=west_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=staff_actor(),
         seen_version=1,
         action_id="esc-west",
         store=case_store(west_id),
         **WHY,
     )
-    assert result.applied and CaseRepository(second).get(west_id).state != OPEN
+    assert result.applied and CaseRepository(second).get(west_id).state != CaseState.OPEN
 
     rows = cases_bulk(
         case_ids=[east_id, west_id],
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=staff_actor(),
         dry_run=True,
         store_for=case_store,
@@ -167,7 +172,7 @@ def test_override_expiry_and_the_open_case_recheck_run_in_every_region(two_regio
     settings.OVERRIDE_TTL_S = 1
     override_request(
         case_id=west_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=staff_actor(),
         seen_version=1,
         action_id="req-west",
@@ -182,11 +187,11 @@ def test_override_expiry_and_the_open_case_recheck_run_in_every_region(two_regio
     # re-check of open cases resolves the second region's case too.
     [late_key] = keys_homed("eu-west-1", "late")
     [late_id] = stuck_cases([late_key])
-    assert submit(late_key).kind == service.CREATED
+    assert submit(late_key).kind == OutcomeKind.CREATED
     settings.AUTO_RESOLVE_COMMITTED = True
     report = sweep_all(every_store(), home=home_store)
     assert late_id in report.auto_resolved
-    assert CaseRepository(case_store(late_id)).get(late_id).state == RESOLVED
+    assert CaseRepository(case_store(late_id)).get(late_id).state == CaseState.RESOLVED
 
 
 def test_replicas_never_starve_a_regions_own_sweep(two_regions, settings):
@@ -201,7 +206,7 @@ def test_replicas_never_starve_a_regions_own_sweep(two_regions, settings):
     [west_key] = keys_homed("eu-west-1", "mine")
     [west_id] = stuck_cases([west_key])
     replicate()
-    assert submit(west_key).kind == service.CREATED
+    assert submit(west_key).kind == OutcomeKind.CREATED
     settings.AUTO_RESOLVE_COMMITTED = True
     report = recheck_open_cases(every_store()[1], limit=3)
     assert report.auto_resolved == [west_id]

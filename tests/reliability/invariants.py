@@ -27,9 +27,14 @@ from decimal import Decimal
 from reconciliation import clock
 from reconciliation.audit.chains import chain_check
 from reconciliation.audit.regions import pledge_item_stream
-from reconciliation.audit.services import audit_verify
-from reconciliation.cases.models import RESOLVED
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, RECORDED, claim_pk
+from reconciliation.audit.verify import audit_verify
+from reconciliation.cases.models import CaseState
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    PledgeStatus,
+    claim_pk,
+)
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.stores import PLEDGE_STREAM, every_store, first_store, pledge_stream_parts
 from tests.helpers import cases as case_items
@@ -103,7 +108,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
     # 1. ledger = sum of RECORDED pledges, per fund and currency (count and amount).
     recorded: dict[tuple[str, str], tuple[Decimal, int]] = {}
     for pledge in pledges:
-        if pledge.get("status") != RECORDED:
+        if pledge.get("status") != PledgeStatus.RECORDED:
             continue
         report.recorded += 1
         amount, count = recorded.get((pledge["fund"], pledge["currency"]), (Decimal(0), 0))
@@ -158,7 +163,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
     for case in cases:
         case_ids.add(case["case_id"])
         report.cases_by_type[case["case_type"]] += 1
-        report.cases_open += case["state"] != RESOLVED
+        report.cases_open += case["state"] != CaseState.RESOLVED
         events = streams.get(f"CASE#{case['case_id']}", [])
         if int(case["version"]) != len(events):
             problems.append(
@@ -194,7 +199,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
         now = clock.epoch()
         by_id = {c["case_id"]: c for c in cases}
         for claim in claims.values():
-            if claim.get("status") != PENDING or int(claim.get("expires_at", 0)) > now:
+            if claim.get("status") != ClaimStatus.PENDING or int(claim.get("expires_at", 0)) > now:
                 continue
             if claim.get("intent_id") in pledged:
                 # Committed; only the claim's finalisation was lost: the case (if any)

@@ -12,7 +12,7 @@ import uuid
 from django.test import override_settings
 
 from dashboard.staff.views.pages import QUEUE_SLUGS
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, CASE_ID_PATTERN, STUCK_PENDING
+from reconciliation.cases.models import CASE_ID_PATTERN, CaseType
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.stores import case_store, case_tag, every_store
 
@@ -51,7 +51,7 @@ def act_from_each_region(client, open_cases: list[dict]) -> list[dict]:
             c
             for c in open_cases
             if case_tag(c["case_id"]) != store.tag
-            and c["case_type"] in (STUCK_PENDING, AMBIGUOUS_TIMEOUT)
+            and c["case_type"] in (CaseType.STUCK_PENDING, CaseType.AMBIGUOUS_TIMEOUT)
         )
         case_id = case["case_id"]
         with override_settings(AWS_REGION=store.region_name):

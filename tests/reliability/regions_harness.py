@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.models import RESOLVED
-from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.models import CaseState, Disposition
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims import intake
@@ -163,12 +162,12 @@ def retry_open(cases: Iterable[dict], case_types: set[str]) -> Counter:
     it); returns how each ended."""
     outcomes: Counter = Counter()
     for row in cases:
-        if row["case_type"] not in case_types or row["state"] == RESOLVED:
+        if row["case_type"] not in case_types or row["state"] == CaseState.RESOLVED:
             continue
         store = case_store(row["case_id"])
         result = case_dispose(
             case_id=row["case_id"],
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=staff_actor(),
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",

@@ -15,9 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from reconciliation.audit.chains import chain_check
-from reconciliation.cases.models import RESOLVED
+from reconciliation.cases.models import CaseState
 from reconciliation.claims.ledger import fund_total
-from reconciliation.claims.models import RECORDED
+from reconciliation.claims.models import PledgeStatus
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item
 from reconciliation.stores import PLEDGE_STREAM, Store, case_tag, pledge_stream_parts
@@ -95,7 +95,7 @@ def ledger_against_pledges(store: Store) -> dict[str, dict]:
         row["ledger"] += Decimal(str(item.get("pledged_total", 0)))
         row["ledger_count"] += int(item.get("pledge_count", 0))
     for pledge in scan(store, store.tables.pledges):
-        if pledge.get("status") != RECORDED:
+        if pledge.get("status") != PledgeStatus.RECORDED:
             continue
         row = rows[(pledge["fund"], pledge["currency"])]
         row["pledges"] += Decimal(str(pledge["amount"]))
@@ -114,7 +114,7 @@ def open_cases(stores: list[Store]) -> list[dict]:
         case
         for store in stores
         for case in cases_of(store)
-        if case_tag(case["case_id"]) == store.tag and case["state"] != RESOLVED
+        if case_tag(case["case_id"]) == store.tag and case["state"] != CaseState.RESOLVED
     ]
 
 
@@ -169,7 +169,7 @@ def shards_off(store: Store) -> dict[str, str]:
     booked = {i["fund"]: i for i in scan(store, store.tables.ledger) if "fund_code" in i}
     want: dict[str, list] = defaultdict(lambda: [Decimal(0), 0, []])
     for pledge in scan(store, store.tables.pledges):
-        if pledge.get("status") == RECORDED:
+        if pledge.get("status") == PledgeStatus.RECORDED:
             row = want[pledge["ledger_key"]]
             row[0] += Decimal(str(pledge["amount"]))
             row[1] += 1

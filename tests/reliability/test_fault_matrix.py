@@ -13,11 +13,11 @@ from collections import Counter
 
 import pytest
 
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, CASE_TYPES, RESOLVED, STUCK_PENDING
+from reconciliation.cases.models import CASE_TYPES, CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import ledger_key_for
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
 from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
@@ -91,22 +91,22 @@ def test_fault_run_keeps_every_invariant(ddb, record, fault, probability):
         # Every 202 was a commit whose answer was lost: the re-check resolved every
         # AMBIGUOUS_TIMEOUT case from the durable record, and each client's GET after its
         # 202 found the pledge.
-        ambiguous = [c for c in cases(ddb) if c["case_type"] == AMBIGUOUS_TIMEOUT]
-        assert len(ambiguous) >= report.outcomes[service.OUTCOME_UNKNOWN] > 0
-        assert all(c["state"] == RESOLVED for c in ambiguous)
+        ambiguous = [c for c in cases(ddb) if c["case_type"] == CaseType.AMBIGUOUS_TIMEOUT]
+        assert len(ambiguous) >= report.outcomes[OutcomeKind.OUTCOME_UNKNOWN] > 0
+        assert all(c["state"] == CaseState.RESOLVED for c in ambiguous)
         assert report.outcomes["recovered_by_get"] > 0
         assert report.outcomes["get_not_found"] == 0
     elif fault == "throttle":
         # Throttling is retried with the same token, or answered 503 with nothing
         # written: never a 202, never an ambiguous case.
-        assert report.outcomes[service.OUTCOME_UNKNOWN] == 0
-        assert report.cases_by_type.get(AMBIGUOUS_TIMEOUT, 0) == 0
+        assert report.outcomes[OutcomeKind.OUTCOME_UNKNOWN] == 0
+        assert report.cases_by_type.get(CaseType.AMBIGUOUS_TIMEOUT, 0) == 0
     else:
         # One STUCK_PENDING case per crashed claim; a person's RETRY_COMMIT commits each
         # exactly once, and the invariants still hold afterwards.
-        stuck = [c for c in cases(ddb) if c["case_type"] == STUCK_PENDING]
+        stuck = [c for c in cases(ddb) if c["case_type"] == CaseType.STUCK_PENDING]
         assert len(stuck) == report.outcomes["worker_crashed"] > 0
-        retried = retry_open_cases(ddb, STUCK_PENDING)
+        retried = retry_open_cases(ddb, CaseType.STUCK_PENDING)
         figures["retry_commit"] = dict(retried)
         assert retried == Counter(created=len(stuck)), retried
         assert sweep_all(every_store(), home=home_store).opened == []
@@ -122,7 +122,7 @@ def test_fault_run_keeps_every_invariant(ddb, record, fault, probability):
 def _double_booking(ddb) -> None:
     """A ledger update applied twice, as moto does with a retried token."""
     body = pledge_body(amount=f"{random.randint(100, 999)}.00")
-    assert submit("twice", amount=body["amount"]).kind == service.CREATED
+    assert submit("twice", amount=body["amount"]).kind == OutcomeKind.CREATED
     key = ledger_key_for("GENERAL", "USD", intent_id_for("acme", "twice"))
     ddb.client.update_item(
         TableName=ddb.tables.ledger,
@@ -145,7 +145,7 @@ def _change_without_event(ddb) -> None:
 
 def _edited_event(ddb) -> None:
     """An audit event edited in place (its hash no longer matches)."""
-    assert submit("edited").kind == service.CREATED
+    assert submit("edited").kind == OutcomeKind.CREATED
     ddb.client.update_item(
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": "PLEDGE#acme#edited"}, "seq": {"N": "1"}},

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT
+from reconciliation.cases.models import CaseType
 from tests.conftest import pledge_body
 from tests.helpers import cases, ledger_total, pledges
 from tests.reliability.procs import ApiServer, django_env
@@ -50,7 +50,7 @@ def test_server_with_internal_error_after_commit_answers_202_and_records_once(
     )
     assert answer.body.get("case_id"), answer.body
     [case] = [c for c in cases(ddb) if c["case_id"] == answer.body["case_id"]]
-    assert case["case_type"] == AMBIGUOUS_TIMEOUT
+    assert case["case_type"] == CaseType.AMBIGUOUS_TIMEOUT
     assert [p["intent_id"] for p in pledges(ddb)] == ["acme#srv-1"]
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     assert found.status == 200 and found.body["amount"] == "25.00", found.body

@@ -16,8 +16,7 @@ from collections import Counter
 import pytest
 from celery import Celery
 
-from reconciliation.cases.models import RESOLVED, STUCK_PENDING
-from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.models import CaseState, CaseType, Disposition
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import sweep_all
@@ -159,11 +158,15 @@ def test_dynamodb_restart_mid_run_loses_nothing(disk_ddb, tmp_path, log_dir, rec
     # The sweep recovers: the dead workers' claims survived the restart and become cases.
     time.sleep(lease + 0.5)
     report = sweep_all(every_store(), home=home_store)
-    stuck = [c for c in cases(ddb) if c["case_type"] == STUCK_PENDING and c["state"] != RESOLVED]
+    stuck = [
+        c
+        for c in cases(ddb)
+        if c["case_type"] == CaseType.STUCK_PENDING and c["state"] != CaseState.RESOLVED
+    ]
     figures["sweep_opened"] = len(report.opened)
     figures["stuck_open_after_sweep"] = len(stuck)
     assert {c["intent_id"] for c in stuck} >= {intent_id_for("acme", k) for k in crashed}
-    retried = retry_open_cases(ddb, STUCK_PENDING)
+    retried = retry_open_cases(ddb, CaseType.STUCK_PENDING)
     figures["retry_commit"] = dict(retried)
     assert recorded(crashed, "acme") == crashed
     assert recorded(keys, "acme") == keys
@@ -240,7 +243,8 @@ def test_redis_outage_api_keeps_taking_pledges_and_sweeps_resume(
             beat.start()
         found = wait_for(
             lambda: (
-                len([c for c in cases(ddb) if c["case_type"] == STUCK_PENDING]) >= REDIS_CRASHED
+                len([c for c in cases(ddb) if c["case_type"] == CaseType.STUCK_PENDING])
+                >= REDIS_CRASHED
             ),
             timeout=120,
             what="the sweep to open the cases after Redis came back",
@@ -262,7 +266,7 @@ def test_redis_outage_api_keeps_taking_pledges_and_sweeps_resume(
     assert figures["worker_reconnected"], logs
     figures["sweeps_after_redis_back"] = sweeps_done(worker) - sweeps_before
     assert figures["sweeps_after_redis_back"] > 0, logs
-    opened = {c["intent_id"] for c in cases(ddb) if c["case_type"] == STUCK_PENDING}
+    opened = {c["intent_id"] for c in cases(ddb) if c["case_type"] == CaseType.STUCK_PENDING}
     assert opened == {intent_id_for("acme", k) for k in crashed}
     assert all(c["last_actor"] == "system" for c in cases(ddb))
     figures["pledges"] = len(pledges(ddb))
@@ -308,7 +312,7 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         started = time.monotonic()
         case_dispose(
             case_id=case.case_id,
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=staff_actor(),
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",
@@ -321,7 +325,7 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         os.kill(child, signal.SIGKILL)
         killed_at = time.monotonic()
         wait_for(
-            lambda: repositories().cases.get(case.case_id).state == RESOLVED,
+            lambda: repositories().cases.get(case.case_id).state == CaseState.RESOLVED,
             timeout=120,
             what="the redelivered task to resolve the case",
         )

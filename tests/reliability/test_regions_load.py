@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, LEDGER_DRIFT, STUCK_PENDING
+from reconciliation.cases.models import CaseType
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.dynamo import faults
@@ -192,7 +192,9 @@ def test_pinned_two_regions_under_load(regions_pair, settings, tmp_path, log_dir
         sign_in(client)
         listed = {s.region_name: listed_from(client, s.region_name) for s in stores}
         acted = act_from_each_region(client, open_before)
-        retried = h.retry_open(t.open_cases(stores), {STUCK_PENDING, AMBIGUOUS_TIMEOUT})
+        retried = h.retry_open(
+            t.open_cases(stores), {CaseType.STUCK_PENDING, CaseType.AMBIGUOUS_TIMEOUT}
+        )
         final_sweep, duplicates_counted = run.sweep()
         # The last writes were the final sweep's: convergence is timed from there.
         convergence = converge(regions_pair, time.monotonic())
@@ -213,7 +215,7 @@ def test_pinned_two_regions_under_load(regions_pair, settings, tmp_path, log_dir
     )
     record("regions_pinned", figures)  # again at the end, with what the checks read
     h.check_answers(sent)
-    open_ids = {c["case_id"] for c in open_before if c["case_type"] != LEDGER_DRIFT}
+    open_ids = {c["case_id"] for c in open_before if c["case_type"] != CaseType.LEDGER_DRIFT}
     for region, ids in listed.items():
         assert ids == open_ids, (region, sorted(ids ^ open_ids))
 
@@ -240,7 +242,7 @@ def test_pinned_two_regions_under_load(regions_pair, settings, tmp_path, log_dir
         record("regions_pinned", {**figures, "ledger_off": off, "shards": t.shards_off(first)})
     assert off == {}
     t.check_fund_totals(stores, ledger)
-    assert not [c for s in stores for c in t.cases_of(s) if c["case_type"] == LEDGER_DRIFT]
+    assert not [c for s in stores for c in t.cases_of(s) if c["case_type"] == CaseType.LEDGER_DRIFT]
     assert duplicates_counted == 0 and "LEDGER" not in final_sweep
     assert t.chains_and_versions(first) == []
     # Every key a client was told about (committed, replayed, or may have committed) is
@@ -294,7 +296,7 @@ def test_unpinned_two_regions_record_the_duplicate_and_the_drift_check_catches_i
     over = {k: v["ledger"] - v["pledges"] for k, v in ledger.items() if v["ledger"] > v["pledges"]}
     figures["ledger_over_pledges"] = {k: str(v) for k, v in over.items()}
     assert over, ledger
-    drift = [c for c in t.cases_of(first) if c["case_type"] == LEDGER_DRIFT]
+    drift = [c for c in t.cases_of(first) if c["case_type"] == CaseType.LEDGER_DRIFT]
     figures["ledger_drift_cases"] = len(drift)
     evidence = [CaseRepository(first).get(c["case_id"]).evidence["drift"] for c in drift]
     named = {i["intent_id"] for facts in evidence for i in facts["intents"]}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from reconciliation.cases.models import RESOLVED
-from reconciliation.cases.policy import RETRY_COMMIT
+from reconciliation.cases.models import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims.models import intent_id_for
 from reconciliation.stores import first_store
@@ -31,11 +30,11 @@ def retry_open_cases(ddb, case_type: str) -> Counter:
     inline, as the autouse ``celery_eager`` fixture makes it); returns how each ended."""
     outcomes: Counter = Counter()
     for row in cases(ddb):
-        if row["case_type"] != case_type or row["state"] == RESOLVED:
+        if row["case_type"] != case_type or row["state"] == CaseState.RESOLVED:
             continue
         result = case_dispose(
             case_id=row["case_id"],
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=staff_actor(),
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",

@@ -18,13 +18,10 @@ from dashboard.staff.forms import DecisionForm
 from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
-from reconciliation.cases.models import QUEUE_APPROVAL
-from reconciliation.casework.dispositions import (
-    ActionResult,
-    override_approve,
-    override_reject,
-)
+from reconciliation.cases.models import Queue
+from reconciliation.casework.overrides import override_approve, override_reject
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
 from reconciliation.stores import case_store, every_store
 
@@ -53,7 +50,9 @@ def _approvals_response(
     cursor = request.GET.get("cursor") or None
     page, error = None, ""
     try:
-        page = queue_page(QUEUE_APPROVAL, cursor=cursor, limit=PAGE_SIZE, stores=every_store())
+        page = queue_page(
+            Queue.OVERRIDE_REQUESTED, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
+        )
     except InvalidFilter as exc:
         error, status = "; ".join(exc.fields.values()), 400
     failed = failed or {}

@@ -37,8 +37,9 @@ from dashboard.statuses import case_refusal_status
 from dashboard.templatetags.dashboard_format import exact
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
-from reconciliation.cases.models import Case, retry_in_flight
+from reconciliation.cases.models import Case, CaseState, retry_in_flight
 from reconciliation.cases.policy import (
     DISPOSITIONS,
     LABELS,
@@ -47,13 +48,9 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
-from reconciliation.casework.dispositions import (
-    ActionResult,
-    case_assign,
-    case_dispose,
-    override_request,
-)
+from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import (
     Evidence,
     case_detail,
@@ -188,7 +185,7 @@ def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | Non
             # reason is where the person goes next, to review it.
             form.fields["reason_text"].widget.attrs["autofocus"] = True
         forms[name] = form
-    if role in ACTING_ROLES and case.state != "RESOLVED":
+    if role in ACTING_ROLES and case.state != CaseState.RESOLVED:
         # Only a supervisor is offered the staff list; others take or release.
         staff: list[str] | None = None if role == Role.SUPERVISOR else []
         forms["assign"] = AssignForm(initial={"seen_version": case.version}, staff=staff)

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
-from reconciliation.cases.models import QUEUE_APPROVAL
+from reconciliation.cases.models import Queue
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.casework.notifications import Digest, supervisor_digest
 from reconciliation.casework.selectors import (
@@ -57,7 +57,7 @@ def overview(request: StaffRequest) -> HttpResponse:
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
         "largest": max(aged.values(), default=0),
-        "approval_count": counts.get(QUEUE_APPROVAL, 0),
+        "approval_count": counts.get(Queue.OVERRIDE_REQUESTED, 0),
         "approvals": attention.waiting,
         "attention": _attention(attention),
         "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, stores=stores),

@@ -10,15 +10,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from reconciliation.actors import STAFF_ROLES
-from reconciliation.cases.models import (
-    AMBIGUOUS_TIMEOUT,
-    CANCELLED_TRANSACTION,
-    LEDGER_DRIFT,
-    QUEUE_APPROVAL,
-    QUEUE_ESCALATED,
-    STUCK_PENDING,
-    TOKEN_MISMATCH,
-)
+from reconciliation.cases.models import CaseType, Queue
 from reconciliation.cases.policy import STAFF
 
 if TYPE_CHECKING:
@@ -30,13 +22,13 @@ ACTING_ROLES = STAFF
 
 # URL slugs of the queues (docs/design.md §11), in tab order.
 QUEUE_SLUGS = {
-    "stuck": STUCK_PENDING,
-    "ambiguous": AMBIGUOUS_TIMEOUT,
-    "cancelled": CANCELLED_TRANSACTION,
-    "mismatch": TOKEN_MISMATCH,
-    "drift": LEDGER_DRIFT,
-    "escalated": QUEUE_ESCALATED,
-    "approval": QUEUE_APPROVAL,
+    "stuck": CaseType.STUCK_PENDING,
+    "ambiguous": CaseType.AMBIGUOUS_TIMEOUT,
+    "cancelled": CaseType.CANCELLED_TRANSACTION,
+    "mismatch": CaseType.TOKEN_MISMATCH,
+    "drift": CaseType.LEDGER_DRIFT,
+    "escalated": Queue.ESCALATED,
+    "approval": Queue.OVERRIDE_REQUESTED,
 }
 SLUG_FOR_QUEUE: dict[str, str] = {queue: slug for slug, queue in QUEUE_SLUGS.items()}
 

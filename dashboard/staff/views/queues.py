@@ -22,7 +22,7 @@ from dashboard.staff.views.pages import (
     wants_partial,
 )
 from reconciliation import clock
-from reconciliation.cases.models import QUEUE_APPROVAL, retry_in_flight
+from reconciliation.cases.models import Queue, retry_in_flight
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
 from reconciliation.casework.search import cases_for_intent
 from reconciliation.casework.selectors import (
@@ -146,7 +146,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         "more_url": more_url,
         "error": error,
         "can_act": can_act,
-        "bulk_offered": can_act and name != QUEUE_APPROVAL,
+        "bulk_offered": can_act and name != Queue.OVERRIDE_REQUESTED,
         # The table reloads itself while a case it lists has a commit retry running.
         "polling": any(
             retry_in_flight(r) for r in (found if found is not None else page.rows if page else [])

@@ -8,9 +8,9 @@ import re
 import uuid
 
 from reconciliation.actors import Actor
+from reconciliation.audit.append import audit_append
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.audit.services import audit_append
 from reconciliation.stores import Store
 
 EXPORT_ID_RE = re.compile(r"^[0-9a-f]{32}$")

@@ -33,7 +33,7 @@ from reconciliation.audit.export.events import new_export_id
 from reconciliation.audit.export.rows import CSV_COLUMNS, FORMATS, csv_row, event_ref
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import canonical_json
-from reconciliation.audit.services import heads_sha256, key_id, sign
+from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.stores import Store
 
 CHUNK_BYTES = 64 * 1024

@@ -15,7 +15,7 @@ from pathlib import Path
 from reconciliation.audit.export.rows import CSV_COLUMNS, event_ref
 from reconciliation.audit.export.run import MANIFEST_SIGNED, HeadsTable
 from reconciliation.audit.repository import event_hash
-from reconciliation.audit.services import heads_sha256, key_id, signature_valid
+from reconciliation.audit.signing import heads_sha256, key_id, signature_valid
 
 
 class ExportUnreadable(ValueError):

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.actors import Actor, Role
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
-from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.dynamo.errors import ErrorCode, describe_connection_problem
 from reconciliation.dynamo.tables import ensure_tables
 from reconciliation.ops.config import config_record
 
@@ -52,7 +52,7 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from None
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            if exc.response["Error"]["Code"] != ErrorCode.CONDITION_FAILED:
                 raise
             raise CommandError(
                 "the recorded configuration changed while this ran: run ddb_setup again"

@@ -24,6 +24,7 @@ from reconciliation.audit.export.delivery import export_to_file, manifest_path_f
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.dynamo.client import batch_patience
 from reconciliation.stores import every_store
 
 
@@ -74,7 +75,7 @@ class Command(BaseCommand):
             bar.set_postfix_str(f"{rows:,} events", refresh=False)
             bar.refresh()
 
-        stores = every_store(batch=True)
+        stores = every_store(wait=batch_patience())
         try:
             core = export_to_file(
                 store=stores[0],

@@ -12,9 +12,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import STUCK_PENDING, TOKEN_MISMATCH
-from reconciliation.cases.policy import ESCALATE, RELEASE_CLAIM
-from reconciliation.casework.dispositions import case_dispose, override_request
+from reconciliation.cases.models import CaseType, Disposition, Override
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page
 from reconciliation.ops.drill import drill_run
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
@@ -59,14 +59,14 @@ class Command(BaseCommand):
     def _human_touches(self) -> None:
         """Escalate two cases and ask for an override, so those queues are not empty."""
         # Listed over every region; each action acts in the region its case lives in.
-        stuck = queue_page(STUCK_PENDING, limit=3, stores=every_store()).rows
-        mismatched = queue_page(TOKEN_MISMATCH, limit=2, stores=every_store()).rows
+        stuck = queue_page(CaseType.STUCK_PENDING, limit=3, stores=every_store()).rows
+        mismatched = queue_page(CaseType.TOKEN_MISMATCH, limit=2, stores=every_store()).rows
         for row in stuck[:1] + mismatched[:1]:
             try:
                 case_dispose(
                     store=case_store(row.case_id),
                     case_id=row.case_id,
-                    disposition=ESCALATE,
+                    disposition=Disposition.ESCALATE,
                     actor=DEMO_STAFF,
                     seen_version=row.version,
                     reason_code="NEEDS_REVIEW",
@@ -79,7 +79,7 @@ class Command(BaseCommand):
                 override_request(
                     store=case_store(row.case_id),
                     case_id=row.case_id,
-                    override=RELEASE_CLAIM,
+                    override=Override.RELEASE_CLAIM,
                     actor=DEMO_STAFF,
                     seen_version=row.version,
                     reason_code="CLIENT_CONFIRMED",

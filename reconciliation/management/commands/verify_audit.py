@@ -28,11 +28,8 @@ from datetime import date
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.audit.services import (
-    VERIFY_LOOKBACK_DAYS,
-    VERIFY_QUIET_DAYS,
-    audit_verify,
-)
+from reconciliation.audit.verify import VERIFY_LOOKBACK_DAYS, VERIFY_QUIET_DAYS, audit_verify
+from reconciliation.dynamo.client import batch_patience
 from reconciliation.stores import every_store
 
 
@@ -56,7 +53,7 @@ class Command(BaseCommand):
         except ValueError:
             raise CommandError(f"--since {since!r} is not a date (YYYY-MM-DD)")
         try:
-            stores = every_store(batch=True)
+            stores = every_store(wait=batch_patience())
             report = audit_verify(
                 store=stores[0], stores=stores, stream=stream, since=since_day, threads=threads
             )

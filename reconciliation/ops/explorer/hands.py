@@ -42,15 +42,14 @@ from django.test.utils import override_settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import STUCK_PENDING, retry_in_flight
-from reconciliation.cases.policy import (
-    OVERRIDES,
-    RELEASE_CLAIM,
-    RETRY_COMMIT,
-    allowed_actions,
-    offered_actions,
+from reconciliation.cases.models import CaseType, Disposition, Override, retry_in_flight
+from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    intent_id_for,
 )
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, PENDING, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import IntakeOutcome
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo import faults
@@ -274,9 +273,9 @@ def _client(world: World, name: str) -> str:
 
 
 def _sweep(world: World, name: str):
-    from reconciliation.casework.sweeps import sweep_all
+    from reconciliation.casework.sweeps import sweep_claims_and_cases
 
-    return sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+    return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
 
 def _recheck(world: World, name: str):
@@ -363,7 +362,7 @@ def _ask_retry(world: World, action_id: str) -> str | None:
 
     result = case_dispose(
         case_id=world.case_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         actor=STAFF,
         seen_version=None,
         reason_code="TRANSIENT_FAILURE",
@@ -437,7 +436,7 @@ class ActorSpec:
 
 def catalogue() -> list[ActorSpec]:
     """Every hand, in the order the command lists them."""
-    staff = allowed_actions(STUCK_PENDING, "OPEN", Role.FINANCE_STAFF)
+    staff = allowed_actions(CaseType.STUCK_PENDING, "OPEN", Role.FINANCE_STAFF)
     return [
         ActorSpec("original", _worker, within_lease=True),
         # The worker stalled past its lease comes back after the sweep opened its case.
@@ -475,7 +474,7 @@ def _request_release(world: World) -> None:
     try:
         result = override_request(
             case_id=world.case_id,
-            override=RELEASE_CLAIM,
+            override=Override.RELEASE_CLAIM,
             actor=REQUESTER,
             seen_version=None,
             reason_code="TRANSIENT_FAILURE",
@@ -697,14 +696,14 @@ class HandsSession:
         streams = snapshot.streams()
         pledge_exists = any(p["intent_id"] == world.intent_id for p in pledges)
         released = any(
-            (c.get("resolution") or {}).get("disposition") == RELEASE_CLAIM for c in cases
+            (c.get("resolution") or {}).get("disposition") == Override.RELEASE_CLAIM for c in cases
         )
         # A claim still PENDING in the stuck-claim index is in flight, not lost: the worker
         # that holds it is no hand of this pair (its lease may still run), and the sweep
         # opens its case once the lease is over. Leaving the index without a case is
         # still reported (lost_problems' claim check).
         in_flight = any(
-            c.get("status") == PENDING and c.get("pending_shard")
+            c.get("status") == ClaimStatus.PENDING and c.get("pending_shard")
             for c in snapshot.plain("idempotency_keys")
         )
         lost = [

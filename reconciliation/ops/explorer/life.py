@@ -20,8 +20,10 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.policy import RETRY_COMMIT, allowed_actions
-from reconciliation.claims.models import COMPLETED, PENDING, intent_id_for
+from reconciliation.cases.models import Disposition
+from reconciliation.cases.policy import allowed_actions
+from reconciliation.claims.models import ClaimStatus, intent_id_for
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.retry import RetriesExhausted
@@ -71,7 +73,7 @@ def client_next(answer: Answer) -> tuple[str | None, int]:
         if answer.status == 404:
             return "POST", 0
         return ("GET", wait) if answer.status == 503 else (None, 0)
-    if answer.status == 202 and answer.error == "outcome_unknown":
+    if answer.status == 202 and answer.error == OutcomeKind.OUTCOME_UNKNOWN:
         return "GET", 0
     if answer.status == 503 or (answer.status, answer.error) in RESEND:
         return "POST", wait
@@ -172,7 +174,11 @@ class Life:
             c.case_claim_version for c in self.wire.calls if c.episode == episode and c.case_open
         }
         claim = self.session.claim(self.key)
-        if claim is None or claim.get("status") == COMPLETED or claim.get("pending_shard"):
+        if (
+            claim is None
+            or claim.get("status") == ClaimStatus.COMPLETED
+            or claim.get("pending_shard")
+        ):
             return
         # The claim as the case opening left it: at the version the case is about, or one
         # further when the opening finalises it (a later writer's claim is not its doing).
@@ -194,7 +200,11 @@ class Life:
         the response lost) must not answer 'in progress' about it: nobody would then hold
         the key for a whole lease."""
         claim = self.session.claim(self.key)
-        if claim and claim.get("status") == PENDING and claim.get("correlation_id") == request_id:
+        if (
+            claim
+            and claim.get("status") == ClaimStatus.PENDING
+            and claim.get("correlation_id") == request_id
+        ):
             self.problems.append(
                 Problem(
                     LOST,
@@ -235,12 +245,12 @@ class Life:
 
     def _sweep(self) -> bool:
         """The beat's sweep; an aborted run is run again, as the next tick would."""
-        from reconciliation.casework.sweeps import sweep_all
+        from reconciliation.casework.sweeps import sweep_claims_and_cases
 
         # One intent's life: the fund-wide ledger drift check is not part of it (it has
         # tests of its own; its reads would multiply the call points explored).
         def sweep():
-            return sweep_all(every_store(), home=home_store, grace_s=0, ledger_drift=False)
+            return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
         for run in range(RERUNS):
             report = self._background("sweep", sweep)
@@ -254,7 +264,7 @@ class Life:
         """A person records RETRY_COMMIT on every open case that offers it."""
         disposed = False
         for case in self.session.open_cases(self.intent_id):
-            if RETRY_COMMIT not in allowed_actions(
+            if Disposition.RETRY_COMMIT not in allowed_actions(
                 case["case_type"], case["state"], Role.FINANCE_STAFF
             ):
                 continue
@@ -291,7 +301,7 @@ def _dispose(case: dict) -> str:
         return case_dispose(
             store=case_store(case["case_id"]),
             case_id=case["case_id"],
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=STAFF,
             seen_version=int(case["version"]),
             reason_code="TRANSIENT_FAILURE",

@@ -21,7 +21,7 @@ from botocore.retries.quota import RetryQuota
 from django.conf import settings
 from django.test.utils import override_settings
 
-from reconciliation.cases.models import RESOLVED
+from reconciliation.cases.models import CaseState
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 from reconciliation.dynamo import faults
@@ -236,7 +236,11 @@ class Session:
         """What a person finds on the queue pages for this intent, oldest id first."""
         snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
         return sorted(
-            (c for c in snapshot.cases() if c["intent_id"] == intent_id and c["state"] != RESOLVED),
+            (
+                c
+                for c in snapshot.cases()
+                if c["intent_id"] == intent_id and c["state"] != CaseState.RESOLVED
+            ),
             key=lambda c: c["case_id"],
         )
 

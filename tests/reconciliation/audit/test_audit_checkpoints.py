@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
-from reconciliation.cases.policy import ESCALATE
+from reconciliation.cases.models import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
@@ -36,13 +36,13 @@ WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent 
 
 
 def write_checkpoints() -> list[str]:
-    from reconciliation.audit.services import audit_checkpoint
+    from reconciliation.audit.checkpoints import audit_checkpoint
 
     return audit_checkpoint(store=first_store())
 
 
 def verify() -> list[str]:
-    from reconciliation.audit.services import audit_verify
+    from reconciliation.audit.verify import audit_verify
 
     return audit_verify(store=first_store()).problems
 
@@ -64,7 +64,7 @@ def escalated_case(key: str):
     ).case
     return case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -109,7 +109,7 @@ def test_every_finished_period_gets_a_checkpoint_even_an_empty_one(ddb, history)
     """X lists case A's head (seq 3) and the pledge's, X+1 case B's, X+2 only the SYSTEM
     head (the previous checkpoint), yesterday's periods nothing at all; the whole trail
     verifies, and only the first run's checkpoints are reported as signed late."""
-    from reconciliation.audit.services import audit_verify
+    from reconciliation.audit.verify import audit_verify
 
     x, a, b = history
     heads = {h[0]: h[1] for h in checkpoint_of(ddb, x)["detail"]["heads"]}
@@ -142,7 +142,7 @@ def test_a_deleted_and_re_signed_checkpoint_is_reported_as_signed_late(ddb, hist
     """Deleting the two newest checkpoints lets the task sign those periods again (as
     the table then is): that cannot pass for checkpoints signed on time; verification
     says they were signed late."""
-    from reconciliation.audit.services import audit_verify
+    from reconciliation.audit.verify import audit_verify
 
     x, _, _ = history
     for event in audit_events(ddb, "SYSTEM")[-2:]:
@@ -257,7 +257,7 @@ def test_the_open_period_is_the_blind_window(ddb, history):
 def test_a_period_that_does_not_divide_a_day_is_refused(settings, value):
     """The setting is checked by Django's system checks, by the task and by
     verify_audit, and the message says what would be accepted."""
-    from reconciliation.audit.services import checkpoint_period_s
+    from reconciliation.audit.checkpoints import checkpoint_period_s
 
     settings.AUDIT_CHECKPOINT_PERIOD_S = value
     errors = [e for e in run_checks() if e.id == "reconciliation.E001"]
@@ -273,7 +273,7 @@ def test_quarter_hour_periods_and_the_beat_schedule(ddb, settings):
     midnight; the default is an hour, and beat asks every 5 minutes."""
     from django.conf import settings as live
 
-    from reconciliation.audit.services import checkpoint_periods_due
+    from reconciliation.audit.checkpoints import checkpoint_periods_due
     from tests.helpers import repositories
 
     assert live.AUDIT_CHECKPOINT_PERIOD_S == 3600

@@ -27,10 +27,10 @@ from reconciliation.audit.repository import AuditRepository, event_hash
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.verify import audit_verify
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.batch import batch_writer
-from reconciliation.dynamo.cancellation import DUPLICATE, _explain
+from reconciliation.dynamo.cancellation import Branch, _explain
 from reconciliation.dynamo.client import home_region
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.ops.invariants import Snapshot, audit_problems, ledger_problems
@@ -65,7 +65,7 @@ def trail(two_regions) -> dict[str, list[dict]]:
     """Pledges and STUCK_PENDING cases homed in both regions, written the real way; the
     events each region holds, by region tag."""
     for n in range(10):
-        assert submit(f"audit-geo-{n}").kind == service.CREATED
+        assert submit(f"audit-geo-{n}").kind == OutcomeKind.CREATED
     with clock.travel(-200):
         for n in range(6):
             crashed_claim(f"audit-geo-stuck-{n}")
@@ -258,7 +258,7 @@ def test_a_tagged_pledge_receipt_that_exists_reads_as_a_duplicate():
     before, as it is in the first region."""
     for stream in ("PLEDGE#acme#k1", "PLEDGE#@eu-west-1#acme#k1"):
         _, kind = _explain("audit_events", "ConditionalCheckFailed", None, {"stream": stream})
-        assert kind == DUPLICATE
+        assert kind == Branch.DUPLICATE
 
 
 def test_the_default_range_reaches_a_day_only_the_second_region_holds(trail):
@@ -272,7 +272,7 @@ def test_the_default_range_reaches_a_day_only_the_second_region_holds(trail):
     )
     with clock.travel(-86400):
         outcome = submit(key)
-    assert outcome.kind == service.CREATED
+    assert outcome.kind == OutcomeKind.CREATED
     report = audit_verify(store=first_store(), stores=every_store())
     period = Period.containing(clock.now() - timedelta(days=1), checkpoint_period_s())
     assert report.problems == [f"missing signed checkpoint for {period.label}"]

@@ -6,14 +6,10 @@ from __future__ import annotations
 import pytest
 
 from reconciliation.audit.repository import audit_event_build
-from reconciliation.audit.services import audit_verify
-from reconciliation.cases.policy import ESCALATE, VOID_PLEDGE
-from reconciliation.casework.dispositions import (
-    case_assign,
-    case_dispose,
-    override_approve,
-    override_request,
-)
+from reconciliation.audit.verify import audit_verify
+from reconciliation.cases.models import Disposition, Override
+from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, delete_event, repositories, run_verify
@@ -34,7 +30,7 @@ def case_with_three_events(key: str):
     ).case
     case = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -51,7 +47,7 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
     case = ambiguous_case(key)
     requested = override_request(
         case_id=case.case_id,
-        override=VOID_PLEDGE,
+        override=Override.VOID_PLEDGE,
         actor=STAFF,
         seen_version=case.version,
         reason_code="DONOR_REQUEST",

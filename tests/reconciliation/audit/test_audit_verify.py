@@ -12,23 +12,19 @@ from bench.audit_synthetic import synthetic_events
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.chains import subject_of
-from reconciliation.audit.periods import audit_period_heads
-from reconciliation.audit.repository import audit_event_build, event_hash
-from reconciliation.audit.services import (
-    CHECKPOINT_ACTION,
-    CHECKPOINT_PART_ACTION,
-    DIGEST_ACTION,
+from reconciliation.audit.checkpoints import (
     SYSTEM_STREAM,
     Period,
     audit_checkpoint,
     audit_checkpoint_write,
-    audit_verify,
     digest_payload,
-    heads_sha256,
-    key_id,
-    sign,
 )
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.periods import audit_period_heads
+from reconciliation.audit.repository import audit_event_build, event_hash
+from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.audit.tasks import audit_checkpoint as checkpoint_task
+from reconciliation.audit.verify import audit_verify
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
 from tests.helpers import audit_events, audit_seed, race, repositories, run_verify
@@ -94,7 +90,9 @@ def no_scans(ddb) -> list[str]:
 
 
 def checkpoints(ddb) -> list[dict]:
-    return [e for e in audit_events(ddb, SYSTEM_STREAM) if e["action"] == CHECKPOINT_ACTION]
+    return [
+        e for e in audit_events(ddb, SYSTEM_STREAM) if e["action"] == AuditAction.AUDIT_CHECKPOINT
+    ]
 
 
 def listing(ddb, stream: str) -> list[tuple[dict, list]]:
@@ -264,7 +262,7 @@ def test_concurrent_checkpoint_writers_write_one_checkpoint(ddb):
     errors = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
     assert errors == []
     system = audit_events(ddb, SYSTEM_STREAM)
-    assert [e["action"] for e in system] == [CHECKPOINT_ACTION]
+    assert [e["action"] for e in system] == [AuditAction.AUDIT_CHECKPOINT]
     assert audit_verify(stream=SYSTEM_STREAM, store=first_store()).ok
 
 
@@ -289,7 +287,7 @@ def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeyp
     assert audit_verify(since=day, store=first_store()).ok
     part_seq = checkpoint["detail"]["parts"][0][0]
     part = repos.audit.event_at(SYSTEM_STREAM, part_seq)
-    assert part["action"] == CHECKPOINT_PART_ACTION
+    assert part["action"] == AuditAction.AUDIT_CHECKPOINT_PART
     ddb.client.delete_item(
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": SYSTEM_STREAM}, "seq": {"N": str(part_seq)}},
@@ -309,7 +307,7 @@ def legacy_digest(repos, day) -> dict:
         stream=SYSTEM_STREAM,
         seq=head.seq + 1 if head else 1,
         prev_hash=head.hash if head else "0" * 64,
-        action=DIGEST_ACTION,
+        action=AuditAction.AUDIT_DIGEST,
         actor=system_actor(),
         detail={
             "day": day.isoformat(),

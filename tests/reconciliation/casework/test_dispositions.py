@@ -12,19 +12,9 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import Role, system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
-from reconciliation.cases.policy import (
-    CONFIRMED_COMMITTED,
-    DUPLICATE_REJECTED_OK,
-    ESCALATE,
-    RELEASE_CLAIM,
-    REOPEN,
-    RETRY_COMMIT,
-    VOID_PLEDGE,
-)
-from reconciliation.casework.dispositions import (
-    case_assign,
-    case_dispose,
-    cases_bulk,
+from reconciliation.cases.models import Disposition, Override
+from reconciliation.casework.dispositions import case_assign, case_dispose, cases_bulk
+from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
     override_request,
@@ -57,7 +47,7 @@ def test_confirm_committed_is_refused_without_the_pledge(ddb):
     with pytest.raises(CaseError, match="no pledge"):
         case_dispose(
             case_id=case.case_id,
-            disposition=CONFIRMED_COMMITTED,
+            disposition=Disposition.CONFIRMED_COMMITTED,
             actor=STAFF,
             seen_version=case.version,
             **WHY,
@@ -73,7 +63,7 @@ def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
     case = ambiguous_case("cc-2")
     result = case_dispose(
         case_id=case.case_id,
-        disposition=CONFIRMED_COMMITTED,
+        disposition=Disposition.CONFIRMED_COMMITTED,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -92,7 +82,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     token = claims(ddb)[0]["request_token"]
     result = case_dispose(
         case_id=case.case_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -113,7 +103,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     with pytest.raises(CaseError):
         case_dispose(
             case_id=case.case_id,
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=STAFF,
             seen_version=final.version,
             **WHY,
@@ -129,7 +119,7 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
     assert dup.case_type == "CANCELLED_TRANSACTION"
     done = case_dispose(
         case_id=dup.case_id,
-        disposition=DUPLICATE_REJECTED_OK,
+        disposition=Disposition.DUPLICATE_REJECTED_OK,
         actor=STAFF,
         seen_version=dup.version,
         **WHY,
@@ -139,7 +129,7 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
     stuck = stuck_case("esc-1")
     esc = case_dispose(
         case_id=stuck.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=stuck.version,
         **WHY,
@@ -165,7 +155,7 @@ def test_reason_is_required(ddb, code, text, message):
     with pytest.raises(InvalidReason, match=message):
         case_dispose(
             case_id=case.case_id,
-            disposition=ESCALATE,
+            disposition=Disposition.ESCALATE,
             actor=STAFF,
             seen_version=case.version,
             reason_code=code,
@@ -181,7 +171,7 @@ def test_stale_version_is_refused_naming_who_changed_it(ddb):
     with pytest.raises(CaseChanged) as info:
         case_dispose(
             case_id=case.case_id,
-            disposition=ESCALATE,
+            disposition=Disposition.ESCALATE,
             actor=STAFF,
             seen_version=case.version,
             **WHY,
@@ -196,7 +186,7 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
     case = stuck_case("dbl-1")
     first = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         action_id="act-1",
@@ -205,7 +195,7 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
     )
     second = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         action_id="act-1",
@@ -224,7 +214,7 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
     """16 threads apply different dispositions to one case: exactly one commits, the case
     version goes up by one, one event is written; the others get CaseChanged."""
     case = stuck_case("race-1")
-    options = [(ESCALATE, None), (RETRY_COMMIT, None)]
+    options = [(Disposition.ESCALATE, None), (Disposition.RETRY_COMMIT, None)]
 
     def act(n: int) -> None:
         disposition, _ = options[n % 2]
@@ -266,7 +256,7 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     case = stuck_case("rel-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -284,7 +274,7 @@ def test_release_claim_needs_a_different_supervisor(ddb):
         case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
     )
     assert approved.case.state == "RESOLVED"
-    assert approved.case.resolution["disposition"] == RELEASE_CLAIM
+    assert approved.case.resolution["disposition"] == Override.RELEASE_CLAIM
     [claim] = claims(ddb)
     assert claim["status"] == "FAILED" and claim["expires_at"] <= clock.epoch()
     # The client may retry now and commits.
@@ -298,7 +288,7 @@ def test_supervisor_cannot_approve_own_request(ddb):
     case = stuck_case("self-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=SUPER,
         seen_version=case.version,
         **WHY,
@@ -327,7 +317,7 @@ def test_approve_twice_is_refused(ddb):
     case = stuck_case("twice-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -349,7 +339,7 @@ def test_reject_returns_case_to_where_it_was(ddb):
     case = stuck_case("rej-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -372,7 +362,7 @@ def test_request_expires_back_to_open_by_system(ddb, settings):
     case = stuck_case("exp-1")
     override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -410,7 +400,7 @@ def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
     case = stuck_case("pin-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -438,7 +428,7 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
     case = stuck_case("pin-2")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -473,7 +463,7 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     requested = override_request(
         case_id=case.case_id,
-        override=VOID_PLEDGE,
+        override=Override.VOID_PLEDGE,
         actor=STAFF,
         seen_version=case.version,
         reason_code="DONOR_REQUEST",
@@ -500,7 +490,7 @@ def test_reopen_a_resolved_case(ddb):
     case = stuck_case("reo-1")
     esc = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -509,7 +499,7 @@ def test_reopen_a_resolved_case(ddb):
     assert esc.case.state == "ESCALATED"
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=esc.case.version,
         **WHY,
@@ -525,7 +515,7 @@ def test_reopen_a_resolved_case(ddb):
     assert done.case.state == "RESOLVED"
     again = override_request(
         case_id=case.case_id,
-        override=REOPEN,
+        override=Override.REOPEN,
         actor=STAFF2,
         seen_version=done.case.version,
         **WHY,
@@ -544,7 +534,7 @@ def test_reopen_a_resolved_case(ddb):
 SERVICES = {
     "dispose": lambda c, a: case_dispose(
         case_id=c.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=a,
         seen_version=c.version,
         **WHY,
@@ -555,7 +545,7 @@ SERVICES = {
     ),
     "override_request": lambda c, a: override_request(
         case_id=c.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=a,
         seen_version=c.version,
         **WHY,
@@ -569,7 +559,7 @@ SERVICES = {
     ),
     "bulk": lambda c, a: cases_bulk(
         case_ids=[c.case_id],
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=a,
         dry_run=False,
         **WHY,
@@ -600,7 +590,7 @@ def test_role_matrix_for_every_case_service(ddb, role, service):
     if service in ("override_approve", "override_reject"):
         case = override_request(
             case_id=case.case_id,
-            override=RELEASE_CLAIM,
+            override=Override.RELEASE_CLAIM,
             actor=staff_actor("requester"),
             seen_version=case.version,
             **WHY,
@@ -624,7 +614,7 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
     case = stuck_case("sys-1")
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -637,7 +627,7 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
     with pytest.raises(NotAllowed):
         case_dispose(
             case_id=case.case_id,
-            disposition=ESCALATE,
+            disposition=Disposition.ESCALATE,
             actor=Actor(username="api:acme", role=Role.API),
             seen_version=requested.case.version,
             **WHY,
@@ -651,7 +641,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     one, two = stuck_case("bulk-1"), stuck_case("bulk-2")
     preview = cases_bulk(
         case_ids=[one.case_id, two.case_id, "C-NOPE"],
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         dry_run=True,
         **WHY,
@@ -665,7 +655,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     assert _events(ddb, one.case_id) == ["case_opened"]
     done = cases_bulk(
         case_ids=[one.case_id, two.case_id],
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         dry_run=False,
         action_id="bulk-a",
@@ -677,7 +667,7 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     assert _events(ddb, two.case_id) == ["case_opened", "case_escalated"]
     again = cases_bulk(
         case_ids=[one.case_id],
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         dry_run=False,
         action_id="bulk-a",
@@ -740,7 +730,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
     with pytest.raises(InvalidReason, match="at least 10 characters"):
         case_dispose(
             case_id=case.case_id,
-            disposition=ESCALATE,
+            disposition=Disposition.ESCALATE,
             actor=STAFF,
             seen_version=case.version,
             **invisible,
@@ -749,7 +739,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
     with pytest.raises(InvalidReason, match="at least 10 characters"):
         override_request(
             case_id=case.case_id,
-            override=RELEASE_CLAIM,
+            override=Override.RELEASE_CLAIM,
             actor=STAFF,
             seen_version=case.version,
             **invisible,
@@ -757,7 +747,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
         )
     requested = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF,
         seen_version=case.version,
         **WHY,
@@ -781,7 +771,7 @@ def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
     case = stuck_case("why-visible")
     result = case_dispose(
         case_id=case.case_id,
-        disposition=ESCALATE,
+        disposition=Disposition.ESCALATE,
         actor=STAFF,
         seen_version=case.version,
         reason_code="OTHER",
@@ -806,7 +796,7 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id, request_id=None: None)
     case_dispose(
         case_id=case.case_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         actor=STAFF,
         seen_version=case.version,
         **WHY,

@@ -12,16 +12,15 @@ from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
 from reconciliation import clock
-from reconciliation.cases.models import LEDGER_DRIFT, RESOLVED, Queue
+from reconciliation.cases.models import CaseState, CaseType, Queue
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework import drift as drift_module
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.casework.drift import ledger_drift_check
-from reconciliation.casework.drift_reads import ALL, CheckpointRepository
+from reconciliation.casework.drift import ALL, CheckpointRepository, ledger_drift_check
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import fund_total
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo import faults
 from reconciliation.stores import case_store, every_store, first_store, home_store
 from tests.conftest import staff_actor
@@ -72,7 +71,7 @@ def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
     assert first.opened == []
     keys = keys_homed("us-east-1", "clean", 3) + keys_homed("eu-west-1", "clean", 3)
     for key in keys:
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     report, used = run()
     assert report.opened == [] and report.duplicates == []
     assert report.changes == 6
@@ -92,14 +91,14 @@ def test_a_clean_run_opens_nothing_and_reads_only_what_changed(quick):
 def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick):
     run()
     for key in keys_homed("us-east-1", "tamper", 2):
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
     store = first_store()
     tamper(store, "5")
     report, _ = run()
     [case_id] = report.opened
     case = CaseRepository(store).get(case_id)
-    assert case.case_type == LEDGER_DRIFT and case.queue == Queue.LEDGER_DRIFT
+    assert case.case_type == CaseType.LEDGER_DRIFT and case.queue == Queue.LEDGER_DRIFT
     drift = case.evidence["drift"]
     assert drift["scope"] == "" and drift["regions"] == ["us-east-1"]
     assert (drift["fund"], drift["currency"]) == ("GENERAL", "USD")
@@ -141,7 +140,7 @@ def dispose(case_id: str, disposition: str) -> None:
         reason_text="Checked against the finance journal.",
         store=first_store(),
     )
-    assert result.case.state == RESOLVED
+    assert result.case.state == CaseState.RESOLVED
 
 
 def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, settings):
@@ -150,7 +149,7 @@ def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, se
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("twice-1", amount="25.00").kind == service.CREATED
+        assert submit("twice-1", amount="25.00").kind == OutcomeKind.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     # Global Tables' last writer wins: the second region's pledge item replaces the first's.
@@ -200,7 +199,7 @@ def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
     ``LEDGER_DRIFT_INTERVAL_S``, and reports its cases as opened."""
     settings.LEDGER_DRIFT_INTERVAL_S = 0
     sweep_all(every_store(), home=home_store)
-    assert submit(keys_homed("eu-west-1", "sweep")[0]).kind == service.CREATED
+    assert submit(keys_homed("eu-west-1", "sweep")[0]).kind == OutcomeKind.CREATED
     assert sweep_all(every_store(), home=home_store).opened == []
     tamper(every_store()[1], "7", shard="GENERAL#USD@eu-west-1#0")
     settings.LEDGER_DRIFT_INTERVAL_S = 3600
@@ -251,7 +250,7 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
     whole window sees it, so the fund is left to the next run, not reported."""
     settings.LEDGER_DRIFT_CONFIRM_MS = 0
     early, late = keys_homed("us-east-1", "inflight", 2)
-    assert submit(early, amount="10.00").kind == service.CREATED
+    assert submit(early, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
     real = drift_module.ledger_totals
     landed: list[str] = []
@@ -260,7 +259,7 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
         if not landed:
             landed.append(late)
             with clock.travel(-1):  # claimed a second before the run
-                assert submit(late, amount="7.00").kind == service.CREATED
+                assert submit(late, amount="7.00").kind == OutcomeKind.CREATED
         return real(store, keys)
 
     monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
@@ -278,7 +277,7 @@ def test_two_overlapping_runs_count_one_duplicate_once(quick, settings, monkeypa
     settings.DDB_UNPINNED = True
     for region in ("us-east-1", "eu-west-1"):
         settings.AWS_REGION = region
-        assert submit("overlap-1", amount="25.00").kind == service.CREATED
+        assert submit("overlap-1", amount="25.00").kind == OutcomeKind.CREATED
     settings.DDB_UNPINNED = False
     first, second = every_store()
     key = {"intent_id": {"S": "acme#overlap-1"}}
@@ -304,7 +303,7 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
     next run report a drift; the confirming read sees it move, so the baseline waits."""
     settings.LEDGER_DRIFT_CONFIRM_MS = 0
     early, late = keys_homed("us-east-1", "sight", 2)
-    assert submit(early, amount="10.00").kind == service.CREATED
+    assert submit(early, amount="10.00").kind == OutcomeKind.CREATED
     real = drift_module.ledger_totals
     landed: list[str] = []
 
@@ -312,7 +311,7 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
         if not landed:
             landed.append(late)
             with clock.travel(-1):
-                assert submit(late, amount="7.00").kind == service.CREATED
+                assert submit(late, amount="7.00").kind == OutcomeKind.CREATED
         return real(store, keys)
 
     monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
@@ -326,22 +325,25 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
     (then correcting the ledger) reported the correction as a new drift. A later
     difference opens a case of its own instead."""
     from reconciliation.cases.changes import CaseError
-    from reconciliation.cases.policy import REOPEN, allowed_actions
+    from reconciliation.cases.models import Override
+    from reconciliation.cases.policy import allowed_actions
 
     run()
     [key] = keys_homed("us-east-1", "reopen")
-    assert submit(key, amount="10.00").kind == service.CREATED
+    assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
     store = first_store()
     tamper(store, "5")
     [case_id] = run()[0].opened
     dispose(case_id, "DRIFT_EXPLAINED")
-    assert allowed_actions(LEDGER_DRIFT, RESOLVED, staff_actor().role) == []
-    assert allowed_actions("STUCK_PENDING", RESOLVED, staff_actor().role) == [REOPEN]
+    assert allowed_actions(CaseType.LEDGER_DRIFT, CaseState.RESOLVED, staff_actor().role) == []
+    assert allowed_actions("STUCK_PENDING", CaseState.RESOLVED, staff_actor().role) == [
+        Override.REOPEN
+    ]
     with pytest.raises(CaseError):
         override_request(
             case_id=case_id,
-            override=REOPEN,
+            override=Override.REOPEN,
             actor=staff_actor("fin"),
             seen_version=None,
             reason_code="DATA_CORRECTION",

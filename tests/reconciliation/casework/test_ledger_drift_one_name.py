@@ -12,8 +12,8 @@ import pytest
 from django.test import override_settings
 
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.casework.drift_reads import ALL
-from reconciliation.claims import intake as service
+from reconciliation.casework.drift import ALL
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import dynamodb_client, regions, reset_clients
 from reconciliation.stores import first_store
 from tests.reconciliation.casework.test_ledger_drift import quick, run  # noqa: F401
@@ -37,7 +37,7 @@ def test_one_intent_recorded_in_both_regions_under_one_name_is_named(quick, sett
     for here, listing in (("us-east-1", f"{east},{west}"), ("eu-west-1", f"{west},{east}")):
         with override_settings(DDB_REGIONS=listing, DDB_PRIMARY_REGION=here, AWS_REGION=here):
             reset_clients()
-            assert submit("one-name-1", amount="25.00").kind == service.CREATED
+            assert submit("one-name-1", amount="25.00").kind == OutcomeKind.CREATED
     settings.DDB_UNPINNED = False
     reset_clients()
     for region in regions():  # one name in both regions: neither is a replica of the other
@@ -70,7 +70,7 @@ def test_a_replica_of_another_regions_receipt_is_no_stray(quick):  # noqa: F811
     names = quick
     run()
     for key in keys_homed("us-east-1", "copied", 2) + keys_homed("eu-west-1", "copied", 2):
-        assert submit(key, amount="10.00").kind == service.CREATED
+        assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     first, second = regions()
     for source, target in ((first, second), (second, first)):
         items = dynamodb_client(source).scan(TableName=names.audit_events)["Items"]

@@ -13,24 +13,16 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import CaseState
-from reconciliation.cases.policy import (
-    DUPLICATE_REJECTED_OK,
-    RELEASE_CLAIM,
-    RETRY_COMMIT,
-    offered_actions,
-)
+from reconciliation.cases.models import CaseState, Disposition, Override
+from reconciliation.cases.policy import offered_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework import retries
-from reconciliation.casework.dispositions import (
-    case_dispose,
-    cases_bulk,
-    override_approve,
-    override_request,
-)
+from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
-from reconciliation.claims import intake as pledge_service
+from reconciliation.claims import intake
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo import faults
@@ -82,7 +74,7 @@ def _ask_retry(case, monkeypatch, actor=STAFF):
     monkeypatch.setattr("reconciliation.casework.dispositions.enqueue_retry", lambda *a, **k: None)
     return case_dispose(
         case_id=case.case_id,
-        disposition=RETRY_COMMIT,
+        disposition=Disposition.RETRY_COMMIT,
         actor=actor,
         seen_version=case.version,
         **WHY,
@@ -93,7 +85,7 @@ def _ask_retry(case, monkeypatch, actor=STAFF):
 
 def _during_commit(monkeypatch, second_hand):
     """Run ``second_hand`` once, right after the first retry's commit returned."""
-    real = pledge_service.pledge_commit
+    real = intake.pledge_commit
     state = {"done": False}
 
     def commit_then_interleave(store, claim, **kwargs):
@@ -103,7 +95,7 @@ def _during_commit(monkeypatch, second_hand):
             second_hand()
         return outcome
 
-    monkeypatch.setattr(pledge_service, "pledge_commit", commit_then_interleave)
+    monkeypatch.setattr(intake, "pledge_commit", commit_then_interleave)
 
 
 def _after_first_case_read(monkeypatch, second_hand):
@@ -167,7 +159,7 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
     try:
         asked = override_request(
             case_id=case.case_id,
-            override=RELEASE_CLAIM,
+            override=Override.RELEASE_CLAIM,
             actor=STAFF2,
             seen_version=case.version,
             **WHY,
@@ -192,7 +184,7 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
     retries.retry_commit_run(case.case_id, store=first_store())
 
     stored = repositories().cases.get(case.case_id)
-    assert stored.resolution["disposition"] == RELEASE_CLAIM
+    assert stored.resolution["disposition"] == Override.RELEASE_CLAIM
     assert stored.resolution["by"] == SUPER.username
     assert len(_resolving_writes(ddb, case.case_id)) == 1
     open_cases = [c for c in cases(ddb) if c["state"] != "RESOLVED"]
@@ -206,15 +198,15 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
     release the claim, and a redelivered copy of the finished retry runs while the
     supervisor approves; the old delivery records nothing, the approval stands."""
     case = _ask_retry(stuck_case("mh-3b"), monkeypatch)
-    throttled = pledge_service.IntakeOutcome(pledge_service.THROTTLED, retry_after=1)
+    throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
-        patched.setattr(pledge_service, "pledge_commit", lambda *a, **k: throttled)
+        patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
     case = repositories().cases.get(case.case_id)
     assert case.retry.get("finished_at") and case.state == CaseState.OPEN
     asked = override_request(
         case_id=case.case_id,
-        override=RELEASE_CLAIM,
+        override=Override.RELEASE_CLAIM,
         actor=STAFF2,
         seen_version=case.version,
         **WHY,
@@ -234,7 +226,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
 
     assert pledges(ddb) == []
     stored = repositories().cases.get(case.case_id)
-    assert stored.resolution["disposition"] == RELEASE_CLAIM
+    assert stored.resolution["disposition"] == Override.RELEASE_CLAIM
     assert len(_resolving_writes(ddb, case.case_id)) == 1
     assert [c for c in cases(ddb) if c["state"] != "RESOLVED"] == []
 
@@ -248,10 +240,10 @@ def test_a_late_workers_commit_after_the_client_recorded_the_pledge_leaves_no_op
         crashed_claim(key)
         late_claim = ClaimRepository(home_store(key)).get(f"acme#create_pledge#{key}")
     sweep_all(every_store(), home=home_store)
-    assert submit(key).kind == pledge_service.CREATED
+    assert submit(key).kind == OutcomeKind.CREATED
 
-    late = pledge_service.pledge_commit(home_store(key), late_claim)
-    assert late.kind == pledge_service.REPLAYED
+    late = intake.pledge_commit(home_store(key), late_claim)
+    assert late.kind == OutcomeKind.REPLAYED
     sweep_all(every_store(), home=home_store)
 
     assert [c["case_type"] for c in cases(ddb) if c["state"] != "RESOLVED"] == []
@@ -262,7 +254,7 @@ def _conflict_case(key: str):
     """A CANCELLED_TRANSACTION case whose transaction kept conflicting: nothing written."""
     with faults.injected({"transaction_conflict": 1.0}):
         outcome = submit(key)
-    assert outcome.kind == pledge_service.CONFLICT
+    assert outcome.kind == OutcomeKind.CONFLICT
     return repositories().cases.get(outcome.case_id)
 
 
@@ -277,13 +269,13 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
     case = _conflict_case("mh-5")
     assert PledgeRepository(first_store()).get(case.intent_id, consistent=True) is None
     facts = evidence_facts(case=case, pledge=None, claim=None)
-    assert DUPLICATE_REJECTED_OK not in offered_actions(
+    assert Disposition.DUPLICATE_REJECTED_OK not in offered_actions(
         case.case_type, case.state, STAFF.role, facts
     )
 
     [row] = cases_bulk(
         case_ids=[case.case_id],
-        disposition=DUPLICATE_REJECTED_OK,
+        disposition=Disposition.DUPLICATE_REJECTED_OK,
         actor=STAFF,
         **WHY,
         dry_run=True,
@@ -294,7 +286,7 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
     with pytest.raises(CaseError, match="(?i)no pledge"):
         case_dispose(
             case_id=case.case_id,
-            disposition=DUPLICATE_REJECTED_OK,
+            disposition=Disposition.DUPLICATE_REJECTED_OK,
             actor=STAFF,
             seen_version=case.version,
             **WHY,
@@ -302,7 +294,7 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
         )
     [applied] = cases_bulk(
         case_ids=[case.case_id],
-        disposition=DUPLICATE_REJECTED_OK,
+        disposition=Disposition.DUPLICATE_REJECTED_OK,
         actor=STAFF,
         **WHY,
         dry_run=False,
@@ -319,7 +311,7 @@ def test_a_system_resolution_never_replaces_a_resolution(ddb, monkeypatch):
     stale = repositories().cases.get(settings_case.case_id)
     # The pledge is recorded by the client's own retry, and the re-check resolves the case.
     with clock.travel(300):
-        assert submit("mh-6").kind == pledge_service.CREATED
+        assert submit("mh-6").kind == OutcomeKind.CREATED
         recheck_open_cases(first_store())
         resolved = repositories().cases.get(stale.case_id)
         assert resolved.state == CaseState.RESOLVED
@@ -350,15 +342,15 @@ def test_a_late_worker_beside_a_failed_retry_opens_no_second_case(ddb, monkeypat
     sweep_all(every_store(), home=home_store)
     (stuck,) = cases(ddb)
     case = _ask_retry(repositories().cases.get(stuck["case_id"]), monkeypatch)
-    throttled = pledge_service.IntakeOutcome(pledge_service.THROTTLED, retry_after=1)
+    throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
-        patched.setattr(pledge_service, "pledge_commit", lambda *a, **k: throttled)
+        patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
     kept = ClaimRepository(home_store(key)).get(late_claim.pk)
     assert kept.case_id == case.case_id and kept.attempt_id != late_claim.attempt_id
 
-    late = pledge_service.pledge_commit(home_store(key), late_claim)
+    late = intake.pledge_commit(home_store(key), late_claim)
 
-    assert late.kind == pledge_service.IN_PROGRESS and late.case_id == case.case_id
+    assert late.kind == OutcomeKind.IN_PROGRESS and late.case_id == case.case_id
     assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [case.case_id]
     assert pledges(ddb) == []

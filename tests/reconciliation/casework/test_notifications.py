@@ -15,7 +15,6 @@ from django.core.management import call_command
 from reconciliation import clock
 from reconciliation.apps import queue_sla_check
 from reconciliation.cases.models import Override, Queue
-from reconciliation.casework.dispositions import override_request
 from reconciliation.casework.notifications import (
     InvalidSla,
     digest_message,
@@ -24,6 +23,7 @@ from reconciliation.casework.notifications import (
     sla_parse,
     supervisor_digest,
 )
+from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.helpers import staff_user

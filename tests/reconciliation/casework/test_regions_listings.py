@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.models import QUEUE_APPROVAL, Queue
+from reconciliation.cases.models import Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.history import assigned_page, resolved_page
 from reconciliation.casework.notifications import sla_parse, supervisor_digest
@@ -256,7 +256,7 @@ def test_digest_counts_and_lists_both_regions(two_regions, replicated):
     assert stuck.queue == Queue.STUCK_PENDING
     assert (stuck.count, [r.case_id for r in stuck.oldest]) == (2, [ids[2], ids[3]])
     counts = queue_counts(stores=every_store())
-    assert (counts[QUEUE_APPROVAL], counts[STUCK]) == (2, 4)
+    assert (counts[Queue.OVERRIDE_REQUESTED], counts[STUCK]) == (2, 4)
 
 
 def test_a_cursor_is_bound_to_the_regions_it_was_issued_for(two_regions):

@@ -139,7 +139,8 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
     is older than RETRY_STALE_S the sweep queues it again and the case resolves."""
     from kombu.exceptions import OperationalError
 
-    from reconciliation.casework.dispositions import RETRY_COMMIT, case_dispose
+    from reconciliation.cases.models import Disposition
+    from reconciliation.casework.dispositions import case_dispose
     from reconciliation.casework.sweeps import RETRY_STALE_S
     from reconciliation.casework.tasks import retry_commit_task
     from tests.conftest import staff_actor
@@ -153,7 +154,7 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
         broker_down.setattr(retry_commit_task, "delay", broker_refuses)
         case_dispose(
             case_id=case.case_id,
-            disposition=RETRY_COMMIT,
+            disposition=Disposition.RETRY_COMMIT,
             actor=staff_actor("ada"),
             seen_version=case.version,
             reason_code="TRANSIENT_FAILURE",

@@ -18,17 +18,16 @@ import pytest
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.models import (
-    COMPLETED,
-    FAILED,
     OPERATION_CREATE_PLEDGE,
-    PENDING,
     Claim,
+    ClaimStatus,
     claim_pk,
     intent_id_for,
     pending_shard,
 )
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import parse_fields
 from tests.conftest import pledge_body
@@ -126,7 +125,7 @@ def _assert_one_reclaimer_won(
         stored.pending_shard,
         stored.last_error_code,
     ) == (
-        PENDING,
+        ClaimStatus.PENDING,
         seen.version + 1,
         winner.attempt_id,
         winner.request_token,
@@ -172,9 +171,9 @@ def test_racers_reclaiming_a_failed_key_have_exactly_one_winner(ddb, frozen):
         key = f"failed-{round_no}"
         first = repos.claims.create(_attempt(repos, key))
         seen = repos.claims.finalise(
-            first, status=FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+            first, status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
         )
-        assert (seen.status, seen.version, seen.pending_shard) == (FAILED, 2, None)
+        assert (seen.status, seen.version, seen.pending_shard) == (ClaimStatus.FAILED, 2, None)
         frozen.advance(FAILED_COOL_OFF_S + 1)
         assert seen.expired()
         attempts = [_attempt(repos, key, n) for n in range(RACERS)]
@@ -191,12 +190,15 @@ def test_stale_reclaim_is_refused_after_the_key_went_round_to_the_same_failed_st
     key = "aba-1"
     first = repos.claims.create(_attempt(repos, key))
     seen = repos.claims.finalise(
-        first, status=FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+        first, status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
     )
     successor = _attempt(repos, key, 1)
     taken_over = repos.claims.reclaim(seen, attempt=successor)
     failed_again = repos.claims.finalise(
-        taken_over, status=FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+        taken_over,
+        status=ClaimStatus.FAILED,
+        error_code="throttled",
+        expires_in_s=FAILED_COOL_OFF_S,
     )
     assert (failed_again.status, failed_again.expires_at) == (seen.status, seen.expires_at)
     assert failed_again.version == seen.version + 2
@@ -301,7 +303,7 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
     successor = _attempt(repos, "complete-1", 1)
     theirs = repos.claims.reclaim(stale, attempt=successor)
 
-    items, pledge = service.commit_items(repos, stale)
+    items, pledge = intake.commit_items(repos, stale)
     with pytest.raises(ClientError) as info:
         repos.client.transact_write_items(
             TransactItems=items, ClientRequestToken=stale.request_token
@@ -319,13 +321,13 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
     assert audit_events(ddb) == []
     assert repos.claims.get(stale.pk) == theirs
 
-    for status in (COMPLETED, FAILED):
+    for status in (ClaimStatus.COMPLETED, ClaimStatus.FAILED):
         with pytest.raises(ClaimTaken) as refused:
             repos.claims.finalise(
                 stale,
                 status=status,
-                response_body=pledge.api_body() if status == COMPLETED else None,
-                error_code="late" if status == FAILED else None,
+                response_body=pledge.api_body() if status == ClaimStatus.COMPLETED else None,
+                error_code="late" if status == ClaimStatus.FAILED else None,
                 expires_in_s=FAILED_COOL_OFF_S,
             )
         assert refused.value.current is not None
@@ -333,10 +335,10 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
     assert repos.claims.get(stale.pk) == theirs
 
     # Control: the successor's own commit goes through, so the refusal was the fence.
-    assert service.pledge_commit(repos, theirs).kind == service.CREATED
+    assert intake.pledge_commit(repos, theirs).kind == OutcomeKind.CREATED
     done = repos.claims.get(stale.pk)
     assert (done.status, done.attempt_id, done.version) == (
-        COMPLETED,
+        ClaimStatus.COMPLETED,
         successor.attempt_id,
         theirs.version + 1,
     )

@@ -14,8 +14,14 @@ from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import case_commit_change
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
-from reconciliation.claims import intake as service
-from reconciliation.claims.models import COMPLETED, OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims import intake
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    intent_id_for,
+)
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, first_store, home_store
 from tests.fault_helpers import response_lost
@@ -40,7 +46,7 @@ def test_a_reclaim_whose_response_is_lost_is_recognised_as_the_callers_own(ddb):
     with clock.travel(61), response_lost(ddb.client, "UpdateItem") as lost:
         outcome = submit("own-reclaim-1")
     assert lost == [200]  # the re-claim reached the engine and was applied
-    assert outcome.kind == service.CREATED
+    assert outcome.kind == OutcomeKind.CREATED
     [claim] = claims(ddb)
     assert claim["status"] == "COMPLETED" and claim["version"] == 3
     assert ledger_total(ddb) == (pytest.approx(25), 1)
@@ -58,8 +64,8 @@ def test_a_late_token_mismatch_is_its_own_case_beside_the_stuck_case(ddb):
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
     # Another transaction used the late worker's token inside the 10-minute window.
     spend_token(ddb, claim.request_token)
-    late = service.pledge_commit(repos, claim)
-    assert late.kind == service.TOKEN_PARAMETER_MISMATCH
+    late = intake.pledge_commit(repos, claim)
+    assert late.kind == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     assert late.case_id and late.case_id != stuck_id
     recheck_open_cases(repos)
     by_type = {c["case_type"]: c for c in cases(ddb)}
@@ -77,7 +83,7 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     claim = repos.claims.get(case.claim_pk)
     repos.claims.finalise(
         claim,
-        status=COMPLETED,
+        status=ClaimStatus.COMPLETED,
         error_code="test",
         expires_in_s=3600,
         require_pending=False,
@@ -97,7 +103,7 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     assert pledge["intent_id"] == intent_id_for("acme", "completed-no-pledge-1")
     resolved = repos.cases.get(case.case_id)
     assert resolved.state == "RESOLVED"
-    assert resolved.resolution["outcome"] == service.CREATED
+    assert resolved.resolution["outcome"] == OutcomeKind.CREATED
     assert ledger_total(ddb) == (pytest.approx(25), 1)
 
 
@@ -206,7 +212,7 @@ def test_a_crash_token_is_never_reused_by_the_next_attempt(ddb):
     crashed_claim("fresh-token-1")
     first = repositories().claims.get(_pk("fresh-token-1"))
     with clock.travel(61):
-        assert submit("fresh-token-1").kind == service.CREATED
+        assert submit("fresh-token-1").kind == OutcomeKind.CREATED
     [claim] = claims(ddb)
     [pledge] = pledges(ddb)
     assert claim["request_token"] != first.request_token
@@ -224,8 +230,8 @@ def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version
     claim = repos.claims.get(_pk("late-unclear-1"))
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
     with faults.injected({"ambiguous_no_commit": 1.0}):
-        late = service.pledge_commit(repos, claim)
-    assert late.kind == service.OUTCOME_UNKNOWN
+        late = intake.pledge_commit(repos, claim)
+    assert late.kind == OutcomeKind.OUTCOME_UNKNOWN
     assert late.case_id == stuck_id
     [case] = cases(ddb)
     assert (case["case_type"], case["state"]) == ("STUCK_PENDING", "OPEN")
@@ -245,8 +251,8 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     claim = repos.claims.get(_pk("no-supersede-1"))
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
     spend_token(ddb, claim.request_token)
-    mismatch = service.pledge_commit(repos, claim)
-    assert mismatch.kind == service.TOKEN_PARAMETER_MISMATCH
+    mismatch = intake.pledge_commit(repos, claim)
+    assert mismatch.kind == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     mismatch_case = repos.cases.get(mismatch.case_id)
     # The evidence rule now refuses this disposition without a pledge, so the old
     # resolution is written as it was stored then, through the one change service.
@@ -275,5 +281,5 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     after = repos.cases.get(stuck_id)
     assert after.state == "OPEN"
     assert after.resolution is None
-    assert after.retry["status"] == service.TOKEN_PARAMETER_MISMATCH
+    assert after.retry["status"] == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [stuck_id]

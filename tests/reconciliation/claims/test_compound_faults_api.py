@@ -20,7 +20,7 @@ from django.conf import settings
 
 from dashboard.statuses import INTAKE as STATUS
 from reconciliation import clock
-from reconciliation.cases.models import AMBIGUOUS_TIMEOUT, RESOLVED
+from reconciliation.cases.models import CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
@@ -88,9 +88,9 @@ def test_commit_applied_then_every_answer_fails_is_202_outcome_unknown(ddb, api,
     assert response["Location"] == "/api/v1/pledges/cf-1"
     assert body.get("case_id"), body
     [case] = [c for c in cases(ddb) if c["case_id"] == body["case_id"]]
-    assert case["case_type"] == AMBIGUOUS_TIMEOUT
+    assert case["case_type"] == CaseType.AMBIGUOUS_TIMEOUT
     assert case["intent_id"] == "acme#cf-1"
-    assert case["state"] != RESOLVED
+    assert case["state"] != CaseState.RESOLVED
     _recorded_once(ddb, "cf-1")
     # The recovery path answers from the durable record; a retry writes nothing twice.
     recovered = api.get("cf-1")

@@ -13,8 +13,9 @@ from django.test import Client
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
-from reconciliation.claims import intake as service
-from reconciliation.claims.models import FAILED
+from reconciliation.claims import intake
+from reconciliation.claims.models import ClaimStatus
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
@@ -32,8 +33,8 @@ def _request(**overrides) -> PledgeRequest:
     return parse_fields(pledge_body(**overrides))
 
 
-def _submit(key: str, **overrides) -> service.IntakeOutcome:
-    return service.pledge_submit(
+def _submit(key: str, **overrides) -> IntakeOutcome:
+    return intake.pledge_submit(
         tenant="acme", idempotency_key=key, request=_request(**overrides), actor=ACTOR
     )
 
@@ -76,14 +77,14 @@ def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
     pledge, one ledger increment (DynamoDB answers the replay without applying it)."""
     with faults.injected({"ambiguous_after_commit": 1.0}):
         outcome = _submit("amb-1")
-    assert outcome.kind == service.OUTCOME_UNKNOWN
+    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
     repos = repositories()
     claim_item = claims(ddb)[0]
     # Rebuild the attempt exactly as it was when the commit was sent (version 1).
     claim = repos.claims.get("acme#create_pledge#amb-1")
     attempt = claim.__class__(**{**claim.__dict__, "status": "PENDING", "version": 1})
-    retried = service.pledge_commit(repos, attempt)
-    assert retried.kind == service.CREATED
+    retried = intake.pledge_commit(repos, attempt)
+    assert retried.kind == OutcomeKind.CREATED
     assert len(all_pledges(ddb)) == 1
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     assert claim_item["request_token"] == attempt.request_token
@@ -91,9 +92,9 @@ def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
 
 def test_changed_amount_under_same_key_is_rejected_with_nothing_written(ddb):
     """A retry of a committed key with a changed amount is key reuse: nothing is written."""
-    assert _submit("chg-1").kind == service.CREATED
+    assert _submit("chg-1").kind == OutcomeKind.CREATED
     before = (all_pledges(ddb), claims(ddb), audit_events(ddb))
-    assert _submit("chg-1", amount="99.00").kind == service.KEY_REUSED
+    assert _submit("chg-1", amount="99.00").kind == OutcomeKind.KEY_REUSED
     assert (all_pledges(ddb), claims(ddb), audit_events(ddb)) == before
 
 
@@ -105,18 +106,20 @@ def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb)
     repos = repositories()
     worker_a = repos.claims.get("acme#create_pledge#fence-1")
     with clock.travel(61):
-        assert _submit("fence-1").kind == service.CREATED  # worker B
+        assert _submit("fence-1").kind == OutcomeKind.CREATED  # worker B
     b_record = claims(ddb)[0]
     assert b_record["status"] == "COMPLETED" and b_record["attempt_id"] != worker_a.attempt_id
 
-    late = service.pledge_commit(repos, worker_a)
+    late = intake.pledge_commit(repos, worker_a)
     # B's re-claim minted its own token, so on every engine A's late transaction is
     # judged by its conditions alone: the pledge exists with the same body, A's claim
     # fence fails, and A's caller hears B's answer.
-    assert late.kind == service.REPLAYED
+    assert late.kind == OutcomeKind.REPLAYED
     assert b_record["request_token"] != worker_a.request_token
     with pytest.raises(ClaimTaken) as info:
-        repos.claims.finalise(worker_a, status=FAILED, error_code="late", expires_in_s=30)
+        repos.claims.finalise(
+            worker_a, status=ClaimStatus.FAILED, error_code="late", expires_in_s=30
+        )
     assert info.value.current.status == "COMPLETED"
     assert claims(ddb)[0] == b_record
     assert len(all_pledges(ddb)) == 1
@@ -130,7 +133,7 @@ def test_throttling_is_retried_with_backoff_until_it_commits(ddb):
     before = metrics.APP_RETRIES.labels("ThrottlingException")._value.get()
     with faults.injected(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7))):
         outcome = _submit("thr-1")
-    assert outcome.kind == service.CREATED
+    assert outcome.kind == OutcomeKind.CREATED
     assert len(all_pledges(ddb)) == 1
     assert metrics.APP_RETRIES.labels("ThrottlingException")._value.get() > before
 
@@ -172,7 +175,7 @@ def test_lost_response_on_claim_still_commits_exactly_one_pledge(ddb):
     with response_lost(ddb.client, "PutItem") as swallowed:
         outcome = _submit("lost-1")
     assert swallowed == [200]
-    assert outcome.kind == service.CREATED
+    assert outcome.kind == OutcomeKind.CREATED
     assert len(all_pledges(ddb)) == 1
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     assert cases(ddb) == []
@@ -193,7 +196,7 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
         _submit("dup-1")
     repos = repositories()
     claim = repos.claims.get("acme#create_pledge#dup-1")
-    items, pledge = service.commit_items(repos, claim)
+    items, pledge = intake.commit_items(repos, claim)
     ddb.client.put_item(TableName=ddb.tables.pledges, Item=items[0]["Put"]["Item"])
     rows = _cancelled_rows(ddb, items)
     assert rows == [
@@ -266,7 +269,7 @@ def test_decoded_rows_for_lost_claim_failure(ddb):
         worker_a = repos.claims.get("acme#create_pledge#lost-claim-1")
         with clock.travel(61), pytest.raises(faults.SimulatedCrash):
             _submit("lost-claim-1")  # worker B re-claims, then dies too
-    items, _ = service.commit_items(repos, worker_a)
+    items, _ = intake.commit_items(repos, worker_a)
     rows = _cancelled_rows(ddb, items)
     assert [(r["index"], r["operation"], r["table"], r["code"], r["branch"]) for r in rows] == [
         (0, "Put", "pledges", "None", "none"),
@@ -291,13 +294,13 @@ def test_decoded_rows_for_lost_claim_failure(ddb):
 def test_ttl_deleted_claim_replays_from_the_durable_pledge(ddb):
     """The claim item is gone (TTL) but the pledge exists: a retry does not write again,
     answers 200 from the durable record and counts dynamo_ttl_delete_before_retry_total."""
-    assert _submit("ttl-1").kind == service.CREATED
+    assert _submit("ttl-1").kind == OutcomeKind.CREATED
     ddb.client.delete_item(
         TableName=ddb.tables.idempotency_keys, Key={"pk": {"S": "acme#create_pledge#ttl-1"}}
     )
     before = metrics.TTL_DELETE_BEFORE_RETRY._value.get()
     outcome = _submit("ttl-1")
-    assert outcome.kind == service.REPLAYED
+    assert outcome.kind == OutcomeKind.REPLAYED
     assert outcome.pledge["amount"] == "25.00"
     assert metrics.TTL_DELETE_BEFORE_RETRY._value.get() == before + 1
     assert len(all_pledges(ddb)) == 1
@@ -308,9 +311,9 @@ def test_ttl_deleted_claim_replays_from_the_durable_pledge(ddb):
 def test_expired_completed_claim_is_answered_from_the_durable_record(ddb):
     """A COMPLETED claim past its expiry (TTL not yet run) is not trusted: the replay
     comes from a consistent read of the pledge."""
-    assert _submit("old-1").kind == service.CREATED
+    assert _submit("old-1").kind == OutcomeKind.CREATED
     with clock.travel(8 * 24 * 3600):
         outcome = _submit("old-1")
-    assert outcome.kind == service.REPLAYED
+    assert outcome.kind == OutcomeKind.REPLAYED
     assert outcome.pledge["intent_id"] == "old-1"
     assert len(all_pledges(ddb)) == 1

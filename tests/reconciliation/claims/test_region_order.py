@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from reconciliation.claims import intake as service
 from reconciliation.claims.ledger import fund_total
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import dynamodb_client, regions, reset_clients
 from reconciliation.stores import every_store
 from tests.reconciliation.factories import submit
@@ -40,7 +40,7 @@ def test_two_processes_listing_the_regions_in_another_order_record_a_key_once(
             for key in KEYS:
                 answers[key].append(submit(key).kind)
     reset_clients()
-    assert answers == {key: [service.CREATED, service.REPLAYED] for key in KEYS}
+    assert answers == {key: [OutcomeKind.CREATED, OutcomeKind.REPLAYED] for key in KEYS}
     holders = {}
     for key in KEYS:
         holders[key] = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.claims import intake as service
+from reconciliation.claims import intake
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import (
     dynamodb_client,
     home_region,
@@ -30,7 +31,7 @@ def test_every_key_lives_only_in_its_home_region(two_regions):
     homes = set()
     for n in range(40):
         key = f"geo-{n}"
-        assert submit(key).kind == service.CREATED
+        assert submit(key).kind == OutcomeKind.CREATED
         pk = claim_pk("acme", OPERATION_CREATE_PLEDGE, key)
         home = home_region(pk)
         homes.add(home.name)
@@ -44,8 +45,8 @@ def test_every_key_lives_only_in_its_home_region(two_regions):
         assert not _has(other, names.idempotency_keys, claim_key)
         assert not _has(other, names.pledges, pledge_key)
         assert not _has(other, names.audit_events, receipt_key)
-        assert service.pledge_get(tenant="acme", idempotency_key=key)["amount"] == "25.00"
-        assert submit(key).kind == service.REPLAYED
+        assert intake.pledge_get(tenant="acme", idempotency_key=key)["amount"] == "25.00"
+        assert submit(key).kind == OutcomeKind.REPLAYED
     assert homes == {"us-east-1", "eu-west-1"}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from reconciliation.claims import intake as service
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo import capacity, failed_writes
 from reconciliation.dynamo.failed_writes import failed_write
 from reconciliation.dynamo.item_size import item_size, write_units
@@ -133,7 +133,7 @@ def test_an_answer_the_hooks_cannot_read_is_uncounted_never_an_error(operation, 
 
 @pytest.mark.dynamodb_local_only
 def test_a_duplicate_claim_is_counted_in_metrics_and_the_capacity_sink(ddb):
-    assert submit("fcw-1").kind == service.CREATED
+    assert submit("fcw-1").kind == OutcomeKind.CREATED
     [claim] = [c for c in claims(ddb) if c["pk"].endswith("#fcw-1")]
     raw = ddb.client.get_item(
         TableName=ddb.tables.idempotency_keys, Key={"pk": {"S": claim["pk"]}}
@@ -141,7 +141,7 @@ def test_a_duplicate_claim_is_counted_in_metrics_and_the_capacity_sink(ddb):
     before = counted("put:idempotency_keys")
 
     with capacity.instrumented(), capacity.measuring() as spent:
-        assert submit("fcw-1").kind == service.REPLAYED
+        assert submit("fcw-1").kind == OutcomeKind.REPLAYED
 
     after = counted("put:idempotency_keys")
     units = write_units(item_size(raw))
@@ -172,7 +172,7 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
 
     lost = faults.injected({"ambiguous_after_commit": 1.0})
     with capacity.instrumented(), capacity.measuring() as spent, lost:
-        assert submit("fcw-3").kind == service.OUTCOME_UNKNOWN
+        assert submit("fcw-3").kind == OutcomeKind.OUTCOME_UNKNOWN
 
     # claim 2, the applied commit 14 (12, and 2 for the pledge's by_day index entry), then
     # the AMBIGUOUS_TIMEOUT case's transactions 26 (24, and 2 for the case's by_day entry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.dynamo.client import home_region, reset_clients
+from reconciliation.dynamo.client import batch_patience, home_region, reset_clients
 from reconciliation.stores import every_store, first_store, home_store
 
 
@@ -18,11 +18,11 @@ def fresh_clients():
 
 
 def test_a_batch_commands_store_is_patient_and_the_request_paths_is_not(settings, fresh_clients):
-    """``first_store(batch=True)`` (export_audit, verify_audit) reads with the batch
+    """``first_store(wait=batch_patience())`` (export_audit, verify_audit) reads with the batch
     timeout and attempts; every other store keeps the request path's, in one process."""
     settings.DDB_READ_TIMEOUT_S, settings.DDB_MAX_ATTEMPTS = 2.0, 2
     settings.DDB_BATCH_READ_TIMEOUT_S, settings.DDB_BATCH_MAX_ATTEMPTS = 20.0, 5
-    batch = first_store(batch=True).client.meta.config
+    batch = first_store(wait=batch_patience()).client.meta.config
     request = first_store().client.meta.config
     assert (batch.read_timeout, batch.retries["total_max_attempts"]) == (20.0, 5)
     assert (request.read_timeout, request.retries["total_max_attempts"]) == (2.0, 2)

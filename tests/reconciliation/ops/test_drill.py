@@ -64,7 +64,7 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
     and only the drill's own claim gets the drill's 1-second lease."""
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
-    from reconciliation.claims import intake as pledge_service
+    from reconciliation.claims import intake
     from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo import faults
@@ -96,7 +96,7 @@ def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings)
             # The other request meets the same injected crash, so its claim stays PENDING
             # with the lease it was given, for us to read.
             with contextlib.suppress(faults.SimulatedCrash):
-                pledge_service.pledge_submit(
+                intake.pledge_submit(
                     tenant="acme", idempotency_key="other-1", request=request, actor=other
                 )
             leases["other"] = lease_of("acme", "other-1")

@@ -14,7 +14,13 @@ import uuid
 import pytest
 from django.core.management import call_command
 
-from reconciliation.claims.models import FAILED, OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    pending_shard,
+)
+from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import to_item
@@ -89,7 +95,7 @@ def _claim_requests() -> list[tuple[str, dict]]:
     capture.item = repo._to_item(claim)
     repo.create(claim)
     repo.reclaim(claim, attempt=claim)
-    repo.finalise(claim, status=FAILED, expires_in_s=30)
+    repo.finalise(claim, status=ClaimStatus.FAILED, expires_in_s=30)
     repo.attach_case(claim, case_id="C-1", error_code="X")
     return capture.requests
 
@@ -412,17 +418,17 @@ def test_a_fence_broken_on_purpose_is_reported(dynamodb_local, monkeypatch):
     """With the outcome rule's fence removed — an unknown commit outcome answered as a
     definite 503 — the explorer reports the lost-then-throttled commit as a lie, with a
     line that replays it."""
-    from reconciliation.claims import intake as pledges
+    from reconciliation.claims import intake
 
-    real_commit = pledges.pledge_commit
+    real_commit = intake.pledge_commit
 
     def unfenced(*args, **kwargs):
         outcome = real_commit(*args, **kwargs)
-        if outcome.kind == pledges.OUTCOME_UNKNOWN:
-            return pledges.IntakeOutcome(pledges.THROTTLED, retry_after=1)
+        if outcome.kind == OutcomeKind.OUTCOME_UNKNOWN:
+            return IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
         return outcome
 
-    monkeypatch.setattr(pledges, "pledge_commit", unfenced)
+    monkeypatch.setattr(intake, "pledge_commit", unfenced)
     only = "POST#1 commit#1:*"
     config = ExploreConfig(only=only, workers=0, endpoint_url=dynamodb_local.endpoint_url)
     exploration = explore(config)
@@ -481,13 +487,13 @@ def test_a_claim_released_apart_from_its_case_is_reported(dynamodb_local, monkey
     """The cancelled commit's claim released on its own before its case is written (the
     old order): when the case write fails, the claim has left the stuck-claim index with
     no case, and the explorer says so for that very request."""
-    from reconciliation.claims import commit_cases, commit_outcomes
+    from reconciliation.claims import commit_outcomes
 
-    real = commit_cases.open_case
+    real = commit_outcomes.open_case
 
     def release_first(repos, claim, case_type, *, claim_move=None, **kwargs):
         if claim_move is not None:
-            commit_cases.apply_quietly(repos, claim_move(f"released-{claim.version}"))
+            commit_outcomes.apply_quietly(repos, claim_move(f"released-{claim.version}"))
         return real(repos, claim, case_type, **kwargs)
 
     monkeypatch.setattr(commit_outcomes, "open_case", release_first)

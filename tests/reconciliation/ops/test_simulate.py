@@ -83,7 +83,7 @@ def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypa
 
     settings.CLAIM_PENDING_TTL_S, settings.STUCK_GRACE_S = 60, 30  # as configured
     seen: list[tuple[str, int, int]] = []
-    submit, sweep = simulate_module.service.pledge_submit, simulate_module.sweep_all
+    submit, sweep = simulate_module.intake.pledge_submit, simulate_module.sweep_claims_and_cases
 
     def observed(name, call):
         def wrapper(*args, **kwargs):
@@ -92,8 +92,8 @@ def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypa
 
         return wrapper
 
-    monkeypatch.setattr(simulate_module.service, "pledge_submit", observed("submit", submit))
-    monkeypatch.setattr(simulate_module, "sweep_all", observed("sweep", sweep))
+    monkeypatch.setattr(simulate_module.intake, "pledge_submit", observed("submit", submit))
+    monkeypatch.setattr(simulate_module, "sweep_claims_and_cases", observed("sweep", sweep))
     quiet = {"double_click_ratio": 0.0, "conflicting_retry_ratio": 0.0, "threads": 1}
 
     crashed = simulate_run(
