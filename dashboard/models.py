@@ -238,7 +238,7 @@ class Tenant(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
-    # The intake rate limit (dashboard/intake_limit.py); empty: the settings' default.
+    # The intake rate limit (dashboard/api/intake_limit.py); empty: the settings' default.
     intake_rate_per_s = models.FloatField(
         null=True,
         blank=True,

@@ -348,7 +348,7 @@ EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "pledge-reconciliation@localhost")
 
-# Intake rate limit per tenant (dashboard/intake_limit.py), a token bucket in Redis:
+# Intake rate limit per tenant (dashboard/api/intake_limit.py), a token bucket in Redis:
 # refilled at INTAKE_RATE_PER_S, holding at most INTAKE_BURST; a tenant's own values
 # (Tenant.intake_rate_per_s, .intake_burst) override these. Redis unreachable: fail open.
 INTAKE_RATE_PER_S = float(os.environ.get("INTAKE_RATE_PER_S", "100"))

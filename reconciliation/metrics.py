@@ -61,7 +61,7 @@ FAILED_CONDITIONAL_WRITE_UNITS = Counter(
     "Write units DynamoDB bills for failed conditional writes (documented rule), by kind",
     ["kind"],
 )
-# The intake rate limit (dashboard/intake_limit.py). The tenant label is the operator's
+# The intake rate limit (dashboard/api/intake_limit.py). The tenant label is the operator's
 # name for an API caller (as in TENANT# streams), never donor data.
 INTAKE_RATE_LIMITED = Counter(
     "intake_rate_limited_total",

@@ -318,7 +318,7 @@ def signin_lockout_isolated(settings):
 
 @pytest.fixture(autouse=True)
 def intake_rate_limit_isolated(settings):
-    """Each test's tenants have buckets of their own (dashboard/intake_limit.py): Redis
+    """Each test's tenants have buckets of their own (dashboard/api/intake_limit.py): Redis
     outlives the test, and a bucket another test emptied must not refuse anyone."""
     import uuid
 

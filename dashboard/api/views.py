@@ -3,7 +3,7 @@
 Thin translation only: authenticate, parse, check the fund against the tenant's registered
 funds, call one service, map its outcome to HTTP (docs/design.md §4 outcome table). Bearer
 tokens map callers to tenants; a new key is held to the tenant's rate limit before anything
-is written (dashboard/intake_limit.py).
+is written (dashboard/api/intake_limit.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 
+from dashboard.api.intake_limit import intake_take
 from dashboard.auth import CorrelatedRequest, client_address
-from dashboard.intake_limit import intake_take
 from dashboard.models import ApiToken, Caller, TokenRefusal
 from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
