@@ -253,23 +253,49 @@ def case_assign(
     actor: Actor,
     seen_version: int | None,
     action_id: str | None = None,
-    unassign: bool = False,
     assignee: str | None = None,
     store: Store,
 ) -> ActionResult:
-    """Assign the case to ``assignee`` (default: the actor, "take it"), or release it.
+    """Assign the case to ``assignee`` (default: the actor, "take it").
 
-    Finance staff take unassigned cases themselves and release their own (taking a
-    colleague's case is a release of theirs, so a supervisor's); a supervisor assigns
-    to any active staff member (the edge checks the name is one) and releases anyone's.
-    The change and its audit event (before/after assignee) are one transaction."""
+    Finance staff take unassigned cases themselves (taking a colleague's case is a
+    release of theirs, so a supervisor's); a supervisor assigns to any active staff
+    member (the edge checks the name is one). The change and its audit event
+    (before/after assignee) are one transaction."""
+    return _assignment(
+        store, case_id, actor, seen_version, action_id, target=assignee or actor.username
+    )
+
+
+def case_unassign(
+    *,
+    case_id: str,
+    actor: Actor,
+    seen_version: int | None,
+    action_id: str | None = None,
+    store: Store,
+) -> ActionResult:
+    """Release the case: finance staff release their own, a supervisor anyone's."""
+    return _assignment(store, case_id, actor, seen_version, action_id, target=None)
+
+
+def _assignment(
+    store: Store,
+    case_id: str,
+    actor: Actor,
+    seen_version: int | None,
+    action_id: str | None,
+    *,
+    target: str | None,
+) -> ActionResult:
+    """Who works the case becomes ``target`` (``None``: nobody)."""
     check_role(actor, "assign")
     case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
     if done:
         return already_applied(case)
     if case.state == CaseState.RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
-    target = None if unassign else (assignee or actor.username)
+    unassign = target is None
     supervisor = actor.role == Role.SUPERVISOR
     if target not in (None, actor.username) and not supervisor:
         raise NotAllowed("Only a supervisor may assign a case to someone else.")

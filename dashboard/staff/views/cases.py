@@ -48,7 +48,7 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
-from reconciliation.casework.dispositions import case_assign, case_dispose
+from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import (
@@ -383,14 +383,15 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 @role_required(*ACTING_ROLES)
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
-        return case_assign(
-            store=case_store(case_id),
-            case_id=case_id,
-            actor=actor,
-            seen_version=data["seen_version"],
-            action_id=data["action_id"],
-            unassign=data["unassign"],
-            assignee=data.get("assignee") or None,
-        )
+        common = {
+            "store": case_store(case_id),
+            "case_id": case_id,
+            "actor": actor,
+            "seen_version": data["seen_version"],
+            "action_id": data["action_id"],
+        }
+        if data["unassign"]:
+            return case_unassign(**common)
+        return case_assign(**common, assignee=data.get("assignee") or None)
 
     return _act(request, case_id, "assign", run)

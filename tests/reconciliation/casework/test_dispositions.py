@@ -13,7 +13,12 @@ from reconciliation import clock
 from reconciliation.actors import Role, system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
 from reconciliation.cases.models import Disposition, Override
-from reconciliation.casework.dispositions import case_assign, case_dispose, cases_bulk
+from reconciliation.casework.dispositions import (
+    case_assign,
+    case_dispose,
+    case_unassign,
+    cases_bulk,
+)
 from reconciliation.casework.overrides import (
     override_approve,
     override_reject,
@@ -438,11 +443,10 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
         case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version, store=first_store()
     )
     if unassign:
-        case_assign(
+        case_unassign(
             case_id=case.case_id,
             actor=STAFF2,
             seen_version=assigned.case.version,
-            unassign=True,
             store=first_store(),
         )
     result = override_approve(
