@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,13 +16,15 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
-from django.db import connection, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from reconciliation import clock
 from reconciliation.claims import funds as fund_rules
+
+logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "plg_"
 # Live (neither revoked nor expired) tokens a tenant may hold at once: the old one and its
@@ -150,9 +153,14 @@ class ApiToken(models.Model):
         last_used = _db_datetime(last_used_at)
         if last_used is None or now - last_used >= LAST_USED_EVERY:
             # Conditional, so concurrent requests of the same minute do not all write.
-            cls.objects.filter(pk=pk).filter(
-                Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_EVERY)
-            ).update(last_used_at=now)
+            # Bookkeeping only: a database busy with another writer (SQLite's "table is
+            # locked" under concurrent first uses) never refuses the request.
+            try:
+                cls.objects.filter(pk=pk).filter(
+                    Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_EVERY)
+                ).update(last_used_at=now)
+            except DatabaseError as exc:
+                logger.warning("token last use not recorded: %s", exc.__class__.__name__)
         funds = [
             fund_rules.Fund(code=code, currency=currency, max_amount=_stored_amount(top))
             for *_token, code, currency, top in rows

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import boto3
 import moto  # noqa: F401 (before any boto3 session: its stub is one of botocore's built-in handlers)
 import pytest
+from django.db.backends.signals import connection_created
 
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
@@ -27,6 +28,19 @@ from tests.table_pool import TablePool, unique_names
 ENGINES = ("moto", "dynamodb_local")
 LOCAL_ONLY_MARKERS = ("token_semantics", "dynamodb_local_only", "celery_worker", "browser")
 OUTPUT_DIR = Path(os.environ.get("TEST_OUTPUT_DIR", Path(__file__).parent.parent / "test-results"))
+
+
+def _sqlite_reads_beside_a_writer(sender, connection, **kwargs) -> None:
+    """Django's SQLite test database is one in-memory database in shared-cache mode: there
+    a reader beside another thread's write fails at once with "database table is locked",
+    where the file database of a real deployment waits (busy timeout). Tests with many
+    threads (32 requests at a barrier) read as a deployment does."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA read_uncommitted = 1")
+
+
+connection_created.connect(_sqlite_reads_beside_a_writer, dispatch_uid="tests.sqlite_reads")
 
 
 @dataclass

@@ -142,3 +142,23 @@ def test_the_admin_shows_last_use_and_expiry(ddb, client):
     assert display_for_field(token.expires_at, expires, "-") in text
     cells = re.findall(r'<td class="field-last_used_at[^"]*">([^<]*)</td>', text)
     assert sorted(cells) == sorted([display_for_field(token.last_used_at, field, "-"), "-"])
+
+
+def test_a_busy_database_never_refuses_a_token_for_its_last_use(ddb, client, monkeypatch):
+    """Recording the last use is bookkeeping: when the database refuses that write (SQLite
+    answers "database table is locked" to concurrent first uses of one token), the request
+    is served and the token's last use stays as it was."""
+    from django.db import OperationalError
+    from django.db.models import QuerySet
+
+    raw = issue("acme")
+    real_update = QuerySet.update
+
+    def locked(self, **kwargs):
+        if self.model is ApiToken and "last_used_at" in kwargs:
+            raise OperationalError("database table is locked: dashboard_apitoken")
+        return real_update(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "update", locked)
+    assert ApiCaller(client, raw, "acme").post("busy-1", pledge_body()).status_code == 201
+    assert ApiToken.objects.get(tenant="acme").last_used_at is None
