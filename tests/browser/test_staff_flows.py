@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from reconciliation import clock
 from reconciliation.claims.outcomes import OutcomeKind
@@ -62,12 +63,15 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
 
     page.get_by_role("link", name="Queues", exact=True).click()
     page.get_by_role("link", name=re.compile("^Cancelled transactions")).click()
+    # A click starts the navigation without waiting for the new page: wait for the rows
+    # (a bare count() could read the old page and see none).
+    page.wait_for_url(re.compile(r"/queues/cancelled/"))
     rows = page.locator("#results tbody tr")
-    assert rows.count() == 2
+    expect(rows).to_have_count(2)
     page.get_by_label("Fund").fill("building")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(re.compile(r"fund=building"))
-    assert rows.count() == 1
+    expect(rows).to_have_count(1)
     shoot(page, screenshots, "queue")
 
     page.get_by_role("link", name="acme#order-1001").click()
