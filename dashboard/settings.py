@@ -260,9 +260,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"refusal": {"()": "dashboard.log_filters.RefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "loggers": {
+        "botocore": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        "django.request": {"filters": ["refusal"]},
+    },
 }
 
 # --- DynamoDB (docs/design.md §3, §4, §9) -------------------------------------------------

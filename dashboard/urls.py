@@ -1,7 +1,9 @@
 """The project's URLs: each face of it brings its own (``/accounts/``, ``/api/v1/``, the
 staff pages at the root), beside the admin and the machine endpoints."""
 
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from dashboard import admin, ops
 
@@ -12,6 +14,8 @@ urlpatterns = [
     path("", include("dashboard.staff.urls")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics_view, name="metrics"),
+    # Asked for by browsers and monitors whatever the pages link.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
 ]
 
 # Error pages in the layout, JSON on the machine paths (dashboard/errors.py).

@@ -157,3 +157,24 @@ def test_machine_paths_answer_json_never_html(method, path, status, code):
     assert response["Content-Type"] == "application/json"
     body = json.loads(response.content)
     assert body["error"] == code and body["correlation_id"] == response["X-Request-ID"]
+
+
+def test_a_refusal_is_one_log_line_without_a_traceback(client, caplog):
+    """A 403 is an expected answer, not an error: one warning line naming the path and
+    the account, never a stack trace (each refusal wrote two full tracebacks)."""
+    sign_in(client, "finance_staff")
+    with caplog.at_level("INFO"):
+        response = client.get("/approvals/")
+    assert response.status_code == 403
+    lines = [r for r in caplog.records if "/approvals/" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].exc_info is None
+    assert lines[0].levelname == "WARNING"
+    assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_favicon_ico_is_the_site_icon(client):
+    """Browsers and monitors ask for /favicon.ico whatever the page links: never a 404."""
+    response = client.get("/favicon.ico")
+    assert response.status_code in (301, 302)
+    assert response["Location"].endswith("favicon.svg")
