@@ -13,6 +13,7 @@ from datetime import timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
 
@@ -97,7 +98,8 @@ class ApiTokenAdmin(AuditedAdmin):
         revoked = sum(token_revoke(token, actor=actor) for token in queryset.order_by("pk"))
         self.message_user(
             request,
-            f"Revoked {revoked} token(s): callers using them are refused from now on."
+            f"Revoked {revoked} token{pluralize(revoked)}: callers using "
+            f"{pluralize(revoked, 'it,them')} are refused from now on."
             if revoked
             else "Nothing to revoke: the selected tokens were revoked already.",
             messages.SUCCESS if revoked else messages.WARNING,

@@ -29,6 +29,7 @@ from django.contrib.sessions.models import Session
 from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django_otp.models import Device
@@ -284,8 +285,9 @@ def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) ->
         return
     body = (
         f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
-        f"{actor.address or 'an unknown address'}. {ended} other session(s) of your account "
-        "were signed out.\n\nIf this was not you, tell a supervisor at once: they can reset "
+        f"{actor.address or 'an unknown address'}. {ended} other "
+        f"session{pluralize(ended)} of your account {pluralize(ended, 'was,were')} signed out."
+        "\n\nIf this was not you, tell a supervisor at once: they can reset "
         "your second factor, and your password should be changed.\n"
     )
     try:

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
@@ -27,6 +28,11 @@ from reconciliation.audit.append import AuditAppendContended
 
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
 NOT_RECORDED = "The audit trail could not be written just now, so nothing was changed. Try again."
+
+
+def _ended_sentence(ended: int) -> str:
+    were = pluralize(ended, "was,were")
+    return f"{ended} other session{pluralize(ended)} of your account {were} signed out."
 
 
 def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
@@ -85,7 +91,7 @@ def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
         )
     except AUDIT_UNAVAILABLE:
         return _profile(request, status=503, error=NOT_RECORDED)
-    return _profile(request, done=f"{ended} other session(s) of your account were signed out.")
+    return _profile(request, done=_ended_sentence(ended))
 
 
 def _code_step(
@@ -147,7 +153,7 @@ def _authenticator_replace(request: HttpRequest) -> HttpResponse:
     otp_login(request, device)  # this session is verified by the new authenticator now
     done = "Your new authenticator app is set up; the old one no longer works."
     if ended:
-        done += f" {ended} other session(s) of your account were signed out."
+        done += " " + _ended_sentence(ended)
     return _profile(request, recovery_codes=codes, done=done)
 
 
@@ -242,4 +248,4 @@ def staff_sessions_end_view(request: HttpRequest, username: str) -> HttpResponse
     except AUDIT_UNAVAILABLE:
         return _staff(request, status=503, error=NOT_RECORDED)
     whose = "your other" if own else f"{username}'s"
-    return _staff(request, done=f"{ended} of {whose} session(s) signed out.")
+    return _staff(request, done=f"{ended} of {whose} session{pluralize(ended)} signed out.")

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
+from django.template.defaultfilters import pluralize
+
 from reconciliation import clock
 from reconciliation.cases.models import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
@@ -199,9 +201,10 @@ def _age(opened_at: str, now: datetime) -> str:
 def digest_message(digest: Digest, *, site_url: str) -> tuple[str, str]:
     """The e-mail's subject and plain-text body, linking each case and queue page."""
     base = site_url.rstrip("/")
+    waiting, late = digest.waiting_count, digest.past_sla_count
     subject = (
-        f"Pledge reconciliation: {digest.waiting_count} override request(s) waiting, "
-        f"{digest.past_sla_count} case(s) past SLA"
+        f"Pledge reconciliation: {waiting} override request{pluralize(waiting)} waiting, "
+        f"{late} case{pluralize(late)} past SLA"
     )
     lines = [f"As of {digest.at:%Y-%m-%d %H:%M} UTC.", ""]
     lines.append(f"Override requests waiting for approval: {digest.waiting_count}")
@@ -252,7 +255,8 @@ class DigestSent:
             return "notify_supervisors: nothing waiting and nothing past SLA; no e-mail sent"
         return (
             f"notify_supervisors: {self.digest.waiting_count} waiting, "
-            f"{self.digest.past_sla_count} past SLA; sent to {len(self.recipients)} supervisor(s)"
+            f"{self.digest.past_sla_count} past SLA; sent to {len(self.recipients)} "
+            f"supervisor{pluralize(len(self.recipients))}"
         )
 
 

@@ -85,7 +85,7 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         page.locator("input[name=_selected_action]").first.check()
         page.locator("select[name=action]").select_option("revoke_tokens")
         page.get_by_role("button", name="Go").click()
-        page.get_by_text("Revoked 1 token(s)").wait_for()
+        page.get_by_text("Revoked 1 token:").wait_for()
         page.screenshot(path=str(screenshots / "admin-token-revoked-1280.png"), full_page=True)
 
         assert _post_pledge(live_server.url, raw, "admin-browser-2") == 401

@@ -80,7 +80,7 @@ def test_sign_out_the_others_ends_the_other_and_keeps_this_one(ddb, ada):
 
     done = phone.post("/accounts/profile/sessions/end-others/")
     assert done.status_code == 200
-    assert "1 other session(s)" in done.content.decode()
+    assert "1 other session of your account was signed out" in done.content.decode()
     assert [s.current for s in done.context["sessions"]] == [True]
     assert _gone(laptop)
     assert phone.get("/accounts/profile/").status_code == 200
@@ -101,7 +101,7 @@ def test_a_supervisor_ends_a_staff_members_sessions(ddb, ada, client):
 
     done = client.post("/accounts/staff/ada/end-sessions/")
     assert done.status_code == 200
-    assert done.context["done"] == "2 of ada's session(s) signed out."
+    assert done.context["done"] == "2 of ada's sessions signed out."
     assert _gone(laptop) and _gone(phone)
     assert client.get("/accounts/staff/").status_code == 200  # the supervisor's stays
     assert staff_sessions.live_sessions(ada) == []

@@ -6,6 +6,7 @@ Each revocation is an audit event on ``TENANT#NAME``; the rows stay, with ``revo
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import command_actor, not_recorded
@@ -33,4 +34,4 @@ class Command(BaseCommand):
             raise not_recorded(exc) from exc
         if not count:
             raise CommandError("no active token matched")
-        self.stdout.write(f"revoked {count} token(s)")
+        self.stdout.write(f"revoked {count} token{pluralize(count)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.client import regions
@@ -22,4 +23,5 @@ class Command(BaseCommand):
         for line in report.lines():
             self.stdout.write(line)
         if report.errors:
-            raise CommandError(f"{len(report.errors)} claim(s) could not be swept")
+            failed = len(report.errors)
+            raise CommandError(f"{failed} claim{pluralize(failed)} could not be swept")
