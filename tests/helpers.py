@@ -4,11 +4,13 @@ does), staff users and their sign-in, and the audit trail's seeding and verifica
 from __future__ import annotations
 
 import io
+import re
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from functools import cached_property
+from html import unescape
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.audit.repository import AuditRepository
@@ -252,3 +254,15 @@ def delete_event(ddb, stream: str, seq: int) -> None:
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": stream}, "seq": {"N": str(seq)}},
     )
+
+
+_ROW_INTENT = re.compile(
+    r'<td><a href="/cases/[^"]+/"><span class="intent"><span class="tenant">([^<]+)</span> '
+    r"<code>([^<]+)</code></span></a>"
+)
+
+
+def shown_intents(html: str) -> list[str]:
+    """Intent ids (``tenant#key``) of a case table's rows, in order, as the page shows
+    them (tenant, then the key in ``<code>``: the ``intent`` filter)."""
+    return [f"{unescape(t)}#{unescape(k)}" for t, k in _ROW_INTENT.findall(html)]

@@ -393,3 +393,48 @@ def stack_segments(buckets, largest) -> list[dict]:
         )
         x += width
     return segments
+
+
+# --- keys as people read them --------------------------------------------------------
+
+# The audit streams' kinds (reconciliation/audit): a stream is ``KIND#name``.
+STREAM_KINDS = {
+    "CASE#": "Case",
+    "PLEDGE#": "Pledge",
+    "STAFF#": "Staff account",
+    "TENANT#": "Tenant",
+    "EXPORT#": "Export",
+}
+
+
+@register.filter
+def intent(value) -> str:
+    """An intent id as people read it: its tenant, then the client's key exactly as sent
+    (in ``<code>``), never the stored ``tenant#key``. Anything else (a fund ledger's
+    subject) is shown as it is."""
+    tenant, sep, key = str(value or "").partition("#")
+    if not sep:
+        return str(value or "")
+    return format_html(
+        '<span class="intent"><span class="tenant">{}</span> <code>{}</code></span>', tenant, key
+    )
+
+
+@register.filter
+def stream_words(stream) -> str:
+    """An audit stream as people read it: ``Case C-…``, ``Pledge acme order-1``,
+    ``Staff account ada``; the system's own stream is "System"."""
+    name = str(stream or "")
+    if name == "SYSTEM":
+        return "System"
+    for prefix, kind in STREAM_KINDS.items():
+        if name.startswith(prefix):
+            rest = name.removeprefix(prefix)
+            if prefix == "PLEDGE#":
+                region, _, rest = (
+                    rest[1:].partition("#") if rest.startswith("@") else ("", "", rest)
+                )
+                where = format_html(' <span class="muted">in {}</span>', region) if region else ""
+                return format_html("{} {}{}", kind, intent(rest), where)
+            return format_html("{} <code>{}</code>", kind, rest)
+    return format_html("<code>{}</code>", name)

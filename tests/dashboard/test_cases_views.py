@@ -102,7 +102,7 @@ def test_decoded_reasons_one_row_per_item_with_old_item_beside_attempt(ddb, clie
     assert [bool(f) for f in items] == [r["code"] != "None" for r in case.decoded]
     assert "ConditionalCheckFailed" in html
     assert "The pledge for this intent already exists" in html
-    assert "intent_id = acme#cp-6" in html
+    assert "intent_id = <code>acme#cp-6</code>" in html
     compare = html[
         html.index('<table class="compare">') : html.index(
             "</table>", html.index('<table class="compare">')

@@ -54,7 +54,7 @@ def test_the_drift_page_shows_the_finding_in_words(duplicate_case, role):
     for shown in ("GENERAL · USD", "us-east-1", "eu-west-1", "Ledger total", "80.00"):
         assert shown in text, shown
     assert "Recorded pledges" in text and "40.00" in text
-    assert "acme#page-twice" in text and "Recorded in two regions" in text
+    assert "acme page-twice" in text and "Recorded in two regions" in text
     assert 'href="/audit/?intent_id=acme%23page-twice"' in html
     assert 'href="/cases/?q=acme%23page-twice"' in html
     # Nothing of a claim's case: no token window, no cancellation reasons, no client.

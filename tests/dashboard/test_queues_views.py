@@ -13,7 +13,7 @@ from reconciliation import clock
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, repositories, sign_in
+from tests.helpers import audit_events, repositories, shown_intents, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 # Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
@@ -25,7 +25,7 @@ WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."
 
 def shown(html: str) -> list[str]:
     """Intent ids of the table rows, in order."""
-    return re.findall(r'<td class="mono"><a href="/cases/[^"]+/">([^<]+)</a>', html)
+    return shown_intents(html)
 
 
 def test_queue_page_full_and_fragment(ddb, client):
