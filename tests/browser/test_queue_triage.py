@@ -26,7 +26,15 @@ def shoot(page, folder, name: str) -> None:
 
 
 def intents(page) -> list[str]:
-    return page.locator("#results tbody td.mono:not(.case-id)").all_inner_texts()
+    """Each row's intent as ``tenant#key`` (the page shows the tenant, then the key)."""
+    return [
+        f"{tenant}#{key}"
+        for tenant, key in zip(
+            page.locator("#results tbody .intent .tenant").all_inner_texts(),
+            page.locator("#results tbody .intent code").all_inner_texts(),
+            strict=True,
+        )
+    ]
 
 
 def test_sorting_a_queue_by_its_headers(ddb, open_browser, live_server, screenshots):

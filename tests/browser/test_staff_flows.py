@@ -74,7 +74,7 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     expect(rows).to_have_count(1)
     shoot(page, screenshots, "queue")
 
-    page.get_by_role("link", name="acme#order-1001").click()
+    page.get_by_role("link", name="acme order-1001").click()
     page.wait_for_url(f"{live_server.url}/cases/{wanted.case_id}/")
     assert page.get_by_text("Transaction failed").is_visible()
     # The first request's pledge is recorded: the banner says so (test_case_page_truth.py).
