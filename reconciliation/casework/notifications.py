@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from reconciliation import clock
+from reconciliation.actors import Role
 from reconciliation.cases.models import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.selectors import CaseRow, QueueFilters, queue_counts, queue_page
@@ -238,7 +239,7 @@ def supervisor_addresses() -> list[str]:
     """Active users in the supervisor group who have an e-mail address."""
     from django.contrib.auth import get_user_model
 
-    users = get_user_model().objects.filter(is_active=True, groups__name="supervisor")
+    users = get_user_model().objects.filter(is_active=True, groups__name=Role.SUPERVISOR)
     return sorted(set(users.exclude(email="").values_list("email", flat=True)))
 
 

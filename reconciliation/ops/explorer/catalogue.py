@@ -23,13 +23,21 @@ import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import CaseType, Disposition, Override, retry_in_flight
+from reconciliation.cases.models import (
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    ReasonCode,
+    retry_in_flight,
+)
 from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import IntakeOutcome
@@ -45,9 +53,15 @@ SUPERVISOR = Actor(username="hands-supervisor", role=Role.SUPERVISOR, email="sup
 CLIENT = Actor(username="api", role=Role.API)
 REASON = "Explorer: two hands act on this case at once."
 
-# Prelude stages, in the order they are set up.
-EXPIRED, CASE, RETRY, OVERRIDE = "expired", "case", "retry", "override"
-ENDED = "ended"  # a retry asked, run and ended (its commit throttled), before the request
+
+class Stage(Enum):
+    """What a prelude sets up before a pair's hands run, in this order."""
+
+    EXPIRED = "the claim's lease ran out"
+    CASE = "the sweep opened the STUCK_PENDING case"
+    RETRY = "a RETRY_COMMIT is queued"
+    ENDED = "a retry was asked, ran and ended (its commit throttled)"
+    OVERRIDE = "a RELEASE_CLAIM awaits a supervisor"
 
 
 @dataclass
@@ -151,7 +165,7 @@ def _staff(action: str) -> Callable[[World, str], str]:
             case_id=world.case_id,
             actor=STAFF,
             seen_version=case.version,  # type: ignore[attr-defined]
-            reason_code="TRANSIENT_FAILURE",
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
             action_id=f"hands-{name}-{world.key}",
             store=world.store,
@@ -171,7 +185,7 @@ def _asked_retry(world: World, name: str) -> str:
     staff post RETRY_COMMIT from a page loaded before the request was asked (no page
     filter, no seen version: the post decides on the case as read now), and the queue
     delivers the earlier retry's message again (its request ran and ended; prelude
-    ``ENDED``), then the retry the post asked for, if it was accepted."""
+    ``Stage.ENDED``), then the retry the post asked for, if it was accepted."""
     try:
         asked = _ask_retry(world, f"hands-{name}-{world.key}")
     except CaseError:
@@ -192,7 +206,7 @@ def _ask_retry(world: World, action_id: str) -> str | None:
         disposition=Disposition.RETRY_COMMIT,
         actor=STAFF,
         seen_version=None,
-        reason_code="TRANSIENT_FAILURE",
+        reason_code=ReasonCode.TRANSIENT_FAILURE,
         reason_text=REASON,
         action_id=action_id,
         store=world.store,
@@ -227,7 +241,7 @@ def _decide(approve: bool) -> Callable[[World, str], str]:
                 case_id=world.case_id,
                 request_id=request_id,
                 actor=SUPERVISOR,
-                reason_code="TRANSIENT_FAILURE",
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
                 reason_text=REASON,
                 action_id=f"hands-{name}-{world.key}",
                 store=world.store,
@@ -257,28 +271,28 @@ def _backfill(world: World, name: str):
 class ActorSpec:
     name: str
     work: Callable[[World, str], object]
-    needs: frozenset[str] = frozenset()
+    needs: frozenset[Stage] = frozenset()
     within_lease: bool = False  # only before the claim's lease runs out
 
 
 def catalogue() -> list[ActorSpec]:
     """Every hand, in the order the command lists them."""
-    staff = allowed_actions(CaseType.STUCK_PENDING, "OPEN", Role.FINANCE_STAFF)
+    staff = allowed_actions(CaseType.STUCK_PENDING, CaseState.OPEN, Role.FINANCE_STAFF)
     return [
         ActorSpec("original", _worker, within_lease=True),
         # The worker stalled past its lease comes back after the sweep opened its case.
-        ActorSpec("late", _worker, frozenset({CASE})),
+        ActorSpec("late", _worker, frozenset({Stage.CASE})),
         ActorSpec("client", _client),
-        ActorSpec("sweep", _sweep, frozenset({EXPIRED})),
-        ActorSpec("recheck", _recheck, frozenset({CASE})),
-        ActorSpec("retry", _retry, frozenset({RETRY})),
-        ActorSpec("retry2", _retry, frozenset({RETRY})),
-        *(ActorSpec(f"staff:{a}", _staff(a), frozenset({CASE})) for a in staff),
+        ActorSpec("sweep", _sweep, frozenset({Stage.EXPIRED})),
+        ActorSpec("recheck", _recheck, frozenset({Stage.CASE})),
+        ActorSpec("retry", _retry, frozenset({Stage.RETRY})),
+        ActorSpec("retry2", _retry, frozenset({Stage.RETRY})),
+        *(ActorSpec(f"staff:{a}", _staff(a), frozenset({Stage.CASE})) for a in staff),
         # A RETRY_COMMIT asked for, and run, while a RELEASE_CLAIM awaits a supervisor.
-        ActorSpec("asked-retry", _asked_retry, frozenset({ENDED, OVERRIDE})),
-        ActorSpec("approve", _decide(True), frozenset({OVERRIDE})),
-        ActorSpec("reject", _decide(False), frozenset({OVERRIDE})),
-        ActorSpec("expire", _expire, frozenset({OVERRIDE})),
+        ActorSpec("asked-retry", _asked_retry, frozenset({Stage.ENDED, Stage.OVERRIDE})),
+        ActorSpec("approve", _decide(True), frozenset({Stage.OVERRIDE})),
+        ActorSpec("reject", _decide(False), frozenset({Stage.OVERRIDE})),
+        ActorSpec("expire", _expire, frozenset({Stage.OVERRIDE})),
         ActorSpec("backfill", _backfill),
     ]
 
@@ -304,7 +318,7 @@ def _request_release(world: World) -> None:
             override=Override.RELEASE_CLAIM,
             actor=REQUESTER,
             seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
             store=world.store,
         )
@@ -313,7 +327,7 @@ def _request_release(world: World) -> None:
     world.override_request = (result.case.override or {}).get("request_id")
 
 
-def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
+def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
     from reconciliation.casework.sweeps import sweep_claim
     from reconciliation.claims.repository import ClaimRepository
@@ -330,14 +344,14 @@ def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
         client_address="",
     )
     world.claim = repo.create(attempt)
-    if needs & {EXPIRED, CASE, RETRY, ENDED, OVERRIDE}:
+    if needs & {Stage.EXPIRED, Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
         world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
-    if needs & {CASE, RETRY, ENDED, OVERRIDE}:
+    if needs & {Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
         case = sweep_claim(world.pk, grace_s=0, store=world.store)
         world.case_id = case.case_id
-    if RETRY in needs or ENDED in needs:
+    if Stage.RETRY in needs or Stage.ENDED in needs:
         world.retry_request = _ask_retry(world, f"hands-prelude-retry-{world.key}")
-    if ENDED in needs and RETRY not in needs:
+    if Stage.ENDED in needs and Stage.RETRY not in needs:
         # The retry runs once and ends: its commit throttled past the budget (the wire's
         # fault), so the case stays open with a finished retry, and a release may be asked.
         wire.start(("rest commit#1", "throttle_exhausted"))
@@ -345,5 +359,5 @@ def prelude(world: World, needs: frozenset[str], wire: HandsWire) -> None:
             _retry_run(world, world.retry_request)
         finally:
             wire.start(None)
-    if OVERRIDE in needs and RETRY not in needs:
+    if Stage.OVERRIDE in needs and Stage.RETRY not in needs:
         _request_release(world)
