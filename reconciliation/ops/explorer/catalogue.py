@@ -126,11 +126,7 @@ def _recheck(world: World, name: str):
 
 
 def _retry(world: World, name: str):
-    from reconciliation.casework.retries import retry_commit_run
-
-    return retry_commit_run(
-        world.case_id, store=case_store(world.case_id), request_id=world.retry_request
-    )
+    return _retry_run(world, world.retry_request)
 
 
 def _page_offers(world: World, action: str) -> tuple[object, bool]:
