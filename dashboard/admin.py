@@ -15,7 +15,6 @@ here deletes a tenant.
 from __future__ import annotations
 
 import functools
-import uuid
 
 from django import forms
 from django.conf import settings
@@ -32,7 +31,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
-from dashboard.auth import client_address, forget_role
+from dashboard.auth import actor_for_user, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
 from dashboard.tenant_changes import (
     fund_remove,
@@ -89,14 +88,8 @@ site = SuperuserAdminSite(name="admin")
 
 
 def admin_actor(request: HttpRequest) -> Actor:
-    user = request.user
-    return Actor(
-        username=user.get_username(),
-        email=getattr(user, "email", "") or "",
-        role=Role.ADMIN,
-        address=client_address(request) or "",
-        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
-    )
+    """The superuser on the admin site: whatever their groups, they act as ADMIN."""
+    return actor_for_user(request, request.user, role=Role.ADMIN)
 
 
 class AuditedAdmin(admin.ModelAdmin):

@@ -69,15 +69,22 @@ def forget_role(user: Any) -> None:
 
 
 def actor_for(request: HttpRequest) -> Actor:
-    user = request.user
-    role = user_role(user)
-    if role is None or not user.is_authenticated:
+    """The signed-in person making ``request``, for the audit trail; 403 without a role."""
+    role = user_role(request.user)
+    if role is None:
         raise PermissionDenied
+    return actor_for_user(request, request.user, role=role)
+
+
+def actor_for_user(request: HttpRequest | None, user: Any, *, role: Role) -> Actor:
+    """``user`` acting in ``role`` through ``request``, which may be none or may not (yet,
+    or any more) carry them: a sign-in, a sign-out. The one place an actor is made for a
+    person; :func:`actor_for` for the signed-in one."""
     return Actor(
         username=user.get_username(),
-        email=user.email or "",
+        email=getattr(user, "email", "") or "",
         role=role,
-        address=client_address(request) or "",
+        address=(client_address(request) if request is not None else None) or "",
         correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
     )
 

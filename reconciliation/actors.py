@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -50,3 +51,12 @@ def system_actor(correlation_id: str | None = None) -> Actor:
         role=Role.SYSTEM,
         correlation_id=correlation_id or str(uuid.uuid4()),
     )
+
+
+def command_actor(command: str) -> Actor:
+    """The system, acting through ``manage.py command`` run by this OS user."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "unknown"
+    return Actor(username="system", role=Role.SYSTEM, address=f"manage.py {command} ({who})")

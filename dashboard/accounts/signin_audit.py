@@ -14,7 +14,6 @@ goes ahead, and the server log says what was not recorded.
 from __future__ import annotations
 
 import logging
-import uuid
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -24,8 +23,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard.accounts.lockout import REFUSED_UNCHECKED
-from dashboard.auth import client_address, user_role
-from reconciliation.actors import Actor
+from dashboard.auth import actor_for_user, user_role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
@@ -38,13 +36,7 @@ def _append(request, user, action: str, detail: dict) -> None:
     role = user_role(user)
     if role is None:
         return
-    actor = Actor(
-        username=user.get_username(),
-        email=user.email or "",
-        role=role,
-        address=(client_address(request) if request is not None else None) or "",
-        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
-    )
+    actor = actor_for_user(request, user, role=role)
     try:
         staff_event_append(
             first_store(), username=user.get_username(), action=action, actor=actor, detail=detail

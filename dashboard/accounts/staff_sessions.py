@@ -20,7 +20,6 @@ import hashlib
 import logging
 import re
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,7 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.accounts.mfa import UNGATED_PATHS
-from dashboard.auth import client_address, user_role
+from dashboard.auth import actor_for_user, client_address, user_role
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
@@ -228,14 +227,8 @@ def _signed_out(sender, request, user, **kwargs) -> None:
     role = user_role(user)
     if role is None:
         return
+    actor = actor_for_user(request, user, role=role)
     how = "sign_out" if request.path.rstrip("/").endswith("/logout") else "ended_by_server"
-    actor = Actor(
-        username=user.get_username(),
-        email=user.email or "",
-        role=role,
-        address=client_address(request) or "",
-        correlation_id=getattr(request, "correlation_id", "") or str(uuid.uuid4()),
-    )
     try:
         staff_event_append(
             first_store(),

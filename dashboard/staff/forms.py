@@ -8,6 +8,8 @@ from decimal import Decimal
 
 from django import forms
 
+from reconciliation.actors import Role
+from reconciliation.cases.models import Disposition, Override
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
@@ -172,7 +174,7 @@ def assignable_staff() -> list[str]:
     from django.contrib.auth.models import User
 
     return list(
-        User.objects.filter(is_active=True, groups__name__in=("finance_staff", "supervisor"))
+        User.objects.filter(is_active=True, groups__name__in=(Role.FINANCE_STAFF, Role.SUPERVISOR))
         .order_by("username")
         .values_list("username", flat=True)
         .distinct()
@@ -250,7 +252,7 @@ class CaseSearchForm(forms.Form):
 RESOLVED_HOW = [
     (code, LABELS[code])
     for code in (*DISPOSITIONS, *OVERRIDES)
-    if code not in ("ESCALATE", "REOPEN")
+    if code not in (Disposition.ESCALATE, Override.REOPEN)
 ]
 
 

@@ -24,6 +24,7 @@ from decimal import Decimal, InvalidOperation
 from django.template.defaultfilters import pluralize
 
 from reconciliation import clock
+from reconciliation.actors import Role
 from reconciliation.cases.models import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.selectors import CaseRow, QueueFilters, queue_counts, queue_page
@@ -241,7 +242,7 @@ def supervisor_addresses() -> list[str]:
     """Active users in the supervisor group who have an e-mail address."""
     from django.contrib.auth import get_user_model
 
-    users = get_user_model().objects.filter(is_active=True, groups__name="supervisor")
+    users = get_user_model().objects.filter(is_active=True, groups__name=Role.SUPERVISOR)
     return sorted(set(users.exclude(email="").values_list("email", flat=True)))
 
 

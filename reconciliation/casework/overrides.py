@@ -19,7 +19,7 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import Case, CaseState, Override, retry_in_flight
+from reconciliation.cases.models import Case, CaseState, ErrorKind, Override, retry_in_flight
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import evidence_check
@@ -225,7 +225,7 @@ def _release(store: Store, case: Case, override: dict, resolution: dict, **commo
             ClaimRepository(store).finalise_item(
                 claim,
                 status=ClaimStatus.FAILED,
-                error_code="RELEASED_BY_OVERRIDE",
+                error_code=ErrorKind.RELEASED_BY_OVERRIDE,
                 expires_in_s=0,
                 require_pending=False,
             )
@@ -259,7 +259,7 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         case_id=case.case_id,
         intent_id=pledge.intent_id,
         before={"status": pledge.status},
-        after={"status": "VOIDED"},
+        after={"status": PledgeStatus.VOIDED},
         disposition=Override.VOID_PLEDGE,
         reason_code=common["reason_code"],
         reason_text=common["reason_text"],

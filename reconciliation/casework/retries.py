@@ -127,7 +127,8 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         and not claim.expired()
     ):
         return RetryOutcome.wait(claim.expires_at - clock.epoch())
-    kind, superseded_by = "already_committed", None
+    kind: str = RetryStatus.ALREADY_COMMITTED
+    superseded_by: str | None = None
     if pledge is not None and not pledge_matches_case(pledge, case):
         # A pledge with another payload holds the key: this request cannot be recorded
         # under it. The retry ends without recording; the case stays for a person.
@@ -149,7 +150,7 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             _keep_claim_with_case(store, claim, case_id)
     retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
     action_id = f"retry-{retry.get('request_id')}"
-    if kind in (*SUCCESS, "already_committed") or superseded_by:
+    if kind in (*SUCCESS, RetryStatus.ALREADY_COMMITTED) or superseded_by:
         resolution = resolution_for(
             Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
         )
@@ -169,7 +170,9 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         )
         if superseded_by:
             return RetryOutcome(kind)
-        return RetryOutcome("committed" if kind == OutcomeKind.CREATED else "already_committed")
+        return RetryOutcome(
+            RetryStatus.COMMITTED if kind == OutcomeKind.CREATED else RetryStatus.ALREADY_COMMITTED
+        )
     case_commit_change(
         store,
         case,

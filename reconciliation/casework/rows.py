@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from reconciliation.dynamo.cancellation import CancellationCode
+
 
 @dataclass(frozen=True)
 class CaseRow:
@@ -49,7 +51,9 @@ def _reason(decoded: list) -> tuple[str, str]:
     each failed item's explanation ("The pledge for this intent already exists (the
     durable record)"); in full, every explanation, for the cell's hover."""
     failed = [
-        r for r in decoded or [] if isinstance(r, dict) and r.get("code") not in (None, "None")
+        r
+        for r in decoded or []
+        if isinstance(r, dict) and r.get("code") not in (None, CancellationCode.NONE)
     ]
     full = [str(r.get("explanation", "")).strip() for r in failed]
     short = [re.split(r"(?<=[a-z)])[:.;] ", text, maxsplit=1)[0].rstrip(".:;") for text in full]

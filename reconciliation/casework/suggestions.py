@@ -22,6 +22,7 @@ from reconciliation.cases.models import (
     Disposition,
     Override,
     ReasonCode,
+    RetryStatus,
     retry_in_flight,
 )
 from reconciliation.cases.policy import DISPOSITIONS, LABELS, OVERRIDES, offered_actions
@@ -35,7 +36,14 @@ if TYPE_CHECKING:
     from reconciliation.casework.selectors import Evidence
 
 # What a finished retry's status is when it put the pledge there (retries.py).
-_RETRY_SUCCESS = frozenset({"created", "replayed", "committed", "already_committed"})
+_RETRY_SUCCESS = frozenset(
+    {
+        OutcomeKind.CREATED,
+        OutcomeKind.REPLAYED,
+        RetryStatus.COMMITTED,
+        RetryStatus.ALREADY_COMMITTED,
+    }
+)
 
 
 # A ledger drift case (casework/drift.py) has no evidence of its own to weigh: only a person
@@ -85,7 +93,7 @@ def _cancel_branch(case: Case) -> str:
     for branch in (Branch.LOST_CLAIM, Branch.DUPLICATE, Branch.REJECT, Branch.RETRYABLE):
         if branch in branches:
             return branch
-    return "reject"
+    return Branch.REJECT
 
 
 def _failed_codes(case: Case) -> str:
@@ -94,7 +102,7 @@ def _failed_codes(case: Case) -> str:
     codes = [
         CancellationCode.words(str(r.get("code"))).lower()
         for r in case.decoded
-        if isinstance(r, dict) and r.get("code") not in (None, "None")
+        if isinstance(r, dict) and r.get("code") not in (None, CancellationCode.NONE)
     ]
     return ", ".join(dict.fromkeys(codes)) or "no reason given"
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import CaseState, CaseType, Disposition
+from reconciliation.cases.models import CaseState, CaseType, Disposition, ReasonCode
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
@@ -200,7 +200,7 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
         disposition=Disposition.RETRY_COMMIT,
         actor=system_actor(),
         seen_version=case.version,
-        reason_code="TRANSIENT_FAILURE",
+        reason_code=ReasonCode.TRANSIENT_FAILURE,
         reason_text="Drill: recover the crashed intent in its own region.",
         store=second,
     )

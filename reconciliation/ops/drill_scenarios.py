@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
-from reconciliation.cases.models import CaseState, CaseType, Disposition, Queue
+from reconciliation.cases.models import CaseState, CaseType, Disposition, Queue, ReasonCode
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
@@ -287,7 +287,7 @@ class Drill:
                 disposition=Disposition.RETRY_COMMIT,
                 actor=system_actor(),
                 seen_version=case.version,
-                reason_code="TRANSIENT_FAILURE",
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
                 reason_text="Drill: recover the crashed intent by retrying its commit.",
                 store=store,
             )

@@ -14,7 +14,6 @@ enrolled now: recovery codes are printed, then the ``otpauth://`` URI on the las
 
 from __future__ import annotations
 
-import getpass
 import secrets
 
 from django.contrib.auth import get_user_model
@@ -25,7 +24,7 @@ from django.db import transaction
 from dashboard.accounts import mfa
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
-from reconciliation.actors import STAFF_ROLES, Actor, Role
+from reconciliation.actors import STAFF_ROLES, command_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
@@ -55,9 +54,7 @@ class Command(BaseCommand):
         username = username.strip()
         if not username or len(username) > 150:
             raise CommandError("USERNAME must be 1-150 characters")
-        actor = Actor(
-            username="system", role=Role.SYSTEM, address=f"manage.py add_staff ({_os_user()})"
-        )
+        actor = command_actor("add_staff")
         try:
             with transaction.atomic():
                 lines = self._apply(username, role, password, email, actor, opts)
@@ -133,10 +130,3 @@ class Command(BaseCommand):
             lines.append(f"recovery codes for {username}: {' '.join(codes)}")
             lines.append(uri)
         return lines
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"

@@ -10,7 +10,6 @@ rotation: a third is refused, naming the two.
 
 from __future__ import annotations
 
-import getpass
 import re
 from datetime import timedelta
 
@@ -18,18 +17,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue
-from reconciliation.actors import Actor, Role
+from reconciliation.actors import command_actor
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-def command_actor(command: str) -> Actor:
-    """The system, acting through ``manage.py command`` run by this OS user."""
-    try:
-        who = getpass.getuser()
-    except (KeyError, OSError):
-        who = "unknown"
-    return Actor(username="system", role=Role.SYSTEM, address=f"manage.py {command} ({who})")
 
 
 def not_recorded(exc: Exception) -> CommandError:

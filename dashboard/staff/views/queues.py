@@ -133,7 +133,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
         "sort": sort,
         "sort_words": SORT_WORDS.get(sort, ""),
         "sort_links": _sort_links(queue, form, sort),
-        "is_cancelled_queue": name == "CANCELLED_TRANSACTION",
+        "is_cancelled_queue": name == Queue.CANCELLED_TRANSACTION,
         "slug": queue,
         "queue": name,
         "tabs": QUEUE_SLUGS.items(),

@@ -6,13 +6,11 @@ recorded, unless ``--accept-config``: the deliberate, audited step that replaces
 
 from __future__ import annotations
 
-import getpass
-
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from reconciliation.actors import Actor, Role
+from reconciliation.actors import command_actor
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
 from reconciliation.dynamo.errors import ErrorCode, describe_connection_problem
 from reconciliation.dynamo.tables import ensure_tables
@@ -48,7 +46,7 @@ class Command(BaseCommand):
             for line in done:
                 self.stdout.write(f"{where}: {line}")
         try:
-            lines = config_record(accept=options["accept_config"], actor=_actor())
+            lines = config_record(accept=options["accept_config"], actor=command_actor("ddb_setup"))
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from None
         except ClientError as exc:
@@ -59,12 +57,3 @@ class Command(BaseCommand):
             ) from None
         for line in lines:
             self.stdout.write(line)
-
-
-def _actor() -> Actor:
-    """The system, acting through ``manage.py ddb_setup`` run by this OS user."""
-    try:
-        who = getpass.getuser()
-    except (KeyError, OSError):
-        who = "unknown"
-    return Actor(username="system", role=Role.SYSTEM, address=f"manage.py ddb_setup ({who})")

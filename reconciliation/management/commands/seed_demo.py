@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import CaseType, Disposition, Override
+from reconciliation.cases.models import CaseType, Disposition, Override, ReasonCode
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page
@@ -69,7 +69,7 @@ class Command(BaseCommand):
                     disposition=Disposition.ESCALATE,
                     actor=DEMO_STAFF,
                     seen_version=row.version,
-                    reason_code="NEEDS_REVIEW",
+                    reason_code=ReasonCode.NEEDS_REVIEW,
                     reason_text="Demo: needs a second look before closing.",
                 )
             except CaseError as exc:
@@ -82,7 +82,7 @@ class Command(BaseCommand):
                     override=Override.RELEASE_CLAIM,
                     actor=DEMO_STAFF,
                     seen_version=row.version,
-                    reason_code="CLIENT_CONFIRMED",
+                    reason_code=ReasonCode.CLIENT_CONFIRMED,
                     reason_text="Demo: the client says the request never "
                     "reached them; let them retry.",
                 )

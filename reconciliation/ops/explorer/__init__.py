@@ -22,7 +22,9 @@ points, scenario ids, the matrix's columns), :mod:`.wire` (naming each call, the
 ``before-send`` hook that applies a plan), :mod:`.life` (the client, the system at rest,
 the per-episode checks), :mod:`.session` (a worker's tables, settings and token; one
 scenario run), :mod:`.report` (the matrix and its lines) and :mod:`.runner` (which scenarios,
-the workers, :func:`explore`).
+the workers, :func:`explore`). Two hands at once (``--actors 2``) add :mod:`.schedule` (the
+scheduler and the enumeration), :mod:`.catalogue` (the hands, the pairs, the preludes; their
+wire is :class:`.wire.HandsWire`) and :mod:`.hands` (one schedule, the run).
 """
 
 from reconciliation.dynamo.client import TableNames

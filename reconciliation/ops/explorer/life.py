@@ -20,7 +20,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import Disposition
+from reconciliation.cases.models import Disposition, ReasonCode
 from reconciliation.cases.policy import allowed_actions
 from reconciliation.claims.models import ClaimStatus, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
@@ -36,7 +36,7 @@ MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
 MAX_TASK_RUNS = 8  # retry task runs at rest (Celery's redeliveries and lease waits)
 RESEND = frozenset(
-    {(409, "request_in_progress"), (409, "transaction_conflict"), (409, "transaction_cancelled")}
+    {(409, OutcomeKind.IN_PROGRESS), (409, OutcomeKind.CONFLICT), (409, OutcomeKind.CANCELLED)}
 )
 STAFF = Actor(username="explorer-staff", role=Role.FINANCE_STAFF, email="explorer@example.org")
 REASON = "Explorer: the commit met a transient failure; retry it."
@@ -162,7 +162,7 @@ class Life:
         answer.commit_maybe = any(c.fault in MAY_HAVE_APPLIED for c in commits)
         answer.pledge_exists = self.session.pledge_exists(self.intent_id)
         self._check_episode(answer.episode)
-        if (answer.status, answer.error) == (409, "request_in_progress"):
+        if (answer.status, answer.error) == (409, OutcomeKind.IN_PROGRESS):
             self._check_not_own_claim(answer.episode, request_id)
         return answer
 
@@ -304,7 +304,7 @@ def _dispose(case: dict) -> str:
             disposition=Disposition.RETRY_COMMIT,
             actor=STAFF,
             seen_version=int(case["version"]),
-            reason_code="TRANSIENT_FAILURE",
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
             # The form's action id: submitting it again after a crash is a no-op.
             action_id=f"xf-retry-{case['case_id']}",

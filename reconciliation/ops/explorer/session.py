@@ -99,7 +99,7 @@ def _quota_always(_self, _capacity_amount: int) -> bool:
 
 
 @contextlib.contextmanager
-def _simulated_waits() -> Iterator[None]:
+def simulated_waits() -> Iterator[None]:
     """No real waiting: botocore's retry sleeps are skipped, and its retry quota (a
     client-wide circuit breaker that no single intent drains) stays full, so no scenario
     depends on the ones that ran before it."""
@@ -111,7 +111,7 @@ def _simulated_waits() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _quiet_logs() -> Iterator[None]:
+def quiet_logs() -> Iterator[None]:
     """Injected failures make the system log loudly by design; the matrix says it all."""
     before = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
@@ -153,8 +153,8 @@ class Session:
 
         stack.enter_context(override_settings(**self._settings()))
         stack.callback(reset_clients)
-        stack.enter_context(_quiet_logs())
-        stack.enter_context(_simulated_waits())
+        stack.enter_context(quiet_logs())
+        stack.enter_context(simulated_waits())
         # The retry task runs in the life's own retry episodes, never through a broker.
         stack.enter_context(mock.patch.object(retry_commit_task, "apply_async", self._dispatch))
         faults.set_plan(None)

@@ -1,6 +1,7 @@
 """Every DynamoDB call as it leaves botocore: its name in the life (a point), its shape,
-the fence it must carry, and the ``before-send`` :class:`Wire` that applies a scenario's
-plan, answering a failed call as DynamoDB would.
+the fence it must carry, and the ``before-send`` hooks that fail the calls a plan names,
+answering as DynamoDB would: :class:`Wire` for one intent's life, :class:`HandsWire` for
+two hands on one case (``--actors 2``), which also hands the turn to the scheduler.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
@@ -30,6 +32,9 @@ from reconciliation.ops.explorer.vocabulary import (
     Point,
 )
 from reconciliation.ops.invariants import KEY_ATTRIBUTES
+
+if TYPE_CHECKING:
+    from reconciliation.ops.explorer.schedule import Turns
 
 # --- naming the calls --------------------------------------------------------------------
 
@@ -352,6 +357,85 @@ class Wire:
         return response
 
 
-# The answers as the ``--actors 2`` wire (hands.py) gives them too.
-answer_error = _answer
-cancelled_answer = _cancelled
+# --- the wire of two hands (``--actors 2``) --------------------------------------------------
+
+
+@dataclass
+class HandCall:
+    """One DynamoDB call of a schedule: who made it, its point, what became of it."""
+
+    index: int
+    hand: str  # "" for the prelude and the checks at rest
+    point: str
+    label: str
+    write: bool
+    case_open: tuple[str, str] | None = None
+    unfenced: tuple[str, ...] = ()
+    fault: str | None = None
+    status: int | None = None
+
+
+class HandsWire:
+    """The ``before-send`` hook of ``--actors 2``: names each call by its hand, yields the
+    turn to the scheduler before it, applies the schedule's one fault, and sends the rest."""
+
+    def __init__(self, names: TableNames, turns: Turns):
+        self.roles = table_roles(names)
+        self.turns = turns
+        nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        self.session = URLLib3Session(timeout=10, max_pool_connections=4, socket_options=nodelay)
+        self.start(None)
+
+    def start(self, fault: tuple[str, str] | None) -> None:
+        self.fault = fault  # (point, kind)
+        self.fired = False
+        self.calls: list[HandCall] = []
+        self._counts: dict[tuple[str, str], int] = {}
+        self._exhausted: set[tuple[str, str]] = set()
+
+    def __call__(self, request, event_name: str = "", **_kwargs):
+        operation = event_name.rsplit(".", 1)[-1]
+        raw = request.body or b"{}"
+        raw = raw.encode() if isinstance(raw, str) else raw
+        body = json.loads(raw)
+        shape = call_shape(operation, body, self.roles, OWN_SHARD)
+        hand = self.turns.current_hand()
+        name = hand.name if hand else ""
+        count = self._counts[(name, shape.label)] = self._counts.get((name, shape.label), 0) + 1
+        point = f"{name or 'rest'} {shape.label}#{count}"
+        if hand is not None and shape.label != "pending query other":
+            # The other fifteen pending shards never hold a schedule's claim (OWN_SHARD):
+            # no other hand's write can change what they answer.
+            self.turns.yield_point(point, write=shape.write)
+        call = HandCall(len(self.calls), name, point, shape.label, shape.write, shape.case_open)
+        call.unfenced = unfenced_writes(operation, body, self.roles)
+        self.calls.append(call)
+        digest = (name, hashlib.sha256(raw).hexdigest())
+        if self.fault and not self.fired and self.fault[0] == point:
+            self.fired = True
+            call.fault = self.fault[1]
+            return self._inject(request, call, shape, digest)
+        if digest in self._exhausted:
+            call.fault = "throttled"
+            return _answer(request, *ERRORS["throttle"])
+        return self._send(request, call)
+
+    def _inject(self, request, call: HandCall, shape: CallShape, digest: tuple[str, str]):
+        kind = KINDS[call.fault or ""]
+        response = self._send(request, call) if kind.sends else None
+        if kind.exhausts:
+            self._exhausted.add(digest)
+        if kind.outcome == "timeout":
+            raise ReadTimeoutError(endpoint_url=request.url)
+        if kind.outcome == "crash":
+            raise faults.SimulatedCrash(f"explore_faults: {call.point} died after the call")
+        if kind.outcome == "conflict" and shape.items:
+            return _cancelled(request, shape.items, {shape.items[shape.hot]})
+        if response is not None:
+            return response
+        return _answer(request, *ERRORS[kind.outcome])
+
+    def _send(self, request, call: HandCall) -> AWSResponse:
+        response = self.session.send(request)
+        call.status = response.status_code
+        return response

@@ -12,7 +12,8 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.ops.explorer.hands import HandsConfig, catalogue, explore_hands, pairs
+from reconciliation.ops.explorer.catalogue import catalogue, pairs
+from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
 from reconciliation.ops.explorer.schedule import (
     Child,
     Decision,

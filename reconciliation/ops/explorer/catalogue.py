@@ -1,0 +1,359 @@
+"""The hands of ``explore_faults --actors 2`` and the world they meet: one schedule's
+intent (:class:`World`), every hand of the catalogue (docs/architecture.md, "Many hands on
+one case"), which pairs of them can meet, and the prelude that puts the world where a
+pair finds it.
+
+The catalogue: the original worker (its commit inside its lease), the late worker (the
+same commit after its lease ran out), the client's retry (the same request again), the
+sweep, the open-case re-check, the RETRY_COMMIT task (twice: Celery's redelivery), each
+disposition and override request the case page offers a finance person
+(``policy.offered_actions``, read on the page at the time), a RETRY_COMMIT posted and a
+finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (defect 3's other
+hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM, the expiry of that
+request, and the cases backfill.
+
+The prelude puts the world where the pair's two hands find it: the worker's claim, then as
+the pair needs, the lease run out, the sweep's STUCK_PENDING case, a queued RETRY_COMMIT, a
+pending RELEASE_CLAIM request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.actors import Actor, Role
+from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import (
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    ReasonCode,
+    retry_in_flight,
+)
+from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims.outcomes import IntakeOutcome
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.ops.explorer.vocabulary import BODY, TENANT
+from reconciliation.ops.explorer.wire import HandsWire
+from reconciliation.ops.hands_invariants import ClientAnswer
+from reconciliation.stores import Store, case_store, every_store, home_store
+
+STAFF = Actor(username="hands-staff", role=Role.FINANCE_STAFF, email="staff@example.org")
+REQUESTER = Actor(username="hands-requester", role=Role.FINANCE_STAFF, email="req@example.org")
+SUPERVISOR = Actor(username="hands-supervisor", role=Role.SUPERVISOR, email="sup@example.org")
+CLIENT = Actor(username="api", role=Role.API)
+REASON = "Explorer: two hands act on this case at once."
+
+
+class Stage(Enum):
+    """What a prelude sets up before a pair's hands run, in this order."""
+
+    EXPIRED = "the claim's lease ran out"
+    CASE = "the sweep opened the STUCK_PENDING case"
+    RETRY = "a RETRY_COMMIT is queued"
+    ENDED = "a retry was asked, ran and ended (its commit throttled)"
+    OVERRIDE = "a RELEASE_CLAIM awaits a supervisor"
+
+
+@dataclass
+class World:
+    """One schedule's intent and what its prelude set up."""
+
+    key: str
+    store: Store
+    clock: contextlib.ExitStack
+    claim: object = None  # the worker's Claim, as it holds it
+    case_id: str = ""
+    retry_request: str | None = None
+    override_request: str | None = None
+    answers: list[ClientAnswer] = field(default_factory=list)
+
+    @property
+    def pk(self) -> str:
+        return claim_pk(TENANT, OPERATION_CREATE_PLEDGE, self.key)
+
+    @property
+    def intent_id(self) -> str:
+        return intent_id_for(TENANT, self.key)
+
+    def advance(self, seconds: int) -> None:
+        self.clock.enter_context(clock.travel(seconds))
+
+
+def _request() -> PledgeRequest:
+    return PledgeRequest.from_normalised(BODY)
+
+
+def _answer(world: World, name: str, outcome: IntakeOutcome) -> str:
+    world.answers.append(ClientAnswer(name, str(outcome.kind)))
+    return str(outcome.kind)
+
+
+def _worker(world: World, name: str) -> str:
+    from reconciliation.claims import intake
+
+    return _answer(world, name, intake.pledge_commit(world.store, world.claim))  # type: ignore[arg-type]
+
+
+def _client(world: World, name: str) -> str:
+    from reconciliation.claims import intake
+
+    outcome = intake.pledge_submit(
+        tenant=TENANT, idempotency_key=world.key, request=_request(), actor=CLIENT
+    )
+    return _answer(world, name, outcome)
+
+
+def _sweep(world: World, name: str):
+    from reconciliation.casework.sweeps import sweep_claims_and_cases
+
+    return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
+
+
+def _recheck(world: World, name: str):
+    from reconciliation.casework.sweeps import recheck_open_cases
+
+    return recheck_open_cases(world.store)
+
+
+def _retry(world: World, name: str):
+    return _retry_run(world, world.retry_request)
+
+
+def _page_offers(world: World, action: str) -> tuple[object, bool]:
+    """The case page as a person loads it: the case and the evidence it shows (consistent
+    reads), and whether ``action`` is offered on it."""
+    from reconciliation.cases.repository import CaseRepository
+    from reconciliation.casework.evidence import evidence_facts
+    from reconciliation.claims.pledges import PledgeRepository
+    from reconciliation.claims.repository import ClaimRepository
+
+    case = CaseRepository(world.store).get(world.case_id)
+    if case is None:
+        return None, False
+    pledge = PledgeRepository(world.store).get(case.intent_id, consistent=True)
+    claim = ClaimRepository(world.store).get(case.claim_pk)
+    facts = evidence_facts(case=case, pledge=pledge, claim=claim)
+    offered = offered_actions(
+        case.case_type, case.state, STAFF.role, facts, retry_running=retry_in_flight(case)
+    )
+    return case, action in offered
+
+
+def _staff(action: str) -> Callable[[World, str], str]:
+    def act(world: World, name: str) -> str:
+        from reconciliation.casework.dispositions import case_dispose
+        from reconciliation.casework.overrides import override_request
+
+        case, offered = _page_offers(world, action)
+        if not offered or case is None:
+            return "not offered"
+        common = dict(
+            case_id=world.case_id,
+            actor=STAFF,
+            seen_version=case.version,  # type: ignore[attr-defined]
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text=REASON,
+            action_id=f"hands-{name}-{world.key}",
+            store=world.store,
+        )
+        try:
+            if action in OVERRIDES:
+                return override_request(override=action, **common).message
+            return case_dispose(disposition=action, **common).message
+        except CaseError as exc:
+            return f"refused: {exc}"  # the 409 page; nothing to do again
+
+    return act
+
+
+def _asked_retry(world: World, name: str) -> str:
+    """Defect 3's other hand: while the supervisor decides the pending RELEASE_CLAIM,
+    staff post RETRY_COMMIT from a page loaded before the request was asked (no page
+    filter, no seen version: the post decides on the case as read now), and the queue
+    delivers the earlier retry's message again (its request ran and ended; prelude
+    ``Stage.ENDED``), then the retry the post asked for, if it was accepted."""
+    try:
+        asked = _ask_retry(world, f"hands-{name}-{world.key}")
+    except CaseError:
+        asked = None
+    outcomes = [_retry_run(world, world.retry_request).kind]
+    if asked is not None:
+        outcomes.append(_retry_run(world, asked).kind)
+    return f"{'asked' if asked else 'refused'}; retry {', '.join(outcomes)}"
+
+
+def _ask_retry(world: World, action_id: str) -> str | None:
+    """Staff post RETRY_COMMIT on the case as read now (no seen version): the request id
+    the case then carries, or ``None``."""
+    from reconciliation.casework.dispositions import case_dispose
+
+    result = case_dispose(
+        case_id=world.case_id,
+        disposition=Disposition.RETRY_COMMIT,
+        actor=STAFF,
+        seen_version=None,
+        reason_code=ReasonCode.TRANSIENT_FAILURE,
+        reason_text=REASON,
+        action_id=action_id,
+        store=world.store,
+    )
+    return (result.case.retry or {}).get("request_id")
+
+
+def _retry_run(world: World, request_id: str | None):
+    from reconciliation.casework.retries import retry_commit_run
+
+    return retry_commit_run(world.case_id, store=case_store(world.case_id), request_id=request_id)
+
+
+def _pending_request(world: World) -> str | None:
+    """The request a supervisor decides: the prelude's, or (when the pair also holds a
+    queued retry, which no override may be asked beside) one asked for now."""
+    if world.override_request is None:
+        _request_release(world)
+    return world.override_request
+
+
+def _decide(approve: bool) -> Callable[[World, str], str]:
+    def act(world: World, name: str) -> str:
+        from reconciliation.casework.overrides import override_approve, override_reject
+
+        request_id = _pending_request(world)
+        if request_id is None:
+            return "no request"
+        decide = override_approve if approve else override_reject
+        try:
+            return decide(
+                case_id=world.case_id,
+                request_id=request_id,
+                actor=SUPERVISOR,
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
+                reason_text=REASON,
+                action_id=f"hands-{name}-{world.key}",
+                store=world.store,
+            ).message
+        except CaseError as exc:
+            return f"refused: {exc}"
+
+    return act
+
+
+def _expire(world: World, name: str) -> list[str]:
+    from reconciliation.casework.overrides import overrides_expire
+
+    if _pending_request(world) is None:
+        return []
+    world.advance(settings.OVERRIDE_TTL_S + 1)  # time passes, for every hand alike
+    return overrides_expire(store=world.store)
+
+
+def _backfill(world: World, name: str):
+    from reconciliation.cases.backfill import cases_backfill
+
+    return cases_backfill(world.store)
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    name: str
+    work: Callable[[World, str], object]
+    needs: frozenset[Stage] = frozenset()
+    within_lease: bool = False  # only before the claim's lease runs out
+
+
+def catalogue() -> list[ActorSpec]:
+    """Every hand, in the order the command lists them."""
+    staff = allowed_actions(CaseType.STUCK_PENDING, CaseState.OPEN, Role.FINANCE_STAFF)
+    return [
+        ActorSpec("original", _worker, within_lease=True),
+        # The worker stalled past its lease comes back after the sweep opened its case.
+        ActorSpec("late", _worker, frozenset({Stage.CASE})),
+        ActorSpec("client", _client),
+        ActorSpec("sweep", _sweep, frozenset({Stage.EXPIRED})),
+        ActorSpec("recheck", _recheck, frozenset({Stage.CASE})),
+        ActorSpec("retry", _retry, frozenset({Stage.RETRY})),
+        ActorSpec("retry2", _retry, frozenset({Stage.RETRY})),
+        *(ActorSpec(f"staff:{a}", _staff(a), frozenset({Stage.CASE})) for a in staff),
+        # A RETRY_COMMIT asked for, and run, while a RELEASE_CLAIM awaits a supervisor.
+        ActorSpec("asked-retry", _asked_retry, frozenset({Stage.ENDED, Stage.OVERRIDE})),
+        ActorSpec("approve", _decide(True), frozenset({Stage.OVERRIDE})),
+        ActorSpec("reject", _decide(False), frozenset({Stage.OVERRIDE})),
+        ActorSpec("expire", _expire, frozenset({Stage.OVERRIDE})),
+        ActorSpec("backfill", _backfill),
+    ]
+
+
+def pairs(specs: list[ActorSpec]) -> list[tuple[ActorSpec, ActorSpec]]:
+    """Every pair of the catalogue whose preludes agree (the original worker runs inside
+    its lease; a hand that needs it run out cannot meet it)."""
+    out = []
+    for a, b in itertools.combinations(specs, 2):
+        needs = a.needs | b.needs
+        if (a.within_lease or b.within_lease) and needs:
+            continue
+        out.append((a, b))
+    return out
+
+
+def _request_release(world: World) -> None:
+    from reconciliation.casework.overrides import override_request
+
+    try:
+        result = override_request(
+            case_id=world.case_id,
+            override=Override.RELEASE_CLAIM,
+            actor=REQUESTER,
+            seen_version=None,
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text=REASON,
+            store=world.store,
+        )
+    except CaseError:
+        return  # refused (a retry in flight, a pledge recorded): nothing to decide
+    world.override_request = (result.case.override or {}).get("request_id")
+
+
+def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
+    """Put the world where the pair's hands find it."""
+    from reconciliation.casework.sweeps import sweep_claim
+    from reconciliation.claims.repository import ClaimRepository
+
+    repo = ClaimRepository(world.store)
+    attempt = repo.new_claim(
+        pk=world.pk,
+        tenant=TENANT,
+        idempotency_key=world.key,
+        intent_id=world.intent_id,
+        payload_hash=_request().payload_hash,
+        request=_request().normalised(),
+        correlation_id=f"hands-worker-{world.key}",
+        client_address="",
+    )
+    world.claim = repo.create(attempt)
+    if needs & {Stage.EXPIRED, Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
+        world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
+    if needs & {Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
+        case = sweep_claim(world.pk, grace_s=0, store=world.store)
+        world.case_id = case.case_id
+    if Stage.RETRY in needs or Stage.ENDED in needs:
+        world.retry_request = _ask_retry(world, f"hands-prelude-retry-{world.key}")
+    if Stage.ENDED in needs and Stage.RETRY not in needs:
+        # The retry runs once and ends: its commit throttled past the budget (the wire's
+        # fault), so the case stays open with a finished retry, and a release may be asked.
+        wire.start(("rest commit#1", "throttle_exhausted"))
+        try:
+            _retry_run(world, world.retry_request)
+        finally:
+            wire.start(None)
+    if Stage.OVERRIDE in needs and Stage.RETRY not in needs:
+        _request_release(world)
