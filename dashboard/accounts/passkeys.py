@@ -30,6 +30,7 @@ from django_otp_webauthn.helpers import WebAuthnHelper
 from django_otp_webauthn.models import WebAuthnCredential
 from webauthn.helpers.structs import ResidentKeyRequirement
 
+from dashboard.accounts import passkey_challenges
 from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import Role
 from reconciliation.audit.append import AuditAppendContended
@@ -41,7 +42,6 @@ logger = logging.getLogger(__name__)
 
 PASSKEY_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
-SIGN_IN_STATE = "passkey_sign_in_state"
 ENROL_STATE = "passkey_enrol_state"
 
 
@@ -80,18 +80,23 @@ def has_passkey(user) -> bool:
 @require_POST
 @never_cache
 def sign_in_options(request: HttpRequest) -> HttpResponse:
-    """A challenge for the sign-in page, naming no account; its state kept in the
-    (anonymous) session for the form's POST, once."""
+    """A challenge for the sign-in page, naming no account; its state kept for the
+    form's POST, once, outside any session: a press before sign-in opens none
+    (dashboard/accounts/passkey_challenges.py)."""
     options, state = Helper(request).authenticate_begin(user=None, require_user_verification=True)
-    request.session[SIGN_IN_STATE] = state
-    return JsonResponse(options)
+    response = JsonResponse(options)
+    try:
+        passkey_challenges.challenge_keep(response, state)
+    except passkey_challenges.ChallengeUnavailable:
+        return JsonResponse({"detail": "Passkeys are unavailable: use the code."}, status=503)
+    return response
 
 
 def sign_in_device(request, user, answer: str) -> WebAuthnCredential | None:
-    """The passkey of ``user`` that signed this session's challenge in ``answer``, or
+    """The passkey of ``user`` that signed this browser's challenge in ``answer``, or
     None (no challenge, a malformed answer, another account's or a disabled passkey, a
     wrong signature). The challenge is spent either way."""
-    state = request.session.pop(SIGN_IN_STATE, None) if request is not None else None
+    state = passkey_challenges.challenge_take(request) if request is not None else None
     if not state or not answer:
         return None
     try:
