@@ -241,7 +241,7 @@ def authenticator_replace(
             "that the phone's clock is set automatically."
         )
     with transaction.atomic():
-        sessions = _other_sessions(user, keep=keep_session)
+        sessions = other_sessions(user, keep=keep_session)
         proved_with = "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
         staff_event_append(
             first_store(),
@@ -260,7 +260,7 @@ def authenticator_replace(
         codes = _recovery_codes_replace(user)
         for session in sessions:
             session.delete()
-    _tell_owner(
+    owner_tell(
         user,
         subject="Your authenticator app was replaced",
         change="The authenticator app of your account was replaced",
@@ -270,13 +270,13 @@ def authenticator_replace(
     return device, codes, len(sessions)
 
 
-def _other_sessions(user, *, keep: str | None) -> list[Session]:
+def other_sessions(user, *, keep: str | None) -> list[Session]:
     """The account's live sessions other than ``keep`` (the one making the change)."""
     live = Session.objects.filter(expire_date__gt=timezone.now()).exclude(session_key=keep or "")
     return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
 
 
-def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
     """E-mail the account about a change to its second factor (no code, no secret). The
     change is made already: a mail server that refuses is logged, not undone."""
     if not user.email:
@@ -373,7 +373,7 @@ def mfa_reset(
         )
     code = _new_code()
     with transaction.atomic():
-        sessions = _other_sessions(target, keep=None)
+        sessions = other_sessions(target, keep=None)
         staff_event_append(
             first_store(),
             username=target.get_username(),
@@ -389,7 +389,7 @@ def mfa_reset(
         device.token_set.create(token=code)
         for session in sessions:
             session.delete()
-    _tell_owner(
+    owner_tell(
         target,
         subject="Your second factor was reset",
         change="The second factor of your account was reset by a supervisor",

@@ -28,6 +28,7 @@ urlpatterns = [
         views.recovery_codes_view,
         name="profile-recovery-codes",
     ),
+    path("profile/password/", views.password_change_view, name="profile-password"),
     path("profile/time-zone/", views.time_zone_view, name="profile-time-zone"),
     path(
         "profile/sessions/end-others/",

@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard.accounts import mfa, passkeys, staff_sessions, timezones
+from dashboard.accounts import mfa, passkeys, passwords, staff_sessions, timezones
 from dashboard.accounts.forms import (
     CodeForm,
+    PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
     TimeZoneForm,
@@ -43,6 +44,7 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
         )
     if state.enrolled:
         context.setdefault("recovery_form", CodeForm(prefix="recovery"))
+    context.setdefault("password_form", PasswordChangeForm(user))
     context.setdefault(
         "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
     )
@@ -86,6 +88,36 @@ def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
     except AUDIT_UNAVAILABLE:
         return _profile(request, status=503, error=NOT_RECORDED)
     return _profile(request, done=f"{ended} other session(s) of your account were signed out.")
+
+
+@require_POST
+@role_required()
+def password_change_view(request: HttpRequest) -> HttpResponse:
+    """Change one's own password: the current one, the new one twice; every other
+    session of the account ends, this one stays."""
+    form = PasswordChangeForm(request.user, request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, password_form=form)
+    try:
+        ended = passwords.password_change(
+            request.user,
+            current_password=form.cleaned_data["current_password"],
+            new_password=form.cleaned_data["new_password1"],
+            actor=actor_for(request),
+            keep_session=request.session.session_key,
+        )
+    except passwords.PasswordRefused as exc:
+        form.add_error("current_password", str(exc))
+        return _profile(request, status=400, password_form=form)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    before = request.session.session_key
+    update_session_auth_hash(request, request.user)  # this session stays signed in
+    staff_sessions.session_rekeyed(before, request.session.session_key)
+    done = "Your password is changed."
+    if ended:
+        done += f" {ended} other session(s) of your account were signed out."
+    return _profile(request, done=done)
 
 
 def _code_step(
