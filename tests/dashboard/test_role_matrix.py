@@ -227,6 +227,9 @@ MATRIX: dict[str, Row] = {
         {**viewers(400), "finance_staff": 403},  # no ceremony begun: nothing to complete
         lambda w: "/accounts/profile/passkeys/complete/",
     ),
+    "accounts/profile/password/": Row(
+        "POST", viewers(400), lambda w: "/accounts/profile/password/"  # an empty form
+    ),
     "accounts/profile/sessions/end-others/": Row(
         "POST", viewers(200), lambda w: "/accounts/profile/sessions/end-others/"
     ),
