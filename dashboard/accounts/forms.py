@@ -189,3 +189,24 @@ class PasswordChangeForm(forms.Form):
             except ValidationError as exc:
                 self.add_error("new_password1", exc)
         return cleaned
+
+
+class PasskeyRenameForm(forms.Form):
+    """A passkey's name as its owner sees it on the profile: 1 to 64 characters (spaces
+    around it dropped)."""
+
+    name = forms.CharField(label="Name", max_length=64, strip=True)
+
+
+class PasskeyRemoveForm(forms.Form):
+    """Removing a passkey: the password and a code from the app or a recovery code, as
+    for replacing the authenticator (a session alone may be stolen)."""
+
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Code from your app, or a recovery code",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
+    )

@@ -242,7 +242,7 @@ def authenticator_replace(
         )
     with transaction.atomic():
         sessions = other_sessions(user, keep=keep_session)
-        proved_with = "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
+        proved_with = proof_words(proof)
         staff_event_append(
             first_store(),
             username=user.get_username(),
@@ -347,6 +347,12 @@ def owner_confirm(user, *, password: str, current_token: str, address: str | Non
         raise SecondFactorRefused(REPLACE_REFUSED)
     lockout.attempts_clear(username=user.get_username(), address=address)
     return proof
+
+
+def proof_words(proof: Device) -> str:
+    """How an owner proved it was them, for the event: ``authenticator`` or
+    ``recovery_code``."""
+    return "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
 
 
 def mfa_reset(

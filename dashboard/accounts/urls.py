@@ -17,6 +17,16 @@ urlpatterns = [
     path("login/passkey/", passkeys.sign_in_options, name="login-passkey"),
     path("profile/passkeys/begin/", passkeys.enrol_begin, name="profile-passkey-begin"),
     path("profile/passkeys/complete/", passkeys.enrol_complete, name="profile-passkey-complete"),
+    path(
+        "profile/passkeys/<int:passkey_id>/rename/",
+        views.passkey_rename_view,
+        name="profile-passkey-rename",
+    ),
+    path(
+        "profile/passkeys/<int:passkey_id>/remove/",
+        views.passkey_remove_view,
+        name="profile-passkey-remove",
+    ),
     path("profile/", views.profile_view, name="profile"),
     path(
         "profile/authenticator/",

@@ -17,6 +17,8 @@ from django_otp import login as otp_login
 from dashboard.accounts import mfa, passkeys, passwords, staff_sessions, timezones
 from dashboard.accounts.forms import (
     CodeForm,
+    PasskeyRemoveForm,
+    PasskeyRenameForm,
     PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
@@ -115,6 +117,69 @@ def password_change_view(request: HttpRequest) -> HttpResponse:
     update_session_auth_hash(request, request.user)  # this session stays signed in
     staff_sessions.session_rekeyed(before, request.session.session_key)
     done = "Your password is changed."
+    if ended:
+        done += f" {ended} other session(s) of your account were signed out."
+    return _profile(request, done=done)
+
+
+def _own_passkey(request: HttpRequest, passkey_id: int) -> None:
+    try:
+        passkeys.passkey_of(request.user, passkey_id)
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+
+
+@require_POST
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    """Rename one's own passkey; another person's is not found (404)."""
+    form = PasskeyRenameForm(request.POST)
+    if not form.is_valid():
+        _own_passkey(request, passkey_id)  # 404 before saying why
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    try:
+        passkeys.passkey_rename(
+            request.user,
+            passkey_id=passkey_id,
+            name=form.cleaned_data["name"],
+            actor=actor_for(request),
+        )
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    return _profile(request, done="Your passkey is renamed.")
+
+
+@require_POST
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    """Remove one's own passkey with the password and a current code; the other sessions
+    end, this one stays (verified by the device the code came from)."""
+    _own_passkey(request, passkey_id)  # another person's: 404
+    form = PasskeyRemoveForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    try:
+        proof, ended = passkeys.passkey_remove(
+            request.user,
+            passkey_id=passkey_id,
+            password=form.cleaned_data["password"],
+            current_token=form.cleaned_data["current_token"],
+            actor=actor_for(request),
+            keep_session=request.session.session_key,
+        )
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+    except passkeys.LastSecondFactor as exc:
+        return _profile(request, status=409, error=str(exc))
+    except mfa.SecondFactorRefused as exc:
+        form.add_error(None, str(exc))
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    otp_login(request, proof)  # the removed passkey may have verified this session
+    done = "Your passkey is removed."
     if ended:
         done += f" {ended} other session(s) of your account were signed out."
     return _profile(request, done=done)
