@@ -179,7 +179,7 @@ class PasswordChangeForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         new, again = cleaned.get("new_password1"), cleaned.get("new_password2")
         if new and again and new != again:
             self.add_error("new_password2", "The two new passwords differ.")

@@ -250,7 +250,7 @@ def passkey_remove(
     mfa.owner_tell(
         user,
         subject="A passkey was removed from your account",
-        change=f"The passkey \"{device.name}\" was removed from your account",
+        change=f'The passkey "{device.name}" was removed from your account',
         actor=actor,
         ended=len(sessions),
     )

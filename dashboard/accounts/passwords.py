@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.accounts import lockout, mfa
-from dashboard.models import StaffSession
 from dashboard.accounts.staff_sessions import key_hash
+from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append

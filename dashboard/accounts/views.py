@@ -114,7 +114,7 @@ def password_change_view(request: HttpRequest) -> HttpResponse:
     except AUDIT_UNAVAILABLE:
         return _profile(request, status=503, error=NOT_RECORDED)
     before = request.session.session_key
-    update_session_auth_hash(request, request.user)  # this session stays signed in
+    update_session_auth_hash(request, form.user)  # this session stays signed in
     staff_sessions.session_rekeyed(before, request.session.session_key)
     done = "Your password is changed."
     if ended:

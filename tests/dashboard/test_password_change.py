@@ -135,9 +135,7 @@ def test_a_password_set_in_the_admin_ends_the_accounts_sessions_and_is_mailed(dd
     admin = Client()
     admin.force_login(root)
     pass_second_factor(admin, root)
-    done = admin.post(
-        f"/admin/auth/user/{ada.pk}/password/", {"password1": NEW, "password2": NEW}
-    )
+    done = admin.post(f"/admin/auth/user/{ada.pk}/password/", {"password1": NEW, "password2": NEW})
     assert done.status_code == 302, done.content.decode()
     assert User.objects.get(username="ada").check_password(NEW)
     assert _gone(colleague)

@@ -28,8 +28,10 @@ class Command(changepassword.Command):
         try:
             with transaction.atomic(using=options["database"]):
                 done = super().handle(*args, **options)
-                user = get_user_model()._default_manager.using(options["database"]).get(
-                    **{get_user_model().USERNAME_FIELD: username}
+                user = (
+                    get_user_model()
+                    ._default_manager.using(options["database"])
+                    .get(**{get_user_model().USERNAME_FIELD: username})
                 )
                 ended = passwords.password_set(
                     user, new_password=None, actor=actor, keep_session=None, via="changepassword"
