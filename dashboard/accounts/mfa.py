@@ -277,10 +277,11 @@ def other_sessions(user, *, keep: str | None) -> list[Session]:
 
 
 def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
-    """E-mail the account about a change to its second factor (no code, no secret). The
-    change is made already: a mail server that refuses is logged, not undone."""
+    """E-mail the account about a change to its second factor or password (no code, no
+    secret). The change is made already: a mail server that refuses is logged, not
+    undone."""
     if not user.email:
-        logger.warning("second factor changed for %s, who has no e-mail", user.get_username())
+        logger.warning("account of %s changed; it has no e-mail", user.get_username())
         return
     body = (
         f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
@@ -291,7 +292,7 @@ def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> 
     try:
         send_mail(subject, body, None, [user.email])
     except Exception:
-        logger.exception("could not e-mail %s about a second-factor change", user.get_username())
+        logger.exception("could not e-mail %s about an account change", user.get_username())
 
 
 def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
