@@ -31,7 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from dashboard.accounts import passwords
+from dashboard.accounts import passwords, staff_sessions
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import client_address, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
@@ -358,7 +358,11 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
         )
 
     def user_change_password(self, request, id, form_url=""):
-        return self._guarded(super().user_change_password, request, id, form_url)
+        before = request.session.session_key
+        response = self._guarded(super().user_change_password, request, id, form_url)
+        # One's own password: Django keeps this session under a new key; its row follows.
+        staff_sessions.session_rekeyed(before, request.session.session_key)
+        return response
 
     def log_change(self, request, obj, message):
         if request.path.rstrip("/").endswith("/password"):

@@ -171,3 +171,25 @@ def test_changepassword_is_audited_and_ends_every_session(ddb, ada, monkeypatch)
     }
     [message] = mail.outbox
     assert message.to == ["ada@example.org"]
+
+
+def test_a_superuser_setting_their_own_password_in_the_admin_keeps_this_session(ddb):
+    """A superuser sets their own password in the administration screen: their other
+    session ends, this one stays signed in and stays "this session" in the list."""
+    root = staff_user("root", "supervisor", password=PASSWORD, email="root@example.org")
+    root.is_superuser = root.is_staff = True
+    root.save()
+    other, admin = Client(), Client()
+    for client in (other, admin):
+        client.force_login(root)
+        pass_second_factor(client, root)
+        assert client.get("/accounts/profile/").status_code == 200
+    done = admin.post(f"/admin/auth/user/{root.pk}/password/", {"password1": NEW, "password2": NEW})
+    assert done.status_code == 302, done.content.decode()
+    assert _gone(other)
+    page = admin.get("/accounts/profile/")
+    assert page.status_code == 200
+    [this] = page.context["sessions"]
+    assert this.current and this.created_at is not None  # its row followed the new key
+    [event] = _password_events(ddb, "root")
+    assert event["detail"]["by"] == "owner" and event["detail"]["other_sessions_ended"] == 1
