@@ -30,6 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from dashboard.accounts import passwords, staff_sessions
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import actor_for_user, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
@@ -350,15 +351,23 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
         )
 
     def user_change_password(self, request, id, form_url=""):
-        return self._guarded(super().user_change_password, request, id, form_url)
+        before = request.session.session_key
+        response = self._guarded(super().user_change_password, request, id, form_url)
+        # One's own password: Django keeps this session under a new key; its row follows.
+        staff_sessions.session_rekeyed(before, request.session.session_key)
+        return response
 
     def log_change(self, request, obj, message):
         if request.path.rstrip("/").endswith("/password"):
-            staff_event_append(
-                first_store(),
-                username=obj.get_username(),
-                action=AuditAction.STAFF_PASSWORD_SET,
+            # Django's form has set it; the event, the sessions it ends and the e-mail
+            # are the same as every other way a password is set (accounts/passwords.py).
+            own = obj.pk == request.user.pk
+            passwords.password_set(
+                obj,
+                new_password=None,
                 actor=admin_actor(request),
+                keep_session=request.session.session_key if own else None,
+                via="admin",
             )
         return super().log_change(request, obj, message)
 

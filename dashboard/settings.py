@@ -69,6 +69,9 @@ INSTALLED_APPS = [
     # First, so its `runserver` wins: refused on anything but demo data (it takes
     # whitenoise's runserver_nostatic's place; docs/security.md).
     "dashboard.devserver",
+    # Before django.contrib.auth, so its `changepassword` wins: audited, and it ends the
+    # account's sessions like every password set (dashboard/accounts/passwords.py).
+    "dashboard.accounts",
     # /admin/ (dashboard/admin.py, superusers only); no autodiscovery: dashboard.urls.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",

@@ -1,10 +1,11 @@
 """Forms of sign-in and of one's own account: the password with its second factor, the
 authenticator's enrolment and replacement, a supervisor's reset of a colleague's second
-factor, the time zone pages show times in."""
+factor, one's own password, the time zone pages show times in."""
 
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth import password_validation
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
@@ -149,3 +150,63 @@ class TimeZoneForm(forms.Form):
         field = self.fields["time_zone"]
         assert isinstance(field, forms.ChoiceField)
         field.choices = [(name, name.replace("_", " ")) for name in zone_names()]
+
+
+class PasswordChangeForm(forms.Form):
+    """One's own password: the current one (checked by the service, under the lockout)
+    and the new one twice, which Django's validators (``AUTH_PASSWORD_VALIDATORS``) must
+    accept for this account."""
+
+    current_password = forms.CharField(
+        label="Current password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
+    new_password1 = forms.CharField(
+        label="New password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=password_validation.password_validators_help_text_html(),
+    )
+    new_password2 = forms.CharField(
+        label="New password again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def __init__(self, user, *args, **kwargs):
+        self.user = user
+        super().__init__(*args, **kwargs)
+
+    def clean(self):
+        cleaned = super().clean() or {}
+        new, again = cleaned.get("new_password1"), cleaned.get("new_password2")
+        if new and again and new != again:
+            self.add_error("new_password2", "The two new passwords differ.")
+        elif new:
+            try:
+                password_validation.validate_password(new, self.user)
+            except ValidationError as exc:
+                self.add_error("new_password1", exc)
+        return cleaned
+
+
+class PasskeyRenameForm(forms.Form):
+    """A passkey's name as its owner sees it on the profile: 1 to 64 characters (spaces
+    around it dropped)."""
+
+    name = forms.CharField(label="Name", max_length=64, strip=True)
+
+
+class PasskeyRemoveForm(forms.Form):
+    """Removing a passkey: the password and a code from the app or a recovery code, as
+    for replacing the authenticator (a session alone may be stolen)."""
+
+    password = forms.CharField(
+        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
+    )
+    current_token = forms.CharField(
+        max_length=32,
+        label="Code from your app, or a recovery code",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
+    )

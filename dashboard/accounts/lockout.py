@@ -43,7 +43,8 @@ return n
 _clients: dict[str, redis.Redis] = {}
 
 
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
+    """The Redis of short-lived sign-in state (the lockout counters, passkey challenges)."""
     url = settings.REDIS_URL
     if url not in _clients:
         # Bounded like every Redis call on a request path (settings, issue 12).
@@ -62,7 +63,7 @@ def attempt_take(username: str | None, address: str | None) -> int | None:
     not answer."""
     seconds = max(1, int(settings.AXES_COOLOFF_TIME.total_seconds()))
     try:
-        return int(_redis().eval(_TAKE, 1, _key(username, address), seconds))
+        return int(redis_client().eval(_TAKE, 1, _key(username, address), seconds))
     except redis.RedisError as exc:
         logger.warning("sign-in lockout: Redis unreachable (%s)", exc.__class__.__name__)
         return None
@@ -74,7 +75,7 @@ def attempts_clear(*, username: str | None = None, address: str | None = None) -
     who = hashlib.sha256(username.encode()).hexdigest()[:32] if username is not None else "*"
     pattern = f"{settings.SIGNIN_LOCKOUT_PREFIX}{who}:{address or '*'}"
     try:
-        client = _redis()
+        client = redis_client()
         keys = list(client.scan_iter(match=pattern, count=500))
         return int(client.delete(*keys)) if keys else 0
     except redis.RedisError as exc:

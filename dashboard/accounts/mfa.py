@@ -242,8 +242,8 @@ def authenticator_replace(
             "that the phone's clock is set automatically."
         )
     with transaction.atomic():
-        sessions = _other_sessions(user, keep=keep_session)
-        proved_with = "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
+        sessions = other_sessions(user, keep=keep_session)
+        proved_with = proof_words(proof)
         staff_event_append(
             first_store(),
             username=user.get_username(),
@@ -261,7 +261,7 @@ def authenticator_replace(
         codes = _recovery_codes_replace(user)
         for session in sessions:
             session.delete()
-    _tell_owner(
+    owner_tell(
         user,
         subject="Your authenticator app was replaced",
         change="The authenticator app of your account was replaced",
@@ -271,17 +271,18 @@ def authenticator_replace(
     return device, codes, len(sessions)
 
 
-def _other_sessions(user, *, keep: str | None) -> list[Session]:
+def other_sessions(user, *, keep: str | None) -> list[Session]:
     """The account's live sessions other than ``keep`` (the one making the change)."""
     live = Session.objects.filter(expire_date__gt=timezone.now()).exclude(session_key=keep or "")
     return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
 
 
-def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
-    """E-mail the account about a change to its second factor (no code, no secret). The
-    change is made already: a mail server that refuses is logged, not undone."""
+def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+    """E-mail the account about a change to its second factor or password (no code, no
+    secret). The change is made already: a mail server that refuses is logged, not
+    undone."""
     if not user.email:
-        logger.warning("second factor changed for %s, who has no e-mail", user.get_username())
+        logger.warning("account of %s changed; it has no e-mail", user.get_username())
         return
     body = (
         f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
@@ -293,7 +294,7 @@ def _tell_owner(user, *, subject: str, change: str, actor: Actor, ended: int) ->
     try:
         send_mail(subject, body, None, [user.email])
     except Exception:
-        logger.exception("could not e-mail %s about a second-factor change", user.get_username())
+        logger.exception("could not e-mail %s about an account change", user.get_username())
 
 
 def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
@@ -351,6 +352,12 @@ def owner_confirm(user, *, password: str, current_token: str, address: str | Non
     return proof
 
 
+def proof_words(proof: Device) -> str:
+    """How an owner proved it was them, for the event: ``authenticator`` or
+    ``recovery_code``."""
+    return "recovery_code" if isinstance(proof, StaticDevice) else AUTHENTICATOR
+
+
 def mfa_reset(
     target, *, actor: Actor, reason: str, confirmer=None, password: str = "", current_token=""
 ) -> str:
@@ -375,7 +382,7 @@ def mfa_reset(
         )
     code = _new_code()
     with transaction.atomic():
-        sessions = _other_sessions(target, keep=None)
+        sessions = other_sessions(target, keep=None)
         staff_event_append(
             first_store(),
             username=target.get_username(),
@@ -391,7 +398,7 @@ def mfa_reset(
         device.token_set.create(token=code)
         for session in sessions:
             session.delete()
-    _tell_owner(
+    owner_tell(
         target,
         subject="Your second factor was reset",
         change="The second factor of your account was reset by a supervisor",

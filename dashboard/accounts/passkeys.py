@@ -9,7 +9,10 @@ module only fits them to the one-POST sign-in (dashboard/forms.py · ``StaffSign
   credential and the form posts the answer with the username and password, checked
   after the password, with the same single answer for every failure;
 - enrolment (``enrol_begin``, ``enrol_complete``) needs a session already verified by a
-  second factor and is a ``passkey_enrolled`` event on the account's ``STAFF#`` stream.
+  second factor and is a ``passkey_enrolled`` event on the account's ``STAFF#`` stream;
+- its owner renames one (``passkey_rename``) and removes one (``passkey_remove``: the
+  password and a current code, as for replacing the authenticator; the other sessions
+  end; never the last second factor a role requires), each an event on that stream.
 
 The relying party is the host the page was served from (without its port), the origin
 the scheme and host: ``localhost`` and ``127.0.0.1`` work in a browser over plain HTTP.
@@ -26,12 +29,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from django_otp.models import Device
 from django_otp_webauthn.helpers import WebAuthnHelper
 from django_otp_webauthn.models import WebAuthnCredential
 from webauthn.helpers.structs import ResidentKeyRequirement
 
+from dashboard.accounts import mfa, passkey_challenges
 from dashboard.auth import actor_for, role_required, user_role
-from reconciliation.actors import Role
+from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
@@ -41,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 PASSKEY_ROLES = frozenset({Role.SUPERVISOR, Role.AUDITOR})
 AUDIT_UNAVAILABLE = (BotoCoreError, ClientError, AuditAppendContended)
-SIGN_IN_STATE = "passkey_sign_in_state"
 ENROL_STATE = "passkey_enrol_state"
 
 
@@ -80,18 +84,23 @@ def has_passkey(user) -> bool:
 @require_POST
 @never_cache
 def sign_in_options(request: HttpRequest) -> HttpResponse:
-    """A challenge for the sign-in page, naming no account; its state kept in the
-    (anonymous) session for the form's POST, once."""
+    """A challenge for the sign-in page, naming no account; its state kept for the
+    form's POST, once, outside any session: a press before sign-in opens none
+    (dashboard/accounts/passkey_challenges.py)."""
     options, state = Helper(request).authenticate_begin(user=None, require_user_verification=True)
-    request.session[SIGN_IN_STATE] = state
-    return JsonResponse(options)
+    response = JsonResponse(options)
+    try:
+        passkey_challenges.challenge_keep(response, state)
+    except passkey_challenges.ChallengeUnavailable:
+        return JsonResponse({"detail": "Passkeys are unavailable: use the code."}, status=503)
+    return response
 
 
 def sign_in_device(request, user, answer: str) -> WebAuthnCredential | None:
-    """The passkey of ``user`` that signed this session's challenge in ``answer``, or
+    """The passkey of ``user`` that signed this browser's challenge in ``answer``, or
     None (no challenge, a malformed answer, another account's or a disabled passkey, a
     wrong signature). The challenge is spent either way."""
-    state = request.session.pop(SIGN_IN_STATE, None) if request is not None else None
+    state = passkey_challenges.challenge_take(request) if request is not None else None
     if not state or not answer:
         return None
     try:
@@ -155,3 +164,94 @@ def enrol_complete(request: HttpRequest) -> HttpResponse:
         logger.info("passkey refused at enrolment: %s", exc.__class__.__name__)
         return JsonResponse({"detail": "The passkey could not be checked."}, status=400)
     return JsonResponse({"id": device.pk})
+
+
+# --- renaming and removing one's own -----------------------------------------------------
+
+NAME_MAX = 64
+LAST_FACTOR = (
+    "This passkey is your last second factor, and your role signs in with one: set up "
+    "the authenticator app (or add another passkey) first."
+)
+
+
+class PasskeyNotFound(Exception):
+    """No confirmed passkey of this account has that id (another person's included)."""
+
+
+class LastSecondFactor(mfa.SecondFactorRefused):
+    """Removing it would leave a role that requires a second factor without one."""
+
+
+def passkey_of(user, passkey_id: int) -> WebAuthnCredential:
+    """``user``'s own passkey by its id; another person's is not found, like none."""
+    found = passkeys_of(user).filter(pk=passkey_id).first()
+    if found is None:
+        raise PasskeyNotFound(passkey_id)
+    return found
+
+
+def passkey_rename(user, *, passkey_id: int, name: str, actor: Actor) -> WebAuthnCredential:
+    """Rename one's own passkey (``name`` already 1-64 characters, the form's rule); the
+    event first, in the transaction."""
+    with transaction.atomic():
+        device = passkey_of(user, passkey_id)
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=AuditAction.PASSKEY_RENAMED,
+            actor=actor,
+            detail={"passkey": device.pk, "name_before": device.name, "name_after": name},
+        )
+        device.name = name
+        device.save(update_fields=["name"])
+    return device
+
+
+def passkey_remove(
+    user,
+    *,
+    passkey_id: int,
+    password: str,
+    current_token: str,
+    actor: Actor,
+    keep_session: str | None,
+) -> tuple[Device, int]:
+    """Remove one's own passkey. A session alone is not enough: the password and a code
+    from the app or a recovery code (``mfa.owner_confirm``, counted by the lockout).
+    Refused (:class:`LastSecondFactor`) when it is the last second factor the role
+    requires. Every other session of the account ends; the account is e-mailed. Returns
+    the device the code opened (it verifies this session from now on) and how many
+    sessions ended."""
+    device = passkey_of(user, passkey_id)
+    others = passkeys_of(user).exclude(pk=device.pk).exists()
+    if mfa.mfa_required(user) and mfa.authenticator(user) is None and not others:
+        raise LastSecondFactor(LAST_FACTOR)
+    proof = mfa.owner_confirm(
+        user, password=password, current_token=current_token, address=actor.address or None
+    )
+    with transaction.atomic():
+        sessions = mfa.other_sessions(user, keep=keep_session)
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=AuditAction.PASSKEY_REMOVED,
+            actor=actor,
+            detail={
+                "passkey": device.pk,
+                "name": device.name,
+                "proved_with": mfa.proof_words(proof),
+                "other_sessions_ended": len(sessions),
+            },
+        )
+        device.delete()
+        for session in sessions:
+            session.delete()
+    mfa.owner_tell(
+        user,
+        subject="A passkey was removed from your account",
+        change=f'The passkey "{device.name}" was removed from your account',
+        actor=actor,
+        ended=len(sessions),
+    )
+    return proof, len(sessions)

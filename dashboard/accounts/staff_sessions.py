@@ -170,6 +170,13 @@ def sessions_end(user, *, actor: Actor, keep: str | None) -> int:
 # --- keeping the record ------------------------------------------------------------------
 
 
+def session_rekeyed(old_key: str | None, new_key: str | None) -> None:
+    """The session kept through a password change has a new key (Django cycles it in
+    ``update_session_auth_hash``): its row follows, so it stays "this session"."""
+    if old_key and new_key and old_key != new_key:
+        StaffSession.objects.filter(key_hash=key_hash(old_key)).update(key_hash=key_hash(new_key))
+
+
 def _record(request, user) -> None:
     key = request.session.session_key
     if not key:

@@ -17,6 +17,16 @@ urlpatterns = [
     path("login/passkey/", passkeys.sign_in_options, name="login-passkey"),
     path("profile/passkeys/begin/", passkeys.enrol_begin, name="profile-passkey-begin"),
     path("profile/passkeys/complete/", passkeys.enrol_complete, name="profile-passkey-complete"),
+    path(
+        "profile/passkeys/<int:passkey_id>/rename/",
+        views.passkey_rename_view,
+        name="profile-passkey-rename",
+    ),
+    path(
+        "profile/passkeys/<int:passkey_id>/remove/",
+        views.passkey_remove_view,
+        name="profile-passkey-remove",
+    ),
     path("profile/", views.profile_view, name="profile"),
     path(
         "profile/authenticator/",
@@ -28,6 +38,7 @@ urlpatterns = [
         views.recovery_codes_view,
         name="profile-recovery-codes",
     ),
+    path("profile/password/", views.password_change_view, name="profile-password"),
     path("profile/time-zone/", views.time_zone_view, name="profile-time-zone"),
     path(
         "profile/sessions/end-others/",

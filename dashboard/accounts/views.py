@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -15,9 +15,12 @@ from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
-from dashboard.accounts import mfa, passkeys, staff_sessions, timezones
+from dashboard.accounts import mfa, passkeys, passwords, staff_sessions, timezones
 from dashboard.accounts.forms import (
     CodeForm,
+    PasskeyRemoveForm,
+    PasskeyRenameForm,
+    PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
     TimeZoneForm,
@@ -49,6 +52,7 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
         )
     if state.enrolled:
         context.setdefault("recovery_form", CodeForm(prefix="recovery"))
+    context.setdefault("password_form", PasswordChangeForm(user))
     context.setdefault(
         "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
     )
@@ -92,6 +96,99 @@ def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
     except AUDIT_UNAVAILABLE:
         return _profile(request, status=503, error=NOT_RECORDED)
     return _profile(request, done=_ended_sentence(ended))
+
+
+@require_POST
+@role_required()
+def password_change_view(request: HttpRequest) -> HttpResponse:
+    """Change one's own password: the current one, the new one twice; every other
+    session of the account ends, this one stays."""
+    form = PasswordChangeForm(request.user, request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, password_form=form)
+    try:
+        ended = passwords.password_change(
+            request.user,
+            current_password=form.cleaned_data["current_password"],
+            new_password=form.cleaned_data["new_password1"],
+            actor=actor_for(request),
+            keep_session=request.session.session_key,
+        )
+    except passwords.PasswordRefused as exc:
+        form.add_error("current_password", str(exc))
+        return _profile(request, status=400, password_form=form)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    before = request.session.session_key
+    update_session_auth_hash(request, form.user)  # this session stays signed in
+    staff_sessions.session_rekeyed(before, request.session.session_key)
+    done = "Your password is changed."
+    if ended:
+        done += f" {ended} other session(s) of your account were signed out."
+    return _profile(request, done=done)
+
+
+def _own_passkey(request: HttpRequest, passkey_id: int) -> None:
+    try:
+        passkeys.passkey_of(request.user, passkey_id)
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+
+
+@require_POST
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    """Rename one's own passkey; another person's is not found (404)."""
+    form = PasskeyRenameForm(request.POST)
+    if not form.is_valid():
+        _own_passkey(request, passkey_id)  # 404 before saying why
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    try:
+        passkeys.passkey_rename(
+            request.user,
+            passkey_id=passkey_id,
+            name=form.cleaned_data["name"],
+            actor=actor_for(request),
+        )
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    return _profile(request, done="Your passkey is renamed.")
+
+
+@require_POST
+@role_required(Role.SUPERVISOR, Role.AUDITOR)
+def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    """Remove one's own passkey with the password and a current code; the other sessions
+    end, this one stays (verified by the device the code came from)."""
+    _own_passkey(request, passkey_id)  # another person's: 404
+    form = PasskeyRemoveForm(request.POST)
+    if not form.is_valid():
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    try:
+        proof, ended = passkeys.passkey_remove(
+            request.user,
+            passkey_id=passkey_id,
+            password=form.cleaned_data["password"],
+            current_token=form.cleaned_data["current_token"],
+            actor=actor_for(request),
+            keep_session=request.session.session_key,
+        )
+    except passkeys.PasskeyNotFound as exc:
+        raise Http404("no such passkey of yours") from exc
+    except passkeys.LastSecondFactor as exc:
+        return _profile(request, status=409, error=str(exc))
+    except mfa.SecondFactorRefused as exc:
+        form.add_error(None, str(exc))
+        return _profile(request, status=400, passkey_form=form, passkey_id=passkey_id)
+    except AUDIT_UNAVAILABLE:
+        return _profile(request, status=503, error=NOT_RECORDED)
+    otp_login(request, proof)  # the removed passkey may have verified this session
+    done = "Your passkey is removed."
+    if ended:
+        done += f" {ended} other session(s) of your account were signed out."
+    return _profile(request, done=done)
 
 
 def _code_step(

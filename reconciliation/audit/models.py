@@ -36,6 +36,12 @@ class AuditAction(Code):
     )
     RECOVERY_CODES_ISSUED = "recovery_codes_issued", "Recovery codes issued"
     PASSKEY_ENROLLED = "passkey_enrolled", "Passkey enrolled"
+    PASSKEY_RENAMED = "passkey_renamed", "Passkey renamed"
+    PASSKEY_REMOVED = (
+        "passkey_removed",
+        "Passkey removed",
+        "By its owner, with the password and a code from the app or a recovery code.",
+    )
     SIGN_IN_SUCCEEDED = "sign_in_succeeded", "Signed in"
     SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
     SIGN_IN_LOCKED_OUT = (

@@ -24,6 +24,8 @@ STAFF_ACTIONS = (
     "mfa_replaced",
     "recovery_codes_issued",
     "passkey_enrolled",
+    "passkey_renamed",
+    "passkey_removed",
     "sign_in_succeeded",
     "sign_in_failed",
     "sign_in_locked_out",

@@ -69,3 +69,49 @@ def test_a_wrong_password_with_a_passkey_is_refused_alike(ddb, open_browser, liv
     page.wait_for_load_state()
     assert "Sign-in failed" in page.locator("[role=alert]").first.inner_text()
     assert "/accounts/login/" in page.url
+
+
+def test_a_supervisor_renames_and_removes_the_passkey_they_signed_in_with(
+    ddb, open_browser, live_server
+):
+    """Signed in with a passkey, a supervisor renames it on the profile, then removes it
+    with the password and the app's code: the page says so, this session stays signed
+    in (verified by the app now), and both are events on the account's stream."""
+    from django_otp_webauthn.models import WebAuthnCredential
+
+    from tests.browser.conftest import authenticator_code
+
+    page = open_browser("supervisor")
+    _virtual_authenticator(page)
+    page.goto(f"{live_server.url}/accounts/profile/")
+    page.get_by_role("button", name="Add a passkey").click()
+    page.wait_for_url("**/accounts/profile/?passkey=added")
+    page.get_by_role("button", name="Sign out").click()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill("supervisor")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Use a passkey").click()
+    page.wait_for_url(f"{live_server.url}/")
+
+    page.goto(f"{live_server.url}/accounts/profile/")
+    key = page.locator("ul.passkeys li")
+    key.locator("summary").click()
+    key.get_by_label("Name (1 to 64 characters)").fill("Work laptop")
+    key.get_by_role("button", name="Rename").click()
+    page.get_by_text("Your passkey is renamed.").wait_for()
+    assert page.locator("ul.passkeys li strong").inner_text() == "Work laptop"
+
+    key = page.locator("ul.passkeys li")
+    key.locator("summary").click()
+    key.get_by_label("Your password").fill(PASSWORD)
+    key.get_by_label("Code from your app, or a recovery code").fill(
+        authenticator_code("supervisor")
+    )
+    key.get_by_role("button", name="Remove this passkey").click()
+    page.get_by_text("Your passkey is removed.").wait_for()
+    assert not WebAuthnCredential.objects.filter(user__username="supervisor").exists()
+    page.goto(f"{live_server.url}/accounts/profile/")
+    assert page.url == f"{live_server.url}/accounts/profile/"  # still signed in
+
+    actions = [e["action"] for e in audit_events(ddb) if e["stream"] == "STAFF#supervisor"]
+    assert "passkey_renamed" in actions and "passkey_removed" in actions

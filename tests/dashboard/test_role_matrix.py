@@ -116,6 +116,31 @@ def _reset_form(w: World) -> dict:
     return {**form, "current_token": _code_now(current)} if current else form
 
 
+def _own_passkey(action: str) -> Callable[[World], str]:
+    """A passkey of the signed-in person (created here), or an id nobody has."""
+
+    def path(w: World) -> str:
+        from django_otp_webauthn.models import WebAuthnCredential
+
+        user = User.objects.filter(username=w.username).first() if w.username else None
+        passkey_id = 999999
+        if user is not None:
+            passkey_id = WebAuthnCredential.objects.create(
+                user=user, name="matrix", credential_id=uuid.uuid4().bytes, public_key=b"k"
+            ).pk
+        return f"/accounts/profile/passkeys/{passkey_id}/{action}/"
+
+    return path
+
+
+def _passkey_remove_form(w: World) -> dict:
+    """The password and a current code of the signed-in person."""
+    user = User.objects.filter(username=w.username).first() if w.username else None
+    current = mfa.authenticator(user) if user else None
+    form = {"password": MATRIX_PASSWORD}
+    return {**form, "current_token": _code_now(current)} if current else form
+
+
 @dataclass(frozen=True)
 class Row:
     method: str
@@ -226,6 +251,28 @@ MATRIX: dict[str, Row] = {
         "POST",
         {**viewers(400), "finance_staff": 403},  # no ceremony begun: nothing to complete
         lambda w: "/accounts/profile/passkeys/complete/",
+    ),
+    "accounts/profile/password/": Row(
+        "POST",
+        viewers(200),
+        lambda w: "/accounts/profile/password/",
+        lambda w: {
+            "current_password": MATRIX_PASSWORD,
+            "new_password1": "Role-matrix-new-43",
+            "new_password2": "Role-matrix-new-43",
+        },
+    ),
+    "accounts/profile/passkeys/<int:passkey_id>/rename/": Row(
+        "POST",
+        {**viewers(200), "finance_staff": 403},  # one's own passkey: supervisors, auditors
+        _own_passkey("rename"),
+        lambda w: {"name": "Matrix key"},
+    ),
+    "accounts/profile/passkeys/<int:passkey_id>/remove/": Row(
+        "POST",
+        {**viewers(200), "finance_staff": 403},
+        _own_passkey("remove"),
+        _passkey_remove_form,
     ),
     "accounts/profile/sessions/end-others/": Row(
         "POST", viewers(200), lambda w: "/accounts/profile/sessions/end-others/"

@@ -286,7 +286,8 @@ def _add_staff(*args: str) -> list[str]:
 
 def test_add_staff_enrols_approvers_and_records_every_account_change(ddb):
     """A new supervisor gets an authenticator whose URI is the last line; a role change
-    and a password reset are audit events with before and after."""
+    and a password reset are audit events with before and after; the reset ends the
+    account's sessions."""
     lines = _add_staff("sam", "--role", "supervisor", "--email", "sam@example.org")
     assert lines[-1].startswith("otpauth://totp/") and "secret=" in lines[-1]
     assert lines[-2].startswith("recovery codes for sam: ")
@@ -312,6 +313,10 @@ def test_add_staff_enrols_approvers_and_records_every_account_change(ddb):
     assert change["actor"]["role"] == "system"
     assert change["client_address"].startswith("manage.py add_staff")
     assert "Another-pass-77" not in str(events)
+    # A password set anew ends the account's sessions, as every way of setting one does.
+    assert events[4]["detail"]["other_sessions_ended"] == 1
+    assert events[4]["detail"]["via"] == "add_staff"
+    assert client.get("/accounts/profile/").status_code == 302
 
 
 def test_add_staff_for_finance_staff_prints_no_uri(ddb):

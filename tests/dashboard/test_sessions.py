@@ -155,3 +155,22 @@ def test_a_session_the_idle_timeout_ends_is_a_signed_out_event(ddb, ada, setting
     [event] = _events(ddb, "ada", "signed_out")
     assert event["detail"]["how"] == "ended_by_server"
     assert StaffSession.objects.filter(user=ada).count() == 0
+
+
+def test_passkey_presses_before_sign_in_leave_no_session_behind(ddb, ada):
+    """Twelve presses of "Sign in with a passkey" from twelve fresh browsers, none of them
+    signing in: no Django session row, no staff session, and nobody's session list or
+    the staff page's counts change; the one who signs in afterwards is the only session."""
+    from django.contrib.sessions.models import Session
+
+    for _ in range(12):
+        press = _client(FIREFOX)
+        answer = press.post("/accounts/login/passkey/")
+        assert answer.status_code == 200 and answer.json()["challenge"]
+    assert Session.objects.count() == 0
+    assert StaffSession.objects.count() == 0
+    assert staff_sessions.live_session_counts() == {}
+
+    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    assert [s.current for s in laptop.get("/accounts/profile/").context["sessions"]] == [True]
+    assert Session.objects.count() == 1 and StaffSession.objects.count() == 1

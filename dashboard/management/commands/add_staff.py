@@ -21,7 +21,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from dashboard.accounts import mfa
+from dashboard.accounts import mfa, passwords
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
 from reconciliation.actors import STAFF_ROLES, command_actor
@@ -114,8 +114,10 @@ class Command(BaseCommand):
                 after=after,
             )
         if password is not None and not created:
-            staff_event_append(
-                store, username=username, action=AuditAction.STAFF_PASSWORD_SET, actor=actor
+            # Set above with the account's other fields; the event, the sessions it ends
+            # and the e-mail as for every password set (dashboard/accounts/passwords.py).
+            passwords.password_set(
+                user, new_password=None, actor=actor, keep_session=None, via="add_staff"
             )
         lines = [
             f"{'created' if created else 'updated'} {username} in group {role}"

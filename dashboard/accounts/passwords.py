@@ -1,0 +1,88 @@
+"""A staff member's password set anew (docs/security.md, "Passwords"): by its owner on
+the profile, by a superuser in the administration screen, or by ``manage.py
+changepassword``. Every way is one :func:`password_set`: a ``staff_password_set`` event
+on the account's ``STAFF#`` stream (how, by whom, how many sessions ended; never the
+password), every session of the account but the one making the change ended (as when
+the second factor is replaced), and an e-mail to the account.
+
+The owner's change needs the current password, counted by the sign-in lockout first
+(dashboard/accounts/lockout.py) so the form cannot be used to guess it; the new one
+passes Django's validators (``AUTH_PASSWORD_VALIDATORS``) in the form.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from dashboard.accounts import lockout, mfa
+from dashboard.accounts.staff_sessions import key_hash
+from dashboard.models import StaffSession
+from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import first_store
+
+WRONG_CURRENT = "Your current password is not right: nothing was changed."
+
+
+class PasswordRefused(Exception):
+    """The change was refused; the message says why in words a person can act on."""
+
+
+def password_change(
+    user, *, current_password: str, new_password: str, actor: Actor, keep_session: str | None
+) -> int:
+    """The owner changes their password: the current one first (counted by the lockout),
+    then :func:`password_set`. Returns how many other sessions ended; raises
+    :class:`PasswordRefused` having changed nothing."""
+    address = actor.address or None
+    number = lockout.attempt_take(user.get_username(), address)
+    if number is not None and number > settings.AXES_FAILURE_LIMIT:
+        raise PasswordRefused(
+            "Too many failed attempts from this address: wait a while and try again."
+        )
+    if not user.check_password(current_password or ""):
+        raise PasswordRefused(WRONG_CURRENT)
+    lockout.attempts_clear(username=user.get_username(), address=address)
+    return password_set(
+        user, new_password=new_password, actor=actor, keep_session=keep_session, via="profile"
+    )
+
+
+def password_set(
+    user, *, new_password: str | None, actor: Actor, keep_session: str | None, via: str
+) -> int:
+    """Set ``user``'s password (``None``: Django's own form has just set it, in the
+    caller's transaction), end every session of the account but ``keep_session``, and
+    append the event first in the same transaction: refused, nothing changes. The
+    account is e-mailed afterwards. Returns how many sessions ended."""
+    with transaction.atomic():
+        sessions = mfa.other_sessions(user, keep=keep_session)
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=AuditAction.STAFF_PASSWORD_SET,
+            actor=actor,
+            detail={
+                "via": via,
+                "by": "owner" if actor.username == user.get_username() else str(actor.role),
+                "other_sessions_ended": len(sessions),
+            },
+        )
+        if new_password is not None:
+            user.set_password(new_password)
+            user.save(update_fields=["password"])
+        StaffSession.objects.filter(
+            key_hash__in=[key_hash(s.session_key) for s in sessions]
+        ).delete()
+        for session in sessions:
+            session.delete()
+    mfa.owner_tell(
+        user,
+        subject="Your password was changed",
+        change="The password of your account was changed",
+        actor=actor,
+        ended=len(sessions),
+    )
+    return len(sessions)
