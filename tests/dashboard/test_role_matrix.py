@@ -182,7 +182,16 @@ MATRIX: dict[str, Row] = {
     "cases/<case_id:case_id>/reject/": Row(
         "POST", supervisors(302), _pending("reject/"), _decision
     ),
+    "cases/<case_id:case_id>/notes/": Row(
+        "POST", actors(302), _case("notes/"), lambda w: {"text": "Role matrix note."}
+    ),
     "approvals/": Row("GET", supervisors(200), lambda w: "/approvals/"),
+    "notifications/": Row("GET", viewers(200), lambda w: "/notifications/"),
+    # Nobody's notification 1 is theirs to open (test_notifications.py: another's is 404).
+    "notifications/<int:notification_id>/": Row(
+        "GET", viewers(404), lambda w: "/notifications/999999/"
+    ),
+    "notifications/read-all/": Row("POST", viewers(302), lambda w: "/notifications/read-all/"),
     "audit/": Row("GET", viewers(200), lambda w: "/audit/"),
     "audit/export.csv": Row("GET", viewers(200), lambda w: "/audit/export.csv"),
     "audit/export.jsonl": Row("GET", viewers(200), lambda w: "/audit/export.jsonl"),
