@@ -209,7 +209,11 @@ class NoteForm(forms.Form):
         required=False,  # empty is refused by the service, in its words, writing nothing
         strip=True,
         widget=forms.Textarea(
-            attrs={"rows": 3, "maxlength": MAX_NOTE_LENGTH, "placeholder": "@name notifies a colleague"}
+            attrs={
+                "rows": 3,
+                "maxlength": MAX_NOTE_LENGTH,
+                "placeholder": "@name notifies a colleague",
+            }
         ),
     )
     # The page's form sends one so a double submission adds the note once; a POST

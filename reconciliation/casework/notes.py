@@ -48,9 +48,7 @@ def note_text(text: str | None) -> str:
     if not visible_length(body):
         raise InvalidNote("Write the note first: it is empty.")
     if len(body) > MAX_NOTE_LENGTH:
-        raise InvalidNote(
-            f"Keep the note to {MAX_NOTE_LENGTH:,} characters; it has {len(body):,}."
-        )
+        raise InvalidNote(f"Keep the note to {MAX_NOTE_LENGTH:,} characters; it has {len(body):,}.")
     return body
 
 
@@ -99,8 +97,7 @@ def case_note_add(
             noted = replace(case, audit_seq=event["seq"], audit_head=event["hash"])
             return ActionResult(noted, True, "Note added.")
     raise CaseError(
-        "The case kept changing while the note was being added; nothing was added. "
-        "Send it again."
+        "The case kept changing while the note was being added; nothing was added. Send it again."
     )
 
 
@@ -121,4 +118,3 @@ def _append(store: Store, items: list[dict]) -> bool:
             raise
         return False
     return True
-

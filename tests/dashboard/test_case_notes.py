@@ -150,7 +150,11 @@ def test_verify_audit_passes_with_notes_between_changes_and_after_resolution(ddb
     every event chains, and ``verify_audit`` finds the case item in step with its
     stream."""
     store = first_store()
-    ann, sue, sam = staff_actor("ann"), staff_actor("sue", "supervisor"), staff_actor("sam", "supervisor")
+    ann, sue, sam = (
+        staff_actor("ann"),
+        staff_actor("sue", "supervisor"),
+        staff_actor("sam", "supervisor"),
+    )
     case = stuck_case("note-chain")
 
     def note(text: str, actor=ann) -> None:

@@ -1,4 +1,4 @@
-""""Record and open the next case" (issue 4/5): after a disposition the button records it
+""" "Record and open the next case" (issue 4/5): after a disposition the button records it
 and opens the next open case of the same queue, skipping the case just handled and any
 case someone else has taken; with none left, the queue page says so."""
 
@@ -38,7 +38,9 @@ def test_records_then_opens_the_next_case_nobody_else_has(ddb, client):
         taken = stuck_case("nx-2")
     third = stuck_case("nx-3")
     case_assign(
-        case_id=taken.case_id, actor=staff_actor("bob"), seen_version=taken.version,
+        case_id=taken.case_id,
+        actor=staff_actor("bob"),
+        seen_version=taken.version,
         store=first_store(),
     )
     sign_in(client, "finance_staff", username="ann")

@@ -120,7 +120,13 @@ def test_expiry_tells_the_requester(ddb, settings):
     with clock.travel(settings.OVERRIDE_TTL_S + 5):
         assert overrides_expire(store=first_store()) == [case.case_id]
     assert _told() == [
-        ("ann", NotificationKind.OVERRIDE_DECIDED, "system", AuditAction.OVERRIDE_EXPIRED, "RELEASE_CLAIM")
+        (
+            "ann",
+            NotificationKind.OVERRIDE_DECIDED,
+            "system",
+            AuditAction.OVERRIDE_EXPIRED,
+            "RELEASE_CLAIM",
+        )
     ]
 
 
