@@ -102,8 +102,11 @@ def case_note_add(
 
 
 def _noted(audit: AuditRepository, stream: str, action_id: str) -> bool:
+    """Whether the case's newest note came from this very form (a double submission)."""
     latest = audit.latest_event(stream, action=AuditAction.CASE_NOTE_ADDED)
-    return bool(latest) and (latest.get("detail") or {}).get("action_id") == action_id
+    if latest is None:
+        return False
+    return (latest.get("detail") or {}).get("action_id") == action_id
 
 
 def _append(store: Store, items: list[dict]) -> bool:
