@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
@@ -50,7 +50,12 @@ def notification_open(request: StaffRequest, notification_id: int) -> HttpRespon
         _mine(request).filter(pk=notification.pk, read_at__isnull=True).update(
             read_at=timezone.now()
         )
-    return redirect(reverse("case", kwargs={"case_id": notification.case_id}))
+    try:
+        return redirect(reverse("case", kwargs={"case_id": notification.case_id}))
+    except NoReverseMatch:
+        # A row written by hand with an id no case can have: back to the list, not a 500.
+        messages.error(request, f"{notification.case_id} is not a case id.")
+        return redirect("notifications")
 
 
 @require_POST
