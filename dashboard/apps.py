@@ -6,7 +6,9 @@ class DashboardConfig(AppConfig):
     verbose_name = "Reconciliation dashboard"
 
     def ready(self) -> None:
+        from dashboard import notifications
         from dashboard.accounts import signin_audit, staff_sessions
 
         signin_audit.connect()  # after axes' receivers: its count is known to ours
         staff_sessions.connect()
+        notifications.connect()  # the override expiry, announced by casework

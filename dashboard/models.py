@@ -22,7 +22,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from reconciliation import clock
+from reconciliation.audit.models import AuditAction
 from reconciliation.claims import funds as fund_rules
+from reconciliation.codes import Code
 
 logger = logging.getLogger(__name__)
 
@@ -335,3 +337,73 @@ class StaffSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} from {self.address or '?'}"
+
+
+class NotificationKind(Code):
+    """Why a person is told about a case (docs/notes-and-notifications.md)."""
+
+    ASSIGNED = "assigned_to_you", "Assigned to you", "Someone else assigned you a case."
+    APPROVAL_WAITING = (
+        "approval_waiting",
+        "Approval waiting for you",
+        "An override was requested; a supervisor other than the requester must decide it.",
+    )
+    OVERRIDE_DECIDED = (
+        "override_decided",
+        "Your override was decided",
+        "An override you requested was approved, rejected or expired.",
+    )
+    MENTION = "mentioned", "Mentioned you", "Someone wrote @your-name in a note on a case."
+
+
+class NotificationQuerySet(models.QuerySet["Notification"]):
+    def unread(self) -> NotificationQuerySet:
+        return self.filter(read_at__isnull=True)
+
+
+class Notification(models.Model):
+    """One thing one person is told about one case, kept in Django's database (the case
+    lives in DynamoDB). Read state is per person: opening it or "mark all read" sets
+    ``read_at``. Created by dashboard/notifications.py after the action succeeded."""
+
+    recipient = models.ForeignKey(
+        "auth.User", on_delete=models.CASCADE, related_name="notifications"
+    )
+    kind = models.CharField(max_length=32, choices=[(k.value, k.label) for k in NotificationKind])
+    case_id = models.CharField(max_length=200)
+    # Who caused it ("system" for an expiry), what they did (an AuditAction) and, for an
+    # override, which (an Override code); for a mention, the start of the note.
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=40)
+    override = models.CharField(max_length=40, blank=True, default="")
+    excerpt = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The badge's count: one range of this index per page.
+            models.Index(fields=["recipient", "read_at"], name="notification_unread"),
+            # The list, newest first.
+            models.Index(fields=["recipient", "-created_at"], name="notification_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipient}: {self.kind_code.label} on {self.case_id}"
+
+    @property
+    def kind_code(self) -> NotificationKind:
+        return NotificationKind(self.kind)
+
+    @property
+    def is_unread(self) -> bool:
+        return self.read_at is None
+
+    @property
+    def decision(self) -> str:
+        """How an override was decided (approved, rejected, expired); empty otherwise."""
+        if self.kind != NotificationKind.OVERRIDE_DECIDED:
+            return ""
+        return AuditAction.words(self.action)

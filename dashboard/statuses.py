@@ -27,6 +27,7 @@ CASE_REFUSAL = {
     "not_found": 404,
     "not_allowed": 403,
     "invalid_reason": 400,
+    "invalid_note": 400,
     "case_changed": 409,
     # The evidence read at decision time rules the action out (casework/evidence.py).
     "evidence_refused": 422,

@@ -19,6 +19,7 @@ from reconciliation.cases.policy import (
     OVERRIDES,
     REASON_CODES,
 )
+from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
@@ -199,6 +200,32 @@ class AssignForm(forms.Form):
         assert isinstance(field, forms.ChoiceField)
         field.choices = [("", "Choose a person…"), *((n, n) for n in names)]
         field.error_messages["invalid_choice"] = "not an active finance staff member or supervisor"
+
+
+class NoteForm(forms.Form):
+    """A note on a case: free text, stripped; the service decides what it accepts
+    (reconciliation/casework/notes.py), the form only shapes the box."""
+
+    text = forms.CharField(
+        label="Add a note",
+        required=False,  # empty is refused by the service, in its words, writing nothing
+        strip=True,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 3,
+                "maxlength": MAX_NOTE_LENGTH,
+                "placeholder": "@name notifies a colleague",
+            }
+        ),
+    )
+    # The page's form sends one so a double submission adds the note once; a POST
+    # with ``text`` alone is a note too.
+    action_id = forms.CharField(widget=forms.HiddenInput, max_length=64, required=False)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "note_%s")
+        kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
+        super().__init__(*args, **kwargs)
 
 
 class DecisionForm(_ReasonForm):

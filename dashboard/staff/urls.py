@@ -4,7 +4,16 @@
 from django.urls import include, path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.staff.views import approvals, bulk, cases, drill, overview, queues, search
+from dashboard.staff.views import (
+    approvals,
+    bulk,
+    cases,
+    drill,
+    notifications,
+    overview,
+    queues,
+    search,
+)
 
 register_converter(CaseIdConverter, "case_id")
 
@@ -22,7 +31,19 @@ urlpatterns = [
     path("cases/<case_id:case_id>/assign/", cases.case_assign_view, name="case-assign"),
     path("cases/<case_id:case_id>/approve/", approvals.override_approve_view, name="case-approve"),
     path("cases/<case_id:case_id>/reject/", approvals.override_reject_view, name="case-reject"),
+    path("cases/<case_id:case_id>/notes/", cases.case_note_view, name="case-notes"),
     path("approvals/", approvals.approvals_view, name="approvals"),
+    path("notifications/", notifications.notifications_view, name="notifications"),
+    path(
+        "notifications/<int:notification_id>/",
+        notifications.notification_open,
+        name="notification-open",
+    ),
+    path(
+        "notifications/read-all/",
+        notifications.notifications_read_all,
+        name="notifications-read-all",
+    ),
     path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),
     path("drill/run", drill.drill_start, name="drill-run"),

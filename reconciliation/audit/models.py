@@ -20,6 +20,11 @@ class AuditAction(Code):
     OVERRIDE_APPROVED = "override_approved", "Override approved"
     OVERRIDE_REJECTED = "override_rejected", "Override rejected"
     OVERRIDE_EXPIRED = "override_expired", "Override request expired"
+    CASE_NOTE_ADDED = (
+        "case_note_added",
+        "Note added",
+        "Free text by a person working the case; changes nothing of the case itself.",
+    )
     # Pledges
     PLEDGE_RECORDED = "pledge_recorded", "Pledge recorded"
     PLEDGE_VOIDED = "pledge_voided", "Pledge voided"

@@ -75,6 +75,8 @@ def visible_length(text: str) -> int:
 STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})
 ACTIONS = {
     "assign": STAFF,
+    # A note is a staff action like any other: auditors stay read-only.
+    "note": STAFF,
     "dispose": STAFF | {Role.SYSTEM},
     "override_request": STAFF,
     "override_approve": frozenset({Role.SUPERVISOR}),

@@ -92,6 +92,26 @@ class CaseRepository:
             }
         }
 
+    def audit_head_item(self, case: Case, *, seq: int, head: str) -> dict:
+        """Move the case's stored audit head to the event at ``seq`` without a new case
+        version: for an event that changes nothing of the case (a note), so nobody's open
+        form and no pending override's pinned version goes stale because of it.
+
+        Conditioned on the head read: every case change moves ``audit_seq`` in its own
+        transaction, so an append or a change committed since the read fails this (and
+        the event's own ``attribute_not_exists(seq)`` keeps the stream from forking)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(case.case_id),
+                "UpdateExpression": "SET audit_seq = :seq, audit_head = :head",
+                # audit_seq = :read: nothing was appended to the case since it was read.
+                "ConditionExpression": "audit_seq = :read",
+                "ExpressionAttributeValues": values(seq=seq, head=head, read=case.audit_seq),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
     def counter_item(self, move: CounterMove, *, shard: int) -> dict:
         """Move a queue's count by ``move.delta`` on one of its shards, and, for a case in
         the totals, its currency's amount total and the count of totalled cases. Shards

@@ -23,6 +23,7 @@ from reconciliation.cases.models import Case, CaseState, ErrorKind, Override, re
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import evidence_check
+from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
@@ -368,4 +369,5 @@ def overrides_expire(*, store: Store) -> list[str]:
             expired.append(case.case_id)
         except CaseError:
             continue  # someone decided it meanwhile
+        override_expired_announce(case_id=case.case_id, request=override)
     return expired

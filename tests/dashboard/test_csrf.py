@@ -22,6 +22,7 @@ SAMPLE = {
     "task_id": "t" * 16,
     "filename": "x.csv",
     "path": "x",
+    "notification_id": "1",
 }
 
 

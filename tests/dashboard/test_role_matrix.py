@@ -185,6 +185,19 @@ def _bulk(w: World) -> dict:
     }
 
 
+def _own_notification(w: World) -> str:
+    """A notification of the signed-in user (none signed in: an id nobody has)."""
+    from dashboard.models import Notification, NotificationKind
+
+    user = User.objects.filter(username=w.username).first()
+    if user is None:
+        return "/notifications/999999/"
+    mine = Notification.objects.create(
+        recipient=user, kind=NotificationKind.MENTION, case_id=w.case_id, actor="x", action=""
+    )
+    return f"/notifications/{mine.pk}/"
+
+
 NO_EXPORT = "e" * 16
 # route (as the resolver spells it) → the request and the status per role.
 MATRIX: dict[str, Row] = {
@@ -207,7 +220,14 @@ MATRIX: dict[str, Row] = {
     "cases/<case_id:case_id>/reject/": Row(
         "POST", supervisors(302), _pending("reject/"), _decision
     ),
+    "cases/<case_id:case_id>/notes/": Row(
+        "POST", actors(302), _case("notes/"), lambda w: {"text": "Role matrix note."}
+    ),
     "approvals/": Row("GET", supervisors(200), lambda w: "/approvals/"),
+    "notifications/": Row("GET", viewers(200), lambda w: "/notifications/"),
+    # One of the signed-in person's own (another's is a 404: test_notifications.py).
+    "notifications/<int:notification_id>/": Row("GET", viewers(302), _own_notification),
+    "notifications/read-all/": Row("POST", viewers(302), lambda w: "/notifications/read-all/"),
     "audit/": Row("GET", viewers(200), lambda w: "/audit/"),
     "audit/export.csv": Row("GET", viewers(200), lambda w: "/audit/export.csv"),
     "audit/export.jsonl": Row("GET", viewers(200), lambda w: "/audit/export.jsonl"),

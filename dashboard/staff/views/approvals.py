@@ -14,10 +14,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
+from dashboard.notifications import notify_override_decided
 from dashboard.staff.forms import DecisionForm
 from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
+from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import Queue
@@ -77,10 +79,21 @@ def approvals_view(request: HttpRequest) -> HttpResponse:
     return _approvals_response(request)
 
 
+def _pending_request(case_id: str, request_id: str) -> dict | None:
+    """The pending request ``request_id`` as read before deciding it: whom to tell."""
+    case = case_detail(case_id, store=case_store(case_id))
+    override = (case.override if case else None) or {}
+    return override if override.get("request_id") == request_id else None
+
+
 def _decide(
-    request: HttpRequest, case_id: str, decide: Callable[..., ActionResult]
+    request: HttpRequest,
+    case_id: str,
+    decide: Callable[..., ActionResult],
+    outcome: AuditAction,
 ) -> HttpResponse:
-    """Run ``decide`` (override_approve or override_reject: one signature) on the form."""
+    """Run ``decide`` (override_approve or override_reject: one signature) on the form;
+    once applied, the requester is told the ``outcome``."""
     form = DecisionForm(request.POST, case_id=case_id)
     result, status = None, 200
     if not form.is_valid():
@@ -89,6 +102,7 @@ def _decide(
     else:
         try:
             data = form.cleaned_data
+            pending = _pending_request(case_id, data["request_id"])
             result = decide(
                 case_id=case_id,
                 request_id=data["request_id"],
@@ -106,6 +120,13 @@ def _decide(
             messages.error(request, f"Not decided: {exc}")
         else:
             messages.success(request, result.message)
+            if result.applied and pending:
+                notify_override_decided(
+                    case_id=case_id,
+                    request=pending,
+                    action=outcome,
+                    actor=request.user.get_username(),
+                )
     if not wants_partial(request):
         if result is not None:
             return redirect("approvals")
@@ -121,10 +142,10 @@ def _decide(
 @require_POST
 @role_required(Role.SUPERVISOR)
 def override_approve_view(request: HttpRequest, case_id: str) -> HttpResponse:
-    return _decide(request, case_id, override_approve)
+    return _decide(request, case_id, override_approve, AuditAction.OVERRIDE_APPROVED)
 
 
 @require_POST
 @role_required(Role.SUPERVISOR)
 def override_reject_view(request: HttpRequest, case_id: str) -> HttpResponse:
-    return _decide(request, case_id, override_reject)
+    return _decide(request, case_id, override_reject, AuditAction.OVERRIDE_REJECTED)

@@ -18,12 +18,20 @@ from django.contrib import messages
 from django.forms import Form
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
+from dashboard.notifications import (
+    mentioned_staff,
+    notify_assigned,
+    notify_mentions,
+    notify_override_requested,
+)
 from dashboard.staff.forms import (
     AssignForm,
     DispositionForm,
+    NoteForm,
     OverrideRequestForm,
 )
 from dashboard.staff.views.pages import (
@@ -39,7 +47,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
-from reconciliation.cases.models import Case, CaseState, retry_in_flight
+from reconciliation.cases.models import Case, CaseState, Queue, retry_in_flight
 from reconciliation.cases.policy import (
     DISPOSITIONS,
     LABELS,
@@ -50,6 +58,8 @@ from reconciliation.cases.policy import (
 )
 from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
 from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.next_case import next_open_case
+from reconciliation.casework.notes import case_note_add
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import (
     Evidence,
@@ -202,6 +212,7 @@ def _case_response(
     conflict: Case | None = None,
     partial: str = "case",
     send_messages: bool = False,
+    note_form: NoteForm | None = None,
 ) -> HttpResponse:
     store = case_store(case_id)  # resolved once for the page's reads
     case = _case_or_404(case_id, store)
@@ -209,17 +220,9 @@ def _case_response(
     suggestion = case_suggestion(case, read.evidence)
     if request.method != "POST" and not bound and not keep:
         keep = _accepted(request, suggestion)
-    timeline = case_timeline(case.case_id, store=store)
     context = {
         **_live_context(request, case, read, suggestion),
-        "timeline": timeline,
-        # The case was read before its timeline, so its stored head can only be behind.
-        "chain": case_chain_status(
-            case.case_id,
-            timeline,
-            SubjectHead("case", case.audit_seq, case.audit_head),
-            store=store,
-        ),
+        **_timeline_context(request, case, store, note_form),
         "forms": _forms(case, request.role, bound or {}, keep or {}, read.facts),
         "withheld": _withheld(case, request.role, read.facts),
         "offer_key": _offer_key(case, request.role, read.facts),
@@ -233,6 +236,24 @@ def _case_response(
         "oob_messages": (request.method == "POST" or send_messages) and wants_partial(request),
     }
     return render_page(request, "cases/detail.html", partial, context, status=status)
+
+
+def _timeline_context(
+    request: StaffRequest, case: Case, store: Store, note_form: NoteForm | None
+) -> dict:
+    """The audit timeline with its chain check, and the note form for those who act."""
+    timeline = case_timeline(case.case_id, store=store)
+    return {
+        "timeline": timeline,
+        # The case was read before its timeline, so its stored head can only be behind.
+        "chain": case_chain_status(
+            case.case_id,
+            timeline,
+            SubjectHead("case", case.audit_seq, case.audit_head),
+            store=store,
+        ),
+        "note_form": note_form or (NoteForm() if request.role in ACTING_ROLES else None),
+    }
 
 
 def _live_context(
@@ -357,24 +378,57 @@ def _reasoned(data: dict, case_id: str) -> dict:
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
+    recorded: list[ActionResult] = []
+
     def run(data: dict, actor: Actor) -> ActionResult:
-        return case_dispose(
+        result = case_dispose(
             case_id=case_id,
             disposition=data["disposition"],
             actor=actor,
             **_reasoned(data, case_id),
         )
+        recorded.append(result)
+        return result
 
-    return _act(request, case_id, "dispose", run)
+    response = _act(request, case_id, "dispose", run)
+    # "Record and open the next case": the button names the queue the case was in.
+    queue = Queue.of(request.POST.get("then_next", ""))
+    if not recorded or queue is None:
+        return response
+    return _open_next(request, case_id, queue)
+
+
+def _open_next(request: StaffRequest, case_id: str, queue: Queue) -> HttpResponse:
+    """After a disposition: the next open case of ``queue`` (not this one, nobody
+    else's), or the queue page with a word when none is left."""
+    following = next_open_case(
+        queue, after=case_id, username=request.user.get_username(), stores=every_store()
+    )
+    if following is None:
+        messages.info(request, "No other open case in this queue.")
+        slug = SLUG_FOR_QUEUE.get(queue)
+        url = reverse("queue", args=[slug]) if slug else reverse("overview")
+    else:
+        url = reverse("case", kwargs={"case_id": following})
+    if wants_partial(request):
+        answer = HttpResponse(status=204)
+        answer["HX-Redirect"] = url
+        return answer
+    return redirect(url)
 
 
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
-        return override_request(
+        result = override_request(
             case_id=case_id, override=data["override"], actor=actor, **_reasoned(data, case_id)
         )
+        if result.applied:
+            notify_override_requested(
+                case_id=case_id, override=data["override"], actor=actor.username
+            )
+        return result
 
     return _act(request, case_id, "override", run)
 
@@ -392,6 +446,61 @@ def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
         }
         if data["unassign"]:
             return case_unassign(**common)
-        return case_assign(**common, assignee=data.get("assignee") or None)
+        result = case_assign(**common, assignee=data.get("assignee") or None)
+        if result.applied:
+            notify_assigned(case_id=case_id, assignee=result.case.assignee, actor=actor.username)
+        return result
 
     return _act(request, case_id, "assign", run)
+
+
+@require_POST
+@role_required(*ACTING_ROLES)
+def case_note_view(request: StaffRequest, case_id: str) -> HttpResponse:
+    """A note on the case (``text``): appended to its audit timeline, which htmx swaps
+    in place; ``@name`` of active staff notifies them. Bad input writes nothing and
+    shows the form again with the text and the reason."""
+    form = NoteForm(request.POST)
+    status, error = 200, ""
+    if not form.is_valid():
+        status, error = 400, "the form was incomplete; reload the page and write it again."
+    else:
+        text = form.cleaned_data["text"]
+        actor = actor_for(request)
+        # Nobody is told about their own note: the author's own @name stays plain.
+        mentions = [name for name in mentioned_staff(text) if name != actor.username]
+        try:
+            result = case_note_add(
+                case_id=case_id,
+                text=text,
+                actor=actor,
+                action_id=form.cleaned_data["action_id"] or None,
+                mentions=mentions,
+                store=case_store(case_id),
+            )
+        except CaseNotFound as exc:
+            raise Http404(str(exc)) from exc
+        except CaseError as exc:
+            status, error = case_refusal_status(exc), str(exc)
+        else:
+            messages.success(request, result.message)
+            if result.applied and mentions:
+                notify_mentions(
+                    case_id=case_id, usernames=mentions, note=text, actor=actor.username
+                )
+    if error:
+        messages.error(request, f"Not added: {error}")
+        form.add_error("text", error)
+    if not wants_partial(request):
+        if not error:
+            return redirect(reverse("case", kwargs={"case_id": case_id}) + "#timeline")
+        return _case_response(request, case_id, status=status, note_form=form)
+    store = case_store(case_id)
+    case = _case_or_404(case_id, store)
+    context = {
+        "case": case,
+        "oob_messages": True,
+        "timeline_alone": True,  # the messages travel with the timeline
+        **_timeline_context(request, case, store, form if error else None),
+    }
+    return render_page(request, "cases/detail.html", "timeline", context, status=status)

@@ -1,0 +1,160 @@
+"""In-app notifications (docs/notes-and-notifications.md): who is told what, once the
+action that causes it has succeeded.
+
+The views call these after their service returned an applied result; the override
+expiry, which no request makes, reaches :func:`_expired` through
+``reconciliation.casework.hooks.override_expired``. Nobody is told about their own
+action. A notification is never worth an action: every failure here is logged and
+swallowed, inside its own savepoint, so the request's database work goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, ParamSpec
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from dashboard.models import Notification, NotificationKind
+from reconciliation.actors import STAFF_ROLES, Role
+from reconciliation.audit.models import AuditAction
+from reconciliation.casework.hooks import override_expired
+
+logger = logging.getLogger(__name__)
+
+# ``@name``: Django's username characters, not preceded by one of them (an e-mail
+# address is no mention) and not ending in a dot (the end of a sentence).
+MENTION_RE = re.compile(r"(?<![\w.@+-])@([\w.@+-]*[\w+-])")
+EXCERPT_LENGTH = 200
+
+P = ParamSpec("P")
+
+
+def never_fails(notify: Callable[P, None]) -> Callable[P, None]:
+    """Run ``notify`` in a savepoint; log and swallow whatever it raises."""
+
+    @functools.wraps(notify)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            with transaction.atomic():
+                notify(*args, **kwargs)
+        except Exception:
+            logger.exception("notification %s not created", notify.__name__)
+
+    return wrapped
+
+
+def _staff(usernames: Iterable[str]) -> list[User]:
+    """The active users among ``usernames`` who hold a staff role."""
+    return list(
+        User.objects.filter(
+            username__in=set(usernames),
+            is_active=True,
+            groups__name__in=[str(r) for r in STAFF_ROLES],
+        ).distinct()
+    )
+
+
+def mentioned_staff(text: str) -> list[str]:
+    """The usernames of active staff that ``text`` names as ``@name``; other names stay
+    plain text."""
+    names = set(MENTION_RE.findall(text or ""))
+    return sorted(u.username for u in _staff(names)) if names else []
+
+
+def _create(
+    kind: NotificationKind,
+    recipients: Iterable[User],
+    *,
+    case_id: str,
+    actor: str,
+    action: str,
+    override: str = "",
+    excerpt: str = "",
+) -> None:
+    Notification.objects.bulk_create(
+        Notification(
+            recipient=user,
+            kind=kind,
+            case_id=case_id,
+            actor=actor,
+            action=action,
+            override=override or "",
+            excerpt=excerpt[:EXCERPT_LENGTH],
+        )
+        for user in recipients
+        if user.username != actor  # never the person who acted
+    )
+
+
+@never_fails
+def notify_assigned(*, case_id: str, assignee: str | None, actor: str) -> None:
+    """``assignee`` was given the case by someone else."""
+    if assignee and assignee != actor:
+        _create(
+            NotificationKind.ASSIGNED,
+            _staff([assignee]),
+            case_id=case_id,
+            actor=actor,
+            action=AuditAction.CASE_ASSIGNED,
+        )
+
+
+@never_fails
+def notify_override_requested(*, case_id: str, override: str, actor: str) -> None:
+    """Every active supervisor but the requester may decide it."""
+    supervisors = User.objects.filter(is_active=True, groups__name=Role.SUPERVISOR).distinct()
+    _create(
+        NotificationKind.APPROVAL_WAITING,
+        supervisors,
+        case_id=case_id,
+        actor=actor,
+        action=AuditAction.OVERRIDE_REQUESTED,
+        override=override,
+    )
+
+
+@never_fails
+def notify_override_decided(*, case_id: str, request: dict, action: str, actor: str) -> None:
+    """The requester of ``request`` learns it was approved, rejected or expired
+    (``action``, an AuditAction)."""
+    requester = (request.get("requested_by") or {}).get("username") or ""
+    _create(
+        NotificationKind.OVERRIDE_DECIDED,
+        _staff([requester]),
+        case_id=case_id,
+        actor=actor,
+        action=action,
+        override=str(request.get("action") or ""),
+    )
+
+
+@never_fails
+def notify_mentions(*, case_id: str, usernames: Iterable[str], note: str, actor: str) -> None:
+    _create(
+        NotificationKind.MENTION,
+        _staff(usernames),
+        case_id=case_id,
+        actor=actor,
+        action=AuditAction.CASE_NOTE_ADDED,
+        excerpt=note,
+    )
+
+
+def _expired(sender: Any, *, case_id: str, request: dict, **kwargs: Any) -> None:
+    notify_override_decided(
+        case_id=case_id, request=request, action=AuditAction.OVERRIDE_EXPIRED, actor="system"
+    )
+
+
+def connect() -> None:
+    override_expired.connect(_expired, dispatch_uid="dashboard.notifications.expired")
+
+
+def unread_count(user: Any) -> int:
+    """The badge: one COUNT over the ``notification_unread`` index."""
+    return Notification.objects.filter(recipient_id=user.pk).unread().count()
