@@ -4,7 +4,16 @@
 from django.urls import include, path, register_converter
 
 from dashboard.converters import CaseIdConverter
-from dashboard.staff.views import approvals, bulk, cases, drill, overview, queues, search
+from dashboard.staff.views import (
+    approvals,
+    bulk,
+    cases,
+    drill,
+    overview,
+    queues,
+    search,
+    worklist,
+)
 
 register_converter(CaseIdConverter, "case_id")
 
@@ -26,4 +35,11 @@ urlpatterns = [
     path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),
     path("drill/run", drill.drill_start, name="drill-run"),
+    path("worklist/", worklist.worklist_view, name="worklist"),
+    path("worklist/views/", worklist.saved_view_create, name="saved-view-create"),
+    path(
+        "worklist/views/<int:view_id>/delete/",
+        worklist.saved_view_delete,
+        name="saved-view-delete",
+    ),
 ]

@@ -185,4 +185,3 @@ class SavedViewForm(forms.Form):
             problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in filters.errors.items())
             raise forms.ValidationError(f"the filters are not valid ({problems})")
         return filters.query()
-

@@ -140,4 +140,3 @@ def file_name(case_list: CaseList, name: str, at: str) -> str:
     stamp = at[:16].replace(":", "") + "Z"
     parts = [str(case_list), name] if name and name != str(case_list) else [str(case_list)]
     return "-".join([*parts, stamp]) + ".csv"
-

@@ -97,6 +97,11 @@ class WorklistRow:
     age_s: int
     donor_ref: str = ""
 
+    @property
+    def overdue_s(self) -> int:
+        """How long past its SLA (0 when not past or without one)."""
+        return max(0, -(self.breach_in_s or 0))
+
 
 @dataclass(frozen=True)
 class CurrencyTotal:
@@ -202,12 +207,17 @@ def worklist_read(
     return Worklist(ordered, currency_totals(ordered), cut_short, queries)
 
 
-def donor_refs_add(rows: Sequence[WorklistRow], *, stores: Sequence[Store]) -> list[WorklistRow]:
-    """``rows`` with their donor refs (not in the queue indexes): one BatchGetItem per
-    100 rows and region, so a page pays for its own rows only."""
-    ids = [r.case.case_id for r in rows]
+def donor_refs_of(case_ids: Sequence[str], *, stores: Sequence[Store]) -> dict[str, str]:
+    """The donor refs of ``case_ids`` (not in the queue indexes): one BatchGetItem per
+    100 ids and region, so a page pays for its own rows only."""
     refs: dict[str, str] = {}
     for store in stores:
-        if ids:
-            refs.update(CaseRepository(store).donor_refs_of(ids))
+        if case_ids:
+            refs.update(CaseRepository(store).donor_refs_of(list(case_ids)))
+    return refs
+
+
+def donor_refs_add(rows: Sequence[WorklistRow], *, stores: Sequence[Store]) -> list[WorklistRow]:
+    """``rows`` with their donor refs (:func:`donor_refs_of`)."""
+    refs = donor_refs_of([r.case.case_id for r in rows], stores=stores)
     return [replace(r, donor_ref=refs.get(r.case.case_id, "")) for r in rows]
