@@ -11,7 +11,7 @@ from django import forms
 from django.http import QueryDict
 
 from dashboard.staff.views.pages import QUEUE_SLUGS
-from reconciliation.cases.models import CaseType
+from reconciliation.cases.models import CaseType, Queue
 from reconciliation.casework.worklist import (
     ASSIGNEE_ME,
     SlaState,
@@ -32,15 +32,20 @@ WORKLIST_FIELDS = (
     "sort",
 )
 _USERNAME = re.compile(r"[\w.@+-]{1,150}")
-_AMOUNT = {
-    "required": False,
-    "min_value": 0,
-    "max_value": Decimal("999999999999.99"),
-    "max_digits": 14,
-    "decimal_places": 2,
-    "error_messages": {"invalid": "a non-negative number", "min_value": "a non-negative number"},
-    "widget": forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
-}
+
+
+def _amount_field(label: str) -> forms.DecimalField:
+    # Bounded like the queue filter's: "1E-200" is a Decimal DynamoDB cannot hold.
+    return forms.DecimalField(
+        required=False,
+        min_value=0,
+        max_value=Decimal("999999999999.99"),
+        max_digits=14,
+        decimal_places=2,
+        label=label,
+        error_messages={"invalid": "a non-negative number", "min_value": "a non-negative number"},
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
+    )
 
 
 class WorklistFilterForm(forms.Form):
@@ -85,8 +90,8 @@ class WorklistFilterForm(forms.Form):
         choices=[("", "Any"), *((s.value, s.label) for s in SlaState)],
         error_messages={"invalid_choice": "an SLA state this page offers"},
     )
-    min_amount = forms.DecimalField(label="Amount from", **_AMOUNT)
-    max_amount = forms.DecimalField(label="Amount up to", **_AMOUNT)
+    min_amount = _amount_field("Amount from")
+    max_amount = _amount_field("Amount up to")
     sort = forms.ChoiceField(
         required=False,
         label="Order",
@@ -117,7 +122,7 @@ class WorklistFilterForm(forms.Form):
         return value
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         low, high = data.get("min_amount"), data.get("max_amount")
         if low is not None and high is not None and low > high:
             self.add_error("max_amount", "not less than “Amount from”")
@@ -126,12 +131,12 @@ class WorklistFilterForm(forms.Form):
     def filters(self, *, me: str) -> WorklistFilters:
         """The cleaned filters as the worklist read takes them (call after is_valid);
         "me" is ``me``, the signed-in person's username."""
-        data = self.cleaned_data if self.is_bound else {}
+        data = (self.cleaned_data or {}) if self.is_bound else {}
         hours = data.get("min_age_h")
         assignee = data.get("assignee", "")
         slug = data.get("queue", "")
         return WorklistFilters(
-            queues=(QUEUE_SLUGS[slug],) if slug else (),
+            queues=(Queue(QUEUE_SLUGS[slug]),) if slug else (),
             case_type=CaseType(data["case_type"]) if data.get("case_type") else None,
             fund=data.get("fund", ""),
             currency=data.get("currency", ""),
@@ -157,7 +162,7 @@ class WorklistFilterForm(forms.Form):
 
     def shown(self) -> dict[str, str]:
         """The filters in force, for an audit event: name → value as typed."""
-        return dict(QueryDict(self.query()).items())
+        return {k: str(v) for k, v in QueryDict(self.query()).items()}
 
 
 def worklist_bound(data: QueryDict) -> WorklistFilterForm:
@@ -182,6 +187,8 @@ class SavedViewForm(forms.Form):
             raise forms.ValidationError("each filter may appear once")
         filters = WorklistFilterForm(data)
         if not filters.is_valid():
-            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in filters.errors.items())
+            problems = "; ".join(
+                f"{k}: {' '.join(str(e) for e in v)}" for k, v in filters.errors.items()
+            )
             raise forms.ValidationError(f"the filters are not valid ({problems})")
         return filters.query()

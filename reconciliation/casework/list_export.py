@@ -11,12 +11,14 @@ import csv
 import io
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from reconciliation.actors import Actor
 from reconciliation.audit.export.events import DOWNLOADED, export_event_append, new_export_id
 from reconciliation.audit.export.rows import formula_safe
 from reconciliation.cases.models import CaseState, CaseType, queue_for
 from reconciliation.codes import Code
+from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
 
 # A queue or the resolved history is read page by page into the file, up to this many rows.
@@ -73,7 +75,7 @@ class CsvCase:
             _attr(c, "intent_id").partition("#")[2],
             _attr(c, "tenant"),
             _attr(c, "fund"),
-            _attr(c, "amount"),
+            _amount(c),
             _attr(c, "currency"),
             _attr(c, "opened_at"),
             self.sla,
@@ -83,6 +85,13 @@ class CsvCase:
             _attr(c, "resolved_by"),
             _attr(c, "resolved_how"),
         ]
+
+
+def _amount(case: object) -> str:
+    amount = getattr(case, "amount", None)
+    if amount is None:
+        return ""
+    return amount_text(Decimal(str(amount)), _attr(case, "currency"))
 
 
 def _attr(case: object, name: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
+from django import forms
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
@@ -45,6 +46,11 @@ def format_refused() -> HttpResponse:
         status=400,
         content_type="text/plain; charset=utf-8",
     )
+
+
+def form_problems(form: forms.Form) -> str:
+    """A bound form's errors in one line: ``field: message; …``."""
+    return "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items())
 
 
 def filters_refused(message: str) -> HttpResponse:

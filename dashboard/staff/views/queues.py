@@ -20,6 +20,7 @@ from dashboard.staff.views.list_csv import (
     csv_download,
     csv_wanted,
     filters_refused,
+    form_problems,
     format_refused,
 )
 from dashboard.staff.views.pages import (
@@ -100,7 +101,7 @@ def _queue_csv(
     """The queue's open cases with the page's filters and order, every page of them (up
     to ``CSV_MAX_ROWS``), as CSV (docs/worklist.md)."""
     if form.is_bound and not form.is_valid():
-        return filters_refused("; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return filters_refused(form_problems(form))
     values = form.cleaned_data if form.is_bound else {}
     stores = every_store()
     hours, now = sla_hours(), clock.now()
@@ -243,7 +244,7 @@ def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpRespon
     """The resolved history with the page's filters, newest first, every page of it (up
     to ``CSV_MAX_ROWS``), as CSV."""
     if form.is_bound and not form.is_valid():
-        return filters_refused("; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return filters_refused(form_problems(form))
     filters = _resolved_filters(form)
     stores = every_store()
     try:
