@@ -407,3 +407,23 @@ class Notification(models.Model):
         if self.kind != NotificationKind.OVERRIDE_DECIDED:
             return ""
         return AuditAction.words(self.action)
+
+
+class SavedView(models.Model):
+    """A worklist view a staff member saved: a name and the worklist's query string (its
+    filters and order, checked against the worklist's form when saved). The link is the
+    share: anyone who may see the worklist opens the same filters (docs/worklist.md)."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=80)
+    query = models.CharField(max_length=2000, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [
+            models.UniqueConstraint(fields=("user", "name"), name="saved_view_name_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.name}"

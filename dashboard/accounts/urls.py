@@ -5,12 +5,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard.accounts import passkeys, views
-from dashboard.accounts.forms import StaffSignInForm
 
 urlpatterns = [
     path(
         "login/",
-        auth_views.LoginView.as_view(authentication_form=StaffSignInForm),
+        views.StaffLoginView.as_view(),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model, update_session_auth_hash
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
@@ -23,6 +24,7 @@ from dashboard.accounts.forms import (
     PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
+    StaffSignInForm,
     TimeZoneForm,
 )
 from dashboard.auth import actor_for, role_required, user_role
@@ -36,6 +38,19 @@ NOT_RECORDED = "The audit trail could not be written just now, so nothing was ch
 def _ended_sentence(ended: int) -> str:
     were = pluralize(ended, "was,were")
     return f"{ended} other session{pluralize(ended)} of your account {were} signed out."
+
+
+class StaffLoginView(auth_views.LoginView):
+    """Sign-in (``/accounts/login/``): ``?next=`` when given, else each role's first page.
+    Finance staff run the day from the worklist; supervisors and auditors land on the
+    overview (``LOGIN_REDIRECT_URL``)."""
+
+    authentication_form = StaffSignInForm
+
+    def get_default_redirect_url(self) -> str:
+        if user_role(self.request.user) == Role.FINANCE_STAFF:
+            return resolve_url("worklist")
+        return super().get_default_redirect_url()
 
 
 def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:

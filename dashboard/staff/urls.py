@@ -13,6 +13,7 @@ from dashboard.staff.views import (
     overview,
     queues,
     search,
+    worklist,
 )
 
 register_converter(CaseIdConverter, "case_id")
@@ -47,4 +48,11 @@ urlpatterns = [
     path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),
     path("drill/run", drill.drill_start, name="drill-run"),
+    path("worklist/", worklist.worklist_view, name="worklist"),
+    path("worklist/views/", worklist.saved_view_create, name="saved-view-create"),
+    path(
+        "worklist/views/<int:view_id>/delete/",
+        worklist.saved_view_delete,
+        name="saved-view-delete",
+    ),
 ]

@@ -393,6 +393,15 @@ class CaseRepository:
         found = batch_get(self.client, self.table, keys, projection="case_id, decoded")
         return {row["case_id"]: row.get("decoded") or [] for row in (decoded_row(i) for i in found)}
 
+    def donor_refs_of(self, case_ids: list[str]) -> dict[str, str]:
+        """The donor ref of each of ``case_ids`` found here (one BatchGetItem per 100):
+        the queue indexes do not project it, and a list shows it for its page's rows."""
+        keys = [self._key(c) for c in dict.fromkeys(case_ids) if is_case_id(c)]
+        if not keys:
+            return {}
+        found = batch_get(self.client, self.table, keys, projection="case_id, donor_ref")
+        return {row["case_id"]: row.get("donor_ref") or "" for row in map(from_item, found)}
+
     def get_many(self, case_ids: list[str]) -> list[Case]:
         case_ids = [c for c in case_ids if is_case_id(c)]
         keys = [self._key(c) for c in dict.fromkeys(case_ids)]

@@ -111,7 +111,9 @@ def open_browser(chromium_browser, live_server, staff_users):
         page.get_by_label("Password").fill(PASSWORD)
         page.locator("#id_otp_token").fill(authenticator_code(username))
         page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{live_server.url}/")
+        # Finance staff land on the worklist, the other roles on the overview.
+        landing = "/worklist/" if staff_users.get(username) == "finance_staff" else "/"
+        page.wait_for_url(f"{live_server.url}{landing}")
         return page
 
     yield sign_in

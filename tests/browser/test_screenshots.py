@@ -98,6 +98,7 @@ def tour(cases: dict[str, str]) -> dict[str, str]:
         "audit": "/audit/",
         "drill": "/drill/",
         "profile": "/accounts/profile/",
+        "worklist": "/worklist/?sort=amount",
         "staff": "/accounts/staff/",
     }
     pages.update({name: f"/cases/{case_id}/" for name, case_id in cases.items()})

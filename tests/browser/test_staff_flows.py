@@ -53,6 +53,8 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
             stuck_case(f"order-aged-{hours}")
     ambiguous = ambiguous_case("order-1004")
     page = open_browser("staff")
+    page.get_by_role("link", name="Overview").click()
+    page.wait_for_url(f"{live_server.url}/")
     shoot(page, screenshots, "overview")
 
     page.goto(f"{live_server.url}/cases/{ambiguous.case_id}/")

@@ -198,6 +198,18 @@ def _own_notification(w: World) -> str:
     return f"/notifications/{mine.pk}/"
 
 
+def _own_view(w: World) -> str:
+    """The delete URL of a saved view owned by the signed-in user (by rm-target when
+    nobody is signed in: the request is refused before the view is looked up)."""
+    from dashboard.models import SavedView
+
+    owner = User.objects.filter(username=w.username).first() or User.objects.get(
+        username="rm-target"
+    )
+    view = SavedView.objects.create(user=owner, name=f"v-{uuid.uuid4().hex[:8]}", query="")
+    return f"/worklist/views/{view.id}/delete/"
+
+
 NO_EXPORT = "e" * 16
 # route (as the resolver spells it) → the request and the status per role.
 MATRIX: dict[str, Row] = {
@@ -309,6 +321,14 @@ MATRIX: dict[str, Row] = {
     ),
     "drill/": Row("GET", supervisors(200), lambda w: "/drill/"),
     "drill/run": Row("POST", supervisors(302), lambda w: "/drill/run"),
+    "worklist/": Row("GET", viewers(200), lambda w: "/worklist/?sort=amount"),
+    "worklist/views/": Row(
+        "POST",
+        viewers(302),
+        lambda w: "/worklist/views/",
+        lambda w: {"name": f"v-{uuid.uuid4().hex[:8]}", "query": "sort=amount"},
+    ),
+    "worklist/views/<int:view_id>/delete/": Row("POST", viewers(302), _own_view),
 }
 
 

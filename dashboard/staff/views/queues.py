@@ -4,15 +4,25 @@ headers), the amount at risk per currency, "Load more" with the opaque cursor.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, time, timedelta
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from django.http import Http404, HttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.forms import BulkForm, QueueFilterForm, ResolvedFilterForm
+from dashboard.staff.views.list_csv import (
+    UnknownFormat,
+    csv_download,
+    csv_wanted,
+    filters_refused,
+    form_problems,
+    format_refused,
+)
 from dashboard.staff.views.pages import (
     ACTING_ROLES,
     QUEUE_SLUGS,
@@ -24,14 +34,18 @@ from dashboard.staff.views.pages import (
 from reconciliation import clock
 from reconciliation.cases.models import Queue, retry_in_flight
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
+from reconciliation.casework.list_export import CSV_MAX_ROWS, CaseList, CsvCase
+from reconciliation.casework.notifications import sla_hours
 from reconciliation.casework.search import cases_for_intent
 from reconciliation.casework.selectors import (
     DEFAULT_SORT,
+    MAX_PAGE,
     SORT_WORDS,
     InvalidFilter,
     queue_counters,
     queue_page,
 )
+from reconciliation.casework.worklist import donor_refs_of, sla_of
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.stores import Store, every_store, first_store, home_store
 
@@ -81,13 +95,58 @@ def _intent_home(intent_id: str) -> Store:
     return home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if sep else first_store()
 
 
+def _queue_csv(
+    request: StaffRequest, name: str, slug: str, form: QueueFilterForm
+) -> HttpResponseBase:
+    """The queue's open cases with the page's filters and order, every page of them (up
+    to ``CSV_MAX_ROWS``), as CSV (docs/worklist.md)."""
+    if form.is_bound and not form.is_valid():
+        return filters_refused(form_problems(form))
+    values = form.cleaned_data if form.is_bound else {}
+    stores = every_store()
+    hours, now = sla_hours(), clock.now()
+    if values.get("q"):
+        found = cases_for_intent(values["q"], store=_intent_home(values["q"]))
+        rows: Iterable[CsvCase] = (CsvCase(c) for c in found)
+    else:
+        mine = request.user.get_username() if request.role in ACTING_ROLES else ""
+        filters = form.filters(assignee=mine)
+        try:
+            first = queue_page(name, filters=filters, limit=MAX_PAGE, stores=stores)
+        except InvalidFilter as exc:
+            return filters_refused("; ".join(exc.fields.values()))
+
+        def pages() -> Iterator[CsvCase]:
+            page, sent = first, 0
+            while True:
+                refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
+                for row in page.rows[: CSV_MAX_ROWS - sent]:
+                    _, sla, left = sla_of(row, hours=hours, now=now)
+                    yield CsvCase(row, refs.get(row.case_id, ""), sla.label, left)
+                sent += len(page.rows)
+                if not page.next_cursor or sent >= CSV_MAX_ROWS:
+                    return
+                page = queue_page(
+                    name, filters=filters, cursor=page.next_cursor, limit=MAX_PAGE, stores=stores
+                )
+
+        rows = pages()
+    shown = dict(parse_qsl(_filter_query(form)))
+    return csv_download(request, case_list=CaseList.QUEUE, name=slug, filters=shown, rows=rows)
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
-def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
+def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
     name = QUEUE_SLUGS.get(queue)
     if name is None:
         raise Http404("No such queue")
     form = QueueFilterForm(request.GET if any(f in request.GET for f in FILTER_FIELDS) else None)
+    try:
+        if csv_wanted(request):
+            return _queue_csv(request, name, queue, form)
+    except UnknownFormat:
+        return format_refused()
     cursor = request.GET.get("cursor") or None
     page, found, status, error = None, None, 200, ""
     if form.is_bound and not form.is_valid():
@@ -166,31 +225,73 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponse:
 RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until")
 
 
+def _resolved_filters(form: ResolvedFilterForm) -> ResolvedFilters:
+    data = form.cleaned_data if form.is_bound else {}
+    since, until = data.get("since"), data.get("until")
+    return ResolvedFilters(
+        resolved_by=data.get("resolved_by", ""),
+        how=data.get("how", ""),
+        fund=data.get("fund", ""),
+        since=clock.iso(datetime.combine(since, time.min, tzinfo=UTC)) if since else "",
+        # The whole last day: up to the start of the next one.
+        until=clock.iso(datetime.combine(until, time.min, tzinfo=UTC) + timedelta(days=1))
+        if until
+        else "",
+    )
+
+
+def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpResponseBase:
+    """The resolved history with the page's filters, newest first, every page of it (up
+    to ``CSV_MAX_ROWS``), as CSV."""
+    if form.is_bound and not form.is_valid():
+        return filters_refused(form_problems(form))
+    filters = _resolved_filters(form)
+    stores = every_store()
+    try:
+        first = resolved_page(filters=filters, limit=MAX_PAGE, stores=stores)
+    except InvalidFilter as exc:
+        return filters_refused("; ".join(exc.fields.values()))
+
+    def pages() -> Iterator[CsvCase]:
+        page, sent = first, 0
+        while True:
+            refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
+            for row in page.rows[: CSV_MAX_ROWS - sent]:
+                yield CsvCase(row, refs.get(row.case_id, ""))
+            sent += len(page.rows)
+            if not page.next_cursor or sent >= CSV_MAX_ROWS:
+                return
+            page = resolved_page(
+                filters=filters, cursor=page.next_cursor, limit=MAX_PAGE, stores=stores
+            )
+
+    shown = {}
+    if form.is_bound:
+        shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "")}
+    return csv_download(
+        request, case_list=CaseList.RESOLVED, name="resolved", filters=shown, rows=pages()
+    )
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
-def resolved_view(request: StaffRequest) -> HttpResponse:
+def resolved_view(request: StaffRequest) -> HttpResponseBase:
     """Resolved cases, newest first (docs/design.md §11): who resolved each, how and when,
     filtered by resolver, disposition, fund and a range of UTC days; "Load more" with
     the cursor."""
     bound = any(f in request.GET for f in RESOLVED_FIELDS)
     form = ResolvedFilterForm(request.GET if bound else None)
+    try:
+        if csv_wanted(request):
+            return _resolved_csv(request, form)
+    except UnknownFormat:
+        return format_refused()
     cursor = request.GET.get("cursor") or None
     page, status, error = None, 200, ""
     if form.is_bound and not form.is_valid():
         status, error = 400, "Check the highlighted filters."
     else:
-        data = form.cleaned_data if form.is_bound else {}
-        since, until = data.get("since"), data.get("until")
-        filters = ResolvedFilters(
-            resolved_by=data.get("resolved_by", ""),
-            how=data.get("how", ""),
-            fund=data.get("fund", ""),
-            since=clock.iso(datetime.combine(since, time.min, tzinfo=UTC)) if since else "",
-            # The whole last day: up to the start of the next one.
-            until=clock.iso(datetime.combine(until, time.min, tzinfo=UTC) + timedelta(days=1))
-            if until
-            else "",
-        )
+        filters = _resolved_filters(form)
         try:
             page = resolved_page(
                 filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()

@@ -3,12 +3,22 @@ the case id, the client's own idempotency key, or the donor ref."""
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from urllib.parse import urlencode
+
+from django.http.response import HttpResponseBase
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.forms import CaseSearchForm
+from dashboard.staff.views.list_csv import (
+    UnknownFormat,
+    csv_download,
+    csv_wanted,
+    filters_refused,
+    format_refused,
+)
 from dashboard.staff.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from reconciliation.casework.list_export import CaseList, CsvCase
 from reconciliation.casework.search import case_search
 from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.stores import every_store, home_store
@@ -32,8 +42,12 @@ def known_tenants() -> list[str]:
 
 @require_safe
 @role_required(*VIEWING_ROLES)
-def case_search_view(request: StaffRequest) -> HttpResponse:
+def case_search_view(request: StaffRequest) -> HttpResponseBase:
     form = CaseSearchForm(request.GET if "q" in request.GET else None)
+    try:
+        as_csv = csv_wanted(request)
+    except UnknownFormat:
+        return format_refused()
     found, status, error = None, 200, ""
     if form.is_bound:
         if not form.is_valid():
@@ -53,6 +67,17 @@ def case_search_view(request: StaffRequest) -> HttpResponse:
                 )
             except InvalidFilter as exc:
                 status, error = 400, "; ".join(exc.fields.values())
+    if as_csv:
+        if error and status == 400:
+            return filters_refused(error)
+        query = form.cleaned_data.get("q", "") if form.is_bound and form.is_valid() else ""
+        return csv_download(
+            request,
+            case_list=CaseList.SEARCH,
+            name="search",
+            filters={"q": query},
+            rows=[CsvCase(f.case) for f in found or []],
+        )
     rows = [
         {
             "case": f.case,
@@ -68,5 +93,6 @@ def case_search_view(request: StaffRequest) -> HttpResponse:
         "found": found,
         "rows": rows,
         "error": error,
+        "csv_query": urlencode({"q": request.GET.get("q", ""), "format": "csv"}),
     }
     return render_page(request, "cases/search.html", "results", context, status=status)

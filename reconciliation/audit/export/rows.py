@@ -37,6 +37,13 @@ CSV_COLUMNS = (
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+def formula_safe(cell: str) -> str:
+    """``cell`` as a spreadsheet reads it as text: a leading apostrophe before anything
+    it would read as a formula. Every CSV this system writes passes its cells here (the
+    audit export and the case lists' ``?format=csv``)."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def _text(values: dict, name: str) -> str:
     value = values.get(name)
     if value is None:
@@ -79,7 +86,7 @@ def csv_row(item: dict) -> list[str]:
         _text(item, "prev_hash"),
         _text(item, "hash"),
     ]
-    return ["'" + c if c.startswith(FORMULA_STARTS) else c for c in row]
+    return [formula_safe(c) for c in row]
 
 
 def event_ref(event: dict) -> dict:

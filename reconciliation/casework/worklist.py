@@ -1,0 +1,223 @@
+"""The worklist (docs/worklist.md): every open case across the queues in one list, the
+filters finance narrows it by, its three orders, and the totals per currency.
+
+Read by Query only: the per-queue counters say which queues hold anything, and each of
+those is read through its ``open_by_queue`` index, oldest first, with the filters the
+index takes (fund, minimum amount, minimum age, one assignee) applied by DynamoDB. At most
+:data:`PER_QUEUE_CAP` rows of each queue are read; when a queue holds more that match,
+the list says it is cut short (the oldest are kept) and asks for narrower filters. The
+rest of the filters, the order and the totals then work on those rows: an amount order
+and a total need every row they cover, so the list is read whole, never a page at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+
+from reconciliation import clock
+from reconciliation.cases.models import QUEUES, CaseType, Queue, queue_for
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.rows import CaseRow
+from reconciliation.casework.selectors import MAX_PAGE, QueueFilters, queue_counts, queue_page
+from reconciliation.codes import Code
+from reconciliation.stores import Store
+
+PER_QUEUE_CAP = 500
+# A case this close to its SLA is "due soon".
+DUE_SOON_S = 3600
+
+
+class WorklistSort(Code):
+    AGE = "age", "Age, oldest first", "The case waiting longest comes first."
+    AMOUNT = (
+        "amount",
+        "Amount, largest first, within each currency",
+        "Grouped by currency (A to Z), largest first inside each: amounts in different "
+        "currencies are never compared.",
+    )
+    SLA = (
+        "sla",
+        "Time to SLA breach, soonest first",
+        "The longest past its SLA first; cases awaiting approval have no SLA and come last.",
+    )
+
+
+class SlaState(Code):
+    BREACHED = "breached", "Past SLA", "Open longer than its queue's SLA."
+    DUE_SOON = "due_soon", "Due within an hour", "Less than an hour left before its SLA."
+    WITHIN = "within", "Within SLA", "More than an hour left before its SLA."
+    NONE = "none", "No SLA", "Awaiting a supervisor's approval: listed apart, without an SLA."
+
+
+# The assignee filter's two words that are not a username.
+ASSIGNEE_ME = "me"
+ASSIGNEE_NONE = "unassigned"
+
+
+@dataclass(frozen=True)
+class WorklistFilters:
+    """What the worklist is narrowed to, already validated (the dashboard's form), and
+    its order. ``assignee`` is a username, or :data:`ASSIGNEE_NONE`; "me" is resolved
+    to the signed-in person's username before it gets here."""
+
+    queues: tuple[Queue, ...] = ()
+    case_type: CaseType | None = None
+    fund: str = ""
+    currency: str = ""
+    assignee: str = ""
+    min_age_s: int | None = None
+    sla: SlaState | None = None
+    min_amount: Decimal | None = None
+    max_amount: Decimal | None = None
+    sort: WorklistSort = WorklistSort.AGE
+
+    def keeps(self, row: WorklistRow) -> bool:
+        """The filters the index does not apply."""
+        case = row.case
+        return (
+            (self.case_type is None or case.case_type == self.case_type)
+            and (not self.currency or case.currency == self.currency)
+            and (self.assignee != ASSIGNEE_NONE or not case.assignee)
+            and (self.sla is None or row.sla == self.sla)
+            and (self.max_amount is None or case.amount <= self.max_amount)
+        )
+
+
+@dataclass(frozen=True)
+class WorklistRow:
+    """One open case as the worklist shows it; ``breach_in_s`` is negative once past."""
+
+    case: CaseRow
+    queue: Queue
+    sla: SlaState
+    breach_in_s: int | None
+    age_s: int
+    donor_ref: str = ""
+
+    @property
+    def overdue_s(self) -> int:
+        """How long past its SLA (0 when not past or without one)."""
+        return max(0, -(self.breach_in_s or 0))
+
+
+@dataclass(frozen=True)
+class CurrencyTotal:
+    currency: str
+    count: int
+    amount: Decimal
+
+
+@dataclass
+class Worklist:
+    rows: list[WorklistRow]
+    totals: list[CurrencyTotal]
+    cut_short: list[Queue] = field(default_factory=list)  # queues with more than the cap
+    queries: int = 0
+
+
+def sla_of(
+    case: CaseRow, *, hours: Mapping[Queue, Decimal], now: datetime
+) -> tuple[Queue | None, SlaState, int | None]:
+    """The case's queue, its SLA state and the seconds left before its SLA (negative
+    once past; None without an SLA: the approval queue). The rule of
+    :func:`reconciliation.casework.notifications.is_past_sla`."""
+    queue = queue_for(case.case_type, case.state)
+    if queue is None or queue == Queue.OVERRIDE_REQUESTED or queue not in hours:
+        return queue, SlaState.NONE, None
+    opened = clock.parse_iso(case.opened_at)
+    left = int(float(hours[queue]) * 3600 - (now - opened).total_seconds())
+    if left <= 0:
+        return queue, SlaState.BREACHED, left
+    return queue, SlaState.DUE_SOON if left <= DUE_SOON_S else SlaState.WITHIN, left
+
+
+def _sorted(rows: list[WorklistRow], order: WorklistSort) -> list[WorklistRow]:
+    by_age = sorted(rows, key=lambda r: (r.case.opened_at, r.case.case_id))
+    if order == WorklistSort.AMOUNT:
+        # Stable sorts: age breaks ties, then largest first, then the currency groups.
+        by_amount = sorted(by_age, key=lambda r: r.case.amount, reverse=True)
+        return sorted(by_amount, key=lambda r: r.case.currency)
+    if order == WorklistSort.SLA:
+        return sorted(by_age, key=lambda r: (r.breach_in_s is None, r.breach_in_s or 0))
+    return by_age
+
+
+def currency_totals(rows: Sequence[WorklistRow]) -> list[CurrencyTotal]:
+    """Count and sum per currency, currencies A to Z: never one sum across currencies."""
+    counts: dict[str, int] = {}
+    sums: dict[str, Decimal] = {}
+    for row in rows:
+        currency = row.case.currency
+        counts[currency] = counts.get(currency, 0) + 1
+        sums[currency] = sums.get(currency, Decimal(0)) + row.case.amount
+    return [CurrencyTotal(c, counts[c], sums[c]) for c in sorted(counts)]
+
+
+def worklist_read(
+    filters: WorklistFilters,
+    *,
+    stores: Sequence[Store],
+    sla_hours: Mapping[Queue, Decimal],
+    cap: int = PER_QUEUE_CAP,
+) -> Worklist:
+    """Every open case that ``filters`` keep, in their order, with the totals per
+    currency; raises :class:`~reconciliation.casework.selectors.InvalidFilter` as the
+    queue reads do."""
+    now = clock.now()
+    counts = queue_counts(stores=stores)
+    wanted = [q for q in (filters.queues or QUEUES) if counts.get(q, 0) > 0]
+    index_filters = QueueFilters(
+        fund=filters.fund,
+        min_amount=filters.min_amount,
+        min_age_s=filters.min_age_s,
+        assignee="" if filters.assignee == ASSIGNEE_NONE else filters.assignee,
+    )
+    rows: list[WorklistRow] = []
+    cut_short: list[Queue] = []
+    queries = 0
+    for queue in wanted:
+        read: list[CaseRow] = []
+        cursor = None
+        while True:
+            page = queue_page(
+                queue,
+                filters=index_filters,
+                cursor=cursor,
+                limit=min(MAX_PAGE, cap + 1 - len(read)),
+                stores=stores,
+            )
+            queries += page.queries
+            read.extend(page.rows)
+            cursor = page.next_cursor
+            if not cursor or len(read) > cap:
+                break
+        if len(read) > cap:
+            cut_short.append(queue)
+            read = read[:cap]
+        for case in read:
+            where, sla, left = sla_of(case, hours=sla_hours, now=now)
+            age = int((now - clock.parse_iso(case.opened_at)).total_seconds())
+            row = WorklistRow(case, where or queue, sla, left, age)
+            if filters.keeps(row):
+                rows.append(row)
+    ordered = _sorted(rows, filters.sort)
+    return Worklist(ordered, currency_totals(ordered), cut_short, queries)
+
+
+def donor_refs_of(case_ids: Sequence[str], *, stores: Sequence[Store]) -> dict[str, str]:
+    """The donor refs of ``case_ids`` (not in the queue indexes): one BatchGetItem per
+    100 ids and region, so a page pays for its own rows only."""
+    refs: dict[str, str] = {}
+    for store in stores:
+        if case_ids:
+            refs.update(CaseRepository(store).donor_refs_of(list(case_ids)))
+    return refs
+
+
+def donor_refs_add(rows: Sequence[WorklistRow], *, stores: Sequence[Store]) -> list[WorklistRow]:
+    """``rows`` with their donor refs (:func:`donor_refs_of`)."""
+    refs = donor_refs_of([r.case.case_id for r in rows], stores=stores)
+    return [replace(r, donor_ref=refs.get(r.case.case_id, "")) for r in rows]
