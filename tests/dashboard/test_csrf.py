@@ -23,6 +23,8 @@ SAMPLE = {
     "filename": "x.csv",
     "path": "x",
     "notification_id": "1",
+    "passkey_id": "1",
+    "view_id": "1",
 }
 
 

@@ -120,6 +120,8 @@ def world(ddb) -> World:
 def pages(world: World) -> list[str]:
     return [
         "/",
+        "/worklist/",
+        "/notifications/",
         "/queues/stuck/",
         "/queues/ambiguous/",
         "/queues/cancelled/",

@@ -121,7 +121,7 @@ def test_changing_ones_password_is_audited_ends_the_others_and_is_mailed(ddb, ad
 
     [message] = mail.outbox
     assert message.to == ["ada@example.org"] and "password" in message.subject.lower()
-    assert "1 other session(s)" in message.body
+    assert "1 other session of your account was signed out" in message.body
     assert PASSWORD not in message.body and NEW not in message.body
 
 

@@ -33,7 +33,16 @@ ROLES = ("anonymous", "no_group", "finance_staff", "supervisor", "auditor")
 LOGIN = "login"  # a redirect to the sign-in page
 # Outside the staff screens: sign-in itself, the bearer-token API, probes, static files,
 # and the administration screen (superusers only; every role's 403 in test_admin.py).
-EXEMPT = ("accounts/login/", "accounts/logout/", "api/", "healthz", "metrics", "static", "admin/")
+EXEMPT = (
+    "accounts/login/",
+    "accounts/logout/",
+    "api/",
+    "healthz",
+    "metrics",
+    "static",
+    "favicon.ico",
+    "admin/",
+)
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Role matrix reason text."}
 
 
