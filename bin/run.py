@@ -317,15 +317,15 @@ def main() -> int:
             if problem:
                 fail(f"RESET=1: {problem}")
             gone = reset(env, var)
-            say("RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")")
+            say(
+                "RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")"
+            )
         # Seeded once per DynamoDB Local data folder; an engine of our own that keeps no
         # data (moto's) or one we did not start: seeded each time, as before.
         seeded_mark: Path | None = None
         if not env.get("DYNAMODB_ENDPOINT_URL"):
             data = dynamodb_data_dir(var, 1)
-            engine = start_engine(
-                env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log", data
-            )
+            engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log", data)
             env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
             if engine.kind == "dynamodb_local":
                 seeded_mark = data / DEMO_SEEDED_MARK

@@ -351,9 +351,7 @@ def test_start_up_says_whom_to_sign_in_as_and_that_demo_mode_skips_the_second_fa
         if user[-1] != "2":  # the second staff and supervisor are for four-eyes steps
             assert f"`{user}`" in debug, user
     assert "no second factor" in debug
-    required = "\n".join(
-        run.sign_in_lines({"DJANGO_DEBUG": "1", "STAFF_MFA_REQUIRED": "1"}, 8700)
-    )
+    required = "\n".join(run.sign_in_lines({"DJANGO_DEBUG": "1", "STAFF_MFA_REQUIRED": "1"}, 8700))
     assert "no second factor" not in required and "authenticator" in required
     assert not run.second_factor_skipped({"DJANGO_DEBUG": "0"})
 

@@ -105,3 +105,36 @@ def test_tally_counts_only_inside_its_block(ddb):
         client.describe_table(TableName=ddb.tables.cases)
     assert (inner.calls, outer.calls) == (1, 2)
     assert inner.seconds > 0 and outer.seconds > 0
+
+
+@pytest.mark.dynamodb_local_only
+def test_audit_page_counts_the_reads_its_helper_threads_make(ddb, client):
+    """The audit trail's search reads the day's index shards in a thread pool: its
+    answer counts those calls too, as many as the client sent (it said "0 calls")."""
+    from tests.helpers import audit_seed
+
+    audit_seed(30, days=1)
+    sign_in(client, "auditor")
+    sent = _Sent()
+    response = client.get("/audit/")
+    assert response.status_code == 200
+    calls_made, ddb_ms, _app_ms = _timing(response)
+    assert calls_made == sent.count > 0
+    assert ddb_ms > 0
+
+
+def test_a_pool_carries_the_tally_of_the_thread_that_submits(ddb):
+    """Calls made by a :class:`calls.TalliedPool`'s threads count in the submitting
+    thread's tally; a plain pool's do not (which is why the audit page said 0)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = dynamodb_client()
+
+    def describe(_n: int) -> None:
+        client.describe_table(TableName=ddb.tables.cases)
+
+    with calls.tally() as plain, ThreadPoolExecutor(4) as pool:
+        list(pool.map(describe, range(8)))
+    with calls.tally() as carried, calls.TalliedPool(4) as pool:
+        list(pool.map(describe, range(8)))
+    assert (plain.calls, carried.calls) == (0, 8)
