@@ -29,8 +29,12 @@ class _Sent:
     """Every HTTP request the shared client sends, counted apart from the tally."""
 
     def __init__(self):
+        from reconciliation.stores import every_store
+
         self.count = 0
-        dynamodb_client().meta.events.register("before-send.dynamodb", self._seen)
+        clients = {id(c): c for c in [dynamodb_client(), *(s.client for s in every_store())]}
+        for client in clients.values():  # every region's
+            client.meta.events.register("before-send.dynamodb", self._seen)
 
     def _seen(self, **_kwargs):
         self.count += 1
@@ -138,3 +142,65 @@ def test_a_pool_carries_the_tally_of_the_thread_that_submits(ddb):
     with calls.tally() as carried, calls.TalliedPool(4) as pool:
         list(pool.map(describe, range(8)))
     assert (plain.calls, carried.calls) == (0, 8)
+
+
+def _seed_every_queue(per_queue: int, *, tag: str = "") -> None:
+    """Open cases written directly into each queue of region ``tag``, by a client of
+    their own that waits longer than the app's (a loaded DynamoDB Local is slow to
+    write items with eight indexes, and seeding is not what is measured)."""
+    import boto3
+    from botocore.config import Config
+
+    from bench.open_cases import open_cases_seed
+    from reconciliation.stores import every_store
+
+    for store in every_store():
+        if store.tag == tag:
+            seeder = boto3.client(
+                "dynamodb",
+                endpoint_url=store.client.meta.endpoint_url,
+                region_name=store.client.meta.region_name,
+                aws_access_key_id="local",
+                aws_secret_access_key="local",
+                config=Config(read_timeout=60, retries={"max_attempts": 1}),
+            )
+            open_cases_seed(seeder, store.tables.cases, per_queue, tag=tag, threads=1)
+
+
+def _overview_calls(client) -> tuple[int, int]:
+    sent = _Sent()
+    response = client.get("/")
+    assert response.status_code == 200
+    return _timing(response)[0], sent.count
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.parametrize("role", ["supervisor", "finance_staff"])
+def test_overview_reads_in_a_constant_number_of_calls(ddb, client, role):
+    """Seven queues of open cases, then four times as many: a view that finds the
+    summary fresh makes at most 8 DynamoDB calls (one BatchGetItem), as many as the
+    client sent; the view after a change pays the per-queue Queries once, for all."""
+    _seed_every_queue(3)
+    sign_in(client, role)
+    computed, sent = _overview_calls(client)
+    assert computed == sent and computed > 8  # the summary's Queries, once
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8
+
+    _seed_every_queue(12)  # the counts moved: the next view recomputes, then it is kept
+    assert _overview_calls(client)[0] > 8
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8
+
+
+@pytest.mark.dynamodb_local_only
+def test_overview_over_two_regions_reads_in_a_constant_number_of_calls(two_regions, client):
+    """Open cases in every queue of both regions: a view with the summary fresh makes
+    one BatchGetItem per region, whatever the queues hold."""
+    _seed_every_queue(3)
+    _seed_every_queue(3, tag="eu-west-1")
+    sign_in(client, "supervisor")
+    html = client.get("/").content.decode()
+    assert "42" in html  # 2 regions × 7 queues × 3 open cases, in the totals
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8
