@@ -21,7 +21,8 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime, time as day_time, timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
 
 from _common import machine_line, median, start_engine, write_section
 
@@ -170,9 +171,7 @@ def main() -> None:
             "| --- |" + " ---: | ---: |" * len(sizes),
         ]
         for name in results[sizes[0]]:
-            cells = " | ".join(
-                f"{results[s][name][0]} | {results[s][name][1]:.0f}" for s in sizes
-            )
+            cells = " | ".join(f"{results[s][name][0]} | {results[s][name][1]:.0f}" for s in sizes)
             lines.append(f"| {name} | {cells} |")
         write_section("pages", "\n".join(lines))
 
