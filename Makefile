@@ -14,8 +14,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 install: $(STAMP)
 
 ## The whole system on this machine: DynamoDB Local, Redis, web, worker, beat, demo data.
+## Its data stays under var/ between runs; make run RESET=1 deletes it first (starts clean).
 run: $(STAMP)
-	$(BIN)/python bin/run.py
+	RESET="$(RESET)" $(BIN)/python bin/run.py
 
 ## A management command against what `make run` serves (its DynamoDB Local on
 ## DDB_LOCAL_PORT, its database under var/): make manage ARGS="issue_api_token --tenant acme"

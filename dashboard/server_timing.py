@@ -10,9 +10,9 @@ request: a context variable and two clock reads, nothing written anywhere. Anony
 answers (the sign-in page, health checks, refused API calls) carry no timings, so they
 tell an outsider nothing about the work behind them.
 
-Not counted: calls made in helper threads (the audit search reads a day's index shards
-in a pool) and calls made while a streamed answer is sent (exports), after the header
-was written.
+Calls made in helper threads count too, when the pool is a ``calls.TalliedPool`` (the
+audit search reads a day's index shards in one). Not counted: calls made while a
+streamed answer is sent (exports), after the header was written.
 """
 
 from __future__ import annotations

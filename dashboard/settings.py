@@ -340,6 +340,10 @@ QUEUE_SLA_DEFAULT_HOURS = os.environ.get("QUEUE_SLA_DEFAULT_HOURS", "4")
 SUPERVISOR_DIGEST_HOUR = env_int("SUPERVISOR_DIGEST_HOUR", 7)
 # Where the e-mail's links point.
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
+# How long the overview's summary (ageing, oldest, past SLA, latest events) is shown to
+# every viewer before one of them recomputes it; a change to any queue's open count
+# recomputes it at once (reconciliation/casework/overview.py). 0: every view recomputes.
+OVERVIEW_SUMMARY_MAX_AGE_S = env_int("OVERVIEW_SUMMARY_MAX_AGE_S", 30)
 # Django's mail settings; the console backend prints mail (what `make run` uses).
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",

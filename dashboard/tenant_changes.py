@@ -145,6 +145,21 @@ def fund_register(tenant: Tenant, fund: fund_rules.Fund, *, actor: Actor) -> tup
         return row, existing is None
 
 
+def tenant_funds_complete(
+    name: str, funds: list[fund_rules.Fund], *, actor: Actor
+) -> list[fund_rules.Fund]:
+    """The tenant ``name`` (created if new) with every fund of ``funds`` registered: the
+    ones it lacks are registered (each with its event), the ones it has are left as they
+    are, limits included (someone may have changed them). Returns the ones registered."""
+    with transaction.atomic():
+        tenant = tenant_provision(name, actor=actor)
+        have = set(Fund.objects.filter(tenant=tenant).values_list("code", "currency"))
+        missing = [f for f in funds if (f.code, f.currency) not in have]
+        for fund in missing:
+            fund_register(tenant, fund, actor=actor)
+        return missing
+
+
 def fund_remove(fund: Fund, *, actor: Actor) -> None:
     with transaction.atomic():
         tenant_event(

@@ -184,6 +184,11 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
         proc.wait(timeout=60)
     output = _output(tmp_path)
     assert "demo users (passwords are shown this once" in output
+    assert "sign in at http://127.0.0.1:" in output and "no second factor" in output
+    # Asked to stop, it stopped: `make run` ends without `make: *** Error 130`.
+    assert proc.returncode == 0, output
+    # DynamoDB Local kept its data on disk under var/, beside the SQLite database.
+    assert (tmp_path / "dynamodb" / "shared-local-instance.db").exists()
     assert _session_processes(proc.pid) == []
     with pytest.raises(OSError):
         _get(f"http://127.0.0.1:{ddb_port}/")
@@ -234,3 +239,146 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
     output = _output(tmp_path)
     assert "two regions: us-east-1=" in output and "replicate_regions: 10 streams" in output
     assert _session_processes(proc.pid) == []
+
+
+@pytest.mark.dynamodb_local_only
+def test_dynamodb_local_on_disk_keeps_its_data_across_a_restart(tmp_path, dynamodb_local):
+    """The engine `make run` starts keeps what it acknowledged in its data folder: stopped
+    and started again on that folder, it still answers for the item (in memory it would
+    answer nothing, and the API 404 for a pledge it acknowledged)."""
+    import boto3
+
+    from reconciliation.dynamo import local
+
+    def client(engine: local.LocalEngine):
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=engine.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    engine = local.start_best_engine(db_path=tmp_path / "dynamodb")
+    try:
+        assert engine.kind == "dynamodb_local"
+        first = client(engine)
+        first.create_table(
+            TableName="kept",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        first.put_item(TableName="kept", Item={"k": {"S": "pledge-1"}})
+    finally:
+        engine.stop()
+    engine = local.start_best_engine(db_path=tmp_path / "dynamodb")
+    try:
+        item = client(engine).get_item(TableName="kept", Key={"k": {"S": "pledge-1"}})
+        assert item.get("Item") == {"k": {"S": "pledge-1"}}
+    finally:
+        engine.stop()
+
+
+# --- what bin/run.py decides before anything runs ---------------------------------------
+
+
+def _run_module():
+    """bin/run.py as a module (``bin/`` is no package): its pure parts, without running."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_run", ROOT / "bin" / "run.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_site_url_follows_the_web_port_unless_set():
+    """Links in e-mails point at the port this run serves, unless SITE_URL says where."""
+    run = _run_module()
+    assert run.site_url({}, 8700) == "http://127.0.0.1:8700"
+    assert run.site_url({"SITE_URL": "https://pledges.example.org"}, 8700) == (
+        "https://pledges.example.org"
+    )
+
+
+def test_reset_deletes_the_dynamodb_data_and_the_sqlite_database_together(tmp_path):
+    """RESET=1 deletes both regions' DynamoDB Local folders and the SQLite database (with
+    its journal files), and nothing else under var/."""
+    run = _run_module()
+    for folder in (run.dynamodb_data_dir(tmp_path, 1), run.dynamodb_data_dir(tmp_path, 2)):
+        folder.mkdir()
+        (folder / "shared-local-instance.db").write_bytes(b"x")
+    (tmp_path / "db.sqlite3").write_bytes(b"x")
+    (tmp_path / "db.sqlite3-wal").write_bytes(b"x")
+    (tmp_path / "secret_key").write_text("kept")
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+
+    assert run.reset_problem(env, tmp_path) is None
+    gone = run.reset(env, tmp_path)
+
+    assert sorted(p.name for p in gone) == [
+        "db.sqlite3",
+        "db.sqlite3-wal",
+        "dynamodb",
+        "dynamodb-2",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret_key"]
+
+
+def test_reset_refuses_data_make_run_does_not_keep(tmp_path):
+    """RESET=1 with an engine or a database `make run` did not start deletes nothing:
+    half a reset would leave cases pointing at users, or users at no cases."""
+    run = _run_module()
+    assert "DYNAMODB_ENDPOINT_URL" in run.reset_problem(
+        {"DYNAMODB_ENDPOINT_URL": "http://127.0.0.1:9"}, tmp_path
+    )
+    assert "DATABASE_URL" in run.reset_problem(
+        {"DATABASE_URL": "postgres://127.0.0.1/pledges"}, tmp_path
+    )
+    # The settings' default: the SQLite file under var/.
+    assert run.sqlite_file({}, tmp_path) == tmp_path / "db.sqlite3"
+
+
+def test_start_up_says_whom_to_sign_in_as_and_that_demo_mode_skips_the_second_factor():
+    """The lines printed before `web on …` name the demo users to sign in as, where, and
+    whether a second factor is asked (as the settings decide it)."""
+    run = _run_module()
+    debug = "\n".join(run.sign_in_lines({"DJANGO_DEBUG": "1"}, 8700))
+    assert "http://127.0.0.1:8700/accounts/login/" in debug
+    for user, _role, _email in run.DEMO_USERS:
+        if user[-1] != "2":  # the second staff and supervisor are for four-eyes steps
+            assert f"`{user}`" in debug, user
+    assert "no second factor" in debug
+    required = "\n".join(run.sign_in_lines({"DJANGO_DEBUG": "1", "STAFF_MFA_REQUIRED": "1"}, 8700))
+    assert "no second factor" not in required and "authenticator" in required
+    assert not run.second_factor_skipped({"DJANGO_DEBUG": "0"})
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.django_db
+def test_demo_tenants_get_every_demo_fund_and_keep_what_was_changed(ddb, settings):
+    """The README's tenant `acme`, first created with GENERAL USD only (as
+    `make manage ARGS="issue_api_token --tenant acme"` did), is given every demo fund by
+    `make run`; a limit someone changed stays, and a second run registers nothing."""
+    from decimal import Decimal
+
+    from dashboard.management.commands.issue_api_token import command_actor
+    from dashboard.models import Fund, default_funds
+    from dashboard.tenant_changes import tenant_funds_complete, tenant_provision
+
+    run = _run_module()
+    actor = command_actor("test")
+    settings.DEFAULT_FUNDS = "GENERAL"
+    acme = tenant_provision("acme", actor=actor)
+    Fund.objects.filter(tenant=acme).update(max_amount=Decimal("5"))
+    settings.DEFAULT_FUNDS = run.DEMO_FUNDS
+
+    added = tenant_funds_complete("acme", default_funds(), actor=actor)
+
+    have = set(Fund.objects.filter(tenant=acme).values_list("code", "currency"))
+    assert have == {tuple(spec.split(":")) for spec in run.DEMO_FUNDS.split(",")}
+    assert len(added) == len(have) - 1
+    assert Fund.objects.get(tenant=acme, code="GENERAL", currency="USD").max_amount == 5
+    assert tenant_funds_complete("acme", default_funds(), actor=actor) == []

@@ -10,12 +10,12 @@ region that owns it (:mod:`.regions`): a replica elsewhere may lag behind it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from reconciliation.audit.regions import by_home, stream_home
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, event_hash
 from reconciliation.dynamo.batch import stored_heads
+from reconciliation.dynamo.calls import TalliedPool
 from reconciliation.stores import PLEDGE_STREAM, Store, pledge_stream_parts
 
 # --- chain status ----------------------------------------------------------------------
@@ -245,5 +245,5 @@ def chain_statuses(
 
     if len(ordered) == 1:
         return {ordered[0]: check(ordered[0])}
-    with ThreadPoolExecutor(min(threads, len(ordered))) as pool:
+    with TalliedPool(min(threads, len(ordered))) as pool:
         return dict(zip(ordered, pool.map(check, ordered), strict=True))

@@ -33,7 +33,7 @@ from reconciliation.cases.models import (
 )
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.client import regions
-from reconciliation.dynamo.items import from_item, values
+from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.stores import case_tag
 
 if TYPE_CHECKING:
@@ -138,15 +138,31 @@ class CaseRepository:
         """Open cases and amount totals per queue in this region: the sum of its shards,
         plus the single unsharded item that tables written before sharding still hold.
         One BatchGetItem of fixed size, whatever the number of cases."""
-        keys = counter_keys(self.tag)
+        return self.counters_and()[0]
+
+    def counters_and(self, *ids: str) -> tuple[dict[str, QueueCounter], dict[str, dict]]:
+        """:meth:`counters`, and in the same BatchGetItem the items ``ids`` that share the
+        table (the overview's summary, ``reconciliation.casework.overview``) by id."""
+        keys = counter_keys(self.tag) + [self._key(i) for i in ids]
         out: dict[str, QueueCounter] = {q: QueueCounter() for q in QUEUES}
+        also: dict[str, dict] = {}
         # A few rounds for unprocessed keys, never a spin: a count is a display.
         for raw in batch_get(self.client, self.table, keys, rounds=5):
             item = from_item(raw)
+            if item["case_id"] in ids:
+                also[item["case_id"]] = item
+                continue
             queue = counter_queue(item["case_id"])
             if queue in out:
                 out[queue].add(item)
-        return out
+        return out, also
+
+    def kept_put(self, item_id: str, values: dict) -> None:
+        """Write an item that shares the table but is no case (``#…``, as the counters):
+        a derived summary, replaced whole; last writer wins, every writer is fresh."""
+        if not item_id.startswith("#"):
+            raise ValueError("a kept item's id starts with '#': it is never a case")
+        self.client.put_item(TableName=self.table, Item=to_item({**values, "case_id": item_id}))
 
     def counts(self) -> dict[str, int]:
         """Open cases per queue (see :meth:`counters`)."""

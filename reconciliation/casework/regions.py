@@ -51,17 +51,27 @@ def owned(rows: Iterable[dict], store: Store) -> list[dict]:
 
 def merged_counters(stores: Sequence[Store]) -> dict[str, QueueCounter]:
     """Each region's own counter items (one BatchGetItem each), summed per queue."""
+    return merged_counters_and(stores)[0]
+
+
+def merged_counters_and(
+    stores: Sequence[Store], *ids: str
+) -> tuple[dict[str, QueueCounter], dict[str, dict]]:
+    """:func:`merged_counters`, and the items ``ids`` of the first region's cases table
+    read in its BatchGetItem (no call more)."""
+    first, also = CaseRepository(stores[0]).counters_and(*ids)
     if len(stores) == 1:
-        return CaseRepository(stores[0]).counters()
+        return first, also
     out: dict[str, QueueCounter] = {queue: QueueCounter() for queue in QUEUES}
-    for store in stores:
-        for queue, counter in CaseRepository(store).counters().items():
+    for n, store in enumerate(stores):
+        counters = first if n == 0 else CaseRepository(store).counters()
+        for queue, counter in counters.items():
             total = out.setdefault(queue, QueueCounter())
             total.count += counter.count
             total.totalled += counter.totalled
             for currency, amount in counter.amounts.items():
                 total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
-    return out
+    return out, also
 
 
 def open_count(

@@ -3,18 +3,22 @@
 A client hook notes every HTTP request the SDK sends (its own retries included, as
 ``before-send`` fires once per attempt) and the wall time of each API call, from
 ``before-call`` to ``after-call`` (backoff between attempts included), in the
-:class:`CallTally` the caller opened with :func:`tally` in this thread. Nothing is noted
-outside a tally, so the hook costs a context-variable read per call when unused. The web
-edge opens one per request (``dashboard.server_timing``).
+:class:`CallTally` the caller opened with :func:`tally` in this thread, or in the thread
+that handed the work to a :class:`TalliedPool` (the audit search reads a day's index
+shards in one). Nothing is noted outside a tally, so the hook costs a context-variable
+read per call when unused. The web edge opens one per request (``dashboard.server_timing``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,6 +33,17 @@ class CallTally:
     round_trips: int = 0
     calls: int = 0
     seconds: float = 0.0
+    # A pool's threads note into their submitter's tally at once: ``+=`` is no atomic step.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def sent(self) -> None:
+        with self._lock:
+            self.round_trips += 1
+
+    def answered(self, seconds: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self.seconds += seconds
 
 
 _current: ContextVar[CallTally | None] = ContextVar("dynamodb_call_tally", default=None)
@@ -45,10 +60,20 @@ def tally() -> Iterator[CallTally]:
         _current.reset(token)
 
 
+class TalliedPool(ThreadPoolExecutor):
+    """A thread pool whose tasks count their DynamoDB calls in the tally of the thread
+    that submitted them (each task runs in a copy of the submitter's context, which
+    holds the same :class:`CallTally`): a page that reads in helper threads says every
+    call it made."""
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
 def _on_send(**_kwargs) -> None:
     counted = _current.get()
     if counted is not None:
-        counted.round_trips += 1
+        counted.sent()
 
 
 def _on_before_call(context=None, **_kwargs) -> None:
@@ -60,8 +85,7 @@ def _on_after_call(context=None, **_kwargs) -> None:
     counted = _current.get()
     started = context.get(_STARTED) if context is not None else None
     if counted is not None and started is not None:
-        counted.calls += 1
-        counted.seconds += time.perf_counter() - started
+        counted.answered(time.perf_counter() - started)
 
 
 def install(client: DynamoDBClient) -> None:

@@ -222,10 +222,13 @@ def start_moto_server(port: int | None = None) -> LocalEngine:
     return engine
 
 
-def start_best_engine(port: int | None = None, *, log_path: Path | None = None) -> LocalEngine:
-    """DynamoDB Local if it can run here, otherwise moto's server with a loud warning."""
+def start_best_engine(
+    port: int | None = None, *, log_path: Path | None = None, db_path: Path | None = None
+) -> LocalEngine:
+    """DynamoDB Local if it can run here (on disk under ``db_path`` when given), otherwise
+    moto's server, in memory, with a loud warning."""
     try:
-        return start_dynamodb_local(port, log_path=log_path)
+        return start_dynamodb_local(port, log_path=log_path, db_path=db_path)
     except LocalEngineError as exc:
         print(MOTO_WARNING.format(why=exc), file=sys.stderr, flush=True)
         return start_moto_server(port)

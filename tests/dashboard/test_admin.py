@@ -282,3 +282,17 @@ def test_token_commands_leave_the_same_trail(ddb, capsys):
     ]
     assert {e["actor"]["role"] for e in events} == {"system"}
     assert events[1]["detail"]["hint"] == raw[-6:] and raw not in str(events)
+
+
+def test_superusers_see_the_administration_link_in_the_navigation(ddb, client):
+    """A superuser's pages link to /admin/ from the top navigation; a supervisor who is
+    not one sees no such link (the link would answer 403)."""
+    superuser(client)
+    page = client.get("/queues/stuck/")
+    assert page.status_code == 200
+    assert b'<a href="/admin/">Administration</a>' in page.content
+
+    client.logout()
+    sign_in(client, "supervisor", "plain-supervisor")
+    page = client.get("/queues/stuck/")
+    assert page.status_code == 200 and b"Administration</a>" not in page.content

@@ -29,8 +29,12 @@ class _Sent:
     """Every HTTP request the shared client sends, counted apart from the tally."""
 
     def __init__(self):
+        from reconciliation.stores import every_store
+
         self.count = 0
-        dynamodb_client().meta.events.register("before-send.dynamodb", self._seen)
+        clients = {id(c): c for c in [dynamodb_client(), *(s.client for s in every_store())]}
+        for client in clients.values():  # every region's
+            client.meta.events.register("before-send.dynamodb", self._seen)
 
     def _seen(self, **_kwargs):
         self.count += 1
@@ -105,3 +109,98 @@ def test_tally_counts_only_inside_its_block(ddb):
         client.describe_table(TableName=ddb.tables.cases)
     assert (inner.calls, outer.calls) == (1, 2)
     assert inner.seconds > 0 and outer.seconds > 0
+
+
+@pytest.mark.dynamodb_local_only
+def test_audit_page_counts_the_reads_its_helper_threads_make(ddb, client):
+    """The audit trail's search reads the day's index shards in a thread pool: its
+    answer counts those calls too, as many as the client sent (it said "0 calls")."""
+    from tests.helpers import audit_seed
+
+    audit_seed(30, days=1)
+    sign_in(client, "auditor")
+    sent = _Sent()
+    response = client.get("/audit/")
+    assert response.status_code == 200
+    calls_made, ddb_ms, _app_ms = _timing(response)
+    assert calls_made == sent.count > 0
+    assert ddb_ms > 0
+
+
+def test_a_pool_carries_the_tally_of_the_thread_that_submits(ddb):
+    """Calls made by a :class:`calls.TalliedPool`'s threads count in the submitting
+    thread's tally; a plain pool's do not (which is why the audit page said 0)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = dynamodb_client()
+
+    def describe(_n: int) -> None:
+        client.describe_table(TableName=ddb.tables.cases)
+
+    with calls.tally() as plain, ThreadPoolExecutor(4) as pool:
+        list(pool.map(describe, range(8)))
+    with calls.tally() as carried, calls.TalliedPool(4) as pool:
+        list(pool.map(describe, range(8)))
+    assert (plain.calls, carried.calls) == (0, 8)
+
+
+def _seed_every_queue(per_queue: int, *, tag: str = "") -> None:
+    """Open cases written directly into each queue of region ``tag``, by a client of
+    their own that waits longer than the app's (a loaded DynamoDB Local is slow to
+    write items with eight indexes, and seeding is not what is measured)."""
+    import boto3
+    from botocore.config import Config
+
+    from bench.open_cases import open_cases_seed
+    from reconciliation.stores import every_store
+
+    for store in every_store():
+        if store.tag == tag:
+            seeder = boto3.client(
+                "dynamodb",
+                endpoint_url=store.client.meta.endpoint_url,
+                region_name=store.client.meta.region_name,
+                aws_access_key_id="local",
+                aws_secret_access_key="local",
+                config=Config(read_timeout=60, retries={"max_attempts": 1}),
+            )
+            open_cases_seed(seeder, store.tables.cases, per_queue, tag=tag, threads=1)
+
+
+def _overview_calls(client) -> tuple[int, int]:
+    sent = _Sent()
+    response = client.get("/")
+    assert response.status_code == 200
+    return _timing(response)[0], sent.count
+
+
+@pytest.mark.dynamodb_local_only
+@pytest.mark.parametrize("role", ["supervisor", "finance_staff"])
+def test_overview_reads_in_a_constant_number_of_calls(ddb, client, role):
+    """Seven queues of open cases, then four times as many: a view that finds the
+    summary fresh makes at most 8 DynamoDB calls (one BatchGetItem), as many as the
+    client sent; the view after a change pays the per-queue Queries once, for all."""
+    _seed_every_queue(3)
+    sign_in(client, role)
+    computed, sent = _overview_calls(client)
+    assert computed == sent and computed > 8  # the summary's Queries, once
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8
+
+    _seed_every_queue(12)  # the counts moved: the next view recomputes, then it is kept
+    assert _overview_calls(client)[0] > 8
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8
+
+
+@pytest.mark.dynamodb_local_only
+def test_overview_over_two_regions_reads_in_a_constant_number_of_calls(two_regions, client):
+    """Open cases in every queue of both regions: a view with the summary fresh makes
+    one BatchGetItem per region, whatever the queues hold."""
+    _seed_every_queue(3)
+    _seed_every_queue(3, tag="eu-west-1")
+    sign_in(client, "supervisor")
+    html = client.get("/").content.decode()
+    assert "42" in html  # 2 regions × 7 queues × 3 open cases, in the totals
+    kept, sent = _overview_calls(client)
+    assert kept == sent and kept <= 8

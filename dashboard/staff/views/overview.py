@@ -3,6 +3,7 @@ latest audit events."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
@@ -10,15 +11,9 @@ from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.cases.models import Queue
 from reconciliation.cases.policy import audit_visible_performer
-from reconciliation.casework.notifications import Digest, supervisor_digest
-from reconciliation.casework.selectors import (
-    AGE_BUCKETS,
-    queue_ageing,
-    queue_counters,
-    queue_oldest,
-    recent_audit_events,
-    totals_by_currency,
-)
+from reconciliation.casework.notifications import Digest
+from reconciliation.casework.overview import overview_read
+from reconciliation.casework.selectors import AGE_BUCKETS, totals_by_currency
 from reconciliation.stores import every_store
 
 APPROVALS_SHOWN = 5
@@ -29,29 +24,33 @@ EVENTS_SHOWN = 20
 @role_required(*VIEWING_ROLES)
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
-    stores = every_store()  # resolved once for the page's reads: every region, merged
-    # One BatchGetItem of counter items per region: counts and amounts at risk per currency.
-    counters = queue_counters(stores=stores)
+    # One BatchGetItem per region: the counters (counts and amounts at risk per
+    # currency), and the summary of what takes Queries, kept for every viewer while
+    # fresh (reconciliation/casework/overview.py).
+    read = overview_read(
+        stores=every_store(),
+        max_age_s=settings.OVERVIEW_SUMMARY_MAX_AGE_S,
+        approvals=APPROVALS_SHOWN,
+    )
+    counters, summary = read.counters, read.summary
     counts = {q: c.count for q, c in counters.items()}
-    oldest = queue_oldest(counts, stores=stores)
-    ageing = queue_ageing(counts, stores=stores)
+    ageing = summary.ageing
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
             "slug": slug,
             "queue": queue,
             "count": counts.get(queue, 0),
-            "oldest": oldest.get(queue),
+            "oldest": summary.oldest.get(queue),
             "buckets": ageing.get(queue, []),
             "aged": aged[queue],
             "amounts": counters[queue].shown_amounts(),
         }
         for slug, queue in QUEUE_SLUGS.items()
     ]
-    # Needs attention: override requests waiting and cases past their queue's SLA, from
-    # the counters above, one approval page, and per non-empty queue a COUNT and a
-    # short Query of the range older than its SLA (reconciliation/casework/notifications).
-    attention = supervisor_digest(stores=stores, counts=counts, rows=APPROVALS_SHOWN)
+    # Needs attention: override requests waiting and cases past their queue's SLA
+    # (reconciliation/casework/notifications), from the summary.
+    attention = summary.digest
     context = {
         "at_risk": totals_by_currency(counters),
         "queues": queues,
@@ -60,8 +59,9 @@ def overview(request: StaffRequest) -> HttpResponse:
         "approval_count": counts.get(Queue.OVERRIDE_REQUESTED, 0),
         "approvals": attention.waiting,
         "attention": _attention(attention),
-        "events": recent_audit_events(limit=EVENTS_SHOWN, performed_by=own_only, stores=stores),
+        "events": summary.events_of(own_only, limit=EVENTS_SHOWN),
         "events_own_only": bool(own_only),
+        "summary_at": summary.computed_at,
     }
     return render_page(request, "overview.html", "summary", context)
 

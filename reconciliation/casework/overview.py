@@ -1,0 +1,189 @@
+"""The overview in a constant number of DynamoDB calls, whatever the queues, cases and
+regions (issue "4/5 the worklist finance runs the day from", docs/benchmarks.md).
+
+What the overview shows comes in two kinds. The open cases per queue and their amount
+at risk are counter items, read live: one BatchGetItem per region. Everything else —
+the oldest case and the ageing buckets per queue, the cases past their queue's SLA, the
+override requests waiting, the latest audit events — takes Queries per queue and per
+audit shard (37 calls for seven queues in one region). Those are the **summary**: computed
+by the first viewer who finds none fresh, for every viewer, and kept as one item beside
+the counters (``#OVERVIEW#`` in the first region's cases table), which the counters'
+BatchGetItem reads at no extra call.
+
+A summary is fresh while it is younger than ``OVERVIEW_SUMMARY_MAX_AGE_S`` *and* was
+computed from the open counts the counters show now: a case opened, moved or closed
+anywhere makes the next viewer recompute it. So a view costs one BatchGetItem per
+region; a view after a change (or after the age limit) pays the Queries once, for all.
+Changes that move no count (an assignment, an event with no queue move) show when the
+summary ages out. Finance staff see their own events among the summary's latest
+``EVENTS_KEPT`` (``policy.audit_visible_performer``); the audit trail searches further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from reconciliation import clock
+from reconciliation.cases.counters import QueueCounter
+from reconciliation.cases.models import QUEUES, Queue
+from reconciliation.cases.repository import CaseRepository
+from reconciliation.casework.notifications import Digest, QueueBreach, supervisor_digest
+from reconciliation.casework.regions import merged_counters_and
+from reconciliation.casework.rows import CaseRow
+from reconciliation.casework.selectors import queue_ageing, queue_oldest, recent_audit_events
+from reconciliation.dynamo.item_size import item_size
+from reconciliation.dynamo.items import to_item
+from reconciliation.stores import Store
+
+SUMMARY_ID = "#OVERVIEW#"
+# Events kept in the summary: the newest of every performer, so that a finance staff
+# member's own recent actions are usually among them.
+EVENTS_KEPT = 50
+DEFAULT_MAX_AGE_S = 30
+# Under DynamoDB's 400 KB item limit with room to spare: long events are dropped from
+# the kept copy (oldest first) rather than the summary not being kept at all.
+MAX_KEPT_BYTES = 200_000
+
+
+@dataclass(frozen=True)
+class OverviewSummary:
+    """The overview's Query-bound parts, as of ``computed_at``, for the open ``counts``
+    they were computed from."""
+
+    computed_at: str
+    counts: dict[str, int]
+    oldest: dict[str, CaseRow | None]
+    ageing: dict[str, list[tuple[str, int]]]
+    digest: Digest
+    events: list[dict]
+
+    def is_fresh(self, counts: dict[str, int], *, max_age_s: float) -> bool:
+        age = clock.now() - clock.parse_iso(self.computed_at)
+        return self.counts == counts and timedelta(0) <= age < timedelta(seconds=max_age_s)
+
+    def events_of(self, performer: str, *, limit: int) -> list[dict]:
+        """The newest ``limit`` events, only ``performer``'s when given."""
+        chosen = [e for e in self.events if not performer or _performer(e) == performer]
+        return chosen[:limit]
+
+
+@dataclass(frozen=True)
+class Overview:
+    counters: dict[str, QueueCounter]
+    summary: OverviewSummary
+    computed_now: bool  # this view paid for the summary's Queries
+
+
+def _performer(event: dict) -> str:
+    actor = event.get("actor")
+    return str(actor.get("username", "")) if isinstance(actor, dict) else ""
+
+
+def overview_read(
+    *, stores: Sequence[Store], max_age_s: float = DEFAULT_MAX_AGE_S, approvals: int = 5
+) -> Overview:
+    """The counters (one BatchGetItem per region, which also reads the kept summary) and
+    a fresh summary: the kept one, or one computed now and kept for the next viewer."""
+    counters, kept = merged_counters_and(stores, SUMMARY_ID)
+    counts = {q: c.count for q, c in counters.items()}
+    summary = summary_from_item(kept[SUMMARY_ID]) if SUMMARY_ID in kept else None
+    if summary is not None and summary.is_fresh(counts, max_age_s=max_age_s):
+        return Overview(counters, summary, computed_now=False)
+    summary = overview_summary_compute(stores=stores, counts=counts, approvals=approvals)
+    if max_age_s > 0:
+        CaseRepository(stores[0]).kept_put(SUMMARY_ID, _fitting(summary_to_item(summary)))
+    return Overview(counters, summary, computed_now=True)
+
+
+def overview_summary_compute(
+    *, stores: Sequence[Store], counts: dict[str, int], approvals: int
+) -> OverviewSummary:
+    """The Query-bound reads, as the overview made them on every view before: per queue
+    that holds cases the oldest, four age COUNTs and the SLA reads; the approvals page;
+    the latest events of today and yesterday."""
+    return OverviewSummary(
+        computed_at=clock.iso(clock.now()),
+        counts=dict(counts),
+        oldest=queue_oldest(counts, stores=stores),
+        ageing=queue_ageing(counts, stores=stores),
+        digest=supervisor_digest(stores=stores, counts=counts, rows=approvals),
+        events=recent_audit_events(limit=EVENTS_KEPT, stores=stores),
+    )
+
+
+# --- kept as one item ------------------------------------------------------------------
+
+
+def _row_values(row: CaseRow | None) -> dict | None:
+    return asdict(row) if row is not None else None
+
+
+def _row_of(values: dict | None) -> CaseRow | None:
+    if values is None:
+        return None
+    known = {k: v for k, v in values.items() if k in CaseRow.__dataclass_fields__}
+    known["version"] = int(known.get("version", 0))
+    known["amount"] = Decimal(str(known.get("amount", "0")))
+    return CaseRow(**known)
+
+
+def _fitting(values: dict) -> dict:
+    while values["events"] and item_size(to_item(values)) > MAX_KEPT_BYTES:
+        values = {**values, "events": values["events"][: len(values["events"]) // 2]}
+    return values
+
+
+def summary_to_item(summary: OverviewSummary) -> dict:
+    """The summary as plain values for one item (no float, no tuple: DynamoDB types)."""
+    digest = summary.digest
+    return {
+        "computed_at": summary.computed_at,
+        "counts": summary.counts,
+        "oldest": {q: _row_values(r) for q, r in summary.oldest.items()},
+        "ageing": {q: [[label, n] for label, n in b] for q, b in summary.ageing.items()},
+        "digest": {
+            "at": clock.iso(digest.at),
+            "waiting_count": digest.waiting_count,
+            "waiting": [_row_values(r) for r in digest.waiting],
+            "past_sla": [
+                {
+                    "queue": str(b.queue),
+                    "sla_hours": b.sla_hours,
+                    "count": b.count,
+                    "oldest": [_row_values(r) for r in b.oldest],
+                }
+                for b in digest.past_sla
+            ],
+        },
+        "events": summary.events,
+    }
+
+
+def summary_from_item(item: dict) -> OverviewSummary:
+    digest = item["digest"]
+    return OverviewSummary(
+        computed_at=item["computed_at"],
+        counts={q: int(n) for q, n in item["counts"].items()},
+        oldest={q: _row_of(item["oldest"].get(q)) for q in QUEUES},
+        ageing={
+            q: [(str(label), int(n)) for label, n in item["ageing"].get(q, [])] for q in QUEUES
+        },
+        digest=Digest(
+            at=clock.parse_iso(digest["at"]),
+            waiting_count=int(digest["waiting_count"]),
+            waiting=[r for v in digest["waiting"] if (r := _row_of(v))],
+            past_sla=[
+                QueueBreach(
+                    Queue(b["queue"]),
+                    Decimal(str(b["sla_hours"])),
+                    int(b["count"]),
+                    [r for v in b["oldest"] if (r := _row_of(v))],
+                )
+                for b in digest["past_sla"]
+            ],
+        ),
+        events=list(item["events"]),
+    )
