@@ -53,7 +53,9 @@ def test_audit_page_and_export_list_both_regions_events_once(two_regions, client
     assert page.status_code == 200
     assert [r.event_id for r in page.context["page"].rows] == newest_first
     assert page.context["page"].chains_ok
-    assert b"PLEDGE#@eu-west-1#acme#audit-view-geo-" in page.content
+    # The stream as people read it: a pledge, its tenant and key, and its region.
+    assert b'<code>audit-view-geo-' in page.content
+    assert b'<span class="muted">in eu-west-1</span>' in page.content
 
     export = client.get("/audit/export.csv", day)
     assert export.status_code == 200

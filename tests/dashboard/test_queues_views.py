@@ -244,3 +244,15 @@ def test_bulk_needs_a_selection_and_a_reason(ddb, client):
     not_bulk = client.post("/cases/bulk/", _bulk([case.case_id], disposition="VOID_PLEDGE"))
     assert not_bulk.status_code == 400
     assert repositories().cases.get(case.case_id).state == "OPEN"
+
+
+def test_my_cases_alone_is_marked_current_on_my_cases(ddb, client):
+    """On /queues/mine/ the navigation marks "My cases", not "Queues" as well."""
+    sign_in(client)
+    html = client.get("/queues/mine/").content.decode()
+    current = re.findall(r'<a href="[^"]+" aria-current="page">([^<]+)</a>', html)
+    assert current == ["My cases"]
+    html = client.get("/queues/stuck/").content.decode()
+    assert re.findall(r'<a href="[^"]+" aria-current="page">(Queues|My cases)</a>', html) == [
+        "Queues"
+    ]
