@@ -30,6 +30,15 @@ def new_action_id() -> str:
     return str(uuid.uuid4())
 
 
+def fund_filter(value: str) -> str:
+    """A fund typed into a list's filter, as funds are stored: upper case, letters,
+    digits, '_' or '-', at most 32; empty for none."""
+    value = value.strip().upper()
+    if value and (len(value) > 32 or not value.replace("_", "").replace("-", "").isalnum()):
+        raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
+    return value
+
+
 class QueueFilterForm(forms.Form):
     """Filters of a queue page; a plain GET form that htmx also submits in place."""
 
@@ -81,10 +90,7 @@ class QueueFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean_fund(self) -> str:
-        value = self.cleaned_data["fund"].strip().upper()
-        if value and (len(value) > 32 or not value.replace("_", "").replace("-", "").isalnum()):
-            raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
-        return value
+        return fund_filter(self.cleaned_data["fund"])
 
     def filters(self, *, assignee: str = "") -> QueueFilters:
         """The cleaned filters as the queue read takes them (call after is_valid)."""
@@ -307,10 +313,7 @@ class ResolvedFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean_fund(self) -> str:
-        value = self.cleaned_data["fund"].strip().upper()
-        if value and not value.replace("_", "").replace("-", "").isalnum():
-            raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
-        return value
+        return fund_filter(self.cleaned_data["fund"])
 
     def clean_resolved_by(self) -> str:
         return self.cleaned_data["resolved_by"].strip()

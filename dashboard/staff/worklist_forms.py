@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.http import QueryDict
 
+from dashboard.staff.forms import fund_filter
 from dashboard.staff.views.pages import QUEUE_SLUGS
 from reconciliation.cases.models import CaseType, Queue
 from reconciliation.casework.worklist import (
@@ -104,10 +105,7 @@ class WorklistFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean_fund(self) -> str:
-        value = self.cleaned_data["fund"].strip().upper()
-        if value and not value.replace("_", "").replace("-", "").isalnum():
-            raise forms.ValidationError("letters, digits, '_' or '-' (up to 32)")
-        return value
+        return fund_filter(self.cleaned_data["fund"])
 
     def clean_currency(self) -> str:
         value = self.cleaned_data["currency"].strip().upper()
