@@ -54,7 +54,7 @@ def test_audit_page_and_export_list_both_regions_events_once(two_regions, client
     assert [r.event_id for r in page.context["page"].rows] == newest_first
     assert page.context["page"].chains_ok
     # The stream as people read it: a pledge, its tenant and key, and its region.
-    assert b'<code>audit-view-geo-' in page.content
+    assert b"<code>audit-view-geo-" in page.content
     assert b'<span class="muted">in eu-west-1</span>' in page.content
 
     export = client.get("/audit/export.csv", day)
