@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import CaseState, CaseType, Disposition, Override
@@ -51,7 +52,7 @@ RECHECKED = (CaseState.OPEN, CaseState.ESCALATED)
 NEEDS_PLEDGE = (Disposition.CONFIRMED_COMMITTED, Disposition.DUPLICATE_REJECTED_OK)
 
 
-def _is_reopen(event: Mapping) -> bool:
+def _is_reopen(event: Mapping[str, Any]) -> bool:
     return event.get("action") == AuditAction.OVERRIDE_APPROVED and event.get("disposition") == (
         Override.REOPEN
     )
@@ -61,7 +62,7 @@ def _state(side: object) -> str | None:
     return side.get("state") if isinstance(side, Mapping) else None
 
 
-def _leaves_resolved(event: Mapping) -> bool:
+def _leaves_resolved(event: Mapping[str, Any]) -> bool:
     """A resolved case moved on by anything but a request to reopen it (which a supervisor
     then approves, rejects or lets expire back to RESOLVED)."""
     if (
@@ -75,14 +76,14 @@ def _leaves_resolved(event: Mapping) -> bool:
     )
 
 
-def _resolution(side: object) -> dict | None:
+def _resolution(side: object) -> Mapping[str, Any] | None:
     if not isinstance(side, Mapping):
         return None
     resolution = side.get("resolution")
-    return resolution if isinstance(resolution, Mapping) and resolution else None  # type: ignore[return-value]
+    return resolution if isinstance(resolution, Mapping) and resolution else None
 
 
-def resolution_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
+def resolution_problems(streams: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Invariant a: per opening of each case (its opening, then each approved reopen), at
     most one event writes a resolution, and none writes one over another."""
     problems: list[Problem] = []
@@ -123,7 +124,7 @@ def resolution_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
     return problems
 
 
-def decision_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
+def decision_problems(streams: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Invariant b: an override request is decided (approved, rejected, expired) once."""
     problems: list[Problem] = []
     for stream, events in sorted(streams.items()):
@@ -151,7 +152,7 @@ def _amount(value: object) -> Decimal | None:
         return None
 
 
-def same_request(pledge: Mapping, request: Mapping | None) -> bool:
+def same_request(pledge: Mapping[str, Any], request: Mapping[str, Any] | None) -> bool:
     """Whether ``pledge`` records ``request`` (a case's normalised request)."""
     if not request:
         return False
@@ -161,7 +162,9 @@ def same_request(pledge: Mapping, request: Mapping | None) -> bool:
     ) == _amount(request.get("amount"))
 
 
-def answered_problems(cases: Iterable[Mapping], pledges: Iterable[Mapping]) -> list[Problem]:
+def answered_problems(
+    cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
+) -> list[Problem]:
     """Invariant c (after a re-check): no open claim case whose intent is recorded with
     the case's own request."""
     recorded = {p["intent_id"]: p for p in pledges if p.get("status") == PledgeStatus.RECORDED}
@@ -237,7 +240,7 @@ def last_answer_problems(answers: list[ClientAnswer], pledge_exists: bool) -> li
 
 
 def resolution_evidence_problems(
-    cases: Iterable[Mapping], pledges: Iterable[Mapping]
+    cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
 ) -> list[Problem]:
     """Invariant f: a resolution that says the intent is recorded has its pledge; one that
     voided it, its pledge VOIDED."""
