@@ -37,7 +37,7 @@ PAGES = (
     ("search", "/cases/?q=acme"),
     ("approvals", "/approvals/"),
     ("audit", "/audit/"),
-    ("audit-export", "/audit/export/"),
+    ("audit-exports", "/audit/exports/"),
     ("drill", "/drill/"),
     ("notifications", "/notifications/"),
     ("profile", "/accounts/profile/"),

@@ -8,7 +8,7 @@ urlpatterns = [
     path("", audit.audit_search_view, name="audit-search"),
     path("export.csv", audit.audit_export_csv, name="audit-export-csv"),
     path("export.jsonl", audit.audit_export_jsonl, name="audit-export-jsonl"),
-    path("exports/", audit.audit_export_start, name="audit-export-start"),
+    path("exports/", audit.audit_exports, name="audit-exports"),
     path("exports/<str:export_id>/", audit.audit_export_status, name="audit-export-status"),
     path(
         "exports/<str:export_id>/download",

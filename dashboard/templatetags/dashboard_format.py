@@ -438,3 +438,35 @@ def stream_words(stream) -> str:
                 return format_html("{} {}{}", kind, intent(rest), where)
             return format_html("{} <code>{}</code>", kind, rest)
     return format_html("<code>{}</code>", name)
+
+
+EXPORT_FORMATS = {"csv": "CSV", "jsonl": "JSON Lines"}
+
+
+@register.filter
+def export_format(fmt) -> str:
+    """An audit export's file format by its name: CSV, JSON Lines."""
+    return EXPORT_FORMATS.get(str(fmt), str(fmt))
+
+
+@register.filter
+def export_filters(values) -> list[str]:
+    """An export's stored filters (``AuditFilters.as_dict``) as a person says them: the
+    days it covers, then each other filter by its label."""
+    values = dict(values or {})
+    lines = []
+    since, until = _parse(values.pop("since", "")), _parse(values.pop("until", ""))
+    if since and until:
+        lines.append(f"From {since.date().isoformat()} to {until.date().isoformat()} (UTC)")
+    names = {
+        "actor": "Actor",
+        "action": "Action",
+        "case_id": "Case",
+        "intent_id": "Intent",
+        "performed_by": "Only events by",
+    }
+    for name, label in names.items():
+        if values.get(name):
+            shown = action_words(values[name]) if name == "action" else values[name]
+            lines.append(f"{label}: {shown}")
+    return lines

@@ -97,6 +97,7 @@ def tour(cases: dict[str, str]) -> dict[str, str]:
         "search": "/cases/?q=shot-stuck",
         "approvals": "/approvals/",
         "audit": "/audit/",
+        "audit-exports": "/audit/exports/",
         "drill": "/drill/",
         "profile": "/accounts/profile/",
         "worklist": "/worklist/?sort=amount",

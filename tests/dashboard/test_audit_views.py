@@ -256,7 +256,7 @@ def test_progress_bar_polls_until_the_export_is_done(
         assert f"/audit/exports/{export_id}/download".encode() in done
         assert f"/audit/exports/{export_id}/manifest.json".encode() in done
         page = owner.get(f"/audit/exports/{export_id}/")
-        assert b"<html" in page.content and b"Download jsonl" in page.content
+        assert b"<html" in page.content and b"Download JSON Lines" in page.content
     finally:
         backend.forget(export_id)
 
@@ -290,7 +290,7 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
 
         def finished() -> bool:
             html = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
-            if b"Download csv" in html:
+            if b"Download CSV" in html:
                 return True
             states.append("progress" if b"events so far" in html else "queued")
             return False
@@ -309,3 +309,59 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
     finally:
         worker.stop()
         audit_export_task.backend.forget(export_id)
+
+
+def test_my_exports_lists_your_own_background_exports_newest_first(ddb, client, settings, tmp_path):
+    """``GET /audit/exports/`` answered an empty 405: it is the signed-in person's own
+    background exports, newest first, each with its state in words and a link to it;
+    another person's exports are not there."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(10)
+    from reconciliation.audit.export.background import export_run_requested
+
+    aud, other = (Actor(n, Role.AUDITOR, f"{n}@example.org") for n in ("aud", "aud2"))
+    filters = AuditFilters.build(**rng())
+    first = export_request(filters=filters, fmt="csv", actor=aud, store=first_store())
+    export_run_requested(first, store=first_store())
+    with clock.travel(5):
+        second = export_request(filters=filters, fmt="jsonl", actor=aud, store=first_store())
+        theirs = export_request(filters=filters, fmt="csv", actor=other, store=first_store())
+    with clock.travel(6):
+        page = as_user(client, "aud", "auditor").get("/audit/exports/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "My exports" in html
+    assert html.index(f"/audit/exports/{second}/") < html.index(f"/audit/exports/{first}/")
+    assert theirs not in html
+    assert "Done" in html and "10 events" in html and "In progress" in html
+    assert "JSON Lines" in html and ">csv<" not in html
+
+
+def test_an_export_page_says_its_filters_in_words(ddb, client, settings, tmp_path):
+    """Not ``until=2026-…T23:59:59.999999Z, since=…`` and a lowercase "done": the dates
+    as days, the action by its label, the state capitalised."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(10)
+    from reconciliation.audit.export.background import export_run_requested
+
+    aud = Actor("aud", Role.AUDITOR, "aud@example.org")
+    filters = AuditFilters.build(**rng(), action="case_opened")
+    export_id = export_request(filters=filters, fmt="csv", actor=aud, store=first_store())
+    export_run_requested(export_id, store=first_store())
+    html = unescape(
+        as_user(client, "aud", "auditor").get(f"/audit/exports/{export_id}/").content.decode()
+    )
+    since, until = rng()["since"], rng()["until"]
+    assert "T23:59:59" not in html and "since=" not in html
+    assert f"From {since} to {until}" in html and "Action: Case opened" in html
+    assert ">Done<" in html and ">done<" not in html and "Download CSV" in html
+
+
+def test_the_action_filter_offers_each_action_by_its_label(ddb, client):
+    """The Action filter was free text matching raw codes only ("Pledge recorded" found
+    nothing): it is a list of labels whose values are the codes, so links keep working."""
+    auditor = as_user(client, "aud", "auditor")
+    html = auditor.get("/audit/").content.decode()
+    assert '<select name="action"' in html
+    assert '<option value="pledge_recorded">Pledge recorded</option>' in html
+    assert auditor.get("/audit/", {**rng(), "action": "pledge_recorded"}).status_code == 200
+    assert auditor.get("/audit/", {**rng(), "action": "no_such_action"}).status_code == 400

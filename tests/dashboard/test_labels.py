@@ -199,6 +199,7 @@ def pages(case_ids: list[str]) -> list[str]:
         "/cases/?q=D-1001",
         "/approvals/",
         "/audit/",
+        "/audit/exports/",
         "/drill/",
         "/accounts/profile/",
         "/accounts/staff/",

@@ -135,6 +135,7 @@ def pages(world: World) -> list[str]:
         f"/cases/{world.resolved}/",
         "/approvals/",
         "/audit/",
+        "/audit/exports/",
         "/accounts/profile/",
     ]
 

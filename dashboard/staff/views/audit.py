@@ -22,22 +22,25 @@ from django.http import (
 )
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from reconciliation.actors import Role
 from reconciliation.audit.day_index import CursorError
 from reconciliation.audit.export.background import (
+    MY_EXPORTS_DAYS,
     ExportForbidden,
     ExportNotFound,
     ExportNotReady,
     export_download,
     export_owned,
     export_request,
+    exports_requested_by,
 )
 from reconciliation.audit.export.delivery import export_stream_http
 from reconciliation.audit.export.rows import CONTENT_TYPES, FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.tasks import export_enqueue, export_progress
 from reconciliation.cases.policy import audit_visible_performer
@@ -51,7 +54,13 @@ class AuditSearchForm(forms.Form):
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     actor = forms.CharField(required=False, max_length=254, label="Actor (username or e-mail)")
-    action = forms.CharField(required=False, max_length=100)
+    # Labels to choose from; the values are the stored codes, so links made with a code
+    # (a bookmark, the case page's "audit trail of this case") keep working.
+    action = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any action")]
+        + sorted(((a.value, a.label) for a in AuditAction), key=lambda choice: choice[1]),
+    )
     case_id = forms.CharField(required=False, max_length=200, label="Case id")
     intent_id = forms.CharField(required=False, max_length=600, label="Intent id")
 
@@ -155,10 +164,15 @@ def audit_export_jsonl(request: StaffRequest) -> HttpResponseBase:
     return _export_response(request, "jsonl")
 
 
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 @role_required(*AUDIT_ROLES)
-def audit_export_start(request: StaffRequest) -> HttpResponse:
-    """Queue a large export as a background task and go to its progress page."""
+def audit_exports(request: StaffRequest) -> HttpResponse:
+    """GET: your own background exports of the last 30 days, newest first. POST: queue
+    a large export as a background task and go to its progress page."""
+    if request.method != "POST":
+        exports = exports_requested_by(request.user.get_username(), store=first_store())
+        context = {"exports": exports, "days": MY_EXPORTS_DAYS}
+        return render(request, "audit/exports.html", context)
     fmt = request.POST.get("format", "csv")
     form, filters, error = _filters(request, request.POST)
     if filters is None or fmt not in FORMATS:

@@ -24,6 +24,7 @@ from reconciliation.audit.export.events import (
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import AuditRepository
+from reconciliation.audit.search import audit_search
 from reconciliation.stores import Store
 
 
@@ -95,6 +96,29 @@ def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
         sha256=last_detail.get("sha256", ""),
         downloads=sum(1 for e in events if e.get("action") == DOWNLOADED),
     )
+
+
+# "My exports": how far back a person's background exports are listed, and how many.
+MY_EXPORTS_DAYS = 30
+MY_EXPORTS_SHOWN = 25
+
+
+def exports_requested_by(
+    username: str,
+    *,
+    store: Store,
+    days: int = MY_EXPORTS_DAYS,
+    limit: int = MY_EXPORTS_SHOWN,
+) -> list[ExportStatus]:
+    """``username``'s background exports of the last ``days`` days, newest first: the
+    audit search finds their ``export_requested`` events, and each export's stream says
+    where it stands."""
+    filters = AuditFilters.build(action=REQUESTED, performed_by=username, default_days=days)
+    page = audit_search(filters=filters, page_size=limit, store=store, with_chains=False)
+    found = (
+        export_status(row.stream.removeprefix(export_stream("")), store=store) for row in page.rows
+    )
+    return [status for status in found if status is not None]
 
 
 def export_owned(export_id: str, *, actor: Actor, store: Store) -> ExportStatus:
