@@ -1,6 +1,5 @@
 """Celery tasks of the audit trail: signed checkpoints and background exports. Tasks take
-ids, re-read state, return quietly when there is nothing to do, and call one service
-(STYLE.md)."""
+ids, re-read state, return quietly when there is nothing to do, and call one service."""
 
 from __future__ import annotations
 

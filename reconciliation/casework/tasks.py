@@ -1,5 +1,5 @@
 """Celery tasks of reconciliation cases. Tasks take ids, re-read state, return quietly
-when there is nothing to do, and call one service (STYLE.md)."""
+when there is nothing to do, and call one service."""
 
 from __future__ import annotations
 

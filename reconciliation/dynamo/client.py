@@ -1,4 +1,4 @@
-"""The one factory for DynamoDB clients (STYLE.md: the client is injected, this is the default).
+"""The one factory for DynamoDB clients (the client is injected; this is the default).
 
 Clients are configured explicitly (docs/design.md §4): standard retry mode, a bounded
 ``total_max_attempts`` and connect/read timeouts, so a request path gives up within a

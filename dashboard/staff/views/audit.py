@@ -4,7 +4,7 @@ Search and exports read every region (``every_store()``, merged by time); the ex
 ``EXPORT#`` events and background requests live in the first region. Auditors and
 supervisors see every event; finance staff see only events they performed
 themselves (the filter is imposed here, on the server, and the page says so). Views
-parse input, call one selector or service, and render (STYLE.md).
+parse input, call one selector or service, and render.
 """
 
 from __future__ import annotations

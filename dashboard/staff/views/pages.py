@@ -1,5 +1,5 @@
 """What the staff screens share: who may see and act, queue URL slugs, and rendering a
-page or, for htmx, the named partial of the same template (STYLE.md)."""
+page or, for htmx, the named partial of the same template."""
 
 from __future__ import annotations
 
