@@ -47,3 +47,13 @@ document.addEventListener("htmx:timeout", function (evt) {
   reportFailure(evt, "The server did not answer in time. Reload the page to see " +
     "whether the action was recorded before trying again.");
 });
+
+// On a phone the navigation folds behind its Menu button (static/css/app.css): the
+// page marks itself as able to unfold it, so without JavaScript the links stay shown.
+document.documentElement.classList.add("js-menu");
+document.addEventListener("click", function (evt) {
+  var toggle = evt.target.closest && evt.target.closest(".nav-toggle");
+  if (!toggle) return;
+  var open = toggle.getAttribute("aria-expanded") !== "true";
+  toggle.setAttribute("aria-expanded", open ? "true" : "false");
+});

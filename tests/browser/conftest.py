@@ -66,15 +66,19 @@ class Camera:
     folder: Path
     saving: bool
 
+    def save(self, page: Any, file_name: str) -> None:
+        """The page as it is now (its current width), when pictures are asked for."""
+        if self.saving:
+            path = self.folder / file_name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(path), full_page=True)
+
     def shoot(self, page: Any, name: str) -> dict[int, tuple[int, int]]:
         """Each width's document scroll width and client width; the page is left wide."""
         widths = {}
         for width in (WIDE, NARROW):
             page.set_viewport_size({"width": width, "height": 900})
-            if self.saving:
-                path = self.folder / f"{name}-{width}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(path), full_page=True)
+            self.save(page, f"{name}-{width}.png")
             widths[width] = tuple(
                 page.evaluate(
                     "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"

@@ -75,18 +75,18 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         page.get_by_text("shown this once").wait_for()
         raw = page.locator("#issued-token").input_value()
         assert raw.startswith("plg_")
-        page.screenshot(path=str(screenshots / "admin-token-issued-1280.png"), full_page=True)
+        screenshots.save(page, "admin-token-issued-1280.png")
 
         assert _post_pledge(live_server.url, raw, "admin-browser-1") == 201
 
         page.goto(f"{live_server.url}/admin/dashboard/apitoken/")
         assert raw not in page.content()
-        page.screenshot(path=str(screenshots / "admin-tokens-1280.png"), full_page=True)
+        screenshots.save(page, "admin-tokens-1280.png")
         page.locator("input[name=_selected_action]").first.check()
         page.locator("select[name=action]").select_option("revoke_tokens")
         page.get_by_role("button", name="Go").click()
         page.get_by_text("Revoked 1 token:").wait_for()
-        page.screenshot(path=str(screenshots / "admin-token-revoked-1280.png"), full_page=True)
+        screenshots.save(page, "admin-token-revoked-1280.png")
 
         assert _post_pledge(live_server.url, raw, "admin-browser-2") == 401
 
@@ -101,7 +101,7 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         ):
             page.goto(f"{live_server.url}{path}")
             page.locator("#content").wait_for()
-        page.screenshot(path=str(screenshots / "admin-funds-1280.png"), full_page=True)
+        screenshots.save(page, "admin-funds-1280.png")
         actions = [e["action"] for e in audit_events(ddb, "TENANT#acme")]
         assert actions == ["tenant_created", "api_token_issued", "api_token_revoked"]
         assert refused == []

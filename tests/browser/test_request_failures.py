@@ -28,7 +28,7 @@ def test_a_failed_action_is_reported_not_silent(ddb, open_browser, live_server, 
     text = alerts.first.inner_text()
     assert "could not complete this (HTTP 500)" in text
     assert "req-12345678" in text
-    page.screenshot(path=str(screenshots / "case-action-failed-1280.png"), full_page=True)
+    screenshots.save(page, "case-action-failed-1280.png")
 
     page.unroute("**/assign/")
     page.route("**/assign/", lambda route: route.abort("connectionreset"))

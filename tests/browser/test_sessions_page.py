@@ -17,15 +17,13 @@ PHONE = 390
 @pytest.mark.parametrize("username", ["staff", "supervisor", "auditor"])
 def test_profile_sessions_for_each_role(ddb, open_browser, live_server, screenshots, username):
     other = open_browser(username)
-    folder = screenshots / "sessions"
-    folder.mkdir(exist_ok=True)
     for width in (WIDE, PHONE):
         page = open_browser(username, width=width)
         page.goto(f"{live_server.url}/accounts/profile/")
         rows = page.locator("table.sessions tbody tr")
         assert rows.count() >= 2
         assert page.locator("table.sessions tr[aria-current=true]").count() == 1
-        page.screenshot(path=str(folder / f"{username}-profile-{width}.png"), full_page=True)
+        screenshots.save(page, f"sessions/{username}-profile-{width}.png")
         # The list itself fits the width (the header's own fit is test_screenshots.py's).
         scroll, client = page.evaluate(
             "(() => { const t = document.querySelector('table.sessions').parentElement;"

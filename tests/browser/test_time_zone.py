@@ -25,7 +25,7 @@ def test_profile_time_zone_moves_the_case_page_times(ddb, open_browser, live_ser
     page.get_by_label("Time zone", exact=True).select_option("Asia/Kolkata")
     page.get_by_role("button", name="Save time zone").click()
     page.get_by_text("Times now show in Asia/Kolkata.").wait_for()
-    page.screenshot(path=str(screenshots / "profile-time-zone.png"), full_page=True)
+    screenshots.save(page, "profile-time-zone.png")
 
     page.goto(f"{live_server.url}/cases/{case.case_id}/")
     opened = page.locator("dt", has_text="Opened").locator("xpath=following-sibling::dd[1]")
@@ -42,4 +42,4 @@ def test_profile_time_zone_moves_the_case_page_times(ddb, open_browser, live_ser
     assert page.locator("time:not([title])").count() == 0
     box = stamp.bounding_box()
     assert box is not None and box["height"] < 30  # one line: never wrapped mid-time
-    page.screenshot(path=str(screenshots / "case-in-kolkata.png"), full_page=True)
+    screenshots.save(page, "case-in-kolkata.png")

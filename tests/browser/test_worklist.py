@@ -40,7 +40,7 @@ def test_worklist_at_1280_and_390_px(ddb, open_browser, live_server, screenshots
     totals = page.locator("#results tfoot tr.total")
     expect(totals).to_have_count(2)
     assert "Total GBP: 2 cases" in totals.first.inner_text()
-    page.screenshot(path=str(screenshots / f"worklist-{WIDE}.png"), full_page=True)
+    screenshots.save(page, f"worklist-{WIDE}.png")
 
     page.get_by_label("Name this view").fill("Largest first")
     page.get_by_role("button", name="Save these filters").click()
@@ -50,5 +50,5 @@ def test_worklist_at_1280_and_390_px(ddb, open_browser, live_server, screenshots
     page.set_viewport_size({"width": PHONE, "height": 800})
     expect(rows).to_have_count(3)
     width = page.evaluate("document.documentElement.scrollWidth")
-    page.screenshot(path=str(screenshots / f"worklist-{PHONE}.png"), full_page=True)
+    screenshots.save(page, f"worklist-{PHONE}.png")
     assert width <= PHONE, f"the worklist is {width} px wide at {PHONE} px"
