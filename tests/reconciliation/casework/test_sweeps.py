@@ -161,7 +161,7 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
             reason_text="The worker died; commit it again.",
             store=first_store(),
         )
-    assert repositories().cases.get(case.case_id).retry["status"] == "queued"
+    assert repositories().cases.get(case.case_id).retry.status == "queued"
     assert sweep_all(every_store(), home=home_store).redispatched == []  # not stale yet
     with clock.travel(RETRY_STALE_S + 1):
         report = sweep_all(every_store(), home=home_store)
