@@ -12,7 +12,7 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import Role, system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
-from reconciliation.cases.models import Disposition, Override
+from reconciliation.cases.models import CommitRetry, Disposition, Override
 from reconciliation.casework.dispositions import (
     case_assign,
     case_dispose,
@@ -394,7 +394,7 @@ def material_change(case_id: str):
         actor=system_actor(),
         action="retry_commit_failed",
         action_id=None,
-        changes={"retry": {"status": "throttled", "request_id": "bg"}},
+        changes={"retry": CommitRetry(status="throttled", request_id="bg")},
     )
 
 

@@ -231,7 +231,8 @@ def test_a_case_records_its_claim_as_observed_the_moment_it_opened(ddb, settings
     settings.AUTO_RESOLVE_COMMITTED = False
     for case in (stuck_case("observed-1"), ambiguous_case("observed-2")):
         evidence = case.evidence
-        assert evidence["observed_at"] == case.opened_at, case.case_type
-        assert evidence["claim"]["pk"] == case.claim_pk
-        assert evidence["token_window_s"] == 600
-        assert evidence["inside_token_window"] is (evidence["token_age_s"] < 600)
+        assert evidence.observed_at == case.opened_at, case.case_type
+        assert evidence.claim is not None and evidence.claim["pk"] == case.claim_pk
+        assert evidence.token_window_s == 600
+        assert evidence.token_age_s is not None
+        assert evidence.inside_token_window is (evidence.token_age_s < 600)
