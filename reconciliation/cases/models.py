@@ -171,7 +171,7 @@ class ErrorKind(Code):
 # --- the parts of a case ---------------------------------------------------------------
 # Each part is stored as JSON text inside the case item (``case_to_item``), so each has
 # one translator pair: ``from_json`` reads what any version wrote (a key an older item
-# lacks reads as its default, an odd value is kept as given, never an error), and
+# lacks reads as its default; a code no enum names is kept as its string), and
 # ``to_json`` writes back exactly the keys and values today's writers store: a key a
 # writer leaves out when it has no value (``_present``) is absent, never null.
 
