@@ -34,7 +34,7 @@ manage: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not reliability" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not reliability" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## Long load and fault runs.
 test-reliability: $(STAMP)

@@ -41,7 +41,7 @@ class Actor:
     address: str = ""
     correlation_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
-    def as_audit(self) -> dict:
+    def as_audit(self) -> dict[str, str]:
         return {"username": self.username, "email": self.email, "role": str(self.role)}
 
 

@@ -1,3 +1,6 @@
+from collections.abc import Sequence
+from typing import Any
+
 from django.apps import AppConfig
 from django.core import checks
 
@@ -19,7 +22,9 @@ class ReconciliationConfig(AppConfig):
         import reconciliation.ops.tasks  # noqa: F401
 
 
-def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+def audit_checkpoint_period_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """``AUDIT_CHECKPOINT_PERIOD_S`` must divide a day (``manage.py check``, ``migrate``
     and ``runserver`` refuse to go on otherwise; the checkpoint task and ``verify_audit``
     refuse too)."""
@@ -32,7 +37,9 @@ def audit_checkpoint_period_check(app_configs=None, **kwargs) -> list[checks.Che
     return [checks.Error(problem, id="reconciliation.E001")] if problem else []
 
 
-def queue_sla_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+def queue_sla_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """``QUEUE_SLA_HOURS`` ("stuck=4,ambiguous=2") and ``QUEUE_SLA_DEFAULT_HOURS`` name
     known queues and positive hours; ``SUPERVISOR_DIGEST_HOUR`` is an hour of the day."""
     from django.conf import settings
@@ -57,7 +64,9 @@ def queue_sla_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     return problems
 
 
-def configuration_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+def configuration_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """This process's configuration against the one ``ddb_setup`` recorded in every
     region (reconciliation/ops/config.py): an error where it differs (``runserver``,
     ``check`` and every command that runs checks refuse; wsgi, the worker and beat refuse

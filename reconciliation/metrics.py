@@ -4,7 +4,7 @@ an amount, a token or free text (telemetry carries no donor data)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -15,6 +15,8 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
+    from botocore.model import OperationModel
     from mypy_boto3_dynamodb import DynamoDBClient
 
 DYNAMO_CALLS = Counter(
@@ -116,14 +118,18 @@ REPLICATION_LATENCY = Histogram(
 )
 
 
-def _on_after_call(http_response, parsed, model, **_kwargs) -> None:
+def _on_after_call(
+    http_response: AWSResponse, parsed: object, model: OperationModel, **_kwargs: Any
+) -> None:
     DYNAMO_CALLS.labels(model.name).inc()
     error = parsed.get("Error") if isinstance(parsed, dict) else None
     if error and error.get("Code"):
         DYNAMO_ERRORS.labels(model.name, error["Code"]).inc()
 
 
-def _on_after_call_error(exception, context=None, **kwargs) -> None:
+def _on_after_call_error(
+    exception: BaseException, context: dict[str, Any] | None = None, **kwargs: Any
+) -> None:
     operation = kwargs.get("event_name", "").rsplit(".", 1)[-1] or "unknown"
     DYNAMO_ERRORS.labels(operation, type(exception).__name__).inc()
 

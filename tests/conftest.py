@@ -66,6 +66,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("ddb", engines, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first. Under ``--dist loadfile --no-loadscope-reorder`` (the Makefile) each
+    xdist worker takes a whole file when it runs low, in this order: files holding tests
+    marked ``long`` (whole process sets, a browser over every page) first, the most such
+    tests first, then the rest with the most tests first. No long file then starts last
+    and runs alone while the other worker idles. A file keeps its own order."""
+    tests: dict[Path, int] = {}
+    long_tests: dict[Path, int] = {}
+    for item in items:
+        tests[item.path] = tests.get(item.path, 0) + 1
+        if item.get_closest_marker("long"):
+            long_tests[item.path] = long_tests.get(item.path, 0) + 1
+    items.sort(key=lambda item: (-long_tests.get(item.path, 0), -tests[item.path]))
+
+
 def local_engine_unavailable(exc: LocalEngineError) -> NoReturn:
     """Under CI a DynamoDB Local that does not start fails the run; elsewhere it skips."""
     if os.environ.get("CI", "").lower() == "true":

@@ -141,6 +141,7 @@ def _stop(proc: subprocess.Popen, how: str) -> None:
 
 # Generous but bounded: on two loaded cores the process set takes a minute or more to
 # come up (collectstatic, DynamoDB Local, gunicorn, worker and beat all start at once).
+@pytest.mark.long
 @pytest.mark.timeout(600)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
@@ -194,6 +195,7 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local, h
         _get(f"http://127.0.0.1:{ddb_port}/")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 @pytest.mark.dynamodb_local_only
 def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_local):
@@ -241,6 +243,7 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
     assert _session_processes(proc.pid) == []
 
 
+@pytest.mark.long
 @pytest.mark.dynamodb_local_only
 def test_dynamodb_local_on_disk_keeps_its_data_across_a_restart(tmp_path, dynamodb_local):
     """The engine `make run` starts keeps what it acknowledged in its data folder: stopped

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -48,13 +49,14 @@ logger = logging.getLogger(__name__)
 def _server_error(exc: BaseException) -> bool:
     if not isinstance(exc, ClientError):
         return False
-    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+    status: int = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return status >= 500
 
 
 def commit_failed(
     store: Store,
     claim: Claim,
-    items: list[dict],
+    items: list[dict[str, Any]],
     exc: BotoCoreError | ClientError | RetriesExhausted,
     *,
     fresh: bool,
@@ -116,7 +118,7 @@ def _refused(exc: ClientError) -> IntakeOutcome:
 
 
 def _commit_exhausted(
-    store: Store, claim: Claim, items: list[dict], exc: RetriesExhausted
+    store: Store, claim: Claim, items: list[dict[str, Any]], exc: RetriesExhausted
 ) -> IntakeOutcome:
     """Every attempt met a transient refusal and none may have applied: a definite
     failure. A conflict that never cleared opens a case with the claim's release."""
@@ -159,7 +161,7 @@ def _cancelled(
     branch = overall_branch(rows)
 
     def cancelled_case(
-        kind: OutcomeKind, claim_move: Callable[[str], dict] | None = None
+        kind: OutcomeKind, claim_move: Callable[[str], dict[str, Any]] | None = None
     ) -> str | None:
         return open_case(
             store,
@@ -222,7 +224,7 @@ def _cancelled(
     )
 
 
-def _same_request(recorded: dict, attempted: dict) -> bool:
+def _same_request(recorded: dict[str, Any], attempted: dict[str, Any]) -> bool:
     """Whether two normalised requests are one: amounts compare as numbers, so a claim
     written when every amount had two places ("1000.00" JPY) matches its pledge read
     back today ("1000")."""
@@ -265,7 +267,7 @@ def _followed(current: Claim) -> bool:
 
 
 def _lost_claim_outcome(
-    claim: Claim, current: Claim | None, case: str | None, decoded: list[dict]
+    claim: Claim, current: Claim | None, case: str | None, decoded: list[dict[str, Any]]
 ) -> IntakeOutcome:
     if current is not None and _replays(claim, current):
         return IntakeOutcome(
@@ -355,7 +357,7 @@ def open_case(
     decoded: list[DecodedReason],
     error: BaseException,
     client_outcome: ClientOutcome,
-    claim_move: Callable[[str], dict] | None = None,
+    claim_move: Callable[[str], dict[str, Any]] | None = None,
 ) -> str | None:
     """Open the case for this claim version, with the claim's move (``claim_move``,
     given the case id) in the same transaction. If it cannot be written the claim stays
@@ -386,7 +388,7 @@ def open_case(
     return stored.case_id
 
 
-def apply_quietly(store: Store, claim_item: dict) -> None:
+def apply_quietly(store: Store, claim_item: dict[str, Any]) -> None:
     try:
         store.client.update_item(**claim_item["Update"])
     except (BotoCoreError, ClientError) as exc:
@@ -409,7 +411,7 @@ def finalise_quietly(
     *,
     status: str,
     error: str | None = None,
-    response: dict | None = None,
+    response: dict[str, Any] | None = None,
     payload_hash: str | None = None,
     case_id: str | None = None,
     expires_in_s: int | None = None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -172,7 +173,7 @@ def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> In
     return None
 
 
-def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict]:
+def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict[str, Any]]:
     """The pledge and its receipt event for ``claim`` written in the region tagged
     ``region_tag``, whose ledger shard and pledge stream name it. A pure function of the
     claim and its region, so every retry of one commit sends a byte-identical
@@ -206,7 +207,7 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict]:
     return pledge, receipt
 
 
-def commit_items(store: Store, claim: Claim) -> tuple[list[dict], Pledge]:
+def commit_items(store: Store, claim: Claim) -> tuple[list[dict[str, Any]], Pledge]:
     pledge, receipt = pledge_for_claim(claim, store.tag)
     items = [
         PledgeRepository(store).put_item(pledge),
@@ -251,7 +252,7 @@ class StoreUnavailable(Exception):
     """DynamoDB could not be read; the answer is unknown, not 'absent'."""
 
 
-def pledge_get(*, tenant: str, idempotency_key: str) -> dict | None:
+def pledge_get(*, tenant: str, idempotency_key: str) -> dict[str, Any] | None:
     """The durable record, read consistently: the recovery path after a 202. Raises
     :class:`StoreUnavailable` rather than answering 'not found' when DynamoDB is down."""
     intent_id = intent_id_for(tenant, idempotency_key)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -55,7 +55,7 @@ class LedgerRepository:
 
     def add_item(
         self, ledger_key: str, *, fund: str, currency: str, amount: Decimal, count: int
-    ) -> dict:
+    ) -> dict[str, Any]:
         return {
             "Update": {
                 "TableName": self.table,

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -26,6 +27,11 @@ from reconciliation.codes import Code
 from reconciliation.currencies import amount_text
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import PENDING_SHARDS
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
+    from reconciliation.dynamo.items import RawItem
 
 
 class ClaimStatus(Code):
@@ -84,14 +90,14 @@ class Claim:
     tenant: str
     idempotency_key: str
     intent_id: str
-    request: dict
+    request: dict[str, Any]
     correlation_id: str = ""
     client_address: str = ""
-    response: dict | None = None
+    response: dict[str, Any] | None = None
     last_error_code: str | None = None
     case_id: str | None = None
     pending_shard: str | None = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def expired(self, now_epoch: int | None = None) -> bool:
         """TTL deletes up to 48 h late: the clock, not the item's presence, decides."""
@@ -105,7 +111,7 @@ class Claim:
     def claimed(self) -> datetime:
         return clock.parse_iso(self.claimed_at)
 
-    def token_evidence(self, now: datetime) -> dict:
+    def token_evidence(self, now: datetime) -> dict[str, Any]:
         """What a case records of this claim and its token, observed at ``now``."""
         age = int((now - self.token_issued).total_seconds())
         return {
@@ -116,7 +122,7 @@ class Claim:
             "inside_token_window": age < TOKEN_WINDOW_S,
         }
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Plain evidence for a case or an audit event (no cached response body)."""
         return {
             "pk": self.pk,
@@ -138,7 +144,7 @@ class Claim:
 _KNOWN = {f for f in Claim.__dataclass_fields__ if f != "extra"}
 
 
-def claim_from_item(item: dict | None) -> Claim | None:
+def claim_from_item(item: RawItem | None) -> Claim | None:
     data = from_item(item)
     if data is None:
         return None
@@ -150,7 +156,7 @@ def claim_from_item(item: dict | None) -> Claim | None:
     return Claim(**plain, extra={k: v for k, v in data.items() if k not in _KNOWN})
 
 
-def claim_to_item(claim: Claim) -> dict:
+def claim_to_item(claim: Claim) -> dict[str, AttributeValueTypeDef]:
     data = {k: getattr(claim, k) for k in _KNOWN}
     data["request"] = json.dumps(claim.request, sort_keys=True)
     data["response"] = json.dumps(claim.response, sort_keys=True) if claim.response else None
@@ -190,7 +196,7 @@ class Pledge:
             "currency": self.currency,
         }
 
-    def api_body(self) -> dict:
+    def api_body(self) -> dict[str, Any]:
         """What the intake API returns: the client's own key, never the tenant prefix."""
         return {
             "intent_id": self.idempotency_key,
@@ -202,11 +208,11 @@ class Pledge:
             "created_at": self.created_at,
         }
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {**self.api_body(), "intent_id": self.intent_id, "ledger_key": self.ledger_key}
 
 
-def pledge_from_item(item: dict | None) -> Pledge | None:
+def pledge_from_item(item: RawItem | None) -> Pledge | None:
     data = from_item(item)
     if data is None:
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -46,7 +46,7 @@ def case_build(
     *,
     case_type: str,
     claim: Claim,
-    evidence: dict,
+    evidence: dict[str, Any],
     decoded: Sequence[DecodedReason] = (),
     client_outcome: ClientOutcome | None = None,
     opened_by: Actor,
@@ -93,7 +93,7 @@ def case_build(
 
 
 def case_open(
-    store: Store, *, case: Case, actor: Actor, claim_item: dict | None = None
+    store: Store, *, case: Case, actor: Actor, claim_item: dict[str, Any] | None = None
 ) -> tuple[Case, bool]:
     """Write a new case with its ``case_opened`` event and counter, once.
 
@@ -147,7 +147,7 @@ def case_open(
     return stored, True
 
 
-def audit_safe_evidence(evidence: dict) -> dict:
+def audit_safe_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
     """Evidence as recorded in the audit event: the summary, not cached response bodies."""
     out = dict(evidence)
     claim = out.get("claim")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -76,11 +77,11 @@ OUTCOME_KINDS = frozenset(OutcomeKind)
 @dataclass(frozen=True)
 class IntakeOutcome:
     kind: OutcomeKind
-    pledge: dict | None = None
+    pledge: dict[str, Any] | None = None
     retry_after: int | None = None
     case_id: str | None = None
     detail: str = ""
-    decoded: list[dict] = field(default_factory=list)
+    decoded: list[dict[str, Any]] = field(default_factory=list)
 
 
 def in_progress_outcome(existing: Claim | None) -> IntakeOutcome:

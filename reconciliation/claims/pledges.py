@@ -6,13 +6,15 @@ token window and beyond the claim's TTL.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
 from reconciliation.dynamo.items import to_item
 from reconciliation.dynamo.tables import subject_day_shard
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
     from reconciliation.stores import Store
 
 
@@ -22,7 +24,7 @@ class PledgeRepository:
         self.table = store.tables.pledges
 
     @staticmethod
-    def _key(intent_id: str) -> dict:
+    def _key(intent_id: str) -> dict[str, AttributeValueTypeDef]:
         return {"intent_id": {"S": intent_id}}
 
     def get(self, intent_id: str, *, consistent: bool = True) -> Pledge | None:
@@ -31,7 +33,7 @@ class PledgeRepository:
         )
         return pledge_from_item(response.get("Item"))
 
-    def put_item(self, pledge: Pledge) -> dict:
+    def put_item(self, pledge: Pledge) -> dict[str, Any]:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}
         # The day it was written, for verification's walk over subjects (``by_day``).
         data["day_shard"] = subject_day_shard(pledge.intent_id, pledge.created_at)
@@ -45,7 +47,7 @@ class PledgeRepository:
             }
         }
 
-    def void_item(self, pledge: Pledge, *, voided_at: str, audit_head: str) -> dict:
+    def void_item(self, pledge: Pledge, *, voided_at: str, audit_head: str) -> dict[str, Any]:
         return {
             "Update": {
                 "TableName": self.table,

@@ -32,6 +32,8 @@ from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import values
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
     from reconciliation.stores import Store
 
 
@@ -49,7 +51,7 @@ class ClaimRepository:
         self.table = store.tables.idempotency_keys
 
     @staticmethod
-    def _key(pk: str) -> dict:
+    def _key(pk: str) -> dict[str, AttributeValueTypeDef]:
         return {"pk": {"S": pk}}
 
     def get(self, pk: str, *, consistent: bool = True) -> Claim | None:
@@ -66,7 +68,7 @@ class ClaimRepository:
         idempotency_key: str,
         intent_id: str,
         payload_hash: str,
-        request: dict,
+        request: dict[str, Any],
         correlation_id: str,
         client_address: str,
         lease_s: int | None = None,
@@ -160,7 +162,7 @@ class ClaimRepository:
             },
         )
 
-    def complete_item(self, claim: Claim, response_body: dict) -> dict:
+    def complete_item(self, claim: Claim, response_body: dict[str, Any]) -> dict[str, Any]:
         """Transaction item: PENDING→COMPLETED, fenced on the version this holder read.
 
         Every value derives from the claim itself (the expiry counts from the instant
@@ -179,7 +181,7 @@ class ClaimRepository:
         claim: Claim,
         *,
         status: str,
-        response_body: dict | None = None,
+        response_body: dict[str, Any] | None = None,
         error_code: str | None = None,
         expires_in_s: int,
         payload_hash: str | None = None,
@@ -202,7 +204,7 @@ class ClaimRepository:
             ),
         )
 
-    def finalise_item(self, claim: Claim, **kwargs: Any) -> dict:
+    def finalise_item(self, claim: Claim, **kwargs: Any) -> dict[str, Any]:
         """The same transition as :meth:`finalise`, as a transaction item."""
         expression = self.finalise_expression(claim, **kwargs)
         return {
@@ -220,13 +222,13 @@ class ClaimRepository:
         *,
         status: str,
         expires_in_s: int,
-        response_body: dict | None = None,
+        response_body: dict[str, Any] | None = None,
         error_code: str | None = None,
         payload_hash: str | None = None,
         case_id: str | None = None,
         require_pending: bool = True,
         at: datetime | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The fenced transition's expression. ``expires_in_s`` counts from ``at``
         (default now); a COMPLETED claim records ``at`` as ``completed_at``."""
         at = at or clock.now()
@@ -277,7 +279,7 @@ class ClaimRepository:
         holder's version and attempt, so it never touches a successor's claim."""
         return self._update_fenced(claim, self._attach_expression(claim, case_id, error_code))
 
-    def attach_item(self, claim: Claim, *, case_id: str, error_code: str) -> dict:
+    def attach_item(self, claim: Claim, *, case_id: str, error_code: str) -> dict[str, Any]:
         """The same move as :meth:`attach_case`, as an item of the case's own transaction."""
         return {
             "Update": {
@@ -289,7 +291,7 @@ class ClaimRepository:
         }
 
     @staticmethod
-    def _attach_expression(claim: Claim, case_id: str, error_code: str) -> dict:
+    def _attach_expression(claim: Claim, case_id: str, error_code: str) -> dict[str, Any]:
         return {
             "UpdateExpression": "SET case_id = :case, last_error_code = :err REMOVE pending_shard",
             # status = PENDING: a finished claim needs no case to follow it. version and
@@ -305,7 +307,7 @@ class ClaimRepository:
             ),
         }
 
-    def _update_fenced(self, claim: Claim, expression: dict) -> Claim:
+    def _update_fenced(self, claim: Claim, expression: dict[str, Any]) -> Claim:
         try:
             response = self.client.update_item(
                 TableName=self.table,
@@ -326,7 +328,7 @@ class ClaimRepository:
         """Keys of PENDING claims in ``shard`` whose ``expires_at`` is before the bound,
         and the read units the Query consumed."""
         keys: list[str] = []
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "pending_by_expiry",
             "KeyConditionExpression": "pending_shard = :s AND expires_at < :t",

@@ -11,6 +11,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from reconciliation.currencies import (
     ISO_4217,
@@ -120,7 +121,7 @@ class PledgeRequest:
         return stored == hashlib.sha256(legacy.encode()).hexdigest()
 
     @classmethod
-    def from_normalised(cls, data: dict) -> PledgeRequest:
+    def from_normalised(cls, data: dict[str, Any]) -> PledgeRequest:
         return cls(
             donor_ref=data["donor_ref"],
             fund=data["fund"],
@@ -128,7 +129,7 @@ class PledgeRequest:
             currency=data["currency"],
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -173,7 +174,7 @@ def parse_body(raw: bytes) -> PledgeRequest:
     return parse_fields(data)
 
 
-def parse_fields(data: dict) -> PledgeRequest:
+def parse_fields(data: dict[str, Any]) -> PledgeRequest:
     errors: dict[str, str] = {}
     for name in sorted(set(data) - set(FIELDS)):
         errors[str(name)[:64]] = "unknown field"

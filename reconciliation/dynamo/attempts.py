@@ -15,13 +15,14 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
 from reconciliation.dynamo.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
     from mypy_boto3_dynamodb import DynamoDBClient
 
 # Failures that prove the request never left: nothing can have been applied.
@@ -72,7 +73,11 @@ def detached() -> Iterator[None]:
         _current.reset(token)
 
 
-def _on_attempt(response=None, caught_exception=None, **_kwargs) -> None:
+def _on_attempt(
+    response: tuple[AWSResponse, dict[str, Any]] | None = None,
+    caught_exception: BaseException | None = None,
+    **_kwargs: Any,
+) -> None:
     log = _current.get()
     if log is None:
         return

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.table import BatchWriter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from reconciliation.dynamo.items import RawItem
 
 BATCH_GET_KEYS = 100  # DynamoDB's limit per BatchGetItem request
 
@@ -18,12 +21,12 @@ BATCH_GET_KEYS = 100  # DynamoDB's limit per BatchGetItem request
 def batch_get(
     client: DynamoDBClient,
     table: str,
-    keys: list[dict],
+    keys: Sequence[RawItem],
     *,
     projection: str | None = None,
     names: dict[str, str] | None = None,
     rounds: int | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The items at ``keys`` (raw attribute values; only the projected attributes when
     ``projection`` is given), read consistently, 100 keys a request; absent keys are
     absent from the answer.
@@ -33,14 +36,17 @@ def batch_get(
     unprocessed then is left out). The keys must be distinct: DynamoDB refuses a
     request that names one key twice.
     """
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     for start in range(0, len(keys), BATCH_GET_KEYS):
-        wanted: dict = {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": True}
+        wanted: dict[str, Any] = {
+            "Keys": keys[start : start + BATCH_GET_KEYS],
+            "ConsistentRead": True,
+        }
         if projection:
             wanted["ProjectionExpression"] = projection
         if names:
             wanted["ExpressionAttributeNames"] = names
-        pending: dict = {table: wanted}
+        pending: Mapping[str, Any] = {table: wanted}
         for attempt in itertools.count():
             response = client.batch_get_item(RequestItems=pending)
             found.extend(response.get("Responses", {}).get(table, []))
@@ -57,7 +63,9 @@ def batch_writer(client: DynamoDBClient, table: str) -> BatchWriter:
     return BatchWriter(table, client)
 
 
-def stored_heads(client: DynamoDBClient, table: str, key: str, ids: list[str]) -> dict:
+def stored_heads(
+    client: DynamoDBClient, table: str, key: str, ids: list[str]
+) -> dict[str, tuple[int, str]]:
     """``{id: (audit_seq, audit_head)}`` of the subject items (cases, pledges) with these
     ids; an item without a stored head answers ``(0, "")``, an absent item is absent."""
     distinct = sorted({i for i in ids if i})

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -60,28 +60,39 @@ def tally() -> Iterator[CallTally]:
         _current.reset(token)
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
 class TalliedPool(ThreadPoolExecutor):
     """A thread pool whose tasks count their DynamoDB calls in the tally of the thread
     that submitted them (each task runs in a copy of the submitter's context, which
     holds the same :class:`CallTally`): a page that reads in helper threads says every
     call it made."""
 
-    def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
-        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        context = contextvars.copy_context()
+
+        # A closure rather than ``submit(context.run, fn, ...)``: mypy cannot bind the
+        # ParamSpec of a generic method passed as the callable.
+        def run_in_context() -> _T:
+            return context.run(fn, *args, **kwargs)
+
+        return super().submit(run_in_context)
 
 
-def _on_send(**_kwargs) -> None:
+def _on_send(**_kwargs: Any) -> None:
     counted = _current.get()
     if counted is not None:
         counted.sent()
 
 
-def _on_before_call(context=None, **_kwargs) -> None:
+def _on_before_call(context: dict[str, Any] | None = None, **_kwargs: Any) -> None:
     if context is not None and _current.get() is not None:
         context[_STARTED] = time.perf_counter()
 
 
-def _on_after_call(context=None, **_kwargs) -> None:
+def _on_after_call(context: dict[str, Any] | None = None, **_kwargs: Any) -> None:
     counted = _current.get()
     started = context.get(_STARTED) if context is not None else None
     if counted is not None and started is not None:

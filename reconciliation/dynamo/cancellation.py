@@ -7,7 +7,7 @@ sent one, a plain-language explanation, and the branch the write path takes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -91,11 +91,11 @@ class DecodedReason:
     index: int
     operation: str
     table: str
-    key: dict
+    key: dict[str, Any]
     code: CancellationCode
     message: str
-    old_item: dict | None
-    attempted: dict | None
+    old_item: dict[str, Any] | None
+    attempted: dict[str, Any] | None
     explanation: str
     branch: Branch
 
@@ -132,7 +132,7 @@ def _role_of(table: str, tables: dict[str, str]) -> str:
     return "unknown"
 
 
-def _key_of(role: str, operation: str, body: dict) -> dict:
+def _key_of(role: str, operation: str, body: Mapping[str, Any]) -> dict[str, Any]:
     if "Key" in body:
         return from_item(body["Key"]) or {}
     item = from_item(body.get("Item", {})) or {}
@@ -152,7 +152,9 @@ def _pledge_stream(stream: object) -> bool:
     return str(stream or "").startswith("PLEDGE#")
 
 
-def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, Branch]:
+def _explain(
+    role: str, code: str, old: dict[str, Any] | None, key: dict[str, Any]
+) -> tuple[str, Branch]:
     if code == CancellationCode.CONDITIONAL_CHECK_FAILED:
         if role == "pledges":
             return (
@@ -196,7 +198,9 @@ def _explain(role: str, code: str, old: dict | None, key: dict) -> tuple[str, Br
 
 
 def cancellation_decode(
-    transact_items: list[dict], response: dict[str, Any], tables: dict[str, str]
+    transact_items: Sequence[Mapping[str, Any]],
+    response: Mapping[str, Any],
+    tables: dict[str, str],
 ) -> list[DecodedReason]:
     """Rows for every item of a cancelled transaction, in order.
 
@@ -246,7 +250,7 @@ def overall_branch(rows: list[DecodedReason]) -> str:
     return Branch.REJECT
 
 
-def _strip_bulk(item: dict | None) -> dict | None:
+def _strip_bulk(item: dict[str, Any] | None) -> dict[str, Any] | None:
     """Keep evidence readable: cached response bodies are summarised, not repeated."""
     if item is None:
         return None
@@ -254,7 +258,8 @@ def _strip_bulk(item: dict | None) -> dict | None:
     for bulky in ("response", "request"):
         if bulky in out and isinstance(out[bulky], str) and len(out[bulky]) > 120:
             out[bulky] = out[bulky][:117] + "…"
-    return _jsonable(out)
+    readable: dict[str, Any] = _jsonable(out)
+    return readable
 
 
 def _jsonable(value: Any) -> Any:

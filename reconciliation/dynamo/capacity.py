@@ -11,9 +11,15 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.dynamo.client import dynamodb_client, regions
 from reconciliation.dynamo.failed_writes import failed_write_of
+
+if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
+    from botocore.model import OperationModel
+
 
 OPERATIONS = frozenset(
     {
@@ -41,8 +47,8 @@ class Capacity:
     read: float = 0.0
     index_write: float = 0.0
     requests: int = 0
-    failed: Counter = field(default_factory=Counter)  # failed conditional writes by kind
-    failed_units: Counter = field(default_factory=Counter)  # their billed units by kind
+    failed: Counter[str] = field(default_factory=Counter)  # failed conditional writes by kind
+    failed_units: Counter[str] = field(default_factory=Counter)  # their billed units by kind
 
     @property
     def base_write(self) -> float:
@@ -68,12 +74,18 @@ class Capacity:
 _local = threading.local()
 
 
-def _ask(params, model, **_kwargs) -> None:
+def _ask(params: dict[str, Any], model: OperationModel, **_kwargs: Any) -> None:
     if model.name in OPERATIONS:
         params.setdefault("ReturnConsumedCapacity", "INDEXES")
 
 
-def _record(http_response, parsed, model, context=None, **_kwargs) -> None:
+def _record(
+    http_response: AWSResponse,
+    parsed: object,
+    model: OperationModel,
+    context: dict[str, Any] | None = None,
+    **_kwargs: Any,
+) -> None:
     sink: Capacity | None = getattr(_local, "sink", None)
     if sink is None or not isinstance(parsed, dict):
         return

@@ -11,7 +11,7 @@ import hashlib
 import re
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-_clients: dict[tuple, DynamoDBClient] = {}
+_clients: dict[tuple[object, ...], DynamoDBClient] = {}
 _lock = threading.Lock()
 # One boto3 session for every client this process builds: a new session parses the
 # service model and endpoint data again (~150-250 ms of CPU per client; a shared one
@@ -201,7 +201,7 @@ def client_config(wait: Patience | None = None) -> Config:
 
 def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient:
     global _session
-    kwargs: dict = {"region_name": region.name, "config": client_config(wait)}
+    kwargs: dict[str, Any] = {"region_name": region.name, "config": client_config(wait)}
     with _session_lock:
         session = _session = _session or boto3.session.Session()
         if region.endpoint_url:
@@ -210,7 +210,7 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
                 # Local engines accept any credentials; botocore refuses to sign without.
                 kwargs["aws_access_key_id"] = "local"
                 kwargs["aws_secret_access_key"] = "local"
-        client = session.client("dynamodb", **kwargs)
+        client: DynamoDBClient = session.client("dynamodb", **kwargs)
     from reconciliation import metrics
     from reconciliation.dynamo import attempts, calls, failed_writes, fault_hooks
 

@@ -118,7 +118,8 @@ AMBIGUOUS_EXCEPTIONS = (ReadTimeoutError, ConnectionClosedError)
 
 def error_code(exc: BaseException) -> str:
     if isinstance(exc, ClientError):
-        return exc.response.get("Error", {}).get("Code", "Unknown")
+        code: str = exc.response.get("Error", {}).get("Code", "Unknown")
+        return code
     return type(exc).__name__
 
 

@@ -27,11 +27,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from reconciliation import metrics
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.item_size import item_size, write_units
+
+if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
+    from botocore.model import OperationModel
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 TABLE_KINDS = ("idempotency_keys", "pledges", "ledger", "cases", "audit_events")
 OPERATIONS = {"PutItem": "put", "UpdateItem": "update", "DeleteItem": "delete"}
@@ -53,7 +59,9 @@ def table_kind(table_name: str) -> str:
     return next((k for k in TABLE_KINDS if table_name.endswith(k)), "other")
 
 
-def failed_write(operation: str, params: dict, parsed: dict) -> FailedWrite | None:
+def failed_write(
+    operation: str, params: dict[str, Any], parsed: dict[str, Any]
+) -> FailedWrite | None:
     """The failed conditional write in one call's answer, or None when the call did not
     fail on a condition."""
     code = parsed.get("Error", {}).get("Code")
@@ -67,7 +75,9 @@ def failed_write(operation: str, params: dict, parsed: dict) -> FailedWrite | No
     return None
 
 
-def _cancelled(actions: list[dict], reasons: list[dict] | None) -> FailedWrite | None:
+def _cancelled(
+    actions: list[dict[str, Any]], reasons: list[dict[str, Any]] | None
+) -> FailedWrite | None:
     reasons = reasons or []
     failing = [
         i
@@ -86,12 +96,20 @@ def _cancelled(actions: list[dict], reasons: list[dict] | None) -> FailedWrite |
     return FailedWrite(f"transaction:{table_kind(body.get('TableName', ''))}", units)
 
 
-def _remember_params(params, context=None, **_kwargs) -> None:
+def _remember_params(
+    params: dict[str, Any], context: dict[str, Any] | None = None, **_kwargs: Any
+) -> None:
     if context is not None:
         context["failed_writes_params"] = params
 
 
-def _count(http_response, parsed, model, context=None, **_kwargs) -> None:
+def _count(
+    http_response: AWSResponse,
+    parsed: object,
+    model: OperationModel,
+    context: dict[str, Any] | None = None,
+    **_kwargs: Any,
+) -> None:
     if not isinstance(parsed, dict) or "Error" not in parsed:
         return
     failed = failed_write_of(model.name, context, parsed)
@@ -100,13 +118,16 @@ def _count(http_response, parsed, model, context=None, **_kwargs) -> None:
         metrics.FAILED_CONDITIONAL_WRITE_UNITS.labels(failed.kind).inc(failed.units)
 
 
-def failed_write_of(operation: str, context: dict | None, parsed: dict) -> FailedWrite | None:
+def failed_write_of(
+    operation: str, context: dict[str, Any] | None, parsed: dict[str, Any]
+) -> FailedWrite | None:
     """:func:`failed_write` for a botocore ``after-call`` handler: the request's parameters
     come from the call's context, and an answer that cannot be read counts as nothing.
     Worked out once per call and kept in its context: /metrics and the capacity sink
     both ask."""
     if context is not None and _RESULT in context:
-        return context[_RESULT]
+        known: FailedWrite | None = context[_RESULT]
+        return known
     params = (context or {}).get("failed_writes_params") or {}
     try:
         failed = failed_write(operation, params, parsed)
@@ -118,7 +139,7 @@ def failed_write_of(operation: str, context: dict | None, parsed: dict) -> Faile
     return failed
 
 
-def install(client) -> None:
+def install(client: DynamoDBClient) -> None:
     """Count every failed conditional write of ``client`` (its ``after-call`` sees the
     parsed error; the request's parameters are kept in the call's context)."""
     client.meta.events.register("before-parameter-build.dynamodb", _remember_params)

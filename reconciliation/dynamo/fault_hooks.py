@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
@@ -21,6 +21,8 @@ from botocore.httpsession import URLLib3Session
 from reconciliation.dynamo.faults import COMMIT_FAULTS, FaultPlan, active_plan, error_response
 
 if TYPE_CHECKING:
+    from botocore.awsrequest import AWSPreparedRequest
+    from botocore.model import OperationModel
     from mypy_boto3_dynamodb import DynamoDBClient
 
 # The faults' logger, as before the hooks had a module of their own.
@@ -36,24 +38,25 @@ _session: URLLib3Session | None = None
 _session_lock = threading.Lock()
 
 
-def _send_for_real(request) -> int:
+def _send_for_real(request: AWSPreparedRequest) -> int:
     """Send ``request`` to the engine past every hook; return the status it answered."""
     global _session
     with _session_lock:
         if _session is None:
             _session = URLLib3Session()
         session = _session
-    return session.send(request).status_code
+    status: int = session.send(request).status_code
+    return status
 
 
-def _throttled(request) -> AWSResponse:
+def _throttled(request: AWSPreparedRequest) -> AWSResponse:
     return error_response(
         request, 400, THROTTLING, "Rate of requests exceeds the allowed throughput (injected)"
     )
 
 
-def _operation(request) -> str:
-    target = request.headers.get("X-Amz-Target", b"")
+def _operation(request: AWSPreparedRequest) -> str:
+    target: str | bytes = request.headers.get("X-Amz-Target", b"")
     if isinstance(target, bytes):
         target = target.decode()
     return target.rpartition(".")[2]
@@ -63,7 +66,7 @@ def _is_cases_table(name: str) -> bool:
     return name.endswith("cases")
 
 
-def _writes_cases(operation: str, body: dict) -> bool:
+def _writes_cases(operation: str, body: dict[str, Any]) -> bool:
     if operation in SINGLE_WRITES:
         return _is_cases_table(body.get("TableName", ""))
     if operation == "BatchWriteItem":
@@ -78,13 +81,13 @@ def _writes_cases(operation: str, body: dict) -> bool:
     return False
 
 
-def _is_pledge_commit(items: list[dict]) -> bool:
+def _is_pledge_commit(items: list[dict[str, Any]]) -> bool:
     return any(
         "Put" in item and item["Put"].get("TableName", "").endswith("pledges") for item in items
     )
 
 
-def _commit_fault(plan: FaultPlan, request, token: str) -> AWSResponse | None:
+def _commit_fault(plan: FaultPlan, request: AWSPreparedRequest, token: str) -> AWSResponse | None:
     """``internal_error_after_commit`` / ``ambiguous_then_throttle`` on a pledge commit."""
     name, first = plan.take_commit(token)
     if name is None:
@@ -103,7 +106,7 @@ def _commit_fault(plan: FaultPlan, request, token: str) -> AWSResponse | None:
     return _throttled(request)
 
 
-def _on_before_send(request, **kwargs) -> AWSResponse | None:
+def _on_before_send(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
     plan = active_plan()
     if plan is None:
         return None
@@ -165,12 +168,12 @@ def _on_before_send(request, **kwargs) -> AWSResponse | None:
     )
 
 
-def _mark_pledge_commit(params, context, **kwargs) -> None:
+def _mark_pledge_commit(params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
     """Tag the call when it is a pledge commit: only those get ``ambiguous_after_commit``."""
     context["pledge_commit"] = _is_pledge_commit(params.get("TransactItems", []))
 
 
-def _on_before_transact_call(context=None, **kwargs) -> None:
+def _on_before_transact_call(context: dict[str, Any] | None = None, **kwargs: Any) -> None:
     plan = active_plan()
     if plan is None or not (context or {}).get("pledge_commit"):
         return
@@ -179,7 +182,14 @@ def _on_before_transact_call(context=None, **kwargs) -> None:
         raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
 
 
-def _on_after_transact(http_response, parsed, model, context=None, **kwargs) -> None:
+def _on_after_transact(
+    http_response: AWSResponse,
+    parsed: dict[str, Any],
+    model: OperationModel,
+    context: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+
     plan = active_plan()
     if plan is None or model.name != "TransactWriteItems" or http_response.status_code >= 300:
         return

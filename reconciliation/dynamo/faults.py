@@ -56,8 +56,9 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ class FaultPlan:
 
 
 _plan: FaultPlan | None = None
-_plan_source: tuple | None = None
+_plan_source: tuple[str, bool] | None = None
 _plan_lock = threading.Lock()
 
 
@@ -211,11 +212,13 @@ class _Body:
     def __init__(self, data: bytes):
         self._data = data
 
-    def stream(self, **_kwargs) -> Iterator[bytes]:
+    def stream(self, **_kwargs: Any) -> Iterator[bytes]:
         yield self._data
 
 
-def error_response(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+def error_response(
+    request: AWSPreparedRequest, status: int, error_type: str, message: str, **extra: Any
+) -> AWSResponse:
     """An error answer as DynamoDB sends it, in place of the HTTP call (``before-send``)."""
     body = json.dumps({"__type": error_type, "message": message, **extra}).encode()
     return AWSResponse(request.url, status, {"x-amzn-requestid": "fault-injection"}, _Body(body))

@@ -52,6 +52,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from reconciliation.dynamo.items import RawItem
     from reconciliation.dynamo.tables import Index, Table
 
 WRITE_UNIT_BYTES: Final = 1024
@@ -109,7 +110,7 @@ def value_size(value: Mapping[str, Any]) -> int:
     raise ValueError(f"unknown attribute type {kind!r}")
 
 
-def item_size(item: Mapping[str, dict]) -> int:
+def item_size(item: RawItem) -> int:
     """Bytes of an item as DynamoDB counts them: each attribute's name plus its value."""
     return sum(_utf8(name) + value_size(value) for name, value in item.items())
 
@@ -134,7 +135,9 @@ def _key_names(table: Table, index: Index) -> list[str]:
     return names
 
 
-def index_entry(item: Mapping[str, dict] | None, table: Table, index: Index) -> dict | None:
+def index_entry(
+    item: RawItem | None, table: Table, index: Index
+) -> dict[str, Mapping[str, Any]] | None:
     """The item ``index`` holds for ``item``: table and index keys plus what the index
     projects; ``None`` when the item lacks an index key attribute (a sparse index)."""
     if item is None or any(name not in item for name, _kind in index.attributes()):
@@ -148,13 +151,13 @@ def index_entry(item: Mapping[str, dict] | None, table: Table, index: Index) -> 
     return {name: item[name] for name in keep if name in item}
 
 
-def _entry_units(entry: Mapping[str, dict]) -> int:
+def _entry_units(entry: RawItem) -> int:
     return write_units(item_size(entry) + INDEX_ENTRY_OVERHEAD)
 
 
 def index_write_units(
-    before: Mapping[str, dict] | None,
-    after: Mapping[str, dict] | None,
+    before: RawItem | None,
+    after: RawItem | None,
     table: Table,
     index: Index,
 ) -> int:
@@ -175,8 +178,8 @@ def index_write_units(
 
 
 def write_cost(
-    before: Mapping[str, dict] | None,
-    after: Mapping[str, dict] | None,
+    before: RawItem | None,
+    after: RawItem | None,
     table: Table,
     *,
     transactional: bool,

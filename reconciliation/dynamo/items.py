@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Any, cast, overload
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, TransactWriteItemTypeDef
+
+# An item in DynamoDB's low-level form, as read or built: attribute name -> ``{"S": ...}``.
+RawItem = Mapping[str, Mapping[str, Any]]
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_item(values: dict[str, Any]) -> dict[str, dict]:
+def to_item(values: dict[str, Any]) -> dict[str, AttributeValueTypeDef]:
     return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
 
 
@@ -50,12 +53,12 @@ def from_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
 
 
-def values(**named: Any) -> dict[str, dict]:
+def values(**named: Any) -> dict[str, AttributeValueTypeDef]:
     """``ExpressionAttributeValues`` from keyword arguments: ``values(v=1)`` → ``{":v": …}``."""
     return {f":{k}": _serializer.serialize(v) for k, v in named.items()}
 
 
-def transact_items(items: Sequence[dict]) -> list[TransactWriteItemTypeDef]:
+def transact_items(items: Sequence[Mapping[str, Any]]) -> list[TransactWriteItemTypeDef]:
     """The transaction items the repositories build (plain dicts of ``Put``, ``Update``,
     ``ConditionCheck``), typed as ``TransactWriteItems`` takes them. One cast, here, at the
     boundary, instead of a TypedDict per builder."""

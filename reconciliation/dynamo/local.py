@@ -49,7 +49,7 @@ class LocalEngineError(RuntimeError):
 class LocalEngine:
     kind: str  # "dynamodb_local" or "moto"
     port: int
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
 
     @property
     def endpoint_url(self) -> str:
@@ -76,7 +76,8 @@ class LocalEngine:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def java_problem() -> str | None:
@@ -129,7 +130,7 @@ def ensure_jar(cache: Path = DEFAULT_CACHE) -> Path:
     return found[-1]
 
 
-def wait_until_answers(endpoint_url: str, process: subprocess.Popen, timeout: float) -> None:
+def wait_until_answers(endpoint_url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     body = b"{}"
     headers = {

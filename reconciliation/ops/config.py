@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -74,7 +74,7 @@ class Fingerprint:
     stuck_grace_s: int  # when the sweep opens STUCK_PENDING
     override_ttl_s: int  # when an override request expires back to OPEN
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "regions": list(self.regions)}
 
     def canonical(self) -> str:
@@ -85,7 +85,7 @@ class Fingerprint:
     def digest(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()
 
-    def differing(self, recorded: dict) -> list[str]:
+    def differing(self, recorded: dict[str, Any]) -> list[str]:
         """The fields whose values differ from ``recorded`` (a stored ``as_dict``; a field
         only one side has differs too, so a record from another code version is named)."""
         mine = self.as_dict()
@@ -117,7 +117,7 @@ FINGERPRINT_FIELDS = tuple(f.name for f in fields(Fingerprint))
 @dataclass(frozen=True)
 class Recorded:
     digest: str
-    config: dict
+    config: dict[str, Any]
     recorded_at: str
 
 
@@ -143,7 +143,7 @@ class ConfigRepository:
         """Record ``fingerprint``: where none is (``seen`` None), or over the record whose
         digest was ``seen`` (two acceptances racing: one wins, the other is refused and
         reads again). Raises the ConditionalCheckFailedException the loser gets."""
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "Item": {
                 **self.key,
@@ -279,7 +279,7 @@ def config_record(*, accept: bool, actor: Actor) -> list[str]:
 
 
 def _audit_acceptance(mine: Fingerprint, differing: list[RegionConfig], actor: Actor) -> None:
-    def build(seq: int, prev: str) -> dict:
+    def build(seq: int, prev: str) -> dict[str, Any]:
         return audit_event_build(
             stream="SYSTEM",
             seq=seq,

@@ -28,6 +28,7 @@ This module runs the drill and records it; the scenarios are in
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
@@ -59,7 +60,7 @@ def _record(report: DrillReport) -> None:
 
     actor = system_actor()
 
-    def build(seq: int, prev: str) -> dict:
+    def build(seq: int, prev: str) -> dict[str, Any]:
         return audit_event_build(
             stream="SYSTEM",
             seq=seq,
@@ -72,12 +73,12 @@ def _record(report: DrillReport) -> None:
     audit_append(first_store(), stream="SYSTEM", build=build)
 
 
-def drill_last() -> dict | None:
+def drill_last() -> dict[str, Any] | None:
     """The most recent drill's table, from the SYSTEM stream (newest first, bounded)."""
     from reconciliation.stores import first_store
 
     store = first_store()
-    kwargs: dict = {
+    kwargs: dict[str, Any] = {
         "TableName": store.tables.audit_events,
         "KeyConditionExpression": "#s = :s",
         "FilterExpression": "#a = :a",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
@@ -35,6 +35,8 @@ from reconciliation.ops.drill_report import NOT_APPLICABLE
 from reconciliation.stores import Store, case_tag, every_store, home_store, pledge_stream
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
     from reconciliation.ops.drill_scenarios import Drill
 
 SCENARIO = "7 two regions"
@@ -72,7 +74,7 @@ def _keys_homed(drill: Drill, stores: list[Store]) -> dict[str, str]:
     return homed
 
 
-def _raw(store: Store, table: str, key: dict) -> dict | None:
+def _raw(store: Store, table: str, key: dict[str, Any]) -> dict[str, AttributeValueTypeDef] | None:
     return store.client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
 
 

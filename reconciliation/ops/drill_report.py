@@ -9,6 +9,7 @@ are filled by :mod:`reconciliation.ops.drill_scenarios`; the run is :func:`drill
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 PASS, FAIL, UNPROVABLE = "pass", "FAIL", "unprovable"
 NOT_APPLICABLE = "not applicable"
@@ -37,7 +38,7 @@ class DrillReport:
     def unprovable(self) -> list[str]:
         return [r.scenario for r in self.rows if r.status == UNPROVABLE]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "started_at": self.started_at,

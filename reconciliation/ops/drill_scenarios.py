@@ -148,7 +148,9 @@ class Drill:
             self.committed.append(key)
         return key
 
-    def resend(self, key: str, *, new_token: bool = False, amount: Decimal | None = None):
+    def resend(
+        self, key: str, *, new_token: bool = False, amount: Decimal | None = None
+    ) -> ClientError | None:
         """Send again the transaction that committed ``key`` (rebuilt from its claim, as
         the committing attempt saw it), optionally with a changed amount or a new token.
         Returns the ClientError DynamoDB answered with, or None if it accepted."""

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import (
@@ -58,7 +59,7 @@ RECHECKED = (CaseState.OPEN, CaseState.ESCALATED)
 NEEDS_PLEDGE = (Disposition.CONFIRMED_COMMITTED, Disposition.DUPLICATE_REJECTED_OK)
 
 
-def _is_reopen(event: Mapping) -> bool:
+def _is_reopen(event: Mapping[str, Any]) -> bool:
     return event.get("action") == AuditAction.OVERRIDE_APPROVED and event.get("disposition") == (
         Override.REOPEN
     )
@@ -68,7 +69,7 @@ def _state(side: object) -> str | None:
     return side.get("state") if isinstance(side, Mapping) else None
 
 
-def _leaves_resolved(event: Mapping) -> bool:
+def _leaves_resolved(event: Mapping[str, Any]) -> bool:
     """A resolved case moved on by anything but a request to reopen it (which a supervisor
     then approves, rejects or lets expire back to RESOLVED)."""
     if (
@@ -82,14 +83,14 @@ def _leaves_resolved(event: Mapping) -> bool:
     )
 
 
-def _resolution(side: object) -> dict | None:
+def _resolution(side: object) -> Mapping[str, Any] | None:
     if not isinstance(side, Mapping):
         return None
     resolution = side.get("resolution")
-    return resolution if isinstance(resolution, Mapping) and resolution else None  # type: ignore[return-value]
+    return resolution if isinstance(resolution, Mapping) and resolution else None
 
 
-def resolution_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
+def resolution_problems(streams: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Invariant a: per opening of each case (its opening, then each approved reopen), at
     most one event writes a resolution, and none writes one over another."""
     problems: list[Problem] = []
@@ -130,7 +131,7 @@ def resolution_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
     return problems
 
 
-def decision_problems(streams: Mapping[str, list[dict]]) -> list[Problem]:
+def decision_problems(streams: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Invariant b: an override request is decided (approved, rejected, expired) once."""
     problems: list[Problem] = []
     for stream, events in sorted(streams.items()):
@@ -158,12 +159,12 @@ def _amount(value: object) -> Decimal | None:
         return None
 
 
-def _request(case: Mapping) -> Mapping | None:
+def _request(case: Mapping[str, Any]) -> Mapping[str, Any] | None:
     request = case.get("request")
     return request.to_json() if isinstance(request, CaseRequest) else None
 
 
-def same_request(pledge: Mapping, request: Mapping | None) -> bool:
+def same_request(pledge: Mapping[str, Any], request: Mapping[str, Any] | None) -> bool:
     """Whether ``pledge`` records ``request`` (a case's normalised request)."""
     if not request:
         return False
@@ -173,7 +174,9 @@ def same_request(pledge: Mapping, request: Mapping | None) -> bool:
     ) == _amount(request.get("amount"))
 
 
-def answered_problems(cases: Iterable[Mapping], pledges: Iterable[Mapping]) -> list[Problem]:
+def answered_problems(
+    cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
+) -> list[Problem]:
     """Invariant c (after a re-check): no open claim case whose intent is recorded with
     the case's own request. ``cases`` are rows as ``decoded_row`` reads them."""
     recorded = {p["intent_id"]: p for p in pledges if p.get("status") == PledgeStatus.RECORDED}
@@ -249,7 +252,7 @@ def last_answer_problems(answers: list[ClientAnswer], pledge_exists: bool) -> li
 
 
 def resolution_evidence_problems(
-    cases: Iterable[Mapping], pledges: Iterable[Mapping]
+    cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
 ) -> list[Problem]:
     """Invariant f: a resolution that says the intent is recorded has its pledge; one that
     voided it, its pledge VOIDED. ``cases`` are rows as ``decoded_row`` reads them."""

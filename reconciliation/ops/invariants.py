@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.audit.chains import chain_check
 from reconciliation.audit.models import AuditAction
@@ -116,7 +116,7 @@ class Answer:
 class Snapshot:
     """Every item of the scenario's tables, raw (for deletes) and plain (for checks)."""
 
-    raw: dict[str, list[dict]] = field(default_factory=dict)
+    raw: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def scan(
@@ -130,17 +130,17 @@ class Snapshot:
             snapshot.raw[role] = [item for page in pages for item in page.get("Items", [])]
         return snapshot
 
-    def plain(self, role: str) -> list[dict]:
+    def plain(self, role: str) -> list[dict[str, Any]]:
         return [from_item(i) for i in self.raw.get(role, [])]
 
-    def cases(self) -> list[dict]:
+    def cases(self) -> list[dict[str, Any]]:
         # Counters (``#COUNT#…``) and the configuration record (``#CONFIG#…``) are no cases.
         return [
             c for c in self.plain("cases") if not c["case_id"].startswith(("#", COUNTER_PREFIX))
         ]
 
-    def streams(self) -> dict[str, list[dict]]:
-        streams: dict[str, list[dict]] = defaultdict(list)
+    def streams(self) -> dict[str, list[dict[str, Any]]]:
+        streams: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for event in self.plain("audit_events"):
             streams[event["stream"]].append(event)
         for events in streams.values():
@@ -334,7 +334,7 @@ def audit_problems(snapshot: Snapshot) -> list[Problem]:
     """Invariant 5: no case change without its event, and every chain intact."""
     streams = snapshot.streams()
     problems: list[Problem] = []
-    subjects: list[tuple[str, dict, str | None]] = [
+    subjects: list[tuple[str, dict[str, Any], str | None]] = [
         (f"CASE#{c['case_id']}", c, "version") for c in snapshot.cases()
     ]
     subjects += [(pledge_item_stream(p), p, None) for p in snapshot.plain("pledges")]

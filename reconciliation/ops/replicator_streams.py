@@ -132,7 +132,8 @@ class StreamTail:
             kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
         else:
             kwargs["ShardIteratorType"] = "TRIM_HORIZON"
-        return self.streams.get_shard_iterator(**kwargs)["ShardIterator"]
+        iterator: str = self.streams.get_shard_iterator(**kwargs)["ShardIterator"]
+        return iterator
 
     def read(self) -> Iterator[Change]:
         if time.monotonic() >= self.refresh_at:

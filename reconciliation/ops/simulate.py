@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
@@ -42,7 +43,7 @@ from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
 from reconciliation.dynamo.items import values
 from reconciliation.ops.capacity_budget import Budget
-from reconciliation.stores import every_store, home_store
+from reconciliation.stores import Store, every_store, home_store
 
 TENANT = "sim"
 HOT_FUND = "GENERAL"
@@ -68,8 +69,8 @@ class SimulationConfig:
 @dataclass
 class SimulationReport:
     run_id: str
-    outcomes: Counter = field(default_factory=Counter)
-    cases_by_type: Counter = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    cases_by_type: Counter[str] = field(default_factory=Counter)
     committed_keys: set[str] = field(default_factory=set)
     capacity: dict[str, Capacity] = field(default_factory=dict)
     faults_fired: dict[str, int] = field(default_factory=dict)
@@ -128,7 +129,7 @@ class _Traffic:
         self.run = report.run_id
         self.actor = Actor(username=f"api:{TENANT}", role=Role.API, address="simulator")
 
-    def body(self, rng: random.Random) -> dict:
+    def body(self, rng: random.Random) -> dict[str, Any]:
         fund = HOT_FUND if rng.random() < self.config.hot_fund_share else rng.choice(OTHER_FUNDS)
         currency = rng.choices([c for c, _ in CURRENCIES], [w for _, w in CURRENCIES])[0]
         amount = Decimal(rng.randint(500, 50000)) / 100
@@ -139,7 +140,7 @@ class _Traffic:
             "currency": currency,
         }
 
-    def submit(self, key: str, body: dict, *, duplicate: bool = False) -> str:
+    def submit(self, key: str, body: dict[str, Any], *, duplicate: bool = False) -> str:
         request = parse_fields(body)
         with capacity.measuring() as spent:
             try:
@@ -193,7 +194,7 @@ class _Traffic:
             changed = dict(body, amount=f"{Decimal(body['amount']) + 1:.2f}")
             self.submit(key, changed, duplicate=True)
 
-    def late_worker(self, key: str, body: dict) -> None:
+    def late_worker(self, key: str, body: dict[str, Any]) -> None:
         """Worker A claims and stalls past its lease; the client's retry re-claims and
         commits; A then tries to commit with its stale claim and must be fenced off."""
         request = parse_fields(body)
@@ -232,7 +233,7 @@ class _Traffic:
                 self.report.outcomes[f"late_worker_{late.kind}"] += 1
 
 
-def _token_collision(store, stale, key: str) -> None:
+def _token_collision(store: Store, stale: Claim, key: str) -> None:
     """Another transaction under the stale worker's token (a copied request replayed by
     hand): a harmless counter in the claims table, expiring like any claim."""
     with contextlib.suppress(Exception):
@@ -309,7 +310,9 @@ def _count_cases(report: SimulationReport, pledges: int) -> None:
                 report.cases_by_type[case.case_type] += 1
 
 
-def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
+def _check_ledger(
+    report: SimulationReport, pledges: int, before: dict[tuple[str, str], tuple[Decimal, int]]
+) -> None:
     """The ledger moved by exactly the pledges this run recorded, per fund and currency,
     whatever the faults (the durable records are read back, not the answers counted)."""
     recorded: dict[tuple[str, str], tuple[Decimal, int]] = {}
@@ -330,7 +333,7 @@ def _check_ledger(report: SimulationReport, pledges: int, before: dict) -> None:
             after[fund_currency][1] - before[fund_currency][1],
         )
         expected = recorded.get(fund_currency, (Decimal(0), 0))
-        if delta == (0, 0) and expected == (0, 0):
+        if delta == (Decimal(0), 0) and expected == (Decimal(0), 0):
             continue
         ok = delta[0] == expected[0] and delta[1] == expected[1]
         report.ledger_ok = report.ledger_ok and ok

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 
 
@@ -11,7 +13,7 @@ from celery import shared_task
     soft_time_limit=120,
     time_limit=150,
 )
-def drill_task() -> dict:
+def drill_task() -> dict[str, Any]:
     from reconciliation.ops.drill import drill_run
 
     return drill_run().as_dict()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,11 +56,37 @@ def chromium_browser() -> Iterator[object]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
+@dataclass(frozen=True)
+class Camera:
+    """A page at 1280 and 800 px wide. The pictures (full page, under
+    test-results/screenshots/) are for a person to look at and are saved only when
+    ``TEST_SCREENSHOTS=1``: encoding them was most of a browser test's time, and nobody
+    looks at a CI run's. The widths are measured either way."""
+
+    folder: Path
+    saving: bool
+
+    def shoot(self, page: Any, name: str) -> dict[int, tuple[int, int]]:
+        """Each width's document scroll width and client width; the page is left wide."""
+        widths = {}
+        for width in (WIDE, NARROW):
+            page.set_viewport_size({"width": width, "height": 900})
+            if self.saving:
+                path = self.folder / f"{name}-{width}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(path), full_page=True)
+            widths[width] = tuple(
+                page.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+                )
+            )
+        page.set_viewport_size({"width": WIDE, "height": 900})
+        return widths
+
+
 @pytest.fixture
-def screenshots() -> Path:
-    folder = OUTPUT_DIR / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+def screenshots() -> Camera:
+    return Camera(OUTPUT_DIR / "screenshots", os.environ.get("TEST_SCREENSHOTS") == "1")
 
 
 @pytest.fixture

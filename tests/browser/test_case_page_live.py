@@ -13,19 +13,11 @@ import pytest
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.stores import first_store
-from tests.browser.conftest import NARROW, WIDE
 from tests.conftest import staff_actor
 from tests.processes import celery_worker
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def shoot(page, folder, name: str) -> None:
-    for width in (WIDE, NARROW):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
-    page.set_viewport_size({"width": WIDE, "height": 900})
 
 
 @pytest.fixture
@@ -67,7 +59,7 @@ def test_accepted_retry_runs_in_the_background_and_the_page_updates_itself(
     suggestion = page.locator("#suggestion")
     assert "No pledge exists and the attempt's token window is open" in suggestion.inner_text()
     assert page.locator("#headline").get_by_text("No outcome recorded").is_visible()
-    shoot(page, screenshots, "case-open-suggested")
+    screenshots.shoot(page, "case-open-suggested")
 
     suggestion.get_by_role("link", name="Accept suggestion").click()
     page.locator("#act .prefilled").wait_for()
@@ -78,7 +70,7 @@ def test_accepted_retry_runs_in_the_background_and_the_page_updates_itself(
     assert "finds no pledge for acme#live-4001" in reason.input_value()
     assert form.get_by_label("Reason code").input_value() == "TRANSIENT_FAILURE"
     assert page.locator("#case-live").count() == 0  # nothing was recorded by accepting
-    shoot(page, screenshots, "case-suggestion-accepted")
+    screenshots.shoot(page, "case-suggestion-accepted")
 
     queue = page.context.new_page()
     page.evaluate("window.notReloaded = true")  # a reload would forget it
@@ -87,7 +79,7 @@ def test_accepted_retry_runs_in_the_background_and_the_page_updates_itself(
     live = page.locator("#case-live")
     live.get_by_text("Retrying the commit in the background").wait_for()
     assert page.locator("#headline").get_by_text("No outcome recorded").is_visible()
-    shoot(page, screenshots, "case-retry-running")
+    screenshots.shoot(page, "case-retry-running")
 
     queue.goto(f"{live_server.url}/queues/stuck/")
     row = queue.locator("#results tbody tr", has_text="live-4001")
@@ -107,7 +99,7 @@ def test_accepted_retry_runs_in_the_background_and_the_page_updates_itself(
     assert page.locator("#evidence").get_by_text("is recorded").is_visible()
     assert page.locator("#suggestion").count() == 0
     assert page.locator(".token-window.inside, .token-window.outside").count() == 0
-    shoot(page, screenshots, "case-resolved-after-retry")
+    screenshots.shoot(page, "case-resolved-after-retry")
 
     row.wait_for(state="detached", timeout=15_000)  # the queue table reloaded itself
     assert queue.evaluate("window.notReloaded") is True
@@ -137,16 +129,16 @@ def test_case_page_states_for_each_role(ddb, open_browser, live_server, screensh
     assert "A pledge is recorded, but this transaction wrote nothing" in headline
     assert staff.get_by_text("Nothing was written").count() == 0
     assert "Duplicate correctly rejected" in staff.locator("#suggestion").inner_text()
-    shoot(staff, screenshots, "case-cancelled-with-pledge")
+    screenshots.shoot(staff, "case-cancelled-with-pledge")
 
     staff.goto(f"{live_server.url}/cases/{waiting.case_id}/")
     assert "Waiting for a supervisor's decision" in staff.locator("#suggestion").inner_text()
     assert staff.get_by_role("link", name="Accept suggestion").count() == 0
-    shoot(staff, screenshots, "case-awaiting-approval")
+    screenshots.shoot(staff, "case-awaiting-approval")
 
     auditor = open_browser("auditor")
     stuck = stuck_case("live-5003")
     auditor.goto(f"{live_server.url}/cases/{stuck.case_id}/")
     assert "Retry the commit" in auditor.locator("#suggestion").inner_text()
     assert auditor.get_by_role("link", name="Accept suggestion").count() == 0
-    shoot(auditor, screenshots, "case-auditor")
+    screenshots.shoot(auditor, "case-auditor")

@@ -7,19 +7,15 @@ from __future__ import annotations
 import pytest
 
 from reconciliation import clock
-from tests.browser.conftest import NARROW, WIDE
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def shoot(page, folder, name: str) -> None:
-    for width in (WIDE, NARROW):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
-        # Nothing wider than the window: no sideways scrolling at 800 px either.
-        assert page.evaluate("document.documentElement.scrollWidth") <= width
-    page.set_viewport_size({"width": WIDE, "height": 900})
+def shoot(page, camera, name: str) -> None:
+    """Nothing wider than the window: no sideways scrolling at 800 px either."""
+    for width, (scroll, _client) in camera.shoot(page, name).items():
+        assert scroll <= width, (name, width, scroll)
 
 
 def test_error_pages_offer_a_way_out(ddb, open_browser, live_server, screenshots, settings):

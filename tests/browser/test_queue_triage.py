@@ -11,18 +11,10 @@ import pytest
 from reconciliation import clock
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.stores import first_store
-from tests.browser.conftest import NARROW, WIDE
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def shoot(page, folder, name: str) -> None:
-    for width in (WIDE, NARROW):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
-    page.set_viewport_size({"width": WIDE, "height": 900})
 
 
 def intents(page) -> list[str]:
@@ -53,7 +45,7 @@ def test_sorting_a_queue_by_its_headers(ddb, open_browser, live_server, screensh
     page.wait_for_url(re.compile(r"sort=amount_desc"))
     page.wait_for_function("document.querySelector('th[aria-sort]') !== null")
     assert intents(page) == ["acme#b-mid", "acme#b-new", "acme#b-old"]
-    shoot(page, screenshots, "queue-sorted-by-amount")
+    screenshots.shoot(page, "queue-sorted-by-amount")
     page.locator("th a.sort", has_text="Amount").click()
     page.wait_for_url(re.compile(r"sort=amount$"))
     assert intents(page) == ["acme#b-old", "acme#b-new", "acme#b-mid"]
@@ -73,7 +65,7 @@ def test_search_from_the_navigation(ddb, open_browser, live_server, screenshots)
     page.wait_for_url(re.compile(r"/cases/\?q=D-7788"))
     assert page.locator("td.case-id").all_inner_texts() == [wanted.case_id]
     assert page.get_by_text("donor ref").first.is_visible()
-    shoot(page, screenshots, "search")
+    screenshots.shoot(page, "search")
     page.goto(f"{live_server.url}/cases/?q=")
     assert page.get_by_text("Type a case id").is_visible()
 
@@ -105,7 +97,7 @@ def test_resolved_list_and_filter(ddb, open_browser, live_server, screenshots):
     page.goto(f"{live_server.url}/queues/resolved/")
     assert page.locator("td.case-id").all_inner_texts() == [second.case_id, first.case_id]
     assert page.locator("td.how").first.inner_text().startswith("Confirmed committed")
-    shoot(page, screenshots, "resolved")
+    screenshots.shoot(page, "resolved")
     page.get_by_label("Resolved by").fill("ada")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(re.compile(r"resolved_by=ada"))
@@ -123,4 +115,4 @@ def test_my_cases_after_assign_to_me(ddb, open_browser, live_server, screenshots
     page.get_by_role("link", name="My cases").click()
     page.wait_for_url(f"{live_server.url}/queues/mine/")
     assert page.locator("td.case-id").all_inner_texts() == [case.case_id]
-    shoot(page, screenshots, "my-cases")
+    screenshots.shoot(page, "my-cases")

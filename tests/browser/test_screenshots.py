@@ -1,6 +1,7 @@
-"""Every page each role can reach, photographed at 1280 and 800 px wide (full page, under
-test-results/screenshots/<role>/<page>-<width>.png) for a person to look at, over cases of
-every type and state; at 800 px no page may scroll sideways."""
+"""Every page each role can reach, at 1280 and 800 px wide over cases of every type and
+state: at 800 px no page may scroll sideways. With ``TEST_SCREENSHOTS=1`` each is also
+saved, full page, as test-results/screenshots/<role>/<page>-<width>.png for a person
+to look at (tests/browser/conftest.py · Camera)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
-from tests.browser.conftest import NARROW, WIDE
+from tests.browser.conftest import NARROW
 from tests.conftest import staff_actor
 from tests.helpers import spend_token
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
@@ -105,6 +106,7 @@ def tour(cases: dict[str, str]) -> dict[str, str]:
     return pages
 
 
+@pytest.mark.long
 def test_every_page_for_every_role_at_two_widths(
     ddb, settings, open_browser, live_server, screenshots
 ):
@@ -114,8 +116,6 @@ def test_every_page_for_every_role_at_two_widths(
     pages = tour(cases)
     too_wide, reached = [], {}
     for role, username in ROLES.items():
-        folder = screenshots / role
-        folder.mkdir(parents=True, exist_ok=True)
         page = open_browser(username)
         reached[role] = []
         for name, path in pages.items():
@@ -125,15 +125,9 @@ def test_every_page_for_every_role_at_two_widths(
                 continue
             reached[role].append(name)
             page.wait_for_load_state("networkidle")
-            for width in (WIDE, NARROW):
-                page.set_viewport_size({"width": width, "height": 900})
-                page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
-            scroll, client = page.evaluate(
-                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-            )
+            scroll, client = screenshots.shoot(page, f"{role}/{name}")[NARROW]
             if scroll > client:
                 too_wide.append(f"{role} {name} ({path}): {scroll} px in {client} px")
-            page.set_viewport_size({"width": WIDE, "height": 900})
     for role in ROLES:
         assert {"overview", "queue-stuck", "profile", *cases} <= set(reached[role]), role
     assert {"approvals", "staff", "drill"} <= set(reached["supervisor"])

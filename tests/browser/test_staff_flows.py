@@ -10,7 +10,6 @@ from playwright.sync_api import expect
 
 from reconciliation import clock
 from reconciliation.claims.outcomes import OutcomeKind
-from tests.browser.conftest import NARROW, WIDE
 from tests.reconciliation.factories import ambiguous_case, stuck_case, submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -31,13 +30,6 @@ def cancelled_case(ddb, key: str, fund: str):
     return repositories().cases.get(outcome.case_id)
 
 
-def shoot(page, folder, name: str) -> None:
-    for width in (WIDE, NARROW):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
-    page.set_viewport_size({"width": WIDE, "height": 900})
-
-
 def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     ddb, open_browser, live_server, screenshots, settings
 ):
@@ -55,12 +47,12 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     page = open_browser("staff")
     page.get_by_role("link", name="Overview").click()
     page.wait_for_url(f"{live_server.url}/")
-    shoot(page, screenshots, "overview")
+    screenshots.shoot(page, "overview")
 
     page.goto(f"{live_server.url}/cases/{ambiguous.case_id}/")
     assert page.get_by_text("Acknowledgement failed").is_visible()
     assert page.get_by_text("Transaction failed").count() == 0
-    shoot(page, screenshots, "case-ambiguous")
+    screenshots.shoot(page, "case-ambiguous")
     page.get_by_role("link", name="Overview").click()
 
     page.get_by_role("link", name="Queues", exact=True).click()
@@ -74,7 +66,7 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(re.compile(r"fund=building"))
     expect(rows).to_have_count(1)
-    shoot(page, screenshots, "queue")
+    screenshots.shoot(page, "queue")
 
     page.get_by_role("link", name="acme order-1001").click()
     page.wait_for_url(f"{live_server.url}/cases/{wanted.case_id}/")
@@ -84,7 +76,7 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     decoded = page.locator("table.decoded")
     assert decoded.get_by_text("Condition failed").first.is_visible()
     assert decoded.get_by_text("The pledge for this intent already exists").is_visible()
-    shoot(page, screenshots, "case-cancelled")
+    screenshots.shoot(page, "case-cancelled")
 
     # A key-reuse case offers neither confirm nor retry (test_cases_views.py), and shows
     # them disabled with the reason.
@@ -97,7 +89,7 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     page.locator("#messages").get_by_text("the duplicate was correctly rejected").wait_for()
     assert page.locator("#case .badge.big").inner_text() == "Resolved"
     assert page.locator(".timeline").get_by_text("Disposition recorded").is_visible()
-    shoot(page, screenshots, "case-after-disposition")
+    screenshots.shoot(page, "case-after-disposition")
 
 
 def test_staff_requests_release_and_another_supervisor_approves(
@@ -111,7 +103,7 @@ def test_staff_requests_release_and_another_supervisor_approves(
     staff = open_browser("staff")
     staff.goto(f"{live_server.url}/cases/{case.case_id}/")
     assert staff.get_by_text("No outcome recorded").is_visible()
-    shoot(staff, screenshots, "case-stuck")
+    screenshots.shoot(staff, "case-stuck")
     form = staff.locator("form.action-form.override")
     form.get_by_role("radio", name=re.compile("Release the claim")).check()
     form.get_by_label("Reason code").select_option("CLIENT_CONFIRMED")
@@ -124,7 +116,7 @@ def test_staff_requests_release_and_another_supervisor_approves(
     supervisor.get_by_role("navigation", name="Main").get_by_role("link", name="Approvals").click()
     request = supervisor.locator(f"#req-{case.case_id}")
     assert request.locator("dd", has_text="staff@example.org").inner_text().startswith("staff ")
-    shoot(supervisor, screenshots, "approvals")
+    screenshots.shoot(supervisor, "approvals")
     request.get_by_label("Reason code").select_option("CLIENT_CONFIRMED")
     request.get_by_label("Note").fill("Checked with the client; release it.")
     request.get_by_role("button", name="Approve").click()
@@ -159,7 +151,7 @@ def test_stale_form_shows_who_changed_the_case(ddb, open_browser, live_server, s
     assert "changed by staff" in banner.inner_text()
     assert second.locator("dd.assignee").get_by_text("staff").first.is_visible()
     assert second.locator("#case .badge.big").inner_text() == "Open"
-    shoot(second, screenshots, "case-conflict")
+    screenshots.shoot(second, "case-conflict")
 
 
 def test_running_the_drill_keeps_the_page_whole(ddb, open_browser, live_server, screenshots):
@@ -174,4 +166,4 @@ def test_running_the_drill_keeps_the_page_whole(ddb, open_browser, live_server, 
     assert supervisor.get_by_role("navigation", name="Main").is_visible()
     assert supervisor.get_by_role("button", name="Run the drill now").is_visible()
     assert supervisor.locator("#messages").get_by_text("The drill is running").count() == 1
-    shoot(supervisor, screenshots, "drill")
+    screenshots.shoot(supervisor, "drill")

@@ -2,6 +2,8 @@
 
 import multiprocessing
 
+import pytest
+
 from dashboard.settings import _local_secret
 
 PROCESSES = 12
@@ -16,6 +18,7 @@ def _read_secret(barrier, folder, results):
         results.put(("error", repr(exc)))
 
 
+@pytest.mark.long
 def test_processes_starting_together_on_a_fresh_machine_share_one_secret(tmp_path):
     """``make run`` starts web, worker and beat at once on an empty ``var/``: each
     must come up, and all with the same non-empty key."""

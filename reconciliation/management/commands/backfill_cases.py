@@ -4,6 +4,8 @@ Safe to run again; a maintenance command, never a request path."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 
@@ -16,7 +18,7 @@ from reconciliation.stores import every_store
 class Command(BaseCommand):
     help = "Add donor_ref, resolved-list keys and amount totals to cases written before them."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             for store in every_store():
                 for line in cases_backfill(store).lines():

@@ -6,9 +6,11 @@ recorded, unless ``--accept-config``: the deliberate, audited step that replaces
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.actors import command_actor
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
@@ -26,14 +28,14 @@ class Command(BaseCommand):
     # command is where that is reported, or deliberately accepted, so it runs regardless.
     requires_system_checks: list[str] = []
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--accept-config",
             action="store_true",
             help="replace a different recorded configuration with this one (audited)",
         )
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         names = table_names()
         for region in regions():
             try:

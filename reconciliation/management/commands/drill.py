@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.claims.intake import StoreUnavailable
 from reconciliation.dynamo.client import regions
@@ -16,12 +17,12 @@ from reconciliation.ops.drill import drill_run
 class Command(BaseCommand):
     help = "Run the reconciliation drill against the configured DynamoDB and print a table."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print the report as JSON"
         )
 
-    def handle(self, *args, as_json: bool = False, **options) -> None:
+    def handle(self, *args: Any, as_json: bool = False, **options: Any) -> None:
         try:
             report = drill_run()
         except (BotoCoreError, ClientError) as exc:

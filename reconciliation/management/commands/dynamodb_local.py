@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.dynamo import local
 
@@ -18,7 +19,7 @@ from reconciliation.dynamo import local
 class Command(BaseCommand):
     help = "Run DynamoDB Local (AWS's engine) in memory until interrupted."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8001)
         parser.add_argument(
             "--fetch-only", action="store_true", help="download the engine and exit"
@@ -27,7 +28,9 @@ class Command(BaseCommand):
             "--no-fallback", action="store_true", help="fail instead of falling back to moto"
         )
 
-    def handle(self, *args, port: int, fetch_only: bool, no_fallback: bool, **options) -> None:
+    def handle(
+        self, *args: Any, port: int, fetch_only: bool, no_fallback: bool, **options: Any
+    ) -> None:
         try:
             if fetch_only:
                 jar = local.ensure_jar()

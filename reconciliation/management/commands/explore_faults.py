@@ -4,9 +4,10 @@ every fault kind at every DynamoDB call of one intent's life, then the invariant
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from reconciliation.dynamo.local import LocalEngineError
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         "Last line: 'explore_faults: N scenarios, V violations'; exit status 1 on any."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--depth", type=int, choices=(1, 2), default=1)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
@@ -99,7 +100,7 @@ class Command(BaseCommand):
             "then needs the API token table in the configured database)",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if options["actors"] == 2:
             return self._hands(options)
         depth, workers = options["depth"], options["workers"]
@@ -125,7 +126,7 @@ class Command(BaseCommand):
             # Not CommandError: its message would follow the summary, which must stay last.
             sys.exit(1)
 
-    def _hands(self, options) -> None:
+    def _hands(self, options: dict[str, Any]) -> None:
         from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
 
         config = HandsConfig(

@@ -14,9 +14,10 @@ from __future__ import annotations
 import getpass
 import sys
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from reconciliation.actors import Actor, Role, staff_role
@@ -31,7 +32,7 @@ from reconciliation.stores import every_store
 class Command(BaseCommand):
     help = "Export audit events of a time range to CSV or JSON Lines, with a signed manifest."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--since", required=True, help="YYYY-MM-DD or ISO date-time (UTC)")
         parser.add_argument("--until", default="", help="YYYY-MM-DD or ISO date-time; today")
         parser.add_argument("--format", dest="fmt", choices=FORMATS, default="csv")
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", default="", help="export as this staff user")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, **o) -> None:
+    def handle(self, *args: Any, **o: Any) -> None:
         actor, performed_by = self._actor(o["user"])
         try:
             filters = AuditFilters.build(

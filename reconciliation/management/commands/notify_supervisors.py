@@ -3,6 +3,8 @@ requests waiting, cases past their queue's SLA), as the beat task does each day.
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 
@@ -15,7 +17,7 @@ from reconciliation.stores import every_store
 class Command(BaseCommand):
     help = "E-mail supervisors the override requests waiting and the cases past SLA, now."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             sent = digest_send(stores=every_store())
         except (BotoCoreError, ClientError) as exc:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import signal
 import threading
+from types import FrameType
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.dynamo.client import regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem
@@ -20,7 +22,7 @@ from reconciliation.ops.replicator_streams import StreamsMissing
 class Command(BaseCommand):
     help = "Replicate every table between the regions of DDB_REGIONS (a Global Tables stand-in)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--lag-ms",
             default="1000",
@@ -31,7 +33,7 @@ class Command(BaseCommand):
             "--poll-ms", type=int, default=50, help="pause between idle stream reads"
         )
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             lag = Lag.parse(options["lag_ms"])
         except ValueError as exc:
@@ -54,7 +56,7 @@ class Command(BaseCommand):
 
         stop = threading.Event()
 
-        def _stop(signum, _frame) -> None:
+        def _stop(signum: int, _frame: FrameType | None) -> None:
             stop.set()
 
         signal.signal(signal.SIGINT, _stop)

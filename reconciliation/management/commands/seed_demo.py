@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.changes import CaseError
@@ -28,10 +29,10 @@ DEMO_STAFF = Actor(
 class Command(BaseCommand):
     help = "Seed demo data: a simulate run with faults, a drill, escalations, a request."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--pledges", type=int, default=300)
 
-    def handle(self, *args, pledges: int, **options) -> None:
+    def handle(self, *args: Any, pledges: int, **options: Any) -> None:
         if os.environ.get("DEMO_MODE") != "1":
             raise CommandError("seed_demo writes synthetic data; it runs only with DEMO_MODE=1")
         config = SimulationConfig(

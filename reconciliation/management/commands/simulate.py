@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from reconciliation.dynamo.client import regions
@@ -19,7 +20,7 @@ DEFAULT_FAULTS = "ambiguous=0.03,ambiguous_no_commit=0.01,throttle=0.05,crash=0.
 class Command(BaseCommand):
     help = "Send synthetic pledges with injected faults through the service layer."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--pledges", type=int, required=True)
         parser.add_argument(
             "--faults",
@@ -37,13 +38,13 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
+        *args: Any,
         pledges: int,
         faults: str,
         seed: int | None,
         threads: int,
         peak_rps: float,
-        **options,
+        **options: Any,
     ) -> None:
         if not 1 <= pledges <= 1_000_000:
             raise CommandError("--pledges must be between 1 and 1000000")

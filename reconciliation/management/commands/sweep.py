@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 from django.template.defaultfilters import pluralize
@@ -15,7 +17,7 @@ from reconciliation.stores import every_store, home_store
 class Command(BaseCommand):
     help = "Run the stuck-claim sweep and the re-check of open cases once."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             report = sweep_all(every_store(), home=home_store)
         except (BotoCoreError, ClientError) as exc:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import sys
 from datetime import date
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.audit.verify import VERIFY_LOOKBACK_DAYS, VERIFY_QUIET_DAYS, audit_verify
 from reconciliation.dynamo.client import batch_patience
@@ -42,12 +43,19 @@ class Command(BaseCommand):
         f"{VERIFY_LOOKBACK_DAYS}), or at the first checkpoint if older."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--stream", help="verify this stream only, e.g. CASE#abc")
         parser.add_argument("--since", help="UTC day YYYY-MM-DD: streams touched since then")
         parser.add_argument("--threads", type=int, default=8)
 
-    def handle(self, *args, stream=None, since=None, threads=8, **options) -> None:
+    def handle(
+        self,
+        *args: Any,
+        stream: str | None = None,
+        since: str | None = None,
+        threads: int = 8,
+        **options: Any,
+    ) -> None:
         try:
             since_day = date.fromisoformat(since) if since else None
         except ValueError:

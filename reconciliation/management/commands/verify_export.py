@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.audit.export.verify import ExportUnreadable, export_verify_offline
 
@@ -17,11 +18,11 @@ from reconciliation.audit.export.verify import ExportUnreadable, export_verify_o
 class Command(BaseCommand):
     help = "Check an audit export file against its signed manifest, offline."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument("manifest")
 
-    def handle(self, *args, file: str, manifest: str, **options) -> None:
+    def handle(self, *args: Any, file: str, manifest: str, **options: Any) -> None:
         for path in (file, manifest):
             if not Path(path).is_file():
                 raise CommandError(f"{path}: no such file")

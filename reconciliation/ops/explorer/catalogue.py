@@ -24,6 +24,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -46,6 +47,11 @@ from reconciliation.ops.explorer.vocabulary import BODY, TENANT
 from reconciliation.ops.explorer.wire import HandsWire
 from reconciliation.ops.hands_invariants import ClientAnswer
 from reconciliation.stores import Store, case_store, every_store, home_store
+
+if TYPE_CHECKING:
+    from reconciliation.cases.backfill import BackfillReport
+    from reconciliation.casework.retries import RetryOutcome
+    from reconciliation.casework.sweeps import SweepReport
 
 STAFF = Actor(username="hands-staff", role=Role.FINANCE_STAFF, email="staff@example.org")
 REQUESTER = Actor(username="hands-requester", role=Role.FINANCE_STAFF, email="req@example.org")
@@ -113,19 +119,19 @@ def _client(world: World, name: str) -> str:
     return _answer(world, name, outcome)
 
 
-def _sweep(world: World, name: str):
+def _sweep(world: World, name: str) -> SweepReport:
     from reconciliation.casework.sweeps import sweep_claims_and_cases
 
     return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
 
-def _recheck(world: World, name: str):
+def _recheck(world: World, name: str) -> SweepReport:
     from reconciliation.casework.sweeps import recheck_open_cases
 
     return recheck_open_cases(world.store)
 
 
-def _retry(world: World, name: str):
+def _retry(world: World, name: str) -> RetryOutcome:
     return _retry_run(world, world.retry_request)
 
 
@@ -210,7 +216,7 @@ def _ask_retry(world: World, action_id: str) -> str | None:
     return result.case.retry.request_id if result.case.retry else None
 
 
-def _retry_run(world: World, request_id: str | None):
+def _retry_run(world: World, request_id: str | None) -> RetryOutcome:
     from reconciliation.casework.retries import retry_commit_run
 
     return retry_commit_run(world.case_id, store=case_store(world.case_id), request_id=request_id)
@@ -257,7 +263,7 @@ def _expire(world: World, name: str) -> list[str]:
     return overrides_expire(store=world.store)
 
 
-def _backfill(world: World, name: str):
+def _backfill(world: World, name: str) -> BackfillReport:
     from reconciliation.cases.backfill import cases_backfill
 
     return cases_backfill(world.store)

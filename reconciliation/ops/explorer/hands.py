@@ -160,7 +160,7 @@ class HandsSession:
         self.wire = HandsWire(self.names, self.turns)
         dynamodb_client().meta.events.register_first("before-send.dynamodb", self.wire)
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
 
     def fresh_key(self) -> str:
@@ -394,7 +394,7 @@ class HandsSession:
         return ledger_problems(snapshot)
 
 
-def _no_broker(*_args, **_kwargs) -> None:
+def _no_broker(*_args: object, **_kwargs: object) -> None:
     return None
 
 
@@ -586,7 +586,10 @@ def _explore_capped(
     return results
 
 
-def explore_hands(config: HandsConfig, progress=None) -> HandsExploration:
+def explore_hands(
+    config: HandsConfig,
+    progress: Callable[[tuple[ActorSpec, ActorSpec], list[ScheduleResult]], object] | None = None,
+) -> HandsExploration:
     started = time.monotonic()
     chosen = _chosen_pairs(config)
     endpoint = config.endpoint_url or settings.DYNAMODB_ENDPOINT_URL

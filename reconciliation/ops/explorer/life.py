@@ -12,7 +12,7 @@ import functools
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -31,6 +31,11 @@ from reconciliation.ops.explorer.vocabulary import MAY_HAVE_APPLIED, TENANT
 from reconciliation.ops.explorer.wire import Wire
 from reconciliation.ops.invariants import ESCAPED, LOST, Answer, Problem
 from reconciliation.stores import case_store, every_store, home_store
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
+
+    from reconciliation.casework.sweeps import SweepReport
 
 MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
@@ -52,15 +57,15 @@ class Host(Protocol):
     wire: Wire
     dispatched: list[str]
 
-    def http_call(self, method: str, key: str, request_id: str = ""): ...
+    def http_call(self, method: str, key: str, request_id: str = "") -> TestResponse: ...
 
     def pledge_exists(self, intent_id: str) -> bool: ...
 
-    def claim(self, key: str) -> dict | None: ...
+    def claim(self, key: str) -> dict[str, Any] | None: ...
 
     def case_ids(self, intent_id: str) -> set[str]: ...
 
-    def open_cases(self, intent_id: str) -> list[dict]: ...
+    def open_cases(self, intent_id: str) -> list[dict[str, Any]]: ...
 
 
 def client_next(answer: Answer) -> tuple[str | None, int]:
@@ -80,7 +85,7 @@ def client_next(answer: Answer) -> tuple[str | None, int]:
     return None, 0
 
 
-def read_response(answer: Answer, response) -> None:
+def read_response(answer: Answer, response: TestResponse) -> None:
     answer.status = response.status_code
     retry_after = response.get("Retry-After") or "0"
     answer.retry_after = int(retry_after) if retry_after.isdigit() else 0
@@ -105,7 +110,7 @@ class Life:
         self.intent_id = intent_id_for(TENANT, key)
         self.answers: list[Answer] = []
         self.problems: list[Problem] = []
-        self.episodes: Counter = Counter()
+        self.episodes: Counter[str] = Counter()
         self._clock = contextlib.ExitStack()
 
     def live(self) -> None:
@@ -249,7 +254,7 @@ class Life:
 
         # One intent's life: the fund-wide ledger drift check is not part of it (it has
         # tests of its own; its reads would multiply the call points explored).
-        def sweep():
+        def sweep() -> SweepReport:
             return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
         for run in range(RERUNS):
@@ -294,7 +299,7 @@ class Life:
         return runs > 0
 
 
-def _dispose(case: dict) -> str:
+def _dispose(case: dict[str, Any]) -> str:
     from reconciliation.casework.dispositions import case_dispose
 
     try:

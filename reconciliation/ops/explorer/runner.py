@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -30,6 +31,9 @@ from reconciliation.ops.explorer.vocabulary import (
     scenario_parse,
 )
 from reconciliation.ops.explorer.wire import CallRecord
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
 
 # --- which scenarios ---------------------------------------------------------------------
 
@@ -149,14 +153,14 @@ class Progress:
 class LocalRunner:
     """Scenarios in this process: a test's monkeypatches and database apply to them."""
 
-    def __init__(self, setup: dict):
+    def __init__(self, setup: dict[str, Any]):
         self.session = Session(**setup)
 
     def __enter__(self) -> LocalRunner:
         self.session.__enter__()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.session.__exit__(*exc_info)
 
     def map(self, ids: list[str], progress: Progress) -> list[Result]:
@@ -168,7 +172,12 @@ class LocalRunner:
         return results
 
 
-def _worker_main(tasks, results, setup: dict, settings_module: str) -> None:
+def _worker_main(
+    tasks: Queue[tuple[int, str] | None],
+    results: Queue[tuple[int, Result]],
+    setup: dict[str, Any],
+    settings_module: str,
+) -> None:
     """A spawned worker: Django with a private in-memory database (its API token never
     lands in the configured one), its own tables, then scenarios until told to stop."""
     os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
@@ -187,9 +196,10 @@ def _worker_main(tasks, results, setup: dict, settings_module: str) -> None:
 class ProcessRunner:
     """Scenarios spread over N spawned worker processes (one table set each)."""
 
-    def __init__(self, setup: dict, workers: int):
+    def __init__(self, setup: dict[str, Any], workers: int):
         context = multiprocessing.get_context("spawn")
-        self.tasks, self.results = context.Queue(), context.Queue()
+        self.tasks: Queue[tuple[int, str] | None] = context.Queue()
+        self.results: Queue[tuple[int, Result]] = context.Queue()
         self.processes = [
             context.Process(
                 target=_worker_main,
@@ -210,7 +220,7 @@ class ProcessRunner:
             process.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for _ in self.processes:
             self.tasks.put(None)
         for process in self.processes:
@@ -264,7 +274,9 @@ def explore(config: ExploreConfig, progress: Progress | None = None) -> Explorat
     return Exploration(config, results, time.monotonic() - started)
 
 
-def _scenarios(config: ExploreConfig, runner, progress: Progress) -> list[Result]:
+def _scenarios(
+    config: ExploreConfig, runner: LocalRunner | ProcessRunner, progress: Progress
+) -> list[Result]:
     exact = exact_plan(config.only)
     if exact is not None:
         return runner.map([scenario_id(exact)], progress)

@@ -10,7 +10,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from unittest import mock
@@ -55,7 +55,8 @@ from reconciliation.ops.invariants import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from django.test import Client
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 
 @dataclass
@@ -94,7 +95,7 @@ class _SleeplessTime:
         return None
 
 
-def _quota_always(_self, _capacity_amount: int) -> bool:
+def _quota_always(_self: RetryQuota, _capacity_amount: int) -> bool:
     return True
 
 
@@ -167,10 +168,10 @@ class Session:
         self.http, self.token = self._api_client(stack)
         self.documented = _documented_errors()
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
 
-    def _settings(self) -> dict:
+    def _settings(self) -> dict[str, Any]:
         return {
             "DYNAMODB_ENDPOINT_URL": self.endpoint_url,
             "DDB_TABLE_PREFIX": self.names.idempotency_keys.removesuffix("idempotency_keys"),
@@ -181,7 +182,7 @@ class Session:
         }
 
     @staticmethod
-    def _api_client(stack: contextlib.ExitStack):
+    def _api_client(stack: contextlib.ExitStack) -> tuple[Client, str]:
         from django.apps import apps
         from django.test import Client
 
@@ -194,23 +195,29 @@ class Session:
         hosts = [h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")]
         return Client(HTTP_HOST=(hosts or ["localhost"])[0]), raw
 
-    def _dispatch(self, args=None, kwargs=None, **_options) -> None:
+    def _dispatch(
+        self,
+        args: Sequence[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        **_options: Any,
+    ) -> None:
         self.dispatched.append((args or [None])[0])
 
-    def http_call(self, method: str, key: str, request_id: str = ""):
-        auth = {"HTTP_AUTHORIZATION": f"Bearer {self.token}", "secure": True}
+    def http_call(self, method: str, key: str, request_id: str = "") -> TestResponse:
+        headers = {"Authorization": f"Bearer {self.token}"}
         if request_id:
             # The claim records it as its correlation id: the oracle can tell whose it is.
-            auth["HTTP_X_REQUEST_ID"] = request_id
+            headers["X-Request-Id"] = request_id
         if method == "POST":
+            headers["Idempotency-Key"] = key
             return self.http.post(
                 "/api/v1/pledges",
                 data=json.dumps(BODY),
                 content_type="application/json",
-                HTTP_IDEMPOTENCY_KEY=key,
-                **auth,
+                headers=headers,
+                secure=True,
             )
-        return self.http.get(f"/api/v1/pledges/{quote(key, safe='')}", **auth)
+        return self.http.get(f"/api/v1/pledges/{quote(key, safe='')}", headers=headers, secure=True)
 
     def pledge_exists(self, intent_id: str) -> bool:
         item = self.oracle.get_item(
@@ -220,7 +227,7 @@ class Session:
         ).get("Item")
         return item is not None
 
-    def claim(self, key: str) -> dict | None:
+    def claim(self, key: str) -> dict[str, Any] | None:
         item = self.oracle.get_item(
             TableName=self.names.idempotency_keys,
             Key={"pk": {"S": claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)}},
@@ -232,7 +239,7 @@ class Session:
         snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
         return {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}
 
-    def open_cases(self, intent_id: str) -> list[dict]:
+    def open_cases(self, intent_id: str) -> list[dict[str, Any]]:
         """What a person finds on the queue pages for this intent, oldest id first."""
         snapshot = Snapshot.scan(self.oracle, self.names, roles=("cases",))
         return sorted(

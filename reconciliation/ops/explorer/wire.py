@@ -12,9 +12,9 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
@@ -65,7 +65,9 @@ def table_roles(names: TableNames) -> dict[str, str]:
     return {getattr(names, role): role for role in KEY_ATTRIBUTES}
 
 
-def call_shape(operation: str, body: dict, roles: dict[str, str], own_shard: str) -> CallShape:
+def call_shape(
+    operation: str, body: dict[str, Any], roles: dict[str, str], own_shard: str
+) -> CallShape:
     if operation == "TransactWriteItems":
         return _transaction_shape(body, roles)
     table = body.get("TableName", "")
@@ -75,7 +77,9 @@ def call_shape(operation: str, body: dict, roles: dict[str, str], own_shard: str
     return CallShape(label, False, identity=_read_identity(label, body))
 
 
-def _label(operation: str, role: str, body: dict, roles: dict, own_shard: str) -> str:
+def _label(
+    operation: str, role: str, body: dict[str, Any], roles: dict[str, str], own_shard: str
+) -> str:
     if operation == "PutItem":
         return "claim put" if role == "idempotency_keys" else f"put {role}"
     if operation == "UpdateItem":
@@ -102,7 +106,7 @@ def _update_label(role: str, expression: str) -> str:
     return "claim update"
 
 
-def _query_label(role: str, body: dict, own_shard: str) -> str:
+def _query_label(role: str, body: dict[str, Any], own_shard: str) -> str:
     index = body.get("IndexName", "")
     values = body.get("ExpressionAttributeValues", {})
     if index == "pending_by_expiry":
@@ -114,7 +118,7 @@ def _query_label(role: str, body: dict, own_shard: str) -> str:
     return f"query {role} {index}".rstrip()
 
 
-def _read_identity(label: str, body: dict) -> str:
+def _read_identity(label: str, body: dict[str, Any]) -> str:
     """Identical reads are one point: same request, ignoring numbers (times) in values.
     The other fifteen pending shards are one point too."""
     if label == "pending query other":
@@ -124,7 +128,7 @@ def _read_identity(label: str, body: dict) -> str:
     return json.dumps([rest, values], sort_keys=True)
 
 
-def _transaction_shape(body: dict, roles: dict[str, str]) -> CallShape:
+def _transaction_shape(body: dict[str, Any], roles: dict[str, str]) -> CallShape:
     parts = [
         (verb, spec, roles.get(spec.get("TableName", ""), "?"))
         for item in body.get("TransactItems", [])
@@ -158,7 +162,7 @@ def _transaction_shape(body: dict, roles: dict[str, str]) -> CallShape:
     return CallShape("transaction", True, items=items)
 
 
-def _is_counter(verb: str, spec: dict, role: str) -> bool:
+def _is_counter(verb: str, spec: dict[str, Any], role: str) -> bool:
     case_id = spec.get("Key", {}).get("case_id", {}).get("S", "")
     return role == "cases" and verb == "Update" and case_id.startswith(COUNTER_PREFIX)
 
@@ -179,7 +183,7 @@ FENCES = {
 VERBS = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}
 
 
-def unfenced_writes(operation: str, body: dict, roles: dict[str, str]) -> tuple[str, ...]:
+def unfenced_writes(operation: str, body: dict[str, Any], roles: dict[str, str]) -> tuple[str, ...]:
     """The writes of a request that lack the condition their kind must carry."""
     if operation in VERBS:
         parts = [(VERBS[operation], body)]
@@ -201,7 +205,7 @@ def unfenced_writes(operation: str, body: dict, roles: dict[str, str]) -> tuple[
     return tuple(out)
 
 
-def _item_identity(spec: dict, role: str) -> str:
+def _item_identity(spec: dict[str, Any], role: str) -> str:
     key = spec.get("Key")
     if key is None:  # a Put names its key inside the item
         item = spec.get("Item", {})
@@ -230,11 +234,13 @@ class CallRecord:
     status: int | None = None  # the engine's own answer, when it was sent
 
 
-def _answer(request, status: int, error_type: str, message: str, **extra) -> AWSResponse:
+def _answer(
+    request: AWSPreparedRequest, status: int, error_type: str, message: str, **extra: Any
+) -> AWSResponse:
     return faults.error_response(request, status, error_type, f"{message} (injected)", **extra)
 
 
-def _cancelled(request, items: tuple[str, ...], hot: set[str]) -> AWSResponse:
+def _cancelled(request: AWSPreparedRequest, items: tuple[str, ...], hot: set[str]) -> AWSResponse:
     reasons = [
         {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
         if item in hot
@@ -298,7 +304,9 @@ class Wire:
         self._exhausted = set()
         self._hot = set()
 
-    def __call__(self, request, event_name: str = "", **_kwargs) -> AWSResponse | None:
+    def __call__(
+        self, request: AWSPreparedRequest, event_name: str = "", **_kwargs: Any
+    ) -> AWSResponse | None:
         operation = event_name.rsplit(".", 1)[-1]
         raw = request.body or b"{}"
         raw = raw.encode() if isinstance(raw, str) else raw
@@ -334,7 +342,9 @@ class Wire:
         self.calls.append(record)
         return record
 
-    def _inject(self, kind: FaultKind, request, record: CallRecord, shape: CallShape):
+    def _inject(
+        self, kind: FaultKind, request: AWSPreparedRequest, record: CallRecord, shape: CallShape
+    ) -> AWSResponse:
         response = self._send(request, record) if kind.sends else None
         if kind.outcome == "stall" and response is not None:
             self._stall(record.point)
@@ -351,8 +361,8 @@ class Wire:
             return _cancelled(request, shape.items, self._hot)
         return _answer(request, *ERRORS[kind.outcome])
 
-    def _send(self, request, record: CallRecord) -> AWSResponse:
-        response = self.session.send(request)
+    def _send(self, request: AWSPreparedRequest, record: CallRecord) -> AWSResponse:
+        response: AWSResponse = self.session.send(request)
         record.sent, record.status = True, response.status_code
         return response
 
@@ -393,7 +403,9 @@ class HandsWire:
         self._counts: dict[tuple[str, str], int] = {}
         self._exhausted: set[tuple[str, str]] = set()
 
-    def __call__(self, request, event_name: str = "", **_kwargs):
+    def __call__(
+        self, request: AWSPreparedRequest, event_name: str = "", **_kwargs: Any
+    ) -> AWSResponse | None:
         operation = event_name.rsplit(".", 1)[-1]
         raw = request.body or b"{}"
         raw = raw.encode() if isinstance(raw, str) else raw
@@ -420,7 +432,13 @@ class HandsWire:
             return _answer(request, *ERRORS["throttle"])
         return self._send(request, call)
 
-    def _inject(self, request, call: HandCall, shape: CallShape, digest: tuple[str, str]):
+    def _inject(
+        self,
+        request: AWSPreparedRequest,
+        call: HandCall,
+        shape: CallShape,
+        digest: tuple[str, str],
+    ) -> AWSResponse:
         kind = KINDS[call.fault or ""]
         response = self._send(request, call) if kind.sends else None
         if kind.exhausts:
@@ -435,7 +453,7 @@ class HandsWire:
             return response
         return _answer(request, *ERRORS[kind.outcome])
 
-    def _send(self, request, call: HandCall) -> AWSResponse:
-        response = self.session.send(request)
+    def _send(self, request: AWSPreparedRequest, call: HandCall) -> AWSResponse:
+        response: AWSResponse = self.session.send(request)
         call.status = response.status_code
         return response

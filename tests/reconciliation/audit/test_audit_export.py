@@ -90,6 +90,7 @@ def verify_export(file_path: Path, manifest_path: Path) -> tuple[int, str]:
 
 # Generous but bounded: on two loaded cores shared with other work, loading and twice
 # exporting 10 000 events has taken over 300 s.
+@pytest.mark.long
 @pytest.mark.timeout(900)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.django_db

@@ -392,6 +392,7 @@ def test_one_case_id_for_two_problems_and_a_drifting_ledger_are_violations():
 # --- whole runs ---------------------------------------------------------------------------
 
 
+@pytest.mark.long
 @pytest.mark.dynamodb_local_only
 @pytest.mark.timeout(600)
 def test_depth_one_finds_no_violation(dynamodb_local, settings, capsys):
