@@ -243,7 +243,7 @@ class Scenarios:
         with self.step("override: RELEASE_CLAIM approved (a supervisor)"):
             approved = override_approve(
                 case_id=stuck2,
-                request_id=requested.case.override["request_id"],
+                request_id=requested.case.override.request_id,  # type: ignore[union-attr]
                 actor=boss,
                 store=store,
                 **WHY,

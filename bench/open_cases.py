@@ -25,7 +25,19 @@ def _iso(at: datetime) -> str:
 def open_case_item(i: int, queue: str, now: datetime, *, tag: str = "") -> tuple[dict, dict]:
     """Case number ``i`` in ``queue``: its item, and its plain values for the counters."""
     from reconciliation.audit.repository import GENESIS_HASH
-    from reconciliation.cases.models import CaseType, case_id_for, case_to_item
+    from reconciliation.cases.models import (
+        CaseRequest,
+        CaseState,
+        CaseType,
+        ClientOutcome,
+        ErrorKind,
+        Override,
+        OverrideRequest,
+        ReasonCode,
+        Requester,
+        case_id_for,
+        case_to_item,
+    )
 
     rng = random.Random(f"{tag}{i}")
     key = f"open-{tag}{queue}-{i:07d}"
@@ -37,15 +49,18 @@ def open_case_item(i: int, queue: str, now: datetime, *, tag: str = "") -> tuple
     fund = FUNDS[i % len(FUNDS)]
     override = None
     if queue == "OVERRIDE_REQUESTED":
-        override = {
-            "action": "RELEASE_CLAIM",
-            "requested_by": {"username": "ada", "email": "ada@example.org"},
-            "requested_at": opened_at,
-            "expires_at": _iso(now + timedelta(hours=4)),
-            "reason_code": "CLIENT_CONFIRMED",
-            "reason_text": "The client says the request never reached them.",
-            "seen_version": 1,
-        }
+        # Shaped as override_request writes one (expiry in epoch seconds).
+        override = OverrideRequest(
+            request_id=f"bench-{tag}{i}",
+            action=Override.RELEASE_CLAIM,
+            requested_by=Requester(username="ada", email="ada@example.org", role="finance_staff"),
+            reason_code=ReasonCode.CLIENT_CONFIRMED,
+            reason_text="The client says the request never reached them.",
+            requested_at=opened_at,
+            pinned_version=1,
+            expires_at=int((now + timedelta(hours=4)).timestamp()),
+            prior_state=CaseState.OPEN,
+        )
     from reconciliation.cases.models import Case
 
     case = Case(
@@ -68,10 +83,10 @@ def open_case_item(i: int, queue: str, now: datetime, *, tag: str = "") -> tuple
         queue=queue,
         queue_sort=f"{opened_at}#{case_id}",
         override=override,
-        client_outcome={"error": "worker_died_between_claim_and_commit"},
+        client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
         last_actor="system",
         last_action_at=opened_at,
-        request={"donor_ref": f"D-{i}", "fund": fund, "amount": str(amount), "currency": "USD"},
+        request=CaseRequest(donor_ref=f"D-{i}", fund=fund, amount=str(amount), currency="USD"),
         in_totals=True,
         donor_ref=f"D-{i}",
     )

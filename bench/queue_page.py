@@ -64,7 +64,16 @@ def _case_type(i: int) -> str:
 def _items(i: int, now: datetime) -> tuple[dict, dict]:
     """One claim item and its open case, as the write path would store them."""
     from reconciliation.audit.repository import GENESIS_HASH
-    from reconciliation.cases.models import Case, case_id_for, case_to_item
+    from reconciliation.cases.models import (
+        Case,
+        CaseRequest,
+        ClientOutcome,
+        ErrorKind,
+        Evidence,
+        case_id_for,
+        case_to_item,
+    )
+    from reconciliation.dynamo.cancellation import DecodedReason
     from reconciliation.dynamo.items import to_item
 
     rng = random.Random(i)
@@ -95,22 +104,21 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
         "request": json.dumps(request),
     }
     case_id = case_id_for(pk, 1, case_type)
-    decoded = []
+    decoded: tuple[DecodedReason, ...] = ()
     if case_type == "CANCELLED_TRANSACTION":
-        decoded = [
-            {
-                "index": 0,
-                "operation": "Put",
-                "table": "pledges",
-                "key": {"intent_id": f"acme#{key}"},
-                "code": "ConditionalCheckFailed",
-                "message": "The conditional request failed",
-                "old_item": {"intent_id": f"acme#{key}", "amount": str(amount), "fund": fund},
-                "attempted": {"intent_id": f"acme#{key}", "amount": "99.00", "fund": fund},
-                "explanation": "The pledge for this intent already exists.",
-                "branch": "duplicate",
-            }
-        ]
+        row = {
+            "index": 0,
+            "operation": "Put",
+            "table": "pledges",
+            "key": {"intent_id": f"acme#{key}"},
+            "code": "ConditionalCheckFailed",
+            "message": "The conditional request failed",
+            "old_item": {"intent_id": f"acme#{key}", "amount": str(amount), "fund": fund},
+            "attempted": {"intent_id": f"acme#{key}", "amount": "99.00", "fund": fund},
+            "explanation": "The pledge for this intent already exists.",
+            "branch": "duplicate",
+        }
+        decoded = (DecodedReason.from_json(row),)
     case = Case(
         case_id=case_id,
         case_type=case_type,
@@ -131,11 +139,11 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
         queue=case_type,
         queue_sort=f"{opened_at}#{case_id}",
         decoded=decoded,
-        evidence={"claim": {"status": claim["status"], "version": 1}, "token_window_s": 600},
-        client_outcome={"error": "worker_died_between_claim_and_commit"},
+        evidence=Evidence(claim={"status": claim["status"], "version": 1}, token_window_s=600),
+        client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
         last_actor="system",
         last_action_at=opened_at,
-        request=request,
+        request=CaseRequest.from_json(request),
         in_totals=True,
         donor_ref=request["donor_ref"],
     )

@@ -22,6 +22,7 @@ from django.db import transaction
 from dashboard.models import Notification, NotificationKind
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.models import AuditAction
+from reconciliation.cases.models import OverrideRequest
 from reconciliation.casework.hooks import override_expired
 
 logger = logging.getLogger(__name__)
@@ -119,17 +120,19 @@ def notify_override_requested(*, case_id: str, override: str, actor: str) -> Non
 
 
 @never_fails
-def notify_override_decided(*, case_id: str, request: dict, action: str, actor: str) -> None:
+def notify_override_decided(
+    *, case_id: str, request: OverrideRequest, action: str, actor: str
+) -> None:
     """The requester of ``request`` learns it was approved, rejected or expired
     (``action``, an AuditAction)."""
-    requester = (request.get("requested_by") or {}).get("username") or ""
+    requester = request.requested_by.username
     _create(
         NotificationKind.OVERRIDE_DECIDED,
         _staff([requester]),
         case_id=case_id,
         actor=actor,
         action=action,
-        override=str(request.get("action") or ""),
+        override=str(request.action or ""),
     )
 
 
@@ -145,7 +148,7 @@ def notify_mentions(*, case_id: str, usernames: Iterable[str], note: str, actor:
     )
 
 
-def _expired(sender: Any, *, case_id: str, request: dict, **kwargs: Any) -> None:
+def _expired(sender: Any, *, case_id: str, request: OverrideRequest, **kwargs: Any) -> None:
     notify_override_decided(
         case_id=case_id, request=request, action=AuditAction.OVERRIDE_EXPIRED, actor="system"
     )

@@ -25,6 +25,7 @@ from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import (
     CaseState,
     CaseType,
+    ClientOutcome,
     Disposition,
     ErrorKind,
     Override,
@@ -319,10 +320,10 @@ def action_words(action) -> str:
 
 
 @register.filter
-def client_answer(client_outcome) -> str:
-    """What the client was answered: ``HTTP 202: outcome unknown``, the API's own error
-    code on hover; empty when it got no answer."""
-    kind = (client_outcome or {}).get("error")
+def client_answer(client_outcome: ClientOutcome | None) -> str:
+    """What the client was answered (a case's ``client_outcome``): ``HTTP 202: outcome
+    unknown``, the API's own error code on hover; empty when it got no answer."""
+    kind = client_outcome.error if client_outcome else None
     status = client_answer_status(kind)
     if not status:
         return ""

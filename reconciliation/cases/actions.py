@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.cases.changes import InvalidReason, NotAllowed, case_load
-from reconciliation.cases.models import Case
+from reconciliation.cases.models import Case, Disposition, Override, Resolution
 from reconciliation.cases.policy import (
     MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
@@ -44,13 +44,22 @@ def check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str,
     return code, text
 
 
-def resolution_for(disposition: str, actor: Actor, **extra) -> dict:
-    return {
-        "disposition": disposition,
-        "by": actor.username,
-        "at": clock.iso(clock.now()),
-        **extra,
-    }
+def resolution_for(
+    disposition: str,
+    actor: Actor,
+    *,
+    requested_by: str | None = None,
+    outcome: str | None = None,
+    asked_by: str | None = None,
+) -> Resolution:
+    return Resolution(
+        disposition=Disposition.of(disposition) or Override.read(disposition),
+        by=actor.username,
+        at=clock.iso(clock.now()),
+        requested_by=requested_by,
+        outcome=outcome,
+        asked_by=asked_by,
+    )
 
 
 def already_applied(case: Case) -> ActionResult:

@@ -12,7 +12,6 @@ alone, so a second run changes nothing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,13 @@ from reconciliation.cases.counters import (
     counter_shard,
     totals_attribute,
 )
-from reconciliation.cases.models import CaseState, resolved_month
+from reconciliation.cases.models import (
+    CaseRequest,
+    CaseState,
+    Resolution,
+    decoded_row,
+    resolved_month,
+)
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import from_item, transact_items, values
@@ -55,23 +60,24 @@ class BackfillReport:
 def _missing(case: dict) -> dict:
     """The derived attributes ``case`` lacks, with their values."""
     sets: dict = {}
-    request = case.get("request")
-    if isinstance(request, str):
-        request = json.loads(request)
-    if not case.get("donor_ref") and isinstance(request, dict) and request.get("donor_ref"):
-        sets["donor_ref"] = request["donor_ref"]
+    request: CaseRequest | None = case.get("request")
+    if not case.get("donor_ref") and request is not None and request.donor_ref:
+        sets["donor_ref"] = request.donor_ref
     if case.get("state") == CaseState.RESOLVED and not case.get("resolved_month"):
-        resolution = case.get("resolution")
-        if isinstance(resolution, str):
-            resolution = json.loads(resolution)
-        resolution = resolution if isinstance(resolution, dict) else {}
-        at = resolution.get("at") or case.get("last_action_at") or case.get("opened_at")
+        resolution: Resolution | None = case.get("resolution")
+        at = (
+            (resolution.at if resolution else "")
+            or case.get("last_action_at")
+            or case.get("opened_at")
+        )
         if at:
             sets["resolved_month"] = resolved_month(at)
             sets["resolved_sort"] = f"{at}#{case['case_id']}"
-            sets["resolved_by"] = resolution.get("by") or case.get("last_actor", "")
-            if resolution.get("disposition"):
-                sets["resolved_how"] = resolution["disposition"]
+            sets["resolved_by"] = (resolution.by if resolution else "") or case.get(
+                "last_actor", ""
+            )
+            if resolution and resolution.disposition:
+                sets["resolved_how"] = resolution.disposition
     if not case.get("in_totals") and case.get("currency"):
         sets["in_totals"] = True
     return sets
@@ -83,9 +89,9 @@ def cases_backfill(store: Store) -> BackfillReport:
     pages = store.client.get_paginator("scan").paginate(TableName=table)
     for page in pages:
         for raw in page.get("Items", []):
-            case = from_item(raw)
-            if case["case_id"].startswith("#"):
+            if from_item(raw)["case_id"].startswith("#"):
                 continue  # a counter, or the configuration record (#CONFIG#…): no case
+            case = decoded_row(raw)  # its parts read into their records
             report.seen += 1
             sets = _missing(case)
             if not sets:

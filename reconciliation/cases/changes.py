@@ -15,7 +15,7 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
-from reconciliation.cases.models import Case, CaseState, queue_for, resolved_month
+from reconciliation.cases.models import Case, CaseState, Resolution, queue_for, resolved_month
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
@@ -113,9 +113,11 @@ def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: s
     # request to reopen it declined or expired) keeps the one it had: who, how and when
     # stay those of the resolution, not of the decline.
     resolved = state == CaseState.RESOLVED
-    kept = case.resolution if isinstance(case.resolution, dict) else {}
-    carried = resolved and not changes.get("resolution") and bool(kept)
-    resolved_at = (kept.get("at") or at) if carried else at
+    new: Resolution | None = changes.get("resolution")
+    kept = case.resolution
+    carried = resolved and not new and kept is not None
+    resolved_at = (kept.at or at) if carried and kept else at
+    how = kept if carried else new
     return replace(
         case,
         **changes,
@@ -124,14 +126,10 @@ def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: s
         queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
         resolved_month=resolved_month(resolved_at) if resolved else None,
         resolved_sort=f"{resolved_at}#{case.case_id}" if resolved else None,
-        resolved_by=(kept.get("by") or actor.username if carried else actor.username)
+        resolved_by=(kept.by or actor.username if carried and kept else actor.username)
         if resolved
         else None,
-        resolved_how=(
-            (kept if carried else changes.get("resolution") or {}).get("disposition")
-            if resolved
-            else None
-        ),
+        resolved_how=how.disposition if resolved and how else None,
         last_actor=actor.username,
         last_action_at=at,
         last_action_id=action_id,
@@ -188,12 +186,12 @@ class AlreadyResolved(CaseError):
 
 
 def _resolution_stands(case: Case, changes: dict) -> None:
-    new = changes.get("resolution")
+    new: Resolution | None = changes.get("resolution")
     if new and case.resolution and new != case.resolution:
         last = case.resolution
         raise AlreadyResolved(
-            f"Case {case.case_id} is already resolved ({last.get('disposition')} by "
-            f"{last.get('by')} at {clock.plain(last.get('at'))}); a resolution is only "
+            f"Case {case.case_id} is already resolved ({last.disposition} by "
+            f"{last.by} at {clock.plain(last.at)}); a resolution is only "
             "changed by an approved reopen."
         )
 

@@ -1,5 +1,6 @@
 """Reconciliation cases as values: case types, states and queues, case ids, the
-``Case`` record and its item translation (the per-queue counters are
+``Case`` record with its parts (override request, resolution, retry, client outcome,
+evidence, request) and its item translation (the per-queue counters are
 :mod:`reconciliation.cases.counters`). The repository that reads and writes them is
 :mod:`reconciliation.cases.repository`."""
 
@@ -15,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Protocol, overload
 
 from reconciliation.codes import Code
+from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import subject_day_shard
 from reconciliation.stores import tagged_case_id
@@ -166,6 +168,294 @@ class ErrorKind(Code):
     )
 
 
+# --- the parts of a case ---------------------------------------------------------------
+# Each part is stored as JSON text inside the case item (``case_to_item``), so each has
+# one translator pair: ``from_json`` reads what any version wrote (a key an older item
+# lacks reads as its default; a code no enum names is kept as its string), and
+# ``to_json`` writes back exactly the keys and values today's writers store: a key a
+# writer leaves out when it has no value (``_present``) is absent, never null.
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    """The keys that have a value: optional keys are left out, not written as null."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asked for an override, as the audit trail names an actor (``Actor.as_audit``)."""
+
+    username: str
+    email: str | None = None
+    role: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Requester:
+        return cls(
+            username=str(data.get("username", "")),
+            email=data.get("email"),
+            role=_opt_str(data.get("role")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        # ``as_audit`` writes all three keys, an unknown email as null.
+        return {"username": self.username, "email": self.email, "role": self.role}
+
+
+@dataclass(frozen=True)
+class OverrideRequest:
+    """A pending four-eyes request (``case.override``), pinned to the case version it was
+    raised against, with what its evidence saw (the claim version for a release, the
+    pledge's audit sequence for a void)."""
+
+    request_id: str
+    action: Override
+    requested_by: Requester
+    reason_code: ReasonCode
+    reason_text: str
+    requested_at: str
+    pinned_version: int
+    # Epoch seconds; an item without it never expires (as the expiry sweep reads it).
+    expires_at: int | None = None
+    # Where the case returns when the request is rejected or expires; OPEN when unknown.
+    prior_state: CaseState | None = None
+    claim_version: int | None = None
+    pledge_audit_seq: int | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OverrideRequest:
+        prior = data.get("prior_state")
+        return cls(
+            request_id=str(data.get("request_id", "")),
+            action=Override.read(data.get("action", "")),
+            requested_by=Requester.from_json(data.get("requested_by") or {}),
+            reason_code=ReasonCode.read(data.get("reason_code", "")),
+            reason_text=str(data.get("reason_text", "")),
+            requested_at=str(data.get("requested_at", "")),
+            pinned_version=int(data.get("pinned_version", 0)),
+            expires_at=_opt_int(data.get("expires_at")),
+            prior_state=CaseState.read(prior) if prior else None,
+            claim_version=_opt_int(data.get("claim_version")),
+            pledge_audit_seq=_opt_int(data.get("pledge_audit_seq")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "action": self.action,
+            "requested_by": self.requested_by.to_json(),
+            "reason_code": self.reason_code,
+            "reason_text": self.reason_text,
+            "requested_at": self.requested_at,
+            "pinned_version": self.pinned_version,
+            **_present(
+                expires_at=self.expires_at,
+                prior_state=self.prior_state,
+                claim_version=self.claim_version,
+                pledge_audit_seq=self.pledge_audit_seq,
+            ),
+        }
+
+    @property
+    def return_state(self) -> CaseState:
+        """The state a rejected or expired request returns the case to."""
+        return self.prior_state or CaseState.OPEN
+
+    def expired(self, now: int) -> bool:
+        """Whether the request has run out at epoch second ``now``."""
+        return self.expires_at is not None and now >= self.expires_at
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a case was decided (``case.resolution``): the disposition or approved override,
+    who decided and when; for an override, who asked; for a background retry, its outcome,
+    who asked for it, and the case that took over the intent when its outcome was unclear."""
+
+    disposition: Disposition | Override
+    by: str
+    at: str
+    requested_by: str | None = None
+    # A retry's outcome: a RetryStatus or the commit's OutcomeKind (claims sits above
+    # cases, so an outcome kind is kept as the string it is stored as).
+    outcome: RetryStatus | str | None = None
+    asked_by: str | None = None
+    superseded_by: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Resolution:
+        how = data.get("disposition", "")
+        outcome = data.get("outcome")
+        return cls(
+            disposition=Disposition.of(how) or Override.read(how),
+            by=str(data.get("by", "")),
+            at=str(data.get("at", "")),
+            requested_by=_opt_str(data.get("requested_by")),
+            outcome=None if outcome is None else RetryStatus.read(outcome),
+            asked_by=_opt_str(data.get("asked_by")),
+            superseded_by=_opt_str(data.get("superseded_by")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "disposition": self.disposition,
+            "by": self.by,
+            "at": self.at,
+            **_present(
+                requested_by=self.requested_by,
+                outcome=self.outcome,
+                asked_by=self.asked_by,  # absent on retries resolved before it was kept
+                superseded_by=self.superseded_by,
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class CommitRetry:
+    """A background commit retry asked for on a case (``case.retry``): queued until its
+    task runs, then its outcome (``status``) and when it finished."""
+
+    # A RetryStatus, or once run the commit's OutcomeKind, kept as the stored string
+    # (claims sits above cases), or "key_reused".
+    status: RetryStatus | str
+    requested_by: str | None = None
+    requested_at: str | None = None
+    request_id: str | None = None
+    finished_at: str | None = None  # absent while queued, and on retries before it was kept
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CommitRetry:
+        return cls(
+            status=RetryStatus.read(data.get("status", "")),
+            requested_by=_opt_str(data.get("requested_by")),
+            requested_at=_opt_str(data.get("requested_at")),
+            request_id=_opt_str(data.get("request_id")),
+            finished_at=_opt_str(data.get("finished_at")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            **_present(
+                requested_by=self.requested_by,
+                requested_at=self.requested_at,
+                request_id=self.request_id,
+                finished_at=self.finished_at,
+            ),
+        }
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.finished_at)
+
+
+@dataclass(frozen=True)
+class ClientOutcome:
+    """What the client was told when the case opened (``case.client_outcome``): the error
+    kind, an ErrorKind or the intake's OutcomeKind (kept as its stored string); none when
+    nothing is recorded."""
+
+    error: ErrorKind | str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClientOutcome:
+        error = data.get("error")
+        return cls(error=None if error is None else ErrorKind.read(error))
+
+    def to_json(self) -> dict[str, Any]:
+        return _present(error=self.error)
+
+    def __bool__(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(frozen=True)
+class CaseRequest:
+    """The pledge request the claim carried (its normalised form, ``case.request``); empty
+    on a fund-level case, which has no claim."""
+
+    donor_ref: str | None = None
+    fund: str | None = None
+    amount: str | None = None  # the normalised text ("25.00"), as hashed for the claim
+    currency: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseRequest:
+        return cls(
+            donor_ref=_opt_str(data.get("donor_ref")),
+            fund=_opt_str(data.get("fund")),
+            amount=_opt_str(data.get("amount")),
+            currency=_opt_str(data.get("currency")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return _present(
+            donor_ref=self.donor_ref, fund=self.fund, amount=self.amount, currency=self.currency
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.to_json())
+
+
+_EVIDENCE_FIELDS = (
+    "claim",
+    "observed_at",
+    "token_age_s",
+    "token_window_s",
+    "inside_token_window",
+    "pledge_exists",
+    "pledge",
+    "error_code",
+    "error_message",
+    "drift",
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What was observed when the case opened (``case.evidence``): the claim and its token,
+    the commit's error, the sweep's pledge read, or a drift check's finding.
+
+    Free-form by design: each opener records the facts it has (the claim's snapshot and a
+    drift finding are other packages' shapes, kept as plain mappings), so the facts the
+    pages and services read are fields, and whatever else an opener wrote is kept in
+    ``extra`` as stored, so it is shown and written back unchanged. A fact stored as null
+    stays in ``extra`` too, so it is written back as null."""
+
+    claim: Mapping[str, Any] | None = None
+    observed_at: str | None = None
+    token_age_s: int | None = None
+    token_window_s: int | None = None
+    inside_token_window: bool | None = None
+    pledge_exists: bool | None = None
+    pledge: Mapping[str, Any] | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    drift: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        facts = {k: data[k] for k in _EVIDENCE_FIELDS if data.get(k) is not None}
+        extra = {k: v for k, v in data.items() if k not in facts}
+        return cls(**facts, extra=extra)
+
+    def to_json(self) -> dict[str, Any]:
+        facts = {k: getattr(self, k) for k in _EVIDENCE_FIELDS}
+        return {**self.extra, **_present(**facts)}
+
+    def __bool__(self) -> bool:
+        return bool(self.to_json())
+
+
 # The types a claim's unclean outcome opens (not the fund-level LEDGER_DRIFT).
 CASE_TYPES = tuple(t for t in CaseType if t != CaseType.LEDGER_DRIFT)
 
@@ -244,17 +534,17 @@ class Case:
     audit_head: str
     queue: Queue | None = None
     queue_sort: str | None = None
-    decoded: list = field(default_factory=list)
-    evidence: dict = field(default_factory=dict)
-    client_outcome: dict = field(default_factory=dict)
+    decoded: tuple[DecodedReason, ...] = ()
+    evidence: Evidence = field(default_factory=Evidence)
+    client_outcome: ClientOutcome = field(default_factory=ClientOutcome)
     last_actor: str = "system"
     last_action_at: str = ""
     assignee: str | None = None
-    override: dict | None = None
-    resolution: dict | None = None
+    override: OverrideRequest | None = None
+    resolution: Resolution | None = None
     last_action_id: str | None = None
-    request: dict = field(default_factory=dict)
-    retry: dict | None = None
+    request: CaseRequest = field(default_factory=CaseRequest)
+    retry: CommitRetry | None = None
     # Whether this case's amount is in its queue counters' per-currency totals: set on
     # cases opened since the totals were kept; older cases move the counts only.
     in_totals: bool = False
@@ -296,7 +586,7 @@ class Case:
         return self.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH)
 
     @property
-    def is_drift(self) -> bool:  # fund-level: no claim; its finding is evidence["drift"]
+    def is_drift(self) -> bool:  # fund-level: no claim; its finding is evidence.drift
         return self.case_type == CaseType.LEDGER_DRIFT
 
     @property
@@ -313,28 +603,38 @@ class Case:
             "version": self.version,
             "queue": self.queue,
             "assignee": self.assignee,
-            "override": self.override,
-            "resolution": self.resolution,
+            "override": self.override.to_json() if self.override else None,
+            "resolution": self.resolution.to_json() if self.resolution else None,
         }
 
 
-_JSON_FIELDS = (
-    "decoded",
-    "evidence",
-    "client_outcome",
-    "override",
-    "resolution",
-    "request",
-    "retry",
-)
+# The parts stored as JSON text, each read by its record's translator. Kept as text:
+# free-form evidence must never trip DynamoDB's type rules (floats, empty sets) and is
+# read back exactly as written.
+_PARTS: dict[str, Any] = {
+    "evidence": Evidence,
+    "client_outcome": ClientOutcome,
+    "override": OverrideRequest,
+    "resolution": Resolution,
+    "request": CaseRequest,
+    "retry": CommitRetry,
+}
 
 
 def decoded_row(item: Mapping[str, Any]) -> dict[str, Any]:
-    """Plain values of a stored case or index row, JSON fields parsed."""
+    """Plain values of a stored case or index row, its parts read into their records
+    (``decoded`` a tuple of :class:`DecodedReason`); a part stored as JSON null, or not a
+    JSON object, reads as absent."""
     data = from_item(item)
-    for name in _JSON_FIELDS:
+    if isinstance(data.get("decoded"), str):
+        rows = json.loads(data["decoded"])
+        data["decoded"] = tuple(
+            DecodedReason.from_json(r) for r in rows or () if isinstance(r, Mapping)
+        )
+    for name, record in _PARTS.items():
         if isinstance(data.get(name), str):
-            data[name] = json.loads(data[name])
+            value = json.loads(data[name])
+            data[name] = record.from_json(value) if isinstance(value, Mapping) else None
     return data
 
 
@@ -352,6 +652,12 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
     data["state"] = CaseState.read(data["state"])
     if data.get("queue") is not None:
         data["queue"] = Queue.read(data["queue"])
+    # A part that may not be absent reads as empty, as a case built without it holds.
+    for name in ("evidence", "client_outcome", "request"):
+        if data.get(name) is None:
+            data.pop(name, None)
+    if data.get("decoded") is None:
+        data.pop("decoded", None)
     known = Case.__dataclass_fields__
     return Case(**{k: v for k, v in data.items() if k in known})
 
@@ -366,9 +672,11 @@ def case_to_item(case: Case) -> dict:
     for name in _INDEX_KEY_FIELDS:
         if data[name] == "":
             data[name] = None
-    for name in _JSON_FIELDS:
-        # Kept as JSON text: free-form evidence must never trip DynamoDB's type rules
-        # (floats, empty sets) and is read back exactly as written.
+    data["decoded"] = [r.to_json() for r in case.decoded]
+    for name in _PARTS:
+        if data[name] is not None:
+            data[name] = data[name].to_json()
+    for name in ("decoded", *_PARTS):
         if data[name] is not None:
             data[name] = json.dumps(data[name], sort_keys=True, default=str)
     # The day it was opened, for verification's walk over subjects (``by_day``).
@@ -380,7 +688,7 @@ class _HasRetry(Protocol):
     @property
     def state(self) -> str: ...
     @property
-    def retry(self) -> dict | None: ...
+    def retry(self) -> CommitRetry | None: ...
 
 
 def retry_in_flight(case: _HasRetry) -> bool:
@@ -388,5 +696,5 @@ def retry_in_flight(case: _HasRetry) -> bool:
     background task has yet to run, or is waiting for the claim's lease to end. A case or
     a queue row (both carry ``state`` and ``retry``). A retry whose task died stays
     queued until the sweep dispatches it again, so it is never in flight for ever."""
-    retry = case.retry or {}
-    return bool(retry) and not retry.get("finished_at") and case.state != CaseState.RESOLVED
+    retry = case.retry
+    return retry is not None and not retry.finished and case.state != CaseState.RESOLVED

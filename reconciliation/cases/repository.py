@@ -32,6 +32,7 @@ from reconciliation.cases.models import (
     is_case_id,
 )
 from reconciliation.dynamo.batch import batch_get
+from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.stores import case_tag
@@ -401,13 +402,13 @@ class CaseRepository:
         consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
         return rows, response.get("LastEvaluatedKey"), consumed
 
-    def decoded_of(self, case_ids: list[str]) -> dict[str, list]:
+    def decoded_of(self, case_ids: list[str]) -> dict[str, tuple[DecodedReason, ...]]:
         """The decoded cancellation reasons of ``case_ids`` (one BatchGetItem per 100)."""
         keys = [self._key(c) for c in dict.fromkeys(case_ids) if is_case_id(c)]
         if not keys:
             return {}
         found = batch_get(self.client, self.table, keys, projection="case_id, decoded")
-        return {row["case_id"]: row.get("decoded") or [] for row in (decoded_row(i) for i in found)}
+        return {row["case_id"]: row.get("decoded") or () for row in (decoded_row(i) for i in found)}
 
     def donor_refs_of(self, case_ids: list[str]) -> dict[str, str]:
         """The donor ref of each of ``case_ids`` found here (one BatchGetItem per 100):

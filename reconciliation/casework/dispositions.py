@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypedDict, Unpack
 
 from django.conf import settings
@@ -31,7 +31,15 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change, case_load
-from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, retry_in_flight
+from reconciliation.cases.models import (
+    Case,
+    CaseState,
+    CaseType,
+    CommitRetry,
+    Disposition,
+    RetryStatus,
+    retry_in_flight,
+)
 from reconciliation.cases.policy import BULK_DISPOSITIONS, LABELS, allowed_actions, evidence_refusal
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
@@ -178,21 +186,21 @@ def _retry_commit(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
     if retry_in_flight(case):
-        asked = (case.retry or {}).get("requested_by", "someone")
+        asked = (case.retry.requested_by if case.retry else None) or "someone"
         raise CaseError(
             f"A commit retry asked for by {asked} has not finished yet; its outcome will "
             "show on this page. Nothing was queued again."
         )
-    retry = {
-        "status": "queued",
-        "requested_by": common["actor"].username,
-        "requested_at": clock.iso(clock.now()),
-        "request_id": common["action_id"] or str(uuid.uuid4()),
-    }
+    retry = CommitRetry(
+        status=RetryStatus.QUEUED,
+        requested_by=common["actor"].username,
+        requested_at=clock.iso(clock.now()),
+        request_id=common["action_id"] or str(uuid.uuid4()),
+    )
     updated = case_commit_change(
         store, case, action=AuditAction.RETRY_COMMIT_REQUESTED, changes={"retry": retry}, **common
     )
-    enqueue_retry(updated.case_id, retry["request_id"])
+    enqueue_retry(updated.case_id, retry.request_id)
     return ActionResult(
         updated, True, "The commit will be retried in the background with the same token."
     )
@@ -312,13 +320,13 @@ def _assignment(
     if (
         case.state == CaseState.OVERRIDE_REQUESTED
         and override
-        and override["pinned_version"] == case.version
+        and override.pinned_version == case.version
     ):
         # Who works the case is not what a pending override depends on: the pin moves
         # with the assignment, in the same conditional write, so approval still applies.
         # It moves only while current: after a material change (state, evidence,
         # resolution) it stays behind and approval is refused as before.
-        changes["override"] = {**override, "pinned_version": case.version + 1}
+        changes["override"] = replace(override, pinned_version=case.version + 1)
     updated = case_commit_change(
         store,
         case,

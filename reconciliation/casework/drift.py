@@ -83,7 +83,15 @@ from reconciliation import clock, metrics
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository
-from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, Queue, case_id_for
+from reconciliation.cases.models import (
+    Case,
+    CaseState,
+    CaseType,
+    Disposition,
+    Evidence,
+    Queue,
+    case_id_for,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
@@ -398,7 +406,7 @@ def drift_case_open(
         audit_head=GENESIS_HASH,
         queue=Queue.LEDGER_DRIFT,
         queue_sort=f"{now}#{case_id}",
-        evidence={"drift": facts},
+        evidence=Evidence(drift=facts),
         last_action_at=now,
         in_totals=True,
     )
@@ -460,7 +468,7 @@ def _settle_resolved(ckpt: Checkpoint, store: Store) -> None:
         case = CaseRepository(store).get(case_id)
         if case is None or not case.is_resolved:
             continue
-        if (case.resolution or {}).get("disposition") == Disposition.DRIFT_EXPLAINED:
+        if case.resolution and case.resolution.disposition == Disposition.DRIFT_EXPLAINED:
             scope = ckpt.accepted.setdefault(meta["scope"], {})
             scope[meta["key"]] = scope.get(meta["key"], Decimal(0)) + Decimal(meta["difference"])
         del ckpt.open[case_id]

@@ -36,7 +36,7 @@ def pledge_matches_case(pledge: Pledge, case: Case) -> bool:
     if not case.request:
         return False
     try:
-        asked = PledgeRequest.from_normalised(case.request)
+        asked = PledgeRequest.from_normalised(case.request.to_json())
     except (KeyError, ArithmeticError, ValueError):
         return False
     return PledgeRequest.from_normalised(pledge.normalised_request()) == asked

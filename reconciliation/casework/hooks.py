@@ -7,16 +7,20 @@ change: the expiry is already committed when it is announced."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from django.dispatch import Signal
 
+if TYPE_CHECKING:
+    from reconciliation.cases.models import OverrideRequest
+
 logger = logging.getLogger(__name__)
 
-# Sent with ``case_id`` and ``request`` (the expired override request as stored).
+# Sent with ``case_id`` and ``request`` (the expired :class:`OverrideRequest`).
 override_expired = Signal()
 
 
-def override_expired_announce(*, case_id: str, request: dict) -> None:
+def override_expired_announce(*, case_id: str, request: OverrideRequest) -> None:
     for receiver, error in override_expired.send_robust(
         sender=override_expired_announce, case_id=case_id, request=request
     ):

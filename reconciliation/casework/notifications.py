@@ -210,11 +210,12 @@ def digest_message(digest: Digest, *, site_url: str) -> tuple[str, str]:
     lines = [f"As of {digest.at:%Y-%m-%d %H:%M} UTC.", ""]
     lines.append(f"Override requests waiting for approval: {digest.waiting_count}")
     for row in digest.waiting:
-        override = row.override or {}
-        requester = (override.get("requested_by") or {}).get("username", "?")
+        override = row.override
+        requester = (override.requested_by.username if override else "") or "?"
+        asked_at = override.requested_at if override else ""
         lines.append(
-            f"  - {Override.words(override.get('action'))} on {row.case_id}, by {requester}, "
-            f"waiting {_age(override.get('requested_at') or row.opened_at, digest.at)}: "
+            f"  - {Override.words(override.action if override else None)} on {row.case_id}, "
+            f"by {requester}, waiting {_age(asked_at or row.opened_at, digest.at)}: "
             f"{base}/cases/{row.case_id}/"
         )
     if digest.waiting_count > len(digest.waiting):

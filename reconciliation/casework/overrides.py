@@ -19,7 +19,17 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import Case, CaseState, ErrorKind, Override, retry_in_flight
+from reconciliation.cases.models import (
+    Case,
+    CaseState,
+    ErrorKind,
+    Override,
+    OverrideRequest,
+    ReasonCode,
+    Requester,
+    Resolution,
+    retry_in_flight,
+)
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import evidence_check
@@ -65,33 +75,31 @@ def override_request(
     if retry_in_flight(case):
         # The retry's outcome decides whether there is anything to release or void: a
         # request raised now would be decided against evidence about to change.
-        asked = (case.retry or {}).get("requested_by", "someone")
+        asked = (case.retry.requested_by if case.retry else None) or "someone"
         raise CaseError(
             f"A commit retry asked for by {asked} has not finished yet; ask for "
             f"{LABELS[override].lower()} once its outcome shows on this page."
         )
-    pins: dict = {}
     # Each override reads only what its evidence rule consults (policy.EVIDENCE_NEEDED).
     evidence = evidence_check(store, case, override)
-    if override == Override.RELEASE_CLAIM and evidence.claim is not None:
-        pins["claim_version"] = evidence.claim.version
-    if override == Override.VOID_PLEDGE and evidence.pledge is not None:
-        pins["pledge_audit_seq"] = evidence.pledge.audit_seq
+    release = override == Override.RELEASE_CLAIM and evidence.claim is not None
+    void = override == Override.VOID_PLEDGE and evidence.pledge is not None
     now = clock.now()
-    request = {
-        "request_id": str(uuid.uuid4()),
-        "action": override,
-        "requested_by": actor.as_audit(),
-        "reason_code": code,
-        "reason_text": text,
-        "requested_at": clock.iso(now),
-        "expires_at": clock.epoch(now) + settings.OVERRIDE_TTL_S,
+    request = OverrideRequest(
+        request_id=str(uuid.uuid4()),
+        action=Override.read(override),
+        requested_by=Requester.from_json(actor.as_audit()),
+        reason_code=ReasonCode.read(code),
+        reason_text=text,
+        requested_at=clock.iso(now),
+        expires_at=clock.epoch(now) + settings.OVERRIDE_TTL_S,
         # The version after this request; only an assignment carries it forward
         # (case_assign): any other change of the case leaves it behind.
-        "pinned_version": case.version + 1,
-        "prior_state": case.state,
-        **pins,
-    }
+        pinned_version=case.version + 1,
+        prior_state=case.state,
+        claim_version=evidence.claim.version if release and evidence.claim else None,
+        pledge_audit_seq=evidence.pledge.audit_seq if void and evidence.pledge else None,
+    )
     updated = case_commit_change(
         store,
         case,
@@ -106,15 +114,15 @@ def override_request(
     return ActionResult(updated, True, f"{LABELS[override]} requested; a supervisor must approve.")
 
 
-def _pending_override(case: Case, request_id: str | None) -> dict:
-    override = case.override or {}
-    if case.state != CaseState.OVERRIDE_REQUESTED or not override:
-        last = case.resolution or {}
+def _pending_override(case: Case, request_id: str | None) -> OverrideRequest:
+    override = case.override
+    if case.state != CaseState.OVERRIDE_REQUESTED or override is None:
+        last = case.resolution
         raise CaseError(
             f"There is no pending request on this case: it is {CaseState.words(case.state).lower()}"
-            + (f", decided by {last.get('by')} at {clock.plain(last.get('at'))}." if last else ".")
+            + (f", decided by {last.by} at {clock.plain(last.at)}." if last else ".")
         )
-    if request_id and override.get("request_id") != request_id:
+    if request_id and override.request_id != request_id:
         raise CaseError("That request was already decided; a newer request is pending.")
     return override
 
@@ -129,7 +137,7 @@ def _begin_decision(
     reason_code: str | None,
     reason_text: str | None,
     action_id: str | None,
-) -> tuple[Case, bool, dict, str, str]:
+) -> tuple[Case, bool, OverrideRequest | None, str, str]:
     """A supervisor's decision on a pending request: the common checks, and the request.
     Nobody decides their own request, either way (four eyes)."""
     case, done, code, text = action_begin(
@@ -143,9 +151,9 @@ def _begin_decision(
         action_id=action_id,
     )
     if done:
-        return case, done, {}, code, text
+        return case, done, None, code, text
     override = _pending_override(case, request_id)
-    if override["requested_by"]["username"] == actor.username:
+    if override.requested_by.username == actor.username:
         raise NotAllowed("You requested this override; a different supervisor must decide it.")
     return case, done, override, code, text
 
@@ -170,16 +178,16 @@ def override_approve(
         reason_text=reason_text,
         action_id=action_id,
     )
-    if done:
+    if done or override is None:
         return already_applied(case)
-    if case.version != override["pinned_version"]:
+    if case.version != override.pinned_version:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
             f"{clock.plain(case.last_action_at)}); the request no longer applies."
         )
-    if clock.epoch() >= override["expires_at"]:
+    if override.expired(clock.epoch()):
         raise CaseError("The request has expired; ask for it again if it is still needed.")
-    action = override["action"]
+    action = override.action
     # The evidence the override needs, read again now: approval is a decision of its own.
     evidence_check(store, case, action)
     common = dict(
@@ -188,9 +196,9 @@ def override_approve(
         disposition=action,
         reason_code=code,
         reason_text=text,
-        detail={"request": override},
+        detail={"request": override.to_json()},
     )
-    resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
+    resolution = resolution_for(action, actor, requested_by=override.requested_by.username)
     if action == Override.REOPEN:
         return _reopen(store, case, **common)
     if action == Override.RELEASE_CLAIM:
@@ -211,13 +219,15 @@ def _reopen(store: Store, case: Case, **common) -> ActionResult:
     return ActionResult(updated, True, "Approved: the case is open again.")
 
 
-def _release(store: Store, case: Case, override: dict, resolution: dict, **common) -> ActionResult:
+def _release(
+    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common
+) -> ActionResult:
     """Resolve the case and, in the same transaction, fail its claim (if it still exists,
     at the version the request saw) so the client may retry."""
     claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
     if claim is not None:
-        if claim.version != override.get("claim_version"):
+        if claim.version != override.claim_version:
             raise CaseError(
                 f"The claim changed since the request (now {claim.status} at version "
                 f"{claim.version}); releasing it could undo a newer attempt."
@@ -242,12 +252,12 @@ def _release(store: Store, case: Case, override: dict, resolution: dict, **commo
     return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
 
 
-def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
+def _void(store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common):
     actor = common["actor"]
     pledge = PledgeRepository(store).get(case.intent_id)
     if pledge is None or pledge.status != PledgeStatus.RECORDED:
         raise CaseError("The pledge is no longer RECORDED; nothing to void.")
-    if pledge.audit_seq != override.get("pledge_audit_seq"):
+    if pledge.audit_seq != override.pledge_audit_seq:
         raise CaseError("The pledge changed since the request; ask again.")
     now = clock.now()
     event = audit_event_build(
@@ -264,7 +274,7 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         disposition=Override.VOID_PLEDGE,
         reason_code=common["reason_code"],
         reason_text=common["reason_text"],
-        detail={"requested_by": override["requested_by"]["username"]},
+        detail={"requested_by": override.requested_by.username},
     )
     extra = [
         PledgeRepository(store).void_item(
@@ -312,7 +322,7 @@ def override_reject(
         reason_text=reason_text,
         action_id=action_id,
     )
-    if done:
+    if done or override is None:
         return already_applied(case)
     updated = case_commit_change(
         store,
@@ -320,19 +330,13 @@ def override_reject(
         actor=actor,
         action=AuditAction.OVERRIDE_REJECTED,
         action_id=action_id,
-        disposition=override["action"],
+        disposition=override.action,
         reason_code=code,
         reason_text=text,
-        detail={"request": override},
-        changes={"state": _prior_state(override), "override": None},
+        detail={"request": override.to_json()},
+        changes={"state": override.return_state, "override": None},
     )
     return ActionResult(updated, True, "Rejected: the case is back where it was.")
-
-
-def _prior_state(override: dict) -> str:
-    # Rejecting or expiring a request returns the case to OPEN, or to where it was
-    # (ESCALATED; RESOLVED for a declined REOPEN).
-    return override.get("prior_state") or CaseState.OPEN
 
 
 def overrides_expire(*, store: Store) -> list[str]:
@@ -344,8 +348,8 @@ def overrides_expire(*, store: Store) -> list[str]:
     expired: list[str] = []
     now = clock.epoch()
     for row in CaseRepository(store).walk_queue(Queue.OVERRIDE_REQUESTED):
-        override = row.get("override")
-        if not override or override.get("expires_at", now + 1) > now:
+        pending: OverrideRequest | None = row.get("override")
+        if pending is None or not pending.expired(now):
             continue
         case = CaseRepository(store).get(row["case_id"])
         # Decide on the case as read now, not on the index row: the request the row saw
@@ -353,7 +357,7 @@ def overrides_expire(*, store: Store) -> list[str]:
         if case is None or case.state != CaseState.OVERRIDE_REQUESTED or not case.override:
             continue
         override = case.override
-        if override.get("expires_at", now + 1) > now:
+        if not override.expired(now):
             continue
         try:
             case_commit_change(
@@ -361,10 +365,10 @@ def overrides_expire(*, store: Store) -> list[str]:
                 case,
                 actor=actor,
                 action=AuditAction.OVERRIDE_EXPIRED,
-                action_id=f"expire-{override['request_id']}",
-                disposition=override["action"],
-                detail={"request": override},
-                changes={"state": _prior_state(override), "override": None},
+                action_id=f"expire-{override.request_id}",
+                disposition=override.action,
+                detail={"request": override.to_json()},
+                changes={"state": override.return_state, "override": None},
             )
             expired.append(case.case_id)
         except CaseError:

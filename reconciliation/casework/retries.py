@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import CaseChanged, case_commit_change
-from reconciliation.cases.models import Case, CaseState, Disposition, RetryStatus
+from reconciliation.cases.models import Case, CaseState, CommitRetry, Disposition, RetryStatus
 from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.evidence import pledge_matches_case
@@ -73,9 +73,9 @@ def retry_due(case: Case | None, request_id: str | None) -> bool:
     replaced, finds it not due and writes nothing."""
     if case is None or case.state not in ACTIVE_STATES or not case.retry:
         return False
-    if case.retry.get("finished_at"):
+    if case.retry.finished:
         return False
-    return request_id is None or case.retry.get("request_id") == request_id
+    return request_id is None or case.retry.request_id == request_id
 
 
 # How often one run re-decides after another hand changed the case under it (someone
@@ -148,14 +148,19 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             superseded_by = successor.case_id
         elif kind not in SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
-    retry = dict(case.retry or {}, status=kind, finished_at=clock.iso(clock.now()))
-    action_id = f"retry-{retry.get('request_id')}"
+    finished_at = clock.iso(clock.now())
+    retry = (
+        replace(case.retry, status=kind, finished_at=finished_at)
+        if case.retry
+        else CommitRetry(status=kind, finished_at=finished_at)
+    )
+    action_id = f"retry-{retry.request_id}"
     if kind in (*SUCCESS, RetryStatus.ALREADY_COMMITTED) or superseded_by:
         resolution = resolution_for(
-            Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.get("requested_by")
+            Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.requested_by
         )
         if superseded_by:
-            resolution["superseded_by"] = superseded_by
+            resolution = replace(resolution, superseded_by=superseded_by)
         case_commit_change(
             store,
             case,
@@ -225,8 +230,8 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
         tenant=case.tenant,
         idempotency_key=case.idempotency_key,
         intent_id=case.intent_id,
-        payload_hash=_payload_hash(case.request),
-        request=case.request,
+        payload_hash=_payload_hash(case.request.to_json()),
+        request=case.request.to_json(),
         correlation_id=system_actor().correlation_id,
         client_address="",
     )

@@ -5,10 +5,12 @@ or the overview, built from an index row (the listing attributes, never the whol
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.cases.models import CommitRetry, OverrideRequest, Resolution
+from reconciliation.dynamo.cancellation import DecodedReason
 
 
 @dataclass(frozen=True)
@@ -25,14 +27,14 @@ class CaseRow:
     opened_at: str
     last_actor: str
     assignee: str | None
-    override: dict | None
+    override: OverrideRequest | None
     reason: str = ""
     reason_detail: str = ""
     resolved_at: str = ""
     resolved_by: str = ""
     resolved_how: str = ""
-    resolution: dict | None = None
-    retry: dict | None = None  # a commit retry's record (queue pages poll while one runs)
+    resolution: Resolution | None = None
+    retry: CommitRetry | None = None  # a commit retry (queue pages poll while one runs)
     queue: str = ""  # the queue a row of "My cases" sits in
 
     @property
@@ -46,23 +48,17 @@ class CaseRow:
         return self.intent_id or f"{self.fund} {self.currency} ledger"
 
 
-def _reason(decoded: list) -> tuple[str, str]:
+def _reason(decoded: Sequence[DecodedReason]) -> tuple[str, str]:
     """The decoded cancellation reason in words: for the table cell, the first clause of
     each failed item's explanation ("The pledge for this intent already exists (the
     durable record)"); in full, every explanation, for the cell's hover."""
-    failed = [
-        r
-        for r in decoded or []
-        if isinstance(r, dict) and r.get("code") not in (None, CancellationCode.NONE)
-    ]
-    full = [str(r.get("explanation", "")).strip() for r in failed]
+    full = [r.explanation.strip() for r in decoded if r.failed]
     short = [re.split(r"(?<=[a-z)])[:.;] ", text, maxsplit=1)[0].rstrip(".:;") for text in full]
     return "; ".join(dict.fromkeys(s for s in short if s)), " ".join(full)
 
 
 def _row(item: dict) -> CaseRow:
-    override = item.get("override")
-    resolution = item.get("resolution") if isinstance(item.get("resolution"), dict) else None
+    """A row from an index item as ``decoded_row`` reads it (its parts already records)."""
     return CaseRow(
         case_id=item["case_id"],
         case_type=item.get("case_type", ""),
@@ -76,10 +72,10 @@ def _row(item: dict) -> CaseRow:
         opened_at=item.get("opened_at", ""),
         last_actor=item.get("last_actor", ""),
         assignee=item.get("assignee"),
-        override=override,
+        override=item.get("override"),
         resolved_at=(item.get("resolved_sort") or "").split("#", 1)[0],
         resolved_by=item.get("resolved_by", ""),
         resolved_how=item.get("resolved_how", ""),
-        resolution=resolution,
-        retry=item.get("retry") if isinstance(item.get("retry"), dict) else None,
+        resolution=item.get("resolution"),
+        retry=item.get("retry"),
     )

@@ -40,6 +40,7 @@ from reconciliation.claims.ledger import FundTotal, fund_total
 from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Pledge
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.stores import Store
 
 CURSOR_SALT = "reconciliation.queue-cursor"
@@ -210,7 +211,7 @@ def queue_page(
     if queue == CaseType.CANCELLED_TRANSACTION and rows:
         # The reasons are not in the index (they can be long): one BatchGetItem for the
         # page's rows per region they came from, so the cost follows the page.
-        decoded: dict[str, list] = {}
+        decoded: dict[str, tuple[DecodedReason, ...]] = {}
         for region in regions:
             ids = [item["case_id"] for where, item in merged.rows if where is region]
             if ids:
@@ -218,7 +219,7 @@ def queue_page(
         rows = [
             replace(r, reason=short, reason_detail=full)
             for r in rows
-            for short, full in [_reason(decoded.get(r.case_id, []))]
+            for short, full in [_reason(decoded.get(r.case_id, ()))]
         ]
     next_cursor = (
         _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None

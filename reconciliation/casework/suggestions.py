@@ -86,10 +86,10 @@ def _minutes(seconds: int) -> str:
 
 
 def _cancel_branch(case: Case) -> str:
-    """The branch of the whole cancelled transaction, from its decoded rows (stored as
-    plain values): a lost claim outranks a duplicate, which outranks a refusal and a
-    retryable conflict, as the write path ranks them."""
-    branches = {str(r.get("branch", "")) for r in case.decoded if isinstance(r, dict)}
+    """The branch of the whole cancelled transaction, from its decoded rows: a lost claim
+    outranks a duplicate, which outranks a refusal and a retryable conflict, as the write
+    path ranks them."""
+    branches = {r.branch for r in case.decoded}
     for branch in (Branch.LOST_CLAIM, Branch.DUPLICATE, Branch.REJECT, Branch.RETRYABLE):
         if branch in branches:
             return branch
@@ -99,11 +99,7 @@ def _cancel_branch(case: Case) -> str:
 def _failed_codes(case: Case) -> str:
     """The cancellation reasons of the failed items, in words ("Conflict with another
     request"), each once."""
-    codes = [
-        CancellationCode.words(str(r.get("code"))).lower()
-        for r in case.decoded
-        if isinstance(r, dict) and r.get("code") not in (None, CancellationCode.NONE)
-    ]
+    codes = [CancellationCode.words(r.code).lower() for r in case.decoded if r.failed]
     return ", ".join(dict.fromkeys(codes)) or "no reason given"
 
 
@@ -168,16 +164,15 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
             f"A consistent read finds the pledge for {intent}, recorded by another attempt "
             "of the same key.",
         )
-    retry = case.retry or {}
-    if retry.get("finished_at") and retry.get("status") not in _RETRY_SUCCESS:
+    retry = case.retry
+    if retry is not None and retry.finished and retry.status not in _RETRY_SUCCESS:
         return Suggestion(
             Disposition.ESCALATE,
-            f"The last commit retry failed ({_code_words(retry.get('status'))}) and no pledge "
+            f"The last commit retry failed ({_code_words(retry.status)}) and no pledge "
             "exists: "
             "Escalate for a closer look.",
             ReasonCode.NEEDS_REVIEW,
-            f"The commit retry failed ({_code_words(retry.get('status'))}); no pledge for "
-            f"{intent}.",
+            f"The commit retry failed ({_code_words(retry.status)}); no pledge for {intent}.",
         )
     window_left = TOKEN_WINDOW_S - evidence.token_age_s
     if case.case_type == CaseType.CANCELLED_TRANSACTION:
@@ -252,9 +247,9 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
     if case.state == CaseState.RESOLVED:
         return None
     if case.state == CaseState.OVERRIDE_REQUESTED:
-        override = case.override or {}
-        asked = (override.get("requested_by") or {}).get("username", "someone")
-        what = LABELS.get(override.get("action", ""), "an override")
+        override = case.override
+        asked = (override.requested_by.username if override else "") or "someone"
+        what = LABELS.get(override.action if override else "", "an override")
         return Suggestion(
             None, f"Waiting for a supervisor's decision on {what} (asked by {asked})."
         )
@@ -322,10 +317,12 @@ def _escalated(case: Case, evidence: Evidence, candidate: Suggestion) -> Suggest
 def resolution_words(case: Case) -> str:
     """What a resolution did, in words, where the disposition alone does not say it: a
     background retry's outcome, or the case that took over its intent."""
-    resolution = case.resolution or {}
-    if resolution.get("superseded_by"):
+    resolution = case.resolution
+    if resolution is None:
+        return ""
+    if resolution.superseded_by:
         return "the retry's own outcome was unclear, so another case carries the intent"
-    outcome = resolution.get("outcome")
+    outcome = resolution.outcome
     if outcome == OutcomeKind.CREATED:
         return "the pledge was committed by the retry"
     if outcome in _RETRY_SUCCESS:

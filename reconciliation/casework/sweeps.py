@@ -30,7 +30,15 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError
-from reconciliation.cases.models import CaseType, Disposition, Queue, RetryStatus
+from reconciliation.cases.models import (
+    CaseType,
+    ClientOutcome,
+    CommitRetry,
+    Disposition,
+    ErrorKind,
+    Queue,
+    RetryStatus,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
@@ -133,7 +141,7 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
         case_type=CaseType.STUCK_PENDING,
         claim=claim,
         evidence=evidence,
-        client_outcome={"error": "worker_died_between_claim_and_commit"},
+        client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
         opened_by=actor,
         now=clock.now(),
         region_tag=store.tag,
@@ -223,13 +231,13 @@ def redispatch_stale_retries(
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
     for queue in (*CASE_TYPES, Queue.ESCALATED):
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
-            retry = row.get("retry")
+            retry: CommitRetry | None = row.get("retry")
             if (
-                retry
-                and retry.get("status") == RetryStatus.QUEUED
-                and retry.get("requested_at", "") < cutoff
+                retry is not None
+                and retry.status == RetryStatus.QUEUED
+                and (retry.requested_at or "") < cutoff
             ):
-                enqueue_retry(row["case_id"], retry.get("request_id"))
+                enqueue_retry(row["case_id"], retry.request_id)
                 report.redispatched.append(row["case_id"])
     return report
 

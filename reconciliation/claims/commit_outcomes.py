@@ -18,7 +18,7 @@ from django.conf import settings
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.models import CaseState, CaseType
+from reconciliation.cases.models import CaseState, CaseType, ClientOutcome
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (
@@ -131,7 +131,7 @@ def _commit_exhausted(
             CaseType.CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc.last,
-            client_outcome={"error": OutcomeKind.CONFLICT},
+            client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
             claim_move=lambda case_id: ClaimRepository(store).finalise_item(
                 claim,
                 status=ClaimStatus.FAILED,
@@ -144,7 +144,7 @@ def _commit_exhausted(
             OutcomeKind.CONFLICT,
             retry_after=retry_after,
             case_id=case,
-            decoded=[r.as_dict() for r in rows],
+            decoded=[r.to_json() for r in rows],
             detail="The transaction kept conflicting with concurrent writes; nothing was "
             "recorded. Retry with the same Idempotency-Key.",
         )
@@ -157,7 +157,7 @@ def _commit_exhausted(
 def _cancelled(
     store: Store, claim: Claim, rows: list[DecodedReason], exc: ClientError, *, fresh: bool
 ) -> IntakeOutcome:
-    decoded = [r.as_dict() for r in rows]
+    decoded = [r.to_json() for r in rows]
     branch = overall_branch(rows)
 
     def cancelled_case(
@@ -169,7 +169,7 @@ def _cancelled(
             CaseType.CANCELLED_TRANSACTION,
             decoded=rows,
             error=exc,
-            client_outcome={"error": kind},
+            client_outcome=ClientOutcome(error=kind),
             claim_move=claim_move,
         )
 
@@ -328,7 +328,7 @@ def _case_for_pending_claim(
         case_type,
         decoded=[],
         error=exc,
-        client_outcome={"error": kind},
+        client_outcome=ClientOutcome(error=kind),
         claim_move=lambda case_id: ClaimRepository(store).attach_item(
             claim, case_id=case_id, error_code=case_type
         ),
@@ -356,7 +356,7 @@ def open_case(
     *,
     decoded: list[DecodedReason],
     error: BaseException,
-    client_outcome: dict[str, Any],
+    client_outcome: ClientOutcome,
     claim_move: Callable[[str], dict[str, Any]] | None = None,
 ) -> str | None:
     """Open the case for this claim version, with the claim's move (``claim_move``,
@@ -366,7 +366,7 @@ def open_case(
         case_type=case_type,
         claim=claim,
         evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
-        decoded=[r.as_dict() for r in decoded],
+        decoded=decoded,
         client_outcome=client_outcome,
         opened_by=pledge_receipt_actor(claim),
         now=clock.now(),

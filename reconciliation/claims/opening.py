@@ -16,16 +16,27 @@ from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
 from reconciliation.cases.counters import counter_moves
-from reconciliation.cases.models import Case, CaseState, CaseType, case_id_for, queue_for
+from reconciliation.cases.models import (
+    Case,
+    CaseRequest,
+    CaseState,
+    CaseType,
+    ClientOutcome,
+    Evidence,
+    case_id_for,
+    queue_for,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
     from reconciliation.actors import Actor
     from reconciliation.claims.models import Claim
+    from reconciliation.dynamo.cancellation import DecodedReason
     from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -36,15 +47,16 @@ def case_build(
     case_type: str,
     claim: Claim,
     evidence: dict[str, Any],
-    decoded: list[dict[str, Any]] | None = None,
-    client_outcome: dict[str, Any] | None = None,
+    decoded: Sequence[DecodedReason] = (),
+    client_outcome: ClientOutcome | None = None,
     opened_by: Actor,
     now: datetime,
     region_tag: str = "",
 ) -> Case:
     """A new OPEN case for ``claim`` at the version it was seen, opened at ``now``, not
     yet written. Its evidence is the claim and its token as they were at ``now``, plus
-    what the caller adds (``evidence``). The case lives in the claim's region, whose tag
+    what the caller adds (``evidence``, plain facts: :class:`Evidence` keeps what it does
+    not name). The case lives in the claim's region, whose tag
     (``Store.tag``) its id carries."""
     case_id = case_id_for(claim.pk, claim.version, case_type, region_tag)
     request = claim.request or {}
@@ -69,12 +81,12 @@ def case_build(
         audit_head=GENESIS_HASH,
         queue=queue,
         queue_sort=f"{opened_at}#{case_id}",
-        decoded=decoded or [],
-        evidence={**claim.token_evidence(now), **evidence},
-        client_outcome=client_outcome or {},
+        decoded=tuple(decoded),
+        evidence=Evidence.from_json({**claim.token_evidence(now), **evidence}),
+        client_outcome=client_outcome or ClientOutcome(),
         last_actor=opened_by.username,
         last_action_at=opened_at,
-        request=dict(request),
+        request=CaseRequest.from_json(request),
         in_totals=True,
         donor_ref=request.get("donor_ref") or None,
     )
@@ -103,8 +115,8 @@ def case_open(
         intent_id=case.intent_id,
         after={"state": case.state, "case_type": case.case_type, "queue": case.queue},
         detail={
-            "client_outcome": case.client_outcome,
-            "evidence": audit_safe_evidence(case.evidence),
+            "client_outcome": case.client_outcome.to_json(),
+            "evidence": audit_safe_evidence(case.evidence.to_json()),
         },
     )
     stored = Case(**{**case.__dict__, "audit_seq": 1, "audit_head": event["hash"]})

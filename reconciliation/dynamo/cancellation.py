@@ -84,19 +84,45 @@ _MEANING = {str(code): code.help for code in CancellationCode}
 
 @dataclass(frozen=True)
 class DecodedReason:
+    """One transaction item's cancellation reason, as a case stores it (``Case.decoded``)
+    and the intake API returns it. ``key``, ``old_item`` and ``attempted`` are items of
+    whichever table the transaction touched, so they stay plain values."""
+
     index: int
     operation: str
     table: str
     key: dict[str, Any]
-    code: str
+    code: CancellationCode
     message: str
     old_item: dict[str, Any] | None
     attempted: dict[str, Any] | None
     explanation: str
-    branch: str
+    branch: Branch
 
-    def as_dict(self) -> dict[str, Any]:
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DecodedReason:
+        """A stored row; a key an odd row lacks reads as empty (pages show it as given)."""
+        return cls(
+            index=int(data.get("index", 0)),
+            operation=str(data.get("operation", "")),
+            table=str(data.get("table", "")),
+            key=dict(data.get("key") or {}),
+            code=CancellationCode.read(data.get("code")),
+            message=str(data.get("message", "")),
+            old_item=data.get("old_item"),
+            attempted=data.get("attempted"),
+            explanation=str(data.get("explanation", "")),
+            branch=Branch.read(data.get("branch", "")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Every key, always: each writer since the first stores the whole row."""
         return asdict(self)
+
+    @property
+    def failed(self) -> bool:
+        """Whether this item was the one refused (``None`` is DynamoDB's "this one was fine")."""
+        return self.code != CancellationCode.NONE
 
 
 def _role_of(table: str, tables: dict[str, str]) -> str:
@@ -128,7 +154,7 @@ def _pledge_stream(stream: object) -> bool:
 
 def _explain(
     role: str, code: str, old: dict[str, Any] | None, key: dict[str, Any]
-) -> tuple[str, str]:
+) -> tuple[str, Branch]:
     if code == CancellationCode.CONDITIONAL_CHECK_FAILED:
         if role == "pledges":
             return (
@@ -188,7 +214,7 @@ def cancellation_decode(
         body = item[operation]
         role = _role_of(body["TableName"], tables)
         reason = reasons[index] if index < len(reasons) else {}
-        code = reason.get("Code") or "None"
+        code = CancellationCode.read(reason.get("Code") or "None")
         old = from_item(reason["Item"]) if reason.get("Item") else None
         key = _key_of(role, operation, body)
         explanation, branch = _explain(role, code, old, key)

@@ -208,7 +208,9 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     )
     with contextlib.suppress(CaseError):
         retry_commit_run(
-            case.case_id, store=second, request_id=(result.case.retry or {}).get("request_id")
+            case.case_id,
+            store=second,
+            request_id=result.case.retry.request_id if result.case.retry else None,
         )
     final = CaseRepository(second).get(case.case_id)
     resolved = final is not None and final.state == CaseState.RESOLVED

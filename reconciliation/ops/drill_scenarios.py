@@ -302,7 +302,7 @@ class Drill:
                 retry_commit_run(
                     case.case_id,
                     store=store,
-                    request_id=(result.case.retry or {}).get("request_id"),
+                    request_id=result.case.retry.request_id if result.case.retry else None,
                 )
             final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"

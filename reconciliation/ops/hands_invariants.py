@@ -28,7 +28,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import CaseState, CaseType, Disposition, Override
+from reconciliation.cases.models import (
+    CaseRequest,
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    Resolution,
+)
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.ops.invariants import Problem
@@ -152,6 +159,11 @@ def _amount(value: object) -> Decimal | None:
         return None
 
 
+def _request(case: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    request = case.get("request")
+    return request.to_json() if isinstance(request, CaseRequest) else None
+
+
 def same_request(pledge: Mapping[str, Any], request: Mapping[str, Any] | None) -> bool:
     """Whether ``pledge`` records ``request`` (a case's normalised request)."""
     if not request:
@@ -166,7 +178,7 @@ def answered_problems(
     cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
 ) -> list[Problem]:
     """Invariant c (after a re-check): no open claim case whose intent is recorded with
-    the case's own request."""
+    the case's own request. ``cases`` are rows as ``decoded_row`` reads them."""
     recorded = {p["intent_id"]: p for p in pledges if p.get("status") == PledgeStatus.RECORDED}
     return [
         Problem(
@@ -178,7 +190,7 @@ def answered_problems(
         if case.get("state") in RECHECKED
         and case.get("case_type") != CaseType.LEDGER_DRIFT
         and case.get("intent_id") in recorded
-        and same_request(recorded[case["intent_id"]], case.get("request"))
+        and same_request(recorded[case["intent_id"]], _request(case))
     ]
 
 
@@ -243,17 +255,17 @@ def resolution_evidence_problems(
     cases: Iterable[Mapping[str, Any]], pledges: Iterable[Mapping[str, Any]]
 ) -> list[Problem]:
     """Invariant f: a resolution that says the intent is recorded has its pledge; one that
-    voided it, its pledge VOIDED."""
+    voided it, its pledge VOIDED. ``cases`` are rows as ``decoded_row`` reads them."""
     by_intent = {p["intent_id"]: p for p in pledges}
     problems: list[Problem] = []
     for case in cases:
         resolution = case.get("resolution") if case.get("state") == CaseState.RESOLVED else None
-        if not isinstance(resolution, Mapping):
+        if not isinstance(resolution, Resolution):
             continue
-        how = resolution.get("disposition")
+        how = resolution.disposition
         pledge = by_intent.get(case.get("intent_id", ""))
         recorded_said = how in NEEDS_PLEDGE or (
-            how == Disposition.RETRY_COMMIT and not resolution.get("superseded_by")
+            how == Disposition.RETRY_COMMIT and not resolution.superseded_by
         )
         if recorded_said and pledge is None:
             problems.append(

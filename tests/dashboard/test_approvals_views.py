@@ -47,7 +47,7 @@ def requested(key: str, by: str = "ada", role: str = "finance_staff"):
 
 def decision(case, **extra) -> dict:
     return {
-        "request_id": case.override["request_id"],
+        "request_id": case.override.request_id,
         "action_id": str(uuid.uuid4()),
         **NOTE,
         **extra,

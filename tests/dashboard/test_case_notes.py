@@ -176,7 +176,7 @@ def test_verify_audit_passes_with_notes_between_changes_and_after_resolution(ddb
     note("@sue please approve.", sue)
     approved = override_approve(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=sam,
         **WHY,
         store=store,

@@ -97,5 +97,5 @@ def test_staff_record_what_they_found_and_no_money_moves(duplicate_case):
     done = _dispose(supervisor, duplicate_case, "DRIFT_CORRECTED", "Reversed by journal J-17.")
     assert done.status_code == 302
     case = CaseRepository(first_store()).get(duplicate_case)
-    assert case.state == CaseState.RESOLVED and case.resolution["disposition"] == "DRIFT_CORRECTED"
+    assert case.state == CaseState.RESOLVED and case.resolution.disposition == "DRIFT_CORRECTED"
     assert fund_total(every_store(), "GENERAL", "USD") == before

@@ -50,7 +50,7 @@ def _requested(key: str, by: str = "ann", role: str = "finance_staff"):
 
 
 def _decision(case) -> dict:
-    return {"request_id": case.override["request_id"], "action_id": str(uuid.uuid4()), **NOTE}
+    return {"request_id": case.override.request_id, "action_id": str(uuid.uuid4()), **NOTE}
 
 
 def test_assignment_by_someone_else_tells_the_assignee_only(ddb, client):

@@ -354,12 +354,14 @@ def test_the_reason_cell_is_the_first_clause_of_each_reason_once():
     """A conflict's explanation is cut at its first clause whatever separates it, and
     two items failing for the same reason read once."""
     from reconciliation.casework.selectors import _reason
+    from reconciliation.dynamo.cancellation import DecodedReason
 
     conflict = {
         "code": "TransactionConflict",
         "explanation": "Another request was changing this item at the same moment; "
         "nothing was written and the same request can be retried with the same token.",
     }
-    short, full = _reason([conflict, dict(conflict), {"code": "None", "explanation": "x"}])
+    rows = [conflict, dict(conflict), {"code": "None", "explanation": "x"}]
+    short, full = _reason([DecodedReason.from_json(r) for r in rows])
     assert short == "Another request was changing this item at the same moment"
     assert full.count("Another request") == 2

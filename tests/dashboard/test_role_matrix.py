@@ -85,7 +85,7 @@ def _world() -> World:
         store=first_store(),
     )
     staff_user("rm-target", "finance_staff", email="t@example.org")
-    return World(case.case_id, pending.case_id, result.case.override["request_id"])
+    return World(case.case_id, pending.case_id, result.case.override.request_id)
 
 
 # Every matrix user has this password: replacing an authenticator and resetting a

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.models import Disposition, OverrideRequest, Resolution
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
 from tests.helpers import sign_in
@@ -172,7 +173,7 @@ def test_reopen_takes_a_case_out_of_the_resolved_list(ddb):
     ada = staff_actor("ada")
     resolved = _case_next(
         case,
-        {"state": "RESOLVED", "resolution": {"disposition": "RETRY_COMMIT"}},
+        {"state": "RESOLVED", "resolution": Resolution.from_json({"disposition": "RETRY_COMMIT"})},
         actor=ada,
         at="2026-12-01T10:00:00.000000Z",
         action_id=None,
@@ -205,11 +206,9 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
         case,
         {
             "state": "RESOLVED",
-            "resolution": {
-                "disposition": "CONFIRMED_COMMITTED",
-                "by": "ada",
-                "at": "2026-11-30T09:00:00Z",
-            },
+            "resolution": Resolution(
+                disposition=Disposition.CONFIRMED_COMMITTED, by="ada", at="2026-11-30T09:00:00Z"
+            ),
         },
         actor=ada,
         at="2026-11-30T09:00:00Z",
@@ -217,7 +216,10 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
     )
     asked = _case_next(
         resolved,
-        {"state": "OVERRIDE_REQUESTED", "override": {"action": "REOPEN"}},
+        {
+            "state": "OVERRIDE_REQUESTED",
+            "override": OverrideRequest.from_json({"action": "REOPEN"}),
+        },
         actor=ada,
         at="2026-12-01T10:00:00Z",
         action_id=None,

@@ -175,8 +175,9 @@ def retry_open(cases: Iterable[dict], case_types: set[str]) -> Counter:
             store=store,
         )
         case = CaseRepository(store).get(row["case_id"])
-        retry = (case.retry if case else None) or {}
-        outcomes[retry.get("status", "none") if result.applied else "refused"] += 1
+        retry = case.retry if case else None
+        status = retry.status if retry else "none"
+        outcomes[status if result.applied else "refused"] += 1
     return outcomes
 
 

@@ -298,7 +298,7 @@ def test_unpinned_two_regions_record_the_duplicate_and_the_drift_check_catches_i
     assert over, ledger
     drift = [c for c in t.cases_of(first) if c["case_type"] == CaseType.LEDGER_DRIFT]
     figures["ledger_drift_cases"] = len(drift)
-    evidence = [CaseRepository(first).get(c["case_id"]).evidence["drift"] for c in drift]
+    evidence = [CaseRepository(first).get(c["case_id"]).evidence.drift for c in drift]
     named = {i["intent_id"] for facts in evidence for i in facts["intents"]}
     figures["ledger_drift_evidence"] = [
         {k: facts[k] for k in ("scope", "fund", "currency", "difference", "intent_count")}

@@ -42,7 +42,8 @@ def retry_open_cases(ddb, case_type: str) -> Counter:
             store=first_store(),
         )
         case = repositories().cases.get(row["case_id"])
-        outcomes[(case.retry or {}).get("status", "none") if result.applied else "refused"] += 1
+        status = case.retry.status if case.retry else "none"
+        outcomes[status if result.applied else "refused"] += 1
     return outcomes
 
 

@@ -22,7 +22,7 @@ from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
-from reconciliation.cases.models import Queue
+from reconciliation.cases.models import OverrideRequest, Queue
 from reconciliation.casework.overrides import override_approve, override_reject
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
 from reconciliation.stores import case_store, every_store
@@ -33,10 +33,10 @@ PAGE_SIZE = 50
 def _item(request: HttpRequest, case, form: DecisionForm | None = None, result=None) -> dict:
     """One request as shown: the case (a queue row or a full case), its pending override,
     whether the viewer raised it, and the decision form."""
-    override = case.override or {}
-    requester = (override.get("requested_by") or {}).get("username", "")
+    override = case.override
+    requester = override.requested_by.username if override else ""
     if form is None and override:
-        form = DecisionForm(case_id=case.case_id, initial={"request_id": override["request_id"]})
+        form = DecisionForm(case_id=case.case_id, initial={"request_id": override.request_id})
     return {
         "case": case,
         "override": override,
@@ -79,11 +79,11 @@ def approvals_view(request: HttpRequest) -> HttpResponse:
     return _approvals_response(request)
 
 
-def _pending_request(case_id: str, request_id: str) -> dict | None:
+def _pending_request(case_id: str, request_id: str) -> OverrideRequest | None:
     """The pending request ``request_id`` as read before deciding it: whom to tell."""
     case = case_detail(case_id, store=case_store(case_id))
-    override = (case.override if case else None) or {}
-    return override if override.get("request_id") == request_id else None
+    override = case.override if case else None
+    return override if override and override.request_id == request_id else None
 
 
 def _decide(

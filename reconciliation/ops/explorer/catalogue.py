@@ -213,7 +213,7 @@ def _ask_retry(world: World, action_id: str) -> str | None:
         action_id=action_id,
         store=world.store,
     )
-    return (result.case.retry or {}).get("request_id")
+    return result.case.retry.request_id if result.case.retry else None
 
 
 def _retry_run(world: World, request_id: str | None) -> RetryOutcome:
@@ -326,7 +326,7 @@ def _request_release(world: World) -> None:
         )
     except CaseError:
         return  # refused (a retry in flight, a pledge recorded): nothing to decide
-    world.override_request = (result.case.override or {}).get("request_id")
+    world.override_request = result.case.override.request_id if result.case.override else None
 
 
 def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:

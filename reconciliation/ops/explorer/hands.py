@@ -264,7 +264,9 @@ class HandsSession:
         streams = snapshot.streams()
         pledge_exists = any(p["intent_id"] == world.intent_id for p in pledges)
         released = any(
-            (c.get("resolution") or {}).get("disposition") == Override.RELEASE_CLAIM for c in cases
+            c.get("resolution") is not None
+            and c["resolution"].disposition == Override.RELEASE_CLAIM
+            for c in cases
         )
         # A claim still PENDING in the stuck-claim index is in flight, not lost: the worker
         # that holds it is no hand of this pair (its lease may still run), and the sweep

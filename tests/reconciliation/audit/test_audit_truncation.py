@@ -56,7 +56,7 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
     )
     override_approve(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=SUPER,
         **WHY,
         store=first_store(),

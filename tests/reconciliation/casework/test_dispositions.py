@@ -12,7 +12,7 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import Role, system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
-from reconciliation.cases.models import Disposition, Override
+from reconciliation.cases.models import CommitRetry, Disposition, Override
 from reconciliation.casework.dispositions import (
     case_assign,
     case_dispose,
@@ -96,7 +96,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     assert result.applied
     final = repositories().cases.get(case.case_id)
     assert final.state == "RESOLVED"
-    assert final.resolution["outcome"] == "created"
+    assert final.resolution.outcome == "created"
     assert [p["request_token"] for p in pledges(ddb)] == [token]
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     assert _events(ddb, case.case_id) == [
@@ -270,7 +270,7 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     assert requested.case.state == "OVERRIDE_REQUESTED" and requested.case.queue == (
         "OVERRIDE_REQUESTED"
     )
-    request_id = requested.case.override["request_id"]
+    request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed):
         override_approve(
             case_id=case.case_id, request_id=request_id, actor=STAFF, **WHY, store=first_store()
@@ -279,7 +279,7 @@ def test_release_claim_needs_a_different_supervisor(ddb):
         case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
     )
     assert approved.case.state == "RESOLVED"
-    assert approved.case.resolution["disposition"] == Override.RELEASE_CLAIM
+    assert approved.case.resolution.disposition == Override.RELEASE_CLAIM
     [claim] = claims(ddb)
     assert claim["status"] == "FAILED" and claim["expires_at"] <= clock.epoch()
     # The client may retry now and commits.
@@ -299,7 +299,7 @@ def test_supervisor_cannot_approve_own_request(ddb):
         **WHY,
         store=first_store(),
     )
-    request_id = requested.case.override["request_id"]
+    request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed, match="different supervisor"):
         override_approve(
             case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
@@ -328,7 +328,7 @@ def test_approve_twice_is_refused(ddb):
         **WHY,
         store=first_store(),
     )
-    request_id = requested.case.override["request_id"]
+    request_id = requested.case.override.request_id
     override_approve(
         case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
     )
@@ -352,7 +352,7 @@ def test_reject_returns_case_to_where_it_was(ddb):
     )
     rejected = override_reject(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=SUPER,
         **WHY,
         store=first_store(),
@@ -394,7 +394,7 @@ def material_change(case_id: str):
         actor=system_actor(),
         action="retry_commit_failed",
         action_id=None,
-        changes={"retry": {"status": "throttled", "request_id": "bg"}},
+        changes={"retry": CommitRetry(status="throttled", request_id="bg")},
     )
 
 
@@ -419,7 +419,7 @@ def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
     with pytest.raises(CaseError, match="changed since the request"):
         override_approve(
             case_id=case.case_id,
-            request_id=requested.case.override["request_id"],
+            request_id=requested.case.override.request_id,
             actor=SUPER,
             **WHY,
             store=first_store(),
@@ -451,7 +451,7 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
         )
     result = override_approve(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=SUPER,
         **WHY,
         store=first_store(),
@@ -476,7 +476,7 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
     )
     override_approve(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=SUPER,
         **WHY,
         store=first_store(),
@@ -511,7 +511,7 @@ def test_reopen_a_resolved_case(ddb):
     )
     done = override_approve(
         case_id=case.case_id,
-        request_id=requested.case.override["request_id"],
+        request_id=requested.case.override.request_id,
         actor=SUPER,
         **WHY,
         store=first_store(),
@@ -527,7 +527,7 @@ def test_reopen_a_resolved_case(ddb):
     )
     reopened = override_approve(
         case_id=case.case_id,
-        request_id=again.case.override["request_id"],
+        request_id=again.case.override.request_id,
         actor=SUPER2,
         **WHY,
         store=first_store(),
@@ -761,7 +761,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
         with pytest.raises(InvalidReason, match="at least 10 characters"):
             decide(
                 case_id=case.case_id,
-                request_id=requested.override["request_id"],
+                request_id=requested.override.request_id,
                 actor=SUPER,
                 **invisible,
                 store=first_store(),

@@ -99,7 +99,7 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
     [case_id] = report.opened
     case = CaseRepository(store).get(case_id)
     assert case.case_type == CaseType.LEDGER_DRIFT and case.queue == Queue.LEDGER_DRIFT
-    drift = case.evidence["drift"]
+    drift = case.evidence.drift
     assert drift["scope"] == "" and drift["regions"] == ["us-east-1"]
     assert (drift["fund"], drift["currency"]) == ("GENERAL", "USD")
     assert Decimal(drift["difference"]) == 5
@@ -116,7 +116,7 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
     tamper(store, "2")
     [later] = run()[0].opened
     assert later != case_id
-    assert Decimal(CaseRepository(store).get(later).evidence["drift"]["difference"]) == 2
+    assert Decimal(CaseRepository(store).get(later).evidence.drift["difference"]) == 2
 
 
 def tamper(store, amount: str, shard: str = "GENERAL#USD#0") -> None:
@@ -161,7 +161,7 @@ def test_one_intent_recorded_in_both_regions_is_named_and_counted_once(quick, se
     report, _ = run()
     assert report.duplicates == ["acme#twice-1"]
     [case_id] = report.opened
-    drift = CaseRepository(first).get(case_id).evidence["drift"]
+    drift = CaseRepository(first).get(case_id).evidence.drift
     assert drift["scope"] == ALL
     assert drift["regions"] == ["eu-west-1", "us-east-1"]
     assert Decimal(drift["difference"]) == 25
@@ -206,7 +206,7 @@ def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
     assert sweep_all(every_store(), home=home_store).opened == []  # not due yet
     settings.LEDGER_DRIFT_INTERVAL_S = 0
     [case_id] = sweep_all(every_store(), home=home_store).opened
-    drift = CaseRepository(first_store()).get(case_id).evidence["drift"]
+    drift = CaseRepository(first_store()).get(case_id).evidence.drift
     assert drift["regions"] == ["eu-west-1"] and Decimal(drift["difference"]) == 7
 
 
@@ -232,7 +232,7 @@ def test_a_voided_pledge_leaves_ledger_and_pledges_in_step(quick, settings):
     )
     override_approve(
         case_id=case.case_id,
-        request_id=asked.case.override["request_id"],
+        request_id=asked.case.override.request_id,
         actor=staff_actor("sue", "supervisor"),
         store=store,
         **why,

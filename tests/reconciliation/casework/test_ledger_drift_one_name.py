@@ -49,7 +49,7 @@ def test_one_intent_recorded_in_both_regions_under_one_name_is_named(quick, sett
     report, _ = run()
     assert report.duplicates == ["acme#one-name-1"]
     [case_id] = report.opened
-    drift = CaseRepository(first_store()).get(case_id).evidence["drift"]
+    drift = CaseRepository(first_store()).get(case_id).evidence.drift
     assert drift["scope"] == ALL
     assert Decimal(drift["difference"]) == 25
     [named] = drift["intents"]

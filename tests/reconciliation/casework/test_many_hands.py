@@ -147,7 +147,7 @@ def test_a_retry_racing_the_recheck_leaves_the_first_resolution_standing(ddb, mo
     assert [e["action"] for e in resolved] == ["disposition_recorded"]
     assert "retry_commit_succeeded" not in _actions(ddb, case.case_id)
     stored = repositories().cases.get(case.case_id)
-    assert stored.resolution["disposition"] == "CONFIRMED_COMMITTED"
+    assert stored.resolution.disposition == "CONFIRMED_COMMITTED"
 
 
 def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
@@ -175,7 +175,7 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
         monkeypatch,
         lambda: override_approve(
             case_id=case.case_id,
-            request_id=asked.override["request_id"],
+            request_id=asked.override.request_id,
             actor=SUPER,
             **WHY,
             store=first_store(),
@@ -184,8 +184,8 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
     retries.retry_commit_run(case.case_id, store=first_store())
 
     stored = repositories().cases.get(case.case_id)
-    assert stored.resolution["disposition"] == Override.RELEASE_CLAIM
-    assert stored.resolution["by"] == SUPER.username
+    assert stored.resolution.disposition == Override.RELEASE_CLAIM
+    assert stored.resolution.by == SUPER.username
     assert len(_resolving_writes(ddb, case.case_id)) == 1
     open_cases = [c for c in cases(ddb) if c["state"] != "RESOLVED"]
     assert open_cases == []
@@ -203,7 +203,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
         patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
         retries.retry_commit_run(case.case_id, store=first_store())
     case = repositories().cases.get(case.case_id)
-    assert case.retry.get("finished_at") and case.state == CaseState.OPEN
+    assert case.retry.finished_at and case.state == CaseState.OPEN
     asked = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
@@ -216,7 +216,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
         monkeypatch,
         lambda: override_approve(
             case_id=case.case_id,
-            request_id=asked.override["request_id"],
+            request_id=asked.override.request_id,
             actor=SUPER,
             **WHY,
             store=first_store(),
@@ -226,7 +226,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
 
     assert pledges(ddb) == []
     stored = repositories().cases.get(case.case_id)
-    assert stored.resolution["disposition"] == Override.RELEASE_CLAIM
+    assert stored.resolution.disposition == Override.RELEASE_CLAIM
     assert len(_resolving_writes(ddb, case.case_id)) == 1
     assert [c for c in cases(ddb) if c["state"] != "RESOLVED"] == []
 

@@ -8,7 +8,16 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.cases.models import Case, CaseState, CaseType, retry_in_flight
+from reconciliation.cases.models import (
+    Case,
+    CaseRequest,
+    CaseState,
+    CaseType,
+    CommitRetry,
+    OverrideRequest,
+    Resolution,
+    retry_in_flight,
+)
 from reconciliation.cases.policy import (
     MIN_REASON_LENGTH,
     REASON_CODES,
@@ -19,6 +28,7 @@ from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.selectors import Evidence
 from reconciliation.casework.suggestions import case_suggestion, resolution_words
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
+from reconciliation.dynamo.cancellation import DecodedReason
 
 TOKEN = "11111111-1111-1111-1111-111111111111"
 OTHER_TOKEN = "22222222-2222-2222-2222-222222222222"
@@ -28,9 +38,22 @@ AT = "2026-11-30T12:00:00Z"
 REQUEST = {"donor_ref": "D-1", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
 
 
+# A case's parts given below as they are stored, read by their records' translators.
+PARTS = {
+    "request": CaseRequest,
+    "retry": CommitRetry,
+    "override": OverrideRequest,
+    "resolution": Resolution,
+}
+
+
 def case(case_type=CaseType.STUCK_PENDING, state=CaseState.OPEN, **fields) -> Case:
     # A case carries the request it is about: the pledges below record this same one.
     fields.setdefault("request", dict(REQUEST))
+    for name, record in PARTS.items():
+        if isinstance(fields.get(name), dict):
+            fields[name] = record.from_json(fields[name])
+    fields["decoded"] = tuple(DecodedReason.from_json(r) for r in fields.get("decoded", ()))
     return Case(
         case_id="C-AAAAAAAAAAAAAAAA",
         case_type=case_type,
@@ -293,11 +316,14 @@ def test_a_suggested_action_is_always_one_the_page_offers(case_type, state, foun
 def test_resolution_words():
     """A retry's resolution says what it did; other resolutions need no words."""
     done = case(state=CaseState.RESOLVED, resolution={"disposition": "RETRY_COMMIT"})
-    assert resolution_words(replace(done, resolution={"outcome": "created"})) == (
+    created = Resolution.from_json({"outcome": "created"})
+    assert resolution_words(replace(done, resolution=created)) == (
         "the pledge was committed by the retry"
     )
     assert "already recorded" in resolution_words(
-        replace(done, resolution={"outcome": "already_committed"})
+        replace(done, resolution=Resolution.from_json({"outcome": "already_committed"}))
     )
-    assert "another case" in resolution_words(replace(done, resolution={"superseded_by": "C-X"}))
+    assert "another case" in resolution_words(
+        replace(done, resolution=Resolution.from_json({"superseded_by": "C-X"}))
+    )
     assert resolution_words(done) == ""

@@ -161,7 +161,7 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
             reason_text="The worker died; commit it again.",
             store=first_store(),
         )
-    assert repositories().cases.get(case.case_id).retry["status"] == "queued"
+    assert repositories().cases.get(case.case_id).retry.status == "queued"
     assert sweep_all(every_store(), home=home_store).redispatched == []  # not stale yet
     with clock.travel(RETRY_STALE_S + 1):
         report = sweep_all(every_store(), home=home_store)
@@ -231,7 +231,8 @@ def test_a_case_records_its_claim_as_observed_the_moment_it_opened(ddb, settings
     settings.AUTO_RESOLVE_COMMITTED = False
     for case in (stuck_case("observed-1"), ambiguous_case("observed-2")):
         evidence = case.evidence
-        assert evidence["observed_at"] == case.opened_at, case.case_type
-        assert evidence["claim"]["pk"] == case.claim_pk
-        assert evidence["token_window_s"] == 600
-        assert evidence["inside_token_window"] is (evidence["token_age_s"] < 600)
+        assert evidence.observed_at == case.opened_at, case.case_type
+        assert evidence.claim is not None and evidence.claim["pk"] == case.claim_pk
+        assert evidence.token_window_s == 600
+        assert evidence.token_age_s is not None
+        assert evidence.inside_token_window is (evidence.token_age_s < 600)

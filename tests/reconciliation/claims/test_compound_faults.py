@@ -103,7 +103,7 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     assert pledge["intent_id"] == intent_id_for("acme", "completed-no-pledge-1")
     resolved = repos.cases.get(case.case_id)
     assert resolved.state == "RESOLVED"
-    assert resolved.resolution["outcome"] == OutcomeKind.CREATED
+    assert resolved.resolution.outcome == OutcomeKind.CREATED
     assert ledger_total(ddb) == (pytest.approx(25), 1)
 
 
@@ -281,5 +281,5 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     after = repos.cases.get(stuck_id)
     assert after.state == "OPEN"
     assert after.resolution is None
-    assert after.retry["status"] == OutcomeKind.TOKEN_PARAMETER_MISMATCH
+    assert after.retry.status == OutcomeKind.TOKEN_PARAMETER_MISMATCH
     assert [c["case_id"] for c in cases(ddb) if c["state"] != "RESOLVED"] == [stuck_id]

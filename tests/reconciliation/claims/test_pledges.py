@@ -185,7 +185,7 @@ def _cancelled_rows(ddb, items):
     with pytest.raises(ClientError) as info:
         ddb.client.transact_write_items(TransactItems=items)
     return [
-        r.as_dict() for r in cancellation_decode(items, info.value.response, repositories().roles())
+        r.to_json() for r in cancellation_decode(items, info.value.response, repositories().roles())
     ]
 
 

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation.audit.models import AuditAction
+from reconciliation.cases.models import CaseRequest, Resolution
 from reconciliation.ops.explorer.catalogue import catalogue, pairs
 from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
 from reconciliation.ops.explorer.schedule import (
@@ -197,12 +198,12 @@ def test_a_four_eyes_decision_taken_twice_is_reported():
 
 def test_an_open_case_that_its_evidence_answers_is_reported():
     """Invariant c: an OPEN case about an intent recorded with the case's own request; and a
-    case opened by a hand whose commit met the pledge."""
+    case opened by a hand whose commit met the pledge. Case rows as decoded_row reads them."""
     case = {"case_id": "C-1", "case_type": "CANCELLED_TRANSACTION", "state": "OPEN"}
-    case |= {"intent_id": "t#k", "request": REQUEST}
+    case |= {"intent_id": "t#k", "request": CaseRequest.from_json(REQUEST)}
     assert answered_problems([case], [PLEDGE])
     assert answered_problems([{**case, "state": "RESOLVED"}], [PLEDGE]) == []
-    other = {**case, "request": {**REQUEST, "amount": "30.00"}}
+    other = {**case, "request": CaseRequest.from_json({**REQUEST, "amount": "30.00"})}
     assert answered_problems([other], [PLEDGE]) == []
     assert late_case_problems([("C-1", "CANCELLED_TRANSACTION")])
 
@@ -224,12 +225,14 @@ def test_an_untruthful_last_answer_is_reported():
 
 
 def test_a_resolution_that_contradicts_its_evidence_is_reported():
-    """Invariant f: confirmed committed without a pledge; voided with the pledge RECORDED."""
+    """Invariant f: confirmed committed without a pledge; voided with the pledge RECORDED.
+    Case rows as decoded_row reads them."""
     confirmed = {"case_id": "C-1", "intent_id": "t#k", "state": "RESOLVED"}
-    assert resolution_evidence_problems([{**confirmed, "resolution": CONFIRMED}], [])
-    voided = {**confirmed, "resolution": {"disposition": "VOID_PLEDGE"}}
+    resolved = {**confirmed, "resolution": Resolution.from_json(CONFIRMED)}
+    assert resolution_evidence_problems([resolved], [])
+    voided = {**confirmed, "resolution": Resolution.from_json({"disposition": "VOID_PLEDGE"})}
     assert resolution_evidence_problems([voided], [PLEDGE])
-    assert resolution_evidence_problems([{**confirmed, "resolution": CONFIRMED}], [PLEDGE]) == []
+    assert resolution_evidence_problems([resolved], [PLEDGE]) == []
 
 
 # --- bounded runs on DynamoDB Local ---------------------------------------------------------
