@@ -13,15 +13,11 @@ passes Django's validators (``AUTH_PASSWORD_VALIDATORS``) in the form.
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
 
-from dashboard.accounts import lockout, mfa
-from dashboard.accounts.staff_sessions import key_hash
-from dashboard.models import StaffSession
+from dashboard.accounts import lockout
+from dashboard.accounts.account_changes import account_change
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 WRONG_CURRENT = "Your current password is not right: nothing was changed."
 
@@ -57,32 +53,19 @@ def password_set(
     caller's transaction), end every session of the account but ``keep_session``, and
     append the event first in the same transaction: refused, nothing changes. The
     account is e-mailed afterwards. Returns how many sessions ended."""
-    with transaction.atomic():
-        sessions = mfa.other_sessions(user, keep=keep_session)
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
-            action=AuditAction.STAFF_PASSWORD_SET,
-            actor=actor,
-            detail={
-                "via": via,
-                "by": "owner" if actor.username == user.get_username() else str(actor.role),
-                "other_sessions_ended": len(sessions),
-            },
-        )
+    with account_change(
+        user,
+        action=AuditAction.STAFF_PASSWORD_SET,
+        actor=actor,
+        detail={
+            "via": via,
+            "by": "owner" if actor.username == user.get_username() else str(actor.role),
+        },
+        keep_session=keep_session,
+        subject="Your password was changed",
+        change="The password of your account was changed",
+    ) as sessions:
         if new_password is not None:
             user.set_password(new_password)
             user.save(update_fields=["password"])
-        StaffSession.objects.filter(
-            key_hash__in=[key_hash(s.session_key) for s in sessions]
-        ).delete()
-        for session in sessions:
-            session.delete()
-    mfa.owner_tell(
-        user,
-        subject="Your password was changed",
-        change="The password of your account was changed",
-        actor=actor,
-        ended=len(sessions),
-    )
     return len(sessions)
