@@ -293,13 +293,9 @@ def owner_confirm(user, *, password: str, current_token: str, address: str | Non
     a code from one of their current devices (the app, or a recovery code). Counted by
     the sign-in lockout first, so it cannot be used to guess the password; a wrong
     password and a wrong code get one message. Returns the device the code opened."""
-    number = lockout.attempt_take(user.get_username(), address)
-    if number is not None and number > settings.AXES_FAILURE_LIMIT:
-        raise SecondFactorRefused(
-            "Too many failed attempts from this address: wait a while and try again."
-        )
-    if not user.check_password(password or ""):
-        raise SecondFactorRefused(REPLACE_REFUSED)
+    lockout.password_check(
+        user, password, address=address, refused=SecondFactorRefused, wrong=REPLACE_REFUSED
+    )
     try:
         proof = device_for_token(user, current_token)
     except SecondFactorRefused:

@@ -12,8 +12,6 @@ passes Django's validators (``AUTH_PASSWORD_VALIDATORS``) in the form.
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from dashboard.accounts import lockout
 from dashboard.accounts.account_changes import account_change
 from reconciliation.actors import Actor
@@ -33,13 +31,9 @@ def password_change(
     then :func:`password_set`. Returns how many other sessions ended; raises
     :class:`PasswordRefused` having changed nothing."""
     address = actor.address or None
-    number = lockout.attempt_take(user.get_username(), address)
-    if number is not None and number > settings.AXES_FAILURE_LIMIT:
-        raise PasswordRefused(
-            "Too many failed attempts from this address: wait a while and try again."
-        )
-    if not user.check_password(current_password or ""):
-        raise PasswordRefused(WRONG_CURRENT)
+    lockout.password_check(
+        user, current_password, address=address, refused=PasswordRefused, wrong=WRONG_CURRENT
+    )
     lockout.attempts_clear(username=user.get_username(), address=address)
     return password_set(
         user, new_password=new_password, actor=actor, keep_session=keep_session, via="profile"
