@@ -275,7 +275,8 @@ class Drill:
             self.submit(key, lease_s=1)
         time.sleep(1.5)
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
-        return sweep_claim(pk, grace_s=0, store=self.store(key))
+        case: Case | None = sweep_claim(pk, grace_s=0, store=self.store(key))
+        return case
 
     def crashed_recover(
         self, case: Case, key: str, *, reason_text: str
