@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
 
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+# Paths that never read the session's user: the intake API (bearer tokens) and probes.
+UNGATED_PATHS = ("/api/", "/healthz", "/metrics", "/static/")
 
 # What a user's ``_pledge_role`` holds when the role must be looked up again.
 ROLE_UNSET = "unset"

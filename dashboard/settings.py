@@ -416,32 +416,24 @@ SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
 LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
 LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
 LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)
+
+
+def _every(task: str, seconds: float) -> dict:
+    """A beat entry run every ``seconds``; a run the workers have not started by the time
+    the next is due expires, so a backlog never piles up runs of the same task."""
+    return {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds)}}
+
+
 CELERY_BEAT_SCHEDULE: dict = {
-    "sweep": {
-        "task": "reconciliation.tasks.cases.sweep_task",
-        "schedule": float(SWEEP_INTERVAL_S),
-        "options": {"expires": float(SWEEP_INTERVAL_S)},
-    },
-    "expire-overrides": {
-        "task": "reconciliation.tasks.cases.expire_overrides_task",
-        "schedule": 60.0,
-        "options": {"expires": 60.0},
-    },
+    "sweep": _every("reconciliation.tasks.cases.sweep_task", SWEEP_INTERVAL_S),
+    "expire-overrides": _every("reconciliation.tasks.cases.expire_overrides_task", 60),
     "supervisor-digest": {
         # Daily: override requests waiting and cases past SLA, e-mailed to supervisors.
         "task": "reconciliation.tasks.cases.supervisor_digest_task",
         "schedule": crontab(minute=0, hour=SUPERVISOR_DIGEST_HOUR),
         "options": {"expires": 3600.0},
     },
-    "ledger-drift": {
-        "task": "reconciliation.tasks.cases.ledger_drift_task",
-        "schedule": float(LEDGER_DRIFT_INTERVAL_S),
-        "options": {"expires": float(LEDGER_DRIFT_INTERVAL_S)},
-    },
-    "audit-checkpoint": {
-        # Every 5 minutes; signs each finished period's checkpoint once, else a no-op.
-        "task": "reconciliation.tasks.audit.audit_checkpoint",
-        "schedule": 300.0,
-        "options": {"expires": 300.0},
-    },
+    "ledger-drift": _every("reconciliation.tasks.cases.ledger_drift_task", LEDGER_DRIFT_INTERVAL_S),
+    # Every 5 minutes; signs each finished period's checkpoint once, else a no-op.
+    "audit-checkpoint": _every("reconciliation.tasks.audit.audit_checkpoint", 300),
 }

@@ -21,6 +21,7 @@ from botocore.exceptions import (
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control
+from django.utils.deprecation import MiddlewareMixin
 
 from dashboard.errors import _json, _page, correlation_id, is_machine_path
 from reconciliation.dynamo.retry import RetriesExhausted
@@ -43,13 +44,7 @@ def retry_after_s() -> int:
     return max(5, math.ceil(settings.DDB_APP_RETRY_CAP_S * 10))
 
 
-class StoreUnavailableMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
-
+class StoreUnavailableMiddleware(MiddlewareMixin):
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, STORE_UNREACHABLE):
             return None

@@ -95,22 +95,37 @@ class CodeForm(forms.Form):
     )
 
 
-class ReplaceAuthenticatorForm(CodeForm):
-    """Replacing an enrolled authenticator: the new app's code, and proof that the person
-    is the owner, not only the session — the password and a code from the current app
-    (or a recovery code)."""
+class OwnerProofForm(forms.Form):
+    """Proof that the person is the account's owner, not only its session (a session
+    alone may be stolen): the password and a code from a current device, the app or a
+    recovery code (``mfa.owner_confirm`` checks them). ``code_label`` names the code as
+    the page asks for it."""
 
     password = forms.CharField(
         label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
     )
     current_token = forms.CharField(
         max_length=32,
-        label="Code from your current app, or a recovery code",
+        label="Code from your app, or a recovery code",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
+    code_label = "Code from your app, or a recovery code"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["current_token"].label = self.code_label
 
 
-class ResetSecondFactorForm(forms.Form):
+class ReplaceAuthenticatorForm(CodeForm, OwnerProofForm):
+    """Replacing an enrolled authenticator: the new app's code, and proof that the person
+    is the owner, not only the session — the password and a code from the current app
+    (or a recovery code)."""
+
+    code_label = "Code from your current app, or a recovery code"
+    field_order = ["otp_token", "password", "current_token"]
+
+
+class ResetSecondFactorForm(OwnerProofForm):
     """A supervisor resets a colleague's second factor, saying why, and confirms it is
     them (not only their session) with their own password and current code."""
 
@@ -121,14 +136,8 @@ class ResetSecondFactorForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "e.g. phone lost, confirmed by call"}),
         help_text="Recorded in the audit trail.",
     )
-    password = forms.CharField(
-        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
-    )
-    current_token = forms.CharField(
-        max_length=32,
-        label="Your code (app or recovery code)",
-        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
-    )
+    code_label = "Your code (app or recovery code)"
+    field_order = ["reason_text", "password", "current_token"]
 
     def clean_reason_text(self) -> str:
         text = self.cleaned_data["reason_text"]
@@ -198,15 +207,6 @@ class PasskeyRenameForm(forms.Form):
     name = forms.CharField(label="Name", max_length=64, strip=True)
 
 
-class PasskeyRemoveForm(forms.Form):
+class PasskeyRemoveForm(OwnerProofForm):
     """Removing a passkey: the password and a code from the app or a recovery code, as
     for replacing the authenticator (a session alone may be stolen)."""
-
-    password = forms.CharField(
-        label="Your password", strip=False, widget=forms.PasswordInput(render_value=False)
-    )
-    current_token = forms.CharField(
-        max_length=32,
-        label="Code from your app, or a recovery code",
-        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
-    )

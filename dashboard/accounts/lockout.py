@@ -83,6 +83,20 @@ def attempts_clear(*, username: str | None = None, address: str | None = None) -
         return 0
 
 
+def password_check(
+    user, password: str, *, address: str | None, refused: type[Exception], wrong: str
+) -> None:
+    """A form beyond sign-in that asks for ``user``'s password: the attempt takes its
+    number first, as a sign-in does, so the form cannot be used to guess it. Raises
+    ``refused`` past the limit (unchecked) or when the password is wrong (``wrong``
+    says so). The caller clears the counter once every check it makes has passed."""
+    number = attempt_take(user.get_username(), address)
+    if number is not None and number > settings.AXES_FAILURE_LIMIT:
+        raise refused("Too many failed attempts from this address: wait a while and try again.")
+    if not user.check_password(password or ""):
+        raise refused(wrong)
+
+
 class AtomicLockoutHandler(AxesDatabaseHandler):
     """``AXES_HANDLER``: axes' database handler, with the count taken first."""
 

@@ -24,21 +24,18 @@ from dataclasses import dataclass
 
 import segno
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY, logout
-from django.contrib.sessions.models import Session
-from django.core.mail import send_mail
+from django.contrib.auth import logout
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
-from django.utils import timezone
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard.accounts import lockout
-from dashboard.auth import to_sign_in, user_role
+from dashboard.accounts.account_changes import account_change
+from dashboard.auth import UNGATED_PATHS, to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.staff import staff_event_append
@@ -241,60 +238,21 @@ def authenticator_replace(
             "That code does not match the new app: check the app shows this account, and "
             "that the phone's clock is set automatically."
         )
-    with transaction.atomic():
-        sessions = other_sessions(user, keep=keep_session)
-        proved_with = proof_words(proof)
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
-            action=AuditAction.MFA_REPLACED,
-            actor=actor,
-            detail={
-                "proved_with": proved_with,
-                "other_sessions_ended": len(sessions),
-            },
-        )
+    with account_change(
+        user,
+        action=AuditAction.MFA_REPLACED,
+        actor=actor,
+        detail={"proved_with": proof_words(proof)},
+        keep_session=keep_session,
+        subject="Your authenticator app was replaced",
+        change="The authenticator app of your account was replaced",
+    ) as sessions:
         _confirmed(TOTPDevice, user).delete()
         StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
         device.confirmed = True
         device.save(update_fields=["confirmed"])
         codes = _recovery_codes_replace(user)
-        for session in sessions:
-            session.delete()
-    owner_tell(
-        user,
-        subject="Your authenticator app was replaced",
-        change="The authenticator app of your account was replaced",
-        actor=actor,
-        ended=len(sessions),
-    )
     return device, codes, len(sessions)
-
-
-def other_sessions(user, *, keep: str | None) -> list[Session]:
-    """The account's live sessions other than ``keep`` (the one making the change)."""
-    live = Session.objects.filter(expire_date__gt=timezone.now()).exclude(session_key=keep or "")
-    return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
-
-
-def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
-    """E-mail the account about a change to its second factor or password (no code, no
-    secret). The change is made already: a mail server that refuses is logged, not
-    undone."""
-    if not user.email:
-        logger.warning("account of %s changed; it has no e-mail", user.get_username())
-        return
-    body = (
-        f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
-        f"{actor.address or 'an unknown address'}. {ended} other "
-        f"session{pluralize(ended)} of your account {pluralize(ended, 'was,were')} signed out."
-        "\n\nIf this was not you, tell a supervisor at once: they can reset "
-        "your second factor, and your password should be changed.\n"
-    )
-    try:
-        send_mail(subject, body, None, [user.email])
-    except Exception:
-        logger.exception("could not e-mail %s about an account change", user.get_username())
 
 
 def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
@@ -335,13 +293,9 @@ def owner_confirm(user, *, password: str, current_token: str, address: str | Non
     a code from one of their current devices (the app, or a recovery code). Counted by
     the sign-in lockout first, so it cannot be used to guess the password; a wrong
     password and a wrong code get one message. Returns the device the code opened."""
-    number = lockout.attempt_take(user.get_username(), address)
-    if number is not None and number > settings.AXES_FAILURE_LIMIT:
-        raise SecondFactorRefused(
-            "Too many failed attempts from this address: wait a while and try again."
-        )
-    if not user.check_password(password or ""):
-        raise SecondFactorRefused(REPLACE_REFUSED)
+    lockout.password_check(
+        user, password, address=address, refused=SecondFactorRefused, wrong=REPLACE_REFUSED
+    )
     try:
         proof = device_for_token(user, current_token)
     except SecondFactorRefused:
@@ -381,30 +335,22 @@ def mfa_reset(
             address=actor.address or None,
         )
     code = _new_code()
-    with transaction.atomic():
-        sessions = other_sessions(target, keep=None)
-        staff_event_append(
-            first_store(),
-            username=target.get_username(),
-            action=AuditAction.MFA_RESET,
-            actor=actor,
-            reason_text=reason,
-            detail={"devices_removed": _device_count(target), "sessions_ended": len(sessions)},
-        )
+    with account_change(
+        target,
+        action=AuditAction.MFA_RESET,
+        actor=actor,
+        reason_text=reason,
+        detail={"devices_removed": _device_count(target)},
+        ended_as="sessions_ended",
+        keep_session=None,
+        subject="Your second factor was reset",
+        change="The second factor of your account was reset by a supervisor",
+    ):
         TOTPDevice.objects.filter(user=target).delete()
         StaticDevice.objects.filter(user=target).delete()
         WebAuthnCredential.objects.filter(user=target).delete()  # passkeys too
         device = StaticDevice.objects.create(user=target, name=ENROLMENT, confirmed=True)
         device.token_set.create(token=code)
-        for session in sessions:
-            session.delete()
-    owner_tell(
-        target,
-        subject="Your second factor was reset",
-        change="The second factor of your account was reset by a supervisor",
-        actor=actor,
-        ended=len(sessions),
-    )
     return format_code(code)
 
 
@@ -443,8 +389,6 @@ def _device_count(user) -> int:
 # --- the gate ----------------------------------------------------------------------------
 
 ENROLMENT_PATHS = ("/accounts/profile/", "/accounts/logout/")
-# Paths that never read the session's user: the intake API (bearer tokens) and probes.
-UNGATED_PATHS = ("/api/", "/healthz", "/metrics", "/static/")
 
 
 class SecondFactorMiddleware:

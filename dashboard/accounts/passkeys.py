@@ -35,6 +35,7 @@ from django_otp_webauthn.models import WebAuthnCredential
 from webauthn.helpers.structs import ResidentKeyRequirement
 
 from dashboard.accounts import mfa, passkey_challenges
+from dashboard.accounts.account_changes import account_change
 from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import AuditAppendContended
@@ -230,28 +231,14 @@ def passkey_remove(
     proof = mfa.owner_confirm(
         user, password=password, current_token=current_token, address=actor.address or None
     )
-    with transaction.atomic():
-        sessions = mfa.other_sessions(user, keep=keep_session)
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
-            action=AuditAction.PASSKEY_REMOVED,
-            actor=actor,
-            detail={
-                "passkey": device.pk,
-                "name": device.name,
-                "proved_with": mfa.proof_words(proof),
-                "other_sessions_ended": len(sessions),
-            },
-        )
-        device.delete()
-        for session in sessions:
-            session.delete()
-    mfa.owner_tell(
+    with account_change(
         user,
+        action=AuditAction.PASSKEY_REMOVED,
+        actor=actor,
+        detail={"passkey": device.pk, "name": device.name, "proved_with": mfa.proof_words(proof)},
+        keep_session=keep_session,
         subject="A passkey was removed from your account",
         change=f'The passkey "{device.name}" was removed from your account',
-        actor=actor,
-        ended=len(sessions),
-    )
+    ) as sessions:
+        device.delete()
     return proof, len(sessions)

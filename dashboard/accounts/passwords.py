@@ -12,16 +12,10 @@ passes Django's validators (``AUTH_PASSWORD_VALIDATORS``) in the form.
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.db import transaction
-
-from dashboard.accounts import lockout, mfa
-from dashboard.accounts.staff_sessions import key_hash
-from dashboard.models import StaffSession
+from dashboard.accounts import lockout
+from dashboard.accounts.account_changes import account_change
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 WRONG_CURRENT = "Your current password is not right: nothing was changed."
 
@@ -37,13 +31,9 @@ def password_change(
     then :func:`password_set`. Returns how many other sessions ended; raises
     :class:`PasswordRefused` having changed nothing."""
     address = actor.address or None
-    number = lockout.attempt_take(user.get_username(), address)
-    if number is not None and number > settings.AXES_FAILURE_LIMIT:
-        raise PasswordRefused(
-            "Too many failed attempts from this address: wait a while and try again."
-        )
-    if not user.check_password(current_password or ""):
-        raise PasswordRefused(WRONG_CURRENT)
+    lockout.password_check(
+        user, current_password, address=address, refused=PasswordRefused, wrong=WRONG_CURRENT
+    )
     lockout.attempts_clear(username=user.get_username(), address=address)
     return password_set(
         user, new_password=new_password, actor=actor, keep_session=keep_session, via="profile"
@@ -57,32 +47,19 @@ def password_set(
     caller's transaction), end every session of the account but ``keep_session``, and
     append the event first in the same transaction: refused, nothing changes. The
     account is e-mailed afterwards. Returns how many sessions ended."""
-    with transaction.atomic():
-        sessions = mfa.other_sessions(user, keep=keep_session)
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
-            action=AuditAction.STAFF_PASSWORD_SET,
-            actor=actor,
-            detail={
-                "via": via,
-                "by": "owner" if actor.username == user.get_username() else str(actor.role),
-                "other_sessions_ended": len(sessions),
-            },
-        )
+    with account_change(
+        user,
+        action=AuditAction.STAFF_PASSWORD_SET,
+        actor=actor,
+        detail={
+            "via": via,
+            "by": "owner" if actor.username == user.get_username() else str(actor.role),
+        },
+        keep_session=keep_session,
+        subject="Your password was changed",
+        change="The password of your account was changed",
+    ) as sessions:
         if new_password is not None:
             user.set_password(new_password)
             user.save(update_fields=["password"])
-        StaffSession.objects.filter(
-            key_hash__in=[key_hash(s.session_key) for s in sessions]
-        ).delete()
-        for session in sessions:
-            session.delete()
-    mfa.owner_tell(
-        user,
-        subject="Your password was changed",
-        change="The password of your account was changed",
-        actor=actor,
-        ended=len(sessions),
-    )
     return len(sessions)

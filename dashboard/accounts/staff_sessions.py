@@ -30,8 +30,7 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.accounts.mfa import UNGATED_PATHS
-from dashboard.auth import actor_for_user, client_address, user_role
+from dashboard.auth import UNGATED_PATHS, actor_for_user, client_address, user_role
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
@@ -161,10 +160,15 @@ def sessions_end(user, *, actor: Actor, keep: str | None) -> int:
                 "current_kept": keep is not None,
             },
         )
-        hashes = [key_hash(s.session_key) for s in sessions]
-        Session.objects.filter(session_key__in=[s.session_key for s in sessions]).delete()
-        StaffSession.objects.filter(key_hash__in=hashes).delete()
+        sessions_delete(sessions)
     return len(sessions)
+
+
+def sessions_delete(sessions: list[Session]) -> None:
+    """End ``sessions``: their Django rows (their next request must sign in again) and
+    their records."""
+    StaffSession.objects.filter(key_hash__in=[key_hash(s.session_key) for s in sessions]).delete()
+    Session.objects.filter(session_key__in=[s.session_key for s in sessions]).delete()
 
 
 # --- keeping the record ------------------------------------------------------------------

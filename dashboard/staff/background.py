@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.deprecation import MiddlewareMixin
 
 from reconciliation.audit.tasks import BackgroundUnavailable
 
 
-class BackgroundUnavailableMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
-
+class BackgroundUnavailableMiddleware(MiddlewareMixin):
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, BackgroundUnavailable):
             context = {"message": str(exception)}

@@ -39,38 +39,70 @@ def fund_filter(value: str) -> str:
     return value
 
 
-class QueueFilterForm(forms.Form):
-    """Filters of a queue page; a plain GET form that htmx also submits in place."""
+class FundFilterField(forms.CharField):
+    """A list's filter by fund: optional, cleaned by :func:`fund_filter`."""
 
-    fund = forms.CharField(required=False, max_length=32, label="Fund")
-    # Decimal fields with bounds: "1E-200" is a valid Decimal that DynamoDB's number
-    # context cannot hold (Underflow), so the range and the places are checked here.
-    min_amount = forms.DecimalField(
+    def __init__(self, **kwargs):
+        super().__init__(required=False, max_length=32, label="Fund", **kwargs)
+
+    def clean(self, value) -> str:
+        return fund_filter(super().clean(value))
+
+
+def decimal_filter_field(
+    label: str, *, max_value: Decimal | int, max_digits: int, error: str, placeholder: str
+) -> forms.DecimalField:
+    """An optional number from 0 typed into a list's filter. Bounded, range and places:
+    "1E-200" is a valid Decimal that DynamoDB's number context cannot hold (Underflow)."""
+    return forms.DecimalField(
         required=False,
         min_value=0,
+        max_value=max_value,
+        max_digits=max_digits,
+        decimal_places=2,
+        label=label,
+        error_messages={"invalid": error, "min_value": error},
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": placeholder}),
+    )
+
+
+def amount_filter_field(label: str) -> forms.DecimalField:
+    return decimal_filter_field(
+        label,
         max_value=Decimal("999999999999.99"),
         max_digits=14,
-        decimal_places=2,
-        label="Minimum amount",
-        error_messages={
-            "invalid": "a non-negative number",
-            "min_value": "a non-negative number",
-        },
-        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
+        error="a non-negative number",
+        placeholder="e.g. 100",
     )
-    min_age_h = forms.DecimalField(
-        required=False,
-        min_value=0,
+
+
+def age_filter_field() -> forms.DecimalField:
+    return decimal_filter_field(
+        "Minimum age (hours)",
         max_value=24 * 3650,
         max_digits=8,
-        decimal_places=2,
-        label="Minimum age (hours)",
-        error_messages={
-            "invalid": "hours, a number from 0",
-            "min_value": "hours, a number from 0",
-        },
-        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 4"}),
+        error="hours, a number from 0",
+        placeholder="e.g. 4",
     )
+
+
+class IdPrefixedForm(forms.Form):
+    """A form whose element ids start with ``prefix_id`` (or the ``prefix_id`` given):
+    several forms share one page, and an id must be unique on it."""
+
+    prefix_id: str
+
+    def __init__(self, *args, prefix_id: str | None = None, **kwargs):
+        kwargs.setdefault("auto_id", f"{prefix_id or self.prefix_id}_%s")
+        super().__init__(*args, **kwargs)
+
+
+class QueueFilterForm(IdPrefixedForm):
+    """Filters of a queue page; a plain GET form that htmx also submits in place."""
+
+    fund = FundFilterField()
+    min_amount = amount_filter_field("Minimum amount")
+    min_age_h = age_filter_field()
     q = forms.CharField(
         required=False,
         max_length=600,
@@ -78,19 +110,13 @@ class QueueFilterForm(forms.Form):
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "tenant#key, e.g. acme#42"}),
     )
     mine = forms.BooleanField(required=False, label="Assigned to me")
+    prefix_id = "filter"
     sort = forms.ChoiceField(
         required=False,
         choices=list(SORT_WORDS.items()),
         widget=forms.HiddenInput,
         error_messages={"invalid_choice": "an order this page offers (age, amount or fund)"},
     )
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("auto_id", "filter_%s")
-        super().__init__(*args, **kwargs)
-
-    def clean_fund(self) -> str:
-        return fund_filter(self.cleaned_data["fund"])
 
     def filters(self, *, assignee: str = "") -> QueueFilters:
         """The cleaned filters as the queue read takes them (call after is_valid)."""
@@ -111,7 +137,7 @@ class QueueFilterForm(forms.Form):
         return value
 
 
-class _ReasonForm(forms.Form):
+class _ReasonForm(IdPrefixedForm):
     reason_code = forms.ChoiceField(choices=REASON_CHOICES, label="Reason code")
     reason_text = forms.CharField(
         label="Reason",
@@ -124,8 +150,7 @@ class _ReasonForm(forms.Form):
     # The prefix of the form's element ids: several reason forms share one page.
     prefix_id = "reason"
 
-    def __init__(self, *args, prefix_id: str | None = None, **kwargs):
-        kwargs.setdefault("auto_id", f"{prefix_id or self.prefix_id}_%s")
+    def __init__(self, *args, **kwargs):
         initial = kwargs.setdefault("initial", {})
         initial.setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
@@ -188,7 +213,7 @@ def assignable_staff() -> list[str]:
     )
 
 
-class AssignForm(forms.Form):
+class AssignForm(IdPrefixedForm):
     """Take a case, release it, or (``staff`` given: a supervisor) assign it to anyone
     on the staff list; a name off the list is refused here, before any write."""
 
@@ -196,9 +221,9 @@ class AssignForm(forms.Form):
     action_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
     unassign = forms.BooleanField(required=False, widget=forms.HiddenInput)
     assignee = forms.ChoiceField(required=False, choices=(), label="Assign to")
+    prefix_id = "assign"
 
     def __init__(self, *args, staff: list[str] | None = None, **kwargs):
-        kwargs.setdefault("auto_id", "assign_%s")
         kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
         names = assignable_staff() if staff is None else staff
@@ -208,7 +233,7 @@ class AssignForm(forms.Form):
         field.error_messages["invalid_choice"] = "not an active finance staff member or supervisor"
 
 
-class NoteForm(forms.Form):
+class NoteForm(IdPrefixedForm):
     """A note on a case: free text, stripped; the service decides what it accepts
     (reconciliation/casework/notes.py), the form only shapes the box."""
 
@@ -227,9 +252,9 @@ class NoteForm(forms.Form):
     # The page's form sends one so a double submission adds the note once; a POST
     # with ``text`` alone is a note too.
     action_id = forms.CharField(widget=forms.HiddenInput, max_length=64, required=False)
+    prefix_id = "note"
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("auto_id", "note_%s")
         kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
 
@@ -255,7 +280,7 @@ class BulkForm(_ReasonForm):
     prefix_id = "bulk"
 
 
-class CaseSearchForm(forms.Form):
+class CaseSearchForm(IdPrefixedForm):
     """The case search (``/cases/?q=``): one box for what a person was told."""
 
     q = forms.CharField(
@@ -269,9 +294,7 @@ class CaseSearchForm(forms.Form):
         ),
     )
 
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("auto_id", "search_%s")
-        super().__init__(*args, **kwargs)
+    prefix_id = "search"
 
     def clean_q(self) -> str:
         value = self.cleaned_data["q"]
@@ -289,12 +312,12 @@ RESOLVED_HOW = [
 ]
 
 
-class ResolvedFilterForm(forms.Form):
+class ResolvedFilterForm(IdPrefixedForm):
     """Filters of ``/queues/resolved/``: who, how, fund and a range of UTC days."""
 
     resolved_by = forms.CharField(required=False, max_length=150, label="Resolved by")
     how = forms.ChoiceField(required=False, choices=[("", "Any way"), *RESOLVED_HOW], label="How")
-    fund = forms.CharField(required=False, max_length=32, label="Fund")
+    fund = FundFilterField()
     since = forms.DateField(
         required=False,
         label="From (UTC day)",
@@ -308,12 +331,7 @@ class ResolvedFilterForm(forms.Form):
         error_messages={"invalid": "a date, e.g. 2026-12-01"},
     )
 
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("auto_id", "resolved_%s")
-        super().__init__(*args, **kwargs)
-
-    def clean_fund(self) -> str:
-        return fund_filter(self.cleaned_data["fund"])
+    prefix_id = "resolved"
 
     def clean_resolved_by(self) -> str:
         return self.cleaned_data["resolved_by"].strip()

@@ -4,13 +4,17 @@ view (a name and the filters' query string, docs/worklist.md)."""
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from urllib.parse import urlencode
 
 from django import forms
 from django.http import QueryDict
 
-from dashboard.staff.forms import fund_filter
+from dashboard.staff.forms import (
+    FundFilterField,
+    IdPrefixedForm,
+    age_filter_field,
+    amount_filter_field,
+)
 from dashboard.staff.views.pages import QUEUE_SLUGS
 from reconciliation.cases.models import CaseType, Queue
 from reconciliation.casework.worklist import (
@@ -35,21 +39,7 @@ WORKLIST_FIELDS = (
 _USERNAME = re.compile(r"[\w.@+-]{1,150}")
 
 
-def _amount_field(label: str) -> forms.DecimalField:
-    # Bounded like the queue filter's: "1E-200" is a Decimal DynamoDB cannot hold.
-    return forms.DecimalField(
-        required=False,
-        min_value=0,
-        max_value=Decimal("999999999999.99"),
-        max_digits=14,
-        decimal_places=2,
-        label=label,
-        error_messages={"invalid": "a non-negative number", "min_value": "a non-negative number"},
-        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 100"}),
-    )
-
-
-class WorklistFilterForm(forms.Form):
+class WorklistFilterForm(IdPrefixedForm):
     queue = forms.ChoiceField(
         required=False,
         choices=[("", "Every queue"), *((slug, q.label) for slug, q in QUEUE_SLUGS.items())],
@@ -61,7 +51,7 @@ class WorklistFilterForm(forms.Form):
         choices=[("", "Any type"), *((t.value, t.label) for t in CaseType)],
         error_messages={"invalid_choice": "a case type of this dashboard"},
     )
-    fund = forms.CharField(required=False, max_length=32, label="Fund")
+    fund = FundFilterField()
     currency = forms.CharField(
         required=False,
         max_length=3,
@@ -75,37 +65,22 @@ class WorklistFilterForm(forms.Form):
         help_text="A username, “me” or “unassigned”.",
         widget=forms.TextInput(attrs={"placeholder": "me, unassigned or a name"}),
     )
-    min_age_h = forms.DecimalField(
-        required=False,
-        min_value=0,
-        max_value=24 * 3650,
-        max_digits=8,
-        decimal_places=2,
-        label="Minimum age (hours)",
-        error_messages={"invalid": "hours, a number from 0", "min_value": "hours, a number from 0"},
-        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "e.g. 4"}),
-    )
+    min_age_h = age_filter_field()
     sla = forms.ChoiceField(
         required=False,
         label="SLA",
         choices=[("", "Any"), *((s.value, s.label) for s in SlaState)],
         error_messages={"invalid_choice": "an SLA state this page offers"},
     )
-    min_amount = _amount_field("Amount from")
-    max_amount = _amount_field("Amount up to")
+    min_amount = amount_filter_field("Amount from")
+    max_amount = amount_filter_field("Amount up to")
     sort = forms.ChoiceField(
         required=False,
         label="Order",
         choices=[(s.value, s.label) for s in WorklistSort],
         error_messages={"invalid_choice": "an order this page offers (age, amount or sla)"},
     )
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("auto_id", "wl_%s")
-        super().__init__(*args, **kwargs)
-
-    def clean_fund(self) -> str:
-        return fund_filter(self.cleaned_data["fund"])
+    prefix_id = "wl"
 
     def clean_currency(self) -> str:
         value = self.cleaned_data["currency"].strip().upper()

@@ -11,6 +11,7 @@ in a ``<time>`` with the same title. Codes: ``words`` (alias ``label``) is any c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
@@ -21,6 +22,7 @@ from django.utils.safestring import SafeString
 
 from dashboard.statuses import client_answer_status
 from reconciliation import clock
+from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import (
     CaseState,
@@ -261,18 +263,6 @@ def code_words(code) -> str:
 
 
 @register.filter
-def state_words(state) -> str:
-    return CaseState.words(state)
-
-
-@register.filter
-def role_words(role) -> str:
-    from reconciliation.actors import Role
-
-    return Role.words(role)
-
-
-@register.filter
 def retry_words(status) -> str:
     member = RetryStatus.of(status) or OutcomeKind.of(status)
     return member.label if member is not None else str(status or "")
@@ -298,19 +288,24 @@ def token_window() -> str:
     return _duration(TOKEN_WINDOW_S)
 
 
-@register.filter
-def reason_label(code) -> str:
-    return ReasonCode.words(code)
+def _words_filter(vocabulary: type[Code]) -> Callable[[object], str]:
+    def words(value: object) -> str:
+        return vocabulary.words(value)
+
+    return words
 
 
-@register.filter
-def queue_title(queue) -> str:
-    return Queue.words(queue)
-
-
-@register.filter
-def case_type(value) -> str:
-    return CaseType.words(value)
+# A value of the vocabulary in its words (each enum's label table): the filter's name in
+# the templates, and whose words it gives.
+WORDS_FILTERS: dict[str, type[Code]] = {
+    "state_words": CaseState,
+    "role_words": Role,
+    "reason_label": ReasonCode,
+    "queue_title": Queue,
+    "case_type": CaseType,
+}
+for _name, _vocabulary in WORDS_FILTERS.items():
+    register.filter(_name, _words_filter(_vocabulary))
 
 
 @register.filter

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from reconciliation.audit.regions import by_home, stream_home
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, event_hash
@@ -50,32 +51,24 @@ def chain_check(stream: str, events: list[dict]) -> ChainStatus:
     a gap in ``seq``, a stored hash that is not the hash of the event, or a
     ``prev_hash`` that is not its predecessor's hash."""
     expected_seq, previous = 1, GENESIS_HASH
+    # The stream's chain, broken: where (``seq``) and how.
+    broken = partial(ChainStatus, stream, False, len(events))
     for event in events:
         seq = int(event.get("seq", 0))
         if seq != expected_seq:
-            return ChainStatus(
-                stream,
-                False,
-                len(events),
-                seq=expected_seq,
-                problem=f"gap: seq {expected_seq} missing (next stored seq {seq})",
+            return broken(
+                seq=expected_seq, problem=f"gap: seq {expected_seq} missing (next stored seq {seq})"
             )
         recomputed = event_hash(event)
         if recomputed != event.get("hash"):
-            return ChainStatus(
-                stream,
-                False,
-                len(events),
+            return broken(
                 seq=seq,
                 problem="hash mismatch",
                 expected=recomputed,
                 stored=str(event.get("hash", "")),
             )
         if event.get("prev_hash") != previous:
-            return ChainStatus(
-                stream,
-                False,
-                len(events),
+            return broken(
                 seq=seq,
                 problem="prev_hash does not link to the previous event",
                 expected=previous,

@@ -142,16 +142,14 @@ class AuditFilters:
             names.update({"#actor": "actor", "#un": "username"})
             values[":me"] = {"S": self.performed_by}
             parts.append("#actor.#un = :me")
-        if self.action:
-            names["#action"] = "action"
-            values[":action"] = {"S": self.action}
-            parts.append("#action = :action")
-        if self.case_id:
-            names["#case"] = "case_id"
-            values[":case"] = {"S": self.case_id}
-            parts.append("#case = :case")
-        if self.intent_id:
-            names["#intent"] = "intent_id"
-            values[":intent"] = {"S": self.intent_id}
-            parts.append("#intent = :intent")
+        # Equal to the value asked for: the event's attribute, and its placeholder's name.
+        for attribute, placeholder, wanted in (
+            ("action", "action", self.action),
+            ("case_id", "case", self.case_id),
+            ("intent_id", "intent", self.intent_id),
+        ):
+            if wanted:
+                names[f"#{placeholder}"] = attribute
+                values[f":{placeholder}"] = {"S": wanted}
+                parts.append(f"#{placeholder} = :{placeholder}")
         return (" AND ".join(parts) or None), names, values

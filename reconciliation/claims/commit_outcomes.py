@@ -340,13 +340,18 @@ def _case_for_pending_claim(
 # the same transaction) and the claim's quiet, fenced moves -------------------------------
 
 
-def pledge_receipt_actor(claim: Claim) -> Actor:
+def _claim_actor(claim: Claim, *, username: str, role: Role) -> Actor:
+    """Who acts on ``claim``, with the address and correlation id of its request."""
     return Actor(
-        username=f"api:{claim.tenant}",
-        role=Role.API,
+        username=username,
+        role=role,
         address=claim.client_address,
         correlation_id=claim.correlation_id,
     )
+
+
+def pledge_receipt_actor(claim: Claim) -> Actor:
+    return _claim_actor(claim, username=f"api:{claim.tenant}", role=Role.API)
 
 
 def open_case(
@@ -397,12 +402,7 @@ def apply_quietly(store: Store, claim_item: dict[str, Any]) -> None:
 
 
 def _system_for(claim: Claim) -> Actor:
-    return Actor(
-        username="system",
-        role=Role.SYSTEM,
-        address=claim.client_address,
-        correlation_id=claim.correlation_id,
-    )
+    return _claim_actor(claim, username="system", role=Role.SYSTEM)
 
 
 def finalise_quietly(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,19 @@ class ClaimTaken(Exception):
     def __init__(self, current: Claim | None):
         super().__init__("claim condition failed")
         self.current = current
+
+
+@contextmanager
+def _taken_when_refused() -> Iterator[None]:
+    """A conditional write on the claim inside: its condition refused means another
+    caller holds the claim, raised as :class:`ClaimTaken` with the item ALL_OLD returns
+    (no second read). Any other error rises as it is."""
+    try:
+        yield
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
+            raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
+        raise
 
 
 class ClaimRepository:
@@ -104,7 +119,7 @@ class ClaimRepository:
     def create(self, claim: Claim) -> Claim:
         """First claim: one conditional PutItem. On failure ALL_OLD returns the existing
         item, so a duplicate costs this one round trip and no extra read."""
-        try:
+        with _taken_when_refused():
             self.client.put_item(
                 TableName=self.table,
                 Item=self._to_item(claim),
@@ -112,10 +127,6 @@ class ClaimRepository:
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
-                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
-            raise
         return claim
 
     def reclaim(self, seen: Claim, *, attempt: Claim) -> Claim:
@@ -308,7 +319,7 @@ class ClaimRepository:
         }
 
     def _update_fenced(self, claim: Claim, expression: dict[str, Any]) -> Claim:
-        try:
+        with _taken_when_refused():
             response = self.client.update_item(
                 TableName=self.table,
                 Key=self._key(claim.pk),
@@ -316,10 +327,6 @@ class ClaimRepository:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **expression,
             )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
-                raise ClaimTaken(claim_from_item(exc.response.get("Item"))) from exc
-            raise
         updated = claim_from_item(response["Attributes"])
         assert updated is not None
         return updated

@@ -197,13 +197,7 @@ def start_dynamodb_local(
     )
     if log is not None:
         log.close()  # the child holds its own copy of the descriptor
-    engine = LocalEngine("dynamodb_local", port, process)
-    try:
-        wait_until_answers(engine.endpoint_url, process, timeout=60)
-    except LocalEngineError:
-        engine.stop()
-        raise
-    return engine
+    return _answering(LocalEngine("dynamodb_local", port, process), timeout=60)
 
 
 def start_moto_server(port: int | None = None) -> LocalEngine:
@@ -214,9 +208,14 @@ def start_moto_server(port: int | None = None) -> LocalEngine:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    engine = LocalEngine("moto", port, process)
+    return _answering(LocalEngine("moto", port, process), timeout=30)
+
+
+def _answering(engine: LocalEngine, *, timeout: float) -> LocalEngine:
+    """``engine`` once it answers; stopped if it does not within ``timeout`` seconds (no
+    server left behind), and the error raised."""
     try:
-        wait_until_answers(engine.endpoint_url, process, timeout=30)
+        wait_until_answers(engine.endpoint_url, engine.process, timeout=timeout)
     except LocalEngineError:
         engine.stop()
         raise

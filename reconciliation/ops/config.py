@@ -33,9 +33,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation import clock
-from reconciliation.audit.append import audit_append
+from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.counters import COUNTER_SHARDS
 from reconciliation.claims.models import TOKEN_WINDOW_S
 from reconciliation.dynamo.client import regions
@@ -279,21 +278,17 @@ def config_record(*, accept: bool, actor: Actor) -> list[str]:
 
 
 def _audit_acceptance(mine: Fingerprint, differing: list[RegionConfig], actor: Actor) -> None:
-    def build(seq: int, prev: str) -> dict[str, Any]:
-        return audit_event_build(
-            stream="SYSTEM",
-            seq=seq,
-            prev_hash=prev,
-            action=AuditAction.CONFIG_ACCEPTED,
-            actor=actor,
-            before={c.region: c.recorded.config for c in differing if c.recorded},
-            after=mine.as_dict(),
-            detail={
-                "regions": [c.region for c in differing],
-                "fields": sorted({f for c in differing for f in c.fields}),
-                "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
-                "digest_after": mine.digest,
-            },
-        )
-
-    audit_append(first_store(), stream="SYSTEM", build=build)
+    audit_event_append(
+        first_store(),
+        stream="SYSTEM",
+        action=AuditAction.CONFIG_ACCEPTED,
+        actor=actor,
+        before={c.region: c.recorded.config for c in differing if c.recorded},
+        after=mine.as_dict(),
+        detail={
+            "regions": [c.region for c in differing],
+            "fields": sorted({f for c in differing for f in c.fields}),
+            "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
+            "digest_after": mine.digest,
+        },
+    )

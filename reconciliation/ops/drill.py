@@ -32,7 +32,6 @@ from typing import Any
 
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.repository import audit_event_build
 from reconciliation.ops.drill_regions import regions_scenario
 from reconciliation.ops.drill_report import DrillReport
 from reconciliation.ops.drill_scenarios import Drill
@@ -55,22 +54,16 @@ def drill_run() -> DrillReport:
 
 def _record(report: DrillReport) -> None:
     """The drill's table as a SYSTEM audit event, for the Drill page and the trail."""
-    from reconciliation.audit.append import audit_append
+    from reconciliation.audit.append import audit_event_append
     from reconciliation.stores import first_store
 
-    actor = system_actor()
-
-    def build(seq: int, prev: str) -> dict[str, Any]:
-        return audit_event_build(
-            stream="SYSTEM",
-            seq=seq,
-            prev_hash=prev,
-            action=AuditAction.DRILL_RUN,
-            actor=actor,
-            detail=report.as_dict(),
-        )
-
-    audit_append(first_store(), stream="SYSTEM", build=build)
+    audit_event_append(
+        first_store(),
+        stream="SYSTEM",
+        action=AuditAction.DRILL_RUN,
+        actor=system_actor(),
+        detail=report.as_dict(),
+    )
 
 
 def drill_last() -> dict[str, Any] | None:

@@ -18,19 +18,14 @@ With keys of its own it proves three things:
 
 from __future__ import annotations
 
-import contextlib
-import time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import CaseState, CaseType, Disposition, ReasonCode
-from reconciliation.claims import intake
+from reconciliation.cases.models import CaseState, CaseType
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.dynamo import faults
 from reconciliation.ops.drill_report import NOT_APPLICABLE
 from reconciliation.stores import Store, case_tag, every_store, home_store, pledge_stream
 
@@ -165,12 +160,6 @@ def _listed(drill: Drill, stores: list[Store], case_id: str) -> bool:
 
 
 def _second_region_case(drill: Drill, stores: list[Store]) -> None:
-    from reconciliation.cases.changes import CaseError
-    from reconciliation.cases.repository import CaseRepository
-    from reconciliation.casework.dispositions import case_dispose
-    from reconciliation.casework.retries import retry_commit_run
-    from reconciliation.casework.sweeps import sweep_claim
-
     second = stores[1]
     scenario = f"{SCENARIO}: a case in {second.region_name}"
     key = next(
@@ -180,13 +169,7 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     if key is None:
         drill.row(scenario, "a key homed there", "no key found homed there", False)
         return
-    with (
-        faults.injected(faults.FaultPlan({"crash_after_claim": 1.0})),
-        contextlib.suppress(faults.SimulatedCrash),
-    ):
-        drill.submit(key, lease_s=1)
-    time.sleep(1.5)
-    case = sweep_claim(claim_pk("drill", OPERATION_CREATE_PLEDGE, key), grace_s=0, store=second)
+    case = drill.crashed_case(key)
     if case is None:
         drill.row(scenario, "the sweep opens a case there", "the sweep opened nothing", False)
         return
@@ -197,34 +180,12 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
         f"id {'names' if names else 'does not name'} {second.region_name}",
         f"queue page over every region {'lists' if listed else 'does not list'} it",
     ]
-    result = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.RETRY_COMMIT,
-        actor=system_actor(),
-        seen_version=case.version,
-        reason_code=ReasonCode.TRANSIENT_FAILURE,
-        reason_text="Drill: recover the crashed intent in its own region.",
-        store=second,
+    applied, final = drill.crashed_recover(
+        case, key, reason_text="Drill: recover the crashed intent in its own region."
     )
-    with contextlib.suppress(CaseError):
-        retry_commit_run(
-            case.case_id,
-            store=second,
-            request_id=result.case.retry.request_id if result.case.retry else None,
-        )
-    final = CaseRepository(second).get(case.case_id)
     resolved = final is not None and final.state == CaseState.RESOLVED
     observed.append("retry resolved it" if resolved else "retry left it open")
-    drill.cases[case.case_id] = CaseState.RESOLVED
-    if intake.pledge_get(tenant="drill", idempotency_key=key):
-        drill.committed.append(key)
-    ok = (
-        case.case_type == CaseType.STUCK_PENDING
-        and names
-        and listed
-        and result.applied
-        and resolved
-    )
+    ok = case.case_type == CaseType.STUCK_PENDING and names and listed and applied and resolved
     drill.row(
         scenario,
         "its id names its region; listed over every region; retry resolves it",

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
-from reconciliation.cases.models import CaseState, CaseType, Disposition, Queue, ReasonCode
+from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, Queue, ReasonCode
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
@@ -264,19 +264,56 @@ class Drill:
             ok,
         )
 
-    def crash(self) -> None:
-        from reconciliation.casework.dispositions import case_dispose
+    def crashed_case(self, key: str) -> Case | None:
+        """Submit ``key`` and crash between its claim and its commit; once the claim's
+        lease has run out the sweep opens its case, returned (``None``: it opened none)."""
         from reconciliation.casework.sweeps import sweep_claim
 
-        key = self.key()
-        pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
-        store = self.store(key)
         # A 1-second lease for this claim alone, passed down: the drill runs inside a
         # worker or web process whose other requests keep the configured lease.
         with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
             self.submit(key, lease_s=1)
         time.sleep(1.5)
-        case = sweep_claim(pk, grace_s=0, store=store)
+        pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
+        case: Case | None = sweep_claim(pk, grace_s=0, store=self.store(key))
+        return case
+
+    def crashed_recover(
+        self, case: Case, key: str, *, reason_text: str
+    ) -> tuple[bool, Case | None]:
+        """Recover the crashed intent of ``case`` as a person would: the retry-commit
+        disposition (as the system), and its retry run here. Returns whether the
+        disposition applied, and the case as it ends."""
+        from reconciliation.cases.changes import CaseError
+        from reconciliation.casework.dispositions import case_dispose
+        from reconciliation.casework.retries import retry_commit_run
+
+        store = self.store(key)
+        result = case_dispose(
+            case_id=case.case_id,
+            disposition=Disposition.RETRY_COMMIT,
+            actor=system_actor(),
+            seen_version=case.version,
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text=reason_text,
+            store=store,
+        )
+        # Inline as well as queued: whichever runs first commits, the other finds the
+        # case resolved (the durable key makes a second commit impossible anyway).
+        with contextlib.suppress(CaseError):
+            retry_commit_run(
+                case.case_id,
+                store=store,
+                request_id=result.case.retry.request_id if result.case.retry else None,
+            )
+        self.cases[case.case_id] = CaseState.RESOLVED
+        if intake.pledge_get(tenant=TENANT, idempotency_key=key):
+            self.committed.append(key)
+        return result.applied, CaseRepository(store).get(case.case_id)
+
+    def crash(self) -> None:
+        key = self.key()
+        case = self.crashed_case(key)
         observed = [f"sweep opened {CaseType.words(case.case_type) if case else 'nothing'}"]
         ok = (
             case is not None
@@ -284,33 +321,12 @@ class Drill:
             and case.queue == Queue.STUCK_PENDING
         )
         if case is not None:
-            result = case_dispose(
-                case_id=case.case_id,
-                disposition=Disposition.RETRY_COMMIT,
-                actor=system_actor(),
-                seen_version=case.version,
-                reason_code=ReasonCode.TRANSIENT_FAILURE,
-                reason_text="Drill: recover the crashed intent by retrying its commit.",
-                store=store,
+            applied, final = self.crashed_recover(
+                case, key, reason_text="Drill: recover the crashed intent by retrying its commit."
             )
-            from reconciliation.cases.changes import CaseError
-            from reconciliation.casework.retries import retry_commit_run
-
-            # Inline as well as queued: whichever runs first commits, the other finds the
-            # case resolved (the durable key makes a second commit impossible anyway).
-            with contextlib.suppress(CaseError):
-                retry_commit_run(
-                    case.case_id,
-                    store=store,
-                    request_id=result.case.retry.request_id if result.case.retry else None,
-                )
-            final = CaseRepository(store).get(case.case_id)
             final_state = final.state if final is not None else "absent"
             observed.append(f"retry → case {CaseState.words(final_state)}")
-            self.cases[case.case_id] = CaseState.RESOLVED
-            ok = ok and result.applied and final_state == CaseState.RESOLVED
-            if intake.pledge_get(tenant=TENANT, idempotency_key=key):
-                self.committed.append(key)
+            ok = ok and applied and final_state == CaseState.RESOLVED
         self.row(
             "6 crash between claim and commit",
             f"sweep opens a {CaseType.words('STUCK_PENDING').lower()} case; retry commits once",

@@ -63,20 +63,15 @@ def redis_status() -> str:
             settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
         )
         client.ping()
-    except redis.AuthenticationError as exc:
-        logger.warning(
-            "health: Redis refused the credentials at %s (%s)",
-            redacted_url(settings.REDIS_URL),
-            exc.__class__.__name__,
-        )
-        return "error: authentication failed"
     except redis.RedisError as exc:
+        refused = isinstance(exc, redis.AuthenticationError)
         logger.warning(
-            "health: Redis unreachable at %s (%s)",
+            "health: Redis %s at %s (%s)",
+            "refused the credentials" if refused else "unreachable",
             redacted_url(settings.REDIS_URL),
             exc.__class__.__name__,
         )
-        return "error: unreachable"
+        return "error: authentication failed" if refused else "error: unreachable"
     return "ok"
 
 

@@ -17,7 +17,7 @@ from django.test import Client
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from dashboard.accounts import mfa
+from dashboard.accounts import account_changes, mfa
 from tests.helpers import audit_events, pass_second_factor, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
@@ -265,7 +265,7 @@ def test_an_account_change_the_audit_trail_refuses_does_not_happen(ddb, monkeypa
     def unreachable(*args, **kwargs):
         raise EndpointConnectionError(endpoint_url="http://dynamodb")
 
-    monkeypatch.setattr(mfa, "staff_event_append", unreachable)
+    monkeypatch.setattr(account_changes, "staff_event_append", unreachable)
     response = boss.post(
         "/accounts/staff/sam/reset-second-factor/",
         confirmed(mine, reason_text="phone lost again"),

@@ -4,7 +4,7 @@ headers), the amount at risk per currency, "Load more" with the opaque cursor.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, time, timedelta
 from urllib.parse import parse_qsl, urlencode
 
@@ -36,12 +36,14 @@ from reconciliation.cases.models import Queue, retry_in_flight
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
 from reconciliation.casework.list_export import CSV_MAX_ROWS, CaseList, CsvCase
 from reconciliation.casework.notifications import sla_hours
+from reconciliation.casework.rows import CaseRow
 from reconciliation.casework.search import cases_for_intent
 from reconciliation.casework.selectors import (
     DEFAULT_SORT,
     MAX_PAGE,
     SORT_WORDS,
     InvalidFilter,
+    QueuePage,
     queue_counters,
     queue_page,
 )
@@ -116,21 +118,18 @@ def _queue_csv(
         except InvalidFilter as exc:
             return filters_refused("; ".join(exc.fields.values()))
 
-        def pages() -> Iterator[CsvCase]:
-            page, sent = first, 0
-            while True:
-                refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
-                for row in page.rows[: CSV_MAX_ROWS - sent]:
-                    _, sla, left = sla_of(row, hours=hours, now=now)
-                    yield CsvCase(row, refs.get(row.case_id, ""), sla.label, left)
-                sent += len(page.rows)
-                if not page.next_cursor or sent >= CSV_MAX_ROWS:
-                    return
-                page = queue_page(
-                    name, filters=filters, cursor=page.next_cursor, limit=MAX_PAGE, stores=stores
-                )
+        def with_sla(row: CaseRow, donor_ref: str) -> CsvCase:
+            _, sla, left = sla_of(row, hours=hours, now=now)
+            return CsvCase(row, donor_ref, sla.label, left)
 
-        rows = pages()
+        rows = _csv_rows(
+            first,
+            lambda cursor: queue_page(
+                name, filters=filters, cursor=cursor, limit=MAX_PAGE, stores=stores
+            ),
+            with_sla,
+            stores=stores,
+        )
     shown = dict(parse_qsl(_filter_query(form)))
     return csv_download(request, case_list=CaseList.QUEUE, name=slug, filters=shown, rows=rows)
 
@@ -251,26 +250,39 @@ def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpRespon
         first = resolved_page(filters=filters, limit=MAX_PAGE, stores=stores)
     except InvalidFilter as exc:
         return filters_refused("; ".join(exc.fields.values()))
-
-    def pages() -> Iterator[CsvCase]:
-        page, sent = first, 0
-        while True:
-            refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
-            for row in page.rows[: CSV_MAX_ROWS - sent]:
-                yield CsvCase(row, refs.get(row.case_id, ""))
-            sent += len(page.rows)
-            if not page.next_cursor or sent >= CSV_MAX_ROWS:
-                return
-            page = resolved_page(
-                filters=filters, cursor=page.next_cursor, limit=MAX_PAGE, stores=stores
-            )
+    rows = _csv_rows(
+        first,
+        lambda cursor: resolved_page(filters=filters, cursor=cursor, limit=MAX_PAGE, stores=stores),
+        CsvCase,
+        stores=stores,
+    )
 
     shown = {}
     if form.is_bound:
         shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "")}
     return csv_download(
-        request, case_list=CaseList.RESOLVED, name="resolved", filters=shown, rows=pages()
+        request, case_list=CaseList.RESOLVED, name="resolved", filters=shown, rows=rows
     )
+
+
+def _csv_rows(
+    first: QueuePage,
+    next_page: Callable[[str], QueuePage],
+    row: Callable[[CaseRow, str], CsvCase],
+    *,
+    stores: list[Store],
+) -> Iterator[CsvCase]:
+    """A list's CSV is all of it, not the page shown: every page from ``first`` on (read
+    as the CSV is streamed), up to ``CSV_MAX_ROWS``, each row with its donor ref."""
+    page, sent = first, 0
+    while True:
+        refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
+        for case in page.rows[: CSV_MAX_ROWS - sent]:
+            yield row(case, refs.get(case.case_id, ""))
+        sent += len(page.rows)
+        if not page.next_cursor or sent >= CSV_MAX_ROWS:
+            return
+        page = next_page(page.next_cursor)
 
 
 @require_safe

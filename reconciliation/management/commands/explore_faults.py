@@ -4,7 +4,8 @@ every fault kind at every DynamoDB call of one intent's life, then the invariant
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -12,6 +13,13 @@ from tqdm import tqdm
 
 from reconciliation.dynamo.local import LocalEngineError
 from reconciliation.ops.explorer import ExploreConfig, Progress, Result, explore
+
+
+class _Report(Protocol):
+    def lines(self) -> Iterable[str]: ...
+
+
+_Exploration = TypeVar("_Exploration", bound=_Report)
 
 
 class _Bar(Progress):
@@ -113,15 +121,7 @@ class Command(BaseCommand):
             workers=workers,
             later_writes=not options["within_request"],
         )
-        bar = tqdm(unit="scenario", disable=not sys.stderr.isatty(), file=sys.stderr)
-        try:
-            exploration = explore(config, _Bar(bar))
-        except (BotoCoreError, ClientError, LocalEngineError, RuntimeError) as exc:
-            raise CommandError(f"the exploration could not run: {exc}") from exc
-        finally:
-            bar.close()
-        for line in exploration.lines():
-            self.stdout.write(line)
+        exploration = self._explored("scenario", lambda bar: explore(config, _Bar(bar)))
         if exploration.violations:
             # Not CommandError: its message would follow the summary, which must stay last.
             sys.exit(1)
@@ -138,14 +138,23 @@ class Command(BaseCommand):
             faults=not options["no_faults"],
             seed=options["seed"],
         )
-        bar = tqdm(unit="schedule", disable=not sys.stderr.isatty(), file=sys.stderr)
+        hands = self._explored(
+            "schedule",
+            lambda bar: explore_hands(config, lambda _pair, found: bar.update(len(found))),
+        )
+        if hands.violations or hands.extra:
+            sys.exit(1)
+
+    def _explored(self, unit: str, run: Callable[[tqdm], _Exploration]) -> _Exploration:
+        """Run one exploration with a progress bar (on a terminal, counting ``unit``s);
+        one that could not run is a CommandError. Its report goes to stdout."""
+        bar = tqdm(unit=unit, disable=not sys.stderr.isatty(), file=sys.stderr)
         try:
-            exploration = explore_hands(config, lambda _pair, found: bar.update(len(found)))
+            exploration = run(bar)
         except (BotoCoreError, ClientError, LocalEngineError, RuntimeError) as exc:
             raise CommandError(f"the exploration could not run: {exc}") from exc
         finally:
             bar.close()
         for line in exploration.lines():
             self.stdout.write(line)
-        if exploration.violations or exploration.extra:
-            sys.exit(1)
+        return exploration

@@ -1,0 +1,81 @@
+"""A change to an account that its other sessions must not outlive (docs/security.md,
+"Sessions"): a password set, an authenticator replaced, a passkey removed, a second
+factor reset. Each is one :func:`account_change`: in one database transaction the
+account's event is appended first (a change the audit trail refuses does not happen),
+then the change is made and every session of the account but the one making it ends;
+afterwards the account is e-mailed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.contrib.sessions.models import Session
+from django.core.mail import send_mail
+from django.db import transaction
+from django.template.defaultfilters import pluralize
+from django.utils import timezone
+
+from dashboard.accounts.staff_sessions import live_sessions, sessions_delete
+from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditAction
+from reconciliation.audit.staff import staff_event_append
+from reconciliation.stores import first_store
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def account_change(
+    user,
+    *,
+    action: AuditAction,
+    actor: Actor,
+    detail: dict[str, Any],
+    keep_session: str | None,
+    subject: str,
+    change: str,
+    ended_as: str = "other_sessions_ended",
+    reason_text: str | None = None,
+) -> Iterator[list[Session]]:
+    """The block makes the change. Before it, the ``action`` event is appended with
+    ``detail`` and how many sessions end (under ``ended_as``); after it, every live
+    session of ``user`` but ``keep_session`` ends, all in one transaction. When the block
+    completes the account is told (``subject``; ``change`` says what happened). Yields
+    the sessions that end."""
+    with transaction.atomic():
+        sessions = [s for s in live_sessions(user) if s.session_key != keep_session]
+        staff_event_append(
+            first_store(),
+            username=user.get_username(),
+            action=action,
+            actor=actor,
+            reason_text=reason_text,
+            detail={**detail, ended_as: len(sessions)},
+        )
+        yield sessions
+        sessions_delete(sessions)
+    owner_tell(user, subject=subject, change=change, actor=actor, ended=len(sessions))
+
+
+def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+    """E-mail the account about a change to its second factor or password (no code, no
+    secret). The change is made already: a mail server that refuses is logged, not
+    undone."""
+    if not user.email:
+        logger.warning("account of %s changed; it has no e-mail", user.get_username())
+        return
+    body = (
+        f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
+        f"{actor.address or 'an unknown address'}. {ended} other "
+        f"session{pluralize(ended)} of your account {pluralize(ended, 'was,were')} signed out."
+        "\n\nIf this was not you, tell a supervisor at once: they can reset "
+        "your second factor, and your password should be changed.\n"
+    )
+    try:
+        send_mail(subject, body, None, [user.email])
+    except Exception:
+        logger.exception("could not e-mail %s about an account change", user.get_username())
