@@ -13,7 +13,7 @@ alone, so a second run changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -57,9 +57,9 @@ class BackfillReport:
         return out
 
 
-def _missing(case: dict) -> dict:
+def _missing(case: dict[str, Any]) -> dict[str, Any]:
     """The derived attributes ``case`` lacks, with their values."""
-    sets: dict = {}
+    sets: dict[str, Any] = {}
     request: CaseRequest | None = case.get("request")
     if not case.get("donor_ref") and request is not None and request.donor_ref:
         sets["donor_ref"] = request.donor_ref
@@ -98,7 +98,7 @@ def cases_backfill(store: Store) -> BackfillReport:
                 continue
             names = {f"#a{n}": k for n, k in enumerate(sets)}
             vals = {f"v{n}": v for n, v in enumerate(sets.values())}
-            items: list[dict] = [
+            items: list[dict[str, Any]] = [
                 {
                     "Update": {
                         "TableName": table,

@@ -8,6 +8,7 @@ import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -35,12 +36,12 @@ class CaseWrite:
         self.store = store
         self.counter_moves = counter_moves
         self.shards = itertools.count(counter_shard(case_id))
-        self.sent: list[dict] = []  # the last attempt's items, to decode a cancellation
+        self.sent: list[dict[str, Any]] = []  # the last attempt's items, to decode a cancellation
 
-    def send(self, items: list[dict]) -> None:
+    def send(self, items: list[dict[str, Any]]) -> None:
         with_retry(lambda: self._attempt(items))
 
-    def _attempt(self, items: list[dict]) -> None:
+    def _attempt(self, items: list[dict[str, Any]]) -> None:
         shard = next(self.shards)
         self.sent = items + [
             CaseRepository(self.store).counter_item(move, shard=shard)
@@ -102,7 +103,9 @@ def case_load(
     return case, False
 
 
-def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: str | None) -> Case:
+def _case_next(
+    case: Case, changes: dict[str, Any], *, actor: Actor, at: str, action_id: str | None
+) -> Case:
     """``case`` with ``changes`` applied: the next version, the queue of its new state
     (keeping its place in the queue), and who acted last."""
     state = changes.get("state", case.state)
@@ -185,7 +188,7 @@ class AlreadyResolved(CaseError):
     code = "already_resolved"
 
 
-def _resolution_stands(case: Case, changes: dict) -> None:
+def _resolution_stands(case: Case, changes: dict[str, Any]) -> None:
     new: Resolution | None = changes.get("resolution")
     if new and case.resolution and new != case.resolution:
         last = case.resolution
@@ -202,14 +205,14 @@ def case_commit_change(
     *,
     actor: Actor,
     action: str,
-    changes: dict,
+    changes: dict[str, Any],
     action_id: str | None,
     disposition: str | None = None,
     reason_code: str | None = None,
     reason_text: str | None = None,
-    detail: dict | None = None,
-    extra_items: list[dict] | None = None,
-    extra_events: list[dict] | None = None,
+    detail: dict[str, Any] | None = None,
+    extra_items: list[dict[str, Any]] | None = None,
+    extra_events: list[dict[str, Any]] | None = None,
 ) -> Case:
     """Apply ``changes`` to ``case`` in one transaction with its audit event.
 

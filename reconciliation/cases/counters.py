@@ -27,7 +27,7 @@ def counter_key(queue: str, shard: int, region_tag: str = "") -> str:
     return f"{COUNTER_PREFIX}{queue}{where}#{shard % COUNTER_SHARDS}"
 
 
-def counter_keys(region_tag: str = "") -> list[dict]:
+def counter_keys(region_tag: str = "") -> list[dict[str, dict[str, str]]]:
     """Every counter item of every queue in the region tagged ``region_tag``: its
     shards, and (first region) the unsharded item that tables written before sharding
     still hold."""

@@ -13,13 +13,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from reconciliation.codes import Code
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import subject_day_shard
 from reconciliation.stores import tagged_case_id
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 
 class CaseType(Code):
@@ -597,7 +600,7 @@ class Case:
     def is_resolved(self) -> bool:
         return self.state == CaseState.RESOLVED
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {
             "state": self.state,
             "version": self.version,
@@ -625,7 +628,7 @@ def decoded_row(item: Mapping[str, Any]) -> dict[str, Any]:
     """Plain values of a stored case or index row, its parts read into their records
     (``decoded`` a tuple of :class:`DecodedReason`); a part stored as JSON null, or not a
     JSON object, reads as absent."""
-    data = from_item(item)
+    data: dict[str, Any] = from_item(item)
     if isinstance(data.get("decoded"), str):
         rows = json.loads(data["decoded"])
         data["decoded"] = tuple(
@@ -667,7 +670,7 @@ def case_from_item(item: Mapping[str, Any] | None) -> Case | None:
 _INDEX_KEY_FIELDS = ("fund", "intent_id", "donor_ref", "assignee")
 
 
-def case_to_item(case: Case) -> dict:
+def case_to_item(case: Case) -> dict[str, AttributeValueTypeDef]:
     data: dict[str, Any] = {k: getattr(case, k) for k in Case.__dataclass_fields__}
     for name in _INDEX_KEY_FIELDS:
         if data[name] == "":

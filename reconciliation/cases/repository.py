@@ -12,7 +12,7 @@ by every case change (a burst of openings would otherwise conflict on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import (
     CounterMove,
@@ -38,6 +38,8 @@ from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.stores import case_tag
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
     from reconciliation.stores import Store
 
 
@@ -48,7 +50,7 @@ class CaseRepository:
         self.tag = store.tag
 
     @staticmethod
-    def _key(case_id: str) -> dict:
+    def _key(case_id: str) -> dict[str, AttributeValueTypeDef]:
         return {"case_id": {"S": case_id}}
 
     def get(self, case_id: str, *, consistent: bool = True) -> Case | None:
@@ -60,7 +62,7 @@ class CaseRepository:
         )
         return case_from_item(response.get("Item"))
 
-    def put_new_item(self, case: Case) -> dict:
+    def put_new_item(self, case: Case) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self.table,
@@ -70,7 +72,7 @@ class CaseRepository:
             }
         }
 
-    def replace_item(self, case: Case, *, seen_version: int) -> dict:
+    def replace_item(self, case: Case, *, seen_version: int) -> dict[str, Any]:
         """Write the whole new case state, conditioned on the version the actor saw, and
         on whether the case was in the amount totals as read: ``backfill_cases`` adds an
         older case to them without a new version, and a change computed from the read
@@ -93,7 +95,7 @@ class CaseRepository:
             }
         }
 
-    def audit_head_item(self, case: Case, *, seq: int, head: str) -> dict:
+    def audit_head_item(self, case: Case, *, seq: int, head: str) -> dict[str, Any]:
         """Move the case's stored audit head to the event at ``seq`` without a new case
         version: for an event that changes nothing of the case (a note), so nobody's open
         form and no pending override's pinned version goes stale because of it.
@@ -113,19 +115,19 @@ class CaseRepository:
             }
         }
 
-    def counter_item(self, move: CounterMove, *, shard: int) -> dict:
+    def counter_item(self, move: CounterMove, *, shard: int) -> dict[str, Any]:
         """Move a queue's count by ``move.delta`` on one of its shards, and, for a case in
         the totals, its currency's amount total and the count of totalled cases. Shards
         may go below zero on their own (an opening and its resolution may land on
         different shards); only their sum is the count."""
         expression = "ADD open_count :d"
         names: dict[str, str] = {}
-        vals: dict = {"d": move.delta}
+        vals: dict[str, Any] = {"d": move.delta}
         if move.amount is not None and move.currency:
             expression += ", totalled :d, #amount :a"
             names["#amount"] = totals_attribute(move.currency)
             vals["a"] = move.amount
-        update: dict = {
+        update: dict[str, Any] = {
             "TableName": self.table,
             "Key": self._key(counter_key(move.queue, shard, self.tag)),
             "UpdateExpression": expression,
@@ -141,12 +143,12 @@ class CaseRepository:
         One BatchGetItem of fixed size, whatever the number of cases."""
         return self.counters_and()[0]
 
-    def counters_and(self, *ids: str) -> tuple[dict[str, QueueCounter], dict[str, dict]]:
+    def counters_and(self, *ids: str) -> tuple[dict[str, QueueCounter], dict[str, dict[str, Any]]]:
         """:meth:`counters`, and in the same BatchGetItem the items ``ids`` that share the
         table (the overview's summary, ``reconciliation.casework.overview``) by id."""
         keys = counter_keys(self.tag) + [self._key(i) for i in ids]
         out: dict[str, QueueCounter] = {q: QueueCounter() for q in QUEUES}
-        also: dict[str, dict] = {}
+        also: dict[str, dict[str, Any]] = {}
         # A few rounds for unprocessed keys, never a spin: a count is a display.
         for raw in batch_get(self.client, self.table, keys, rounds=5):
             item = from_item(raw)
@@ -158,7 +160,7 @@ class CaseRepository:
                 out[queue].add(item)
         return out, also
 
-    def kept_put(self, item_id: str, values: dict) -> None:
+    def kept_put(self, item_id: str, values: dict[str, Any]) -> None:
         """Write an item that shares the table but is no case (``#…``, as the counters):
         a derived summary, replaced whole; last writer wins, every writer is fresh."""
         if not item_id.startswith("#"):
@@ -174,13 +176,13 @@ class CaseRepository:
         queue: str,
         *,
         limit: int,
-        start_key: dict | None = None,
+        start_key: dict[str, Any] | None = None,
         opened_before: str | None = None,
-        filters: dict | None = None,
+        filters: dict[str, Any] | None = None,
         index: str = "open_by_queue",
         forward: bool = True,
         owned_only: bool = False,
-    ) -> tuple[list[dict], dict | None, float]:
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
         """One Query page of a queue index: ``open_by_queue`` (by age), or
         ``open_by_amount`` / ``open_by_fund``; ``forward`` is the index order (oldest,
         smallest, A first).
@@ -196,7 +198,7 @@ class CaseRepository:
         Returns plain rows, the LastEvaluatedKey and the read units.
         """
         key_condition = "#q = :q"
-        vals: dict = {"q": queue}
+        vals: dict[str, Any] = {"q": queue}
         parts = []
         names = {"#q": "queue"}
         if owned_only:
@@ -226,7 +228,7 @@ class CaseRepository:
                 parts.append(f"#{name} = :{name}")
                 names[f"#{name}"] = name
             vals[name] = value
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": index,
             "KeyConditionExpression": key_condition,
@@ -251,7 +253,7 @@ class CaseRepository:
         *,
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
-    ) -> Iterator[dict]:
+    ) -> Iterator[dict[str, Any]]:
         """Every open case of ``queue`` living in this region, oldest first, ``WALK_PAGE``
         rows a page, yielding no more than ``limit`` rows; ``on_units`` hears each page's
         read units. The replicas of other regions' cases that Global Tables copy here are
@@ -283,7 +285,7 @@ class CaseRepository:
         """How many open cases of ``queue`` were opened in ``[after, before)``; with
         ``owned_only``, of the cases living in this region (:func:`owned_filter`)."""
         condition = "#q = :q"
-        vals: dict = {"q": queue}
+        vals: dict[str, Any] = {"q": queue}
         owned_expression = ""
         if owned_only:
             owned_expression, owned_values = owned_filter(self.tag)
@@ -297,7 +299,7 @@ class CaseRepository:
         elif after:
             condition += " AND queue_sort >= :after"
             vals["after"] = after
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "open_by_queue",
             "KeyConditionExpression": condition,
@@ -320,11 +322,11 @@ class CaseRepository:
         return [i["case_id"]["S"] for i in response.get("Items", [])]
 
     def query_assigned(
-        self, assignee: str, *, limit: int, start_key: dict | None = None
-    ) -> tuple[list[dict], dict | None, float]:
+        self, assignee: str, *, limit: int, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
         """One Query page of ``assignee``'s open cases, oldest first
         (``open_by_assignee``)."""
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "open_by_assignee",
             "KeyConditionExpression": "assignee = :a",
@@ -357,16 +359,16 @@ class CaseRepository:
         month: str,
         *,
         limit: int,
-        start_key: dict | None = None,
+        start_key: dict[str, Any] | None = None,
         after: str | None = None,
         before: str | None = None,
-        filters: dict | None = None,
-    ) -> tuple[list[dict], dict | None, float]:
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
         """One Query page of one month's ``resolved_by_time`` partition, newest first;
         ``after``/``before`` bound the range key (ISO instants), ``filters``
         (resolved_by, resolved_how, fund) become a FilterExpression."""
         condition = "resolved_month = :m"
-        vals: dict = {"m": month}
+        vals: dict[str, Any] = {"m": month}
         if after and before:
             condition += " AND resolved_sort BETWEEN :after AND :before"
             vals.update(after=after, before=before)
@@ -383,7 +385,7 @@ class CaseRepository:
             parts.append(f"#{name} = :{name}")
             names[f"#{name}"] = name
             vals[name] = value
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "resolved_by_time",
             "KeyConditionExpression": condition,
@@ -427,13 +429,13 @@ class CaseRepository:
         return sorted(found, key=lambda c: order.get(c.case_id, 0))
 
 
-def owned_filter(tag: str) -> tuple[str, dict]:
+def owned_filter(tag: str) -> tuple[str, dict[str, Any]]:
     """A FilterExpression keeping only the cases that live in the region tagged ``tag``
     (not replicas of other regions'): the case id names the region, by its length and
     its ``-<region>`` suffix (docs/design.md §3, docs/regions.md). Returns the expression and
     its values (``:own_size``, ``:own_tag``)."""
     expression = "size(case_id) = :own_size"
-    vals: dict = {"own_size": 18 + (len(tag) + 1 if tag else 0)}
+    vals: dict[str, Any] = {"own_size": 18 + (len(tag) + 1 if tag else 0)}
     if tag:
         expression += " AND contains(case_id, :own_tag)"
         vals["own_tag"] = f"-{tag}"
