@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from django.conf import settings
 
@@ -143,7 +143,7 @@ _DRIFT_MESSAGES = {
 }
 
 
-def _evidence_detail(evidence: DecisionEvidence) -> dict:
+def _evidence_detail(evidence: DecisionEvidence) -> dict[str, Any]:
     """The deciding evidence, as the audit event records it."""
     return {
         "evidence": evidence.line,
@@ -315,7 +315,7 @@ def _assignment(
     if target == case.assignee:
         who = "you" if target == actor.username else (target or "nobody")
         return ActionResult(case, False, f"Already assigned to {who}; nothing changed.")
-    changes: dict = {"assignee": target}
+    changes: dict[str, Any] = {"assignee": target}
     override = case.override
     if (
         case.state == CaseState.OVERRIDE_REQUESTED

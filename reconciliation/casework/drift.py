@@ -75,6 +75,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 from botocore.exceptions import ClientError
 from django.conf import settings
@@ -163,7 +164,7 @@ def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], 
     audit = AuditRepository(store)
     names = {"#a": "action", "#s": "stream", "#f": "after"}
     projection = "#s, seq, #a, at_id, event_id, intent_id, #f"
-    raw: list[dict] = []
+    raw: list[dict[str, Any]] = []
     queries = 0
     for day in _days(after, until):
         for shard in range(AUDIT_DAY_SHARDS):
@@ -259,14 +260,14 @@ class Checkpoint:
     expected: dict[str, dict[str, Decimal]] = field(default_factory=dict)
     pledges: dict[str, Decimal] = field(default_factory=dict)
     accepted: dict[str, dict[str, Decimal]] = field(default_factory=dict)
-    open: dict[str, dict] = field(default_factory=dict)
+    open: dict[str, dict[str, Any]] = field(default_factory=dict)
     reported: dict[str, str] = field(default_factory=dict)
     # Per ``fund#currency``: what stray recordings added to ledger shards under another
     # region's names (shards no region's own total reads).
     strays: dict[str, Decimal] = field(default_factory=dict)
 
     def body(self) -> str:
-        def plain(value):
+        def plain(value: Any) -> Any:
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
             return str(value) if isinstance(value, Decimal) else value
@@ -281,7 +282,7 @@ class Checkpoint:
     def parse(cls, version: int, body: str) -> Checkpoint:
         data = json.loads(body)
 
-        def money(d: dict) -> dict[str, Decimal]:
+        def money(d: dict[str, Any]) -> dict[str, Decimal]:
             return {k: Decimal(v) for k, v in d.items()}
 
         return cls(
@@ -318,7 +319,7 @@ class CheckpointRepository:
         ``seen`` (0: none yet): of two concurrent runs, one advances it. Raises the
         ConditionalCheckFailedException the loser gets."""
         condition = "attribute_not_exists(fund)" if seen == 0 else "version = :seen"
-        kwargs: dict = {
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "Item": {
                 "fund": {"S": CHECKPOINT_KEY},
@@ -343,7 +344,15 @@ def winner(pledge: Pledge) -> str:
     return fund_part.partition("@")[2]
 
 
-def named_intents(scope, key, changes, every, duplicates, missing, pledges) -> list[dict]:
+def named_intents(
+    scope: str,
+    key: str,
+    changes: dict[str, list[Change]],
+    every: list[Change],
+    duplicates: dict[str, str],
+    missing: set[str],
+    pledges: dict[str, Pledge | None],
+) -> list[dict[str, Any]]:
     """The intents a case names: overall, the duplicates and the missing pledges of the
     fund; in a region, its changes of the fund read this run (none of them explains a
     ledger that moved without a pledge, but they are what changed)."""
@@ -367,7 +376,7 @@ def named_intents(scope, key, changes, every, duplicates, missing, pledges) -> l
     return out
 
 
-def _row(change: Change, why: str) -> dict:
+def _row(change: Change, why: str) -> dict[str, Any]:
     return {
         "intent_id": change.intent_id,
         # Where it was recorded: a stray's region is where it landed, not what it names.
@@ -380,7 +389,7 @@ def _row(change: Change, why: str) -> dict:
 
 
 def drift_case_open(
-    store: Store, scope: str, key: str, diff: Decimal, facts: dict, seen: int
+    store: Store, scope: str, key: str, diff: Decimal, facts: dict[str, Any], seen: int
 ) -> str:
     """Open the LEDGER_DRIFT case of one finding (a no-op when it exists: its id derives
     from the scope, the fund and currency, and the checkpoint version it was found at)."""
@@ -445,7 +454,9 @@ class DriftReport:
         ]
 
 
-def _pledges(changes: list[Change], home: Callable[[str], Store], by_tag: dict) -> dict:
+def _pledges(
+    changes: list[Change], home: Callable[[str], Store], by_tag: dict[str, Store]
+) -> dict[str, Pledge | None]:
     """Each changed intent's pledge item: in its home region, else where its stream is."""
     found: dict[str, Pledge | None] = {}
     for change in changes:
@@ -665,7 +676,7 @@ def _moving(
     suspects: set[str],
     stores: Sequence[Store],
     first_read: tuple[str, dict[str, list[Change]]],
-    ledgers: dict,
+    ledgers: dict[str, dict[str, Decimal]],
     report: DriftReport,
 ) -> set[str]:
     """Which of ``suspects`` (funds with a difference, or first seen) moved during the run:

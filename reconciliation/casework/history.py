@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from django.core import signing
 
@@ -27,12 +28,12 @@ from reconciliation.casework.regions import (
     plain,
     stores_of,
 )
+from reconciliation.casework.rows import _row
 from reconciliation.casework.selectors import (
     MAX_PAGE,
     MAX_QUERIES_PER_PAGE,
     InvalidFilter,
     QueuePage,
-    _row,
 )
 from reconciliation.stores import Store
 
@@ -61,7 +62,7 @@ def assigned_page(
             raise InvalidFilter({"cursor": "issued for someone else"})
         positions = _positions(payload, regions)
 
-    def read(region: Store, start: dict | None) -> Run:
+    def read(region: Store, start: dict[str, Any] | None) -> Run:
         items, last_key, units = CaseRepository(region).query_assigned(
             assignee, limit=limit, start_key=start
         )
@@ -85,11 +86,11 @@ def assigned_page(
     return QueuePage("MINE", rows, next_cursor, merged.units, merged.queries)
 
 
-def _by_age(row: dict) -> tuple:
+def _by_age(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["queue_sort"], row["case_id"])
 
 
-def _verified(cursor: str, salt: str) -> dict:
+def _verified(cursor: str, salt: str) -> dict[str, Any]:
     try:
         payload = signing.loads(cursor, salt=salt)
     except signing.BadSignature:
@@ -99,7 +100,9 @@ def _verified(cursor: str, salt: str) -> dict:
     return payload
 
 
-def _positions(payload: dict, regions: list[Store], *, field_name: str = "k") -> dict:
+def _positions(
+    payload: dict[str, Any], regions: list[Store], *, field_name: str = "k"
+) -> dict[str, Any]:
     try:
         return cursor_positions(payload, regions, field_name=field_name)
     except CursorMismatch as exc:
@@ -165,7 +168,7 @@ def resolved_page(
             last = _month_before(last)
     wanted = {"resolved_by": filters.resolved_by, "resolved_how": filters.how, "fund": filters.fund}
 
-    def read(region: Store, position: dict | None) -> Run:
+    def read(region: Store, position: dict[str, Any] | None) -> Run:
         month, start = (position["m"], position.get("k")) if position else (newest, None)
         run = Run(region, position)
         done = False

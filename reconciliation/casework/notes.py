@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -52,7 +53,7 @@ def note_text(text: str | None) -> str:
     return body
 
 
-def note_of(event: dict) -> str:
+def note_of(event: dict[str, Any]) -> str:
     """The text of a note event, or ``""`` for any other event."""
     if event.get("action") != AuditAction.CASE_NOTE_ADDED:
         return ""
@@ -109,7 +110,7 @@ def _noted(audit: AuditRepository, stream: str, action_id: str) -> bool:
     return (latest.get("detail") or {}).get("action_id") == action_id
 
 
-def _append(store: Store, items: list[dict]) -> bool:
+def _append(store: Store, items: list[dict[str, Any]]) -> bool:
     """Send the note's transaction; ``False`` when another hand appended to the case
     since it was read (either condition failed: read again and retry)."""
     try:

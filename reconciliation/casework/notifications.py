@@ -27,7 +27,8 @@ from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.cases.models import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
-from reconciliation.casework.selectors import CaseRow, QueueFilters, queue_counts, queue_page
+from reconciliation.casework.rows import CaseRow
+from reconciliation.casework.selectors import QueueFilters, queue_counts, queue_page
 from reconciliation.stores import Store
 
 DEFAULT_SLA_HOURS = Decimal(4)

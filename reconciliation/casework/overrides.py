@@ -5,6 +5,7 @@ requests expire back to the case's prior state."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 
@@ -208,7 +209,7 @@ def override_approve(
     raise CaseError(f"Unknown override {action}.")
 
 
-def _reopen(store: Store, case: Case, **common) -> ActionResult:
+def _reopen(store: Store, case: Case, **common: Any) -> ActionResult:
     updated = case_commit_change(
         store,
         case,
@@ -220,7 +221,7 @@ def _reopen(store: Store, case: Case, **common) -> ActionResult:
 
 
 def _release(
-    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common
+    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common: Any
 ) -> ActionResult:
     """Resolve the case and, in the same transaction, fail its claim (if it still exists,
     at the version the request saw) so the client may retry."""
@@ -252,7 +253,9 @@ def _release(
     return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
 
 
-def _void(store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common):
+def _void(
+    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common: Any
+) -> ActionResult:
     actor = common["actor"]
     pledge = PledgeRepository(store).get(case.intent_id)
     if pledge is None or pledge.status != PledgeStatus.RECORDED:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.cases.counters import QueueCounter
@@ -58,13 +59,13 @@ class OverviewSummary:
     oldest: dict[str, CaseRow | None]
     ageing: dict[str, list[tuple[str, int]]]
     digest: Digest
-    events: list[dict]
+    events: list[dict[str, Any]]
 
     def is_fresh(self, counts: dict[str, int], *, max_age_s: float) -> bool:
         age = clock.now() - clock.parse_iso(self.computed_at)
         return self.counts == counts and timedelta(0) <= age < timedelta(seconds=max_age_s)
 
-    def events_of(self, performer: str, *, limit: int) -> list[dict]:
+    def events_of(self, performer: str, *, limit: int) -> list[dict[str, Any]]:
         """The newest ``limit`` events, only ``performer``'s when given."""
         chosen = [e for e in self.events if not performer or _performer(e) == performer]
         return chosen[:limit]
@@ -77,7 +78,7 @@ class Overview:
     computed_now: bool  # this view paid for the summary's Queries
 
 
-def _performer(event: dict) -> str:
+def _performer(event: dict[str, Any]) -> str:
     actor = event.get("actor")
     return str(actor.get("username", "")) if isinstance(actor, dict) else ""
 
@@ -117,11 +118,11 @@ def overview_summary_compute(
 # --- kept as one item ------------------------------------------------------------------
 
 
-def _row_values(row: CaseRow | None) -> dict | None:
+def _row_values(row: CaseRow | None) -> dict[str, Any] | None:
     return asdict(row) if row is not None else None
 
 
-def _row_of(values: dict | None) -> CaseRow | None:
+def _row_of(values: dict[str, Any] | None) -> CaseRow | None:
     if values is None:
         return None
     known = {k: v for k, v in values.items() if k in CaseRow.__dataclass_fields__}
@@ -130,13 +131,13 @@ def _row_of(values: dict | None) -> CaseRow | None:
     return CaseRow(**known)
 
 
-def _fitting(values: dict) -> dict:
+def _fitting(values: dict[str, Any]) -> dict[str, Any]:
     while values["events"] and item_size(to_item(values)) > MAX_KEPT_BYTES:
         values = {**values, "events": values["events"][: len(values["events"]) // 2]}
     return values
 
 
-def summary_to_item(summary: OverviewSummary) -> dict:
+def summary_to_item(summary: OverviewSummary) -> dict[str, Any]:
     """The summary as plain values for one item (no float, no tuple: DynamoDB types)."""
     digest = summary.digest
     return {
@@ -162,7 +163,7 @@ def summary_to_item(summary: OverviewSummary) -> dict:
     }
 
 
-def summary_from_item(item: dict) -> OverviewSummary:
+def summary_from_item(item: dict[str, Any]) -> OverviewSummary:
     digest = item["digest"]
     return OverviewSummary(
         computed_at=item["computed_at"],

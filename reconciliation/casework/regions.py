@@ -20,13 +20,16 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import QUEUES
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.dynamo.items import RawItem, from_item, to_item
 from reconciliation.stores import Store, case_tag
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 SortKey = tuple[Any, ...]
 
@@ -44,7 +47,7 @@ def stores_of(store: Store | None, stores: Sequence[Store] | None) -> list[Store
     return chosen
 
 
-def owned(rows: Iterable[dict], store: Store) -> list[dict]:
+def owned(rows: Iterable[dict[str, Any]], store: Store) -> list[dict[str, Any]]:
     """The rows of cases living in ``store``'s region (not replicas of other regions')."""
     return [row for row in rows if case_tag(row["case_id"]) == store.tag]
 
@@ -56,7 +59,7 @@ def merged_counters(stores: Sequence[Store]) -> dict[str, QueueCounter]:
 
 def merged_counters_and(
     stores: Sequence[Store], *ids: str
-) -> tuple[dict[str, QueueCounter], dict[str, dict]]:
+) -> tuple[dict[str, QueueCounter], dict[str, dict[str, Any]]]:
     """:func:`merged_counters`, and the items ``ids`` of the first region's cases table
     read in its BatchGetItem (no call more)."""
     first, also = CaseRepository(stores[0]).counters_and(*ids)
@@ -98,7 +101,7 @@ class Run:
 
     store: Store
     start: Any
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
     last_key: Any = None
     frontier: SortKey | None = None
     units: float = 0.0
@@ -107,7 +110,7 @@ class Run:
 
 @dataclass(frozen=True)
 class Merged:
-    rows: list[tuple[Store, dict]]
+    rows: list[tuple[Store, dict[str, Any]]]
     # Per region tag: where its next page starts (``None``: from its beginning); a region
     # read to its end has no entry. Empty when every region is done.
     positions: dict[str, Any]
@@ -119,9 +122,9 @@ def merge_runs(
     runs: Sequence[Run],
     *,
     limit: int,
-    sort_key: Callable[[dict], SortKey],
+    sort_key: Callable[[dict[str, Any]], SortKey],
     descending: bool,
-    position_of: Callable[[Run, dict], Any],
+    position_of: Callable[[Run, dict[str, Any]], Any],
 ) -> Merged:
     """The first ``limit`` rows of every region's run in the order's sort key (ties in
     region order), never past what a region with more to read has read (its
@@ -136,7 +139,7 @@ def merge_runs(
                 bound = max(bound, run.frontier) if descending else min(bound, run.frontier)
     streams = [[(sort_key(row), n, row) for row in run.rows] for n, run in enumerate(runs)]
     taken = [0] * len(runs)
-    rows: list[tuple[Store, dict]] = []
+    rows: list[tuple[Store, dict[str, Any]]] = []
     for key, n, row in heapq.merge(*streams, key=lambda t: t[0], reverse=descending):
         if len(rows) >= limit:
             break
@@ -161,20 +164,22 @@ def merge_runs(
     )
 
 
-def index_key(row: dict, *attributes: str) -> dict:
+def index_key(row: dict[str, Any], *attributes: str) -> dict[str, AttributeValueTypeDef]:
     """An ExclusiveStartKey at ``row`` in an index keyed by ``attributes`` (plus the
     table's ``case_id``)."""
     return to_item({name: row[name] for name in ("case_id", *attributes)})
 
 
-def plain(key: dict) -> dict:
+def plain(key: RawItem) -> dict[str, Any]:
     return from_item(key)
 
 
 # --- cursors: one position per region ---------------------------------------------------
 
 
-def cursor_positions(payload: dict, stores: Sequence[Store], *, field_name: str = "k") -> dict:
+def cursor_positions(
+    payload: dict[str, Any], stores: Sequence[Store], *, field_name: str = "k"
+) -> dict[str, Any]:
     """Per region tag, where this page starts, from a verified cursor payload. One region
     reads the one-region cursor (``k``: its LastEvaluatedKey); several read ``r``, one
     position per region (a region read to its end has none and is not read again)."""
@@ -189,7 +194,9 @@ def cursor_positions(payload: dict, stores: Sequence[Store], *, field_name: str 
     return positions
 
 
-def cursor_fields(positions: dict, stores: Sequence[Store], *, field_name: str = "k") -> dict:
+def cursor_fields(
+    positions: dict[str, Any], stores: Sequence[Store], *, field_name: str = "k"
+) -> dict[str, Any]:
     """The cursor payload's positions (see :func:`cursor_positions`)."""
     if len(stores) == 1:
         return {field_name: positions.get(stores[0].tag)}
@@ -198,7 +205,7 @@ def cursor_fields(positions: dict, stores: Sequence[Store], *, field_name: str =
 
 def fan_out(
     stores: Sequence[Store],
-    positions: dict | None,
+    positions: dict[str, Any] | None,
     read: Callable[[Store, Any], Run],
 ) -> list[Run]:
     """Each region's run for one page: every region on the first page, then those the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
@@ -240,7 +241,7 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
     return ClaimRepository(store).reclaim(claim, attempt=attempt)
 
 
-def _payload_hash(request: dict) -> str:
+def _payload_hash(request: dict[str, Any]) -> str:
     from reconciliation.claims.request import PledgeRequest
 
     return PledgeRequest.from_normalised(request).payload_hash

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from reconciliation.cases.models import CommitRetry, OverrideRequest, Resolution
 from reconciliation.dynamo.cancellation import DecodedReason
@@ -57,7 +58,7 @@ def _reason(decoded: Sequence[DecodedReason]) -> tuple[str, str]:
     return "; ".join(dict.fromkeys(s for s in short if s)), " ".join(full)
 
 
-def _row(item: dict) -> CaseRow:
+def _row(item: dict[str, Any]) -> CaseRow:
     """A row from an index item as ``decoded_row`` reads it (its parts already records)."""
     return CaseRow(
         case_id=item["case_id"],

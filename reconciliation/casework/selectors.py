@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.core import signing
 
@@ -113,12 +114,16 @@ class QueuePage:
     queries: int
 
 
-def _encode_cursor(queue: str, filters: QueueFilters, positions: dict, stores: list[Store]) -> str:
+def _encode_cursor(
+    queue: str, filters: QueueFilters, positions: dict[str, Any], stores: list[Store]
+) -> str:
     payload = {"q": queue, "f": filters.fingerprint(), **cursor_fields(positions, stores)}
     return signing.dumps(payload, salt=CURSOR_SALT, compress=True)
 
 
-def _decode_cursor(queue: str, filters: QueueFilters, cursor: str, stores: list[Store]) -> dict:
+def _decode_cursor(
+    queue: str, filters: QueueFilters, cursor: str, stores: list[Store]
+) -> dict[str, Any]:
     """Per region, where the page starts (:mod:`reconciliation.casework.regions`)."""
     try:
         payload = signing.loads(cursor, salt=CURSOR_SALT)
@@ -176,10 +181,10 @@ def queue_page(
     index, forward = SORTS[filters.sort]
     attribute = SORT_ATTRIBUTES[index]
 
-    def sort_key(row: dict) -> tuple:
+    def sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
         return (row[attribute],)
 
-    def read(region: Store, start: dict | None) -> Run:
+    def read(region: Store, start: dict[str, Any] | None) -> Run:
         run = Run(region, start, last_key=start)
         while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE:
             items, run.last_key, units = CaseRepository(region).query_queue(
@@ -259,7 +264,7 @@ def _open_queues(counts: dict[str, int]) -> list[str]:
     return [q for q in QUEUES if counts.get(q, 0) > 0]
 
 
-def _oldest_owned(queue: str, store: Store) -> dict | None:
+def _oldest_owned(queue: str, store: Store) -> dict[str, Any] | None:
     """The oldest open case of ``queue`` living in ``store``'s region: one ``Limit=1``
     Query, walking on only when that row is another region's replica."""
     repo = CaseRepository(store)
@@ -355,14 +360,14 @@ def case_evidence(
     )
 
 
-def case_timeline(case_id: str, store: Store) -> list[dict]:
+def case_timeline(case_id: str, store: Store) -> list[dict[str, Any]]:
     """The case's audit events, oldest first (one consistent Query of ``CASE#{id}``)."""
     return AuditRepository(store).stream_events(f"CASE#{case_id}")
 
 
 def recent_audit_events(
     *, stores: Sequence[Store], limit: int = 20, performed_by: str = ""
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The newest ``limit`` audit events of today and yesterday (UTC) in every region of
     ``stores`` (each region's own streams), newest first; only ``performed_by``'s when
     given (:func:`policy.audit_visible_performer`).

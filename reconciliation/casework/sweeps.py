@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -31,6 +32,7 @@ from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import (
+    Case,
     CaseType,
     ClientOutcome,
     CommitRetry,
@@ -92,7 +94,7 @@ class SweepReport:
         return out
 
 
-def _pledge_evidence(store: Store, claim: Claim) -> dict:
+def _pledge_evidence(store: Store, claim: Claim) -> dict[str, Any]:
     pledge = PledgeRepository(store).get(claim.intent_id, consistent=True)
     return {"pledge_exists": pledge is not None, "pledge": pledge.snapshot() if pledge else None}
 
@@ -123,13 +125,13 @@ def sweep_stuck_claims(
     return report
 
 
-def sweep_claim(pk: str, *, grace_s: int, store: Store):
+def sweep_claim(pk: str, *, grace_s: int, store: Store) -> Case | None:
     """Sweep one claim now (the drill's own), with its own grace; returns its case."""
     report = SweepReport()
     return _sweep_one(store, pk, clock.epoch() - grace_s, report)
 
 
-def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport):
+def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport) -> Case | None:
     claim = ClaimRepository(store).get(pk)
     report.read_units += 0.5
     if claim is None or claim.status != ClaimStatus.PENDING or not claim.expired(bound):

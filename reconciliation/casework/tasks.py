@@ -4,6 +4,7 @@ when there is nothing to do, and call one service."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError
 from celery import shared_task
@@ -12,6 +13,9 @@ from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.stores import case_store, every_store, home_store
+
+if TYPE_CHECKING:
+    from celery import Task
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +30,7 @@ TRANSIENT = (BotoCoreError, RetriesExhausted, ClaimTaken)
     soft_time_limit=120,
     time_limit=150,
 )
-def sweep_task() -> dict:
+def sweep_task() -> dict[str, Any]:
     """Every detection sweep once. Idempotent (case ids derive from their source), so a
     duplicate run does no harm; not acks_late, the next beat tick covers a lost run."""
     from reconciliation.casework.sweeps import sweep_all
@@ -68,7 +72,7 @@ def expire_overrides_task() -> list[str]:
     soft_time_limit=60,
     time_limit=90,
 )
-def retry_commit_task(self, case_id: str, request_id: str | None = None) -> str:
+def retry_commit_task(self: Task[..., str], case_id: str, request_id: str | None = None) -> str:
     """One RETRY_COMMIT request (``request_id``; messages queued before it was passed run
     the case's current retry). A redelivery finds the request done and writes nothing."""
     from reconciliation.casework.retries import retry_commit_run
@@ -90,7 +94,7 @@ def retry_commit_task(self, case_id: str, request_id: str | None = None) -> str:
     soft_time_limit=120,
     time_limit=150,
 )
-def supervisor_digest_task() -> dict:
+def supervisor_digest_task() -> dict[str, Any]:
     """The supervisors' daily e-mail (beat, at ``SUPERVISOR_DIGEST_HOUR`` UTC). Not
     acks_late and not retried: a lost run costs one day's reminder, a duplicate a
     second e-mail; the overview shows the same at any time."""
@@ -107,7 +111,7 @@ def supervisor_digest_task() -> dict:
     soft_time_limit=240,
     time_limit=280,
 )
-def ledger_drift_task() -> dict:
+def ledger_drift_task() -> dict[str, Any]:
     """The ledger drift check (beat, every ``LEDGER_DRIFT_INTERVAL_S``). Idempotent: its
     checkpoint is version-conditioned and its case ids derive from it, so a duplicate or
     overlapping run opens nothing twice; not acks_late, the next tick covers a lost run."""

@@ -350,6 +350,7 @@ def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
         world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
     if needs & {Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
         case = sweep_claim(world.pk, grace_s=0, store=world.store)
+        assert case is not None, "the expired claim was swept into a case"
         world.case_id = case.case_id
     if Stage.RETRY in needs or Stage.ENDED in needs:
         world.retry_request = _ask_retry(world, f"hands-prelude-retry-{world.key}")
