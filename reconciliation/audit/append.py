@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
 
@@ -21,9 +21,9 @@ def audit_append(
     store: Store,
     *,
     stream: str,
-    build: Callable[[int, str], dict | None],
+    build: Callable[[int, str], dict[str, Any] | None],
     attempts: int = 8,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Append the event ``build(seq, prev_hash)`` after the stream's current head.
 
     The head is read (Query, newest first, Limit 1) and the event put with
@@ -32,7 +32,7 @@ def audit_append(
     """
     audit = AuditRepository(store)
 
-    def attempt() -> tuple[bool, dict | None]:
+    def attempt() -> tuple[bool, dict[str, Any] | None]:
         head = audit.head(stream)
         seq, prev = (head.seq + 1, head.hash) if head else (1, GENESIS_HASH)
         event = build(seq, prev)
@@ -52,13 +52,13 @@ def audit_append(
     return retrying(attempt)[1]
 
 
-def audit_event_append(store: Store, *, stream: str, **fields) -> dict:
+def audit_event_append(store: Store, *, stream: str, **fields: Any) -> dict[str, Any]:
     """Append one event to ``stream`` with ``fields`` (``audit_event_build``'s: action,
     actor, before, after, reason_text, detail…), whatever the head is; returns it. For
     streams about a subject with no state of its own to re-check (an account, a
     tenant)."""
 
-    def build(seq: int, prev: str) -> dict:
+    def build(seq: int, prev: str) -> dict[str, Any]:
         return audit_event_build(stream=stream, seq=seq, prev_hash=prev, **fields)
 
     event = audit_append(store, stream=stream, build=build)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from reconciliation.audit.regions import by_home, stream_home
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, event_hash
@@ -46,7 +47,7 @@ class ChainStatus:
         return text
 
 
-def chain_check(stream: str, events: list[dict]) -> ChainStatus:
+def chain_check(stream: str, events: list[dict[str, Any]]) -> ChainStatus:
     """The first broken link of ``stream`` given its stored events in ``seq`` order:
     a gap in ``seq``, a stored hash that is not the hash of the event, or a
     ``prev_hash`` that is not its predecessor's hash."""
@@ -147,7 +148,7 @@ def subject_heads(
 
 def subject_chain_status(
     stream: str,
-    events: list[dict],
+    events: list[dict[str, Any]],
     head: SubjectHead | None,
     *,
     reread: Callable[[], SubjectHead | None] | None = None,
@@ -204,7 +205,7 @@ def subject_chain_status(
 
 def case_chain_status(
     case_id: str,
-    events: list[dict],
+    events: list[dict[str, Any]],
     head: SubjectHead,
     *,
     store: Store,

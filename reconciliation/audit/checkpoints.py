@@ -39,6 +39,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -127,7 +128,7 @@ class Period:
         return _label(self.start)
 
 
-def signed_interval(event: dict) -> tuple[datetime, datetime] | None:
+def signed_interval(event: dict[str, Any]) -> tuple[datetime, datetime] | None:
     """``[start, end)`` a checkpoint (or a legacy daily digest) covers; ``None`` if its
     detail names no readable period (verification then reports its signature)."""
     detail = event.get("detail") or {}
@@ -152,7 +153,7 @@ def checkpoint_payload(
     stream_count: int | None,
     sha: str | None,
     kid: str | None,
-) -> dict:
+) -> dict[str, Any]:
     """What the signature covers; the heads are covered through their SHA-256. The
     signing time is covered too, so a checkpoint signed again after its predecessor was
     deleted cannot pass for one signed on time."""
@@ -169,7 +170,7 @@ def checkpoint_payload(
 
 def digest_payload(
     day: str | None, stream_count: int | None, sha: str | None, kid: str | None
-) -> dict:
+) -> dict[str, Any]:
     """What a legacy daily digest's signature covers. Verification passes the stored
     values as they are: a missing one is covered as null and fails the signature."""
     return {
@@ -217,12 +218,12 @@ def _checkpoint_covers(store: Store, period: Period) -> bool:
 
 
 def _checkpoint_event_append(
-    store: Store, *, period: Period, action: str, actor: Actor, detail: dict
-) -> dict | None:
+    store: Store, *, period: Period, action: str, actor: Actor, detail: dict[str, Any]
+) -> dict[str, Any] | None:
     """Append one ``SYSTEM`` event of ``period``'s checkpoint (the checkpoint or one of
     its parts); None, nothing written, once a checkpoint covering the period exists."""
 
-    def build(seq: int, prev: str) -> dict | None:
+    def build(seq: int, prev: str) -> dict[str, Any] | None:
         if _checkpoint_covers(store, period):
             return None  # a concurrent run wrote it: once per period
         return audit_event_build(
@@ -239,11 +240,11 @@ def _checkpoint_event_append(
 
 def _checkpoint_parts_write(
     store: Store, *, period: Period, heads: list[tuple[str, int, str]], actor: Actor
-) -> list[list] | None:
+) -> list[list[Any]] | None:
     """Spill ``heads`` into part events of ``CHECKPOINT_INLINE_HEADS`` heads each; the
     ``[seq, hash]`` of each part, or None if a concurrent run wrote the checkpoint."""
     start = clock.iso(period.start)
-    parts: list[list] = []
+    parts: list[list[Any]] = []
     for n, first in enumerate(range(0, len(heads), CHECKPOINT_INLINE_HEADS)):
         chunk = [list(h) for h in heads[first : first + CHECKPOINT_INLINE_HEADS]]
         part = _checkpoint_event_append(
@@ -266,13 +267,13 @@ def _checkpoint_detail(
     count: int,
     sha: str,
     kid: str,
-    parts: list[list] | None,
-) -> dict:
+    parts: list[list[Any]] | None,
+) -> dict[str, Any]:
     """The checkpoint's detail, signed now: the heads inline, or (``parts``) the part
     events that hold them."""
     start, end = clock.iso(period.start), clock.iso(period.end)
     signed_at = clock.iso(clock.now())
-    detail: dict = {
+    detail: dict[str, Any] = {
         "start": start,
         "end": end,
         "signed_at": signed_at,
@@ -295,7 +296,7 @@ def audit_checkpoint_write(
     period: Period,
     actor: Actor | None = None,
     stores: Sequence[Store] | None = None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Write the checkpoint of ``period`` in ``store`` (the first region) unless one
     covering it exists, listing the heads of every region's streams (``stores``; just
     ``store``'s without); return the checkpoint event or None."""

@@ -24,7 +24,7 @@ import binascii
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date
@@ -36,7 +36,7 @@ from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.regions import owned_by
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.dynamo.calls import TalliedPool
-from reconciliation.dynamo.items import from_item
+from reconciliation.dynamo.items import RawItem, from_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 from reconciliation.stores import Store
 
@@ -66,7 +66,7 @@ class Cursor:
     regions: tuple[str, ...] = ()
 
     def encode(self, filters: AuditFilters) -> str:
-        data: dict = {
+        data: dict[str, Any] = {
             "v": 1,
             "f": filters.fingerprint(),
             "d": self.day.isoformat(),
@@ -114,7 +114,7 @@ def _number(text: str) -> int | Decimal:
         return int(value) if value == value.to_integral_value() else value
 
 
-def decode_value(value: dict) -> Any:
+def decode_value(value: Mapping[str, Any]) -> Any:
     """One attribute value as a plain value, as :func:`from_item` would return it.
 
     An export decodes every attribute of every event; this skips boto3's
@@ -136,7 +136,7 @@ def decode_value(value: dict) -> Any:
     return from_item({"v": value})["v"]
 
 
-def decode_event(item: dict) -> dict:
+def decode_event(item: RawItem) -> dict[str, Any]:
     return {k: decode_value(v) for k, v in item.items()}
 
 
@@ -150,10 +150,10 @@ class _Shard:
     position: str | None  # last at_id consumed (exclusive resume bound)
     done: bool
     start: str | None = None  # inclusive bound on the first query of an edge day
-    buffer: deque = field(default_factory=deque)
+    buffer: deque[dict[str, Any]] = field(default_factory=deque)
     lek_at: str | None = None  # at_id of the LastEvaluatedKey of the buffered page
     final: bool = False  # the buffered page is the shard's last
-    pending: Future | None = None
+    pending: Future[tuple[list[dict[str, Any]], dict[str, Any] | None]] | None = None
 
 
 def cursor_regions(stores: Sequence[Store]) -> tuple[str, ...]:
@@ -234,7 +234,7 @@ class DayIndexReader:
             self.regions,
         )
 
-    def __iter__(self) -> Generator[dict, None, None]:
+    def __iter__(self) -> Generator[dict[str, Any], None, None]:
         try:
             yield from self._iterate()
         finally:
@@ -244,7 +244,7 @@ class DayIndexReader:
                 # it made and no read outlives the page.
                 self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _iterate(self) -> Iterator[dict]:
+    def _iterate(self) -> Iterator[dict[str, Any]]:
         days = self.days
         resume = self.start_cursor
         if resume is not None:
@@ -307,7 +307,7 @@ class DayIndexReader:
 
     def _query(
         self, shard: _Shard, after: str | None, start: str | None
-    ) -> tuple[list, dict | None]:
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         return self.sources[shard.source][0].day_page(
             shard.key,
             descending=self.descending,

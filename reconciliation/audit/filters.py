@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from reconciliation import clock
 
@@ -129,11 +130,11 @@ class AuditFilters:
         out = [first + timedelta(days=i) for i in range((last - first).days + 1)]
         return out[::-1] if descending else out
 
-    def expression(self) -> tuple[str | None, dict[str, str], dict[str, dict]]:
+    def expression(self) -> tuple[str | None, dict[str, str], dict[str, dict[str, Any]]]:
         """FilterExpression, names and values for the non-key filters (None if none)."""
         parts: list[str] = []
         names: dict[str, str] = {}
-        values: dict[str, dict] = {}
+        values: dict[str, dict[str, Any]] = {}
         if self.actor:
             names.update({"#actor": "actor", "#un": "username", "#em": "email"})
             values[":actor"] = {"S": self.actor}

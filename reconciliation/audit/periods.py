@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.audit.regions import case_pledge_stream, owned_by, pledge_item_stream
@@ -23,7 +24,7 @@ from reconciliation.stores import Store
 
 def _shard_items(
     store: Store, day_shard: str, projection: str, names: dict[str, str]
-) -> Iterator[dict]:
+) -> Iterator[dict[str, Any]]:
     """Every item of one ``by_day`` shard, oldest first, only the projected attributes."""
     after = None
     while True:

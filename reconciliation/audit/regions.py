@@ -14,6 +14,7 @@ stream whose tag names none of them belongs to the first, as ``stream_store`` sa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from reconciliation.stores import Store, pledge_stream, stream_tag
 
@@ -51,7 +52,7 @@ def case_pledge_stream(case_stream: str, intent_id: str) -> str:
     return pledge_stream(intent_id, stream_tag(case_stream))
 
 
-def pledge_item_stream(pledge: dict) -> str:
+def pledge_item_stream(pledge: dict[str, Any]) -> str:
     """The audit stream of a pledge item: written in the region its ledger shard names
     (``GENERAL#USD@eu-west-1#3``; the first region's shards name none)."""
     shard_base = str(pledge.get("ledger_key") or "").rpartition("#")[0]

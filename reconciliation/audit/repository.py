@@ -25,7 +25,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.dynamo.batch import batch_get, batch_writer
 from reconciliation.dynamo.errors import ErrorCode
-from reconciliation.dynamo.items import from_item, to_item
+from reconciliation.dynamo.items import RawItem, from_item, to_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def canonical_json(value: Any) -> bytes:
     )
 
 
-def event_hash(event: dict) -> str:
+def event_hash(event: dict[str, Any]) -> str:
     body = {k: v for k, v in event.items() if k != "hash"}
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
@@ -68,13 +68,13 @@ def audit_event_build(
     event_id: str | None = None,
     case_id: str | None = None,
     intent_id: str | None = None,
-    before: dict | None = None,
-    after: dict | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
     disposition: str | None = None,
     reason_code: str | None = None,
     reason_text: str | None = None,
-    detail: dict | None = None,
-) -> dict:
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A complete event, ``hash`` included. Values must be JSON-plain (amounts as strings)."""
     at = at or clock.now()
     event_id = event_id or str(uuid.uuid4())
@@ -105,7 +105,7 @@ def audit_event_build(
     return event
 
 
-def head_after(event: dict) -> StreamHead:
+def head_after(event: dict[str, Any]) -> StreamHead:
     return StreamHead(event["stream"], event["seq"], event["hash"])
 
 
@@ -114,7 +114,7 @@ class AuditRepository:
         self.client = store.client
         self.table = store.tables.audit_events
 
-    def put_item(self, event: dict) -> dict:
+    def put_item(self, event: dict[str, Any]) -> dict[str, Any]:
         """The transaction item that appends ``event``; it fails if that ``seq`` exists."""
         return {
             "Put": {
@@ -125,7 +125,7 @@ class AuditRepository:
             }
         }
 
-    def append(self, event: dict) -> bool:
+    def append(self, event: dict[str, Any]) -> bool:
         """Append a single event outside a transaction; False if that seq is taken."""
         try:
             self.client.put_item(
@@ -155,9 +155,9 @@ class AuditRepository:
         event = from_item(items[0])
         return head_after(event)
 
-    def stream_events(self, stream: str, *, since_seq: int = 0) -> list[dict]:
-        events: list[dict] = []
-        kwargs: dict = {
+    def stream_events(self, stream: str, *, since_seq: int = 0) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#s = :s AND seq > :after",
             "ExpressionAttributeNames": {"#s": "stream"},
@@ -180,9 +180,9 @@ class AuditRepository:
         limit: int | None = None,
         filter_expression: str | None = None,
         names: dict[str, str] | None = None,
-        values: dict[str, dict] | None = None,
+        values: dict[str, dict[str, Any]] | None = None,
         projection: str | None = None,
-    ) -> tuple[list[dict], dict | None]:
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """One Query page of ``by_day`` for one day shard, in ``at_id`` order.
 
         ``after`` resumes strictly past an ``at_id`` already consumed (in the direction
@@ -192,7 +192,7 @@ class AuditRepository:
         ``LastEvaluatedKey`` (``None`` on the last page).
         """
         condition = "day_shard = :ds"
-        expression_values: dict[str, dict] = {":ds": {"S": day_shard}}
+        expression_values: dict[str, dict[str, Any]] = {":ds": {"S": day_shard}}
         if after is not None:
             condition += " AND at_id < :pos" if descending else " AND at_id > :pos"
             expression_values[":pos"] = {"S": after}
@@ -221,7 +221,7 @@ class AuditRepository:
 
     def period_items(
         self, day_shard: str, lo: str, hi: str, *, projection: str, names: dict[str, str]
-    ) -> Iterator[dict]:
+    ) -> Iterator[dict[str, Any]]:
         """Every ``by_day`` item of one day shard with ``lo <= at_id <= hi``, oldest
         first, only the projected attributes (raw attribute values)."""
         kwargs: dict[str, Any] = {
@@ -239,7 +239,7 @@ class AuditRepository:
         for page in self.client.get_paginator("query").paginate(**kwargs):
             yield from page.get("Items", [])
 
-    def event_at(self, stream: str, seq: int) -> dict | None:
+    def event_at(self, stream: str, seq: int) -> dict[str, Any] | None:
         """The stored event at ``(stream, seq)``, read consistently, or ``None``."""
         response = self.client.get_item(
             TableName=self.table,
@@ -248,7 +248,7 @@ class AuditRepository:
         )
         return from_item(response.get("Item"))
 
-    def latest_event(self, stream: str, *, action: str | tuple[str, ...]) -> dict | None:
+    def latest_event(self, stream: str, *, action: str | tuple[str, ...]) -> dict[str, Any] | None:
         """The newest event of ``stream`` with ``action`` (or one of several), walking
         back from the head."""
         actions = (action,) if isinstance(action, str) else action
@@ -264,12 +264,12 @@ class AuditRepository:
             "Limit": 25,
         }
         for page in self.client.get_paginator("query").paginate(**kwargs):
-            items = page.get("Items", [])
+            items: list[RawItem] = page.get("Items", [])
             if items:
                 return from_item(items[0])
         return None
 
-    def batch_put(self, events: list[dict]) -> None:
+    def batch_put(self, events: list[dict[str, Any]]) -> None:
         """Bulk-load complete events with BatchWriteItem (boto3's batch writer).
 
         BatchWriteItem cannot carry a condition, so this overwrites: it is for seeding

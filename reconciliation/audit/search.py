@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from reconciliation.audit.chains import ChainStatus, chain_statuses
 from reconciliation.audit.day_index import Cursor, DayIndexReader, cursor_regions, decode_event
@@ -44,7 +45,7 @@ class AuditRow:
     chain_ok: bool | None = None
 
     @classmethod
-    def from_event(cls, event: dict, chain_ok: bool | None = None) -> AuditRow:
+    def from_event(cls, event: dict[str, Any], chain_ok: bool | None = None) -> AuditRow:
         actor = event.get("actor") or {}
         return cls(
             at=event.get("at", ""),
@@ -109,7 +110,7 @@ def audit_search(
         max_queries=SEARCH_QUERY_BUDGET * len(sources),
         prefetch=True,
     )
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     items = iter(reader)
     try:
         for item in items:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 
@@ -28,11 +29,11 @@ def key_id() -> str:
     return hashlib.sha256(b"audit-key-id:" + signing_key()).hexdigest()[:16]
 
 
-def sign(payload: dict) -> str:
+def sign(payload: dict[str, Any]) -> str:
     return hmac.new(signing_key(), canonical_json(payload), hashlib.sha256).hexdigest()
 
 
-def signature_valid(payload: dict, signature: str) -> bool:
+def signature_valid(payload: dict[str, Any], signature: str) -> bool:
     return hmac.compare_digest(sign(payload), signature or "")
 
 
@@ -40,7 +41,7 @@ def heads_line(stream: str, seq: int, digest: str) -> bytes:
     return canonical_json([stream, seq, digest]) + b"\n"
 
 
-def heads_sha256(heads: Iterable[tuple[str, int, str] | list]) -> tuple[int, str]:
+def heads_sha256(heads: Iterable[tuple[str, int, str] | list[Any]]) -> tuple[int, str]:
     """Count and SHA-256 of sorted heads, one canonical JSON array a line."""
     sha = hashlib.sha256()
     count = 0

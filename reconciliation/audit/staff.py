@@ -10,6 +10,8 @@ database transaction that makes the change, first, so a change the audit trail r
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
 from reconciliation.stores import Store
@@ -46,11 +48,11 @@ def staff_event_append(
     username: str,
     action: str,
     actor: Actor,
-    before: dict | None = None,
-    after: dict | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
     reason_text: str | None = None,
-    detail: dict | None = None,
-) -> dict:
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Append ``action`` about the account ``username``; returns the event."""
     if action not in STAFF_ACTIONS:
         raise ValueError(f"{action!r} is not an account action")

@@ -10,6 +10,8 @@ audit trail refused is rolled back rather than left unrecorded.
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditAction
@@ -39,10 +41,10 @@ def tenant_event_append(
     tenant: str,
     action: AuditAction,
     actor: Actor,
-    before: dict | None = None,
-    after: dict | None = None,
-    detail: dict | None = None,
-) -> dict:
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Append ``action`` about the tenant ``tenant``; returns the event."""
     if action not in TENANT_ACTIONS:
         raise ValueError(f"{action!r} is not a tenant action")

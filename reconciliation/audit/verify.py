@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import partial
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.audit.chains import (
@@ -85,7 +86,7 @@ __all__ = [
 
 def verify_default_since(
     store: Store,
-    system_events: list[dict],
+    system_events: list[dict[str, Any]],
     today: date,
     *,
     stores: Sequence[Store] | None = None,
@@ -115,13 +116,15 @@ def verify_default_since(
 # --- one checkpoint ----------------------------------------------------------------------
 
 
-def _checkpoint_heads(event: dict, system: dict[int, dict]) -> tuple[list, list[str]]:
+def _checkpoint_heads(
+    event: dict[str, Any], system: dict[int, dict[str, Any]]
+) -> tuple[list[Any], list[str]]:
     """The heads a checkpoint lists, gathered from its parts, and problems with the
     parts."""
     detail = event.get("detail") or {}
     if "heads" in detail:
         return detail["heads"], []
-    heads: list = []
+    heads: list[Any] = []
     problems = []
     for seq, digest in detail.get("parts", []):
         part = system.get(int(seq))
@@ -133,7 +136,7 @@ def _checkpoint_heads(event: dict, system: dict[int, dict]) -> tuple[list, list[
 
 
 def checkpoint_verify(
-    event: dict, system: dict[int, dict], stored: dict[tuple[str, int], str]
+    event: dict[str, Any], system: dict[int, dict[str, Any]], stored: dict[tuple[str, int], str]
 ) -> list[str]:
     """Problems with one checkpoint (or legacy digest) event: parts, SHA-256, signature,
     and the listed heads against ``stored`` (the hashes read from their streams)."""
@@ -175,8 +178,13 @@ def checkpoint_verify(
 
 
 def _signed_checkpoints(
-    system_events: list[dict], since_start: datetime | None
-) -> tuple[dict[int, dict], list[dict], dict[str, set[int]], list[tuple[datetime, datetime]]]:
+    system_events: list[dict[str, Any]], since_start: datetime | None
+) -> tuple[
+    dict[int, dict[str, Any]],
+    list[dict[str, Any]],
+    dict[str, set[int]],
+    list[tuple[datetime, datetime]],
+]:
     """``SYSTEM`` by seq; the checkpoints (and digests) to verify, those of a period
     ending after ``since_start`` (none for one stream); the seqs they list, by stream;
     the intervals every readable checkpoint covers."""
@@ -201,7 +209,7 @@ def _stream_check(
     name: str,
     *,
     stores: Sequence[Store],
-    system_events: list[dict],
+    system_events: list[dict[str, Any]],
     heads: dict[str, SubjectHead],
     listed: dict[str, set[int]],
 ) -> tuple[ChainStatus, dict[tuple[str, int], str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 from datetime import datetime, timedelta
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.audit.checkpoints import CHECKPOINT_OVERDUE_S, Period, signed_interval
@@ -76,7 +77,7 @@ def _duration(delta: timedelta) -> str:
     return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
 
 
-def late_checkpoints(checkpoints: list[dict]) -> list[str]:
+def late_checkpoints(checkpoints: list[dict[str, Any]]) -> list[str]:
     """One line per run of consecutive periods whose checkpoint was signed more than
     ``CHECKPOINT_OVERDUE_S`` after the period ended (``signed_at`` is signed): the task
     was not running (beat, worker or Redis down; the first run after installing), or the

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.delivery import export_paths, export_to_file
@@ -43,9 +44,9 @@ class ExportNotReady(Exception):
 @dataclass(frozen=True)
 class ExportStatus:
     export_id: str
-    request: dict  # the stream's first event: who asked, from where, when, for what
+    request: dict[str, Any]  # the stream's first event: who asked, from where, when, for what
     fmt: str
-    filters: dict
+    filters: dict[str, Any]
     delivery: str
     state: str  # the last lifecycle action: requested, completed, failed, abandoned
     row_count: int | None
@@ -53,16 +54,19 @@ class ExportStatus:
     downloads: int
 
     @property
-    def requested_by(self) -> dict:
-        return self.request["actor"]
+    def requested_by(self) -> dict[str, Any]:
+        actor: dict[str, Any] = self.request["actor"]
+        return actor
 
     @property
     def owner(self) -> str:
-        return self.requested_by["username"]
+        username: str = self.requested_by["username"]
+        return username
 
     @property
     def requested_at(self) -> str:
-        return self.request["at"]
+        at: str = self.request["at"]
+        return at
 
     @property
     def done(self) -> bool:
@@ -132,7 +136,7 @@ def export_owned(export_id: str, *, actor: Actor, store: Store) -> ExportStatus:
     return status
 
 
-def filters_from_dict(values: dict) -> AuditFilters:
+def filters_from_dict(values: dict[str, Any]) -> AuditFilters:
     return AuditFilters.build(
         since=values["since"],
         until=values["until"],
@@ -166,7 +170,7 @@ def export_run_requested(
     store: Store,
     stores: Sequence[Store] | None = None,
     progress: Callable[[int, float], None] | None = None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Run a requested background export of ``stores`` (every region; ``store`` alone
     without) into ``AUDIT_EXPORT_DIR``, its ``EXPORT#`` events in ``store``; ``None``
     if there is nothing to do (unknown id, or already finished: a redelivered task)."""

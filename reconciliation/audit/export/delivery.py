@@ -46,7 +46,7 @@ def manifest_path_for(data_path: Path) -> Path:
     return Path(f"{data_path}.manifest.json")
 
 
-def _atomic_write_manifest(run: ExportRun, path: Path) -> dict:
+def _atomic_write_manifest(run: ExportRun, path: Path) -> dict[str, Any]:
     tmp = Path(f"{path}.tmp")
     with open(tmp, "w", encoding="utf-8") as out:
         core = run.write_manifest(out)
@@ -54,7 +54,7 @@ def _atomic_write_manifest(run: ExportRun, path: Path) -> dict:
     return core
 
 
-def _event_detail(run: ExportRun, core: dict, **extra: Any) -> dict:
+def _event_detail(run: ExportRun, core: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "format": run.fmt,
         "filters": run.filters.as_dict(),
@@ -134,7 +134,7 @@ def export_to_file(
     stores: Sequence[Store] | None = None,
     progress: Callable[[int, float], None] | None = None,
     delivery: str = "file",
-) -> dict:
+) -> dict[str, Any]:
     """Write an export of ``stores`` (every region; ``store`` alone without) and its
     manifest (default ``FILE.manifest.json``) and the ``export_completed`` event in
     ``store``; return the manifest core. The file appears under its name only when

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_append
@@ -33,12 +34,12 @@ def export_stream(export_id: str) -> str:
 
 
 def export_event_append(
-    store: Store, *, export_id: str, action: str, actor: Actor, detail: dict
-) -> dict | None:
+    store: Store, *, export_id: str, action: str, actor: Actor, detail: dict[str, Any]
+) -> dict[str, Any] | None:
     """Append an event to ``EXPORT#{id}``; a second ``export_completed`` is refused."""
     stream = export_stream(export_id)
 
-    def build(seq: int, prev: str) -> dict | None:
+    def build(seq: int, prev: str) -> dict[str, Any] | None:
         if action in (COMPLETED, FAILED) and seq > 1:
             earlier = AuditRepository(store).stream_events(stream)
             if any(e.get("action") in (COMPLETED, FAILED) for e in earlier):

@@ -5,8 +5,12 @@ an event that a manifest names (first and last event).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from reconciliation.audit.day_index import decode_value
 from reconciliation.audit.repository import canonical_json
+from reconciliation.dynamo.items import RawItem
 
 FORMATS = ("csv", "jsonl")
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -44,7 +48,7 @@ def formula_safe(cell: str) -> str:
     return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
 
 
-def _text(values: dict, name: str) -> str:
+def _text(values: RawItem, name: str) -> str:
     value = values.get(name)
     if value is None:
         return ""
@@ -54,12 +58,12 @@ def _text(values: dict, name: str) -> str:
     return text if text is not None else _json_cell(value)
 
 
-def _json_cell(value: dict | None) -> str:
+def _json_cell(value: Mapping[str, Any] | None) -> str:
     plain = None if value is None else decode_value(value)
     return "" if plain is None else canonical_json(plain).decode("utf-8")
 
 
-def csv_row(item: dict) -> list[str]:
+def csv_row(item: RawItem) -> list[str]:
     """One CSV row straight from a raw DynamoDB item (no intermediate event dict: an
     export encodes every row, and this is its hot path). Every cell that a spreadsheet
     would read as a formula is neutralised."""
@@ -89,7 +93,7 @@ def csv_row(item: dict) -> list[str]:
     return [formula_safe(c) for c in row]
 
 
-def event_ref(event: dict) -> dict:
+def event_ref(event: dict[str, Any]) -> dict[str, Any]:
     return {
         "stream": event["stream"],
         "seq": event["seq"],

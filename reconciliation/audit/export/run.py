@@ -24,7 +24,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from reconciliation import clock
 from reconciliation.actors import Actor
@@ -34,6 +34,7 @@ from reconciliation.audit.export.rows import CSV_COLUMNS, FORMATS, csv_row, even
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import canonical_json
 from reconciliation.audit.signing import heads_sha256, key_id, sign
+from reconciliation.dynamo.items import RawItem
 from reconciliation.stores import Store
 
 CHUNK_BYTES = 64 * 1024
@@ -115,8 +116,8 @@ class ExportRun:
     progress: Callable[[int, float], None] | None = None
     row_count: int = 0
     byte_count: int = 0
-    first_event: dict | None = None
-    last_event: dict | None = None
+    first_event: dict[str, Any] | None = None
+    last_event: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -135,16 +136,16 @@ class ExportRun:
     def chunks(self) -> Iterator[bytes]:
         """The export's bytes, about 64 KB at a time; hashed and counted as they go."""
         buffer = io.StringIO()
-        encode: Callable[[dict], None]
+        encode: Callable[[RawItem], None]
         if self.fmt == "csv":
             writer = csv.writer(buffer)
             writer.writerow(CSV_COLUMNS)
 
-            def encode(item: dict) -> None:
+            def encode(item: RawItem) -> None:
                 writer.writerow(csv_row(item))
         else:
 
-            def encode(item: dict) -> None:
+            def encode(item: RawItem) -> None:
                 buffer.write(canonical_json(decode_event(item)).decode("utf-8"))
                 buffer.write("\n")
 
@@ -183,7 +184,7 @@ class ExportRun:
         self.byte_count += len(data)
         return data
 
-    def manifest_core(self) -> dict:
+    def manifest_core(self) -> dict[str, Any]:
         count, heads_sha = self.heads.digest()
         core = {
             "manifest_version": 1,
@@ -206,7 +207,7 @@ class ExportRun:
         core["signature"] = sign({k: core[k] for k in MANIFEST_SIGNED})
         return core
 
-    def write_manifest(self, out: IO[str]) -> dict:
+    def write_manifest(self, out: IO[str]) -> dict[str, Any]:
         """Write the manifest to ``out``, the heads streamed one a line; return the core."""
         core = self.manifest_core()
         text = json.dumps(core, indent=2, sort_keys=True, ensure_ascii=False)

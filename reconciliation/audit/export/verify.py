@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from reconciliation.audit.export.rows import CSV_COLUMNS, event_ref
 from reconciliation.audit.export.run import MANIFEST_SIGNED, HeadsTable
@@ -50,7 +51,7 @@ def _file_digest(path: Path) -> tuple[str, int, int | None]:
     return sha.hexdigest(), size, bad_at
 
 
-def _manifest_read(path: Path) -> dict:
+def _manifest_read(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -69,7 +70,7 @@ def _manifest_read(path: Path) -> dict:
     return manifest
 
 
-def _csv_events(path: Path, problems: list[str]) -> Iterator[dict]:
+def _csv_events(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -92,7 +93,7 @@ def _csv_events(path: Path, problems: list[str]) -> Iterator[dict]:
             }
 
 
-def _jsonl_events(path: Path, problems: list[str]) -> Iterator[dict]:
+def _jsonl_events(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             try:
