@@ -17,10 +17,9 @@ from dataclasses import replace
 
 from botocore.exceptions import ClientError
 
-from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.cases.actions import ActionResult, already_applied, check_role
+from reconciliation.cases.actions import ActionResult, StaffAction, already_applied, check_role
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.policy import visible_length
 from reconciliation.cases.repository import CaseRepository
@@ -63,14 +62,15 @@ def case_note_add(
     *,
     case_id: str,
     text: str | None,
-    actor: Actor,
-    action_id: str | None = None,
+    staff: StaffAction,
     mentions: Iterable[str] = (),
     store: Store,
 ) -> ActionResult:
-    """Append a note to the case's audit stream, by ``actor``. ``mentions`` are the
+    """Append a note to the case's audit stream, by ``staff.actor``. ``mentions`` are the
     usernames the edge found in the text and will notify; they are recorded with the
-    note. The same ``action_id`` (a form submitted twice) adds the note once."""
+    note. The same ``staff.action_id`` (a form submitted twice) adds the note once. A
+    note takes no case version and no reason (its text is its own)."""
+    actor, action_id = staff.actor, staff.action_id
     check_role(actor, "note")
     body = note_text(text)
     named = sorted(set(mentions))

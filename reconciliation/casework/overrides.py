@@ -5,15 +5,18 @@ requests expire back to the case's prior state."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
 from reconciliation import clock
-from reconciliation.actors import Actor, system_actor
+from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.actions import (
     ActionResult,
+    ActionStart,
+    StaffAction,
     action_begin,
     already_applied,
     resolution_for,
@@ -35,27 +38,15 @@ def override_request(
     *,
     case_id: str,
     override: str,
-    actor: Actor,
-    seen_version: int | None,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
+    staff: StaffAction,
     store: Store,
 ) -> ActionResult:
     """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
-    case, done, code, text = action_begin(
-        store,
-        case_id=case_id,
-        actor=actor,
-        permission="override_request",
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=seen_version,
-        action_id=action_id,
-    )
-    if done:
+    start = action_begin(store, case_id=case_id, staff=staff, permission="override_request")
+    case, actor, code, text = start.case, staff.actor, start.reason_code, start.reason_text
+    if start.done:
         return already_applied(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
         raise CaseError(
@@ -97,7 +88,7 @@ def override_request(
         case,
         actor=actor,
         action=AuditAction.OVERRIDE_REQUESTED,
-        action_id=action_id,
+        action_id=staff.action_id,
         disposition=override,
         reason_code=code,
         reason_text=text,
@@ -119,58 +110,45 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
     return override
 
 
+@dataclass(frozen=True)
+class _Decision:
+    """A supervisor's decision as begun: the checks passed (:class:`ActionStart`) and the
+    pending request decided (empty when this action id was already applied)."""
+
+    start: ActionStart
+    override: dict
+
+
 def _begin_decision(
-    store: Store,
-    *,
-    permission: str,
-    case_id: str,
-    request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None,
-) -> tuple[Case, bool, dict, str, str]:
+    store: Store, *, permission: str, case_id: str, request_id: str | None, staff: StaffAction
+) -> _Decision:
     """A supervisor's decision on a pending request: the common checks, and the request.
-    Nobody decides their own request, either way (four eyes)."""
-    case, done, code, text = action_begin(
-        store,
-        case_id=case_id,
-        actor=actor,
-        permission=permission,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=None,
-        action_id=action_id,
+    Nobody decides their own request, either way (four eyes). A decision is on the
+    request, not on a case version the supervisor saw: ``staff.seen_version`` is not
+    consulted (the request's pinned version is)."""
+    start = action_begin(
+        store, case_id=case_id, staff=replace(staff, seen_version=None), permission=permission
     )
-    if done:
-        return case, done, {}, code, text
-    override = _pending_override(case, request_id)
-    if override["requested_by"]["username"] == actor.username:
+    if start.done:
+        return _Decision(start, {})
+    override = _pending_override(start.case, request_id)
+    if override["requested_by"]["username"] == staff.actor.username:
         raise NotAllowed("You requested this override; a different supervisor must decide it.")
-    return case, done, override, code, text
+    return _Decision(start, override)
 
 
 def override_approve(
-    *,
-    case_id: str,
-    request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
-    store: Store,
+    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
 ) -> ActionResult:
-    case, done, override, code, text = _begin_decision(
+    decision = _begin_decision(
         store,
         permission="override_approve",
         case_id=case_id,
         request_id=request_id,
-        actor=actor,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        action_id=action_id,
+        staff=staff,
     )
-    if done:
+    case, override = decision.start.case, decision.override
+    if decision.start.done:
         return already_applied(case)
     if case.version != override["pinned_version"]:
         raise CaseError(
@@ -183,14 +161,16 @@ def override_approve(
     # The evidence the override needs, read again now: approval is a decision of its own.
     evidence_check(store, case, action)
     common = dict(
-        actor=actor,
-        action_id=action_id,
+        actor=staff.actor,
+        action_id=staff.action_id,
         disposition=action,
-        reason_code=code,
-        reason_text=text,
+        reason_code=decision.start.reason_code,
+        reason_text=decision.start.reason_text,
         detail={"request": override},
     )
-    resolution = resolution_for(action, actor, requested_by=override["requested_by"]["username"])
+    resolution = resolution_for(
+        action, staff.actor, requested_by=override["requested_by"]["username"]
+    )
     if action == Override.REOPEN:
         return _reopen(store, case, **common)
     if action == Override.RELEASE_CLAIM:
@@ -293,36 +273,27 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
 
 
 def override_reject(
-    *,
-    case_id: str,
-    request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
-    store: Store,
+    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
 ) -> ActionResult:
-    case, done, override, code, text = _begin_decision(
+    decision = _begin_decision(
         store,
         permission="override_reject",
         case_id=case_id,
         request_id=request_id,
-        actor=actor,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        action_id=action_id,
+        staff=staff,
     )
-    if done:
+    case, override = decision.start.case, decision.override
+    if decision.start.done:
         return already_applied(case)
     updated = case_commit_change(
         store,
         case,
-        actor=actor,
+        actor=staff.actor,
         action=AuditAction.OVERRIDE_REJECTED,
-        action_id=action_id,
+        action_id=staff.action_id,
         disposition=override["action"],
-        reason_code=code,
-        reason_text=text,
+        reason_code=decision.start.reason_code,
+        reason_text=decision.start.reason_text,
         detail={"request": override},
         changes={"state": _prior_state(override), "override": None},
     )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import CaseState, CaseType, Disposition, ReasonCode
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import LedgerRepository, fund_total
@@ -198,10 +199,12 @@ def _second_region_case(drill: Drill, stores: list[Store]) -> None:
     result = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=system_actor(),
-        seen_version=case.version,
-        reason_code=ReasonCode.TRANSIENT_FAILURE,
-        reason_text="Drill: recover the crashed intent in its own region.",
+        staff=StaffAction(
+            actor=system_actor(),
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text="Drill: recover the crashed intent in its own region.",
+            seen_version=case.version,
+        ),
         store=second,
     )
     with contextlib.suppress(CaseError):

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.selectors import queue_counters
 from reconciliation.stores import first_store
@@ -107,16 +108,18 @@ def test_amount_at_risk_per_currency_moves_with_open_resolve_and_reassign(ddb, c
         ("USD", Decimal("150.25")),
     ]
     ada = staff_actor("ada")
-    a = case_assign(store=first_store(), case_id=a.case_id, actor=ada, seen_version=a.version).case
+    a = case_assign(
+        store=first_store(),
+        case_id=a.case_id,
+        staff=StaffAction(actor=ada, seen_version=a.version),
+    ).case
     assert queue_counters(store=first_store())["STUCK_PENDING"].amounts["USD"] == Decimal("150.25")
     why = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
     a = case_dispose(
         store=first_store(),
         case_id=a.case_id,
         disposition="ESCALATE",
-        actor=ada,
-        seen_version=a.version,
-        **why,
+        staff=StaffAction(actor=ada, seen_version=a.version, **why),
     ).case
     counters = queue_counters(store=first_store())
     assert counters["STUCK_PENDING"].amounts["USD"] == Decimal("50.25")

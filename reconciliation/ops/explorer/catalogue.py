@@ -29,6 +29,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import (
     CaseState,
@@ -157,19 +158,21 @@ def _staff(action: str) -> Callable[[World, str], str]:
         case, offered = _page_offers(world, action)
         if not offered or case is None:
             return "not offered"
-        common = dict(
-            case_id=world.case_id,
+        staff = StaffAction(
             actor=STAFF,
-            seen_version=case.version,  # type: ignore[attr-defined]
             reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
+            seen_version=case.version,  # type: ignore[attr-defined]
             action_id=f"hands-{name}-{world.key}",
-            store=world.store,
         )
         try:
             if action in OVERRIDES:
-                return override_request(override=action, **common).message
-            return case_dispose(disposition=action, **common).message
+                return override_request(
+                    case_id=world.case_id, override=action, staff=staff, store=world.store
+                ).message
+            return case_dispose(
+                case_id=world.case_id, disposition=action, staff=staff, store=world.store
+            ).message
         except CaseError as exc:
             return f"refused: {exc}"  # the 409 page; nothing to do again
 
@@ -200,11 +203,13 @@ def _ask_retry(world: World, action_id: str) -> str | None:
     result = case_dispose(
         case_id=world.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=STAFF,
-        seen_version=None,
-        reason_code=ReasonCode.TRANSIENT_FAILURE,
-        reason_text=REASON,
-        action_id=action_id,
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text=REASON,
+            seen_version=None,
+            action_id=action_id,
+        ),
         store=world.store,
     )
     return (result.case.retry or {}).get("request_id")
@@ -236,10 +241,12 @@ def _decide(approve: bool) -> Callable[[World, str], str]:
             return decide(
                 case_id=world.case_id,
                 request_id=request_id,
-                actor=SUPERVISOR,
-                reason_code=ReasonCode.TRANSIENT_FAILURE,
-                reason_text=REASON,
-                action_id=f"hands-{name}-{world.key}",
+                staff=StaffAction(
+                    actor=SUPERVISOR,
+                    reason_code=ReasonCode.TRANSIENT_FAILURE,
+                    reason_text=REASON,
+                    action_id=f"hands-{name}-{world.key}",
+                ),
                 store=world.store,
             ).message
         except CaseError as exc:
@@ -312,10 +319,12 @@ def _request_release(world: World) -> None:
         result = override_request(
             case_id=world.case_id,
             override=Override.RELEASE_CLAIM,
-            actor=REQUESTER,
-            seen_version=None,
-            reason_code=ReasonCode.TRANSIENT_FAILURE,
-            reason_text=REASON,
+            staff=StaffAction(
+                actor=REQUESTER,
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
+                reason_text=REASON,
+                seen_version=None,
+            ),
             store=world.store,
         )
     except CaseError:

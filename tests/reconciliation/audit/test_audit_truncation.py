@@ -7,6 +7,7 @@ import pytest
 
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_approve, override_request
@@ -26,14 +27,14 @@ def case_with_three_events(key: str):
     """A stuck case, assigned and escalated: its item stores audit_seq 3."""
     case = stuck_case(key)
     case = case_assign(
-        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF, seen_version=case.version),
+        store=first_store(),
     ).case
     case = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
     assert case.audit_seq == 3
@@ -48,17 +49,18 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
     requested = override_request(
         case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        actor=STAFF,
-        seen_version=case.version,
-        reason_code="DONOR_REQUEST",
-        reason_text="Donor withdrew the pledge by phone.",
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     override_approve(
         case_id=case.case_id,
         request_id=requested.case.override["request_id"],
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     stream = f"PLEDGE#{case.intent_id}"
