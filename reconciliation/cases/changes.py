@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
 from reconciliation.cases.models import Case, CaseState, queue_for, resolved_month
@@ -226,20 +227,22 @@ def case_commit_change(
     now = clock.now()
     updated = _case_next(case, changes, actor=actor, at=clock.iso(now), action_id=action_id)
     event = audit_event_build(
+        AuditEvent(
+            action=action,
+            actor=actor,
+            at=now,
+            case_id=case.case_id,
+            intent_id=case.intent_id,
+            before=case.summary(),
+            after=updated.summary(),
+            disposition=disposition,
+            reason_code=reason_code,
+            reason_text=reason_text,
+            detail=detail,
+        ),
         stream=f"CASE#{case.case_id}",
         seq=case.audit_seq + 1,
         prev_hash=case.audit_head,
-        action=action,
-        actor=actor,
-        at=now,
-        case_id=case.case_id,
-        intent_id=case.intent_id,
-        before=case.summary(),
-        after=updated.summary(),
-        disposition=disposition,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        detail=detail,
     )
     updated = replace(updated, audit_seq=event["seq"], audit_head=event["hash"])
     items = [

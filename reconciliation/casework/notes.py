@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from botocore.exceptions import ClientError
 
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.actions import ActionResult, StaffAction, already_applied, check_role
 from reconciliation.cases.changes import CaseError, CaseNotFound
@@ -83,14 +83,16 @@ def case_note_add(
         if action_id and _noted(audit, stream, action_id):
             return already_applied(case)
         event = audit_event_build(
+            AuditEvent(
+                action=AuditAction.CASE_NOTE_ADDED,
+                actor=actor,
+                case_id=case.case_id,
+                intent_id=case.intent_id,
+                detail={"note": body, "mentions": named, "action_id": action_id},
+            ),
             stream=stream,
             seq=case.audit_seq + 1,
             prev_hash=case.audit_head,
-            action=AuditAction.CASE_NOTE_ADDED,
-            actor=actor,
-            case_id=case.case_id,
-            intent_id=case.intent_id,
-            detail={"note": body, "mentions": named, "action_id": action_id},
         )
         head = cases.audit_head_item(case, seq=event["seq"], head=event["hash"])
         if _append(store, [head, audit.put_item(event)]):

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.actions import (
     ActionResult,
@@ -231,20 +231,22 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
         raise CaseError("The pledge changed since the request; ask again.")
     now = clock.now()
     event = audit_event_build(
+        AuditEvent(
+            action=AuditAction.PLEDGE_VOIDED,
+            actor=actor,
+            at=now,
+            case_id=case.case_id,
+            intent_id=pledge.intent_id,
+            before={"status": pledge.status},
+            after={"status": PledgeStatus.VOIDED},
+            disposition=Override.VOID_PLEDGE,
+            reason_code=common["reason_code"],
+            reason_text=common["reason_text"],
+            detail={"requested_by": override["requested_by"]["username"]},
+        ),
         stream=pledge_stream(pledge.intent_id, store.tag),
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
-        action=AuditAction.PLEDGE_VOIDED,
-        actor=actor,
-        at=now,
-        case_id=case.case_id,
-        intent_id=pledge.intent_id,
-        before={"status": pledge.status},
-        after={"status": PledgeStatus.VOIDED},
-        disposition=Override.VOID_PLEDGE,
-        reason_code=common["reason_code"],
-        reason_text=common["reason_text"],
-        detail={"requested_by": override["requested_by"]["username"]},
     )
     extra = [
         PledgeRepository(store).void_item(

@@ -34,7 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation import clock
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.counters import COUNTER_SHARDS
 from reconciliation.claims.models import TOKEN_WINDOW_S
@@ -281,19 +281,21 @@ def config_record(*, accept: bool, actor: Actor) -> list[str]:
 def _audit_acceptance(mine: Fingerprint, differing: list[RegionConfig], actor: Actor) -> None:
     def build(seq: int, prev: str) -> dict:
         return audit_event_build(
+            AuditEvent(
+                action=AuditAction.CONFIG_ACCEPTED,
+                actor=actor,
+                before={c.region: c.recorded.config for c in differing if c.recorded},
+                after=mine.as_dict(),
+                detail={
+                    "regions": [c.region for c in differing],
+                    "fields": sorted({f for c in differing for f in c.fields}),
+                    "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
+                    "digest_after": mine.digest,
+                },
+            ),
             stream="SYSTEM",
             seq=seq,
             prev_hash=prev,
-            action=AuditAction.CONFIG_ACCEPTED,
-            actor=actor,
-            before={c.region: c.recorded.config for c in differing if c.recorded},
-            after=mine.as_dict(),
-            detail={
-                "regions": [c.region for c in differing],
-                "fields": sorted({f for c in differing for f in c.fields}),
-                "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
-                "digest_after": mine.digest,
-            },
         )
 
     audit_append(first_store(), stream="SYSTEM", build=build)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 
 from reconciliation.actors import system_actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.ops.drill_regions import regions_scenario
 from reconciliation.ops.drill_report import DrillReport
@@ -61,12 +61,10 @@ def _record(report: DrillReport) -> None:
 
     def build(seq: int, prev: str) -> dict:
         return audit_event_build(
+            AuditEvent(action=AuditAction.DRILL_RUN, actor=actor, detail=report.as_dict()),
             stream="SYSTEM",
             seq=seq,
             prev_hash=prev,
-            action=AuditAction.DRILL_RUN,
-            actor=actor,
-            detail=report.as_dict(),
         )
 
     audit_append(first_store(), stream="SYSTEM", build=build)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
 from reconciliation.cases.actions import StaffAction
@@ -120,14 +121,16 @@ def test_rewritten_stream_and_a_stream_without_its_item_are_named(ddb):
     name = f"CASE#{rewritten.case_id}"
     last = audit_events(ddb, name)[-1]
     forged = audit_event_build(
+        AuditEvent(
+            action="case_escalated",
+            actor=STAFF,
+            case_id=rewritten.case_id,
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="rewritten",
+        ),
         stream=name,
         seq=3,
         prev_hash=last["prev_hash"],
-        action="case_escalated",
-        actor=STAFF,
-        case_id=rewritten.case_id,
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="rewritten",
     )
     delete_event(ddb, name, 3)
     assert repositories().audit.append(forged)
@@ -150,7 +153,7 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
     name = f"CASE#{case.case_id}"
     last = audit_events(ddb, name)[-1]
     extra = audit_event_build(
-        stream=name, seq=4, prev_hash=last["hash"], action="case_escalated", actor=STAFF
+        AuditEvent(action="case_escalated", actor=STAFF), stream=name, seq=4, prev_hash=last["hash"]
     )
     assert repositories().audit.append(extra)
     assert audit_verify(stream=name, store=first_store()).problems == [
@@ -165,10 +168,13 @@ def test_a_stream_ahead_of_a_stale_item_read_is_read_again_not_reported():
     from reconciliation.audit.chains import SubjectHead, subject_chain_status
 
     first = audit_event_build(
-        stream="CASE#c1", seq=1, prev_hash="0" * 64, action="case_opened", actor=STAFF
+        AuditEvent(action="case_opened", actor=STAFF), stream="CASE#c1", seq=1, prev_hash="0" * 64
     )
     second = audit_event_build(
-        stream="CASE#c1", seq=2, prev_hash=first["hash"], action="case_assigned", actor=STAFF
+        AuditEvent(action="case_assigned", actor=STAFF),
+        stream="CASE#c1",
+        seq=2,
+        prev_hash=first["hash"],
     )
     stale = SubjectHead("case", 1, first["hash"])
     fresh = SubjectHead("case", 2, second["hash"])
