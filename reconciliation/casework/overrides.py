@@ -5,6 +5,7 @@ requests expire back to the case's prior state."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from django.conf import settings
@@ -15,7 +16,6 @@ from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.actions import (
     ActionResult,
-    ActionStart,
     StaffAction,
     action_begin,
     already_applied,
@@ -112,44 +112,72 @@ def _pending_override(case: Case, request_id: str | None) -> dict:
 
 @dataclass(frozen=True)
 class _Decision:
-    """A supervisor's decision as begun: the checks passed (:class:`ActionStart`) and the
-    pending request decided (empty when this action id was already applied)."""
+    """A supervisor's decision on a pending request, its checks passed: the case as read,
+    the request, and the reason as checked."""
 
-    start: ActionStart
+    case: Case
     override: dict
+    reason_code: str
+    reason_text: str
 
 
-def _begin_decision(
-    store: Store, *, permission: str, case_id: str, request_id: str | None, staff: StaffAction
-) -> _Decision:
-    """A supervisor's decision on a pending request: the common checks, and the request.
-    Nobody decides their own request, either way (four eyes). A decision is on the
-    request, not on a case version the supervisor saw: ``staff.seen_version`` is not
-    consulted (the request's pinned version is)."""
+def _decide(
+    store: Store,
+    *,
+    permission: str,
+    case_id: str,
+    request_id: str | None,
+    staff: StaffAction,
+    then: Callable[[Store, StaffAction, _Decision], ActionResult],
+) -> ActionResult:
+    """A supervisor's decision on a pending request: the common checks, then ``then``
+    with the request (unless this action id was already applied). Nobody decides their
+    own request, either way (four eyes). A decision is on the request, not on a case
+    version the supervisor saw: ``staff.seen_version`` is not consulted (the request's
+    pinned version is)."""
     start = action_begin(
         store, case_id=case_id, staff=replace(staff, seen_version=None), permission=permission
     )
     if start.done:
-        return _Decision(start, {})
+        return already_applied(start.case)
     override = _pending_override(start.case, request_id)
     if override["requested_by"]["username"] == staff.actor.username:
         raise NotAllowed("You requested this override; a different supervisor must decide it.")
-    return _Decision(start, override)
+    decision = _Decision(start.case, override, start.reason_code, start.reason_text)
+    return then(store, staff, decision)
 
 
 def override_approve(
     *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
 ) -> ActionResult:
-    decision = _begin_decision(
+    """Approve the pending request (``request_id``; ``None``: whichever is pending): it
+    applies only at the case version it pinned and before it expires."""
+    return _decide(
         store,
         permission="override_approve",
         case_id=case_id,
         request_id=request_id,
         staff=staff,
+        then=_approved,
     )
-    case, override = decision.start.case, decision.override
-    if decision.start.done:
-        return already_applied(case)
+
+
+def override_reject(
+    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
+) -> ActionResult:
+    """Reject the pending request: the case goes back where it was."""
+    return _decide(
+        store,
+        permission="override_reject",
+        case_id=case_id,
+        request_id=request_id,
+        staff=staff,
+        then=_rejected,
+    )
+
+
+def _approved(store: Store, staff: StaffAction, decision: _Decision) -> ActionResult:
+    case, override = decision.case, decision.override
     if case.version != override["pinned_version"]:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
@@ -164,8 +192,8 @@ def override_approve(
         actor=staff.actor,
         action_id=staff.action_id,
         disposition=action,
-        reason_code=decision.start.reason_code,
-        reason_text=decision.start.reason_text,
+        reason_code=decision.reason_code,
+        reason_text=decision.reason_text,
         detail={"request": override},
     )
     resolution = resolution_for(
@@ -274,19 +302,8 @@ def _void(store: Store, case: Case, override: dict, resolution: dict, **common):
     return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
 
 
-def override_reject(
-    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
-) -> ActionResult:
-    decision = _begin_decision(
-        store,
-        permission="override_reject",
-        case_id=case_id,
-        request_id=request_id,
-        staff=staff,
-    )
-    case, override = decision.start.case, decision.override
-    if decision.start.done:
-        return already_applied(case)
+def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionResult:
+    case, override = decision.case, decision.override
     updated = case_commit_change(
         store,
         case,
@@ -294,8 +311,8 @@ def override_reject(
         action=AuditAction.OVERRIDE_REJECTED,
         action_id=staff.action_id,
         disposition=override["action"],
-        reason_code=decision.start.reason_code,
-        reason_text=decision.start.reason_text,
+        reason_code=decision.reason_code,
+        reason_text=decision.reason_text,
         detail={"request": override},
         changes={"state": _prior_state(override), "override": None},
     )
