@@ -86,7 +86,5 @@ def action_begin(store: Store, *, case_id: str, staff: StaffAction, permission: 
     """The checks every reasoned action starts with: role, reason, case and version."""
     check_role(staff.actor, permission)
     code, text = check_reason(staff.reason_code, staff.reason_text)
-    case, done = case_load(
-        store, case_id, seen_version=staff.seen_version, action_id=staff.action_id
-    )
-    return ActionStart(case, done, code, text)
+    loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
+    return ActionStart(loaded.case, loaded.done, code, text)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from botocore.exceptions import ClientError
 
@@ -86,9 +86,17 @@ class CaseChanged(CaseError):
         self.current = current
 
 
+@dataclass(frozen=True)
+class CaseLoad:
+    """A case read for an action (:func:`case_load`)."""
+
+    case: Case
+    done: bool  # the action's id was already applied to it (a double submission)
+
+
 def case_load(
     store: Store, case_id: str, *, seen_version: int | None, action_id: str | None
-) -> tuple[Case, bool]:
+) -> CaseLoad:
     """The case as stored, and whether ``action_id`` was already applied to it.
 
     A stale ``seen_version`` raises :class:`CaseChanged` unless this very action is what
@@ -97,10 +105,10 @@ def case_load(
     if case is None:
         raise CaseNotFound(f"No case {case_id}.")
     if action_id and case.last_action_id == action_id:
-        return case, True
+        return CaseLoad(case, True)
     if seen_version is not None and case.version != seen_version:
         raise CaseChanged(case)
-    return case, False
+    return CaseLoad(case, False)
 
 
 def _case_next(case: Case, changes: dict, *, actor: Actor, at: str, action_id: str | None) -> Case:

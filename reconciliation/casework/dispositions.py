@@ -268,10 +268,9 @@ def _assignment(
     ``staff``'s reason, if any, is not recorded."""
     actor = staff.actor
     check_role(actor, "assign")
-    case, done = case_load(
-        store, case_id, seen_version=staff.seen_version, action_id=staff.action_id
-    )
-    if done:
+    loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
+    case = loaded.case
+    if loaded.done:
         return already_applied(case)
     if case.state == CaseState.RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")

@@ -121,8 +121,8 @@ def _queue_csv(
             while True:
                 refs = donor_refs_of([r.case_id for r in page.rows], stores=stores)
                 for row in page.rows[: CSV_MAX_ROWS - sent]:
-                    _, sla, left = sla_of(row, hours=hours, now=now)
-                    yield CsvCase(row, refs.get(row.case_id, ""), sla.label, left)
+                    sla = sla_of(row, hours=hours, now=now)
+                    yield CsvCase(row, refs.get(row.case_id, ""), sla.state.label, sla.left_s)
                 sent += len(page.rows)
                 if not page.next_cursor or sent >= CSV_MAX_ROWS:
                     return

@@ -32,6 +32,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import (
+    Case,
     CaseState,
     CaseType,
     Disposition,
@@ -130,9 +131,9 @@ def _retry(world: World, name: str):
     return _retry_run(world, world.retry_request)
 
 
-def _page_offers(world: World, action: str) -> tuple[object, bool]:
+def _page_offers(world: World, action: str) -> Case | None:
     """The case page as a person loads it: the case and the evidence it shows (consistent
-    reads), and whether ``action`` is offered on it."""
+    reads); the case if ``action`` is offered on it, else ``None``."""
     from reconciliation.cases.repository import CaseRepository
     from reconciliation.casework.evidence import evidence_facts
     from reconciliation.claims.pledges import PledgeRepository
@@ -140,14 +141,14 @@ def _page_offers(world: World, action: str) -> tuple[object, bool]:
 
     case = CaseRepository(world.store).get(world.case_id)
     if case is None:
-        return None, False
+        return None
     pledge = PledgeRepository(world.store).get(case.intent_id, consistent=True)
     claim = ClaimRepository(world.store).get(case.claim_pk)
     facts = evidence_facts(case=case, pledge=pledge, claim=claim)
     offered = offered_actions(
         case.case_type, case.state, STAFF.role, facts, retry_running=retry_in_flight(case)
     )
-    return case, action in offered
+    return case if action in offered else None
 
 
 def _staff(action: str) -> Callable[[World, str], str]:
@@ -155,14 +156,14 @@ def _staff(action: str) -> Callable[[World, str], str]:
         from reconciliation.casework.dispositions import case_dispose
         from reconciliation.casework.overrides import override_request
 
-        case, offered = _page_offers(world, action)
-        if not offered or case is None:
+        case = _page_offers(world, action)
+        if case is None:
             return "not offered"
         staff = StaffAction(
             actor=STAFF,
             reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
-            seen_version=case.version,  # type: ignore[attr-defined]
+            seen_version=case.version,
             action_id=f"hands-{name}-{world.key}",
         )
         try:
