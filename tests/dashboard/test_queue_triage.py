@@ -192,10 +192,12 @@ def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client)
         store=store,
         case_id=done.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=staff_actor("ada"),
-        seen_version=done.version,
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="The pledge read back is there.",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="The pledge read back is there.",
+            seen_version=done.version,
+        ),
     )
     for case_id in (open_case.case_id, done.case_id):
         store.client.update_item(
@@ -328,10 +330,12 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
             store=store,
             case_id=stale.case_id,
             disposition="ESCALATE",
-            actor=staff_actor("ada"),
-            seen_version=stale.version,
-            reason_code="NEEDS_REVIEW",
-            reason_text="A closer look is needed here.",
+            staff=StaffAction(
+                actor=staff_actor("ada"),
+                reason_code="NEEDS_REVIEW",
+                reason_text="A closer look is needed here.",
+                seen_version=stale.version,
+            ),
         )
     monkeypatch.undo()
     counters = queue_counters(store=store)
@@ -343,10 +347,12 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
         store=store,
         case_id=fresh.case_id,
         disposition="ESCALATE",
-        actor=staff_actor("ada"),
-        seen_version=fresh.version,
-        reason_code="NEEDS_REVIEW",
-        reason_text="A closer look is needed here.",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="NEEDS_REVIEW",
+            reason_text="A closer look is needed here.",
+            seen_version=fresh.version,
+        ),
     )
     counters = queue_counters(store=store)
     assert counters["STUCK_PENDING"].amounts.get("USD", Decimal(0)) == Decimal(0)
