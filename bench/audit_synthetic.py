@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from reconciliation.actors import Actor, Role
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 
 STAFF = (
@@ -66,13 +67,10 @@ def synthetic_events(
                     "reason_text": "checked the ledger and the pledge record",
                 }
             event = audit_event_build(
+                AuditEvent(action=action, actor=actor, at=at, **extra),
                 stream=stream,
                 seq=seq,
                 prev_hash=prev,
-                action=action,
-                actor=actor,
-                at=at,
-                **extra,
             )
             prev = event["hash"]
             made += 1

@@ -20,6 +20,8 @@ from decimal import Decimal
 
 from _common import machine_line, start_engine, write_section
 
+from reconciliation.cases.actions import StaffAction
+
 TYPICAL = {"donor_ref": "D-1001", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
 # The longest of everything the API accepts (claims/request.py, claims/funds.py,
 # dashboard/models.py, dashboard/auth.py): tenant 64, Idempotency-Key 255, donor_ref 64,
@@ -215,38 +217,31 @@ class Scenarios:
                 result = case_dispose(
                     case_id=case_id,
                     disposition=Disposition.DUPLICATE_REJECTED_OK,
-                    actor=staff,
-                    seen_version=version(case_id),
+                    staff=StaffAction(actor=staff, seen_version=version(case_id), **WHY),
                     store=store,
-                    **WHY,
                 )
             assert result.applied and result.case.state == "RESOLVED", result
         with self.step("disposition: RETRY_COMMIT (STUCK_PENDING; the commit runs inline)"):
             result = case_dispose(
                 case_id=stuck,
                 disposition=Disposition.RETRY_COMMIT,
-                actor=staff,
-                seen_version=version(stuck),
+                staff=StaffAction(actor=staff, seen_version=version(stuck), **WHY),
                 store=store,
-                **WHY,
             )
         assert CaseRepository(store).get(stuck).state == "RESOLVED"  # type: ignore[union-attr]
         with self.step("override: RELEASE_CLAIM requested (staff)"):
             requested = override_request(
                 case_id=stuck2,
                 override=Override.RELEASE_CLAIM,
-                actor=staff,
-                seen_version=version(stuck2),
+                staff=StaffAction(actor=staff, seen_version=version(stuck2), **WHY),
                 store=store,
-                **WHY,
             )
         with self.step("override: RELEASE_CLAIM approved (a supervisor)"):
             approved = override_approve(
                 case_id=stuck2,
                 request_id=requested.case.override.request_id,  # type: ignore[union-attr]
-                actor=boss,
+                staff=StaffAction(actor=boss, **WHY),
                 store=store,
-                **WHY,
             )
         assert approved.case.state == "RESOLVED", approved
 

@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
 
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.dynamo.retry import full_jitter
 from reconciliation.stores import Store
@@ -52,15 +53,14 @@ def audit_append(
     return retrying(attempt)[1]
 
 
-def audit_event_append(store: Store, *, stream: str, **fields: Any) -> dict[str, Any]:
-    """Append one event to ``stream`` with ``fields`` (``audit_event_build``'s: action,
-    actor, before, after, reason_text, detail…), whatever the head is; returns it. For
-    streams about a subject with no state of its own to re-check (an account, a
+def audit_event_append(store: Store, *, stream: str, event: AuditEvent) -> dict[str, Any]:
+    """Append ``event`` to ``stream``, whatever the head is; returns the item as stored.
+    For streams about a subject with no state of its own to re-check (an account, a
     tenant)."""
 
     def build(seq: int, prev: str) -> dict[str, Any]:
-        return audit_event_build(stream=stream, seq=seq, prev_hash=prev, **fields)
+        return audit_event_build(event, stream=stream, seq=seq, prev_hash=prev)
 
-    event = audit_append(store, stream=stream, build=build)
-    assert event is not None  # build never declines
-    return event
+    placed = audit_append(store, stream=stream, build=build)
+    assert placed is not None  # build never declines
+    return placed

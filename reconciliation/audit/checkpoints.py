@@ -47,7 +47,7 @@ from django.core.exceptions import ImproperlyConfigured
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.periods import audit_period_heads
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.audit.signing import heads_sha256, key_id, sign
@@ -227,12 +227,10 @@ def _checkpoint_event_append(
         if _checkpoint_covers(store, period):
             return None  # a concurrent run wrote it: once per period
         return audit_event_build(
+            AuditEvent(action=action, actor=actor, detail=detail),
             stream=SYSTEM_STREAM,
             seq=seq,
             prev_hash=prev,
-            action=action,
-            actor=actor,
-            detail=detail,
         )
 
     return audit_append(store, stream=SYSTEM_STREAM, build=build)

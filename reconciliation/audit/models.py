@@ -1,8 +1,14 @@
 """The audit trail's vocabulary: every action an event can record, with the words the
-pages show for it (``AuditAction.CASE_OPENED.label``)."""
+pages show for it (``AuditAction.CASE_OPENED.label``), and the event a writer hands to
+the chain (:class:`AuditEvent`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciliation.actors import Actor
 from reconciliation.codes import Code
 
 
@@ -100,3 +106,26 @@ class AuditAction(Code):
     AUDIT_CHECKPOINT_PART = "audit_checkpoint_part", "Signed checkpoint (part)"
     AUDIT_DIGEST = "audit_digest", "Daily digest", "A signed day's heads, before checkpoints."
     AUDIT_DIGEST_PART = "audit_digest_part", "Daily digest (part)"
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """What was done, by whom, to what: an event before it has a place in a stream.
+
+    ``audit_event_build`` (``reconciliation.audit.repository``) adds the placement
+    (``stream``, ``seq``, ``prev_hash``, ``hash``, ``day_shard``, ``at_id``) and returns
+    the item as stored. ``at`` and ``event_id`` left ``None`` become the time and a new
+    id when the event is placed. Values must be JSON-plain (amounts as strings)."""
+
+    action: str
+    actor: Actor
+    case_id: str | None = None
+    intent_id: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    disposition: str | None = None
+    reason_code: str | None = None
+    reason_text: str | None = None
+    detail: dict[str, Any] | None = None
+    at: datetime | None = None
+    event_id: str | None = None

@@ -5,8 +5,10 @@
 is the SHA-256 of the canonical JSON (sorted keys, compact, UTF-8) of everything stored
 in the event except ``hash`` itself, ``prev_hash`` chains it to its predecessor.
 
-Events are built as plain values and handed back as transaction items, so a caller puts
-the event in the same ``TransactWriteItems`` as the change it records.
+A writer describes what was done as an :class:`AuditEvent`; :func:`audit_event_build`
+places it in its stream (seq, prev_hash, hash) and returns the plain item as stored.
+Items are handed back as transaction items, so a caller puts the event in the same
+``TransactWriteItems`` as the change it records.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditEvent
 from reconciliation.dynamo.batch import batch_get, batch_writer
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import RawItem, from_item, to_item
@@ -58,28 +60,15 @@ class StreamHead:
 
 
 def audit_event_build(
-    *,
-    stream: str,
-    seq: int,
-    prev_hash: str,
-    action: str,
-    actor: Actor,
-    at: datetime | None = None,
-    event_id: str | None = None,
-    case_id: str | None = None,
-    intent_id: str | None = None,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    disposition: str | None = None,
-    reason_code: str | None = None,
-    reason_text: str | None = None,
-    detail: dict[str, Any] | None = None,
+    event: AuditEvent, *, stream: str, seq: int, prev_hash: str
 ) -> dict[str, Any]:
-    """A complete event, ``hash`` included. Values must be JSON-plain (amounts as strings)."""
-    at = at or clock.now()
-    event_id = event_id or str(uuid.uuid4())
+    """``event`` placed at ``seq`` of ``stream`` after ``prev_hash``: the complete item as
+    stored, ``hash`` included. Attributes that are ``None`` are not stored (nor hashed)."""
+    at = event.at or clock.now()
+    event_id = event.event_id or str(uuid.uuid4())
     at_text = clock.iso(at)
-    event: dict[str, Any] = {
+    actor = event.actor
+    item: dict[str, Any] = {
         "stream": stream,
         "seq": seq,
         "event_id": event_id,
@@ -89,20 +78,20 @@ def audit_event_build(
         "actor": actor.as_audit(),
         "client_address": actor.address,
         "correlation_id": actor.correlation_id,
-        "action": action,
-        "case_id": case_id,
-        "intent_id": intent_id,
-        "before": before,
-        "after": after,
-        "disposition": disposition,
-        "reason_code": reason_code,
-        "reason_text": reason_text,
-        "detail": detail,
+        "action": event.action,
+        "case_id": event.case_id,
+        "intent_id": event.intent_id,
+        "before": event.before,
+        "after": event.after,
+        "disposition": event.disposition,
+        "reason_code": event.reason_code,
+        "reason_text": event.reason_text,
+        "detail": event.detail,
         "prev_hash": prev_hash,
     }
-    event = {k: v for k, v in event.items() if v is not None}
-    event["hash"] = event_hash(event)
-    return event
+    item = {k: v for k, v in item.items() if v is not None}
+    item["hash"] = event_hash(item)
+    return item
 
 
 def head_after(event: dict[str, Any]) -> StreamHead:

@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
+from reconciliation.audit.models import AuditEvent
 from reconciliation.stores import Store
 
 STAFF_STREAM_PREFIX = "STAFF#"
@@ -59,10 +60,12 @@ def staff_event_append(
     return audit_event_append(
         store,
         stream=staff_stream(username),
-        action=action,
-        actor=actor,
-        before=before,
-        after=after,
-        reason_text=reason_text,
-        detail={"account": username, **(detail or {})},
+        event=AuditEvent(
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            reason_text=reason_text,
+            detail={"account": username, **(detail or {})},
+        ),
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.stores import Store
 
 TENANT_STREAM_PREFIX = "TENANT#"
@@ -51,9 +51,11 @@ def tenant_event_append(
     return audit_event_append(
         store,
         stream=tenant_stream(tenant),
-        action=action,
-        actor=actor,
-        before=before,
-        after=after,
-        detail={"tenant": tenant, **(detail or {})},
+        event=AuditEvent(
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            detail={"tenant": tenant, **(detail or {})},
+        ),
     )

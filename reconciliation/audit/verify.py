@@ -116,14 +116,18 @@ def verify_default_since(
 # --- one checkpoint ----------------------------------------------------------------------
 
 
-def _checkpoint_heads(
-    event: dict[str, Any], system: dict[int, dict[str, Any]]
-) -> tuple[list[Any], list[str]]:
+@dataclass(frozen=True)
+class _ListedHeads:
+    heads: list[Any]  # [stream, seq, hash] of each stream the checkpoint lists
+    problems: list[str]  # parts missing or changed
+
+
+def _checkpoint_heads(event: dict[str, Any], system: dict[int, dict[str, Any]]) -> _ListedHeads:
     """The heads a checkpoint lists, gathered from its parts, and problems with the
     parts."""
     detail = event.get("detail") or {}
     if "heads" in detail:
-        return detail["heads"], []
+        return _ListedHeads(detail["heads"], [])
     heads: list[Any] = []
     problems = []
     for seq, digest in detail.get("parts", []):
@@ -132,7 +136,7 @@ def _checkpoint_heads(
             problems.append(f"part SYSTEM seq {seq} missing or changed (expected hash {digest})")
             continue
         heads.extend((part.get("detail") or {}).get("heads", []))
-    return heads, problems
+    return _ListedHeads(heads, problems)
 
 
 def checkpoint_verify(
@@ -154,7 +158,8 @@ def checkpoint_verify(
         payload = checkpoint_payload(
             detail.get("start"), detail.get("end"), detail.get("signed_at"), count, sha, kid
         )
-    heads, problems = _checkpoint_heads(event, system)
+    listed = _checkpoint_heads(event, system)
+    heads, problems = listed.heads, listed.problems
     recount, resha = heads_sha256(heads)
     if resha != sha or recount != count:
         problems.append(
@@ -177,14 +182,19 @@ def checkpoint_verify(
 # --- the whole trail -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _SignedCheckpoints:
+    """What the ``SYSTEM`` stream says there is to verify (:func:`_signed_checkpoints`)."""
+
+    by_seq: dict[int, dict[str, Any]]  # ``SYSTEM`` by seq
+    checkpoints: list[dict[str, Any]]  # the checkpoints (and digests) to verify
+    listed: dict[str, set[int]]  # the seqs they list, by stream
+    spans: list[tuple[datetime, datetime]]  # the intervals every readable one covers
+
+
 def _signed_checkpoints(
     system_events: list[dict[str, Any]], since_start: datetime | None
-) -> tuple[
-    dict[int, dict[str, Any]],
-    list[dict[str, Any]],
-    dict[str, set[int]],
-    list[tuple[datetime, datetime]],
-]:
+) -> _SignedCheckpoints:
     """``SYSTEM`` by seq; the checkpoints (and digests) to verify, those of a period
     ending after ``since_start`` (none for one stream); the seqs they list, by stream;
     the intervals every readable checkpoint covers."""
@@ -200,9 +210,9 @@ def _signed_checkpoints(
     listed: dict[str, set[int]] = {}
     for checkpoint in checkpoints:
         # A stream a checkpoint lists is verified even if every one of its events is gone.
-        for name, seq, _ in _checkpoint_heads(checkpoint, by_seq)[0]:
+        for name, seq, _ in _checkpoint_heads(checkpoint, by_seq).heads:
             listed.setdefault(name, set()).add(int(seq))
-    return by_seq, checkpoints, listed, [i for i in intervals.values() if i]
+    return _SignedCheckpoints(by_seq, checkpoints, listed, [i for i in intervals.values() if i])
 
 
 def _stream_check(
@@ -281,7 +291,8 @@ def audit_verify(
         # Subjects written in the range, from their own tables: a case or pledge whose
         # whole stream was deleted before any checkpoint listed it is named by its item.
         candidates = candidates | subjects_written(days, stores=regions, threads=threads)
-    by_seq, checkpoints, listed, spans = _signed_checkpoints(system_events, since_start)
+    signed = _signed_checkpoints(system_events, since_start)
+    by_seq, checkpoints, listed = signed.by_seq, signed.checkpoints, signed.listed
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
@@ -313,7 +324,7 @@ def audit_verify(
     if since_start is not None:
         report.problems.extend(
             missing_checkpoints(
-                spans,
+                signed.spans,
                 since=since_start,
                 now=now,
                 period_s=period_s,

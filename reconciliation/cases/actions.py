@@ -21,6 +21,31 @@ from reconciliation.stores import Store
 
 
 @dataclass(frozen=True)
+class StaffAction:
+    """Who acts on a case and on what grounds, as the form sent it: the reason (code and
+    text, checked by :func:`action_begin`), the case version the person saw (``None``:
+    act on whatever is current) and the form's action id (a second submission of the
+    same id changes nothing)."""
+
+    actor: Actor
+    reason_code: str | None = None
+    reason_text: str | None = None
+    seen_version: int | None = None
+    action_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ActionStart:
+    """What :func:`action_begin` found: the case as read, whether this action id was
+    already applied to it, and the reason as checked (stripped)."""
+
+    case: Case
+    done: bool
+    reason_code: str
+    reason_text: str
+
+
+@dataclass(frozen=True)
 class ActionResult:
     case: Case
     applied: bool
@@ -66,20 +91,9 @@ def already_applied(case: Case) -> ActionResult:
     return ActionResult(case, False, "That action was already applied; nothing changed.")
 
 
-def action_begin(
-    store: Store,
-    *,
-    case_id: str,
-    actor: Actor,
-    permission: str,
-    reason_code: str | None,
-    reason_text: str | None,
-    seen_version: int | None,
-    action_id: str | None,
-) -> tuple[Case, bool, str, str]:
-    """The checks every reasoned action starts with: role, reason, case and version.
-    Returns the case, whether this action id was already applied, and the reason."""
-    check_role(actor, permission)
-    code, text = check_reason(reason_code, reason_text)
-    case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
-    return case, done, code, text
+def action_begin(store: Store, *, case_id: str, staff: StaffAction, permission: str) -> ActionStart:
+    """The checks every reasoned action starts with: role, reason, case and version."""
+    check_role(staff.actor, permission)
+    code, text = check_reason(staff.reason_code, staff.reason_text)
+    loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
+    return ActionStart(loaded.case, loaded.done, code, text)

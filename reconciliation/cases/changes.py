@@ -7,13 +7,14 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
 from reconciliation.cases.models import Case, CaseState, Resolution, queue_for, resolved_month
@@ -86,9 +87,17 @@ class CaseChanged(CaseError):
         self.current = current
 
 
+@dataclass(frozen=True)
+class CaseLoad:
+    """A case read for an action (:func:`case_load`)."""
+
+    case: Case
+    done: bool  # the action's id was already applied to it (a double submission)
+
+
 def case_load(
     store: Store, case_id: str, *, seen_version: int | None, action_id: str | None
-) -> tuple[Case, bool]:
+) -> CaseLoad:
     """The case as stored, and whether ``action_id`` was already applied to it.
 
     A stale ``seen_version`` raises :class:`CaseChanged` unless this very action is what
@@ -97,10 +106,10 @@ def case_load(
     if case is None:
         raise CaseNotFound(f"No case {case_id}.")
     if action_id and case.last_action_id == action_id:
-        return case, True
+        return CaseLoad(case, True)
     if seen_version is not None and case.version != seen_version:
         raise CaseChanged(case)
-    return case, False
+    return CaseLoad(case, False)
 
 
 def _case_next(
@@ -227,20 +236,22 @@ def case_commit_change(
     now = clock.now()
     updated = _case_next(case, changes, actor=actor, at=clock.iso(now), action_id=action_id)
     event = audit_event_build(
+        AuditEvent(
+            action=action,
+            actor=actor,
+            at=now,
+            case_id=case.case_id,
+            intent_id=case.intent_id,
+            before=case.summary(),
+            after=updated.summary(),
+            disposition=disposition,
+            reason_code=reason_code,
+            reason_text=reason_text,
+            detail=detail,
+        ),
         stream=f"CASE#{case.case_id}",
         seq=case.audit_seq + 1,
         prev_hash=case.audit_head,
-        action=action,
-        actor=actor,
-        at=now,
-        case_id=case.case_id,
-        intent_id=case.intent_id,
-        before=case.summary(),
-        after=updated.summary(),
-        disposition=disposition,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        detail=detail,
     )
     updated = replace(updated, audit_seq=event["seq"], audit_head=event["hash"])
     items = [

@@ -12,6 +12,7 @@ by every case change (a burst of openings would otherwise conflict on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import (
@@ -41,6 +42,15 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
     from reconciliation.stores import Store
+
+
+@dataclass(frozen=True)
+class CountersAnd:
+    """The queue counters and, read in the same BatchGetItem, items that share the table
+    (:meth:`CaseRepository.counters_and`)."""
+
+    counters: dict[str, QueueCounter]
+    items: dict[str, dict[str, Any]]  # by id; an id not stored is absent
 
 
 class CaseRepository:
@@ -141,9 +151,9 @@ class CaseRepository:
         """Open cases and amount totals per queue in this region: the sum of its shards,
         plus the single unsharded item that tables written before sharding still hold.
         One BatchGetItem of fixed size, whatever the number of cases."""
-        return self.counters_and()[0]
+        return self.counters_and().counters
 
-    def counters_and(self, *ids: str) -> tuple[dict[str, QueueCounter], dict[str, dict[str, Any]]]:
+    def counters_and(self, *ids: str) -> CountersAnd:
         """:meth:`counters`, and in the same BatchGetItem the items ``ids`` that share the
         table (the overview's summary, ``reconciliation.casework.overview``) by id."""
         keys = counter_keys(self.tag) + [self._key(i) for i in ids]
@@ -158,7 +168,7 @@ class CaseRepository:
             queue = counter_queue(item["case_id"])
             if queue in out:
                 out[queue].add(item)
-        return out, also
+        return CountersAnd(out, also)
 
     def kept_put(self, item_id: str, values: dict[str, Any]) -> None:
         """Write an item that shares the table but is no case (``#…``, as the counters):

@@ -1,7 +1,8 @@
 """Evidence-based dispositions, assignment and bulk work on cases (docs/design.md §6).
 
-Each service takes the acting :class:`Actor` (with its role), the case version the
-actor saw and an action id from the form, checks the role itself, and commits one
+Each service takes the staff action (:class:`~reconciliation.cases.actions.StaffAction`:
+the acting :class:`Actor` with its role, the reason, the case version the actor saw and
+an action id from the form), checks the role itself, and commits one
 transaction: the case change, its audit event and any claim/pledge/ledger write the
 disposition implies. A repeated action id is a no-op; a stale version is refused with
 who changed the case and when.
@@ -24,6 +25,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import (
     ActionResult,
+    StaffAction,
     action_begin,
     already_applied,
     check_reason,
@@ -49,7 +51,7 @@ from reconciliation.claims.repository import ClaimRepository
 from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
 
-__all__ = ["BulkRow", "case_assign", "case_dispose", "cases_bulk"]
+__all__ = ["BulkRow", "case_assign", "case_dispose", "case_unassign", "cases_bulk"]
 
 
 # --- evidence-based dispositions --------------------------------------------------------
@@ -69,27 +71,15 @@ def case_dispose(
     *,
     case_id: str,
     disposition: str,
-    actor: Actor,
-    seen_version: int | None,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
+    staff: StaffAction,
     store: Store,
 ) -> ActionResult:
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
     DUPLICATE_REJECTED_OK or ESCALATE; on a LEDGER_DRIFT case, DRIFT_EXPLAINED or
     DRIFT_CORRECTED (``policy.BY_CASE_TYPE``)."""
-    case, done, code, text = action_begin(
-        store,
-        case_id=case_id,
-        actor=actor,
-        permission="dispose",
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=seen_version,
-        action_id=action_id,
-    )
-    if done:
+    start = action_begin(store, case_id=case_id, staff=staff, permission="dispose")
+    case, actor = start.case, staff.actor
+    if start.done:
         return already_applied(case)
     if actor.role != Role.SYSTEM and disposition not in allowed_actions(
         case.case_type, case.state, actor.role
@@ -105,10 +95,10 @@ def case_dispose(
     evidence = evidence_check(store, case, disposition)
     common = _ChangeCommon(
         actor=actor,
-        action_id=action_id,
+        action_id=staff.action_id,
         disposition=disposition,
-        reason_code=code,
-        reason_text=text,
+        reason_code=start.reason_code,
+        reason_text=start.reason_text,
     )
     handler = _DISPOSITION_HANDLERS.get(disposition)
     if handler is None:
@@ -116,10 +106,16 @@ def case_dispose(
     return handler(store, case, evidence, **common)
 
 
-def _duplicate_rejected_ok(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
-    updated = case_commit_change(
+def _resolved(
+    store: Store,
+    case: Case,
+    *,
+    detail: dict[str, Any] | None = None,
+    extra_items: list[dict[str, Any]] | None = None,
+    **common: Unpack[_ChangeCommon],
+) -> Case:
+    """The case resolved by the disposition in ``common``, in one audited change."""
+    return case_commit_change(
         store,
         case,
         action=AuditAction.DISPOSITION_RECORDED,
@@ -127,9 +123,16 @@ def _duplicate_rejected_ok(
             "state": CaseState.RESOLVED,
             "resolution": resolution_for(common["disposition"], common["actor"]),
         },
-        detail=_evidence_detail(evidence),
+        detail=detail,
+        extra_items=extra_items,
         **common,
     )
+
+
+def _duplicate_rejected_ok(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    updated = _resolved(store, case, detail=_evidence_detail(evidence), **common)
     return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
 
 
@@ -156,16 +159,7 @@ def _drift_resolved(
 ) -> ActionResult:
     """A LEDGER_DRIFT case closed with what staff found (its reason says how). Only the
     case changes: money is corrected by finance's own adjustment, never from here."""
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.DISPOSITION_RECORDED,
-        changes={
-            "state": CaseState.RESOLVED,
-            "resolution": resolution_for(common["disposition"], common["actor"]),
-        },
-        **common,
-    )
+    updated = _resolved(store, case, **common)
     return ActionResult(updated, True, _DRIFT_MESSAGES[Disposition(common["disposition"])])
 
 
@@ -209,7 +203,6 @@ def _retry_commit(
 def _confirm_committed(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
-    actor = common["actor"]
     pledge = evidence.pledge
     if pledge is None:  # pragma: no cover - evidence_check refuses it
         raise CaseError("No pledge.")
@@ -226,14 +219,9 @@ def _confirm_committed(
                 require_pending=False,
             )
         )
-    updated = case_commit_change(
+    updated = _resolved(
         store,
         case,
-        action=AuditAction.DISPOSITION_RECORDED,
-        changes={
-            "state": CaseState.RESOLVED,
-            "resolution": resolution_for(Disposition.CONFIRMED_COMMITTED, actor),
-        },
         extra_items=extra,
         detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)},
         **common,
@@ -258,9 +246,7 @@ _DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
 def case_assign(
     *,
     case_id: str,
-    actor: Actor,
-    seen_version: int | None,
-    action_id: str | None = None,
+    staff: StaffAction,
     assignee: str | None = None,
     store: Store,
 ) -> ActionResult:
@@ -270,36 +256,29 @@ def case_assign(
     release of theirs, so a supervisor's); a supervisor assigns to any active staff
     member (the edge checks the name is one). The change and its audit event
     (before/after assignee) are one transaction."""
-    return _assignment(
-        store, case_id, actor, seen_version, action_id, target=assignee or actor.username
-    )
+    return _assignment(store, case_id, staff, target=assignee or staff.actor.username)
 
 
 def case_unassign(
     *,
     case_id: str,
-    actor: Actor,
-    seen_version: int | None,
-    action_id: str | None = None,
+    staff: StaffAction,
     store: Store,
 ) -> ActionResult:
     """Release the case: finance staff release their own, a supervisor anyone's."""
-    return _assignment(store, case_id, actor, seen_version, action_id, target=None)
+    return _assignment(store, case_id, staff, target=None)
 
 
 def _assignment(
-    store: Store,
-    case_id: str,
-    actor: Actor,
-    seen_version: int | None,
-    action_id: str | None,
-    *,
-    target: str | None,
+    store: Store, case_id: str, staff: StaffAction, *, target: str | None
 ) -> ActionResult:
-    """Who works the case becomes ``target`` (``None``: nobody)."""
+    """Who works the case becomes ``target`` (``None``: nobody). No reason is asked:
+    ``staff``'s reason, if any, is not recorded."""
+    actor = staff.actor
     check_role(actor, "assign")
-    case, done = case_load(store, case_id, seen_version=seen_version, action_id=action_id)
-    if done:
+    loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
+    case = loaded.case
+    if loaded.done:
         return already_applied(case)
     if case.state == CaseState.RESOLVED:
         raise CaseError("A resolved case cannot be assigned.")
@@ -332,7 +311,7 @@ def _assignment(
         case,
         actor=actor,
         action=AuditAction.CASE_UNASSIGNED if unassign else AuditAction.CASE_ASSIGNED,
-        action_id=action_id,
+        action_id=staff.action_id,
         changes=changes,
         detail={"assignee": target, "previous_assignee": case.assignee},
     )
@@ -365,11 +344,8 @@ def cases_bulk(
     *,
     case_ids: list[str],
     disposition: str,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
+    staff: StaffAction,
     dry_run: bool,
-    action_id: str | None = None,
     store_for: Callable[[str], Store],
 ) -> list[BulkRow]:
     """Apply one disposition to many cases, each its own audited change in the region
@@ -377,11 +353,13 @@ def cases_bulk(
     with ``dry_run``, say what each case would become without writing anything. Each
     case's evidence is read (consistently) and judged as a single action's would be: the
     preview says "not possible" with the reason where the evidence rules it out, and
-    applying refuses the same cases."""
+    applying refuses the same cases. Each case is acted on at the version read here;
+    ``staff.action_id`` (if any) is suffixed with the case id for each."""
+    actor, action_id = staff.actor, staff.action_id
     check_role(actor, "dispose")
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
-    code, text = check_reason(reason_code, reason_text)
+    code, text = check_reason(staff.reason_code, staff.reason_text)
     rows: list[BulkRow] = []
     for case_id in dict.fromkeys(case_ids):
         store = store_for(case_id)
@@ -427,11 +405,13 @@ def cases_bulk(
             result = case_dispose(
                 case_id=case_id,
                 disposition=disposition,
-                actor=actor,
-                seen_version=case.version,
-                reason_code=code,
-                reason_text=text,
-                action_id=f"{action_id}:{case_id}" if action_id else None,
+                staff=replace(
+                    staff,
+                    reason_code=code,
+                    reason_text=text,
+                    seen_version=case.version,
+                    action_id=f"{action_id}:{case_id}" if action_id else None,
+                ),
                 store=store,
             )
             rows.append(

@@ -150,12 +150,21 @@ class Change:
         return self.amount >= 0
 
 
+@dataclass(frozen=True)
+class PledgeChanges:
+    """What one region's ``by_day`` index holds for a window (:func:`pledge_changes`)."""
+
+    owned: list[Change]  # of the streams the region owns, oldest first
+    named_elsewhere: list[Change]  # of streams named for another region (``landed`` set)
+    queries: int  # how many Queries reading them took
+
+
 def _days(after: str, until: str) -> list[date]:
     first, last = clock.parse_iso(after).date(), clock.parse_iso(until).date()
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
-def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], list[Change], int]:
+def pledge_changes(store: Store, after: str, until: str) -> PledgeChanges:
     """The receipts and voids of pledge streams in ``store``'s region with
     ``after < at <= until``, from its ``by_day`` index (eventually consistent: see the
     settle window in casework/drift.py): those of the streams it owns, those of streams
@@ -205,7 +214,7 @@ def pledge_changes(store: Store, after: str, until: str) -> tuple[list[Change], 
                 landed=landed,
             )
         )
-    return sorted(changes, key=_by_time), sorted(foreign, key=_by_time), queries
+    return PledgeChanges(sorted(changes, key=_by_time), sorted(foreign, key=_by_time), queries)
 
 
 def _by_time(change: Change) -> tuple[str, str]:
@@ -525,9 +534,10 @@ def ledger_drift_check(
     changes: dict[str, list[Change]] = {}
     foreign: list[Change] = []
     for store in stores:
-        changes[store.tag], named_elsewhere, queries = pledge_changes(store, after, until)
-        foreign.extend(named_elsewhere)
-        report.queries += queries
+        read = pledge_changes(store, after, until)
+        changes[store.tag] = read.owned
+        foreign.extend(read.named_elsewhere)
+        report.queries += read.queries
     every = [c for found in changes.values() for c in found]
     stray = strays(foreign, every, by_tag)
     report.changes = len(every) + len(stray)
@@ -689,9 +699,9 @@ def _moving(
     later = clock.iso(clock.now())
     moving: set[str] = set()
     for store in stores:
-        found, _, queries = pledge_changes(store, after, later)
-        report.queries += queries
-        moving |= {c.key for c in set(found) - set(seen[store.tag])}
+        read = pledge_changes(store, after, later)
+        report.queries += read.queries
+        moving |= {c.key for c in set(read.owned) - set(seen[store.tag])}
         again = ledger_totals(store, suspects)
         moving |= {k for k in suspects if again[k] != ledgers[store.tag][k]}
     return moving & suspects

@@ -18,10 +18,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
-from reconciliation.cases.actions import ActionResult, already_applied, check_role
+from reconciliation.cases.actions import ActionResult, StaffAction, already_applied, check_role
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.policy import visible_length
 from reconciliation.cases.repository import CaseRepository
@@ -64,14 +63,15 @@ def case_note_add(
     *,
     case_id: str,
     text: str | None,
-    actor: Actor,
-    action_id: str | None = None,
+    staff: StaffAction,
     mentions: Iterable[str] = (),
     store: Store,
 ) -> ActionResult:
-    """Append a note to the case's audit stream, by ``actor``. ``mentions`` are the
+    """Append a note to the case's audit stream, by ``staff.actor``. ``mentions`` are the
     usernames the edge found in the text and will notify; they are recorded with the
-    note. The same ``action_id`` (a form submitted twice) adds the note once."""
+    note. The same ``staff.action_id`` (a form submitted twice) adds the note once. A
+    note takes no case version and no reason (its text is its own)."""
+    actor, action_id = staff.actor, staff.action_id
     check_role(actor, "note")
     body = note_text(text)
     named = sorted(set(mentions))
@@ -84,14 +84,16 @@ def case_note_add(
         if action_id and _noted(audit, stream, action_id):
             return already_applied(case)
         event = audit_event_build(
+            AuditEvent(
+                action=AuditAction.CASE_NOTE_ADDED,
+                actor=actor,
+                case_id=case.case_id,
+                intent_id=case.intent_id,
+                detail={"note": body, "mentions": named, "action_id": action_id},
+            ),
             stream=stream,
             seq=case.audit_seq + 1,
             prev_hash=case.audit_head,
-            action=AuditAction.CASE_NOTE_ADDED,
-            actor=actor,
-            case_id=case.case_id,
-            intent_id=case.intent_id,
-            detail={"note": body, "mentions": named, "action_id": action_id},
         )
         head = cases.audit_head_item(case, seq=event["seq"], head=event["hash"])
         if _append(store, [head, audit.put_item(event)]):

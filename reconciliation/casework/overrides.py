@@ -5,16 +5,19 @@ requests expire back to the case's prior state."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 
 from reconciliation import clock
-from reconciliation.actors import Actor, system_actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.actors import system_actor
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.cases.actions import (
     ActionResult,
+    StaffAction,
     action_begin,
     already_applied,
     resolution_for,
@@ -46,27 +49,15 @@ def override_request(
     *,
     case_id: str,
     override: str,
-    actor: Actor,
-    seen_version: int | None,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
+    staff: StaffAction,
     store: Store,
 ) -> ActionResult:
     """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
-    case, done, code, text = action_begin(
-        store,
-        case_id=case_id,
-        actor=actor,
-        permission="override_request",
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=seen_version,
-        action_id=action_id,
-    )
-    if done:
+    start = action_begin(store, case_id=case_id, staff=staff, permission="override_request")
+    case, actor, code, text = start.case, staff.actor, start.reason_code, start.reason_text
+    if start.done:
         return already_applied(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
         raise CaseError(
@@ -106,7 +97,7 @@ def override_request(
         case,
         actor=actor,
         action=AuditAction.OVERRIDE_REQUESTED,
-        action_id=action_id,
+        action_id=staff.action_id,
         disposition=override,
         reason_code=code,
         reason_text=text,
@@ -128,59 +119,74 @@ def _pending_override(case: Case, request_id: str | None) -> OverrideRequest:
     return override
 
 
-def _begin_decision(
+@dataclass(frozen=True)
+class _Decision:
+    """A supervisor's decision on a pending request, its checks passed: the case as read,
+    the request, and the reason as checked."""
+
+    case: Case
+    override: OverrideRequest
+    reason_code: str
+    reason_text: str
+
+
+def _decide(
     store: Store,
     *,
     permission: str,
     case_id: str,
     request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None,
-) -> tuple[Case, bool, OverrideRequest | None, str, str]:
-    """A supervisor's decision on a pending request: the common checks, and the request.
-    Nobody decides their own request, either way (four eyes)."""
-    case, done, code, text = action_begin(
-        store,
-        case_id=case_id,
-        actor=actor,
-        permission=permission,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        seen_version=None,
-        action_id=action_id,
+    staff: StaffAction,
+    then: Callable[[Store, StaffAction, _Decision], ActionResult],
+) -> ActionResult:
+    """A supervisor's decision on a pending request: the common checks, then ``then``
+    with the request (unless this action id was already applied). Nobody decides their
+    own request, either way (four eyes). A decision is on the request, not on a case
+    version the supervisor saw: ``staff.seen_version`` is not consulted (the request's
+    pinned version is)."""
+    start = action_begin(
+        store, case_id=case_id, staff=replace(staff, seen_version=None), permission=permission
     )
-    if done:
-        return case, done, None, code, text
-    override = _pending_override(case, request_id)
-    if override.requested_by.username == actor.username:
+    if start.done:
+        return already_applied(start.case)
+    override = _pending_override(start.case, request_id)
+    if override.requested_by.username == staff.actor.username:
         raise NotAllowed("You requested this override; a different supervisor must decide it.")
-    return case, done, override, code, text
+    decision = _Decision(start.case, override, start.reason_code, start.reason_text)
+    return then(store, staff, decision)
 
 
 def override_approve(
-    *,
-    case_id: str,
-    request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
-    store: Store,
+    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
 ) -> ActionResult:
-    case, done, override, code, text = _begin_decision(
+    """Approve the pending request (``request_id``; ``None``: whichever is pending): it
+    applies only at the case version it pinned and before it expires."""
+    return _decide(
         store,
         permission="override_approve",
         case_id=case_id,
         request_id=request_id,
-        actor=actor,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        action_id=action_id,
+        staff=staff,
+        then=_approved,
     )
-    if done or override is None:
-        return already_applied(case)
+
+
+def override_reject(
+    *, case_id: str, request_id: str | None, staff: StaffAction, store: Store
+) -> ActionResult:
+    """Reject the pending request: the case goes back where it was."""
+    return _decide(
+        store,
+        permission="override_reject",
+        case_id=case_id,
+        request_id=request_id,
+        staff=staff,
+        then=_rejected,
+    )
+
+
+def _approved(store: Store, staff: StaffAction, decision: _Decision) -> ActionResult:
+    case, override = decision.case, decision.override
     if case.version != override.pinned_version:
         raise CaseError(
             f"The case changed since the request (by {case.last_actor} at "
@@ -192,14 +198,14 @@ def override_approve(
     # The evidence the override needs, read again now: approval is a decision of its own.
     evidence_check(store, case, action)
     common = dict(
-        actor=actor,
-        action_id=action_id,
+        actor=staff.actor,
+        action_id=staff.action_id,
         disposition=action,
-        reason_code=code,
-        reason_text=text,
+        reason_code=decision.reason_code,
+        reason_text=decision.reason_text,
         detail={"request": override.to_json()},
     )
-    resolution = resolution_for(action, actor, requested_by=override.requested_by.username)
+    resolution = resolution_for(action, staff.actor, requested_by=override.requested_by.username)
     if action == Override.REOPEN:
         return _reopen(store, case, **common)
     if action == Override.RELEASE_CLAIM:
@@ -264,20 +270,22 @@ def _void(
         raise CaseError("The pledge changed since the request; ask again.")
     now = clock.now()
     event = audit_event_build(
+        AuditEvent(
+            action=AuditAction.PLEDGE_VOIDED,
+            actor=actor,
+            at=now,
+            case_id=case.case_id,
+            intent_id=pledge.intent_id,
+            before={"status": pledge.status},
+            after={"status": PledgeStatus.VOIDED},
+            disposition=Override.VOID_PLEDGE,
+            reason_code=common["reason_code"],
+            reason_text=common["reason_text"],
+            detail={"requested_by": override.requested_by.username},
+        ),
         stream=pledge_stream(pledge.intent_id, store.tag),
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
-        action=AuditAction.PLEDGE_VOIDED,
-        actor=actor,
-        at=now,
-        case_id=case.case_id,
-        intent_id=pledge.intent_id,
-        before={"status": pledge.status},
-        after={"status": PledgeStatus.VOIDED},
-        disposition=Override.VOID_PLEDGE,
-        reason_code=common["reason_code"],
-        reason_text=common["reason_text"],
-        detail={"requested_by": override.requested_by.username},
     )
     extra = [
         PledgeRepository(store).void_item(
@@ -305,37 +313,17 @@ def _void(
     return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
 
 
-def override_reject(
-    *,
-    case_id: str,
-    request_id: str | None,
-    actor: Actor,
-    reason_code: str | None,
-    reason_text: str | None,
-    action_id: str | None = None,
-    store: Store,
-) -> ActionResult:
-    case, done, override, code, text = _begin_decision(
-        store,
-        permission="override_reject",
-        case_id=case_id,
-        request_id=request_id,
-        actor=actor,
-        reason_code=reason_code,
-        reason_text=reason_text,
-        action_id=action_id,
-    )
-    if done or override is None:
-        return already_applied(case)
+def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionResult:
+    case, override = decision.case, decision.override
     updated = case_commit_change(
         store,
         case,
-        actor=actor,
+        actor=staff.actor,
         action=AuditAction.OVERRIDE_REJECTED,
-        action_id=action_id,
+        action_id=staff.action_id,
         disposition=override.action,
-        reason_code=code,
-        reason_text=text,
+        reason_code=decision.reason_code,
+        reason_text=decision.reason_text,
         detail={"request": override.to_json()},
         changes={"state": override.return_state, "override": None},
     )

@@ -88,7 +88,8 @@ def overview_read(
 ) -> Overview:
     """The counters (one BatchGetItem per region, which also reads the kept summary) and
     a fresh summary: the kept one, or one computed now and kept for the next viewer."""
-    counters, kept = merged_counters_and(stores, SUMMARY_ID)
+    read = merged_counters_and(stores, SUMMARY_ID)
+    counters, kept = read.counters, read.items
     counts = {q: c.count for q, c in counters.items()}
     summary = summary_from_item(kept[SUMMARY_ID]) if SUMMARY_ID in kept else None
     if summary is not None and summary.is_fresh(counts, max_age_s=max_age_s):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import QUEUES
-from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.repository import CaseRepository, CountersAnd
 from reconciliation.dynamo.items import RawItem, from_item, to_item
 from reconciliation.stores import Store, case_tag
 
@@ -54,17 +54,16 @@ def owned(rows: Iterable[dict[str, Any]], store: Store) -> list[dict[str, Any]]:
 
 def merged_counters(stores: Sequence[Store]) -> dict[str, QueueCounter]:
     """Each region's own counter items (one BatchGetItem each), summed per queue."""
-    return merged_counters_and(stores)[0]
+    return merged_counters_and(stores).counters
 
 
-def merged_counters_and(
-    stores: Sequence[Store], *ids: str
-) -> tuple[dict[str, QueueCounter], dict[str, dict[str, Any]]]:
+def merged_counters_and(stores: Sequence[Store], *ids: str) -> CountersAnd:
     """:func:`merged_counters`, and the items ``ids`` of the first region's cases table
     read in its BatchGetItem (no call more)."""
-    first, also = CaseRepository(stores[0]).counters_and(*ids)
+    read = CaseRepository(stores[0]).counters_and(*ids)
+    first = read.counters
     if len(stores) == 1:
-        return first, also
+        return read
     out: dict[str, QueueCounter] = {queue: QueueCounter() for queue in QUEUES}
     for n, store in enumerate(stores):
         counters = first if n == 0 else CaseRepository(store).counters()
@@ -74,7 +73,7 @@ def merged_counters_and(
             total.totalled += counter.totalled
             for currency, amount in counter.amounts.items():
                 total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
-    return out, also
+    return CountersAnd(out, read.items)
 
 
 def open_count(

@@ -30,6 +30,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import (
     Case,
@@ -184,11 +185,13 @@ def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
         result = case_dispose(
             case_id=case_id,
             disposition=Disposition.CONFIRMED_COMMITTED,
-            actor=system_actor(),
-            seen_version=None,
-            reason_code=AUTO_REASON,
-            reason_text=AUTO_TEXT,
-            action_id=f"auto-confirm-{case_id}",
+            staff=StaffAction(
+                actor=system_actor(),
+                reason_code=AUTO_REASON,
+                reason_text=AUTO_TEXT,
+                seen_version=None,
+                action_id=f"auto-confirm-{case_id}",
+            ),
             store=store,
         )
     except (CaseChanged, EvidenceRefused):

@@ -118,20 +118,27 @@ class Worklist:
     queries: int = 0
 
 
-def sla_of(
-    case: CaseRow, *, hours: Mapping[Queue, Decimal], now: datetime
-) -> tuple[Queue | None, SlaState, int | None]:
+@dataclass(frozen=True)
+class Sla:
+    """Where a case stands against its SLA (:func:`sla_of`)."""
+
+    queue: Queue | None  # the queue the case is in
+    state: SlaState
+    left_s: int | None  # seconds before the SLA: negative once past; None without one
+
+
+def sla_of(case: CaseRow, *, hours: Mapping[Queue, Decimal], now: datetime) -> Sla:
     """The case's queue, its SLA state and the seconds left before its SLA (negative
     once past; None without an SLA: the approval queue). The rule of
     :func:`reconciliation.casework.notifications.is_past_sla`."""
     queue = queue_for(case.case_type, case.state)
     if queue is None or queue == Queue.OVERRIDE_REQUESTED or queue not in hours:
-        return queue, SlaState.NONE, None
+        return Sla(queue, SlaState.NONE, None)
     opened = clock.parse_iso(case.opened_at)
     left = int(float(hours[queue]) * 3600 - (now - opened).total_seconds())
     if left <= 0:
-        return queue, SlaState.BREACHED, left
-    return queue, SlaState.DUE_SOON if left <= DUE_SOON_S else SlaState.WITHIN, left
+        return Sla(queue, SlaState.BREACHED, left)
+    return Sla(queue, SlaState.DUE_SOON if left <= DUE_SOON_S else SlaState.WITHIN, left)
 
 
 def _sorted(rows: list[WorklistRow], order: WorklistSort) -> list[WorklistRow]:
@@ -198,9 +205,9 @@ def worklist_read(
             cut_short.append(queue)
             read = read[:cap]
         for case in read:
-            where, sla, left = sla_of(case, hours=sla_hours, now=now)
+            sla = sla_of(case, hours=sla_hours, now=now)
             age = int((now - clock.parse_iso(case.opened_at)).total_seconds())
-            row = WorklistRow(case, where or queue, sla, left, age)
+            row = WorklistRow(case, sla.queue or queue, sla.state, sla.left_s, age)
             if filters.keeps(row):
                 rows.append(row)
     ordered = _sorted(rows, filters.sort)

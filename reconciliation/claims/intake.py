@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
 from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
@@ -193,15 +193,17 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict[s
         ledger_key=ledger_key,
     )
     receipt = audit_event_build(
+        AuditEvent(
+            action=AuditAction.PLEDGE_RECORDED,
+            actor=pledge_receipt_actor(claim),
+            at=claim.claimed,
+            event_id=str(uuid.uuid5(RECEIPT_NAMESPACE, f"{claim.request_token}:{claim.version}")),
+            intent_id=claim.intent_id,
+            after=pledge.snapshot(),
+        ),
         stream=pledge_stream(claim.intent_id, region_tag),
         seq=1,
         prev_hash=GENESIS_HASH,
-        action=AuditAction.PLEDGE_RECORDED,
-        actor=pledge_receipt_actor(claim),
-        at=claim.claimed,
-        event_id=str(uuid.uuid5(RECEIPT_NAMESPACE, f"{claim.request_token}:{claim.version}")),
-        intent_id=claim.intent_id,
-        after=pledge.snapshot(),
     )
     pledge = Pledge(**{**pledge.__dict__, "audit_seq": 1, "audit_head": receipt["hash"]})
     return pledge, receipt

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from reconciliation import clock, metrics
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
 from reconciliation.cases.counters import counter_moves
@@ -105,19 +105,21 @@ def case_open(
     leaves the claim to the caller.
     """
     event = audit_event_build(
+        AuditEvent(
+            action=AuditAction.CASE_OPENED,
+            actor=actor,
+            at=clock.parse_iso(case.opened_at),
+            case_id=case.case_id,
+            intent_id=case.intent_id,
+            after={"state": case.state, "case_type": case.case_type, "queue": case.queue},
+            detail={
+                "client_outcome": case.client_outcome.to_json(),
+                "evidence": audit_safe_evidence(case.evidence.to_json()),
+            },
+        ),
         stream=f"CASE#{case.case_id}",
         seq=1,
         prev_hash=GENESIS_HASH,
-        action=AuditAction.CASE_OPENED,
-        actor=actor,
-        at=clock.parse_iso(case.opened_at),
-        case_id=case.case_id,
-        intent_id=case.intent_id,
-        after={"state": case.state, "case_type": case.case_type, "queue": case.queue},
-        detail={
-            "client_outcome": case.client_outcome.to_json(),
-            "evidence": audit_safe_evidence(case.evidence.to_json()),
-        },
     )
     stored = Case(**{**case.__dict__, "audit_seq": 1, "audit_head": event["hash"]})
     items = [CaseRepository(store).put_new_item(stored), AuditRepository(store).put_item(event)]

@@ -34,7 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation import clock
 from reconciliation.audit.append import audit_event_append
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.cases.counters import COUNTER_SHARDS
 from reconciliation.claims.models import TOKEN_WINDOW_S
 from reconciliation.dynamo.client import regions
@@ -281,14 +281,16 @@ def _audit_acceptance(mine: Fingerprint, differing: list[RegionConfig], actor: A
     audit_event_append(
         first_store(),
         stream="SYSTEM",
-        action=AuditAction.CONFIG_ACCEPTED,
-        actor=actor,
-        before={c.region: c.recorded.config for c in differing if c.recorded},
-        after=mine.as_dict(),
-        detail={
-            "regions": [c.region for c in differing],
-            "fields": sorted({f for c in differing for f in c.fields}),
-            "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
-            "digest_after": mine.digest,
-        },
+        event=AuditEvent(
+            action=AuditAction.CONFIG_ACCEPTED,
+            actor=actor,
+            before={c.region: c.recorded.config for c in differing if c.recorded},
+            after=mine.as_dict(),
+            detail={
+                "regions": [c.region for c in differing],
+                "fields": sorted({f for c in differing for f in c.fields}),
+                "digest_before": {c.region: c.recorded.digest for c in differing if c.recorded},
+                "digest_after": mine.digest,
+            },
+        ),
     )

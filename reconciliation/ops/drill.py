@@ -31,7 +31,7 @@ import itertools
 from typing import Any
 
 from reconciliation.actors import system_actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.ops.drill_regions import regions_scenario
 from reconciliation.ops.drill_report import DrillReport
 from reconciliation.ops.drill_scenarios import Drill
@@ -60,9 +60,9 @@ def _record(report: DrillReport) -> None:
     audit_event_append(
         first_store(),
         stream="SYSTEM",
-        action=AuditAction.DRILL_RUN,
-        actor=system_actor(),
-        detail=report.as_dict(),
+        event=AuditEvent(
+            action=AuditAction.DRILL_RUN, actor=system_actor(), detail=report.as_dict()
+        ),
     )
 
 

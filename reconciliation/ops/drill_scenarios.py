@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, Queue, ReasonCode
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake
@@ -292,10 +293,12 @@ class Drill:
         result = case_dispose(
             case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            actor=system_actor(),
-            seen_version=case.version,
-            reason_code=ReasonCode.TRANSIENT_FAILURE,
-            reason_text=reason_text,
+            staff=StaffAction(
+                actor=system_actor(),
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
+                reason_text=reason_text,
+                seen_version=case.version,
+            ),
             store=store,
         )
         # Inline as well as queued: whichever runs first commits, the other finds the

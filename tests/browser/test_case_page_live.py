@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
 from reconciliation.stores import first_store
@@ -116,11 +117,13 @@ def test_case_page_states_for_each_role(ddb, open_browser, live_server, screensh
     override_request(
         case_id=waiting.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor("staff2"),
-        seen_version=waiting.version,
-        reason_code="CLIENT_CONFIRMED",
-        reason_text="The client will send the pledge again.",
-        action_id="live-5002",
+        staff=StaffAction(
+            actor=staff_actor("staff2"),
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client will send the pledge again.",
+            seen_version=waiting.version,
+            action_id="live-5002",
+        ),
         store=first_store(),
     )
     staff = open_browser("staff")

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -78,20 +79,16 @@ def test_resolved_list_and_filter(ddb, open_browser, live_server, screenshots):
     case_dispose(
         case_id=first.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=staff_actor("ada"),
-        seen_version=first.version,
+        staff=StaffAction(actor=staff_actor("ada"), seen_version=first.version, **why),
         store=first_store(),
-        **why,
     )
     with clock.travel(30):
         second = ambiguous_case("done-2")
         case_dispose(
             case_id=second.case_id,
             disposition="CONFIRMED_COMMITTED",
-            actor=staff_actor("bob"),
-            seen_version=second.version,
+            staff=StaffAction(actor=staff_actor("bob"), seen_version=second.version, **why),
             store=first_store(),
-            **why,
         )
     page = open_browser("supervisor")
     page.goto(f"{live_server.url}/queues/resolved/")

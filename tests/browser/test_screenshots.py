@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
@@ -49,29 +50,22 @@ def seed(ddb, settings) -> dict[str, str]:
     case_dispose(
         case_id=escalated.case_id,
         disposition="ESCALATE",
-        actor=ada,
-        seen_version=escalated.version,
+        staff=StaffAction(actor=ada, seen_version=escalated.version, **WHY),
         store=store,
-        **WHY,
     )
     awaiting = stuck_case("shot-awaiting")
     override_request(
         case_id=awaiting.case_id,
         override="RELEASE_CLAIM",
-        actor=ada,
-        seen_version=awaiting.version,
-        action_id="shot",
+        staff=StaffAction(actor=ada, seen_version=awaiting.version, action_id="shot", **WHY),
         store=store,
-        **WHY,
     )
     resolved = ambiguous_case("shot-resolved")
     case_dispose(
         case_id=resolved.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=ada,
-        seen_version=resolved.version,
+        staff=StaffAction(actor=ada, seen_version=resolved.version, **WHY),
         store=store,
-        **WHY,
     )
     return {
         "case-stuck": stuck_case("shot-stuck").case_id,

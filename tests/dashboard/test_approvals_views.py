@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
@@ -35,11 +36,13 @@ def requested(key: str, by: str = "ada", role: str = "finance_staff"):
     result = override_request(
         case_id=case.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor(by, role),
-        seen_version=case.version,
-        reason_code="CLIENT_CONFIRMED",
-        reason_text="The client wants to retry.",
-        action_id=f"req-{key}",
+        staff=StaffAction(
+            actor=staff_actor(by, role),
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client wants to retry.",
+            seen_version=case.version,
+            action_id=f"req-{key}",
+        ),
         store=first_store(),
     )
     return result.case
@@ -154,9 +157,7 @@ def test_assignment_after_the_request_does_not_block_approval(ddb, client):
     case = requested("ap-6b")
     case_assign(
         case_id=case.case_id,
-        actor=staff_actor("bob"),
-        seen_version=case.version,
-        action_id="x",
+        staff=StaffAction(actor=staff_actor("bob"), seen_version=case.version, action_id="x"),
         store=first_store(),
     )
     sign_in(client)

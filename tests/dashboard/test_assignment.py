@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -80,8 +81,7 @@ def test_finance_staff_take_and_release_only_their_own(ddb, client):
     other = case_assign(
         store=first_store(),
         case_id=other.case_id,
-        actor=staff_actor("fay"),
-        seen_version=other.version,
+        staff=StaffAction(actor=staff_actor("fay"), seen_version=other.version),
     ).case
     refused = client.post(f"/cases/{other.case_id}/assign/", {**_form(other), "unassign": "on"})
     assert refused.status_code == 403
@@ -101,8 +101,7 @@ def test_supervisor_releases_a_colleagues_case(ddb, client):
     case = case_assign(
         store=first_store(),
         case_id=case.case_id,
-        actor=staff_actor("fay"),
-        seen_version=case.version,
+        staff=StaffAction(actor=staff_actor("fay"), seen_version=case.version),
     ).case
     sign_in(client, "supervisor", username="boss")
     page = client.get(f"/cases/{case.case_id}/").content.decode()
@@ -120,14 +119,12 @@ def test_my_cases_lists_open_cases_assigned_to_me_in_every_queue(ddb, client):
     case_assign(
         store=first_store(),
         case_id=mine.case_id,
-        actor=staff_actor("ann"),
-        seen_version=mine.version,
+        staff=StaffAction(actor=staff_actor("ann"), seen_version=mine.version),
     )
     case_assign(
         store=first_store(),
         case_id=theirs.case_id,
-        actor=staff_actor("fay"),
-        seen_version=theirs.version,
+        staff=StaffAction(actor=staff_actor("fay"), seen_version=theirs.version),
     )
     sign_in(client, "finance_staff", username="ann")
     html = client.get("/queues/mine/").content.decode()

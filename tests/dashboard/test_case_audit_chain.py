@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
@@ -25,14 +26,14 @@ def test_truncated_timeline_is_not_reported_intact(ddb, client):
     rest: it says the stream has no events."""
     case = stuck_case("page-trunc-1")
     case = case_assign(
-        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF, seen_version=case.version),
+        store=first_store(),
     ).case
     case = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
     sign_in(client)

@@ -9,7 +9,7 @@ import pytest
 
 from dashboard.models import Notification, NotificationKind
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import ActionResult
+from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, NotAllowed
 from reconciliation.cases.models import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
@@ -102,7 +102,12 @@ def test_exactly_2000_characters_is_a_note(ddb):
     """The bound is inclusive: 2,000 characters are kept whole."""
     case = stuck_case("note-max")
     text = "y" * MAX_NOTE_LENGTH
-    case_note_add(case_id=case.case_id, text=text, actor=staff_actor("ann"), store=first_store())
+    case_note_add(
+        case_id=case.case_id,
+        text=text,
+        staff=StaffAction(actor=staff_actor("ann")),
+        store=first_store(),
+    )
     assert [n["detail"]["note"] for n in _notes(ddb, case.case_id)] == [text]
 
 
@@ -120,7 +125,7 @@ def test_auditor_may_not_note(ddb, client):
         case_note_add(
             case_id=case.case_id,
             text="I see a problem.",
-            actor=staff_actor("aud", "auditor"),
+            staff=StaffAction(actor=staff_actor("aud", "auditor")),
             store=first_store(),
         )
     assert _notes(ddb, case.case_id) == []
@@ -160,25 +165,24 @@ def test_verify_audit_passes_with_notes_between_changes_and_after_resolution(ddb
     case = stuck_case("note-chain")
 
     def note(text: str, actor=ann) -> None:
-        case_note_add(case_id=case.case_id, text=text, actor=actor, store=store)
+        case_note_add(case_id=case.case_id, text=text, staff=StaffAction(actor=actor), store=store)
 
     note("First look.")
-    assigned = case_assign(case_id=case.case_id, actor=ann, seen_version=case.version, store=store)
+    assigned = case_assign(
+        case_id=case.case_id, staff=StaffAction(actor=ann, seen_version=case.version), store=store
+    )
     note("Taking it.")
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=ann,
-        seen_version=assigned.case.version,
-        **WHY,
+        staff=StaffAction(actor=ann, seen_version=assigned.case.version, **WHY),
         store=store,
     )
     note("@sue please approve.", sue)
     approved = override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=sam,
-        **WHY,
+        staff=StaffAction(actor=sam, **WHY),
         store=store,
     )
     assert approved.applied and approved.case.is_resolved
@@ -204,16 +208,17 @@ def test_notes_racing_a_disposition_keep_one_chain(ddb):
 
     def note(n: int):
         return lambda: case_note_add(
-            case_id=case.case_id, text=f"Note {n}.", actor=staff_actor(f"s{n}"), store=store
+            case_id=case.case_id,
+            text=f"Note {n}.",
+            staff=StaffAction(actor=staff_actor(f"s{n}")),
+            store=store,
         )
 
     def dispose():
         return case_dispose(
             case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            actor=staff_actor("ann"),
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=staff_actor("ann"), seen_version=case.version, **WHY),
             store=store,
         )
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.policy import allowed_actions
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
@@ -49,10 +50,12 @@ def dispose(case, disposition: str, **extra):
     return case_dispose(
         case_id=case.case_id,
         disposition=disposition,
-        actor=staff_actor(),
-        seen_version=case.version,
-        action_id=str(uuid.uuid4()),
-        **{**WHY, **extra},
+        staff=StaffAction(
+            actor=staff_actor(),
+            seen_version=case.version,
+            action_id=str(uuid.uuid4()),
+            **{**WHY, **extra},
+        ),
         store=first_store(),
     )
 
@@ -275,10 +278,7 @@ def test_awaiting_approval_suggests_waiting_for_a_supervisor(ddb, client):
     override_request(
         case_id=case.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor(),
-        seen_version=case.version,
-        action_id="r",
-        **WHY,
+        staff=StaffAction(actor=staff_actor(), seen_version=case.version, action_id="r", **WHY),
         store=first_store(),
     )
     sign_in(client)

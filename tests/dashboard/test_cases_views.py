@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import ENGINES, staff_actor
@@ -177,10 +178,7 @@ def test_forms_offer_only_allowed_actions(ddb, client):
     case_dispose(
         case_id=stuck.case_id,
         disposition="ESCALATE",
-        actor=staff_actor(),
-        seen_version=stuck.version,
-        action_id="esc",
-        **WHY,
+        staff=StaffAction(actor=staff_actor(), seen_version=stuck.version, action_id="esc", **WHY),
         store=first_store(),
     )
     html = client.get(f"/cases/{stuck.case_id}/").content.decode()
@@ -206,10 +204,7 @@ def test_resolved_case_offers_reopen_only(ddb, client):
     case_dispose(
         case_id=case.case_id,
         disposition="DUPLICATE_REJECTED_OK",
-        actor=staff_actor(),
-        seen_version=case.version,
-        action_id="dup",
-        **WHY,
+        staff=StaffAction(actor=staff_actor(), seen_version=case.version, action_id="dup", **WHY),
         store=first_store(),
     )
     sign_in(client)
@@ -257,9 +252,7 @@ def test_stale_form_is_refused_with_who_and_when(ddb, client):
     case = stuck_case("cp-16")
     case_assign(
         case_id=case.case_id,
-        actor=staff_actor("bob"),
-        seen_version=1,
-        action_id="b",
+        staff=StaffAction(actor=staff_actor("bob"), seen_version=1, action_id="b"),
         store=first_store(),
     )
     sign_in(client)
@@ -367,11 +360,13 @@ def test_timeline_lists_the_case_events_in_order(ddb, client):
     case_dispose(
         case_id=case.case_id,
         disposition="ESCALATE",
-        actor=staff_actor("bob"),
-        seen_version=1,
-        action_id="e",
-        reason_code="NEEDS_REVIEW",
-        reason_text="A second opinion, please.",
+        staff=StaffAction(
+            actor=staff_actor("bob"),
+            reason_code="NEEDS_REVIEW",
+            reason_text="A second opinion, please.",
+            seen_version=1,
+            action_id="e",
+        ),
         store=first_store(),
     )
     sign_in(client, "auditor")

@@ -17,6 +17,7 @@ from django.test import Client
 from dashboard.templatetags import dashboard_format
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import (
     CaseState,
     CaseType,
@@ -145,31 +146,24 @@ def seed_every_kind(ddb, settings) -> list[str]:
     case_dispose(
         case_id=escalated.case_id,
         disposition="ESCALATE",
-        actor=ada,
-        seen_version=escalated.version,
+        staff=StaffAction(actor=ada, seen_version=escalated.version, **WHY),
         store=store,
-        **WHY,
     )
     ids.append(escalated.case_id)
     awaiting = stuck_case("lb-awaiting")
     override_request(
         case_id=awaiting.case_id,
         override="RELEASE_CLAIM",
-        actor=ada,
-        seen_version=awaiting.version,
-        action_id="req",
+        staff=StaffAction(actor=ada, seen_version=awaiting.version, action_id="req", **WHY),
         store=store,
-        **WHY,
     )
     ids.append(awaiting.case_id)
     retried = stuck_case("lb-retried")
     case_dispose(
         case_id=retried.case_id,
         disposition="RETRY_COMMIT",
-        actor=ada,
-        seen_version=retried.version,
+        staff=StaffAction(actor=ada, seen_version=retried.version, **WHY),
         store=store,
-        **WHY,
     )
     ids.append(retried.case_id)
     ambiguous = ambiguous_case("lb-ambiguous")
@@ -178,10 +172,8 @@ def seed_every_kind(ddb, settings) -> list[str]:
     case_dispose(
         case_id=confirmed.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=ada,
-        seen_version=confirmed.version,
+        staff=StaffAction(actor=ada, seen_version=confirmed.version, **WHY),
         store=store,
-        **WHY,
     )
     ids.append(confirmed.case_id)
     ids.append(key_reuse_case(ddb, "lb-reuse").case_id)

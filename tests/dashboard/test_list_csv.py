@@ -10,6 +10,7 @@ import io
 
 import pytest
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -109,10 +110,12 @@ def test_resolved_csv_has_who_resolved_and_how(ddb, client):
     case_dispose(
         case_id=case.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=staff_actor("bob"),
-        seen_version=case.version,
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="The pledge read back is there.",
+        staff=StaffAction(
+            actor=staff_actor("bob"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="The pledge read back is there.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     sign_in(client)

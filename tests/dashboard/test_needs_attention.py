@@ -8,6 +8,7 @@ import re
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Queue
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
@@ -37,11 +38,13 @@ def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, se
     override_request(
         case_id=asked.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor("ada"),
-        seen_version=asked.version,
-        reason_code="CLIENT_CONFIRMED",
-        reason_text="The client wants to retry.",
-        action_id="na",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client wants to retry.",
+            seen_version=asked.version,
+            action_id="na",
+        ),
         store=first_store(),
     )
     sign_in(client, "supervisor")

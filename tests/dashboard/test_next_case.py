@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -39,8 +40,7 @@ def test_records_then_opens_the_next_case_nobody_else_has(ddb, client):
     third = stuck_case("nx-3")
     case_assign(
         case_id=taken.case_id,
-        actor=staff_actor("bob"),
-        seen_version=taken.version,
+        staff=StaffAction(actor=staff_actor("bob"), seen_version=taken.version),
         store=first_store(),
     )
     sign_in(client, "finance_staff", username="ann")

@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from dashboard.models import Notification, NotificationKind
 from reconciliation import clock
 from reconciliation.audit.models import AuditAction
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request, overrides_expire
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -41,10 +42,9 @@ def _requested(key: str, by: str = "ann", role: str = "finance_staff"):
     return override_request(
         case_id=case.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor(by, role),
-        seen_version=case.version,
-        **NOTE,
-        action_id=f"req-{key}",
+        staff=StaffAction(
+            actor=staff_actor(by, role), seen_version=case.version, action_id=f"req-{key}", **NOTE
+        ),
         store=first_store(),
     ).case
 

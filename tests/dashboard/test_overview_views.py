@@ -8,6 +8,7 @@ import re
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_timeline, recent_audit_events
 from reconciliation.stores import first_store
@@ -56,11 +57,13 @@ def test_overview_lists_pending_override_requests(ddb, client):
     override_request(
         case_id=case.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor("ada"),
-        seen_version=case.version,
-        reason_code="CLIENT_CONFIRMED",
-        reason_text="The client wants to retry.",
-        action_id="r",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client wants to retry.",
+            seen_version=case.version,
+            action_id="r",
+        ),
         store=first_store(),
     )
     sign_in(client, "supervisor")
@@ -153,12 +156,13 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
     if role != "auditor":  # auditors take no action, so have no events of their own
         case_assign(
             case_id=mine.case_id,
-            actor=staff_actor("viewer", role),
-            seen_version=1,
+            staff=StaffAction(actor=staff_actor("viewer", role), seen_version=1),
             store=first_store(),
         )
     case_assign(
-        case_id=theirs.case_id, actor=staff_actor("ben"), seen_version=1, store=first_store()
+        case_id=theirs.case_id,
+        staff=StaffAction(actor=staff_actor("ben"), seen_version=1),
+        store=first_store(),
     )
     sign_in(client, role, username="viewer")
     html = client.get("/").content.decode()

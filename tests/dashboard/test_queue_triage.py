@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.selectors import queue_counters
 from reconciliation.stores import first_store
@@ -107,16 +108,18 @@ def test_amount_at_risk_per_currency_moves_with_open_resolve_and_reassign(ddb, c
         ("USD", Decimal("150.25")),
     ]
     ada = staff_actor("ada")
-    a = case_assign(store=first_store(), case_id=a.case_id, actor=ada, seen_version=a.version).case
+    a = case_assign(
+        store=first_store(),
+        case_id=a.case_id,
+        staff=StaffAction(actor=ada, seen_version=a.version),
+    ).case
     assert queue_counters(store=first_store())["STUCK_PENDING"].amounts["USD"] == Decimal("150.25")
     why = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
     a = case_dispose(
         store=first_store(),
         case_id=a.case_id,
         disposition="ESCALATE",
-        actor=ada,
-        seen_version=a.version,
-        **why,
+        staff=StaffAction(actor=ada, seen_version=a.version, **why),
     ).case
     counters = queue_counters(store=first_store())
     assert counters["STUCK_PENDING"].amounts["USD"] == Decimal("50.25")
@@ -189,10 +192,12 @@ def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client)
         store=store,
         case_id=done.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=staff_actor("ada"),
-        seen_version=done.version,
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="The pledge read back is there.",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="The pledge read back is there.",
+            seen_version=done.version,
+        ),
     )
     for case_id in (open_case.case_id, done.case_id):
         store.client.update_item(
@@ -325,10 +330,12 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
             store=store,
             case_id=stale.case_id,
             disposition="ESCALATE",
-            actor=staff_actor("ada"),
-            seen_version=stale.version,
-            reason_code="NEEDS_REVIEW",
-            reason_text="A closer look is needed here.",
+            staff=StaffAction(
+                actor=staff_actor("ada"),
+                reason_code="NEEDS_REVIEW",
+                reason_text="A closer look is needed here.",
+                seen_version=stale.version,
+            ),
         )
     monkeypatch.undo()
     counters = queue_counters(store=store)
@@ -340,10 +347,12 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
         store=store,
         case_id=fresh.case_id,
         disposition="ESCALATE",
-        actor=staff_actor("ada"),
-        seen_version=fresh.version,
-        reason_code="NEEDS_REVIEW",
-        reason_text="A closer look is needed here.",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="NEEDS_REVIEW",
+            reason_text="A closer look is needed here.",
+            seen_version=fresh.version,
+        ),
     )
     counters = queue_counters(store=store)
     assert counters["STUCK_PENDING"].amounts.get("USD", Decimal(0)) == Decimal(0)

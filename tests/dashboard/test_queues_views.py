@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -106,9 +107,7 @@ def test_assigned_to_me(ddb, client):
     stuck_case("q-theirs")
     case_assign(
         case_id=mine.case_id,
-        actor=staff_actor("ada"),
-        seen_version=1,
-        action_id="a",
+        staff=StaffAction(actor=staff_actor("ada"), seen_version=1, action_id="a"),
         store=first_store(),
     )
     sign_in(client, username="ada")

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_detail
@@ -84,25 +85,31 @@ def test_my_cases_resolved_and_approvals_list_both_regions(two_regions, client, 
     ids = open_cases()
     ada = staff_actor("ada")
     for case_id in ids[:2]:
-        case_assign(case_id=case_id, actor=ada, seen_version=1, store=case_store(case_id))
+        case_assign(
+            case_id=case_id, staff=StaffAction(actor=ada, seen_version=1), store=case_store(case_id)
+        )
     for case_id in ids[2:4]:
         case_dispose(
             case_id=case_id,
             disposition="RETRY_COMMIT",
-            actor=ada,
-            seen_version=1,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text="The worker died before committing; retry it.",
+            staff=StaffAction(
+                actor=ada,
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="The worker died before committing; retry it.",
+                seen_version=1,
+            ),
             store=case_store(case_id),
         )
     for case_id in ids[4:]:
         override_request(
             case_id=case_id,
             override="RELEASE_CLAIM",
-            actor=ada,
-            seen_version=1,
-            reason_code="CLIENT_CONFIRMED",
-            reason_text="The client says the request never reached them.",
+            staff=StaffAction(
+                actor=ada,
+                reason_code="CLIENT_CONFIRMED",
+                reason_text="The client says the request never reached them.",
+                seen_version=1,
+            ),
             store=case_store(case_id),
         )
     if replicated:
@@ -148,10 +155,12 @@ def test_overview_counts_totals_and_attention_over_both_regions(
         override_request(
             case_id=case_id,
             override="RELEASE_CLAIM",
-            actor=staff_actor("ada"),
-            seen_version=1,
-            reason_code="CLIENT_CONFIRMED",
-            reason_text="The client says the request never reached them.",
+            staff=StaffAction(
+                actor=staff_actor("ada"),
+                reason_code="CLIENT_CONFIRMED",
+                reason_text="The client says the request never reached them.",
+                seen_version=1,
+            ),
             store=case_store(case_id),
         )
     if replicated:

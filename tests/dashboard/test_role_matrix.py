@@ -21,6 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
 
 from dashboard.accounts import mfa
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
@@ -78,10 +79,9 @@ def _world() -> World:
     result = override_request(
         case_id=pending.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor("ada"),
-        seen_version=pending.version,
-        action_id="req",
-        **WHY,
+        staff=StaffAction(
+            actor=staff_actor("ada"), seen_version=pending.version, action_id="req", **WHY
+        ),
         store=first_store(),
     )
     staff_user("rm-target", "finance_staff", email="t@example.org")

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition, OverrideRequest, Resolution
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
@@ -74,18 +75,14 @@ def _resolved_world():
         case_dispose(
             case_id=old.case_id,
             disposition="CONFIRMED_COMMITTED",
-            actor=bob,
-            seen_version=old.version,
-            **WHY,
+            staff=StaffAction(actor=bob, seen_version=old.version, **WHY),
             store=_store(),
         )
     a = ambiguous_case("r-a")
     case_dispose(
         case_id=a.case_id,
         disposition="CONFIRMED_COMMITTED",
-        actor=ada,
-        seen_version=a.version,
-        **WHY,
+        staff=StaffAction(actor=ada, seen_version=a.version, **WHY),
         store=_store(),
     )
     with clock.travel(60):
@@ -95,10 +92,12 @@ def _resolved_world():
         case_dispose(
             case_id=b.case_id,
             disposition="DUPLICATE_REJECTED_OK",
-            actor=bob,
-            seen_version=b.version,
-            reason_code="DUPLICATE_VERIFIED",
-            reason_text="Same key came back with another body.",
+            staff=StaffAction(
+                actor=bob,
+                reason_code="DUPLICATE_VERIFIED",
+                reason_text="Same key came back with another body.",
+                seen_version=b.version,
+            ),
             store=_store(),
         )
     stuck_case("r-open")

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.casework.notifications import sla_hours
 from reconciliation.casework.worklist import WorklistFilters, worklist_read
@@ -106,8 +107,7 @@ def test_filters_and_order_come_from_the_url(world, client, settings):
     settings.QUEUE_SLA_HOURS = "ambiguous=1.5,stuck=4"
     case_assign(
         case_id=world["gbp10"],
-        actor=staff_actor("wl-ada"),
-        seen_version=None,
+        staff=StaffAction(actor=staff_actor("wl-ada"), seen_version=None),
         store=first_store(),
     )
     sign_in(client, username="wl-ada")

@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.counters import counter_keys
 from reconciliation.cases.models import (
     CASE_ID_PATTERN,
@@ -145,21 +146,17 @@ def test_a_case_lives_in_its_claims_region_and_every_action_acts_there(two_regio
     result = case_dispose(
         case_id=west_id,
         disposition=Disposition.ESCALATE,
-        actor=staff_actor(),
-        seen_version=1,
-        action_id="esc-west",
+        staff=StaffAction(actor=staff_actor(), seen_version=1, action_id="esc-west", **WHY),
         store=case_store(west_id),
-        **WHY,
     )
     assert result.applied and CaseRepository(second).get(west_id).state != CaseState.OPEN
 
     rows = cases_bulk(
         case_ids=[east_id, west_id],
         disposition=Disposition.ESCALATE,
-        actor=staff_actor(),
+        staff=StaffAction(actor=staff_actor(), **WHY),
         dry_run=True,
         store_for=case_store,
-        **WHY,
     )
     assert [r.case_id for r in rows] == [east_id, west_id]
     assert "No such case." not in [r.message for r in rows]
@@ -173,11 +170,8 @@ def test_override_expiry_and_the_open_case_recheck_run_in_every_region(two_regio
     override_request(
         case_id=west_id,
         override=Override.RELEASE_CLAIM,
-        actor=staff_actor(),
-        seen_version=1,
-        action_id="req-west",
+        staff=StaffAction(actor=staff_actor(), seen_version=1, action_id="req-west", **WHY),
         store=store,
-        **WHY,
     )
     with clock.travel(3600):
         expired = [c for s in every_store() for c in overrides_expire(store=s)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import CaseState, Disposition
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.dispositions import case_dispose
@@ -168,10 +169,12 @@ def retry_open(cases: Iterable[dict], case_types: set[str]) -> Counter:
         result = case_dispose(
             case_id=row["case_id"],
             disposition=Disposition.RETRY_COMMIT,
-            actor=staff_actor(),
-            seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text="The worker died or its answer was lost; retry the commit.",
+            staff=StaffAction(
+                actor=staff_actor(),
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="The worker died or its answer was lost; retry the commit.",
+                seen_version=None,
+            ),
             store=store,
         )
         case = CaseRepository(store).get(row["case_id"])

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 from celery import Celery
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import CaseState, CaseType, Disposition
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
@@ -313,10 +314,12 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            actor=staff_actor(),
-            seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text="The worker died before committing; retry it.",
+            staff=StaffAction(
+                actor=staff_actor(),
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="The worker died before committing; retry it.",
+                seen_version=None,
+            ),
             store=first_store(),
         )
         [task_id] = sent

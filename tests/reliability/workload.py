@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims.models import intent_id_for
@@ -35,10 +36,12 @@ def retry_open_cases(ddb, case_type: str) -> Counter:
         result = case_dispose(
             case_id=row["case_id"],
             disposition=Disposition.RETRY_COMMIT,
-            actor=staff_actor(),
-            seen_version=None,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text="The worker died before committing; retry it.",
+            staff=StaffAction(
+                actor=staff_actor(),
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="The worker died before committing; retry it.",
+                seen_version=None,
+            ),
             store=first_store(),
         )
         case = repositories().cases.get(row["case_id"])

@@ -20,7 +20,7 @@ from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import ActionResult
+from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import OverrideRequest, Queue
 from reconciliation.casework.overrides import override_approve, override_reject
@@ -106,10 +106,12 @@ def _decide(
             result = decide(
                 case_id=case_id,
                 request_id=data["request_id"],
-                actor=actor_for(request),
-                reason_code=data["reason_code"],
-                reason_text=data["reason_text"],
-                action_id=data["action_id"],
+                staff=StaffAction(
+                    actor=actor_for(request),
+                    reason_code=data["reason_code"],
+                    reason_text=data["reason_text"],
+                    action_id=data["action_id"],
+                ),
                 store=case_store(case_id),
             )
         except CaseNotFound as exc:

@@ -45,7 +45,7 @@ from dashboard.statuses import case_refusal_status
 from dashboard.templatetags.dashboard_format import exact
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
-from reconciliation.cases.actions import ActionResult
+from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case, CaseState, Queue, retry_in_flight
 from reconciliation.cases.policy import (
@@ -363,16 +363,16 @@ def _act(
     return _case_response(request, case_id)
 
 
-def _reasoned(data: dict, case_id: str) -> dict:
-    """What every reasoned action passes on from its form: the version the person saw,
-    the reason, and the action id; and the store of the region the case lives in."""
-    return {
-        "seen_version": data["seen_version"],
-        "reason_code": data["reason_code"],
-        "reason_text": data["reason_text"],
-        "action_id": data["action_id"],
-        "store": case_store(case_id),
-    }
+def _staff_action(data: dict, actor: Actor) -> StaffAction:
+    """What every action passes on from its form: who acts, the reason (none on an
+    assignment), the version the person saw and the action id."""
+    return StaffAction(
+        actor=actor,
+        reason_code=data.get("reason_code"),
+        reason_text=data.get("reason_text"),
+        seen_version=data["seen_version"],
+        action_id=data["action_id"],
+    )
 
 
 @require_POST
@@ -384,8 +384,8 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
         result = case_dispose(
             case_id=case_id,
             disposition=data["disposition"],
-            actor=actor,
-            **_reasoned(data, case_id),
+            staff=_staff_action(data, actor),
+            store=case_store(case_id),
         )
         recorded.append(result)
         return result
@@ -422,7 +422,10 @@ def _open_next(request: StaffRequest, case_id: str, queue: Queue) -> HttpRespons
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
         result = override_request(
-            case_id=case_id, override=data["override"], actor=actor, **_reasoned(data, case_id)
+            case_id=case_id,
+            override=data["override"],
+            staff=_staff_action(data, actor),
+            store=case_store(case_id),
         )
         if result.applied:
             notify_override_requested(
@@ -437,16 +440,12 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 @role_required(*ACTING_ROLES)
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
-        common = {
-            "store": case_store(case_id),
-            "case_id": case_id,
-            "actor": actor,
-            "seen_version": data["seen_version"],
-            "action_id": data["action_id"],
-        }
+        staff, store = _staff_action(data, actor), case_store(case_id)
         if data["unassign"]:
-            return case_unassign(**common)
-        result = case_assign(**common, assignee=data.get("assignee") or None)
+            return case_unassign(case_id=case_id, staff=staff, store=store)
+        result = case_assign(
+            case_id=case_id, staff=staff, store=store, assignee=data.get("assignee") or None
+        )
         if result.applied:
             notify_assigned(case_id=case_id, assignee=result.case.assignee, actor=actor.username)
         return result
@@ -473,8 +472,7 @@ def case_note_view(request: StaffRequest, case_id: str) -> HttpResponse:
             result = case_note_add(
                 case_id=case_id,
                 text=text,
-                actor=actor,
-                action_id=form.cleaned_data["action_id"] or None,
+                staff=StaffAction(actor=actor, action_id=form.cleaned_data["action_id"] or None),
                 mentions=mentions,
                 store=case_store(case_id),
             )

@@ -119,8 +119,8 @@ def _queue_csv(
             return filters_refused("; ".join(exc.fields.values()))
 
         def with_sla(row: CaseRow, donor_ref: str) -> CsvCase:
-            _, sla, left = sla_of(row, hours=hours, now=now)
-            return CsvCase(row, donor_ref, sla.label, left)
+            sla = sla_of(row, hours=hours, now=now)
+            return CsvCase(row, donor_ref, sla.state.label, sla.left_s)
 
         rows = _csv_rows(
             first,

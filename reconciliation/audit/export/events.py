@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.stores import Store
 
@@ -45,12 +45,10 @@ def export_event_append(
             if any(e.get("action") in (COMPLETED, FAILED) for e in earlier):
                 return None  # a redelivered task finished it already
         return audit_event_build(
+            AuditEvent(action=action, actor=actor, detail=detail),
             stream=stream,
             seq=seq,
             prev_hash=prev,
-            action=action,
-            actor=actor,
-            detail=detail,
         )
 
     return audit_append(store, stream=stream, build=build)

@@ -10,6 +10,7 @@ import csv
 import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,14 @@ class ExportUnreadable(ValueError):
     can be (not UTF-8, not JSON, not a JSON object): there is nothing to compare."""
 
 
-def _file_digest(path: Path) -> tuple[str, int, int | None]:
+@dataclass(frozen=True)
+class _FileDigest:
+    sha256: str
+    size: int
+    bad_at: int | None  # offset of the first byte that is not UTF-8; None: all UTF-8
+
+
+def _file_digest(path: Path) -> _FileDigest:
     """SHA-256 and size of ``path``, and the offset of its first byte that is not UTF-8
     (``None``: all UTF-8), in one pass with constant memory."""
     sha = hashlib.sha256()
@@ -48,7 +56,7 @@ def _file_digest(path: Path) -> tuple[str, int, int | None]:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError as exc:
             bad_at = size - pending + exc.start
-    return sha.hexdigest(), size, bad_at
+    return _FileDigest(sha.hexdigest(), size, bad_at)
 
 
 def _manifest_read(path: Path) -> dict[str, Any]:
@@ -141,15 +149,15 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
     if listed != (manifest["chain_heads_count"], manifest["chain_heads_sha256"]):
         problems.append("chain heads mismatch: the listed heads do not match chain_heads_sha256")
 
-    digest, size, bad_at = _file_digest(Path(file_path))
-    if bad_at is not None:
+    read = _file_digest(Path(file_path))
+    if read.bad_at is not None:
         raise ExportUnreadable(
-            f"{file_path} is not UTF-8 (byte {bad_at}): not an audit export, or damaged"
+            f"{file_path} is not UTF-8 (byte {read.bad_at}): not an audit export, or damaged"
         )
-    if digest != manifest["sha256"]:
-        problems.append(f"sha256 mismatch: manifest {manifest['sha256']}, file {digest}")
-    if size != manifest["bytes"]:
-        problems.append(f"size mismatch: manifest {manifest['bytes']} bytes, file {size}")
+    if read.sha256 != manifest["sha256"]:
+        problems.append(f"sha256 mismatch: manifest {manifest['sha256']}, file {read.sha256}")
+    if read.size != manifest["bytes"]:
+        problems.append(f"size mismatch: manifest {manifest['bytes']} bytes, file {read.size}")
 
     reader = _csv_events if manifest["format"] == "csv" else _jsonl_events
     heads = HeadsTable()

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import CaseType, Disposition, Override, ReasonCode
 from reconciliation.casework.dispositions import case_dispose
@@ -68,10 +69,12 @@ class Command(BaseCommand):
                     store=case_store(row.case_id),
                     case_id=row.case_id,
                     disposition=Disposition.ESCALATE,
-                    actor=DEMO_STAFF,
-                    seen_version=row.version,
-                    reason_code=ReasonCode.NEEDS_REVIEW,
-                    reason_text="Demo: needs a second look before closing.",
+                    staff=StaffAction(
+                        actor=DEMO_STAFF,
+                        reason_code=ReasonCode.NEEDS_REVIEW,
+                        reason_text="Demo: needs a second look before closing.",
+                        seen_version=row.version,
+                    ),
                 )
             except CaseError as exc:
                 self.stderr.write(f"could not escalate {row.case_id}: {exc}")
@@ -81,11 +84,13 @@ class Command(BaseCommand):
                     store=case_store(row.case_id),
                     case_id=row.case_id,
                     override=Override.RELEASE_CLAIM,
-                    actor=DEMO_STAFF,
-                    seen_version=row.version,
-                    reason_code=ReasonCode.CLIENT_CONFIRMED,
-                    reason_text="Demo: the client says the request never "
-                    "reached them; let them retry.",
+                    staff=StaffAction(
+                        actor=DEMO_STAFF,
+                        reason_code=ReasonCode.CLIENT_CONFIRMED,
+                        reason_text="Demo: the client says the request never "
+                        "reached them; let them retry.",
+                        seen_version=row.version,
+                    ),
                 )
             except CaseError as exc:
                 self.stderr.write(f"could not request an override on {row.case_id}: {exc}")

@@ -30,8 +30,10 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import (
+    Case,
     CaseState,
     CaseType,
     Disposition,
@@ -135,9 +137,9 @@ def _retry(world: World, name: str) -> RetryOutcome:
     return _retry_run(world, world.retry_request)
 
 
-def _page_offers(world: World, action: str) -> tuple[object, bool]:
+def _page_offers(world: World, action: str) -> Case | None:
     """The case page as a person loads it: the case and the evidence it shows (consistent
-    reads), and whether ``action`` is offered on it."""
+    reads); the case if ``action`` is offered on it, else ``None``."""
     from reconciliation.cases.repository import CaseRepository
     from reconciliation.casework.evidence import evidence_facts
     from reconciliation.claims.pledges import PledgeRepository
@@ -145,14 +147,14 @@ def _page_offers(world: World, action: str) -> tuple[object, bool]:
 
     case = CaseRepository(world.store).get(world.case_id)
     if case is None:
-        return None, False
+        return None
     pledge = PledgeRepository(world.store).get(case.intent_id, consistent=True)
     claim = ClaimRepository(world.store).get(case.claim_pk)
     facts = evidence_facts(case=case, pledge=pledge, claim=claim)
     offered = offered_actions(
         case.case_type, case.state, STAFF.role, facts, retry_running=retry_in_flight(case)
     )
-    return case, action in offered
+    return case if action in offered else None
 
 
 def _staff(action: str) -> Callable[[World, str], str]:
@@ -160,22 +162,24 @@ def _staff(action: str) -> Callable[[World, str], str]:
         from reconciliation.casework.dispositions import case_dispose
         from reconciliation.casework.overrides import override_request
 
-        case, offered = _page_offers(world, action)
-        if not offered or case is None:
+        case = _page_offers(world, action)
+        if case is None:
             return "not offered"
-        common = dict(
-            case_id=world.case_id,
+        staff = StaffAction(
             actor=STAFF,
-            seen_version=case.version,  # type: ignore[attr-defined]
             reason_code=ReasonCode.TRANSIENT_FAILURE,
             reason_text=REASON,
+            seen_version=case.version,
             action_id=f"hands-{name}-{world.key}",
-            store=world.store,
         )
         try:
             if action in OVERRIDES:
-                return override_request(override=action, **common).message
-            return case_dispose(disposition=action, **common).message
+                return override_request(
+                    case_id=world.case_id, override=action, staff=staff, store=world.store
+                ).message
+            return case_dispose(
+                case_id=world.case_id, disposition=action, staff=staff, store=world.store
+            ).message
         except CaseError as exc:
             return f"refused: {exc}"  # the 409 page; nothing to do again
 
@@ -206,11 +210,13 @@ def _ask_retry(world: World, action_id: str) -> str | None:
     result = case_dispose(
         case_id=world.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=STAFF,
-        seen_version=None,
-        reason_code=ReasonCode.TRANSIENT_FAILURE,
-        reason_text=REASON,
-        action_id=action_id,
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code=ReasonCode.TRANSIENT_FAILURE,
+            reason_text=REASON,
+            seen_version=None,
+            action_id=action_id,
+        ),
         store=world.store,
     )
     return result.case.retry.request_id if result.case.retry else None
@@ -242,10 +248,12 @@ def _decide(approve: bool) -> Callable[[World, str], str]:
             return decide(
                 case_id=world.case_id,
                 request_id=request_id,
-                actor=SUPERVISOR,
-                reason_code=ReasonCode.TRANSIENT_FAILURE,
-                reason_text=REASON,
-                action_id=f"hands-{name}-{world.key}",
+                staff=StaffAction(
+                    actor=SUPERVISOR,
+                    reason_code=ReasonCode.TRANSIENT_FAILURE,
+                    reason_text=REASON,
+                    action_id=f"hands-{name}-{world.key}",
+                ),
                 store=world.store,
             ).message
         except CaseError as exc:
@@ -318,10 +326,12 @@ def _request_release(world: World) -> None:
         result = override_request(
             case_id=world.case_id,
             override=Override.RELEASE_CLAIM,
-            actor=REQUESTER,
-            seen_version=None,
-            reason_code=ReasonCode.TRANSIENT_FAILURE,
-            reason_text=REASON,
+            staff=StaffAction(
+                actor=REQUESTER,
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
+                reason_text=REASON,
+                seen_version=None,
+            ),
             store=world.store,
         )
     except CaseError:

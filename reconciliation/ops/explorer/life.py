@@ -19,6 +19,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Disposition, ReasonCode
 from reconciliation.cases.policy import allowed_actions
@@ -307,12 +308,14 @@ def _dispose(case: dict[str, Any]) -> str:
             store=case_store(case["case_id"]),
             case_id=case["case_id"],
             disposition=Disposition.RETRY_COMMIT,
-            actor=STAFF,
-            seen_version=int(case["version"]),
-            reason_code=ReasonCode.TRANSIENT_FAILURE,
-            reason_text=REASON,
+            staff=StaffAction(
+                actor=STAFF,
+                reason_code=ReasonCode.TRANSIENT_FAILURE,
+                reason_text=REASON,
+                seen_version=int(case["version"]),
+                action_id=f"xf-retry-{case['case_id']}",
+            ),
             # The form's action id: submitting it again after a crash is a no-op.
-            action_id=f"xf-retry-{case['case_id']}",
         ).message
     except CaseError as exc:
         return f"refused: {exc}"  # the person reads why; nothing to run again

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciliation.actors import Actor, Role
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import (
     GENESIS_HASH,
     audit_event_build,
@@ -57,21 +58,23 @@ def test_hash_is_sha256_of_canonical_json_without_hash():
     never by pasting new literals. (Only a field added to or dropped from *new* events
     leaves stored ones verifying; then the canonical literal changes on purpose.)"""
     event = audit_event_build(
+        AuditEvent(
+            action="disposition_recorded",
+            actor=ACTOR,
+            at=datetime(2024, 3, 1, 9, 30, 15, 123456, tzinfo=UTC),
+            event_id="00000000-0000-4000-8000-000000000001",
+            case_id="c-0001",
+            intent_id="i-0001",
+            before={"state": "OPEN", "amount": "25.00"},
+            after={"state": "RESOLVED", "amount": "25.00"},
+            disposition="CONFIRMED_COMMITTED",
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="café ✓",
+            detail={"n": 2, "ok": True, "none": None, "tags": ["b", "a"]},
+        ),
         stream="CASE#c-0001",
         seq=3,
         prev_hash="ab" * 32,
-        action="disposition_recorded",
-        actor=ACTOR,
-        at=datetime(2024, 3, 1, 9, 30, 15, 123456, tzinfo=UTC),
-        event_id="00000000-0000-4000-8000-000000000001",
-        case_id="c-0001",
-        intent_id="i-0001",
-        before={"state": "OPEN", "amount": "25.00"},
-        after={"state": "RESOLVED", "amount": "25.00"},
-        disposition="CONFIRMED_COMMITTED",
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="café ✓",
-        detail={"n": 2, "ok": True, "none": None, "tags": ["b", "a"]},
     )
     assert canonical_json({k: v for k, v in event.items() if k != "hash"}) == GOLDEN_CANONICAL
     assert event["hash"] == event_hash(event) == GOLDEN_HASH
@@ -88,19 +91,17 @@ def test_stored_events_round_trip_to_the_same_hash_and_never_fork(ddb):
     """Appended events read back hash to their stored hash; a second seq 2 is refused."""
     repo = repositories().audit
     first = audit_event_build(
+        AuditEvent(action="digest", actor=ACTOR, detail={"n": 3, "ok": True, "none": None}),
         stream="SYSTEM",
         seq=1,
         prev_hash=GENESIS_HASH,
-        action="digest",
-        actor=ACTOR,
-        detail={"n": 3, "ok": True, "none": None},
     )
     second = audit_event_build(
-        stream="SYSTEM", seq=2, prev_hash=first["hash"], action="digest", actor=ACTOR
+        AuditEvent(action="digest", actor=ACTOR), stream="SYSTEM", seq=2, prev_hash=first["hash"]
     )
     assert repo.append(first) and repo.append(second)
     rival = audit_event_build(
-        stream="SYSTEM", seq=2, prev_hash=first["hash"], action="forged", actor=ACTOR
+        AuditEvent(action="forged", actor=ACTOR), stream="SYSTEM", seq=2, prev_hash=first["hash"]
     )
     assert repo.append(rival) is False
     stored = repo.stream_events("SYSTEM")

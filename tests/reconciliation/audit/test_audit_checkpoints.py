@@ -20,6 +20,7 @@ from django.core.management import CommandError, call_command
 
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
@@ -60,14 +61,14 @@ def label(moment: datetime) -> str:
 def escalated_case(key: str):
     case = stuck_case(key)
     case = case_assign(
-        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF, seen_version=case.version),
+        store=first_store(),
     ).case
     return case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
 

@@ -26,6 +26,7 @@ from reconciliation.audit.export.background import (
 from reconciliation.audit.export.delivery import export_stream_http, export_to_file
 from reconciliation.audit.export.rows import CSV_COLUMNS
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 from reconciliation.dynamo.client import dynamodb_client, reset_clients
 from reconciliation.stores import first_store
@@ -47,14 +48,16 @@ def formula_events() -> list[dict]:
     events, prev = [], GENESIS_HASH
     for seq, text in enumerate(FORMULAS, 1):
         event = audit_event_build(
+            AuditEvent(
+                action="disposition_recorded",
+                actor=Actor("=cmd|' /C calc'!A0", Role.FINANCE_STAFF, "-x@example.org"),
+                at=day_start(1) + timedelta(hours=1, seconds=seq),
+                case_id="C-FORMULA",
+                reason_text=text,
+            ),
             stream="CASE#C-FORMULA",
             seq=seq,
             prev_hash=prev,
-            action="disposition_recorded",
-            actor=Actor("=cmd|' /C calc'!A0", Role.FINANCE_STAFF, "-x@example.org"),
-            at=day_start(1) + timedelta(hours=1, seconds=seq),
-            case_id="C-FORMULA",
-            reason_text=text,
         )
         prev = event["hash"]
         events.append(event)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_approve, override_request
@@ -26,14 +28,14 @@ def case_with_three_events(key: str):
     """A stuck case, assigned and escalated: its item stores audit_seq 3."""
     case = stuck_case(key)
     case = case_assign(
-        case_id=case.case_id, actor=STAFF, seen_version=case.version, store=first_store()
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF, seen_version=case.version),
+        store=first_store(),
     ).case
     case = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
     assert case.audit_seq == 3
@@ -48,17 +50,18 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
     requested = override_request(
         case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        actor=STAFF,
-        seen_version=case.version,
-        reason_code="DONOR_REQUEST",
-        reason_text="Donor withdrew the pledge by phone.",
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     stream = f"PLEDGE#{case.intent_id}"
@@ -118,14 +121,16 @@ def test_rewritten_stream_and_a_stream_without_its_item_are_named(ddb):
     name = f"CASE#{rewritten.case_id}"
     last = audit_events(ddb, name)[-1]
     forged = audit_event_build(
+        AuditEvent(
+            action="case_escalated",
+            actor=STAFF,
+            case_id=rewritten.case_id,
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="rewritten",
+        ),
         stream=name,
         seq=3,
         prev_hash=last["prev_hash"],
-        action="case_escalated",
-        actor=STAFF,
-        case_id=rewritten.case_id,
-        reason_code="EVIDENCE_CONFIRMS",
-        reason_text="rewritten",
     )
     delete_event(ddb, name, 3)
     assert repositories().audit.append(forged)
@@ -148,7 +153,7 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
     name = f"CASE#{case.case_id}"
     last = audit_events(ddb, name)[-1]
     extra = audit_event_build(
-        stream=name, seq=4, prev_hash=last["hash"], action="case_escalated", actor=STAFF
+        AuditEvent(action="case_escalated", actor=STAFF), stream=name, seq=4, prev_hash=last["hash"]
     )
     assert repositories().audit.append(extra)
     assert audit_verify(stream=name, store=first_store()).problems == [
@@ -163,10 +168,13 @@ def test_a_stream_ahead_of_a_stale_item_read_is_read_again_not_reported():
     from reconciliation.audit.chains import SubjectHead, subject_chain_status
 
     first = audit_event_build(
-        stream="CASE#c1", seq=1, prev_hash="0" * 64, action="case_opened", actor=STAFF
+        AuditEvent(action="case_opened", actor=STAFF), stream="CASE#c1", seq=1, prev_hash="0" * 64
     )
     second = audit_event_build(
-        stream="CASE#c1", seq=2, prev_hash=first["hash"], action="case_assigned", actor=STAFF
+        AuditEvent(action="case_assigned", actor=STAFF),
+        stream="CASE#c1",
+        seq=2,
+        prev_hash=first["hash"],
     )
     stale = SubjectHead("case", 1, first["hash"])
     fresh = SubjectHead("case", 2, second["hash"])

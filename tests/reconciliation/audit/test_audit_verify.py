@@ -19,7 +19,7 @@ from reconciliation.audit.checkpoints import (
     audit_checkpoint_write,
     digest_payload,
 )
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.periods import audit_period_heads
 from reconciliation.audit.repository import audit_event_build, event_hash
 from reconciliation.audit.signing import heads_sha256, key_id, sign
@@ -304,20 +304,22 @@ def legacy_digest(repos, day) -> dict:
     kid = key_id()
     head = repos.audit.head(SYSTEM_STREAM)
     event = audit_event_build(
+        AuditEvent(
+            action=AuditAction.AUDIT_DIGEST,
+            actor=system_actor(),
+            detail={
+                "day": day.isoformat(),
+                "stream_count": count,
+                "heads_sha256": sha,
+                "key_id": kid,
+                "signature": sign(digest_payload(day.isoformat(), count, sha, kid)),
+                "algorithm": "HMAC-SHA256",
+                "heads": [list(h) for h in heads],
+            },
+        ),
         stream=SYSTEM_STREAM,
         seq=head.seq + 1 if head else 1,
         prev_hash=head.hash if head else "0" * 64,
-        action=AuditAction.AUDIT_DIGEST,
-        actor=system_actor(),
-        detail={
-            "day": day.isoformat(),
-            "stream_count": count,
-            "heads_sha256": sha,
-            "key_id": kid,
-            "signature": sign(digest_payload(day.isoformat(), count, sha, kid)),
-            "algorithm": "HMAC-SHA256",
-            "heads": [list(h) for h in heads],
-        },
     )
     assert repos.audit.append(event)
     return event

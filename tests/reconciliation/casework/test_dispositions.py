@@ -11,6 +11,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Role, system_actor
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
 from reconciliation.cases.models import CommitRetry, Disposition, Override
 from reconciliation.casework.dispositions import (
@@ -53,9 +54,7 @@ def test_confirm_committed_is_refused_without_the_pledge(ddb):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.CONFIRMED_COMMITTED,
-            actor=STAFF,
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
             store=first_store(),
         )
     assert repositories().cases.get(case.case_id).version == case.version
@@ -69,9 +68,7 @@ def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
     result = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.CONFIRMED_COMMITTED,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assert result.applied and result.case.state == "RESOLVED" and result.case.queue is None
@@ -88,9 +85,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     result = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assert result.applied
@@ -109,9 +104,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            actor=STAFF,
-            seen_version=final.version,
-            **WHY,
+            staff=StaffAction(actor=STAFF, seen_version=final.version, **WHY),
             store=first_store(),
         )
     assert len(pledges(ddb)) == 1
@@ -125,9 +118,7 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
     done = case_dispose(
         case_id=dup.case_id,
         disposition=Disposition.DUPLICATE_REJECTED_OK,
-        actor=STAFF,
-        seen_version=dup.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=dup.version, **WHY),
         store=first_store(),
     )
     assert done.case.state == "RESOLVED"
@@ -135,9 +126,7 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
     esc = case_dispose(
         case_id=stuck.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=stuck.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=stuck.version, **WHY),
         store=first_store(),
     )
     assert esc.case.state == "ESCALATED" and esc.case.queue == "ESCALATED"
@@ -161,10 +150,9 @@ def test_reason_is_required(ddb, code, text, message):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            actor=STAFF,
-            seen_version=case.version,
-            reason_code=code,
-            reason_text=text,
+            staff=StaffAction(
+                actor=STAFF, reason_code=code, reason_text=text, seen_version=case.version
+            ),
             store=first_store(),
         )
 
@@ -172,14 +160,16 @@ def test_reason_is_required(ddb, code, text, message):
 def test_stale_version_is_refused_naming_who_changed_it(ddb):
     """Acting on a version someone else already changed: CaseChanged with who and when."""
     case = stuck_case("stale-1")
-    case_assign(case_id=case.case_id, actor=STAFF2, seen_version=case.version, store=first_store())
+    case_assign(
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF2, seen_version=case.version),
+        store=first_store(),
+    )
     with pytest.raises(CaseChanged) as info:
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            actor=STAFF,
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
             store=first_store(),
         )
     assert "changed by bob at" in str(info.value)
@@ -192,19 +182,13 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
     first = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        action_id="act-1",
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, action_id="act-1", **WHY),
         store=first_store(),
     )
     second = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        action_id="act-1",
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, action_id="act-1", **WHY),
         store=first_store(),
     )
     assert first.applied and not second.applied
@@ -227,17 +211,14 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
         if n % 4 == 3:
             case_assign(
                 case_id=case.case_id,
-                actor=actor,
-                seen_version=case.version,
+                staff=StaffAction(actor=actor, seen_version=case.version),
                 store=first_store(),
             )
         else:
             case_dispose(
                 case_id=case.case_id,
                 disposition=disposition,
-                actor=actor,
-                seen_version=case.version,
-                **WHY,
+                staff=StaffAction(actor=actor, seen_version=case.version, **WHY),
                 store=first_store(),
             )
 
@@ -262,9 +243,7 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assert requested.case.state == "OVERRIDE_REQUESTED" and requested.case.queue == (
@@ -273,10 +252,16 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed):
         override_approve(
-            case_id=case.case_id, request_id=request_id, actor=STAFF, **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=request_id,
+            staff=StaffAction(actor=STAFF, **WHY),
+            store=first_store(),
         )
     approved = override_approve(
-        case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+        case_id=case.case_id,
+        request_id=request_id,
+        staff=StaffAction(actor=SUPER, **WHY),
+        store=first_store(),
     )
     assert approved.case.state == "RESOLVED"
     assert approved.case.resolution.disposition == Override.RELEASE_CLAIM
@@ -294,24 +279,31 @@ def test_supervisor_cannot_approve_own_request(ddb):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=SUPER,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=SUPER, seen_version=case.version, **WHY),
         store=first_store(),
     )
     request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed, match="different supervisor"):
         override_approve(
-            case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=request_id,
+            staff=StaffAction(actor=SUPER, **WHY),
+            store=first_store(),
         )
     with pytest.raises(NotAllowed, match="different supervisor"):
         override_reject(
-            case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=request_id,
+            staff=StaffAction(actor=SUPER, **WHY),
+            store=first_store(),
         )
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
     assert (
         override_approve(
-            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=request_id,
+            staff=StaffAction(actor=SUPER2, **WHY),
+            store=first_store(),
         ).case.state
         == "RESOLVED"
     )
@@ -323,18 +315,22 @@ def test_approve_twice_is_refused(ddb):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     request_id = requested.case.override.request_id
     override_approve(
-        case_id=case.case_id, request_id=request_id, actor=SUPER, **WHY, store=first_store()
+        case_id=case.case_id,
+        request_id=request_id,
+        staff=StaffAction(actor=SUPER, **WHY),
+        store=first_store(),
     )
     with pytest.raises(CaseError, match="no pending request"):
         override_approve(
-            case_id=case.case_id, request_id=request_id, actor=SUPER2, **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=request_id,
+            staff=StaffAction(actor=SUPER2, **WHY),
+            store=first_store(),
         )
     assert _events(ddb, case.case_id).count("override_approved") == 1
 
@@ -345,16 +341,13 @@ def test_reject_returns_case_to_where_it_was(ddb):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     rejected = override_reject(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     assert rejected.case.state == "OPEN" and rejected.case.override is None
@@ -368,9 +361,7 @@ def test_request_expires_back_to_open_by_system(ddb, settings):
     override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assert overrides_expire(store=first_store()) == []
@@ -406,22 +397,21 @@ def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     changed = material_change(case.case_id)
     if assign_after:
         case_assign(
-            case_id=case.case_id, actor=STAFF2, seen_version=changed.version, store=first_store()
+            case_id=case.case_id,
+            staff=StaffAction(actor=STAFF2, seen_version=changed.version),
+            store=first_store(),
         )
     with pytest.raises(CaseError, match="changed since the request"):
         override_approve(
             case_id=case.case_id,
             request_id=requested.case.override.request_id,
-            actor=SUPER,
-            **WHY,
+            staff=StaffAction(actor=SUPER, **WHY),
             store=first_store(),
         )
 
@@ -434,26 +424,24 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assigned = case_assign(
-        case_id=case.case_id, actor=STAFF2, seen_version=requested.case.version, store=first_store()
+        case_id=case.case_id,
+        staff=StaffAction(actor=STAFF2, seen_version=requested.case.version),
+        store=first_store(),
     )
     if unassign:
         case_unassign(
             case_id=case.case_id,
-            actor=STAFF2,
-            seen_version=assigned.case.version,
+            staff=StaffAction(actor=STAFF2, seen_version=assigned.case.version),
             store=first_store(),
         )
     result = override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     assert result.applied and result.case.state == "RESOLVED"
@@ -468,17 +456,18 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
     requested = override_request(
         case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        actor=STAFF,
-        seen_version=case.version,
-        reason_code="DONOR_REQUEST",
-        reason_text="Donor withdrew the pledge by phone.",
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     [pledge] = pledges(ddb)
@@ -495,41 +484,33 @@ def test_reopen_a_resolved_case(ddb):
     esc = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     assert esc.case.state == "ESCALATED"
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=esc.case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=esc.case.version, **WHY),
         store=first_store(),
     )
     done = override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        actor=SUPER,
-        **WHY,
+        staff=StaffAction(actor=SUPER, **WHY),
         store=first_store(),
     )
     assert done.case.state == "RESOLVED"
     again = override_request(
         case_id=case.case_id,
         override=Override.REOPEN,
-        actor=STAFF2,
-        seen_version=done.case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF2, seen_version=done.case.version, **WHY),
         store=first_store(),
     )
     reopened = override_approve(
         case_id=case.case_id,
         request_id=again.case.override.request_id,
-        actor=SUPER2,
-        **WHY,
+        staff=StaffAction(actor=SUPER2, **WHY),
         store=first_store(),
     )
     assert reopened.case.state == "OPEN" and reopened.case.queue == "STUCK_PENDING"
@@ -539,34 +520,29 @@ SERVICES = {
     "dispose": lambda c, a: case_dispose(
         case_id=c.case_id,
         disposition=Disposition.ESCALATE,
-        actor=a,
-        seen_version=c.version,
-        **WHY,
+        staff=StaffAction(actor=a, seen_version=c.version, **WHY),
         store=first_store(),
     ),
     "assign": lambda c, a: case_assign(
-        case_id=c.case_id, actor=a, seen_version=c.version, store=first_store()
+        case_id=c.case_id, staff=StaffAction(actor=a, seen_version=c.version), store=first_store()
     ),
     "override_request": lambda c, a: override_request(
         case_id=c.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=a,
-        seen_version=c.version,
-        **WHY,
+        staff=StaffAction(actor=a, seen_version=c.version, **WHY),
         store=first_store(),
     ),
     "override_approve": lambda c, a: override_approve(
-        case_id=c.case_id, request_id=None, actor=a, **WHY, store=first_store()
+        case_id=c.case_id, request_id=None, staff=StaffAction(actor=a, **WHY), store=first_store()
     ),
     "override_reject": lambda c, a: override_reject(
-        case_id=c.case_id, request_id=None, actor=a, **WHY, store=first_store()
+        case_id=c.case_id, request_id=None, staff=StaffAction(actor=a, **WHY), store=first_store()
     ),
     "bulk": lambda c, a: cases_bulk(
         case_ids=[c.case_id],
         disposition=Disposition.ESCALATE,
-        actor=a,
+        staff=StaffAction(actor=a, **WHY),
         dry_run=False,
-        **WHY,
         store_for=lambda _id: first_store(),
     ),
 }
@@ -595,9 +571,7 @@ def test_role_matrix_for_every_case_service(ddb, role, service):
         case = override_request(
             case_id=case.case_id,
             override=Override.RELEASE_CLAIM,
-            actor=staff_actor("requester"),
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=staff_actor("requester"), seen_version=case.version, **WHY),
             store=first_store(),
         ).case
     actor = staff_actor(f"{role}-user", role)
@@ -619,22 +593,25 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     with pytest.raises(NotAllowed):
         override_approve(
-            case_id=case.case_id, request_id=None, actor=system_actor(), **WHY, store=first_store()
+            case_id=case.case_id,
+            request_id=None,
+            staff=StaffAction(actor=system_actor(), **WHY),
+            store=first_store(),
         )
     with pytest.raises(NotAllowed):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            actor=Actor(username="api:acme", role=Role.API),
-            seen_version=requested.case.version,
-            **WHY,
+            staff=StaffAction(
+                actor=Actor(username="api:acme", role=Role.API),
+                seen_version=requested.case.version,
+                **WHY,
+            ),
             store=first_store(),
         )
 
@@ -646,9 +623,8 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     preview = cases_bulk(
         case_ids=[one.case_id, two.case_id, "C-NOPE"],
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
+        staff=StaffAction(actor=STAFF, **WHY),
         dry_run=True,
-        **WHY,
         store_for=lambda _id: first_store(),
     )
     assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
@@ -660,10 +636,8 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     done = cases_bulk(
         case_ids=[one.case_id, two.case_id],
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
+        staff=StaffAction(actor=STAFF, action_id="bulk-a", **WHY),
         dry_run=False,
-        action_id="bulk-a",
-        **WHY,
         store_for=lambda _id: first_store(),
     )
     assert [r.ok for r in done] == [True, True]
@@ -672,10 +646,8 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     again = cases_bulk(
         case_ids=[one.case_id],
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
+        staff=StaffAction(actor=STAFF, action_id="bulk-a", **WHY),
         dry_run=False,
-        action_id="bulk-a",
-        **WHY,
         store_for=lambda _id: first_store(),
     )
     assert again[0].ok is False  # already escalated: not offered again
@@ -735,26 +707,20 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            actor=STAFF,
-            seen_version=case.version,
-            **invisible,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **invisible),
             store=first_store(),
         )
     with pytest.raises(InvalidReason, match="at least 10 characters"):
         override_request(
             case_id=case.case_id,
             override=Override.RELEASE_CLAIM,
-            actor=STAFF,
-            seen_version=case.version,
-            **invisible,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **invisible),
             store=first_store(),
         )
     requested = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
     for decide in (override_approve, override_reject):
@@ -762,8 +728,7 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
             decide(
                 case_id=case.case_id,
                 request_id=requested.override.request_id,
-                actor=SUPER,
-                **invisible,
+                staff=StaffAction(actor=SUPER, **invisible),
                 store=first_store(),
             )
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
@@ -776,10 +741,13 @@ def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
     result = case_dispose(
         case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        actor=STAFF,
-        seen_version=case.version,
-        reason_code="OTHER",
-        reason_text="\u200bre\u0301sume\u0301 done\u200b",  # exactly 10 visible
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="OTHER",
+            reason_text="\u200bre\u0301sume\u0301 done\u200b",
+            seen_version=case.version,
+        ),
+        # exactly 10 visible
         store=first_store(),
     )
     assert result.applied
@@ -801,9 +769,7 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     case_dispose(
         case_id=case.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=STAFF,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
         store=first_store(),
     )
     waiting = retry_commit_run(case.case_id, store=first_store())

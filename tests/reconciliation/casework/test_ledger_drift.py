@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import CaseState, CaseType, Queue
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework import drift as drift_module
@@ -134,10 +135,12 @@ def dispose(case_id: str, disposition: str) -> None:
     result = case_dispose(
         case_id=case_id,
         disposition=disposition,
-        actor=staff_actor("fin"),
-        seen_version=case.version,
-        reason_code="DATA_CORRECTION",
-        reason_text="Checked against the finance journal.",
+        staff=StaffAction(
+            actor=staff_actor("fin"),
+            reason_code="DATA_CORRECTION",
+            reason_text="Checked against the finance journal.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     assert result.case.state == CaseState.RESOLVED
@@ -225,17 +228,14 @@ def test_a_voided_pledge_leaves_ledger_and_pledges_in_step(quick, settings):
     asked = override_request(
         case_id=case.case_id,
         override="VOID_PLEDGE",
-        actor=staff_actor("ada"),
-        seen_version=case.version,
+        staff=StaffAction(actor=staff_actor("ada"), seen_version=case.version, **why),
         store=store,
-        **why,
     )
     override_approve(
         case_id=case.case_id,
         request_id=asked.case.override.request_id,
-        actor=staff_actor("sue", "supervisor"),
+        staff=StaffAction(actor=staff_actor("sue", "supervisor"), **why),
         store=store,
-        **why,
     )
     report, _ = run()
     assert report.changes == 1 and report.opened == []
@@ -344,9 +344,11 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
         override_request(
             case_id=case_id,
             override=Override.REOPEN,
-            actor=staff_actor("fin"),
-            seen_version=None,
-            reason_code="DATA_CORRECTION",
-            reason_text="Looking again.",
+            staff=StaffAction(
+                actor=staff_actor("fin"),
+                reason_code="DATA_CORRECTION",
+                reason_text="Looking again.",
+                seen_version=None,
+            ),
             store=first_store(),
         )

@@ -12,6 +12,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import CaseState, Disposition, Override
 from reconciliation.cases.policy import offered_actions
@@ -75,10 +76,9 @@ def _ask_retry(case, monkeypatch, actor=STAFF):
     return case_dispose(
         case_id=case.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        actor=actor,
-        seen_version=case.version,
-        **WHY,
-        action_id=f"retry-{case.case_id}",
+        staff=StaffAction(
+            actor=actor, seen_version=case.version, action_id=f"retry-{case.case_id}", **WHY
+        ),
         store=first_store(),
     ).case
 
@@ -160,9 +160,7 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
         asked = override_request(
             case_id=case.case_id,
             override=Override.RELEASE_CLAIM,
-            actor=STAFF2,
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=STAFF2, seen_version=case.version, **WHY),
             store=first_store(),
         ).case
     except CaseError as refused:
@@ -176,8 +174,7 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
         lambda: override_approve(
             case_id=case.case_id,
             request_id=asked.override.request_id,
-            actor=SUPER,
-            **WHY,
+            staff=StaffAction(actor=SUPER, **WHY),
             store=first_store(),
         ),
     )
@@ -207,9 +204,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
     asked = override_request(
         case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        actor=STAFF2,
-        seen_version=case.version,
-        **WHY,
+        staff=StaffAction(actor=STAFF2, seen_version=case.version, **WHY),
         store=first_store(),
     ).case
     _after_first_case_read(
@@ -217,8 +212,7 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
         lambda: override_approve(
             case_id=case.case_id,
             request_id=asked.override.request_id,
-            actor=SUPER,
-            **WHY,
+            staff=StaffAction(actor=SUPER, **WHY),
             store=first_store(),
         ),
     )
@@ -276,8 +270,7 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
     [row] = cases_bulk(
         case_ids=[case.case_id],
         disposition=Disposition.DUPLICATE_REJECTED_OK,
-        actor=STAFF,
-        **WHY,
+        staff=StaffAction(actor=STAFF, **WHY),
         dry_run=True,
         store_for=lambda _id: first_store(),
     )
@@ -287,16 +280,13 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.DUPLICATE_REJECTED_OK,
-            actor=STAFF,
-            seen_version=case.version,
-            **WHY,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
             store=first_store(),
         )
     [applied] = cases_bulk(
         case_ids=[case.case_id],
         disposition=Disposition.DUPLICATE_REJECTED_OK,
-        actor=STAFF,
-        **WHY,
+        staff=StaffAction(actor=STAFF, **WHY),
         dry_run=False,
         store_for=lambda _id: first_store(),
     )
@@ -319,10 +309,12 @@ def test_a_system_resolution_never_replaces_a_resolution(ddb, monkeypatch):
             case_dispose(
                 case_id=stale.case_id,
                 disposition="CONFIRMED_COMMITTED",
-                actor=system_actor(),
-                seen_version=stale.version,
-                reason_code="EVIDENCE_CONFIRMS",
-                reason_text="Automatic: a stale read of the case.",
+                staff=StaffAction(
+                    actor=system_actor(),
+                    reason_code="EVIDENCE_CONFIRMS",
+                    reason_text="Automatic: a stale read of the case.",
+                    seen_version=stale.version,
+                ),
                 store=first_store(),
             )
     assert len(_resolving_writes(ddb, stale.case_id)) == 1

@@ -14,6 +14,7 @@ from django.core.management import call_command
 
 from reconciliation import clock
 from reconciliation.apps import queue_sla_check
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Override, Queue
 from reconciliation.casework.notifications import (
     InvalidSla,
@@ -45,11 +46,13 @@ def seed(ddb) -> dict:
     override_request(
         case_id=asked.case_id,
         override="RELEASE_CLAIM",
-        actor=staff_actor("ada"),
-        seen_version=asked.version,
-        reason_code="CLIENT_CONFIRMED",
-        reason_text="The client wants to retry.",
-        action_id="nt",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="CLIENT_CONFIRMED",
+            reason_text="The client wants to retry.",
+            seen_version=asked.version,
+            action_id="nt",
+        ),
         store=first_store(),
     )
     # Last: each sweep above would auto-resolve it (its commit did apply).

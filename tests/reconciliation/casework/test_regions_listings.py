@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.history import assigned_page, resolved_page
@@ -178,16 +179,20 @@ def test_my_cases_and_resolved_list_both_regions(two_regions, replicated):
     ids = open_cases()
     ada = staff_actor("ada")
     for case_id in ids[:4]:
-        case_assign(case_id=case_id, actor=ada, seen_version=1, store=case_store(case_id))
+        case_assign(
+            case_id=case_id, staff=StaffAction(actor=ada, seen_version=1), store=case_store(case_id)
+        )
     for n, case_id in enumerate(ids[4:]):
         with clock.travel(n * 60):
             case_dispose(
                 case_id=case_id,
                 disposition="RETRY_COMMIT",
-                actor=ada,
-                seen_version=1,
-                reason_code="TRANSIENT_FAILURE",
-                reason_text="The worker died before committing; retry it.",
+                staff=StaffAction(
+                    actor=ada,
+                    reason_code="TRANSIENT_FAILURE",
+                    reason_text="The worker died before committing; retry it.",
+                    seen_version=1,
+                ),
                 store=case_store(case_id),
             )
     if replicated:
@@ -241,10 +246,12 @@ def test_digest_counts_and_lists_both_regions(two_regions, replicated):
         override_request(
             case_id=case_id,
             override="RELEASE_CLAIM",
-            actor=staff_actor("ada"),
-            seen_version=1,
-            reason_code="CLIENT_CONFIRMED",
-            reason_text="The client says the request never reached them.",
+            staff=StaffAction(
+                actor=staff_actor("ada"),
+                reason_code="CLIENT_CONFIRMED",
+                reason_text="The client says the request never reached them.",
+                seen_version=1,
+            ),
             store=case_store(case_id),
         )
     if replicated:

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation import clock
+from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import every_store, first_store, home_store
@@ -155,10 +156,12 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
         case_dispose(
             case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            actor=staff_actor("ada"),
-            seen_version=case.version,
-            reason_code="TRANSIENT_FAILURE",
-            reason_text="The worker died; commit it again.",
+            staff=StaffAction(
+                actor=staff_actor("ada"),
+                reason_code="TRANSIENT_FAILURE",
+                reason_text="The worker died; commit it again.",
+                seen_version=case.version,
+            ),
             store=first_store(),
         )
     assert repositories().cases.get(case.case_id).retry.status == "queued"

@@ -10,7 +10,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.actions import resolution_for
+from reconciliation.cases.actions import StaffAction, resolution_for
 from reconciliation.cases.changes import case_commit_change
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
@@ -93,10 +93,12 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     case_dispose(
         case_id=case.case_id,
         disposition="RETRY_COMMIT",
-        actor=STAFF,
-        seen_version=case.version,
-        reason_code="TRANSIENT_FAILURE",
-        reason_text="The claim says completed but no pledge exists.",
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text="The claim says completed but no pledge exists.",
+            seen_version=case.version,
+        ),
         store=first_store(),
     )
     [pledge] = pledges(ddb)
@@ -185,10 +187,12 @@ def test_queue_counts_stay_exact_across_shards(ddb):
         case_dispose(
             case_id=case.case_id,
             disposition="ESCALATE",
-            actor=STAFF,
-            seen_version=case.version,
-            reason_code="NEEDS_REVIEW",
-            reason_text="Escalated to check the counts.",
+            staff=StaffAction(
+                actor=STAFF,
+                reason_code="NEEDS_REVIEW",
+                reason_text="Escalated to check the counts.",
+                seen_version=case.version,
+            ),
             store=first_store(),
         )
     ddb.client.put_item(
@@ -272,10 +276,12 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     case_dispose(
         case_id=stuck_id,
         disposition="RETRY_COMMIT",
-        actor=STAFF,
-        seen_version=stuck.version,
-        reason_code="TRANSIENT_FAILURE",
-        reason_text="Retry the stuck commit, please.",
+        staff=StaffAction(
+            actor=STAFF,
+            reason_code="TRANSIENT_FAILURE",
+            reason_text="Retry the stuck commit, please.",
+            seen_version=stuck.version,
+        ),
         store=first_store(),
     )
     after = repos.cases.get(stuck_id)
