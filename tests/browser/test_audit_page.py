@@ -37,3 +37,19 @@ def test_export_buttons_wait_for_the_search_on_its_way(ddb, open_browser, live_s
     expect(page.locator("form.audit-filters")).not_to_have_class(re.compile("htmx-request"))
     assert "case_id=C-NOSUCHCASE00000" in (csv.get_attribute("href") or "")
     assert csv.evaluate(POINTER) == "auto"
+
+
+def test_my_exports_fits_a_phone(ddb, open_browser, live_server):
+    """At 390 px each export is a card: as a table it was 419-423 px wide."""
+    from reconciliation.actors import Actor, Role
+    from reconciliation.audit.export.background import export_request
+    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.stores import first_store
+
+    auditor = Actor("auditor", Role.AUDITOR, "auditor@example.org")
+    filters = AuditFilters.build(action="case_opened")
+    export_request(filters=filters, fmt="jsonl", actor=auditor, store=first_store())
+    page = open_browser("auditor", width=390)
+    page.goto(f"{live_server.url}/audit/exports/")
+    expect(page.get_by_text("In progress")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
