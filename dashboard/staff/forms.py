@@ -4,11 +4,14 @@ what is allowed (the choices offered come from ``reconciliation.cases.policy``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 
-from reconciliation.actors import Role
+from reconciliation.actors import Actor, Role
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition, Override
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
@@ -346,3 +349,16 @@ class ResolvedFilterForm(IdPrefixedForm):
         if since and until and since > until:
             self.add_error("until", "on or after the first day")
         return data
+
+
+def staff_action(data: Mapping[str, Any], actor: Actor) -> StaffAction:
+    """What an action passes on from its form's cleaned data: who acts, the reason (none
+    on an assignment), the version the person saw (none on a decision or a bulk action,
+    which act on the version they read) and the action id."""
+    return StaffAction(
+        actor=actor,
+        reason_code=data.get("reason_code"),
+        reason_text=data.get("reason_text"),
+        seen_version=data.get("seen_version"),
+        action_id=data["action_id"],
+    )

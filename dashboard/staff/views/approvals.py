@@ -15,12 +15,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
 from dashboard.notifications import notify_override_decided
-from dashboard.staff.forms import DecisionForm
+from dashboard.staff.forms import DecisionForm, staff_action
 from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import ActionResult, StaffAction
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import OverrideRequest, Queue
 from reconciliation.casework.overrides import override_approve, override_reject
@@ -106,12 +106,7 @@ def _decide(
             result = decide(
                 case_id=case_id,
                 request_id=data["request_id"],
-                staff=StaffAction(
-                    actor=actor_for(request),
-                    reason_code=data["reason_code"],
-                    reason_text=data["reason_text"],
-                    action_id=data["action_id"],
-                ),
+                staff=staff_action(data, actor_for(request)),
                 store=case_store(case_id),
             )
         except CaseNotFound as exc:

@@ -11,10 +11,9 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.staff.forms import BulkForm, new_action_id
+from dashboard.staff.forms import BulkForm, new_action_id, staff_action
 from dashboard.staff.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_partial
 from dashboard.statuses import case_refusal_status
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.policy import LABELS
 from reconciliation.casework.dispositions import cases_bulk
@@ -43,12 +42,7 @@ def cases_bulk_view(request: StaffRequest) -> HttpResponse:
                 store_for=case_store,
                 case_ids=case_ids,
                 disposition=data["disposition"],
-                staff=StaffAction(
-                    actor=actor_for(request),
-                    reason_code=data["reason_code"],
-                    reason_text=data["reason_text"],
-                    action_id=data["action_id"],
-                ),
+                staff=staff_action(data, actor_for(request)),
                 dry_run=preview,
             )
         except CaseError as exc:

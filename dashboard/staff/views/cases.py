@@ -33,6 +33,7 @@ from dashboard.staff.forms import (
     DispositionForm,
     NoteForm,
     OverrideRequestForm,
+    staff_action,
 )
 from dashboard.staff.views.pages import (
     ACTING_ROLES,
@@ -363,18 +364,6 @@ def _act(
     return _case_response(request, case_id)
 
 
-def _staff_action(data: dict, actor: Actor) -> StaffAction:
-    """What every action passes on from its form: who acts, the reason (none on an
-    assignment), the version the person saw and the action id."""
-    return StaffAction(
-        actor=actor,
-        reason_code=data.get("reason_code"),
-        reason_text=data.get("reason_text"),
-        seen_version=data["seen_version"],
-        action_id=data["action_id"],
-    )
-
-
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
@@ -384,7 +373,7 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
         result = case_dispose(
             case_id=case_id,
             disposition=data["disposition"],
-            staff=_staff_action(data, actor),
+            staff=staff_action(data, actor),
             store=case_store(case_id),
         )
         recorded.append(result)
@@ -424,7 +413,7 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
         result = override_request(
             case_id=case_id,
             override=data["override"],
-            staff=_staff_action(data, actor),
+            staff=staff_action(data, actor),
             store=case_store(case_id),
         )
         if result.applied:
@@ -440,7 +429,7 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 @role_required(*ACTING_ROLES)
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
     def run(data: dict, actor: Actor) -> ActionResult:
-        staff, store = _staff_action(data, actor), case_store(case_id)
+        staff, store = staff_action(data, actor), case_store(case_id)
         if data["unassign"]:
             return case_unassign(case_id=case_id, staff=staff, store=store)
         result = case_assign(
