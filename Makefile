@@ -15,8 +15,10 @@ install: $(STAMP)
 
 ## The whole system on this machine: DynamoDB Local, Redis, web, worker, beat, demo data.
 ## Its data stays under var/ between runs; make run RESET=1 deletes it first (starts clean).
+## exec: no shell stands between make and bin/run.py, so Ctrl-C ends it cleanly (a shell
+## there exited 130 and make printed "make: *** Error 130").
 run: $(STAMP)
-	RESET="$(RESET)" $(BIN)/python bin/run.py
+	RESET="$(RESET)" exec $(BIN)/python bin/run.py
 
 ## A management command against what `make run` serves (its DynamoDB Local on
 ## DDB_LOCAL_PORT, its database under var/): make manage ARGS="issue_api_token --tenant acme"
