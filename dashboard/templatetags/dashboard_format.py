@@ -24,10 +24,10 @@ from dashboard.statuses import client_answer_status
 from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import (
+from reconciliation.cases.models import ClientOutcome
+from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
-    ClientOutcome,
     Disposition,
     ErrorKind,
     Override,

@@ -24,7 +24,6 @@ from reconciliation.cases.counters import (
     totals_attribute,
 )
 from reconciliation.cases.models import (
-    QUEUES,
     WALK_PAGE,
     Case,
     case_from_item,
@@ -32,6 +31,7 @@ from reconciliation.cases.models import (
     decoded_row,
     is_case_id,
 )
+from reconciliation.cases.vocabulary import QUEUES
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions

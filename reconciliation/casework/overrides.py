@@ -25,17 +25,14 @@ from reconciliation.cases.actions import (
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
 from reconciliation.cases.models import (
     Case,
-    CaseState,
-    ErrorKind,
-    Override,
     OverrideRequest,
-    ReasonCode,
     Requester,
     Resolution,
     retry_in_flight,
 )
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override, ReasonCode
 from reconciliation.casework.evidence import evidence_check
 from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
@@ -333,7 +330,7 @@ def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionRe
 def overrides_expire(*, store: Store) -> list[str]:
     """Return expired override requests to their prior state, by ``system``. Queries
     the approval queue only (its cost grows with pending requests)."""
-    from reconciliation.cases.models import Queue
+    from reconciliation.cases.vocabulary import Queue
 
     actor = system_actor()
     expired: list[str] = []

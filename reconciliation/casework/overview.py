@@ -29,8 +29,8 @@ from typing import Any
 
 from reconciliation import clock
 from reconciliation.cases.counters import QueueCounter
-from reconciliation.cases.models import QUEUES, Queue
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import QUEUES, Queue
 from reconciliation.casework.notifications import Digest, QueueBreach, supervisor_digest
 from reconciliation.casework.regions import merged_counters_and
 from reconciliation.casework.rows import CaseRow

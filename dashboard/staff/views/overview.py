@@ -9,8 +9,8 @@ from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
-from reconciliation.cases.models import Queue
 from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.notifications import Digest
 from reconciliation.casework.overview import overview_read
 from reconciliation.casework.selectors import AGE_BUCKETS, totals_by_currency

@@ -21,7 +21,7 @@ from django.core.management import CommandError, call_command
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition
+from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
