@@ -57,6 +57,7 @@ def overview(request: StaffRequest) -> HttpResponse:
         "at_risk": totals_by_currency(counters),
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
+        "bucket_totals": _bucket_totals(ageing),
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(Queue.OVERRIDE_REQUESTED, 0),
         "approvals": attention.waiting,
@@ -70,6 +71,16 @@ def overview(request: StaffRequest) -> HttpResponse:
 
 
 SLA_ROWS_SHOWN = 3
+
+
+def _bucket_totals(ageing: dict[str, list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """Open cases of every queue per age bucket, in the buckets' order: the ageing
+    table's "All queues" row, one total under each bucket's column."""
+    totals = dict.fromkeys((label for label, _, _ in AGE_BUCKETS), 0)
+    for buckets in ageing.values():
+        for label, n in buckets:
+            totals[label] = totals.get(label, 0) + n
+    return list(totals.items())
 
 
 def _attention(digest: Digest) -> dict:
