@@ -459,10 +459,14 @@ def export_filters(values) -> list[str]:
         "action": "Action",
         "case_id": "Case",
         "intent_id": "Intent",
+        "intent_tenants": "The key searched under the tenants",
         "performed_by": "Only events by",
     }
     for name, label in names.items():
         if values.get(name):
             shown = action_words(values[name]) if name == "action" else values[name]
+            if name == "intent_tenants":
+                shown = ", ".join(shown.split(","))
             lines.append(f"{label}: {shown}")
     return lines
+

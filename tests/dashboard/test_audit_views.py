@@ -365,3 +365,59 @@ def test_the_action_filter_offers_each_action_by_its_label(ddb, client):
     assert '<option value="pledge_recorded">Pledge recorded</option>' in html
     assert auditor.get("/audit/", {**rng(), "action": "pledge_recorded"}).status_code == 200
     assert auditor.get("/audit/", {**rng(), "action": "no_such_action"}).status_code == 400
+
+
+def _intent_events() -> None:
+    """Events about the key ``k-42`` of two tenants, and a near miss (``k-420``)."""
+    from reconciliation.actors import system_actor
+    from reconciliation.audit.append import audit_event_append
+    from reconciliation.audit.models import AuditAction, AuditEvent
+
+    for intent in ("acme#k-42", "beta#k-42", "acme#k-420"):
+        audit_event_append(
+            first_store(),
+            stream=f"CLAIM#{intent}",
+            event=AuditEvent(action=AuditAction.DRILL_RUN, actor=system_actor(), intent_id=intent),
+        )
+
+
+def _intents_shown(page: bytes) -> list[str]:
+    return sorted(set(re.findall(r"(?:acme|beta)#k-42\d?", unescape(page.decode()))))
+
+
+def test_intent_filter_accepts_the_clients_key_alone(ddb, client):
+    """The intent filter wanted ``tenant#key``; a bare key (what staff are told) now
+    matches that key under every tenant the system holds, ``tenant#key`` still only that
+    tenant's, and nothing else (``k-420``)."""
+    from dashboard.models import Tenant
+
+    for name in ("acme", "beta"):
+        Tenant.objects.create(name=name)
+    _intent_events()
+    auditor = as_user(client, "aud", "auditor")
+    bare = auditor.get("/audit/", {"intent_id": "k-42"})
+    assert bare.status_code == 200
+    assert _intents_shown(bare.content) == ["acme#k-42", "beta#k-42"]
+    exact = auditor.get("/audit/", {"intent_id": "beta#k-42"})
+    assert _intents_shown(exact.content) == ["beta#k-42"]
+
+
+def test_a_bare_key_with_no_tenant_known_is_a_clear_error(ddb, client):
+    """With no tenant to search a key under, the page says to enter tenant#key."""
+    auditor = as_user(client, "aud", "auditor")
+    response = auditor.get("/audit/", {"intent_id": "k-42"})
+    assert response.status_code == 400
+    assert "enter it as tenant#key" in response.content.decode()
+
+
+def test_a_bare_key_export_keeps_the_tenants_it_was_searched_under():
+    """An export made from a search's stored filters selects what the search showed."""
+    from reconciliation.audit.export.background import filters_from_dict
+
+    filters = AuditFilters.build(intent_id="k-42", intent_tenants=["beta", "acme"])
+    assert filters.intent_ids() == ("acme#k-42", "beta#k-42")
+    assert filters_from_dict(filters.as_dict()).intent_ids() == filters.intent_ids()
+    assert AuditFilters.build(intent_id="acme#k-42", intent_tenants=["x"]).intent_ids() == (
+        "acme#k-42",
+    )
+
