@@ -470,3 +470,18 @@ def export_filters(values) -> list[str]:
             lines.append(f"{label}: {shown}")
     return lines
 
+
+@register.filter
+def audit_changes(row) -> list[str]:
+    """What an audit page row's event changed, a line each ("Role: Finance staff →
+    Supervisor"): ``dashboard.audit_changes``, from the event as stored."""
+    from dashboard.audit_changes import event_changes
+
+    event = {
+        "action": row.action,
+        "case_id": row.case_id,
+        "before": row.before,
+        "after": row.after,
+        "detail": row.detail,
+    }
+    return [change.line for change in event_changes(event)]

@@ -12,6 +12,7 @@ import os
 import re
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from html import unescape
 
 import pytest
@@ -421,3 +422,95 @@ def test_a_bare_key_export_keeps_the_tenants_it_was_searched_under():
         "acme#k-42",
     )
 
+
+def _change_lines(page: bytes) -> list[str]:
+    html = unescape(page.decode())
+    return [
+        re.sub(r"\s+", " ", line).strip()
+        for block in re.findall(r'<ul class="changes">(.*?)</ul>', html, re.S)
+        for line in re.findall(r"<li>(.*?)</li>", block, re.S)
+    ]
+
+
+def test_rows_say_what_changed(ddb, client, settings):
+    """Rows of events that change something say what, in words, from the event as
+    stored: a staff role, a fund's limit, a pledge recorded and voided (amount and fund),
+    a case's state and queue (they showed only the action's name)."""
+    from dashboard.models import Tenant
+    from dashboard.tenant_changes import fund_register
+    from reconciliation.audit.models import AuditAction
+    from reconciliation.audit.staff import staff_event_append
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.vocabulary import Override
+    from reconciliation.casework.overrides import override_approve, override_request
+    from reconciliation.claims.funds import Fund
+    from tests.conftest import staff_actor
+    from tests.reconciliation.factories import ambiguous_case
+
+    settings.AUTO_RESOLVE_COMMITTED = False
+    admin = staff_actor("root", "admin")
+    staff_event_append(
+        first_store(),
+        username="ada",
+        action=AuditAction.STAFF_ROLE_CHANGED,
+        actor=admin,
+        before={"role": "finance_staff", "active": True},
+        after={"role": "supervisor", "active": True},
+    )
+    acme = Tenant.objects.create(name="acme")
+    fund_register(acme, Fund("GENERAL", "USD", Decimal("5000")), actor=admin)
+    fund_register(acme, Fund("GENERAL", "USD", Decimal("12500")), actor=admin)
+
+    case = ambiguous_case("chg-1", amount="1423.50", currency="USD")
+    requested = override_request(
+        case_id=case.case_id,
+        override=Override.VOID_PLEDGE,
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
+        store=first_store(),
+    )
+    override_approve(
+        case_id=case.case_id,
+        request_id=requested.case.override.request_id,
+        staff=StaffAction(
+            actor=staff_actor("sue", "supervisor"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="Checked with the donor.",
+        ),
+        store=first_store(),
+    )
+
+    auditor = as_user(client, "aud", "auditor")
+    lines = _change_lines(auditor.get("/audit/").content)
+    assert "Role: Finance staff → Supervisor" in lines
+    assert "Limit of GENERAL: — → 5,000.00 USD" in lines
+    assert "Limit of GENERAL: 5,000.00 USD → 12,500.00 USD" in lines
+    pledged = [line for line in lines if line.startswith("Pledge: 1,423.50 USD to ")]
+    assert len(pledged) == 2  # recorded, and voided
+    assert "Status: Recorded → Voided" in lines
+    assert "State: — → Open" in lines  # the case opened
+    assert "Queue: Ambiguous timeouts → Awaiting approval" in lines  # the void asked for
+    assert "State: Override requested → Resolved" in lines  # and approved
+    assert "Queue: Awaiting approval → —" in lines
+
+
+def test_an_older_void_and_an_unknown_shape_show_what_they_hold():
+    """A void recorded before voids kept their amount says its status change only; an
+    event of a shape the page does not know shows no line rather than an error."""
+    from dashboard.audit_changes import event_changes
+
+    old_void = {
+        "action": "pledge_voided",
+        "before": {"status": "RECORDED"},
+        "after": {"status": "VOIDED"},
+        "detail": {"requested_by": "ada"},
+    }
+    assert [c.line for c in event_changes(old_void)] == ["Status: Recorded → Voided"]
+    assert event_changes({"action": "fund_limit_changed", "before": "x", "after": 3}) == [
+        event_changes({"action": "fund_limit_changed"})[0]
+    ]
+    assert event_changes({"action": "signed_out", "detail": {"via": "button"}}) == []
