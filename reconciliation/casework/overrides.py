@@ -39,6 +39,7 @@ from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.currencies import amount_text
 from reconciliation.stores import Store, pledge_stream
 
 
@@ -278,7 +279,14 @@ def _void(
             disposition=Override.VOID_PLEDGE,
             reason_code=common["reason_code"],
             reason_text=common["reason_text"],
-            detail={"requested_by": override.requested_by.username},
+            # The pledge voided, so its audit row says what (docs/audit.md): since
+            # "before/after in audit rows"; earlier voids show the status only.
+            detail={
+                "requested_by": override.requested_by.username,
+                "amount": amount_text(pledge.amount, pledge.currency),
+                "currency": pledge.currency,
+                "fund": pledge.fund,
+            },
         ),
         stream=pledge_stream(pledge.intent_id, store.tag),
         seq=pledge.audit_seq + 1,
