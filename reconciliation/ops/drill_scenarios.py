@@ -21,7 +21,15 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, Queue, ReasonCode
+from reconciliation.cases.models import (
+    DRILL_TENANT,
+    Case,
+    CaseState,
+    CaseType,
+    Disposition,
+    Queue,
+    ReasonCode,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
@@ -41,7 +49,7 @@ from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
 from reconciliation.stores import Store, every_store, home_store, pledge_stream
 
-TENANT = "drill"
+TENANT = DRILL_TENANT
 AMOUNT = Decimal("10.00")
 
 if TYPE_CHECKING:

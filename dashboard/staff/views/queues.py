@@ -239,7 +239,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
     return render_page(request, "queues/queue.html", partial, context, status=status)
 
 
-RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until")
+RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until", "drill")
 
 
 def _resolved_filters(form: ResolvedFilterForm) -> ResolvedFilters:
@@ -254,6 +254,7 @@ def _resolved_filters(form: ResolvedFilterForm) -> ResolvedFilters:
         until=clock.iso(datetime.combine(until, time.min, tzinfo=UTC) + timedelta(days=1))
         if until
         else "",
+        drill=bool(data.get("drill")),
     )
 
 
@@ -277,7 +278,7 @@ def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpRespon
 
     shown = {}
     if form.is_bound:
-        shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "")}
+        shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "", False)}
     return csv_download(
         request, case_list=CaseList.RESOLVED, name="resolved", filters=shown, rows=rows
     )
@@ -330,7 +331,11 @@ def resolved_view(request: StaffRequest) -> HttpResponseBase:
             status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
     kept = {}
     if form.is_bound and form.is_valid():
-        kept = {k: v for k, v in form.cleaned_data.items() if v not in (None, "")}
+        kept = {
+            k: "1" if v is True else v
+            for k, v in form.cleaned_data.items()
+            if v not in (None, "", False)
+        }
     query = urlencode({k: str(v) for k, v in kept.items()})
     more_url = ""
     if page is not None and page.next_cursor:
