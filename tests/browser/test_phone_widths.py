@@ -27,12 +27,28 @@ PAGES = (
 )
 
 
+def slug(path: str) -> str:
+    """A page's path as a picture's file name."""
+    return "".join(c if c.isalnum() else "-" for c in path.strip("/")) or "overview"
+
+
 def widths(page) -> tuple[int, int]:
     return tuple(
         page.evaluate(
             "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
         )
     )
+
+
+def fits(page, path: str) -> None:
+    """The page is no wider than the window, and no column hides behind a sideways
+    scroll: every table fits its box."""
+    scroll, client = widths(page)
+    assert scroll <= client, f"{path}: {scroll} px wide in a {client} px window"
+    for inner, box in page.evaluate(
+        "[...document.querySelectorAll('.table-wrap')].map(w => [w.scrollWidth, w.clientWidth])"
+    ):
+        assert inner <= box, f"{path}: a table {inner} px wide in {box} px"
 
 
 def one_line(page, selector: str) -> list[tuple[str, float, float]]:
@@ -50,7 +66,8 @@ def one_line(page, selector: str) -> list[tuple[str, float, float]]:
 
 def test_no_page_wider_than_a_phone(ddb, open_browser, live_server, screenshots):
     """At 390 px the overview and the lists with rows fit the window (each list a column
-    of cards), every case id is whole on one line and no amount wraps."""
+    of cards), every case id is whole on one line and no amount wraps; at 1280 px the
+    same pages fit too."""
     long_key = "order-with-a-rather-long-client-key-2026-12-03-0001"
     stuck_case(long_key, amount="1234567.89", fund="BUILDING", donor_ref="D-1")
     stuck_case("p-2", amount="75.00")
@@ -70,14 +87,8 @@ def test_no_page_wider_than_a_phone(ddb, open_browser, live_server, screenshots)
     page = open_browser("staff", width=PHONE)
     for path in PAGES:
         page.goto(f"{live_server.url}{path}")
-        screenshots.save(page, f"phone{path.strip('/').replace('/', '-') or '-overview'}.png")
-        scroll, client = widths(page)
-        assert scroll <= client, f"{path}: {scroll} px wide in a {client} px window"
-        # No column behind a sideways scroll either: every table fits its box.
-        for inner, box in page.evaluate(
-            "[...document.querySelectorAll('.table-wrap')].map(w => [w.scrollWidth, w.clientWidth])"
-        ):
-            assert inner <= box, f"{path}: a table {inner} px wide in {box} px"
+        screenshots.save(page, f"phone-{slug(path)}.png")
+        fits(page, path)
         for text, height, line in one_line(page, "td.case-id a"):
             assert height < 1.5 * line, f"{path}: case id {text!r} wraps ({height} px)"
         for link in page.locator("td.case-id a").all():  # whole, not cut short
@@ -86,6 +97,11 @@ def test_no_page_wider_than_a_phone(ddb, open_browser, live_server, screenshots)
             height = amount.evaluate("e => e.getBoundingClientRect().height")
             line = amount.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
             assert height < 2.5 * line, f"{path}: amount {amount.inner_text()!r} wraps"
+    page.set_viewport_size({"width": 1280, "height": 900})
+    for path in PAGES:  # and the same pages on a wide screen
+        page.goto(f"{live_server.url}{path}")
+        screenshots.save(page, f"wide-{slug(path)}.png")
+        fits(page, path)
 
 
 def test_cancelled_reason_cut_short_at_1280(ddb, open_browser, live_server, screenshots):
