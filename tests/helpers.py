@@ -287,7 +287,7 @@ def delete_event(ddb, stream: str, seq: int) -> None:
 
 
 _ROW_INTENT = re.compile(
-    r'<td><a href="/cases/[^"]+/"><span class="intent"><span class="tenant">([^<]+)</span> '
+    r'<td[^>]*><a href="/cases/[^"]+/"><span class="intent"><span class="tenant">([^<]+)</span> '
     r"<code>([^<]+)</code></span></a>"
 )
 

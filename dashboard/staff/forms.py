@@ -333,6 +333,7 @@ class ResolvedFilterForm(IdPrefixedForm):
         widget=forms.DateInput(attrs={"type": "date"}),
         error_messages={"invalid": "a date, e.g. 2026-12-01"},
     )
+    drill = forms.BooleanField(required=False, label="Show drill data")
 
     prefix_id = "resolved"
 

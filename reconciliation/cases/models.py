@@ -324,6 +324,10 @@ class Evidence:
         return bool(self.to_json())
 
 
+# The drill's synthetic intents (``manage.py drill``, reconciliation/ops/drill.py) belong
+# to this tenant, and so do their cases (``Case.tenant``): how the lists people work from
+# tell a rehearsal from a real pledge, and leave it out unless asked.
+DRILL_TENANT = "drill"
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 # What case_id_for makes: "C-", 16 base32 characters, "-<region>" outside the first region
 # (docs/regions.md). Counter items share the table (``#COUNT#<QUEUE>#<n>``), and a typed

@@ -402,10 +402,12 @@ class CaseRepository:
         after: str | None = None,
         before: str | None = None,
         filters: dict[str, Any] | None = None,
+        without_tenant: str = "",
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
         """One Query page of one month's ``resolved_by_time`` partition, newest first;
         ``after``/``before`` bound the range key (ISO instants), ``filters``
-        (resolved_by, resolved_how, fund) become a FilterExpression."""
+        (resolved_by, resolved_how, fund) become a FilterExpression, and so does
+        ``without_tenant``: that tenant's cases are left out (the drill's)."""
         condition = "resolved_month = :m"
         vals: dict[str, Any] = {"m": month}
         if after and before:
@@ -424,6 +426,11 @@ class CaseRepository:
             parts.append(f"#{name} = :{name}")
             names[f"#{name}"] = name
             vals[name] = value
+        if without_tenant:
+            # A case written before tenants were stored has none: it is not the drill's.
+            parts.append("(attribute_not_exists(#tenant) OR #tenant <> :without_tenant)")
+            names["#tenant"] = "tenant"
+            vals["without_tenant"] = without_tenant
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "resolved_by_time",

@@ -14,7 +14,7 @@ from typing import Any
 from django.core import signing
 
 from reconciliation import clock
-from reconciliation.cases.models import resolved_month
+from reconciliation.cases.models import DRILL_TENANT, resolved_month
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.regions import (
     CursorMismatch,
@@ -124,9 +124,12 @@ class ResolvedFilters:
     fund: str = ""
     since: str = ""  # ISO instants, UTC
     until: str = ""
+    drill: bool = False  # the drill's cases too (DRILL_TENANT); left out by default
 
     def fingerprint(self) -> str:
         raw = json.dumps([self.resolved_by, self.how, self.fund, self.since, self.until])
+        if self.drill:
+            raw += "+drill"  # a cursor stays with the list it came from
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -180,6 +183,7 @@ def resolved_page(
                 after=filters.since or None,
                 before=filters.until or None,
                 filters=wanted,
+                without_tenant="" if filters.drill else DRILL_TENANT,
             )
             run.queries += 1
             run.units += units

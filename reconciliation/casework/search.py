@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reconciliation.cases.models import Case, is_case_id
+from reconciliation.cases.models import DRILL_TENANT, Case, is_case_id
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.regions import stores_of
 from reconciliation.casework.selectors import InvalidFilter
@@ -28,6 +28,13 @@ class Found:
     case: Case
     matched: str
     tenant: str = ""
+
+
+def without_drill(found: list[Found]) -> tuple[list[Found], int]:
+    """``found`` without the drill's cases (``DRILL_TENANT``), and how many were left
+    out. A drill case asked for by its own id stays: that person wants that case."""
+    kept = [f for f in found if f.case.tenant != DRILL_TENANT or f.matched == "case_id"]
+    return kept, len(found) - len(kept)
 
 
 def case_search(

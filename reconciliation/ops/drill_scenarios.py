@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Case
+from reconciliation.cases.models import DRILL_TENANT, Case
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Queue, ReasonCode
 from reconciliation.claims import intake
@@ -42,7 +42,7 @@ from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
 from reconciliation.stores import Store, every_store, home_store, pledge_stream
 
-TENANT = "drill"
+TENANT = DRILL_TENANT
 AMOUNT = Decimal("10.00")
 
 if TYPE_CHECKING:

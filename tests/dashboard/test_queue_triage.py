@@ -54,7 +54,7 @@ def test_sorting_by_age_amount_and_fund(ddb, client):
         assert shown(html) == expected, sort
         # Every order's index carries every column the table shows.
         row = html[html.find("s-mid</code>") :]
-        assert "<td>GENERAL</td>" in row and "500.00" in row, sort
+        assert '<td data-label="Fund">GENERAL</td>' in row and "500.00" in row, sort
 
 
 def test_sort_headers_keep_filters_and_reverse(ddb, client):
@@ -165,7 +165,11 @@ def test_case_id_column_and_cancelled_reason_column(ddb, client):
     html = client.get("/queues/cancelled/").content.decode()
     assert f'<td class="mono case-id"><a href="/cases/{case.case_id}/">{case.case_id}</a>' in html
     assert '<th scope="col">Reason</th>' in html
-    cell = re.search(r'<td class="reason" title="([^"]*)">([^<]*)</td>', html)
+    cell = re.search(
+        r'<td class="reason" data-label="Reason" title="([^"]*)">'
+        r'<span class="reason-text">([^<]*)</span></td>',
+        html,
+    )
     assert cell.group(2).strip() not in ("", "—") and "ConditionalCheckFailed" not in cell.group(2)
     # The cell is the first clause; the whole explanation is on hover.
     assert cell.group(2).startswith(

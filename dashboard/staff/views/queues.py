@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, time, timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
 from django.http import Http404, HttpResponse
@@ -51,6 +52,9 @@ from reconciliation.casework.selectors import (
 from reconciliation.casework.worklist import donor_refs_of, sla_of
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.stores import Store, every_store, first_store, home_store
+
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine", "sort")
@@ -135,6 +139,16 @@ def _queue_csv(
     return csv_download(request, case_list=CaseList.QUEUE, name=slug, filters=shown, rows=rows)
 
 
+def _table_refresh(request: StaffRequest, cursor: str | None) -> bool:
+    """The table reloading itself (``#results`` is the element that asked): after an
+    action told the page ``queue-changed`` (bulk), or while a commit retry runs. Cases
+    may have moved between queues, so the counts and the amount at risk are read again
+    and sent with the rows. A filter, a sort or "Load more" moves no case and reads no
+    counter."""
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    return cursor is None and htmx is not None and htmx.trigger == "results"
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
@@ -211,18 +225,22 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
             retry_in_flight(r) for r in (found if found is not None else page.rows if page else [])
         ),
     }
-    if not wants_partial(request):
-        # Only the whole page has the tabs (with counts) and the bulk form.
-        # One BatchGetItem of counter items: the counts and the amount at risk.
+    whole = not wants_partial(request)
+    if whole or _table_refresh(request, cursor):
+        # The whole page has the tabs (with counts) and the bulk form; the table reloading
+        # itself carries the counts out of band. One BatchGetItem of counter items: the
+        # counts and the amount at risk.
         counters = queue_counters(stores=every_store())
         context["counts"] = {q: c.count for q, c in counters.items()}
         context["counter"] = counters[name]
+        context["counts_oob"] = not whole
+    if whole:
         context["bulk_form"] = BulkForm(initial={"queue": queue})
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/queue.html", partial, context, status=status)
 
 
-RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until")
+RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until", "drill")
 
 
 def _resolved_filters(form: ResolvedFilterForm) -> ResolvedFilters:
@@ -237,6 +255,7 @@ def _resolved_filters(form: ResolvedFilterForm) -> ResolvedFilters:
         until=clock.iso(datetime.combine(until, time.min, tzinfo=UTC) + timedelta(days=1))
         if until
         else "",
+        drill=bool(data.get("drill")),
     )
 
 
@@ -260,7 +279,7 @@ def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpRespon
 
     shown = {}
     if form.is_bound:
-        shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "")}
+        shown = {k: str(v) for k, v in form.cleaned_data.items() if v not in (None, "", False)}
     return csv_download(
         request, case_list=CaseList.RESOLVED, name="resolved", filters=shown, rows=rows
     )
@@ -313,7 +332,11 @@ def resolved_view(request: StaffRequest) -> HttpResponseBase:
             status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
     kept = {}
     if form.is_bound and form.is_valid():
-        kept = {k: v for k, v in form.cleaned_data.items() if v not in (None, "")}
+        kept = {
+            k: "1" if v is True else v
+            for k, v in form.cleaned_data.items()
+            if v not in (None, "", False)
+        }
     query = urlencode({k: str(v) for k, v in kept.items()})
     more_url = ""
     if page is not None and page.next_cursor:

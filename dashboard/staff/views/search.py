@@ -19,7 +19,7 @@ from dashboard.staff.views.list_csv import (
 )
 from dashboard.staff.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.casework.list_export import CaseList, CsvCase
-from reconciliation.casework.search import case_search
+from reconciliation.casework.search import case_search, without_drill
 from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.stores import every_store, home_store
 
@@ -49,6 +49,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
     except UnknownFormat:
         return format_refused()
     found, status, error = None, 200, ""
+    drill, left_out = request.GET.get("drill") == "1", 0
     if form.is_bound:
         if not form.is_valid():
             status, error = (
@@ -67,6 +68,8 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
                 )
             except InvalidFilter as exc:
                 status, error = 400, "; ".join(exc.fields.values())
+            if found is not None and not drill:
+                found, left_out = without_drill(found)
     if as_csv:
         if error and status == 400:
             return filters_refused(error)
@@ -75,7 +78,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
             request,
             case_list=CaseList.SEARCH,
             name="search",
-            filters={"q": query},
+            filters={"q": query, **({"drill": "1"} if drill else {})},
             rows=[CsvCase(f.case) for f in found or []],
         )
     rows = [
@@ -93,6 +96,10 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         "found": found,
         "rows": rows,
         "error": error,
-        "csv_query": urlencode({"q": request.GET.get("q", ""), "format": "csv"}),
+        "left_out": left_out,
+        "drill_query": urlencode({"q": request.GET.get("q", ""), "drill": "1"}),
+        "csv_query": urlencode(
+            {"q": request.GET.get("q", ""), **({"drill": "1"} if drill else {}), "format": "csv"}
+        ),
     }
     return render_page(request, "cases/search.html", "results", context, status=status)
