@@ -1,0 +1,40 @@
+"""``manage.py dispatch_acks [--once]`` (docs/webhooks.md): deliver the acknowledgements
+that are due, in the foreground; ``--once`` delivers what is due now and exits.
+
+The endpoints are the tenants' ``WebhookEndpoint`` rows, read here (the edge) and passed
+down as plain data; the pledges that are due, their leases and attempts are in DynamoDB.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from dashboard.models import WebhookEndpoint
+from reconciliation.acks.dispatch import acks_dispatch_once
+from reconciliation.acks.models import Endpoint
+from reconciliation.stores import every_store
+
+
+def endpoints_for(tenant: str) -> list[Endpoint]:
+    rows = WebhookEndpoint.objects.filter(tenant__name=tenant).select_related("tenant")
+    return [row.as_endpoint() for row in rows]
+
+
+class Command(BaseCommand):
+    help = "Deliver due acknowledgement webhooks (Standard Webhooks, signed)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--once", action="store_true", help="deliver what is due now, exit")
+
+    def handle(self, *args, once: bool = False, **options) -> None:
+        while True:
+            for store in every_store():
+                report = acks_dispatch_once(store, endpoints_for=endpoints_for)
+                if once or report.leased:
+                    self.stdout.write(report.line())
+            if once:
+                return
+            time.sleep(settings.ACK_POLL_S)
