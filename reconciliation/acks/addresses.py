@@ -47,12 +47,12 @@ def _refusal(address: IpAddress, *, allow_loopback: bool) -> str | None:
         return "a cloud metadata address"
     if address.is_loopback:
         return None if allow_loopback else "a loopback address (allowed only in debug or demo)"
+    if address.is_multicast or address.is_reserved or address.is_unspecified:
+        return "not a unicast public address"
     if address.is_link_local:
         return "a link-local address"
     if address.is_private:
         return "a private address"
-    if address.is_multicast or address.is_reserved or address.is_unspecified:
-        return "not a unicast public address"
     return None
 
 

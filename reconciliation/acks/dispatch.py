@@ -63,21 +63,20 @@ class DispatchReport:
 
 def event_payload(state: AckState, event_type: str) -> dict[str, Any]:
     """The event body: ``type`` and ``version``, then the pledge as recorded."""
-    pledge = state.pledge
-    intent_id = str(pledge["intent_id"])
+    body = state.pledge.api_body()
     return {
         "type": event_type,
         "version": PAYLOAD_VERSION,
-        "timestamp": pledge.get("created_at"),
+        "timestamp": state.pledge.created_at,
         "data": {
-            "intent_id": intent_id.split("#", 1)[1],
-            "tenant": pledge.get("tenant"),
-            "fund": pledge.get("fund"),
-            "amount": str(pledge.get("amount")),
-            "currency": pledge.get("currency"),
-            "donor_ref": pledge.get("donor_ref"),
-            "recorded_at": pledge.get("created_at"),
-            "case_id": pledge.get("case_id"),
+            "intent_id": body["intent_id"],
+            "tenant": state.pledge.tenant,
+            "fund": body["fund"],
+            "amount": body["amount"],
+            "currency": body["currency"],
+            "donor_ref": body["donor_ref"],
+            "recorded_at": state.pledge.created_at,
+            "case_id": state.case_id,
         },
     }
 

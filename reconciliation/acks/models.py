@@ -8,7 +8,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciliation.claims.models import Pledge
 
 SECRET_PREFIX = "whsec_"
 # The event payload's own version (``version`` beside ``type``), bumped on any change of
@@ -111,8 +114,9 @@ class AckState:
     due_at: int | None
     fence: int
     lease_until: int
+    pledge: Pledge
     deliveries: dict[str, Delivery] = field(default_factory=dict)
-    pledge: dict[str, Any] = field(default_factory=dict)
+    case_id: str | None = None
 
     @property
     def due(self) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from reconciliation.acks.models import AckState, Delivery
+from reconciliation.claims.models import pledge_from_item
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import from_item, values
 from reconciliation.dynamo.tables import ACK_SHARDS
@@ -117,6 +118,8 @@ class AckRepository:
 
 def _from_item(item: Any) -> AckState:
     data = from_item(item)
+    pledge = pledge_from_item(item)
+    assert pledge is not None
     acks = data.get("acks") or {}
     return AckState(
         intent_id=str(data["intent_id"]),
@@ -125,5 +128,6 @@ def _from_item(item: Any) -> AckState:
         fence=int(data.get("ack_fence", 0)),
         lease_until=int(data.get("ack_lease_until", 0)),
         deliveries={k: Delivery.from_map(k, v) for k, v in acks.items()},
-        pledge=data,
+        pledge=pledge,
+        case_id=data.get("case_id"),
     )
