@@ -1,0 +1,73 @@
+"""The dispatcher's lease and fence on a pledge's deliveries, and the dispatch-time
+address check, on the engines."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation import clock
+from reconciliation.acks.dispatch import acks_dispatch_once
+from reconciliation.acks.models import Delivery, DeliveryStatus, Endpoint, secret_new
+from reconciliation.acks.repository import AckRepository, LeaseLost
+from reconciliation.stores import first_store
+from tests.conftest import pledge_body
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api):
+    """A's lease runs out mid-send and B takes the pledge: B's fence is newer, so A's
+    record is refused (LeaseLost) and B's stands; while B's lease lives, A cannot lease."""
+    assert api.post("f-1", pledge_body()).status_code == 201
+    repository = AckRepository(first_store())
+    state = repository.get("acme#f-1")
+    assert state is not None and state.due and state.fence == 0
+    fence_a = repository.lease(state, now=clock.epoch(), lease_s=60)
+    with pytest.raises(LeaseLost):
+        repository.lease(state, now=clock.epoch(), lease_s=60)  # A's lease is live
+
+    later = clock.epoch() + 61
+    seen = repository.get("acme#f-1")
+    assert seen is not None
+    fence_b = repository.lease(seen, now=later, lease_s=60)
+    assert fence_b == fence_a + 1
+    done = {"E1": Delivery("E1", "https://x.example/", DeliveryStatus.DELIVERED, attempts=1)}
+    with pytest.raises(LeaseLost):
+        repository.record("acme#f-1", fence=fence_a, deliveries=done, next_due=None)
+    repository.record("acme#f-1", fence=fence_b, deliveries=done, next_due=None)
+    settled = repository.get("acme#f-1")
+    assert settled is not None and not settled.due
+    assert settled.deliveries["E1"].status == DeliveryStatus.DELIVERED
+
+
+def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
+    """At dispatch the host is resolved again; a private answer (DNS rebinding) is refused
+    before any connection: the attempt is recorded as refused and retried later."""
+    settings.WEBHOOK_ALLOW_LOOPBACK = False
+    assert api.post("r-1", pledge_body()).status_code == 201
+    endpoint = Endpoint("E9", "acme", "https://crm.example.org/hooks", secret_new())
+
+    def never(*args, **kwargs):
+        raise AssertionError("no connection may be made to a refused address")
+
+    report = acks_dispatch_once(
+        first_store(),
+        endpoints_for=lambda tenant: [endpoint],
+        resolve=lambda host, port: ["10.0.0.5"],
+        sender=never,
+    )
+    assert (report.delivered, report.failed) == (0, 1)
+    state = AckRepository(first_store()).get("acme#r-1")
+    assert state is not None and state.due
+    delivery = state.deliveries["E9"]
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
+    assert "private address" in delivery.last_error
+
+
+def test_a_pledge_of_a_tenant_without_endpoints_is_settled_quietly(ddb, api):
+    """No endpoint subscribed: the pledge leaves ``acks_due`` with no delivery."""
+    assert api.post("n-1", pledge_body()).status_code == 201
+    report = acks_dispatch_once(first_store(), endpoints_for=lambda tenant: [])
+    assert (report.settled, report.delivered) == (1, 0)
+    state = AckRepository(first_store()).get("acme#n-1")
+    assert state is not None and not state.due and state.deliveries == {}
