@@ -39,6 +39,9 @@ from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
+# A delivery to an endpoint disabled or removed since is looked at again this much later.
+PAUSED_RECHECK_S = 3600
+
 EndpointsFor = Callable[[str], list[Endpoint]]
 Sender = Callable[..., AttemptResult]
 
@@ -135,11 +138,11 @@ def _dispatch_one(
     report.leased += 1
     event_type = EventType.PLEDGE_RECORDED
     deliveries = dict(state.deliveries)
-    # Endpoints subscribed now and not yet part of this event's deliveries join it.
-    for endpoint in endpoints_for(state.tenant):
-        if endpoint.wants(event_type) and endpoint.endpoint_id not in deliveries:
-            deliveries[endpoint.endpoint_id] = Delivery(endpoint.endpoint_id, endpoint.url)
     by_id = {e.endpoint_id: e for e in endpoints_for(state.tenant)}
+    # Endpoints subscribed now and not yet part of this event's deliveries join it.
+    for subscribed in by_id.values():
+        if subscribed.wants(event_type) and subscribed.endpoint_id not in deliveries:
+            deliveries[subscribed.endpoint_id] = Delivery(subscribed.endpoint_id, subscribed.url)
     payload = body_bytes(event_payload(state, event_type))
     message_id = event_id(intent_id, event_type)
     for key, delivery in deliveries.items():
@@ -147,7 +150,10 @@ def _dispatch_one(
             continue
         endpoint = by_id.get(key)
         if endpoint is None or not endpoint.enabled:
-            continue  # removed or disabled: stays pending, sent if it comes back
+            # Removed or disabled: no attempt is spent; looked at again later, so the
+            # pledge is not leased on every pass meanwhile.
+            deliveries[key] = replace(delivery, next_at=now + PAUSED_RECHECK_S)
+            continue
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
         deliveries[key] = _after(delivery, result, rng=rng, report=report)
     pending = [d.next_at for d in deliveries.values() if not d.settled]

@@ -59,7 +59,9 @@ class Endpoint:
     enabled: bool = True
 
     def wants(self, event_type: str) -> bool:
-        return self.enabled and event_type in self.events
+        """Subscribed to ``event_type``; a disabled endpoint still is (its deliveries
+        wait, and go out when it is enabled again)."""
+        return event_type in self.events
 
 
 @dataclass(frozen=True)

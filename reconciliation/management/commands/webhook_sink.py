@@ -5,7 +5,9 @@ it answers 500, times out, or answers slowly, after processing."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from reconciliation.acks.sink import Misbehaviour, SinkState, sink_server
 
@@ -13,7 +15,7 @@ from reconciliation.acks.sink import Misbehaviour, SinkState, sink_server
 class Command(BaseCommand):
     help = "Receive acknowledgement webhooks on loopback: verify, deduplicate, count."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, required=True)
         parser.add_argument("--secret", required=True, help="the endpoint's whsec_… secret")
         parser.add_argument(
@@ -32,7 +34,7 @@ class Command(BaseCommand):
             "--delay", type=float, default=30.0, help="seconds held by timeout and slow"
         )
 
-    def handle(self, *args, port: int, secret: str, **options) -> None:
+    def handle(self, *args: Any, port: int, secret: str, **options: Any) -> None:
         state = SinkState(
             secret=secret,
             misbehave=Misbehaviour(options["misbehave"]),

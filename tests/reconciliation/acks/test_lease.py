@@ -3,11 +3,20 @@ address check, on the engines."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
-from reconciliation.acks.models import Delivery, DeliveryStatus, Endpoint, secret_new
+from reconciliation.acks.models import (
+    AttemptResult,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    event_id,
+    secret_new,
+)
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body
@@ -71,3 +80,40 @@ def test_a_pledge_of_a_tenant_without_endpoints_is_settled_quietly(ddb, api):
     assert (report.settled, report.delivered) == (1, 0)
     state = AckRepository(first_store()).get("acme#n-1")
     assert state is not None and not state.due and state.deliveries == {}
+
+
+def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
+    """A delivery to a disabled endpoint is not sent and spends no attempt; the pledge
+    stays due, an hour later, so it is not leased on every pass meanwhile; enabled
+    again, the endpoint gets the event."""
+    assert api.post("d-1", pledge_body()).status_code == 201
+    disabled = Endpoint("E3", "acme", "https://crm.example.org/hooks", secret_new(), enabled=False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("a disabled endpoint is never sent to")
+
+    paused = acks_dispatch_once(first_store(), endpoints_for=lambda t: [disabled], sender=never)
+    assert (paused.leased, paused.failed, paused.delivered, paused.settled) == (1, 0, 0, 0)
+    state = AckRepository(first_store()).get("acme#d-1")
+    assert state is not None and state.due
+    delivery = state.deliveries["E3"]
+    assert (delivery.attempts, delivery.status) == (0, DeliveryStatus.PENDING)
+    assert delivery.next_at >= clock.epoch() + 3600 - 1 and state.due_at == delivery.next_at
+    assert acks_dispatch_once(first_store(), endpoints_for=lambda t: [disabled]).leased == 0
+
+    enabled = replace(disabled, enabled=True)
+    sent: list[str] = []
+
+    def answer(target, *, headers, **kwargs):
+        sent.append(headers["webhook-id"])
+        return AttemptResult(204)
+
+    with clock.travel(3601):
+        report = acks_dispatch_once(
+            first_store(),
+            endpoints_for=lambda t: [enabled],
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=answer,
+        )
+    assert (report.delivered, report.settled) == (1, 1)
+    assert sent == [event_id("acme#d-1", "pledge.recorded")]
