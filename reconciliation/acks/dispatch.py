@@ -95,12 +95,19 @@ def acks_dispatch_once(
     rng: random.Random | None = None,
     resolve: Resolver = system_resolver,
     sender: Sender = post,
+    owns: Callable[[str], bool] = lambda intent_id: True,
 ) -> DispatchReport:
-    """Deliver every acknowledgement due now, once each, and return what happened."""
+    """Deliver every acknowledgement due now, once each, and return what happened.
+
+    With several regions every replica of a pledge is in its region's ``acks_due``;
+    ``owns`` keeps the pledges whose key is homed in ``store``'s region, so only one
+    region's dispatcher (whose leases are one item's conditional writes) sends them."""
     report = DispatchReport()
     repository = AckRepository(store)
     for shard in repository.shards():
         for intent_id in repository.due(shard, now=clock.epoch()):
+            if not owns(intent_id):
+                continue
             try:
                 _dispatch_one(
                     repository,

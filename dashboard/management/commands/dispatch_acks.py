@@ -8,6 +8,7 @@ down as plain data; the pledges that are due, their leases and attempts are in D
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -15,7 +16,19 @@ from django.core.management.base import BaseCommand
 from dashboard.models import WebhookEndpoint
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import Endpoint
-from reconciliation.stores import every_store
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.dynamo.client import home_region
+from reconciliation.stores import Store, every_store
+
+
+def homed_in(store: Store) -> Callable[[str], bool]:
+    """Whether an intent's key is homed in ``store``'s region (docs/regions.md)."""
+
+    def owns(intent_id: str) -> bool:
+        tenant, _, key = intent_id.partition("#")
+        return home_region(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)).name == store.region_name
+
+    return owns
 
 
 def endpoints_for(tenant: str) -> list[Endpoint]:
@@ -32,7 +45,9 @@ class Command(BaseCommand):
     def handle(self, *args, once: bool = False, **options) -> None:
         while True:
             for store in every_store():
-                report = acks_dispatch_once(store, endpoints_for=endpoints_for)
+                report = acks_dispatch_once(
+                    store, endpoints_for=endpoints_for, owns=homed_in(store)
+                )
                 if once or report.leased:
                     self.stdout.write(report.line())
             if once:

@@ -18,6 +18,7 @@ from reconciliation.acks.models import (
     secret_new,
 )
 from reconciliation.acks.repository import AckRepository, LeaseLost
+from reconciliation.dynamo import capacity
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body
 
@@ -117,3 +118,24 @@ def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
         )
     assert (report.delivered, report.settled) == (1, 1)
     assert sent == [event_id("acme#d-1", "pledge.recorded")]
+
+
+@pytest.mark.dynamodb_local_only
+def test_an_acknowledgement_costs_five_write_units_delivered_first_time(ddb, api):
+    """As docs/capacity.md states, measured on DynamoDB Local (which reports index units):
+    the commit's acks_due entry 2 (1 ×2 in the transaction), the lease 1, the record 1
+    and the pledge leaving the index 1."""
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    with capacity.instrumented(), capacity.measuring() as before:
+        assert api.post("w-1", pledge_body()).status_code == 201
+    with capacity.instrumented(), capacity.measuring() as spent:
+        report = acks_dispatch_once(
+            first_store(),
+            endpoints_for=lambda t: [endpoint],
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=lambda target, **kwargs: AttemptResult(200),
+        )
+    assert report.delivered == 1
+    # claim 2 (put 1, pending index 1) + commit 16 (14 before acknowledgements, +2)
+    assert (before.write, before.index_write) == (2 + 16, 1 + 8)
+    assert (spent.write, spent.index_write) == (3, 1)
