@@ -30,11 +30,13 @@ from reconciliation.acks.models import (
     DeliveryStatus,
     Endpoint,
     EventType,
+    delivery_key,
     event_id,
 )
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.schedule import retry_delay_s
 from reconciliation.acks.send import post, signed_headers
+from reconciliation.claims.models import PledgeStatus
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -64,9 +66,18 @@ class DispatchReport:
         )
 
 
+def events_of(state: AckState) -> list[EventType]:
+    events = [EventType.PLEDGE_RECORDED]
+    if state.pledge.status == PledgeStatus.VOIDED:
+        events.append(EventType.PLEDGE_VOIDED)
+    return events
+
+
 def event_payload(state: AckState, event_type: str) -> dict[str, Any]:
-    """The event body: ``type`` and ``version``, then the pledge as recorded."""
+    """The event body: ``type`` and ``version``, then the pledge as recorded (and when it
+    was voided, for ``pledge.voided``)."""
     body = state.pledge.api_body()
+    extra = {"voided_at": state.pledge.voided_at} if event_type == EventType.PLEDGE_VOIDED else {}
     return {
         "type": event_type,
         "version": PAYLOAD_VERSION,
@@ -80,6 +91,7 @@ def event_payload(state: AckState, event_type: str) -> dict[str, Any]:
             "donor_ref": body["donor_ref"],
             "recorded_at": state.pledge.created_at,
             "case_id": state.case_id,
+            **extra,
         },
     }
 
@@ -143,29 +155,37 @@ def _dispatch_one(
         return
     fence = repository.lease(state, now=now, lease_s=settings.ACK_LEASE_S)
     report.leased += 1
-    event_type = EventType.PLEDGE_RECORDED
     deliveries = dict(state.deliveries)
     by_id = {e.endpoint_id: e for e in endpoints_for(state.tenant)}
-    # Endpoints subscribed now and not yet part of this event's deliveries join it.
-    for subscribed in by_id.values():
-        if subscribed.wants(event_type) and subscribed.endpoint_id not in deliveries:
-            deliveries[subscribed.endpoint_id] = Delivery(subscribed.endpoint_id, subscribed.url)
-    payload = body_bytes(event_payload(state, event_type))
-    message_id = event_id(intent_id, event_type)
+    # The events the pledge has had: recorded, and voided once an override voided it.
+    # Endpoints subscribed now and not yet part of an event's deliveries join it.
+    for event_type in events_of(state):
+        for subscribed in by_id.values():
+            key = delivery_key(subscribed.endpoint_id, event_type)
+            if subscribed.wants(event_type) and key not in deliveries:
+                deliveries[key] = Delivery(subscribed.endpoint_id, subscribed.url, event_type)
     for key, delivery in deliveries.items():
         if delivery.settled or delivery.next_at > now:
             continue
-        endpoint = by_id.get(key)
+        endpoint = by_id.get(delivery.endpoint_id)
         if endpoint is None or not endpoint.enabled:
             # Removed or disabled: no attempt is spent; looked at again later, so the
             # pledge is not leased on every pass meanwhile.
             deliveries[key] = replace(delivery, next_at=now + PAUSED_RECHECK_S)
             continue
+        payload = body_bytes(event_payload(state, delivery.event_type))
+        message_id = event_id(intent_id, delivery.event_type)
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
         deliveries[key] = _after(delivery, result, rng=rng, report=report)
     pending = [d.next_at for d in deliveries.values() if not d.settled]
     next_due = max(min(pending), now + 1) if pending else None
-    repository.record(intent_id, fence=fence, deliveries=deliveries, next_due=next_due)
+    repository.record(
+        intent_id,
+        fence=fence,
+        status=state.pledge.status,
+        deliveries=deliveries,
+        next_due=next_due,
+    )
     if next_due is None:
         report.settled += 1
 

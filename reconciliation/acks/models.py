@@ -24,9 +24,8 @@ class EventType(StrEnum):
     PLEDGE_VOIDED = "pledge.voided"
 
 
-# Events an endpoint receives when registered without ``--events``. Only
-# ``pledge.recorded`` is dispatched so far (docs/webhooks.md, "Not yet").
-DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED,)
+# Events an endpoint receives when registered without ``--events``.
+DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED, EventType.PLEDGE_VOIDED)
 
 
 class DeliveryStatus(StrEnum):
@@ -64,12 +63,18 @@ class Endpoint:
         return event_type in self.events
 
 
+def delivery_key(endpoint_id: str, event_type: str) -> str:
+    """A delivery's key in the pledge item's ``acks`` map: one per endpoint and event."""
+    return f"{endpoint_id}/{event_type}"
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One event to one endpoint: its attempts so far and what the last one heard."""
 
     endpoint_id: str
     url: str
+    event_type: str = EventType.PLEDGE_RECORDED
     status: DeliveryStatus = DeliveryStatus.PENDING
     attempts: int = 0
     last_code: int | None = None
@@ -81,8 +86,14 @@ class Delivery:
     def settled(self) -> bool:
         return self.status != DeliveryStatus.PENDING
 
+    @property
+    def key(self) -> str:
+        return delivery_key(self.endpoint_id, self.event_type)
+
     def to_map(self) -> dict[str, Any]:
         return {
+            "endpoint_id": self.endpoint_id,
+            "event_type": str(self.event_type),
             "url": self.url,
             "status": str(self.status),
             "attempts": self.attempts,
@@ -93,10 +104,11 @@ class Delivery:
         }
 
     @classmethod
-    def from_map(cls, endpoint_id: str, data: dict[str, Any]) -> Delivery:
+    def from_map(cls, data: dict[str, Any]) -> Delivery:
         return cls(
-            endpoint_id=endpoint_id,
+            endpoint_id=str(data["endpoint_id"]),
             url=str(data.get("url", "")),
+            event_type=str(data.get("event_type", EventType.PLEDGE_RECORDED)),
             status=DeliveryStatus(data.get("status", DeliveryStatus.PENDING)),
             attempts=int(data.get("attempts", 0)),
             last_code=None if data.get("last_code") is None else int(data["last_code"]),

@@ -86,14 +86,22 @@ class AckRepository:
         return fence
 
     def record(
-        self, intent_id: str, *, fence: int, deliveries: dict[str, Delivery], next_due: int | None
+        self,
+        intent_id: str,
+        *,
+        fence: int,
+        status: str,
+        deliveries: dict[str, Delivery],
+        next_due: int | None,
     ) -> None:
         """Record the attempts made under the lease ``fence`` and release it: due again at
-        ``next_due``, or out of ``acks_due`` when every delivery is settled (``None``)."""
-        names = {"#acks": "acks"}
+        ``next_due``, or out of ``acks_due`` when every delivery is settled (``None``).
+        ``status`` is the pledge's status the dispatcher read."""
+        names = {"#acks": "acks", "#st": "status"}
         vals: dict[str, Any] = {
             "acks": {k: d.to_map() for k, d in deliveries.items()},
             "fence": fence,
+            "status": status,
         }
         if next_due is None:
             update = "SET #acks = :acks REMOVE ack_lease_until, ack_shard, ack_due_at"
@@ -106,7 +114,9 @@ class AckRepository:
                 Key={"intent_id": {"S": intent_id}},
                 UpdateExpression=update,
                 # Only under our own lease: a successor that took over has a newer fence.
-                ConditionExpression="ack_fence = :fence",
+                # And only for the pledge as read: a void since made a new event due,
+                # which settling (REMOVE) must not erase; it is sent on the next pass.
+                ConditionExpression="ack_fence = :fence AND #st = :status",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values(**vals),
             )
@@ -127,7 +137,7 @@ def _from_item(item: Any) -> AckState:
         due_at=None if data.get("ack_due_at") is None else int(data["ack_due_at"]),
         fence=int(data.get("ack_fence", 0)),
         lease_until=int(data.get("ack_lease_until", 0)),
-        deliveries={k: Delivery.from_map(k, v) for k, v in acks.items()},
+        deliveries={k: Delivery.from_map(v) for k, v in acks.items()},
         pledge=pledge,
         case_id=data.get("case_id"),
     )

@@ -61,8 +61,11 @@ class PledgeRepository:
             "Update": {
                 "TableName": self.table,
                 "Key": self._key(pledge.intent_id),
+                # The void's acknowledgement (``pledge.voided``) is due from this very
+                # write: the pledge is back in ``acks_due`` (docs/webhooks.md).
                 "UpdateExpression": (
-                    "SET #st = :voided, voided_at = :at, audit_seq = :next_seq, audit_head = :head"
+                    "SET #st = :voided, voided_at = :at, audit_seq = :next_seq, audit_head = :head,"
+                    " ack_shard = :ack_shard, ack_due_at = :ack_due"
                 ),
                 # Only a RECORDED pledge at the audit head we read can be voided once.
                 "ConditionExpression": "#st = :recorded AND audit_seq = :seq",
@@ -74,6 +77,8 @@ class PledgeRepository:
                     ":seq": {"N": str(pledge.audit_seq)},
                     ":next_seq": {"N": str(pledge.audit_seq + 1)},
                     ":head": {"S": audit_head},
+                    ":ack_shard": {"S": ack_shard(pledge.intent_id)},
+                    ":ack_due": {"N": str(clock.epoch(datetime.fromisoformat(voided_at)))},
                 },
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }

@@ -37,11 +37,11 @@ def test_a_loopback_endpoint_in_debug_is_registered_and_its_secret_printed_once(
         secret,
         True,
     )
-    assert endpoint.event_list() == ("pledge.recorded",)
+    assert endpoint.event_list() == ("pledge.recorded", "pledge.voided")
     [event] = [e for e in audit_events(ddb, "TENANT#acme") if e["action"] == "webhook_added"]
     assert event["after"] == {
         "url": "http://127.0.0.1:9911/hooks",
-        "events": ["pledge.recorded"],
+        "events": ["pledge.recorded", "pledge.voided"],
         "secret": "…" + secret[-4:],
     }
     assert secret not in str(audit_events(ddb))

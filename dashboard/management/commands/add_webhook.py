@@ -32,7 +32,7 @@ class Command(BaseCommand):
             nargs="+",
             choices=[e.value for e in EventType],
             default=[e.value for e in DEFAULT_EVENTS],
-            help="event types to send (default: pledge.recorded)",
+            help="event types to send (default: pledge.recorded pledge.voided)",
         )
 
     def handle(self, *args, url: str, tenant: str, events: list[str], **options) -> None:

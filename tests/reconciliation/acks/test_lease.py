@@ -41,13 +41,16 @@ def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api):
     assert seen is not None
     fence_b = repository.lease(seen, now=later, lease_s=60)
     assert fence_b == fence_a + 1
-    done = {"E1": Delivery("E1", "https://x.example/", DeliveryStatus.DELIVERED, attempts=1)}
+    delivered = Delivery("E1", "https://x.example/", status=DeliveryStatus.DELIVERED, attempts=1)
+    done = {delivered.key: delivered}
     with pytest.raises(LeaseLost):
-        repository.record("acme#f-1", fence=fence_a, deliveries=done, next_due=None)
-    repository.record("acme#f-1", fence=fence_b, deliveries=done, next_due=None)
+        repository.record(
+            "acme#f-1", fence=fence_a, status="RECORDED", deliveries=done, next_due=None
+        )
+    repository.record("acme#f-1", fence=fence_b, status="RECORDED", deliveries=done, next_due=None)
     settled = repository.get("acme#f-1")
     assert settled is not None and not settled.due
-    assert settled.deliveries["E1"].status == DeliveryStatus.DELIVERED
+    assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
@@ -69,7 +72,7 @@ def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api,
     assert (report.delivered, report.failed) == (0, 1)
     state = AckRepository(first_store()).get("acme#r-1")
     assert state is not None and state.due
-    delivery = state.deliveries["E9"]
+    delivery = state.deliveries["E9/pledge.recorded"]
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert "private address" in delivery.last_error
 
@@ -97,7 +100,7 @@ def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
     assert (paused.leased, paused.failed, paused.delivered, paused.settled) == (1, 0, 0, 0)
     state = AckRepository(first_store()).get("acme#d-1")
     assert state is not None and state.due
-    delivery = state.deliveries["E3"]
+    delivery = state.deliveries["E3/pledge.recorded"]
     assert (delivery.attempts, delivery.status) == (0, DeliveryStatus.PENDING)
     assert delivery.next_at >= clock.epoch() + 3600 - 1 and state.due_at == delivery.next_at
     assert acks_dispatch_once(first_store(), endpoints_for=lambda t: [disabled]).leased == 0
@@ -139,3 +142,45 @@ def test_an_acknowledgement_costs_five_write_units_delivered_first_time(ddb, api
     # claim 2 (put 1, pending index 1) + commit 16 (14 before acknowledgements, +2)
     assert (before.write, before.index_write) == (2 + 16, 1 + 8)
     assert (spent.write, spent.index_write) == (3, 1)
+
+
+def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, settings):
+    """A dispatcher takes the lease, sends, and dies before recording: the pledge stays
+    due; no pass sends it while the lease lives; after it, the next pass sends again with
+    the same ``webhook-id`` and records under its own, newer fence."""
+    assert api.post("m-1", pledge_body()).status_code == 201
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    sent: list[str] = []
+
+    def answer(target, *, headers, **kwargs):
+        sent.append(headers["webhook-id"])
+        return AttemptResult(200)
+
+    class Killed(BaseException):
+        """The process dies: nothing after the send runs."""
+
+    def dies(target, *, headers, **kwargs):
+        answer(target, headers=headers)
+        raise Killed
+
+    def dispatch(sender):
+        return acks_dispatch_once(
+            first_store(),
+            endpoints_for=lambda t: [endpoint],
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=sender,
+        )
+
+    with pytest.raises(Killed):
+        dispatch(dies)
+    state = AckRepository(first_store()).get("acme#m-1")
+    assert state is not None and state.due and state.fence == 1 and state.deliveries == {}
+    assert dispatch(answer).leased == 0  # the dead dispatcher's lease still lives
+    with clock.travel(settings.ACK_LEASE_S + 1):
+        report = dispatch(answer)
+    assert (report.leased, report.delivered, report.settled) == (1, 1, 1)
+    message = event_id("acme#m-1", "pledge.recorded")
+    assert sent == [message, message]
+    settled = AckRepository(first_store()).get("acme#m-1")
+    assert settled is not None and not settled.due and settled.fence == 2
+    assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
