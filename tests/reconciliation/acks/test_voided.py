@@ -107,3 +107,54 @@ def test_a_void_during_a_send_is_not_erased_by_the_record(ddb, api, settings):
         event_id("acme#v-2", "pledge.voided"),
     )
     assert [m for m, _ in receiver.seen] == [recorded, recorded, voided]
+
+
+def test_an_approved_void_pledge_override_makes_both_events_due(ddb, settings):
+    """Through the real path: a pledge recorded by a commit whose answer was lost (a
+    case), then a VOID_PLEDGE approved on the case: one pass sends ``pledge.recorded``
+    and ``pledge.voided``, each under its own stable id."""
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.models import Override
+    from reconciliation.casework.overrides import override_approve, override_request
+    from tests.conftest import staff_actor
+    from tests.helpers import pledges
+    from tests.reconciliation.factories import ambiguous_case
+
+    settings.AUTO_RESOLVE_COMMITTED = False
+    case = ambiguous_case("void-3")
+    requested = override_request(
+        case_id=case.case_id,
+        override=Override.VOID_PLEDGE,
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
+        store=first_store(),
+    )
+    override_approve(
+        case_id=case.case_id,
+        request_id=requested.case.override.request_id,
+        staff=StaffAction(
+            actor=staff_actor("sue", "supervisor"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="Checked the consistent reads.",
+        ),
+        store=first_store(),
+    )
+    [pledge] = pledges(ddb)
+    assert pledge["status"] == "VOIDED"
+    intent_id = pledge["intent_id"]
+    endpoint = Endpoint("E1", pledge["tenant"], "https://crm.example.org/hooks", secret_new())
+    receiver = Receiver()
+    report = acks_dispatch_once(
+        first_store(),
+        endpoints_for=lambda t: [endpoint],
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=receiver,
+    )
+    assert (report.delivered, report.settled) == (2, 1)
+    assert sorted(m for m, _ in receiver.seen) == sorted(
+        [event_id(intent_id, "pledge.recorded"), event_id(intent_id, "pledge.voided")]
+    )
