@@ -28,3 +28,20 @@ def test_each_intent_is_owned_by_exactly_its_home_region(settings):
         assert homes == {"us-east-1", "eu-west-1"}
     finally:
         reset_clients()
+
+
+def test_once_with_dynamodb_unreachable_fails_clearly(settings, db):
+    """``--once`` against an engine nobody listens on: a clear error, no traceback."""
+    import pytest
+    from django.core.management import CommandError, call_command
+
+    from reconciliation.dynamo.local import free_port
+
+    settings.DDB_REGIONS = ""
+    settings.DYNAMODB_ENDPOINT_URL = f"http://127.0.0.1:{free_port()}"
+    reset_clients()
+    try:
+        with pytest.raises(CommandError, match="DynamoDB could not be read"):
+            call_command("dispatch_acks", "--once")
+    finally:
+        reset_clients()

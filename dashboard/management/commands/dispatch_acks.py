@@ -7,11 +7,13 @@ down as plain data; the pledges that are due, their leases and attempts are in D
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import WebhookEndpoint
 from reconciliation.acks.dispatch import acks_dispatch_once
@@ -19,6 +21,8 @@ from reconciliation.acks.models import Endpoint
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
 from reconciliation.stores import Store, every_store
+
+logger = logging.getLogger(__name__)
 
 
 def homed_in(store: Store) -> Callable[[str], bool]:
@@ -45,9 +49,16 @@ class Command(BaseCommand):
     def handle(self, *args, once: bool = False, **options) -> None:
         while True:
             for store in every_store():
-                report = acks_dispatch_once(
-                    store, endpoints_for=endpoints_for, owns=homed_in(store)
-                )
+                try:
+                    report = acks_dispatch_once(
+                        store, endpoints_for=endpoints_for, owns=homed_in(store)
+                    )
+                except (BotoCoreError, ClientError) as exc:
+                    # DynamoDB unreachable: nothing was settled, every due pledge stays due.
+                    if once:
+                        raise CommandError(f"DynamoDB could not be read: {exc}") from exc
+                    logger.warning("dispatch_acks pass failed: %s", exc)
+                    continue
                 if once or report.leased:
                     self.stdout.write(report.line())
             if once:
