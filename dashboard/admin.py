@@ -388,5 +388,5 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
 
 site.register(get_user_model(), StaffAdmin)
 
-# The API token admin registers itself on ``site`` when imported.
-from dashboard import admin_tokens  # noqa: E402, F401
+# The API token and webhook admins register themselves on ``site`` when imported.
+from dashboard import admin_tokens, admin_webhooks  # noqa: E402, F401

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from reconciliation import clock
+from reconciliation.acks import models as ack_models
 from reconciliation.audit.models import AuditAction
 from reconciliation.claims import funds as fund_rules
 from reconciliation.codes import Code
@@ -427,3 +428,41 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
+
+
+class WebhookEndpoint(models.Model):
+    """A tenant's acknowledgement receiver (docs/webhooks.md): where its signed
+    ``pledge.recorded`` events are POSTed. The signing secret is shown once, when the
+    endpoint is registered, and never again; only its last characters are displayed."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.CharField(max_length=2000)
+    events = models.CharField(
+        max_length=200, default="pledge.recorded", help_text="comma-separated event types"
+    )
+    secret = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["tenant__name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.name}: {self.url}"
+
+    @property
+    def secret_hint(self) -> str:
+        return "…" + self.secret[-4:]
+
+    def event_list(self) -> tuple[str, ...]:
+        return tuple(e for e in (p.strip() for p in self.events.split(",")) if e)
+
+    def as_endpoint(self) -> ack_models.Endpoint:
+        return ack_models.Endpoint(
+            endpoint_id=f"E{self.pk}",
+            tenant=self.tenant.name,
+            url=self.url,
+            secret=self.secret,
+            events=self.event_list(),
+            enabled=self.enabled,
+        )

@@ -323,6 +323,17 @@ AUDIT_CHECKPOINT_PERIOD_S = env_int("AUDIT_CHECKPOINT_PERIOD_S", 3600)
 # "Authorization: Bearer <token>" (the scraper's credential).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
+# Acknowledgement webhooks (docs/webhooks.md). http:// and loopback addresses are accepted
+# as endpoints only in debug or demo (WEBHOOK_ALLOW_LOOPBACK=1): never in production.
+WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", DEBUG)
+# A dispatcher holds a pledge's deliveries this long; one that dies mid-send is taken
+# over after it. Must exceed the connect plus read timeouts of every endpoint it sends to.
+ACK_LEASE_S = env_int("ACK_LEASE_S", 60)
+ACK_CONNECT_TIMEOUT_S = float(os.environ.get("ACK_CONNECT_TIMEOUT_S", "3"))
+ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
+# How long dispatch_acks (without --once) sleeps between passes.
+ACK_POLL_S = float(os.environ.get("ACK_POLL_S", "2"))
+
 # Funds (docs/design.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
 # in one currency up to its largest single amount. A new tenant starts with DEFAULT_FUNDS,
 # a comma list of CODE[:CURRENCY[:MAX]]; a missing currency or maximum takes these.

@@ -13,7 +13,15 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from dashboard.models import MAX_LIVE_TOKENS, ApiToken, Fund, Tenant, default_funds
+from dashboard.models import (
+    MAX_LIVE_TOKENS,
+    ApiToken,
+    Fund,
+    Tenant,
+    WebhookEndpoint,
+    default_funds,
+)
+from reconciliation.acks import models as ack_models
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.tenants import tenant_event_append
@@ -83,6 +91,27 @@ def token_issue(
             detail["expires_at"] = token.expires_at.isoformat()
         tenant_event(name, AuditAction.API_TOKEN_ISSUED, actor=actor, detail=detail)
         return token, raw
+
+
+def webhook_register(
+    name: str, url: str, *, events: tuple[str, ...], actor: Actor
+) -> WebhookEndpoint:
+    """Register an acknowledgement endpoint for ``name`` (the tenant created first if
+    new) with a new signing secret, returned on the row once; the audit event names the
+    URL, the events and the secret's last characters, never the secret."""
+    with transaction.atomic():
+        tenant = tenant_provision(name, actor=actor)
+        endpoint = WebhookEndpoint(
+            tenant=tenant, url=url, events=",".join(events), secret=ack_models.secret_new()
+        )
+        tenant_event(
+            name,
+            AuditAction.WEBHOOK_ADDED,
+            actor=actor,
+            after={"url": url, "events": list(events), "secret": endpoint.secret_hint},
+        )
+        endpoint.save()
+        return endpoint
 
 
 def token_revoke(token: ApiToken, *, actor: Actor) -> bool:

@@ -79,6 +79,11 @@ class AuditAction(Code):
     FUND_REMOVED = "fund_removed", "Fund removed", "Intake refuses pledges to it from now on."
     API_TOKEN_ISSUED = "api_token_issued", "API token issued"
     API_TOKEN_REVOKED = "api_token_revoked", "API token revoked"
+    WEBHOOK_ADDED = (
+        "webhook_added",
+        "Webhook endpoint added",
+        "Acknowledgements of recorded pledges are sent to it, signed.",
+    )
     INTAKE_LIMIT_CHANGED = (
         "intake_limit_changed",
         "Intake rate limit changed",

@@ -27,6 +27,7 @@ TENANT_ACTIONS = frozenset(
         AuditAction.API_TOKEN_ISSUED,
         AuditAction.API_TOKEN_REVOKED,
         AuditAction.INTAKE_LIMIT_CHANGED,
+        AuditAction.WEBHOOK_ADDED,
     }
 )
 

@@ -6,11 +6,13 @@ token window and beyond the claim's TTL.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciliation import clock
 from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
 from reconciliation.dynamo.items import to_item
-from reconciliation.dynamo.tables import subject_day_shard
+from reconciliation.dynamo.tables import ack_shard, subject_day_shard
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -37,6 +39,13 @@ class PledgeRepository:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}
         # The day it was written, for verification's walk over subjects (``by_day``).
         data["day_shard"] = subject_day_shard(pledge.intent_id, pledge.created_at)
+        # The acknowledgement is due from the moment the pledge is recorded: the fact is
+        # written by the transaction that records the pledge, so no event exists for an
+        # unrecorded one and none is lost for a recorded one (``acks_due``, docs/webhooks.md).
+        # Derived from the pledge alone, so a retry under the same token sends the same
+        # transaction.
+        data["ack_shard"] = ack_shard(pledge.intent_id)
+        data["ack_due_at"] = clock.epoch(datetime.fromisoformat(pledge.created_at))
         return {
             "Put": {
                 "TableName": self.table,
@@ -52,8 +61,11 @@ class PledgeRepository:
             "Update": {
                 "TableName": self.table,
                 "Key": self._key(pledge.intent_id),
+                # The void's acknowledgement (``pledge.voided``) is due from this very
+                # write: the pledge is back in ``acks_due`` (docs/webhooks.md).
                 "UpdateExpression": (
-                    "SET #st = :voided, voided_at = :at, audit_seq = :next_seq, audit_head = :head"
+                    "SET #st = :voided, voided_at = :at, audit_seq = :next_seq, audit_head = :head,"
+                    " ack_shard = :ack_shard, ack_due_at = :ack_due"
                 ),
                 # Only a RECORDED pledge at the audit head we read can be voided once.
                 "ConditionExpression": "#st = :recorded AND audit_seq = :seq",
@@ -65,6 +77,8 @@ class PledgeRepository:
                     ":seq": {"N": str(pledge.audit_seq)},
                     ":next_seq": {"N": str(pledge.audit_seq + 1)},
                     ":head": {"S": audit_head},
+                    ":ack_shard": {"S": ack_shard(pledge.intent_id)},
+                    ":ack_due": {"N": str(clock.epoch(datetime.fromisoformat(voided_at)))},
                 },
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }

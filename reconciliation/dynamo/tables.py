@@ -37,6 +37,13 @@ AUDIT_DAY_SHARDS = 8
 # Cases and pledges by the UTC day they were written (``by_day`` on each table), so
 # verification finds a subject whose whole audit stream is gone (docs/audit.md).
 SUBJECT_DAY_SHARDS = 8
+# Pledges whose acknowledgement is due (``acks_due``), spread over this many partitions.
+ACK_SHARDS = 8
+
+
+def ack_shard(intent_id: str) -> str:
+    """``A#n``: the ``acks_due`` partition of a pledge, from a hash of its key."""
+    return f"A#{int(hashlib.sha256(intent_id.encode()).hexdigest()[:8], 16) % ACK_SHARDS}"
 
 
 def subject_day_shard(key: str, at: str) -> str:
@@ -182,6 +189,15 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("day_shard", "S"),
                     ("created_at", "S"),
                     {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["ledger_key"]},
+                ),
+                # Pledges whose acknowledgement webhook is due (docs/webhooks.md): written
+                # by the commit transaction itself, left when every delivery is settled.
+                # The dispatcher re-reads each one consistently; keys suffice.
+                Index(
+                    "acks_due",
+                    ("ack_shard", "S"),
+                    ("ack_due_at", "N"),
+                    {"ProjectionType": "KEYS_ONLY"},
                 ),
             ),
         ),

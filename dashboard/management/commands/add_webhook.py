@@ -1,0 +1,60 @@
+"""``manage.py add_webhook --tenant T URL [--events …]`` (docs/webhooks.md): register an
+acknowledgement endpoint for a tenant and print its ``whsec_…`` signing secret, once.
+
+The URL must be ``https``, and every address its host resolves to public: private,
+link-local and metadata addresses are refused (no request forgery into the network);
+``http`` and loopback only with ``WEBHOOK_ALLOW_LOOPBACK`` (debug or demo). The
+registration is an audit event on ``TENANT#T``; when the trail cannot be written,
+nothing is registered.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.accounts.views import AUDIT_UNAVAILABLE
+from dashboard.management.commands.issue_api_token import TENANT_RE, not_recorded
+from dashboard.tenant_changes import webhook_register
+from reconciliation.acks.addresses import UrlRefused, url_check
+from reconciliation.acks.models import DEFAULT_EVENTS, EventType
+from reconciliation.actors import command_actor
+
+
+class Command(BaseCommand):
+    help = "Register an acknowledgement webhook endpoint; prints its signing secret once."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("url")
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument(
+            "--events",
+            nargs="+",
+            choices=[e.value for e in EventType],
+            default=[e.value for e in DEFAULT_EVENTS],
+            help="event types to send (default: pledge.recorded pledge.voided)",
+        )
+
+    def handle(self, *args, url: str, tenant: str, events: list[str], **options) -> None:
+        if not TENANT_RE.match(tenant):
+            raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
+        if len(url) > 2000:
+            raise CommandError("the URL is longer than 2000 characters")
+        try:
+            url_check(url, allow_loopback=settings.WEBHOOK_ALLOW_LOOPBACK)
+        except UrlRefused as exc:
+            raise CommandError(f"refused: {exc}") from exc
+        try:
+            endpoint = webhook_register(
+                tenant,
+                url.strip(),
+                events=tuple(dict.fromkeys(events)),
+                actor=command_actor("add_webhook"),
+            )
+        except AUDIT_UNAVAILABLE as exc:
+            raise not_recorded(exc) from exc
+        self.stdout.write(
+            f"registered webhook {endpoint.url} for tenant {tenant} "
+            f"({', '.join(endpoint.event_list())}); its signing secret is shown once:"
+        )
+        self.stdout.write(endpoint.secret)

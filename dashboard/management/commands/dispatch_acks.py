@@ -1,0 +1,66 @@
+"""``manage.py dispatch_acks [--once]`` (docs/webhooks.md): deliver the acknowledgements
+that are due, in the foreground; ``--once`` delivers what is due now and exits.
+
+The endpoints are the tenants' ``WebhookEndpoint`` rows, read here (the edge) and passed
+down as plain data; the pledges that are due, their leases and attempts are in DynamoDB.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import WebhookEndpoint
+from reconciliation.acks.dispatch import acks_dispatch_once
+from reconciliation.acks.models import Endpoint
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.dynamo.client import home_region
+from reconciliation.stores import Store, every_store
+
+logger = logging.getLogger(__name__)
+
+
+def homed_in(store: Store) -> Callable[[str], bool]:
+    """Whether an intent's key is homed in ``store``'s region (docs/regions.md)."""
+
+    def owns(intent_id: str) -> bool:
+        tenant, _, key = intent_id.partition("#")
+        return home_region(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)).name == store.region_name
+
+    return owns
+
+
+def endpoints_for(tenant: str) -> list[Endpoint]:
+    rows = WebhookEndpoint.objects.filter(tenant__name=tenant).select_related("tenant")
+    return [row.as_endpoint() for row in rows]
+
+
+class Command(BaseCommand):
+    help = "Deliver due acknowledgement webhooks (Standard Webhooks, signed)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--once", action="store_true", help="deliver what is due now, exit")
+
+    def handle(self, *args, once: bool = False, **options) -> None:
+        while True:
+            for store in every_store():
+                try:
+                    report = acks_dispatch_once(
+                        store, endpoints_for=endpoints_for, owns=homed_in(store)
+                    )
+                except (BotoCoreError, ClientError) as exc:
+                    # DynamoDB unreachable: nothing was settled, every due pledge stays due.
+                    if once:
+                        raise CommandError(f"DynamoDB could not be read: {exc}") from exc
+                    logger.warning("dispatch_acks pass failed: %s", exc)
+                    continue
+                if once or report.leased:
+                    self.stdout.write(report.line())
+            if once:
+                return
+            time.sleep(settings.ACK_POLL_S)

@@ -1,0 +1,233 @@
+"""``dispatch_acks``: deliver the acknowledgements that are due (docs/webhooks.md).
+
+For each pledge in ``acks_due`` whose time has come: read it consistently, take its
+lease (fenced), POST the event to every subscribed endpoint not yet answered, and record
+each attempt under the lease: delivered, or due again after the backoff, or given up
+after the last attempt. A dispatcher that dies mid-send leaves the pledge due; the next
+one takes the lease when it runs out and sends again, with the same ``webhook-id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.acks.addresses import Resolver, UrlRefused, system_resolver, url_check
+from reconciliation.acks.models import (
+    PAYLOAD_VERSION,
+    AckState,
+    AttemptResult,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EventType,
+    delivery_key,
+    event_id,
+)
+from reconciliation.acks.repository import AckRepository, LeaseLost
+from reconciliation.acks.schedule import retry_delay_s
+from reconciliation.acks.send import post, signed_headers
+from reconciliation.claims.models import PledgeStatus
+from reconciliation.stores import Store
+
+logger = logging.getLogger(__name__)
+
+# A delivery to an endpoint disabled or removed since is looked at again this much later.
+PAUSED_RECHECK_S = 3600
+
+EndpointsFor = Callable[[str], list[Endpoint]]
+Sender = Callable[..., AttemptResult]
+
+
+@dataclass
+class DispatchReport:
+    leased: int = 0
+    delivered: int = 0
+    failed: int = 0
+    gave_up: int = 0
+    lease_lost: int = 0
+    settled: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"dispatch_acks: {self.delivered} delivered, {self.failed} failed (retry "
+            f"scheduled), {self.gave_up} given up, {self.settled} pledges settled, "
+            f"{self.lease_lost} leases lost"
+        )
+
+
+def events_of(state: AckState) -> list[EventType]:
+    events = [EventType.PLEDGE_RECORDED]
+    if state.pledge.status == PledgeStatus.VOIDED:
+        events.append(EventType.PLEDGE_VOIDED)
+    return events
+
+
+def event_payload(state: AckState, event_type: str) -> dict[str, Any]:
+    """The event body: ``type`` and ``version``, then the pledge as recorded (and when it
+    was voided, for ``pledge.voided``)."""
+    body = state.pledge.api_body()
+    extra = {"voided_at": state.pledge.voided_at} if event_type == EventType.PLEDGE_VOIDED else {}
+    return {
+        "type": event_type,
+        "version": PAYLOAD_VERSION,
+        "timestamp": state.pledge.created_at,
+        "data": {
+            "intent_id": body["intent_id"],
+            "tenant": state.pledge.tenant,
+            "fund": body["fund"],
+            "amount": body["amount"],
+            "currency": body["currency"],
+            "donor_ref": body["donor_ref"],
+            "recorded_at": state.pledge.created_at,
+            "case_id": state.case_id,
+            **extra,
+        },
+    }
+
+
+def body_bytes(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+
+
+def acks_dispatch_once(
+    store: Store,
+    *,
+    endpoints_for: EndpointsFor,
+    rng: random.Random | None = None,
+    resolve: Resolver = system_resolver,
+    sender: Sender = post,
+    owns: Callable[[str], bool] = lambda intent_id: True,
+) -> DispatchReport:
+    """Deliver every acknowledgement due now, once each, and return what happened.
+
+    With several regions every replica of a pledge is in its region's ``acks_due``;
+    ``owns`` keeps the pledges whose key is homed in ``store``'s region, so only one
+    region's dispatcher (whose leases are one item's conditional writes) sends them."""
+    report = DispatchReport()
+    repository = AckRepository(store)
+    for shard in repository.shards():
+        for intent_id in repository.due(shard, now=clock.epoch()):
+            if not owns(intent_id):
+                continue
+            try:
+                _dispatch_one(
+                    repository,
+                    intent_id,
+                    endpoints_for=endpoints_for,
+                    rng=rng or random.Random(),
+                    resolve=resolve,
+                    sender=sender,
+                    report=report,
+                )
+            except LeaseLost:
+                report.lease_lost += 1
+            except (BotoCoreError, ClientError) as exc:
+                # The pledge stays due; the next pass tries again.
+                logger.warning("acknowledgement of %s not dispatched: %s", intent_id, exc)
+                report.errors.append(f"{intent_id}: {type(exc).__name__}")
+    return report
+
+
+def _dispatch_one(
+    repository: AckRepository,
+    intent_id: str,
+    *,
+    endpoints_for: EndpointsFor,
+    rng: random.Random,
+    resolve: Resolver,
+    sender: Sender,
+    report: DispatchReport,
+) -> None:
+    state = repository.get(intent_id)
+    now = clock.epoch()
+    if state is None or not state.due or (state.due_at or 0) > now or state.lease_until > now:
+        return
+    fence = repository.lease(state, now=now, lease_s=settings.ACK_LEASE_S)
+    report.leased += 1
+    deliveries = dict(state.deliveries)
+    by_id = {e.endpoint_id: e for e in endpoints_for(state.tenant)}
+    # The events the pledge has had: recorded, and voided once an override voided it.
+    # Endpoints subscribed now and not yet part of an event's deliveries join it.
+    for event_type in events_of(state):
+        for subscribed in by_id.values():
+            key = delivery_key(subscribed.endpoint_id, event_type)
+            if subscribed.wants(event_type) and key not in deliveries:
+                deliveries[key] = Delivery(subscribed.endpoint_id, subscribed.url, event_type)
+    for key, delivery in deliveries.items():
+        if delivery.settled or delivery.next_at > now:
+            continue
+        endpoint = by_id.get(delivery.endpoint_id)
+        if endpoint is None or not endpoint.enabled:
+            # Removed or disabled: no attempt is spent; looked at again later, so the
+            # pledge is not leased on every pass meanwhile.
+            deliveries[key] = replace(delivery, next_at=now + PAUSED_RECHECK_S)
+            continue
+        payload = body_bytes(event_payload(state, delivery.event_type))
+        message_id = event_id(intent_id, delivery.event_type)
+        result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
+        deliveries[key] = _after(delivery, result, rng=rng, report=report)
+    pending = [d.next_at for d in deliveries.values() if not d.settled]
+    next_due = max(min(pending), now + 1) if pending else None
+    repository.record(
+        intent_id,
+        fence=fence,
+        status=state.pledge.status,
+        deliveries=deliveries,
+        next_due=next_due,
+    )
+    if next_due is None:
+        report.settled += 1
+
+
+def _attempt(
+    endpoint: Endpoint, message_id: str, payload: bytes, *, resolve: Resolver, sender: Sender
+) -> AttemptResult:
+    try:
+        # Checked again now: the name may resolve elsewhere than at registration.
+        target = url_check(
+            endpoint.url, allow_loopback=settings.WEBHOOK_ALLOW_LOOPBACK, resolve=resolve
+        )
+    except UrlRefused as exc:
+        return AttemptResult(None, f"refused: {exc}")
+    at: datetime = clock.now()
+    headers = signed_headers(secret=endpoint.secret, event_id=message_id, at=at, body=payload)
+    return sender(
+        target,
+        headers=headers,
+        body=payload,
+        connect_timeout_s=settings.ACK_CONNECT_TIMEOUT_S,
+        read_timeout_s=settings.ACK_READ_TIMEOUT_S,
+    )
+
+
+def _after(
+    delivery: Delivery, result: AttemptResult, *, rng: random.Random, report: DispatchReport
+) -> Delivery:
+    attempts = delivery.attempts + 1
+    done = replace(
+        delivery,
+        attempts=attempts,
+        last_code=result.code,
+        last_error=result.error[:200],
+        last_at=clock.iso(clock.now()),
+    )
+    if result.ok:
+        report.delivered += 1
+        return replace(done, status=DeliveryStatus.DELIVERED, next_at=0)
+    delay = retry_delay_s(attempts, rng)
+    if delay is None:
+        report.gave_up += 1
+        return replace(done, status=DeliveryStatus.GAVE_UP, next_at=0)
+    report.failed += 1
+    return replace(done, next_at=clock.epoch() + delay)

@@ -1,0 +1,149 @@
+"""Acknowledgement webhooks (docs/webhooks.md): the vocabulary, the endpoint a tenant
+registers, and the state of one event's deliveries as stored on the pledge item."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciliation.claims.models import Pledge
+
+SECRET_PREFIX = "whsec_"
+# The event payload's own version (``version`` beside ``type``), bumped on any change of
+# its fields, so a receiver can tell one shape from the next.
+PAYLOAD_VERSION = 1
+
+
+class EventType(StrEnum):
+    PLEDGE_RECORDED = "pledge.recorded"
+    PLEDGE_VOIDED = "pledge.voided"
+
+
+# Events an endpoint receives when registered without ``--events``.
+DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED, EventType.PLEDGE_VOIDED)
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "PENDING"  # not yet answered 2xx; attempts left
+    DELIVERED = "DELIVERED"  # answered 2xx once: never sent again
+    GAVE_UP = "GAVE_UP"  # the last attempt failed (an ACK_UNDELIVERED case: not yet built)
+
+
+def secret_new() -> str:
+    """A signing secret in the Standard Webhooks form: ``whsec_`` + base64 of 24 bytes."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def event_id(intent_id: str, event_type: str) -> str:
+    """The ``webhook-id`` of an event: stable per (pledge, event type), so every attempt
+    and every redelivery carries the same id and a receiver deduplicates on it."""
+    digest = hashlib.sha256(f"{intent_id}\n{event_type}".encode()).hexdigest()[:32]
+    return f"msg_{digest}"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A tenant's registered receiver (the Django model ``WebhookEndpoint``, as plain data)."""
+
+    endpoint_id: str
+    tenant: str
+    url: str
+    secret: str
+    events: tuple[str, ...] = DEFAULT_EVENTS
+    enabled: bool = True
+
+    def wants(self, event_type: str) -> bool:
+        """Subscribed to ``event_type``; a disabled endpoint still is (its deliveries
+        wait, and go out when it is enabled again)."""
+        return event_type in self.events
+
+
+def delivery_key(endpoint_id: str, event_type: str) -> str:
+    """A delivery's key in the pledge item's ``acks`` map: one per endpoint and event."""
+    return f"{endpoint_id}/{event_type}"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event to one endpoint: its attempts so far and what the last one heard."""
+
+    endpoint_id: str
+    url: str
+    event_type: str = EventType.PLEDGE_RECORDED
+    status: DeliveryStatus = DeliveryStatus.PENDING
+    attempts: int = 0
+    last_code: int | None = None
+    last_error: str = ""
+    last_at: str = ""
+    next_at: int = 0  # epoch seconds of the next attempt, while PENDING
+
+    @property
+    def settled(self) -> bool:
+        return self.status != DeliveryStatus.PENDING
+
+    @property
+    def key(self) -> str:
+        return delivery_key(self.endpoint_id, self.event_type)
+
+    def to_map(self) -> dict[str, Any]:
+        return {
+            "endpoint_id": self.endpoint_id,
+            "event_type": str(self.event_type),
+            "url": self.url,
+            "status": str(self.status),
+            "attempts": self.attempts,
+            "last_code": self.last_code,
+            "last_error": self.last_error,
+            "last_at": self.last_at,
+            "next_at": self.next_at,
+        }
+
+    @classmethod
+    def from_map(cls, data: dict[str, Any]) -> Delivery:
+        return cls(
+            endpoint_id=str(data["endpoint_id"]),
+            url=str(data.get("url", "")),
+            event_type=str(data.get("event_type", EventType.PLEDGE_RECORDED)),
+            status=DeliveryStatus(data.get("status", DeliveryStatus.PENDING)),
+            attempts=int(data.get("attempts", 0)),
+            last_code=None if data.get("last_code") is None else int(data["last_code"]),
+            last_error=str(data.get("last_error", "")),
+            last_at=str(data.get("last_at", "")),
+            next_at=int(data.get("next_at", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class AckState:
+    """The acknowledgement part of a pledge item, read consistently: whether it is due,
+    who holds its lease (``fence`` counts leases), and each endpoint's delivery."""
+
+    intent_id: str
+    tenant: str
+    due_at: int | None
+    fence: int
+    lease_until: int
+    pledge: Pledge
+    deliveries: dict[str, Delivery] = field(default_factory=dict)
+    case_id: str | None = None
+
+    @property
+    def due(self) -> bool:
+        return self.due_at is not None
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What one POST heard: a status code, or no answer (``error`` says why)."""
+
+    code: int | None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is not None and 200 <= self.code < 300

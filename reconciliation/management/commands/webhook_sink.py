@@ -1,0 +1,52 @@
+"""``manage.py webhook_sink --port N --secret S`` (docs/webhooks.md): a receiver for
+development and tests, on loopback, until stopped. It verifies signatures, processes
+each ``webhook-id`` once and counts deliveries and duplicates (``GET /stats``); told to,
+it answers 500, times out, or answers slowly, after processing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from reconciliation.acks.sink import Misbehaviour, SinkState, sink_server
+
+
+class Command(BaseCommand):
+    help = "Receive acknowledgement webhooks on loopback: verify, deduplicate, count."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, required=True)
+        parser.add_argument("--secret", required=True, help="the endpoint's whsec_… secret")
+        parser.add_argument(
+            "--misbehave",
+            choices=[m.value for m in Misbehaviour],
+            default=Misbehaviour.NONE.value,
+            help="after processing: answer 500, time out, or answer slowly",
+        )
+        parser.add_argument(
+            "--misbehave-count",
+            type=int,
+            default=0,
+            help="misbehave on this many deliveries, then behave (default 0: on all)",
+        )
+        parser.add_argument(
+            "--delay", type=float, default=30.0, help="seconds held by timeout and slow"
+        )
+
+    def handle(self, *args: Any, port: int, secret: str, **options: Any) -> None:
+        state = SinkState(
+            secret=secret,
+            misbehave=Misbehaviour(options["misbehave"]),
+            misbehave_count=options["misbehave_count"],
+            delay_s=options["delay"],
+        )
+        server = sink_server(state, port)
+        self.stdout.write(f"webhook_sink: listening on 127.0.0.1:{server.server_port}")
+        self.stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()

@@ -1,0 +1,101 @@
+"""Which URLs may receive acknowledgements: https, public addresses only; loopback over
+http only in debug or demo. The resolver is stubbed: nothing here connects anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciliation.acks.addresses import UrlRefused, url_check
+
+
+def resolver(*answers: str):
+    calls: list[tuple[str, int]] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        calls.append((host, port))
+        return list(answers)
+
+    resolve.calls = calls  # type: ignore[attr-defined]
+    return resolve
+
+
+def test_a_public_https_url_is_accepted_with_the_address_it_resolved_to():
+    """An https URL whose host resolves to a public address is accepted, with its target."""
+    target = url_check(
+        "https://crm.example.org/hooks?x=1", allow_loopback=False, resolve=resolver("93.184.216.34")
+    )
+    assert (target.scheme, target.host, target.port, target.path, target.address) == (
+        "https",
+        "crm.example.org",
+        443,
+        "/hooks?x=1",
+        "93.184.216.34",
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("10.0.0.7", "a private address"),
+        ("192.168.1.20", "a private address"),
+        ("172.16.0.1", "a private address"),
+        ("169.254.10.1", "a link-local address"),
+        ("169.254.169.254", "a cloud metadata address"),
+        ("fd00:ec2::254", "a cloud metadata address"),
+        ("fe80::1", "a link-local address"),
+        ("127.0.0.1", "a loopback address"),
+        ("0.0.0.0", "not a unicast public address"),
+    ],
+)
+def test_a_host_resolving_to_an_internal_address_is_refused(address, why):
+    """A name that resolves into the network (private, link-local, metadata, loopback
+    outside debug) is refused, saying which address and why; it is never connected to."""
+    with pytest.raises(UrlRefused, match=why):
+        url_check("https://hooks.example.org/", allow_loopback=False, resolve=resolver(address))
+
+
+def test_one_internal_address_among_several_refuses_the_host():
+    """Every address a name resolves to must be public, not just the first."""
+    with pytest.raises(UrlRefused, match="10.1.2.3"):
+        url_check(
+            "https://hooks.example.org/",
+            allow_loopback=False,
+            resolve=resolver("93.184.216.34", "10.1.2.3"),
+        )
+
+
+def test_a_literal_metadata_address_is_refused_without_resolving():
+    """An IP literal is checked as it is; the resolver is not asked."""
+    resolve = resolver()
+    with pytest.raises(UrlRefused, match="metadata"):
+        url_check("https://169.254.169.254/latest", allow_loopback=True, resolve=resolve)
+    assert resolve.calls == []  # type: ignore[attr-defined]
+
+
+def test_http_is_refused_except_to_loopback_in_debug():
+    """Plain http is refused for a public host, and for loopback unless allowed."""
+    with pytest.raises(UrlRefused, match="must be https"):
+        url_check("http://crm.example.org/", allow_loopback=True, resolve=resolver("93.184.216.34"))
+    with pytest.raises(UrlRefused, match="loopback"):
+        url_check("http://127.0.0.1:9000/hook", allow_loopback=False)
+    target = url_check("http://127.0.0.1:9000/hook", allow_loopback=True)
+    assert (target.address, target.port, target.path) == ("127.0.0.1", 9000, "/hook")
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://example.org/", "https://", "not a url", "https://user:pw@example.org/"]
+)
+def test_malformed_urls_are_refused(url):
+    """Anything but http(s)://host/path without credentials is refused with a reason."""
+    with pytest.raises(UrlRefused):
+        url_check(url, allow_loopback=True, resolve=resolver("93.184.216.34"))
+
+
+def test_a_host_that_does_not_resolve_is_refused():
+    """A resolver error is a refusal, not a crash."""
+
+    def fails(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    with pytest.raises(UrlRefused, match="does not resolve"):
+        url_check("https://nowhere.example.org/", allow_loopback=False, resolve=fails)
