@@ -114,7 +114,7 @@ def test_an_approved_void_pledge_override_makes_both_events_due(ddb, settings):
     case), then a VOID_PLEDGE approved on the case: one pass sends ``pledge.recorded``
     and ``pledge.voided``, each under its own stable id."""
     from reconciliation.cases.actions import StaffAction
-    from reconciliation.cases.models import Override
+    from reconciliation.cases.vocabulary import Override
     from reconciliation.casework.overrides import override_approve, override_request
     from tests.conftest import staff_actor
     from tests.helpers import pledges
