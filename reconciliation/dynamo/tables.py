@@ -191,6 +191,14 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("created_at", "S"),
                     {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["ledger_key"]},
                 ),
+                # Pledges by donor ref in any letter case (``donor_search_key``), for the
+                # staff search: a pledge with no case is found by its donor too.
+                Index(
+                    "by_donor_key",
+                    ("donor_key", "S"),
+                    ("created_at", "S"),
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
             ),
         ),
         Table(name=names.ledger, hash_key=("fund", "S")),
