@@ -48,7 +48,7 @@ def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
         "resolved_by_time",
     }
     pledges = client.describe_table(TableName=f"{prefix}pledges")["Table"]
-    assert [i["IndexName"] for i in pledges["GlobalSecondaryIndexes"]] == ["by_day"]
+    assert {i["IndexName"] for i in pledges["GlobalSecondaryIndexes"]} == {"by_day", "by_donor_key"}
     audit = client.describe_table(TableName=f"{prefix}audit_events")["Table"]
     assert [k["AttributeName"] for k in audit["KeySchema"]] == ["stream", "seq"]
     assert [i["IndexName"] for i in audit["GlobalSecondaryIndexes"]] == ["by_day"]
