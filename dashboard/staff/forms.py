@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 
+from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import Disposition, Override
@@ -362,3 +364,25 @@ def staff_action(data: Mapping[str, Any], actor: Actor) -> StaffAction:
         seen_version=data.get("seen_version"),
         action_id=data["action_id"],
     )
+
+
+class RejectedRequestsForm(IdPrefixedForm):
+    """The refused intake requests of a tenant (``/requests/rejected/``): which tenant,
+    which UTC day (today when left empty)."""
+
+    prefix_id = "rejected"
+    tenant = forms.ChoiceField(label="Tenant")
+    day = forms.DateField(
+        required=False,
+        label="Day (UTC)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "A day as YYYY-MM-DD."},
+    )
+
+    def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].choices = [(t, t) for t in tenants]
+
+    def clean_day(self) -> date:
+        day = self.cleaned_data.get("day")
+        return day or clock.now().date()

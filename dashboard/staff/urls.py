@@ -55,6 +55,7 @@ urlpatterns = [
     path("cases/<case_id:case_id>/", include(case_urls)),
     # The client's key percent-encoded; ``path`` since a key may hold a "/".
     path("pledges/<str:tenant>/<path:key>/", pledges.pledge_view, name="pledge"),
+    path("requests/rejected/", pledges.rejected_requests_view, name="rejected-requests"),
     path("approvals/", approvals.approvals_view, name="approvals"),
     path("notifications/", include(notification_urls)),
     path("audit/", include("dashboard.staff.urls_audit")),

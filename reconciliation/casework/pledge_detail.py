@@ -1,5 +1,6 @@
 """What staff see of one pledge (``/pledges/<tenant>/<key>/``, docs/design.md §11): its
-claim, the durable pledge, its ledger shard, its cases and its audit events.
+claim, the durable pledge, its ledger shard, its cases, its audit events and the intake
+request log (every answer the API gave for the key).
 
 Every read is a GetItem or a Query in the key's home region (the edge passes that
 region's store): no Scan. Deliveries of the pledge's acknowledgement have no place to be
@@ -24,6 +25,7 @@ from reconciliation.claims.models import (
 )
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.request_log import IntakeRequest, requests_for_key
 from reconciliation.stores import Store, pledge_stream
 
 
@@ -40,6 +42,7 @@ class PledgeDetail:
     ledger: LedgerShard | None
     cases: tuple[Case, ...]
     events: tuple[AuditRow, ...]
+    requests: tuple[IntakeRequest, ...] = ()
 
     @property
     def intent_id(self) -> str:
@@ -54,15 +57,18 @@ class PledgeDetail:
 
 def pledge_detail(*, tenant: str, idempotency_key: str, store: Store) -> PledgeDetail | None:
     """Everything stored for ``tenant``'s key in its home region ``store``, or None when
-    neither a claim nor a pledge exists (the page answers 404). Consistent GetItems of
-    the claim, the pledge and its ledger shard; the cases by the ``by_intent`` Query;
-    the pledge's audit stream by one Query."""
+    neither a claim, a pledge nor a logged request exists (the page answers 404).
+    Consistent GetItems of the claim, the pledge and its ledger shard; the cases by the
+    ``by_intent`` Query; the pledge's audit stream and the key's request log by one
+    Query each. A key refused before anything was written (422 key reuse, 400 unknown
+    fund) has a page through its request log alone."""
     intent_id = intent_id_for(tenant, idempotency_key)
     claim = ClaimRepository(store).get(
         claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key), consistent=True
     )
     pledge = PledgeRepository(store).get(intent_id, consistent=True)
-    if claim is None and pledge is None:
+    requests = tuple(requests_for_key(tenant, idempotency_key, store=store))
+    if claim is None and pledge is None and not requests:
         return None
     ledger = LedgerRepository(store).shard(pledge.ledger_key) if pledge else None
     events = AuditRepository(store).stream_events(pledge_stream(intent_id, store.tag))
@@ -74,4 +80,5 @@ def pledge_detail(*, tenant: str, idempotency_key: str, store: Store) -> PledgeD
         ledger=ledger,
         cases=tuple(cases_for_intent(intent_id, store=store)),
         events=tuple(AuditRow.from_event(e) for e in events),
+        requests=requests,
     )

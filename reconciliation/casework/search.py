@@ -22,6 +22,7 @@ from reconciliation.claims.models import (
 )
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.request_log import requests_for_key
 from reconciliation.stores import Store, case_tag
 
 # --- search (docs/design.md §11: /cases/?q=) ---------------------------------------------------
@@ -133,9 +134,10 @@ def pledge_search(
     stores: Sequence[Store],
     home: Callable[[str], Store],
 ) -> list[FoundPledge]:
-    """Pledges (or claims with no pledge yet) by the client's own key under each known
-    tenant, or ``tenant#key``: a GetItem of the pledge, and of the claim when there is no
-    pledge, in the key's home region; and by donor ref in any letter case: one
+    """Pledges (or claims with no pledge yet, or keys only answered: the request log) by
+    the client's own key under each known tenant, or ``tenant#key``: a GetItem of the
+    pledge, and of the claim when there is no pledge, then a Query of the request log
+    when there is neither, in the key's home region; and by donor ref in any letter case: one
     ``pledges.by_donor_key`` Query per region, then a GetItem per intent found (at most
     50). Raises :class:`InvalidFilter` as :func:`case_search` does. Not by amount: see
     docs/architecture.md, "Search"."""
@@ -151,8 +153,8 @@ def pledge_search(
         region = home(pk)
         pledge = PledgeRepository(region).get(intent_id, consistent=False)
         claim = ClaimRepository(region).get(pk, consistent=False) if pledge is None else None
-        if pledge is None and claim is None:
-            return
+        if pledge is None and claim is None and not requests_for_key(tenant, key, store=region):
+            return  # nothing stored, and no answer given for it (request log)
         seen.add(intent_id)
         found.append(FoundPledge(tenant, key, matched, pledge, claim.status if claim else None))
 

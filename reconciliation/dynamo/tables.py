@@ -275,6 +275,15 @@ def table_definitions(names: TableNames) -> list[Table]:
             range_key=("seq", "N"),
             indexes=(Index("by_day", ("day_shard", "S"), ("at_id", "S")),),
         ),
+        # The intake request log (reconciliation/claims/request_log.py): every answer
+        # of the intake API by key, and the refused ones (sparse) by tenant and day.
+        Table(
+            name=names.requests,
+            hash_key=("subject", "S"),
+            range_key=("at_id", "S"),
+            indexes=(Index("rejected_by_day", ("rejected_shard", "S"), ("at_id", "S")),),
+            ttl_attribute="purge_at",
+        ),
     ]
 
 
