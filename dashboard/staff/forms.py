@@ -381,7 +381,10 @@ class RejectedRequestsForm(IdPrefixedForm):
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].choices = [(t, t) for t in tenants]
+        field = self.fields["tenant"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(t, t) for t in tenants]
+        field.error_messages["invalid_choice"] = "not a known tenant"
 
     def clean_day(self) -> date:
         day = self.cleaned_data.get("day")

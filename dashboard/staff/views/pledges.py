@@ -13,7 +13,7 @@ from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.forms import RejectedRequestsForm
 from dashboard.staff.views.pages import VIEWING_ROLES, render_page
 from dashboard.staff.views.search import known_tenants
-from reconciliation.casework.pledge_detail import pledge_detail
+from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.request_log import rejections_on
 from reconciliation.stores import every_store, home_store
@@ -28,13 +28,13 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
     """Everything stored for ``tenant``'s ``key``, read in the key's home region; a key
     with neither a claim, a pledge nor a logged answer answers a 404 page that says so
     and offers the search."""
-    detail = None
+    detail: PledgeDetail | None = None
     if 0 < len(key) <= MAX_KEY_LENGTH and key.isprintable():
         store = home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))
         detail = pledge_detail(tenant=tenant, idempotency_key=key, store=store)
     if detail is None:
-        context = {"tenant": tenant, "key": key}
-        return render(request, "pledges/missing.html", context, status=404)
+        missing = {"tenant": tenant, "key": key}
+        return render(request, "pledges/missing.html", missing, status=404)
     context = {"detail": detail, "log_days": settings.REQUEST_LOG_TTL_S // 86400}
     return render_page(request, "pledges/detail.html", None, context)
 
