@@ -145,3 +145,28 @@ def test_the_page_and_the_search_never_scan(ddb, client, tenant_known, monkeypat
     assert client.get("/cases/?q=page-noscan").status_code == 200
     assert calls and "Scan" not in calls
     assert set(calls) <= {"GetItem", "Query", "BatchGetItem"}, set(calls)
+
+
+def test_backfill_gives_older_pledges_their_donor_key(ddb, client, tenant_known):
+    """A pledge written before ``donor_key`` is not found by its donor ref; after
+    ``backfill_cases`` it is, in any letter case, and a second run changes nothing."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    assert submit("old-pledge", donor_ref="OLD-DONOR-7").kind == OutcomeKind.CREATED
+    ddb.client.update_item(
+        TableName=ddb.tables.pledges,
+        Key={"intent_id": {"S": "acme#old-pledge"}},
+        UpdateExpression="REMOVE donor_key",
+    )
+    sign_in(client)
+    link = 'href="/pledges/acme/old-pledge/"'
+    assert link not in client.get("/cases/?q=old-donor-7").content.decode()
+    out = StringIO()
+    call_command("backfill_cases", stdout=out)
+    assert "1 given a donor key" in out.getvalue()
+    assert link in client.get("/cases/?q=old-donor-7").content.decode()
+    again = StringIO()
+    call_command("backfill_cases", stdout=again)
+    assert "0 given a donor key" in again.getvalue()
