@@ -197,8 +197,8 @@ class Scenarios:
 
     def dispositions(self, stuck: str, stuck2: str, cancelled: str, mismatch: str) -> None:
         from reconciliation.actors import Actor, Role
-        from reconciliation.cases.models import Disposition, Override
         from reconciliation.cases.repository import CaseRepository
+        from reconciliation.cases.vocabulary import Disposition, Override
         from reconciliation.casework.dispositions import case_dispose
         from reconciliation.casework.overrides import override_approve, override_request
         from reconciliation.stores import first_store

@@ -27,17 +27,13 @@ def open_case_item(i: int, queue: str, now: datetime, *, tag: str = "") -> tuple
     from reconciliation.audit.repository import GENESIS_HASH
     from reconciliation.cases.models import (
         CaseRequest,
-        CaseState,
-        CaseType,
         ClientOutcome,
-        ErrorKind,
-        Override,
         OverrideRequest,
-        ReasonCode,
         Requester,
         case_id_for,
         case_to_item,
     )
+    from reconciliation.cases.vocabulary import CaseState, CaseType, ErrorKind, Override, ReasonCode
 
     rng = random.Random(f"{tag}{i}")
     key = f"open-{tag}{queue}-{i:07d}"
@@ -106,7 +102,7 @@ def open_cases_seed(
     default) of the cases ``table`` and the counter items that count them (region
     ``tag``'s, shard 0); the seconds it took."""
     from reconciliation.cases.counters import counter_key
-    from reconciliation.cases.models import QUEUES
+    from reconciliation.cases.vocabulary import QUEUES
     from reconciliation.dynamo.items import to_item
 
     chosen = list(queues or [str(q) for q in QUEUES])

@@ -66,7 +66,7 @@ def _seed(size: int) -> float:
     from bench.audit_synthetic import synthetic_events
     from bench.open_cases import open_cases_seed
     from reconciliation.audit.repository import AuditRepository
-    from reconciliation.cases.models import QUEUES
+    from reconciliation.cases.vocabulary import QUEUES
     from reconciliation.stores import first_store
 
     store = first_store()

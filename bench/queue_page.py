@@ -68,11 +68,11 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
         Case,
         CaseRequest,
         ClientOutcome,
-        ErrorKind,
         Evidence,
         case_id_for,
         case_to_item,
     )
+    from reconciliation.cases.vocabulary import ErrorKind
     from reconciliation.dynamo.cancellation import DecodedReason
     from reconciliation.dynamo.items import to_item
 
@@ -153,7 +153,7 @@ def _items(i: int, now: datetime) -> tuple[dict, dict]:
 def seed(client, tables, size: int) -> float:
     """Write ``size`` claims and ``size`` open cases plus the per-queue counters."""
     from reconciliation.cases.counters import counter_key
-    from reconciliation.cases.models import QUEUES
+    from reconciliation.cases.vocabulary import QUEUES
     from reconciliation.dynamo.items import to_item
 
     now = datetime.now(UTC)

@@ -7,6 +7,7 @@ import io
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from functools import cached_property
@@ -62,15 +63,44 @@ def repositories_for_key(key: str) -> Repos:
     return Repos(store.client, store.tables)
 
 
-def scan_all(ddb, table: str) -> list[dict]:
+def raw_items(ddb, table: str) -> list[dict]:
+    """Every item of ``table`` as DynamoDB holds it (attribute values typed), by a
+    consistent Scan."""
     items: list[dict] = []
     kwargs = {"TableName": table, "ConsistentRead": True}
     while True:
         response = ddb.client.scan(**kwargs)
-        items.extend(from_item(i) for i in response.get("Items", []))
+        items.extend(response.get("Items", []))
         if "LastEvaluatedKey" not in response:
             return items
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def scan_all(ddb, table: str) -> list[dict]:
+    return [from_item(i) for i in raw_items(ddb, table)]
+
+
+@dataclass(frozen=True)
+class TablesSnapshot:
+    """Every item of an engine's tables, to put into another empty set of them: a world
+    that a module's tests share is built once per engine and copied into each test's
+    tables, a few batch writes instead of seconds of building it again."""
+
+    items: tuple[tuple[dict, ...], ...]  # per table, in the order of ``tables.all()``
+
+    @classmethod
+    def take(cls, ddb) -> TablesSnapshot:
+        return cls(tuple(tuple(raw_items(ddb, t)) for t in ddb.tables.all()))
+
+    def restore(self, ddb) -> None:
+        for table, items in zip(ddb.tables.all(), self.items, strict=True):
+            for start in range(0, len(items), 25):
+                puts = [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]
+                writes: Any = {table: puts}
+                while writes:
+                    writes = ddb.client.batch_write_item(RequestItems=writes).get(
+                        "UnprocessedItems"
+                    )
 
 
 def pledges(ddb) -> list[dict]:

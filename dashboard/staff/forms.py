@@ -14,7 +14,6 @@ from django import forms
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition, Override
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
     DISPOSITIONS,
@@ -24,6 +23,7 @@ from reconciliation.cases.policy import (
     OVERRIDES,
     REASON_CODES,
 )
+from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 

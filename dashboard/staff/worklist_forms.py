@@ -16,7 +16,7 @@ from dashboard.staff.forms import (
     amount_filter_field,
 )
 from dashboard.staff.views.pages import QUEUE_SLUGS
-from reconciliation.cases.models import CaseType, Queue
+from reconciliation.cases.vocabulary import CaseType, Queue
 from reconciliation.casework.worklist import (
     ASSIGNEE_ME,
     SlaState,

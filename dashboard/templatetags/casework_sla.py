@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import template
 
 from reconciliation import clock
-from reconciliation.cases.models import queue_for
+from reconciliation.cases.vocabulary import queue_for
 from reconciliation.casework.notifications import is_past_sla, sla_hours
 
 register = template.Library()

@@ -24,10 +24,10 @@ from dashboard.statuses import client_answer_status
 from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import (
+from reconciliation.cases.models import ClientOutcome
+from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
-    ClientOutcome,
     Disposition,
     ErrorKind,
     Override,
@@ -459,10 +459,29 @@ def export_filters(values) -> list[str]:
         "action": "Action",
         "case_id": "Case",
         "intent_id": "Intent",
+        "intent_tenants": "The key searched under the tenants",
         "performed_by": "Only events by",
     }
     for name, label in names.items():
         if values.get(name):
             shown = action_words(values[name]) if name == "action" else values[name]
+            if name == "intent_tenants":
+                shown = ", ".join(shown.split(","))
             lines.append(f"{label}: {shown}")
     return lines
+
+
+@register.filter
+def audit_changes(row) -> list[str]:
+    """What an audit page row's event changed, a line each ("Role: Finance staff →
+    Supervisor"): ``dashboard.audit_changes``, from the event as stored."""
+    from dashboard.audit_changes import event_changes
+
+    event = {
+        "action": row.action,
+        "case_id": row.case_id,
+        "before": row.before,
+        "after": row.after,
+        "detail": row.detail,
+    }
+    return [change.line for change in event_changes(event)]

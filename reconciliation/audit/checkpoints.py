@@ -192,13 +192,51 @@ def covered_until(store: Store) -> datetime | None:
     return interval[1] if interval else None
 
 
+@dataclass
+class _SystemSeen:
+    """What a checkpoint run knows of the ``SYSTEM`` stream without reading it again:
+    the end of the newest checkpoint (``until``) as of the stream's head ``head``. While
+    the head is still ``head`` (the next append's ``seq`` is ``head + 1``), nobody has
+    written since, so ``until`` still holds; the run's own appends move both on. Any
+    other writer's append shows as a ``seq`` further on, and ``until`` is read again.
+    A run over N due periods thus reads the newest checkpoint once, not 2N times."""
+
+    head: int
+    until: datetime | None
+
+    @classmethod
+    def read(cls, store: Store) -> _SystemSeen:
+        # The head first: a checkpoint written between the two reads is then seen by
+        # ``until`` while ``head`` is older, so the first append reads again; never the
+        # other way round (an ``until`` older than the head it is taken for).
+        head = AuditRepository(store).head(SYSTEM_STREAM)
+        return cls(head.seq if head else 0, covered_until(store))
+
+    def covers(self, period: Period) -> bool:
+        return self.until is not None and self.until >= period.end
+
+    def still_covers(self, store: Store, period: Period, *, seq: int) -> bool:
+        """Whether ``period`` is covered, as of the head just before ``seq``."""
+        if seq != self.head + 1:
+            self.head, self.until = seq - 1, covered_until(store)
+        return self.covers(period)
+
+    def appended(self, event: dict[str, Any], *, period: Period | None) -> None:
+        """This run's own append; a checkpoint (``period``) moves ``until`` on."""
+        self.head = int(event["seq"])
+        if period is not None:
+            self.until = max(self.until or period.end, period.end)
+
+
 def checkpoint_periods_due(store: Store, *, now: datetime | None = None) -> list[Period]:
     """Periods without a checkpoint that have been over for ``CHECKPOINT_SETTLE_S``:
     from the end of the newest checkpoint on (from the start of yesterday, UTC, when
     there has never been one). The current period is never due: it is not over."""
+    return _periods_due_after(covered_until(store), now=now or clock.now())
+
+
+def _periods_due_after(until: datetime | None, *, now: datetime) -> list[Period]:
     seconds = checkpoint_period_s()
-    now = now or clock.now()
-    until = covered_until(store)
     if until is None:
         until = datetime.combine(now.date() - timedelta(days=1), time.min, tzinfo=UTC)
     # A period that grew since the last checkpoint may start before its end: it is
@@ -211,20 +249,20 @@ def checkpoint_periods_due(store: Store, *, now: datetime | None = None) -> list
     return due
 
 
-def _checkpoint_covers(store: Store, period: Period) -> bool:
-    """Whether a checkpoint (or legacy digest) covering ``period`` exists."""
-    until = covered_until(store)
-    return until is not None and until >= period.end
-
-
 def _checkpoint_event_append(
-    store: Store, *, period: Period, action: str, actor: Actor, detail: dict[str, Any]
+    store: Store,
+    *,
+    period: Period,
+    action: str,
+    actor: Actor,
+    detail: dict[str, Any],
+    seen: _SystemSeen,
 ) -> dict[str, Any] | None:
     """Append one ``SYSTEM`` event of ``period``'s checkpoint (the checkpoint or one of
     its parts); None, nothing written, once a checkpoint covering the period exists."""
 
     def build(seq: int, prev: str) -> dict[str, Any] | None:
-        if _checkpoint_covers(store, period):
+        if seen.still_covers(store, period, seq=seq):
             return None  # a concurrent run wrote it: once per period
         return audit_event_build(
             AuditEvent(action=action, actor=actor, detail=detail),
@@ -233,11 +271,19 @@ def _checkpoint_event_append(
             prev_hash=prev,
         )
 
-    return audit_append(store, stream=SYSTEM_STREAM, build=build)
+    event = audit_append(store, stream=SYSTEM_STREAM, build=build)
+    if event is not None:
+        seen.appended(event, period=period if action == AuditAction.AUDIT_CHECKPOINT else None)
+    return event
 
 
 def _checkpoint_parts_write(
-    store: Store, *, period: Period, heads: list[tuple[str, int, str]], actor: Actor
+    store: Store,
+    *,
+    period: Period,
+    heads: list[tuple[str, int, str]],
+    actor: Actor,
+    seen: _SystemSeen,
 ) -> list[list[Any]] | None:
     """Spill ``heads`` into part events of ``CHECKPOINT_INLINE_HEADS`` heads each; the
     ``[seq, hash]`` of each part, or None if a concurrent run wrote the checkpoint."""
@@ -251,6 +297,7 @@ def _checkpoint_parts_write(
             action=AuditAction.AUDIT_CHECKPOINT_PART,
             actor=actor,
             detail={"start": start, "part": n, "heads": chunk},
+            seen=seen,
         )
         if part is None:
             return None
@@ -294,24 +341,32 @@ def audit_checkpoint_write(
     period: Period,
     actor: Actor | None = None,
     stores: Sequence[Store] | None = None,
+    seen: _SystemSeen | None = None,
 ) -> dict[str, Any] | None:
     """Write the checkpoint of ``period`` in ``store`` (the first region) unless one
     covering it exists, listing the heads of every region's streams (``stores``; just
-    ``store``'s without); return the checkpoint event or None."""
+    ``store``'s without); return the checkpoint event or None. ``seen``: what a run
+    writing several periods knows of ``SYSTEM`` already (read here when not given)."""
     actor = actor or system_actor()
-    if _checkpoint_covers(store, period):
+    seen = seen or _SystemSeen.read(store)
+    if seen.covers(period):
         return None
     heads = audit_period_heads(period.start, period.end, stores=stores or [store])
     count, sha = heads_sha256(heads)
     kid = key_id()
     parts = None
     if count > CHECKPOINT_INLINE_HEADS:
-        parts = _checkpoint_parts_write(store, period=period, heads=heads, actor=actor)
+        parts = _checkpoint_parts_write(store, period=period, heads=heads, actor=actor, seen=seen)
         if parts is None:
             return None
     detail = _checkpoint_detail(period, heads=heads, count=count, sha=sha, kid=kid, parts=parts)
     event = _checkpoint_event_append(
-        store, period=period, action=AuditAction.AUDIT_CHECKPOINT, actor=actor, detail=detail
+        store,
+        period=period,
+        action=AuditAction.AUDIT_CHECKPOINT,
+        actor=actor,
+        detail=detail,
+        seen=seen,
     )
     if event:
         logger.info("audit checkpoint %s: %d streams, sha256 %s", period.label, count, sha)
@@ -323,7 +378,8 @@ def audit_checkpoint(store: Store, *, stores: Sequence[Store] | None = None) -> 
     every region of ``stores``, oldest first; the periods written (labels; none: a
     no-op)."""
     written = []
-    for period in checkpoint_periods_due(store):
-        if audit_checkpoint_write(store, period=period, stores=stores):
+    seen = _SystemSeen.read(store)
+    for period in _periods_due_after(seen.until, now=clock.now()):
+        if audit_checkpoint_write(store, period=period, stores=stores, seen=seen):
             written.append(period.label)
     return written

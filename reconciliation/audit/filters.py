@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -20,6 +21,14 @@ SEARCH_MAX_DAYS = 366
 # (year 1 raised OverflowError, in a request and in a background export's worker).
 EARLIEST_DAY = date(2000, 1, 1)
 LATEST_DAY = date(2999, 12, 31)
+
+
+# An intent id is "{tenant}#{key}" (docs/design.md §3).
+INTENT_SEPARATOR = "#"
+# DynamoDB's IN takes at most 100 values.
+MAX_INTENT_TENANTS = 100
+# How ``as_dict`` lists ``intent_tenants`` (tenant names are slugs: no comma).
+TENANT_LIST_SEPARATOR = ","
 
 
 class FilterError(ValueError):
@@ -56,7 +65,10 @@ class AuditFilters:
 
     ``actor`` is typed by the user and matches a username or an e-mail address;
     ``performed_by`` is imposed by the server (finance staff see only their own events)
-    and matches the username only.
+    and matches the username only. ``intent_id`` is the intent as stored
+    (``tenant#key``) or the client's own key alone, which staff are told: a bare key
+    matches ``{tenant}#{key}`` for each of ``intent_tenants`` (the tenants the system
+    holds, given by the caller), as the case search does.
     """
 
     since: datetime
@@ -66,6 +78,7 @@ class AuditFilters:
     case_id: str = ""
     intent_id: str = ""
     performed_by: str = ""
+    intent_tenants: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -78,6 +91,7 @@ class AuditFilters:
         case_id: str = "",
         intent_id: str = "",
         performed_by: str = "",
+        intent_tenants: Sequence[str] = (),
         default_days: int = 7,
         max_days: int | None = SEARCH_MAX_DAYS,
     ) -> AuditFilters:
@@ -102,15 +116,38 @@ class AuditFilters:
                 raise FilterError(f"{name} is too long")
         if len(intent_id) > 600:
             raise FilterError("intent id is too long")
+        intent_id = intent_id.strip()
+        tenants: tuple[str, ...] = ()
+        if intent_id and INTENT_SEPARATOR not in intent_id:
+            tenants = tuple(sorted({t for t in intent_tenants if t}))
+            if not tenants:
+                raise FilterError(
+                    "intent id: no tenant is known to search the key under; enter it as tenant#key"
+                )
+            if len(tenants) > MAX_INTENT_TENANTS:
+                raise FilterError(
+                    f"intent id: a key alone is searched under at most {MAX_INTENT_TENANTS} "
+                    "tenants; enter it as tenant#key"
+                )
         return cls(
             since=since_at,
             until=until_at,
             actor=actor.strip(),
             action=action.strip(),
             case_id=case_id.strip(),
-            intent_id=intent_id.strip(),
+            intent_id=intent_id,
             performed_by=performed_by,
+            intent_tenants=tenants,
         )
+
+    def intent_ids(self) -> tuple[str, ...]:
+        """The stored intent ids the intent filter matches: itself, or a bare key under
+        each of ``intent_tenants``."""
+        if not self.intent_id:
+            return ()
+        if not self.intent_tenants:
+            return (self.intent_id,)
+        return tuple(f"{t}{INTENT_SEPARATOR}{self.intent_id}" for t in self.intent_tenants)
 
     def as_dict(self) -> dict[str, str]:
         """Plain values for audit events, manifests and cursors (empty filters left out)."""
@@ -119,6 +156,10 @@ class AuditFilters:
             value = getattr(self, name)
             if value:
                 out[name] = value
+        if self.intent_tenants:
+            # The tenants a bare key was searched under, so an export made later from
+            # these values (``filters_from_dict``) selects what the search showed.
+            out["intent_tenants"] = TENANT_LIST_SEPARATOR.join(self.intent_tenants)
         return out
 
     def fingerprint(self) -> str:
@@ -147,10 +188,19 @@ class AuditFilters:
         for attribute, placeholder, wanted in (
             ("action", "action", self.action),
             ("case_id", "case", self.case_id),
-            ("intent_id", "intent", self.intent_id),
         ):
             if wanted:
                 names[f"#{placeholder}"] = attribute
                 values[f":{placeholder}"] = {"S": wanted}
                 parts.append(f"#{placeholder} = :{placeholder}")
+        intents = self.intent_ids()
+        if len(intents) == 1:
+            names["#intent"] = "intent_id"
+            values[":intent"] = {"S": intents[0]}
+            parts.append("#intent = :intent")
+        elif intents:
+            names["#intent"] = "intent_id"
+            for n, intent in enumerate(intents):
+                values[f":intent{n}"] = {"S": intent}
+            parts.append(f"#intent IN ({', '.join(f':intent{n}' for n in range(len(intents)))})")
         return (" AND ".join(parts) or None), names, values

@@ -43,6 +43,10 @@ class AuditRow:
     reason_text: str
     hash: str
     chain_ok: bool | None = None
+    # What the event says changed, as stored (the page puts them in words).
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    detail: dict[str, Any] | None = None
 
     @classmethod
     def from_event(cls, event: dict[str, Any], chain_ok: bool | None = None) -> AuditRow:
@@ -65,6 +69,9 @@ class AuditRow:
             reason_text=event.get("reason_text", ""),
             hash=event.get("hash", ""),
             chain_ok=chain_ok,
+            before=event.get("before"),
+            after=event.get("after"),
+            detail=event.get("detail"),
         )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.cases.changes import InvalidReason, NotAllowed, case_load
-from reconciliation.cases.models import Case, Disposition, Override, Resolution
+from reconciliation.cases.models import Case, Resolution
 from reconciliation.cases.policy import (
     MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
@@ -17,6 +17,7 @@ from reconciliation.cases.policy import (
     may,
     visible_length,
 )
+from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.stores import Store
 
 

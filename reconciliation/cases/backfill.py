@@ -23,13 +23,8 @@ from reconciliation.cases.counters import (
     counter_shard,
     totals_attribute,
 )
-from reconciliation.cases.models import (
-    CaseRequest,
-    CaseState,
-    Resolution,
-    decoded_row,
-    resolved_month,
-)
+from reconciliation.cases.models import CaseRequest, Resolution, decoded_row, resolved_month
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import from_item, transact_items, values

@@ -17,8 +17,9 @@ from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
-from reconciliation.cases.models import Case, CaseState, Resolution, queue_for, resolved_month
+from reconciliation.cases.models import Case, Resolution, resolved_month
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, queue_for
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import transact_items

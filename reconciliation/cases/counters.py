@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reconciliation.cases.models import QUEUES
+from reconciliation.cases.vocabulary import QUEUES
 
 if TYPE_CHECKING:
     from reconciliation.cases.models import Case

@@ -1,7 +1,8 @@
-"""Reconciliation cases as values: case types, states and queues, case ids, the
-``Case`` record with its parts (override request, resolution, retry, client outcome,
-evidence, request) and its item translation (the per-queue counters are
-:mod:`reconciliation.cases.counters`). The repository that reads and writes them is
+"""Reconciliation cases as values: case ids, the ``Case`` record with its parts
+(override request, resolution, retry, client outcome, evidence, request) and its item
+translation. Their vocabulary (types, states, queues, dispositions) is
+:mod:`reconciliation.cases.vocabulary`; the per-queue counters are
+:mod:`reconciliation.cases.counters`. The repository that reads and writes them is
 :mod:`reconciliation.cases.repository`."""
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from reconciliation.codes import Code
+from reconciliation.cases.vocabulary import (
+    CaseState,
+    CaseType,
+    Disposition,
+    ErrorKind,
+    Override,
+    Queue,
+    ReasonCode,
+    RetryStatus,
+    case_question,
+)
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import donor_search_key, subject_day_shard
@@ -23,152 +34,6 @@ from reconciliation.stores import tagged_case_id
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
-
-
-class CaseType(Code):
-    """How a claim's outcome was not clean: the question the case asks."""
-
-    STUCK_PENDING = (
-        "STUCK_PENDING",
-        "Stuck claim",
-        "A worker claimed the key and stopped before the commit answered; no outcome was recorded.",
-    )
-    AMBIGUOUS_TIMEOUT = (
-        "AMBIGUOUS_TIMEOUT",
-        "Ambiguous timeout",
-        "The commit was sent and its answer lost: it may or may not have applied.",
-    )
-    CANCELLED_TRANSACTION = (
-        "CANCELLED_TRANSACTION",
-        "Cancelled transaction",
-        "DynamoDB cancelled the transaction as a whole; its reasons name the item.",
-    )
-    TOKEN_MISMATCH = (
-        "TOKEN_MISMATCH",
-        "Token mismatch",
-        "The request token was used with different parameters inside its 10-minute "
-        "window; nothing was written by this request.",
-    )
-    LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", "A fund's ledger disagrees with its pledges."
-
-
-class CaseState(Code):
-    OPEN = "OPEN", "Open", "Waiting for someone to decide it."
-    ESCALATED = "ESCALATED", "Escalated", "Moved aside for a closer look."
-    OVERRIDE_REQUESTED = (
-        "OVERRIDE_REQUESTED",
-        "Override requested",
-        "A risky change was asked for; a different supervisor must approve it.",
-    )
-    RESOLVED = "RESOLVED", "Resolved", "Decided; the case is closed."
-
-
-class Queue(Code):
-    """Queues are the case types, plus two for cases a human moved on."""
-
-    STUCK_PENDING = "STUCK_PENDING", "Stuck claims", CaseType.STUCK_PENDING.help
-    AMBIGUOUS_TIMEOUT = "AMBIGUOUS_TIMEOUT", "Ambiguous timeouts", CaseType.AMBIGUOUS_TIMEOUT.help
-    CANCELLED_TRANSACTION = (
-        "CANCELLED_TRANSACTION",
-        "Cancelled transactions",
-        CaseType.CANCELLED_TRANSACTION.help,
-    )
-    TOKEN_MISMATCH = "TOKEN_MISMATCH", "Token mismatches", CaseType.TOKEN_MISMATCH.help
-    LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", CaseType.LEDGER_DRIFT.help
-    ESCALATED = "ESCALATED", "Escalated", CaseState.ESCALATED.help
-    OVERRIDE_REQUESTED = (
-        "OVERRIDE_REQUESTED",
-        "Awaiting approval",
-        CaseState.OVERRIDE_REQUESTED.help,
-    )
-
-
-class Disposition(Code):
-    """An evidence-based decision one person may record on a case."""
-
-    CONFIRMED_COMMITTED = (
-        "CONFIRMED_COMMITTED",
-        "Confirmed committed",
-        "A consistent read finds the pledge; the claim is finalised.",
-    )
-    RETRY_COMMIT = (
-        "RETRY_COMMIT",
-        "Retry the commit",
-        "Re-run the commit in the background: duplicate-safe (the durable key refuses a "
-        "second pledge; same token inside the 10-minute window).",
-    )
-    DUPLICATE_REJECTED_OK = (
-        "DUPLICATE_REJECTED_OK",
-        "Duplicate correctly rejected",
-        "The write was a duplicate and was rightly refused; close the case.",
-    )
-    ESCALATE = (
-        "ESCALATE",
-        "Escalate",
-        "Move the case to the Escalated queue for a closer look.",
-    )
-    DRIFT_EXPLAINED = "DRIFT_EXPLAINED", "Explained, no correction", "Understood; close it."
-    DRIFT_CORRECTED = "DRIFT_CORRECTED", "Corrected by finance", "Finance made the adjustment."
-
-
-class Override(Code):
-    """A risky change: one person asks, a different supervisor approves (four eyes)."""
-
-    RELEASE_CLAIM = (
-        "RELEASE_CLAIM",
-        "Release the claim (client may retry)",
-        "Mark the claim failed so the client may retry with its key.",
-    )
-    VOID_PLEDGE = (
-        "VOID_PLEDGE",
-        "Void the pledge",
-        "Reverse the recorded pledge and subtract it from the ledger.",
-    )
-    REOPEN = "REOPEN", "Reopen", "Open the resolved case again."
-
-
-class ReasonCode(Code):
-    """Why an action was taken; every action carries one, and a written reason."""
-
-    EVIDENCE_CONFIRMS = "EVIDENCE_CONFIRMS", "Evidence (consistent reads) confirms the outcome"
-    CLIENT_CONFIRMED = "CLIENT_CONFIRMED", "The client confirmed the intended outcome"
-    DUPLICATE_VERIFIED = "DUPLICATE_VERIFIED", "Verified as a duplicate of a recorded pledge"
-    TRANSIENT_FAILURE = "TRANSIENT_FAILURE", "A transient failure; safe to retry"
-    DONOR_REQUEST = "DONOR_REQUEST", "The donor asked for this change"
-    DATA_CORRECTION = "DATA_CORRECTION", "Correcting recorded data"
-    SUSPECTED_FRAUD = "SUSPECTED_FRAUD", "Suspected fraud or abuse"
-    NEEDS_REVIEW = "NEEDS_REVIEW", "Needs a second opinion"
-    OTHER = "OTHER", "Other (explained in the text)"
-
-
-class RetryStatus(Code):
-    """Where a case's background commit retry stands (``case.retry.status``); once run,
-    the status is the commit's outcome kind (:class:`~reconciliation.claims.outcomes.
-    OutcomeKind`), or one of these."""
-
-    QUEUED = "queued", "Queued", "Waiting for a background worker to run it."
-    ALREADY_COMMITTED = (
-        "already_committed",
-        "Already committed",
-        "The pledge was recorded before the retry ran; nothing was written again.",
-    )
-    COMMITTED = "committed", "Committed", "The retry recorded the pledge."
-    NOTHING_TO_DO = "nothing_to_do", "Nothing to do", "The case was already decided."
-
-
-class ErrorKind(Code):
-    """Why a claim has no clean outcome (``client_outcome.error``, ``last_error_code``)."""
-
-    WORKER_DIED = (
-        "worker_died_between_claim_and_commit",
-        "The worker stopped between claim and commit",
-        "It claimed the key and never recorded an outcome, so the client got no answer.",
-    )
-    RELEASED_BY_OVERRIDE = (
-        "RELEASED_BY_OVERRIDE",
-        "Released by an approved override",
-        "A supervisor approved releasing the claim; the client may retry with its key.",
-    )
 
 
 # --- the parts of a case ---------------------------------------------------------------
@@ -459,28 +324,12 @@ class Evidence:
         return bool(self.to_json())
 
 
-# The types a claim's unclean outcome opens (not the fund-level LEDGER_DRIFT).
-CASE_TYPES = tuple(t for t in CaseType if t != CaseType.LEDGER_DRIFT)
-
-
-QUEUES = tuple(Queue)
 WALK_PAGE = 100  # rows a page when a sweep walks a whole queue
 # What case_id_for makes: "C-", 16 base32 characters, "-<region>" outside the first region
 # (docs/regions.md). Counter items share the table (``#COUNT#<QUEUE>#<n>``), and a typed
 # id may exceed DynamoDB's 2,048-byte key (a ValidationException): neither is a case.
 CASE_ID_PATTERN = "C-[A-Z2-7]{16}(?:-[a-z][a-z0-9-]{0,31})?"
 _CASE_ID_RE = re.compile(CASE_ID_PATTERN)
-
-
-# Case types that ask one question about a claim version share its case: a stuck claim
-# whose late worker then times out is still one "did it commit?" question, answered once.
-# That question keeps the id derivation cases had before types were part of it.
-DID_IT_COMMIT = frozenset({CaseType.STUCK_PENDING, CaseType.AMBIGUOUS_TIMEOUT})
-
-
-def case_question(case_type: str) -> str:
-    """The question a case of ``case_type`` asks; one case per question and claim version."""
-    return "did_it_commit" if case_type in DID_IT_COMMIT else case_type
 
 
 def case_id_for(source: str, version: int, case_type: str, region_tag: str = "") -> str:
@@ -505,16 +354,6 @@ def resolved_month(at: str) -> str:
     ``R#YYYY-MM``. Resolutions are staff actions (a few hundred a week), so a month's
     partition is never hot, and a page of the newest reads one or two partitions."""
     return f"R#{at[:7]}"
-
-
-def queue_for(case_type: str, state: str) -> Queue | None:
-    if state == CaseState.RESOLVED:
-        return None
-    if state == CaseState.ESCALATED:
-        return Queue.ESCALATED
-    if state == CaseState.OVERRIDE_REQUESTED:
-        return Queue.OVERRIDE_REQUESTED
-    return Queue(case_type)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from reconciliation.actors import Role
-from reconciliation.cases.models import CaseState, CaseType, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
 from reconciliation.codes import Code
 
 DISPOSITIONS = tuple(Disposition)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from reconciliation.cases.counters import (
     CounterMove,
     QueueCounter,
@@ -24,7 +26,6 @@ from reconciliation.cases.counters import (
     totals_attribute,
 )
 from reconciliation.cases.models import (
-    QUEUES,
     WALK_PAGE,
     Case,
     case_from_item,
@@ -32,9 +33,11 @@ from reconciliation.cases.models import (
     decoded_row,
     is_case_id,
 )
+from reconciliation.cases.vocabulary import QUEUES
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
+from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.dynamo.tables import donor_search_key
 from reconciliation.stores import case_tag
@@ -177,6 +180,32 @@ class CaseRepository:
         if not item_id.startswith("#"):
             raise ValueError("a kept item's id starts with '#': it is never a case")
         self.client.put_item(TableName=self.table, Item=to_item({**values, "case_id": item_id}))
+
+    def kept_ask(self, item_id: str, *, computed_at: str, now: str, asked_before: str) -> bool:
+        """Mark the kept item ``item_id`` as asked to be replaced, if it is still the one
+        computed at ``computed_at`` (as read) and nobody asked since ``asked_before``:
+        ``True`` for the one asker who should queue the work, ``False`` for the others
+        (or when it was replaced meanwhile). Replacing the item clears the mark."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._key(item_id),
+                UpdateExpression="SET refresh_asked_at = :now",
+                ConditionExpression=(
+                    "computed_at = :read AND "
+                    "(attribute_not_exists(refresh_asked_at) OR refresh_asked_at < :before)"
+                ),
+                ExpressionAttributeValues={
+                    ":now": {"S": now},
+                    ":read": {"S": computed_at},
+                    ":before": {"S": asked_before},
+                },
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == ErrorCode.CONDITION_FAILED:
+                return False
+            raise
+        return True
 
     def counts(self) -> dict[str, int]:
         """Open cases per queue (see :meth:`counters`)."""

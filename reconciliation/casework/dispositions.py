@@ -33,17 +33,10 @@ from reconciliation.cases.actions import (
     resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change, case_load
-from reconciliation.cases.models import (
-    Case,
-    CaseState,
-    CaseType,
-    CommitRetry,
-    Disposition,
-    RetryStatus,
-    retry_in_flight,
-)
+from reconciliation.cases.models import Case, CommitRetry, retry_in_flight
 from reconciliation.cases.policy import BULK_DISPOSITIONS, LABELS, allowed_actions, evidence_refusal
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, RetryStatus
 from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
 from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import ClaimStatus

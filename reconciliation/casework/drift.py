@@ -84,16 +84,9 @@ from reconciliation import clock, metrics
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository
-from reconciliation.cases.models import (
-    Case,
-    CaseState,
-    CaseType,
-    Disposition,
-    Evidence,
-    Queue,
-    case_id_for,
-)
+from reconciliation.cases.models import Case, Evidence, case_id_for
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Queue
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Pledge, claim_pk
 from reconciliation.claims.opening import case_open

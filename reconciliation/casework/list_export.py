@@ -16,7 +16,7 @@ from decimal import Decimal
 from reconciliation.actors import Actor
 from reconciliation.audit.export.events import DOWNLOADED, export_event_append, new_export_id
 from reconciliation.audit.export.rows import formula_safe
-from reconciliation.cases.models import CaseState, CaseType, queue_for
+from reconciliation.cases.vocabulary import CaseState, CaseType, queue_for
 from reconciliation.codes import Code
 from reconciliation.currencies import amount_text
 from reconciliation.stores import Store

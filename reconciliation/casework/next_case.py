@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciliation.cases.models import Queue
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.selectors import queue_page
 from reconciliation.stores import Store
 

@@ -25,7 +25,7 @@ from django.template.defaultfilters import pluralize
 
 from reconciliation import clock
 from reconciliation.actors import Role
-from reconciliation.cases.models import QUEUES, Override, Queue
+from reconciliation.cases.vocabulary import QUEUES, Override, Queue
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.rows import CaseRow
 from reconciliation.casework.selectors import QueueFilters, queue_counts, queue_page

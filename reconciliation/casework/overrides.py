@@ -25,23 +25,21 @@ from reconciliation.cases.actions import (
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
 from reconciliation.cases.models import (
     Case,
-    CaseState,
-    ErrorKind,
-    Override,
     OverrideRequest,
-    ReasonCode,
     Requester,
     Resolution,
     retry_in_flight,
 )
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override, ReasonCode
 from reconciliation.casework.evidence import evidence_check
 from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.currencies import amount_text
 from reconciliation.stores import Store, pledge_stream
 
 
@@ -281,7 +279,14 @@ def _void(
             disposition=Override.VOID_PLEDGE,
             reason_code=common["reason_code"],
             reason_text=common["reason_text"],
-            detail={"requested_by": override.requested_by.username},
+            # The pledge voided, so its audit row says what (docs/audit.md): since
+            # "before/after in audit rows"; earlier voids show the status only.
+            detail={
+                "requested_by": override.requested_by.username,
+                "amount": amount_text(pledge.amount, pledge.currency),
+                "currency": pledge.currency,
+                "fund": pledge.fund,
+            },
         ),
         stream=pledge_stream(pledge.intent_id, store.tag),
         seq=pledge.audit_seq + 1,
@@ -333,7 +338,7 @@ def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionRe
 def overrides_expire(*, store: Store) -> list[str]:
     """Return expired override requests to their prior state, by ``system``. Queries
     the approval queue only (its cost grows with pending requests)."""
-    from reconciliation.cases.models import Queue
+    from reconciliation.cases.vocabulary import Queue
 
     actor = system_actor()
     expired: list[str] = []

@@ -23,8 +23,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import QueueCounter
-from reconciliation.cases.models import QUEUES
 from reconciliation.cases.repository import CaseRepository, CountersAnd
+from reconciliation.cases.vocabulary import QUEUES
 from reconciliation.dynamo.items import RawItem, from_item, to_item
 from reconciliation.stores import Store, case_tag
 

@@ -14,9 +14,10 @@ from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import CaseChanged, case_commit_change
-from reconciliation.cases.models import Case, CaseState, CommitRetry, Disposition, RetryStatus
+from reconciliation.cases.models import Case, CommitRetry
 from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, Disposition, RetryStatus
 from reconciliation.casework.evidence import pledge_matches_case
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind

@@ -20,8 +20,9 @@ from django.core import signing
 from reconciliation import clock
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.counters import QueueCounter
-from reconciliation.cases.models import QUEUES, Case, CaseType
+from reconciliation.cases.models import Case
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import QUEUES, CaseType
 from reconciliation.casework.regions import (
     CursorMismatch,
     Run,

@@ -15,17 +15,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciliation.actors import Role
-from reconciliation.cases.models import (
-    Case,
+from reconciliation.cases.models import Case, retry_in_flight
+from reconciliation.cases.policy import DISPOSITIONS, LABELS, OVERRIDES, offered_actions
+from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
     Disposition,
     Override,
     ReasonCode,
     RetryStatus,
-    retry_in_flight,
 )
-from reconciliation.cases.policy import DISPOSITIONS, LABELS, OVERRIDES, offered_actions
 from reconciliation.casework.evidence import evidence_facts, pledge_matches_case
 from reconciliation.claims.models import TOKEN_WINDOW_S, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind

@@ -32,17 +32,9 @@ from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError
-from reconciliation.cases.models import (
-    Case,
-    CaseType,
-    ClientOutcome,
-    CommitRetry,
-    Disposition,
-    ErrorKind,
-    Queue,
-    RetryStatus,
-)
+from reconciliation.cases.models import Case, ClientOutcome, CommitRetry
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseType, Disposition, ErrorKind, Queue, RetryStatus
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
@@ -229,7 +221,7 @@ def redispatch_stale_retries(
 ) -> SweepReport:
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
-    from reconciliation.cases.models import CASE_TYPES, Queue
+    from reconciliation.cases.vocabulary import CASE_TYPES, Queue
     from reconciliation.casework.retries import enqueue_retry
 
     report = report or SweepReport()

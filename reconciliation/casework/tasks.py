@@ -119,3 +119,33 @@ def ledger_drift_task() -> dict[str, Any]:
 
     report = ledger_drift_check(every_store(), home=home_store, force=True)
     return {"opened": report.opened, "duplicates": report.duplicates}
+
+
+@shared_task(
+    name="reconciliation.tasks.cases.overview_summary_task",
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def overview_summary_task() -> dict[str, Any]:
+    """Recompute the overview's kept summary (asked by a view that found it stale,
+    reconciliation/casework/overview.py). Idempotent: a duplicate run writes a summary
+    as fresh; not retried, the next stale view asks again."""
+    from reconciliation.casework.overview import overview_summary_refresh
+
+    summary = overview_summary_refresh(stores=every_store())
+    return {"computed_at": summary.computed_at}
+
+
+def overview_summary_enqueue() -> bool:
+    """Queue :func:`overview_summary_task`; ``False`` (logged) when the queue does not
+    take it: the overview goes on showing the kept summary and asks again later."""
+    from reconciliation.audit.tasks import QUEUE_ERRORS
+
+    try:
+        # Expires: a refresh nobody ran within a minute is overtaken by a later ask.
+        overview_summary_task.apply_async(expires=60)
+    except QUEUE_ERRORS as exc:
+        logger.warning("overview summary refresh not queued (%s)", type(exc).__name__)
+        return False
+    return True

@@ -18,8 +18,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from reconciliation import clock
-from reconciliation.cases.models import QUEUES, CaseType, Queue, queue_for
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import QUEUES, CaseType, Queue, queue_for
 from reconciliation.casework.rows import CaseRow
 from reconciliation.casework.selectors import MAX_PAGE, QueueFilters, queue_counts, queue_page
 from reconciliation.codes import Code

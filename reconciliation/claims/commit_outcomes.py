@@ -18,7 +18,8 @@ from django.conf import settings
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.models import CaseState, CaseType, ClientOutcome
+from reconciliation.cases.models import ClientOutcome
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.outcomes import (

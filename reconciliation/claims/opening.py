@@ -16,17 +16,9 @@ from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
 from reconciliation.cases.counters import counter_moves
-from reconciliation.cases.models import (
-    Case,
-    CaseRequest,
-    CaseState,
-    CaseType,
-    ClientOutcome,
-    Evidence,
-    case_id_for,
-    queue_for,
-)
+from reconciliation.cases.models import Case, CaseRequest, ClientOutcome, Evidence, case_id_for
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, CaseType, queue_for
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 

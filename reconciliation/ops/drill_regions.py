@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import CaseState, CaseType
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind

@@ -21,8 +21,9 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Case, CaseState, CaseType, Disposition, Queue, ReasonCode
+from reconciliation.cases.models import Case
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Queue, ReasonCode
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import (

@@ -28,14 +28,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import (
-    CaseRequest,
-    CaseState,
-    CaseType,
-    Disposition,
-    Override,
-    Resolution,
-)
+from reconciliation.cases.models import CaseRequest, Resolution
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.ops.invariants import Problem

@@ -35,7 +35,7 @@ from reconciliation.audit.chains import chain_check
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.counters import COUNTER_PREFIX
-from reconciliation.cases.models import CaseState, case_question
+from reconciliation.cases.vocabulary import CaseState, case_question
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item

@@ -30,7 +30,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.models import CASE_TYPES
+from reconciliation.cases.vocabulary import CASE_TYPES
 from reconciliation.casework.sweeps import sweep_claims_and_cases
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total

@@ -138,6 +138,10 @@ def open_browser(chromium_browser, live_server, staff_users):
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15_000)
+        # A page load waits for its static files and first reads: on two cores shared
+        # with the other worker's process sets it took over 15 s (a keyboard test timed
+        # out in wait_for_url). A bound, not a measure: a quiet load takes about 1 s.
+        page.set_default_navigation_timeout(45_000)
         page.goto(f"{live_server.url}/accounts/login/")
         page.get_by_label("Username").fill(username)
         page.get_by_label("Password").fill(PASSWORD)

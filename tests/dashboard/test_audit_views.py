@@ -12,6 +12,7 @@ import os
 import re
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from html import unescape
 
 import pytest
@@ -365,3 +366,151 @@ def test_the_action_filter_offers_each_action_by_its_label(ddb, client):
     assert '<option value="pledge_recorded">Pledge recorded</option>' in html
     assert auditor.get("/audit/", {**rng(), "action": "pledge_recorded"}).status_code == 200
     assert auditor.get("/audit/", {**rng(), "action": "no_such_action"}).status_code == 400
+
+
+def _intent_events() -> None:
+    """Events about the key ``k-42`` of two tenants, and a near miss (``k-420``)."""
+    from reconciliation.actors import system_actor
+    from reconciliation.audit.append import audit_event_append
+    from reconciliation.audit.models import AuditAction, AuditEvent
+
+    for intent in ("acme#k-42", "beta#k-42", "acme#k-420"):
+        audit_event_append(
+            first_store(),
+            stream=f"CLAIM#{intent}",
+            event=AuditEvent(action=AuditAction.DRILL_RUN, actor=system_actor(), intent_id=intent),
+        )
+
+
+def _intents_shown(page: bytes) -> list[str]:
+    return sorted(set(re.findall(r"(?:acme|beta)#k-42\d?", unescape(page.decode()))))
+
+
+def test_intent_filter_accepts_the_clients_key_alone(ddb, client):
+    """The intent filter wanted ``tenant#key``; a bare key (what staff are told) now
+    matches that key under every tenant the system holds, ``tenant#key`` still only that
+    tenant's, and nothing else (``k-420``)."""
+    from dashboard.models import Tenant
+
+    for name in ("acme", "beta"):
+        Tenant.objects.create(name=name)
+    _intent_events()
+    auditor = as_user(client, "aud", "auditor")
+    bare = auditor.get("/audit/", {"intent_id": "k-42"})
+    assert bare.status_code == 200
+    assert _intents_shown(bare.content) == ["acme#k-42", "beta#k-42"]
+    exact = auditor.get("/audit/", {"intent_id": "beta#k-42"})
+    assert _intents_shown(exact.content) == ["beta#k-42"]
+
+
+def test_a_bare_key_with_no_tenant_known_is_a_clear_error(ddb, client):
+    """With no tenant to search a key under, the page says to enter tenant#key."""
+    auditor = as_user(client, "aud", "auditor")
+    response = auditor.get("/audit/", {"intent_id": "k-42"})
+    assert response.status_code == 400
+    assert "enter it as tenant#key" in response.content.decode()
+
+
+def test_a_bare_key_export_keeps_the_tenants_it_was_searched_under():
+    """An export made from a search's stored filters selects what the search showed."""
+    from reconciliation.audit.export.background import filters_from_dict
+
+    filters = AuditFilters.build(intent_id="k-42", intent_tenants=["beta", "acme"])
+    assert filters.intent_ids() == ("acme#k-42", "beta#k-42")
+    assert filters_from_dict(filters.as_dict()).intent_ids() == filters.intent_ids()
+    assert AuditFilters.build(intent_id="acme#k-42", intent_tenants=["x"]).intent_ids() == (
+        "acme#k-42",
+    )
+
+
+def _change_lines(page: bytes) -> list[str]:
+    html = unescape(page.decode())
+    return [
+        re.sub(r"\s+", " ", line).strip()
+        for block in re.findall(r'<ul class="changes">(.*?)</ul>', html, re.S)
+        for line in re.findall(r"<li>(.*?)</li>", block, re.S)
+    ]
+
+
+def test_rows_say_what_changed(ddb, client, settings):
+    """Rows of events that change something say what, in words, from the event as
+    stored: a staff role, a fund's limit, a pledge recorded and voided (amount and fund),
+    a case's state and queue (they showed only the action's name)."""
+    from dashboard.models import Tenant
+    from dashboard.tenant_changes import fund_register
+    from reconciliation.audit.models import AuditAction
+    from reconciliation.audit.staff import staff_event_append
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.vocabulary import Override
+    from reconciliation.casework.overrides import override_approve, override_request
+    from reconciliation.claims.funds import Fund
+    from tests.conftest import staff_actor
+    from tests.reconciliation.factories import ambiguous_case
+
+    settings.AUTO_RESOLVE_COMMITTED = False
+    admin = staff_actor("root", "admin")
+    staff_event_append(
+        first_store(),
+        username="ada",
+        action=AuditAction.STAFF_ROLE_CHANGED,
+        actor=admin,
+        before={"role": "finance_staff", "active": True},
+        after={"role": "supervisor", "active": True},
+    )
+    acme = Tenant.objects.create(name="acme")
+    fund_register(acme, Fund("GENERAL", "USD", Decimal("5000")), actor=admin)
+    fund_register(acme, Fund("GENERAL", "USD", Decimal("12500")), actor=admin)
+
+    case = ambiguous_case("chg-1", amount="1423.50", currency="USD")
+    requested = override_request(
+        case_id=case.case_id,
+        override=Override.VOID_PLEDGE,
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
+        store=first_store(),
+    )
+    override_approve(
+        case_id=case.case_id,
+        request_id=requested.case.override.request_id,
+        staff=StaffAction(
+            actor=staff_actor("sue", "supervisor"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="Checked with the donor.",
+        ),
+        store=first_store(),
+    )
+
+    auditor = as_user(client, "aud", "auditor")
+    lines = _change_lines(auditor.get("/audit/").content)
+    assert "Role: Finance staff → Supervisor" in lines
+    assert "Limit of GENERAL: — → 5,000.00 USD" in lines
+    assert "Limit of GENERAL: 5,000.00 USD → 12,500.00 USD" in lines
+    pledged = [line for line in lines if line.startswith("Pledge: 1,423.50 USD to ")]
+    assert len(pledged) == 2  # recorded, and voided
+    assert "Status: Recorded → Voided" in lines
+    assert "State: — → Open" in lines  # the case opened
+    assert "Queue: Ambiguous timeouts → Awaiting approval" in lines  # the void asked for
+    assert "State: Override requested → Resolved" in lines  # and approved
+    assert "Queue: Awaiting approval → —" in lines
+
+
+def test_an_older_void_and_an_unknown_shape_show_what_they_hold():
+    """A void recorded before voids kept their amount says its status change only; an
+    event of a shape the page does not know shows no line rather than an error."""
+    from dashboard.audit_changes import event_changes
+
+    old_void = {
+        "action": "pledge_voided",
+        "before": {"status": "RECORDED"},
+        "after": {"status": "VOIDED"},
+        "detail": {"requested_by": "ada"},
+    }
+    assert [c.line for c in event_changes(old_void)] == ["Status: Recorded → Voided"]
+    assert event_changes({"action": "fund_limit_changed", "before": "x", "after": 3}) == [
+        event_changes({"action": "fund_limit_changed"})[0]
+    ]
+    assert event_changes({"action": "signed_out", "detail": {"via": "button"}}) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition
+from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor

@@ -11,7 +11,7 @@ from dashboard.models import Notification, NotificationKind
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, NotAllowed
-from reconciliation.cases.models import Disposition, Override
+from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.notes import MAX_NOTE_LENGTH, case_note_add
 from reconciliation.casework.overrides import override_approve, override_request

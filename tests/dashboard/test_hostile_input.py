@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from reconciliation.cases.counters import COUNTER_PREFIX, counter_key
-from reconciliation.cases.models import QUEUES
+from reconciliation.cases.vocabulary import QUEUES
 from tests.helpers import audit_events, cases, sign_in
 from tests.reconciliation.factories import stuck_case
 

@@ -18,7 +18,7 @@ from dashboard.templatetags import dashboard_format
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import (
+from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
     Disposition,

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from django.test import Client
 
-from reconciliation.cases.models import CaseState
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.casework.drift import ledger_drift_check
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.outcomes import OutcomeKind

@@ -9,7 +9,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Queue
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor

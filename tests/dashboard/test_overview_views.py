@@ -181,3 +181,39 @@ def test_head_is_answered_like_get_and_pages_name_their_icon(ddb, client):
     assert client.head("/").status_code == 200
     page = client.get("/").content.decode()
     assert re.search(r'<link rel="icon" href="/static/favicon[^"]*\.svg"', page)
+
+
+@pytest.mark.engines("moto")
+def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
+    """A quiet trail's signed checkpoints (14-20 of the 20 latest events on a fresh
+    install) are one row per run ("12 signed checkpoints, from – to"), so the events
+    people made stay in view."""
+    from reconciliation.actors import system_actor
+    from reconciliation.audit.append import audit_event_append
+    from reconciliation.audit.checkpoints import SYSTEM_STREAM
+    from reconciliation.audit.models import AuditAction, AuditEvent
+
+    def checkpoints(n: int) -> None:
+        for _ in range(n):
+            audit_event_append(
+                first_store(),
+                stream=SYSTEM_STREAM,
+                event=AuditEvent(action=AuditAction.AUDIT_CHECKPOINT, actor=system_actor()),
+            )
+
+    with clock.travel(-3 * 3600):
+        stuck_case("ov-cp-1")
+    with clock.travel(-2 * 3600):
+        checkpoints(12)
+    with clock.travel(-3600):
+        stuck_case("ov-cp-2")
+        checkpoints(25)
+    sign_in(client, "supervisor")
+    html = client.get("/").content.decode()
+    events = html[html.index('<table class="events">') :]
+    rows = re.findall(r"<tr[ >].*?</tr>", events[events.index("<tbody>") :], re.S)
+    assert "Signed checkpoint" not in events
+    collapsed = [r for r in rows if "signed checkpoints" in r]
+    assert [re.search(r"(\d+) signed checkpoints", r).group(1) for r in collapsed] == ["25", "12"]
+    assert events.count("Case opened") == 2  # both real events in view
+    assert len(rows) == 4

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from reconciliation.cases.models import CaseState
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import case_store, every_store
 from tests.helpers import sign_in

@@ -12,7 +12,6 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -25,7 +24,7 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in, staff_user
+from tests.helpers import TablesSnapshot, sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -375,32 +374,17 @@ def _sign_in(client: Client, role: str, world: World | None = None) -> None:
 # building it runs the intake, the sweep and an override request (0.3-1.3 s on two
 # loaded cores); each later test gets a copy of its items in its own empty tables (one
 # batch write) and of its Django user, so every test still starts from the same state.
-_BUILT: dict[str, tuple[World, list[list[dict]]]] = {}
-
-
-def _raw_items(ddb, table: str) -> list[dict]:
-    items: list[dict] = []
-    kwargs: dict = {"TableName": table, "ConsistentRead": True}
-    while True:
-        page = ddb.client.scan(**kwargs)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+_BUILT: dict[str, tuple[World, TablesSnapshot]] = {}
 
 
 def _world_on(ddb) -> World:
     built = _BUILT.get(ddb.name)
     if built is None:
         world = _world()
-        _BUILT[ddb.name] = (world, [_raw_items(ddb, t) for t in ddb.tables.all()])
+        _BUILT[ddb.name] = (world, TablesSnapshot.take(ddb))
         return replace(world)
-    world, tables = built
-    for table, items in zip(ddb.tables.all(), tables, strict=True):
-        for start in range(0, len(items), 25):
-            writes: Any = {table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
-            while writes:
-                writes = ddb.client.batch_write_item(RequestItems=writes).get("UnprocessedItems")
+    world, snapshot = built
+    snapshot.restore(ddb)
     staff_user("rm-target", "finance_staff", email="t@example.org")
     return replace(world)
 

@@ -10,7 +10,8 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition, OverrideRequest, Resolution
+from reconciliation.cases.models import OverrideRequest, Resolution
+from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
 from tests.helpers import repositories, sign_in

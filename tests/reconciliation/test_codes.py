@@ -7,7 +7,8 @@ import json
 from decimal import Decimal
 
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.models import Case, CaseState, CaseType, case_from_item, case_to_item
+from reconciliation.cases.models import Case, case_from_item, case_to_item
+from reconciliation.cases.vocabulary import CaseState, CaseType
 
 
 def test_a_member_is_its_stored_string_with_its_words():

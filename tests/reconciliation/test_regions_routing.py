@@ -12,14 +12,9 @@ from django.test import override_settings
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.counters import counter_keys
-from reconciliation.cases.models import (
-    CASE_ID_PATTERN,
-    CaseState,
-    Disposition,
-    Override,
-    is_case_id,
-)
+from reconciliation.cases.models import CASE_ID_PATTERN, is_case_id
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, Disposition, Override
 from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.overrides import override_request, overrides_expire
 from reconciliation.casework.sweeps import sweep_all

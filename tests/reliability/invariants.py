@@ -28,7 +28,7 @@ from reconciliation import clock
 from reconciliation.audit.chains import chain_check
 from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.audit.verify import audit_verify
-from reconciliation.cases.models import CaseState
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
     ClaimStatus,

@@ -12,8 +12,9 @@ import uuid
 from django.test import override_settings
 
 from dashboard.staff.views.pages import QUEUE_SLUGS
-from reconciliation.cases.models import CASE_ID_PATTERN, CaseType
+from reconciliation.cases.models import CASE_ID_PATTERN
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseType
 from reconciliation.stores import case_store, case_tag, every_store
 
 CASE_ID_RE = re.compile(rf"/cases/({CASE_ID_PATTERN})/")

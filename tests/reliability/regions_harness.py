@@ -17,8 +17,8 @@ from pathlib import Path
 
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import CaseState, Disposition
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims import intake
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk

@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from reconciliation.audit.chains import chain_check
-from reconciliation.cases.models import CaseState
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.dynamo.client import TableNames

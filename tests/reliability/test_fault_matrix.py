@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from reconciliation.cases.models import CASE_TYPES, CaseState, CaseType
+from reconciliation.cases.vocabulary import CASE_TYPES, CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.ledger import ledger_key_for
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for

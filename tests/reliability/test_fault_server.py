@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.cases.models import CaseType
+from reconciliation.cases.vocabulary import CaseType
 from tests.conftest import pledge_body
 from tests.helpers import cases, ledger_total, pledges
 from tests.reliability.procs import ApiServer, django_env

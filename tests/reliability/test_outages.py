@@ -17,7 +17,7 @@ import pytest
 from celery import Celery
 
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import CaseState, CaseType, Disposition
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import sweep_all

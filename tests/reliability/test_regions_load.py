@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciliation.cases.models import CaseType
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseType
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients

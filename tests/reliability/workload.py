@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import CaseState, Disposition
+from reconciliation.cases.vocabulary import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims.models import intent_id_for
 from reconciliation.stores import first_store

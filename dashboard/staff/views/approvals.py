@@ -22,7 +22,8 @@ from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError, CaseNotFound
-from reconciliation.cases.models import OverrideRequest, Queue
+from reconciliation.cases.models import OverrideRequest
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.overrides import override_approve, override_reject
 from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
 from reconciliation.stores import case_store, every_store

@@ -25,6 +25,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
+from dashboard.staff.views.search import known_tenants
 from reconciliation.actors import Role
 from reconciliation.audit.day_index import CursorError
 from reconciliation.audit.export.background import (
@@ -62,7 +63,12 @@ class AuditSearchForm(forms.Form):
         + sorted(((a.value, a.label) for a in AuditAction), key=lambda choice: choice[1]),
     )
     case_id = forms.CharField(required=False, max_length=200, label="Case id")
-    intent_id = forms.CharField(required=False, max_length=600, label="Intent id")
+    intent_id = forms.CharField(
+        required=False,
+        max_length=600,
+        label="Intent id or client's key",
+        help_text="tenant#key, or the client's own key alone: searched under every tenant.",
+    )
 
 
 def _own_only(request: StaffRequest) -> str:
@@ -85,6 +91,9 @@ def _filters(request: StaffRequest, data) -> tuple[AuditSearchForm, AuditFilters
             case_id=values["case_id"],
             intent_id=values["intent_id"],
             performed_by=_own_only(request),
+            # A bare key is searched under every tenant the system holds (as the case
+            # search does); tenant#key needs none.
+            intent_tenants=known_tenants() if "#" not in values["intent_id"] else (),
         )
     except FilterError as exc:
         return form, None, str(exc)

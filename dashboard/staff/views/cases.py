@@ -48,7 +48,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
-from reconciliation.cases.models import Case, CaseState, Queue, retry_in_flight
+from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import (
     DISPOSITIONS,
     LABELS,
@@ -57,6 +57,7 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
+from reconciliation.cases.vocabulary import CaseState, Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.next_case import next_open_case

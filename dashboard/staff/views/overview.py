@@ -9,11 +9,12 @@ from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
-from reconciliation.cases.models import Queue
 from reconciliation.cases.policy import audit_visible_performer
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.notifications import Digest
 from reconciliation.casework.overview import overview_read
 from reconciliation.casework.selectors import AGE_BUCKETS, totals_by_currency
+from reconciliation.casework.tasks import overview_summary_enqueue
 from reconciliation.stores import every_store
 
 APPROVALS_SHOWN = 5
@@ -25,12 +26,13 @@ EVENTS_SHOWN = 20
 def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
     # One BatchGetItem per region: the counters (counts and amounts at risk per
-    # currency), and the summary of what takes Queries, kept for every viewer while
-    # fresh (reconciliation/casework/overview.py).
+    # currency), and the summary of what takes Queries, kept for every viewer; a stale
+    # one is shown while a task recomputes it (reconciliation/casework/overview.py).
     read = overview_read(
         stores=every_store(),
         max_age_s=settings.OVERVIEW_SUMMARY_MAX_AGE_S,
         approvals=APPROVALS_SHOWN,
+        refresh_later=overview_summary_enqueue,
     )
     counters, summary = read.counters, read.summary
     counts = {q: c.count for q, c in counters.items()}
@@ -55,6 +57,7 @@ def overview(request: StaffRequest) -> HttpResponse:
         "at_risk": totals_by_currency(counters),
         "queues": queues,
         "bucket_labels": [label for label, _, _ in AGE_BUCKETS],
+        "bucket_totals": _bucket_totals(ageing),
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(Queue.OVERRIDE_REQUESTED, 0),
         "approvals": attention.waiting,
@@ -62,11 +65,22 @@ def overview(request: StaffRequest) -> HttpResponse:
         "events": summary.events_of(own_only, limit=EVENTS_SHOWN),
         "events_own_only": bool(own_only),
         "summary_at": summary.computed_at,
+        "summary_refreshing": read.refreshing,
     }
     return render_page(request, "overview.html", "summary", context)
 
 
 SLA_ROWS_SHOWN = 3
+
+
+def _bucket_totals(ageing: dict[str, list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """Open cases of every queue per age bucket, in the buckets' order: the ageing
+    table's "All queues" row, one total under each bucket's column."""
+    totals = dict.fromkeys((label for label, _, _ in AGE_BUCKETS), 0)
+    for buckets in ageing.values():
+        for label, n in buckets:
+            totals[label] = totals.get(label, 0) + n
+    return list(totals.items())
 
 
 def _attention(digest: Digest) -> dict:

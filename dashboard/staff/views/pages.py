@@ -10,8 +10,8 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from reconciliation.actors import STAFF_ROLES
-from reconciliation.cases.models import CaseType, Queue
 from reconciliation.cases.policy import STAFF
+from reconciliation.cases.vocabulary import CaseType, Queue
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails

@@ -32,7 +32,8 @@ from dashboard.staff.views.pages import (
     wants_partial,
 )
 from reconciliation import clock
-from reconciliation.cases.models import Queue, retry_in_flight
+from reconciliation.cases.models import retry_in_flight
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
 from reconciliation.casework.list_export import CSV_MAX_ROWS, CaseList, CsvCase
 from reconciliation.casework.notifications import sla_hours

@@ -145,6 +145,7 @@ def filters_from_dict(values: dict[str, Any]) -> AuditFilters:
         case_id=values.get("case_id", ""),
         intent_id=values.get("intent_id", ""),
         performed_by=values.get("performed_by", ""),
+        intent_tenants=[t for t in values.get("intent_tenants", "").split(",") if t],
         max_days=None,
     )
 

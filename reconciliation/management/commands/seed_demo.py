@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import CaseType, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import CaseType, Disposition, Override, ReasonCode
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page

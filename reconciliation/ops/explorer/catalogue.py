@@ -32,16 +32,9 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import (
-    Case,
-    CaseState,
-    CaseType,
-    Disposition,
-    Override,
-    ReasonCode,
-    retry_in_flight,
-)
+from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
+from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import IntakeOutcome
 from reconciliation.claims.request import PledgeRequest

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import Override
+from reconciliation.cases.vocabulary import Override
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, ClaimStatus, claim_pk
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.batch import batch_writer

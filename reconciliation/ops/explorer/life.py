@@ -21,8 +21,8 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import Disposition, ReasonCode
 from reconciliation.cases.policy import allowed_actions
+from reconciliation.cases.vocabulary import Disposition, ReasonCode
 from reconciliation.claims.models import ClaimStatus, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimTaken

@@ -21,7 +21,7 @@ from botocore.retries.quota import RetryQuota
 from django.conf import settings
 from django.test.utils import override_settings
 
-from reconciliation.cases.models import CaseState
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 from reconciliation.dynamo import faults

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.core.checks import run_checks
@@ -21,12 +22,12 @@ from django.core.management import CommandError, call_command
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition
+from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, delete_event
+from tests.helpers import TablesSnapshot, audit_events, delete_event
 from tests.reconciliation.factories import stuck_case, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -73,14 +74,33 @@ def escalated_case(key: str):
     ).case
 
 
+# The history of each engine and hour X, built once and copied into each test's tables:
+# its first checkpoint run signs every period since yesterday's midnight (seconds).
+_HISTORY: dict[tuple[str, datetime], tuple[TablesSnapshot, Any, Any]] = {}
+
+
 @pytest.fixture
-def history():
+def history(ddb):
     """Case A (3 events) and a pledge in period X, case B in X+1, each period
     checkpointed by the task 200 s after it ended; yields X and the two cases with the
     clock at X+3h+1000 s. (The task's first run, at X+200 s, signs every period since
     yesterday's midnight at once: late.)"""
-    now = clock.now()
+    now = clock.now()  # today's noon (``midday``), so X is the same for every test today
     x = now.replace(minute=0, second=0, microsecond=0) + HOUR
+    kept = _HISTORY.get((ddb.name, x))
+    if kept is not None:
+        snapshot, a, b = kept
+        snapshot.restore(ddb)
+        with at(x + 3 * HOUR + timedelta(seconds=1000)):
+            yield x, a, b
+        return
+    a, b = _build_history(x)
+    _HISTORY[(ddb.name, x)] = (TablesSnapshot.take(ddb), a, b)
+    with at(x + 3 * HOUR + timedelta(seconds=1000)):
+        yield x, a, b
+
+
+def _build_history(x: datetime):
     with at(x + timedelta(seconds=200)):
         assert write_checkpoints()[-1] == label(x - HOUR)
     with at(x + timedelta(seconds=600)):
@@ -93,8 +113,7 @@ def history():
     for n in (2, 3):
         with at(x + n * HOUR + timedelta(seconds=200)):
             assert write_checkpoints() == [label(x + (n - 1) * HOUR)]
-    with at(x + 3 * HOUR + timedelta(seconds=1000)):
-        yield x, a, b
+    return a, b
 
 
 def checkpoint_of(ddb, start: datetime) -> dict:

@@ -9,7 +9,7 @@ from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Disposition, Override
+from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.stores import first_store

@@ -266,6 +266,43 @@ def test_concurrent_checkpoint_writers_write_one_checkpoint(ddb):
     assert audit_verify(stream=SYSTEM_STREAM, store=first_store()).ok
 
 
+@pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
+def test_concurrent_checkpoint_runs_write_one_checkpoint_a_period(ddb):
+    """Four runs of the task, each with every period since yesterday's midnight due,
+    race at a barrier: each run trusts what it read of SYSTEM only while nobody else
+    has appended (``_SystemSeen``), so every period still gets exactly one checkpoint,
+    in one chain."""
+    seed(20)
+    outcomes = race(*[lambda: audit_checkpoint(first_store())] * 4)
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
+    written = [label for run in outcomes for label in run]
+    system = audit_events(ddb, SYSTEM_STREAM)
+    starts = [e["detail"]["start"] for e in system if e["action"] == AuditAction.AUDIT_CHECKPOINT]
+    assert len(starts) == len(set(starts)) == len(written) > 24
+    assert audit_verify(stream=SYSTEM_STREAM, store=first_store()).ok
+
+
+def test_a_run_over_many_periods_reads_the_newest_checkpoint_once(ddb, monkeypatch):
+    """The task's first run signs every period since yesterday's midnight; it reads the
+    newest checkpoint once at its start, not twice a period (each such read walks back
+    through SYSTEM from its head)."""
+    from reconciliation.audit.repository import AuditRepository
+
+    seed(20)
+    reads = []
+    real = AuditRepository.latest_event
+
+    def counted(self, stream, *, action):
+        reads.append(stream)
+        return real(self, stream, action=action)
+
+    monkeypatch.setattr(AuditRepository, "latest_event", counted)
+    written = audit_checkpoint(first_store())
+    assert len(written) > 24 and reads == [SYSTEM_STREAM]
+    reads.clear()
+    assert audit_checkpoint(first_store()) == [] and reads == [SYSTEM_STREAM]
+
+
 def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatch, settings):
     """A period with more heads than fit one item is checkpointed in part events that the
     signed checkpoint lists; it verifies, and deleting a part is reported. (Daily

@@ -11,22 +11,24 @@ import pytest
 
 from reconciliation.cases.models import (
     CaseRequest,
-    CaseState,
     ClientOutcome,
     CommitRetry,
-    Disposition,
-    ErrorKind,
     Evidence,
-    Override,
     OverrideRequest,
-    ReasonCode,
     Requester,
     Resolution,
-    RetryStatus,
     case_from_item,
     case_to_item,
     decoded_row,
     retry_in_flight,
+)
+from reconciliation.cases.vocabulary import (
+    CaseState,
+    Disposition,
+    ErrorKind,
+    Override,
+    ReasonCode,
+    RetryStatus,
 )
 from reconciliation.dynamo.cancellation import Branch, CancellationCode, DecodedReason
 

@@ -13,7 +13,8 @@ from reconciliation import clock
 from reconciliation.actors import Role, system_actor
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, InvalidReason, NotAllowed
-from reconciliation.cases.models import CommitRetry, Disposition, Override
+from reconciliation.cases.models import CommitRetry
+from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import (
     case_assign,
     case_dispose,

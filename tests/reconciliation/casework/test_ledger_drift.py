@@ -13,8 +13,8 @@ from prometheus_client import REGISTRY
 
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import CaseState, CaseType, Queue
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, CaseType, Queue
 from reconciliation.casework import drift as drift_module
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.drift import ALL, CheckpointRepository, ledger_drift_check
@@ -325,8 +325,8 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
     (then correcting the ledger) reported the correction as a new drift. A later
     difference opens a case of its own instead."""
     from reconciliation.cases.changes import CaseError
-    from reconciliation.cases.models import Override
     from reconciliation.cases.policy import allowed_actions
+    from reconciliation.cases.vocabulary import Override
 
     run()
     [key] = keys_homed("us-east-1", "reopen")

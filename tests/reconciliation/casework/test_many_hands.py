@@ -14,9 +14,9 @@ from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
-from reconciliation.cases.models import CaseState, Disposition, Override
 from reconciliation.cases.policy import offered_actions
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.vocabulary import CaseState, Disposition, Override
 from reconciliation.casework import retries
 from reconciliation.casework.dispositions import case_dispose, cases_bulk
 from reconciliation.casework.evidence import evidence_facts

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from reconciliation import clock
 from reconciliation.apps import queue_sla_check
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Override, Queue
+from reconciliation.cases.vocabulary import Override, Queue
 from reconciliation.casework.notifications import (
     InvalidSla,
     digest_message,

@@ -12,7 +12,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import Queue
+from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.history import assigned_page, resolved_page
 from reconciliation.casework.notifications import sla_parse, supervisor_digest

@@ -11,8 +11,6 @@ import pytest
 from reconciliation.cases.models import (
     Case,
     CaseRequest,
-    CaseState,
-    CaseType,
     CommitRetry,
     OverrideRequest,
     Resolution,
@@ -24,6 +22,7 @@ from reconciliation.cases.policy import (
     evidence_refusal,
     offered_actions,
 )
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.selectors import Evidence
 from reconciliation.casework.suggestions import case_suggestion, resolution_words

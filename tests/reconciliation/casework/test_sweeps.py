@@ -140,7 +140,7 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
     is older than RETRY_STALE_S the sweep queues it again and the case resolves."""
     from kombu.exceptions import OperationalError
 
-    from reconciliation.cases.models import Disposition
+    from reconciliation.cases.vocabulary import Disposition
     from reconciliation.casework.dispositions import case_dispose
     from reconciliation.casework.sweeps import RETRY_STALE_S
     from reconciliation.casework.tasks import retry_commit_task

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from dashboard.statuses import INTAKE as STATUS
 from reconciliation import clock
-from reconciliation.cases.models import CaseState, CaseType
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from reconciliation.cases.models import CASE_TYPES
+from reconciliation.cases.vocabulary import CASE_TYPES
 from reconciliation.ops.simulate import SimulationConfig, simulate_run
 
 pytestmark = pytest.mark.django_db(databases=[])
