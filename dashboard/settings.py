@@ -312,6 +312,9 @@ STUCK_GRACE_S = env_int("STUCK_GRACE_S", 30)
 # TTL deletes a claim this long after its lease/expiry, never sooner (cost control only).
 CLAIM_PURGE_AFTER_S = env_int("CLAIM_PURGE_AFTER_S", 7 * 24 * 3600)
 OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
+# How long the intake request log keeps an answer (its TTL: cost control, never
+# correctness; reconciliation/claims/request_log.py).
+REQUEST_LOG_TTL_S = env_int("REQUEST_LOG_TTL_S", 30 * 24 * 3600)
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
 AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")
 AUDIT_EXPORT_DIR = Path(os.environ.get("AUDIT_EXPORT_DIR", VAR_DIR / "exports"))

@@ -32,6 +32,13 @@ CANCELLATION_REASONS = Counter(
 )
 CLAIMS = Counter("claims_total", "Idempotency claims by outcome", ["outcome"])
 PLEDGE_OUTCOMES = Counter("pledge_requests_total", "Intake API answers by outcome", ["outcome"])
+# The intake request log (claims/request_log.py): a write that failed, by error code; the
+# client's answer was sent unchanged.
+INTAKE_REQUEST_LOG_FAILED = Counter(
+    "intake_request_log_failures_total",
+    "Intake request log entries that could not be written, by error code",
+    ["code"],
+)
 APP_RETRIES = Counter(
     "dynamo_app_retries_total", "Application-level retries by error code", ["code"]
 )

@@ -86,7 +86,7 @@ def _keys(client: DynamoDBClient, table: str, key_names: list[str], limit: int) 
 
 
 def empty_tables(client: DynamoDBClient, names: TableNames, *, at_most: int) -> bool:
-    """Delete every item of the five tables; ``False`` (nothing promised) when together
+    """Delete every item of the tables; ``False`` (nothing promised) when together
     they hold more than ``at_most`` items."""
     found: list[tuple[str, list]] = []
     total = 0

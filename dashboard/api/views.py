@@ -8,6 +8,7 @@ is written (dashboard/api/intake_limit.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from django.http import HttpRequest, JsonResponse
@@ -21,6 +22,7 @@ from dashboard.statuses import INTAKE
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.funds import fund_check
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.outcomes import OutcomeKind, retry_after_s
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
@@ -28,7 +30,9 @@ from reconciliation.claims.request import (
     parse_body,
     parse_idempotency_key,
 )
+from reconciliation.claims.request_log import intake_request_new, intake_request_record
 from reconciliation.metrics import INTAKE_RATE_LIMITED
+from reconciliation.stores import first_store, home_store
 
 
 def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
@@ -108,13 +112,57 @@ def _invalid(exc: InvalidRequest) -> JsonResponse:
     )
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """An answer of the intake API and what the request log keeps of it: the key (empty
+    when refused before one was known), the outcome kind or error code, the donor ref
+    once the body was read, the case opened."""
+
+    response: JsonResponse
+    outcome: str
+    key: str = ""
+    donor_ref: str = ""
+    case_id: str = ""
+
+
+def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
+    """The intake request log's entry for ``answer``, in the key's home region (the
+    tenant's requests without a key: the first region). Never fails the answer:
+    ``intake_request_record`` swallows, counts and logs a failed write."""
+    status = answer.response.status_code
+    entry = intake_request_new(
+        tenant=tenant,
+        idempotency_key=answer.key,
+        status=status,
+        outcome=answer.outcome,
+        rejected=400 <= status < 500,
+        replayed=answer.outcome == OutcomeKind.REPLAYED,
+        correlation_id=getattr(request, "correlation_id", "") or "",
+        donor_ref=answer.donor_ref,
+        case_id=answer.case_id,
+    )
+    store = (
+        home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, answer.key))
+        if answer.key
+        else first_store()
+    )
+    intake_request_record(entry, store=store)
+
+
 @csrf_exempt
 @require_http_methods(["POST"])
 def pledge_create(request: CorrelatedRequest) -> JsonResponse:
     caller = _caller(request)
     if not isinstance(caller, Caller):
-        return _unauthorized(caller)
+        return _unauthorized(caller)  # no tenant to log it under
+    answer = _pledge_answer(request, caller)
+    _record(request, caller.tenant, answer)
+    return answer.response
+
+
+def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
     tenant, funds = caller.tenant, caller.funds
+    key = ""
     try:
         key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
         declared = request.META.get("CONTENT_LENGTH") or "0"
@@ -123,10 +171,10 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
             raise InvalidRequest({"body": f"larger than {MAX_BODY_BYTES} bytes"}, "body_too_large")
         body = parse_body(request.body)
     except InvalidRequest as exc:
-        return _invalid(exc)
+        return _Answer(_invalid(exc), exc.code, key)
     limited = _rate_limited(caller, key)
     if limited is not None:
-        return limited
+        return _Answer(limited, "rate_limited", key, body.donor_ref)
     try:
         # Only the tenant's registered funds (read with the token), up to each one's
         # largest single amount, refused before anything is written; but a key already
@@ -135,7 +183,7 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         fund_check(body, funds)
     except InvalidRequest as exc:
         if not intake.pledge_key_known(tenant=tenant, idempotency_key=key):
-            return _invalid(exc)
+            return _Answer(_invalid(exc), exc.code, key, body.donor_ref)
     outcome = intake.pledge_submit(
         tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
     )
@@ -153,20 +201,25 @@ def pledge_create(request: CorrelatedRequest) -> JsonResponse:
         response["Retry-After"] = str(outcome.retry_after)
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.OUTCOME_UNKNOWN, OutcomeKind.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
-    return response
+    return _Answer(response, str(outcome.kind), key, body.donor_ref, outcome.case_id or "")
 
 
 @csrf_exempt
 @require_safe
-def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
+def pledge_detail(request: CorrelatedRequest, intent_id: str) -> JsonResponse:
     caller = _caller(request)
     if not isinstance(caller, Caller):
         return _unauthorized(caller)
-    tenant = caller.tenant
+    answer = _pledge_lookup(caller.tenant, intent_id)
+    _record(request, caller.tenant, answer)
+    return answer.response
+
+
+def _pledge_lookup(tenant: str, intent_id: str) -> _Answer:
     try:
         key = parse_idempotency_key(intent_id)
     except InvalidRequest as exc:
-        return _invalid(exc)
+        return _Answer(_invalid(exc), exc.code)
     try:
         pledge = intake.pledge_get(tenant=tenant, idempotency_key=key)
     except intake.StoreUnavailable:
@@ -177,7 +230,8 @@ def pledge_detail(request: HttpRequest, intent_id: str) -> JsonResponse:
             intent_id=key,
         )
         response["Retry-After"] = str(retry_after_s())
-        return response
+        return _Answer(response, OutcomeKind.UNAVAILABLE, key)
     if pledge is None:
-        return _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)
-    return JsonResponse(pledge)
+        missing = _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)
+        return _Answer(missing, "not_found", key)
+    return _Answer(JsonResponse(pledge), "found", key, str(pledge.get("donor_ref", "")))

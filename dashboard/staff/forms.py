@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 
+from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.policy import (
@@ -363,3 +365,28 @@ def staff_action(data: Mapping[str, Any], actor: Actor) -> StaffAction:
         seen_version=data.get("seen_version"),
         action_id=data["action_id"],
     )
+
+
+class RejectedRequestsForm(IdPrefixedForm):
+    """The refused intake requests of a tenant (``/requests/rejected/``): which tenant,
+    which UTC day (today when left empty)."""
+
+    prefix_id = "rejected"
+    tenant = forms.ChoiceField(label="Tenant")
+    day = forms.DateField(
+        required=False,
+        label="Day (UTC)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "A day as YYYY-MM-DD."},
+    )
+
+    def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["tenant"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(t, t) for t in tenants]
+        field.error_messages["invalid_choice"] = "not a known tenant"
+
+    def clean_day(self) -> date:
+        day = self.cleaned_data.get("day")
+        return day or clock.now().date()

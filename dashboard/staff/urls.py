@@ -11,6 +11,7 @@ from dashboard.staff.views import (
     drill,
     notifications,
     overview,
+    pledges,
     queues,
     search,
     worklist,
@@ -52,6 +53,9 @@ urlpatterns = [
     path("cases/", search.case_search_view, name="case-search"),
     path("cases/bulk/", bulk.cases_bulk_view, name="cases-bulk"),
     path("cases/<case_id:case_id>/", include(case_urls)),
+    # The client's key percent-encoded; ``path`` since a key may hold a "/".
+    path("pledges/<str:tenant>/<path:key>/", pledges.pledge_view, name="pledge"),
+    path("requests/rejected/", pledges.rejected_requests_view, name="rejected-requests"),
     path("approvals/", approvals.approvals_view, name="approvals"),
     path("notifications/", include(notification_urls)),
     path("audit/", include("dashboard.staff.urls_audit")),

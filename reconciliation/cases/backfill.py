@@ -1,5 +1,6 @@
 """Bring cases written before issue 14 up to date with the attributes its indexes and
-totals read: ``donor_ref`` (``by_donor``), ``resolved_month``/``resolved_sort``/
+totals read: ``donor_ref`` and its folded ``donor_key`` (``by_donor_key``: donor search in
+any letter case), ``resolved_month``/``resolved_sort``/
 ``resolved_by``/``resolved_how`` (``resolved_by_time``), and ``in_totals`` with the
 queue counters' amount totals for open cases. Run once by ``manage.py backfill_cases``
 (a maintenance command: it Scans the cases table, which no request path does).
@@ -27,6 +28,7 @@ from reconciliation.cases.vocabulary import CaseState
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import from_item, transact_items, values
+from reconciliation.dynamo.tables import donor_search_key
 
 if TYPE_CHECKING:
     from reconciliation.stores import Store
@@ -58,6 +60,9 @@ def _missing(case: dict[str, Any]) -> dict[str, Any]:
     request: CaseRequest | None = case.get("request")
     if not case.get("donor_ref") and request is not None and request.donor_ref:
         sets["donor_ref"] = request.donor_ref
+    donor_ref = sets.get("donor_ref") or case.get("donor_ref")
+    if donor_ref and not case.get("donor_key"):
+        sets["donor_key"] = donor_search_key(donor_ref)
     if case.get("state") == CaseState.RESOLVED and not case.get("resolved_month"):
         resolution: Resolution | None = case.get("resolution")
         at = (

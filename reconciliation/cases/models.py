@@ -29,7 +29,7 @@ from reconciliation.cases.vocabulary import (
 )
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.items import from_item, to_item
-from reconciliation.dynamo.tables import subject_day_shard
+from reconciliation.dynamo.tables import donor_search_key, subject_day_shard
 from reconciliation.stores import tagged_case_id
 
 if TYPE_CHECKING:
@@ -394,7 +394,7 @@ class Case:
     # Whether this case's amount is in its queue counters' per-currency totals: set on
     # cases opened since the totals were kept; older cases move the counts only.
     in_totals: bool = False
-    # Sparse index keys: ``by_donor`` (donor_ref, set when opened) and
+    # Sparse index keys: ``by_donor_key`` (its folded donor_ref, set when opened) and
     # ``resolved_by_time`` (resolved_month, resolved_sort, set while resolved).
     donor_ref: str | None = None
     resolved_month: str | None = None
@@ -527,6 +527,10 @@ def case_to_item(case: Case) -> dict[str, AttributeValueTypeDef]:
             data[name] = json.dumps(data[name], sort_keys=True, default=str)
     # The day it was opened, for verification's walk over subjects (``by_day``).
     data["day_shard"] = subject_day_shard(case.case_id, case.opened_at)
+    # The folded donor ref keys ``by_donor_key`` (search in any letter case); the ref
+    # itself is kept as given, for the pages.
+    if case.donor_ref:
+        data["donor_key"] = donor_search_key(case.donor_ref)
     return to_item(data)
 
 

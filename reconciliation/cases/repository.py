@@ -39,6 +39,7 @@ from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import from_item, to_item, values
+from reconciliation.dynamo.tables import donor_search_key
 from reconciliation.stores import case_tag
 
 if TYPE_CHECKING:
@@ -382,12 +383,13 @@ class CaseRepository:
         return rows, response.get("LastEvaluatedKey"), consumed
 
     def ids_for_donor(self, donor_ref: str, *, limit: int = 100) -> list[str]:
-        """Cases opened for ``donor_ref``, newest first (the sparse ``by_donor`` index)."""
+        """Cases opened for ``donor_ref`` in any letter case, newest first (the sparse
+        ``by_donor_key`` index, keyed on the folded ref)."""
         response = self.client.query(
             TableName=self.table,
-            IndexName="by_donor",
-            KeyConditionExpression="donor_ref = :d",
-            ExpressionAttributeValues=values(d=donor_ref),
+            IndexName="by_donor_key",
+            KeyConditionExpression="donor_key = :d",
+            ExpressionAttributeValues=values(d=donor_search_key(donor_ref)),
             ScanIndexForward=False,
             Limit=limit,
         )

@@ -45,6 +45,18 @@ class FundTotal:
     pledge_count: int
 
 
+@dataclass(frozen=True)
+class LedgerShard:
+    """One shard of a fund's ledger: what every pledge hashed to it added up to. ``key``
+    is the stored item key (``GENERAL#USD#3``), shown only in ``<code>``."""
+
+    key: str
+    fund: str
+    currency: str
+    pledged_total: Decimal
+    pledge_count: int
+
+
 class LedgerRepository:
     """One region's ledger shards."""
 
@@ -72,6 +84,22 @@ class LedgerRepository:
                 },
             }
         }
+
+    def shard(self, ledger_key: str) -> LedgerShard | None:
+        """One ledger shard (a GetItem, consistent), or None when nothing was added to it."""
+        response = self.client.get_item(
+            TableName=self.table, Key={"fund": {"S": ledger_key}}, ConsistentRead=True
+        )
+        item = from_item(response.get("Item"))
+        if item is None:
+            return None
+        return LedgerShard(
+            key=ledger_key,
+            fund=item.get("fund_code", ""),
+            currency=item.get("currency", ""),
+            pledged_total=Decimal(str(item.get("pledged_total", 0))),
+            pledge_count=int(item.get("pledge_count", 0)),
+        )
 
     def total(self, fund: str, currency: str) -> FundTotal:
         """Consistent sum over this region's shards of one fund and currency."""

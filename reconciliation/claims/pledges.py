@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from reconciliation import clock
 from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
-from reconciliation.dynamo.items import to_item
-from reconciliation.dynamo.tables import ack_shard, subject_day_shard
+from reconciliation.dynamo.items import to_item, values
+from reconciliation.dynamo.tables import ack_shard, donor_search_key, subject_day_shard
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -35,6 +35,19 @@ class PledgeRepository:
         )
         return pledge_from_item(response.get("Item"))
 
+    def intents_for_donor(self, donor_ref: str, *, limit: int = 50) -> list[str]:
+        """Intent ids of the pledges of ``donor_ref`` in any letter case, newest first
+        (one Query of the sparse ``by_donor_key`` index)."""
+        response = self.client.query(
+            TableName=self.table,
+            IndexName="by_donor_key",
+            KeyConditionExpression="donor_key = :d",
+            ExpressionAttributeValues=values(d=donor_search_key(donor_ref)),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [i["intent_id"]["S"] for i in response.get("Items", [])]
+
     def put_item(self, pledge: Pledge) -> dict[str, Any]:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}
         # The day it was written, for verification's walk over subjects (``by_day``).
@@ -46,6 +59,9 @@ class PledgeRepository:
         # transaction.
         data["ack_shard"] = ack_shard(pledge.intent_id)
         data["ack_due_at"] = clock.epoch(datetime.fromisoformat(pledge.created_at))
+        # The folded donor ref keys ``by_donor_key`` (staff search in any letter case).
+        if pledge.donor_ref:
+            data["donor_key"] = donor_search_key(pledge.donor_ref)
         return {
             "Put": {
                 "TableName": self.table,

@@ -55,6 +55,7 @@ class TableNames:
     ledger: str
     cases: str
     audit_events: str
+    requests: str
 
     @classmethod
     def from_prefix(cls, prefix: str) -> TableNames:
@@ -64,6 +65,7 @@ class TableNames:
             ledger=f"{prefix}ledger",
             cases=f"{prefix}cases",
             audit_events=f"{prefix}audit_events",
+            requests=f"{prefix}requests",
         )
 
     def all(self) -> list[str]:
@@ -73,6 +75,7 @@ class TableNames:
             self.ledger,
             self.cases,
             self.audit_events,
+            self.requests,
         ]
 
 

@@ -8,6 +8,7 @@ only and ``open_by_queue`` holds unresolved cases only.
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -51,6 +52,13 @@ def subject_day_shard(key: str, at: str) -> str:
     shards by ``key``, so one busy day is spread over several partitions."""
     shard = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % SUBJECT_DAY_SHARDS
     return f"{at[:10]}#{shard}"
+
+
+def donor_search_key(donor_ref: str) -> str:
+    """The donor ref as the ``by_donor_key`` indexes hold it: NFKC-normalised and
+    casefolded, since DynamoDB has no case-insensitive Query (``syn-1`` finds ``SYN-1``).
+    Only the index key is folded; the ref is stored and shown as the client sent it."""
+    return unicodedata.normalize("NFKC", donor_ref).casefold()
 
 
 # Attributes a queue page shows, projected into the queue index so a page of 50 rows
@@ -199,6 +207,14 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("ack_due_at", "N"),
                     {"ProjectionType": "KEYS_ONLY"},
                 ),
+                # Pledges by donor ref in any letter case (``donor_search_key``), for the
+                # staff search: a pledge with no case is found by its donor too.
+                Index(
+                    "by_donor_key",
+                    ("donor_key", "S"),
+                    ("created_at", "S"),
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
             ),
         ),
         Table(name=names.ledger, hash_key=("fund", "S")),
@@ -243,10 +259,13 @@ def table_definitions(names: TableNames) -> list[Table]:
                         "NonKeyAttributes": [*CASE_LISTING_ATTRIBUTES, "queue"],
                     },
                 ),
-                # Search by donor ref (written when the case is opened).
+                # Search by donor ref, any letter case: ``donor_key`` is the folded ref
+                # (``donor_search_key``), written when the case is opened. It replaces
+                # ``by_donor`` (keyed on the ref as given, so case-sensitive), which
+                # ddb_setup no longer creates; docs/design.md §3 says how to retire it.
                 Index(
-                    "by_donor",
-                    ("donor_ref", "S"),
+                    "by_donor_key",
+                    ("donor_key", "S"),
                     ("opened_at", "S"),
                     {"ProjectionType": "KEYS_ONLY"},
                 ),
@@ -271,6 +290,15 @@ def table_definitions(names: TableNames) -> list[Table]:
             hash_key=("stream", "S"),
             range_key=("seq", "N"),
             indexes=(Index("by_day", ("day_shard", "S"), ("at_id", "S")),),
+        ),
+        # The intake request log (reconciliation/claims/request_log.py): every answer
+        # of the intake API by key, and the refused ones (sparse) by tenant and day.
+        Table(
+            name=names.requests,
+            hash_key=("subject", "S"),
+            range_key=("at_id", "S"),
+            indexes=(Index("rejected_by_day", ("rejected_shard", "S"), ("at_id", "S")),),
+            ttl_attribute="purge_at",
         ),
     ]
 

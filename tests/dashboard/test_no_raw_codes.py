@@ -93,6 +93,7 @@ class World:
     ambiguous: str
     cancelled: str
     resolved: str
+    keys: tuple[str, ...] = ()  # the client keys (tenant acme) of the four cases
 
 
 @pytest.fixture
@@ -114,7 +115,8 @@ def world(ddb) -> World:
         },
     )
     assert answer.status_code == 302
-    return World(stuck.case_id, ambiguous.case_id, cancelled.case_id, resolved.case_id)
+    keys = tuple(f"raw-{kind}-{tag}" for kind in ("stuck", "amb", "reuse", "done"))
+    return World(stuck.case_id, ambiguous.case_id, cancelled.case_id, resolved.case_id, keys)
 
 
 def pages(world: World) -> list[str]:
@@ -137,6 +139,8 @@ def pages(world: World) -> list[str]:
         "/audit/",
         "/audit/exports/",
         "/accounts/profile/",
+        *(f"/pledges/acme/{key}/" for key in world.keys),
+        f"/cases/?q=acme%23{world.keys[1]}",
     ]
 
 

@@ -69,11 +69,13 @@ class World:
     pending_id: str
     request_id: str
     username: str | None = None  # who the test signed in as
+    case_key: str = ""  # the client key (tenant acme) of the stuck case
 
 
 def _world() -> World:
     """Build the world through the services (intake, sweep, an override request)."""
-    case = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
+    case_key = f"rm-{uuid.uuid4().hex[:8]}"
+    case = stuck_case(case_key)
     pending = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
     result = override_request(
         case_id=pending.case_id,
@@ -84,7 +86,7 @@ def _world() -> World:
         store=first_store(),
     )
     staff_user("rm-target", "finance_staff", email="t@example.org")
-    return World(case.case_id, pending.case_id, result.case.override.request_id)
+    return World(case.case_id, pending.case_id, result.case.override.request_id, case_key=case_key)
 
 
 # Every matrix user has this password: replacing an authenticator and resetting a
@@ -227,6 +229,10 @@ MATRIX: dict[str, Row] = {
     "queues/mine/": Row("GET", actors(200), lambda w: "/queues/mine/"),
     "cases/": Row("GET", viewers(200), lambda w: "/cases/?q=acme%23rm-1"),
     "cases/<case_id:case_id>/": Row("GET", viewers(200), _case()),
+    "pledges/<str:tenant>/<path:key>/": Row(
+        "GET", viewers(200), lambda w: f"/pledges/acme/{w.case_key}/"
+    ),
+    "requests/rejected/": Row("GET", viewers(200), lambda w: "/requests/rejected/"),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
     "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
     "cases/<case_id:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),

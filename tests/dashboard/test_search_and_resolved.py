@@ -14,7 +14,7 @@ from reconciliation.cases.models import OverrideRequest, Resolution
 from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import repositories, sign_in
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -45,6 +45,19 @@ def test_search_by_case_id_client_key_and_donor_ref(ddb, client):
     assert by_donor.lstrip().startswith('<section id="results"')
     assert found_ids(by_donor) == [a.case_id] and "donor ref" in by_donor
     assert found_ids(client.get("/cases/?q=acme%23order-77").content.decode()) == [a.case_id]
+
+
+def test_donor_ref_search_ignores_case(ddb, client):
+    """A donor ref typed in another case finds the case stored with it as given
+    (``syn-2653567`` finds the case of ``SYN-2653567``), and the page still shows the
+    ref as the client sent it."""
+    a = stuck_case("order-case", donor_ref="SYN-2653567")
+    sign_in(client)
+    for typed in ("syn-2653567", "SYN-2653567", "Syn-2653567"):
+        html = client.get(f"/cases/?q={typed}").content.decode()
+        assert found_ids(html) == [a.case_id], typed
+        assert "donor ref" in html
+    assert repositories().cases.get(a.case_id).donor_ref == "SYN-2653567"
 
 
 def test_search_for_nothing_or_nonsense_answers_a_message(ddb, client):

@@ -43,18 +43,19 @@ class _Sent:
 
 
 @pytest.mark.dynamodb_local_only  # moto answers inside botocore: nothing is sent
-def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
-    """A new pledge's answer says 2 DynamoDB calls (claim, commit), its replay's says 1
-    (the claim's ALL_OLD), and each count is what the client actually sent."""
+def test_api_new_pledge_is_three_round_trips_and_a_replay_two(ddb, api):
+    """A new pledge's answer says 3 DynamoDB calls (claim, commit, its request log
+    entry), its replay's says 2 (the claim's ALL_OLD, the log entry), and each count is
+    what the client actually sent."""
     sent = _Sent()
     created = api.post("st-1", pledge_body())
     assert created.status_code == 201
     calls_made, ddb_ms, app_ms = _timing(created)
-    assert calls_made == 2 == sent.count
+    assert calls_made == 3 == sent.count
     assert 0 < ddb_ms <= app_ms
     replay = api.post("st-1", pledge_body())
     assert replay.status_code == 200 and replay["Idempotent-Replayed"] == "true"
-    assert _timing(replay)[0] == 1 == sent.count - 2
+    assert _timing(replay)[0] == 2 == sent.count - 3
 
 
 @pytest.mark.dynamodb_local_only

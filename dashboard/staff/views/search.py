@@ -19,7 +19,12 @@ from dashboard.staff.views.list_csv import (
 )
 from dashboard.staff.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.casework.list_export import CaseList, CsvCase
-from reconciliation.casework.search import case_search, without_drill
+from reconciliation.casework.search import (
+    FoundPledge,
+    case_search,
+    pledge_search,
+    without_drill,
+)
 from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.stores import every_store, home_store
 
@@ -50,6 +55,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         return format_refused()
     found, status, error = None, 200, ""
     drill, left_out = request.GET.get("drill") == "1", 0
+    pledges: list[FoundPledge] = []
     if form.is_bound:
         if not form.is_valid():
             status, error = (
@@ -60,12 +66,14 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
             error = "Type a case id (C-…), the client's idempotency key or a donor ref."
         else:
             try:
+                tenants, stores = known_tenants(), every_store()
                 found = case_search(
-                    form.cleaned_data["q"],
-                    tenants=known_tenants(),
-                    stores=every_store(),
-                    home=home_store,
+                    form.cleaned_data["q"], tenants=tenants, stores=stores, home=home_store
                 )
+                if not as_csv:  # the CSV lists cases, as every list's CSV does
+                    pledges = pledge_search(
+                        form.cleaned_data["q"], tenants=tenants, stores=stores, home=home_store
+                    )
             except InvalidFilter as exc:
                 status, error = 400, "; ".join(exc.fields.values())
             if found is not None and not drill:
@@ -95,6 +103,9 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         "query": form.cleaned_data.get("q", "") if form.is_bound and form.is_valid() else "",
         "found": found,
         "rows": rows,
+        "pledges": [
+            {"found": p, "matched": MATCHED_WORDS.get(p.matched, p.matched)} for p in pledges
+        ],
         "error": error,
         "left_out": left_out,
         "drill_query": urlencode({"q": request.GET.get("q", ""), "drill": "1"}),

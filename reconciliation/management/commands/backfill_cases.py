@@ -1,6 +1,8 @@
 """``manage.py backfill_cases``: give cases written before issue 14 the attributes the
-search, resolved list and amount totals read (see ``reconciliation/cases/backfill.py``).
-Safe to run again; a maintenance command, never a request path."""
+search, resolved list and amount totals read (see ``reconciliation/cases/backfill.py``),
+and pledges written before issue 4/5 their folded donor key
+(``reconciliation/claims/backfill.py``). Safe to run again; a maintenance command, never
+a request path."""
 
 from __future__ import annotations
 
@@ -10,18 +12,22 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation.cases.backfill import cases_backfill
+from reconciliation.claims.backfill import pledges_backfill
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.stores import every_store
 
 
 class Command(BaseCommand):
-    help = "Add donor_ref, resolved-list keys and amount totals to cases written before them."
+    help = (
+        "Add donor_ref, donor_key, resolved-list keys and amount totals to cases written "
+        "before them, and donor_key to older pledges."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             for store in every_store():
-                for line in cases_backfill(store).lines():
+                for line in cases_backfill(store).lines() + pledges_backfill(store).lines():
                     self.stdout.write(line)
         except (BotoCoreError, ClientError) as exc:
             raise CommandError(describe_connection_problem(exc, regions()[0])) from None

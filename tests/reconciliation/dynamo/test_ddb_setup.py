@@ -43,12 +43,16 @@ def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
         "open_by_amount",
         "open_by_fund",
         "open_by_assignee",
-        "by_donor",
+        "by_donor_key",
         "by_day",
         "resolved_by_time",
     }
     pledges = client.describe_table(TableName=f"{prefix}pledges")["Table"]
-    assert {i["IndexName"] for i in pledges["GlobalSecondaryIndexes"]} == {"by_day", "acks_due"}
+    assert {i["IndexName"] for i in pledges["GlobalSecondaryIndexes"]} == {
+        "by_day",
+        "acks_due",
+        "by_donor_key",
+    }
     audit = client.describe_table(TableName=f"{prefix}audit_events")["Table"]
     assert [k["AttributeName"] for k in audit["KeySchema"]] == ["stream", "seq"]
     assert [i["IndexName"] for i in audit["GlobalSecondaryIndexes"]] == ["by_day"]
@@ -72,7 +76,7 @@ def test_missing_indexes_are_added_to_an_existing_table(ddb, settings):
     ddb.client.create_table(**request)
     ddb.client.put_item(TableName=names.cases, Item={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})
     output = _run()
-    for index in ("open_by_amount", "open_by_fund", "open_by_assignee", "by_donor", "by_day"):
+    for index in ("open_by_amount", "open_by_fund", "open_by_assignee", "by_donor_key", "by_day"):
         assert f"created index {names.cases}.{index}" in output
     described = ddb.client.describe_table(TableName=names.cases)["Table"]
     assert len(described["GlobalSecondaryIndexes"]) == 8

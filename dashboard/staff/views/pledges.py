@@ -1,0 +1,61 @@
+"""The pledge page (docs/design.md §11: ``/pledges/<tenant>/<key>/``): one client key of
+one tenant, with its claim, pledge, ledger shard, cases, audit events and request log;
+and the refused intake requests of a tenant (``/requests/rejected/``)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from dashboard.auth import StaffRequest, role_required
+from dashboard.staff.forms import RejectedRequestsForm
+from dashboard.staff.views.pages import VIEWING_ROLES, render_page
+from dashboard.staff.views.search import known_tenants
+from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.request_log import rejections_on
+from reconciliation.stores import every_store, home_store
+
+# An idempotency key's limit (docs/api.md); a longer one cannot have been stored.
+MAX_KEY_LENGTH = 255
+
+
+@require_safe
+@role_required(*VIEWING_ROLES)
+def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
+    """Everything stored for ``tenant``'s ``key``, read in the key's home region; a key
+    with neither a claim, a pledge nor a logged answer answers a 404 page that says so
+    and offers the search."""
+    detail: PledgeDetail | None = None
+    if 0 < len(key) <= MAX_KEY_LENGTH and key.isprintable():
+        store = home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))
+        detail = pledge_detail(tenant=tenant, idempotency_key=key, store=store)
+    if detail is None:
+        missing = {"tenant": tenant, "key": key}
+        return render(request, "pledges/missing.html", missing, status=404)
+    context = {"detail": detail, "log_days": settings.REQUEST_LOG_TTL_S // 86400}
+    return render_page(request, "pledges/detail.html", None, context)
+
+
+@require_safe
+@role_required(*VIEWING_ROLES)
+def rejected_requests_view(request: StaffRequest) -> HttpResponse:
+    """A tenant's refused intake requests (4xx) of one UTC day, newest first, with their
+    error codes: those refused before a key was known are listed here only. A bad tenant
+    or day is a 400 with the form's message, never a 500."""
+    tenants = known_tenants()
+    form = RejectedRequestsForm(request.GET or None, tenants=tenants)
+    rows, status = None, 200
+    if form.is_bound:
+        if form.is_valid():
+            rows = rejections_on(
+                form.cleaned_data["tenant"],
+                form.cleaned_data["day"].isoformat(),
+                stores=every_store(),
+            )
+        else:
+            status = 400
+    context = {"form": form, "rows": rows, "tenants": tenants}
+    return render_page(request, "pledges/rejected.html", None, context, status=status)

@@ -1,0 +1,234 @@
+"""The intake request log (``requests`` table, issue 4/5): every answer the intake API
+gave, kept ``REQUEST_LOG_TTL_S`` (TTL is cost control: nothing decides anything from it).
+
+An entry is keyed ``subject`` (HASH: ``KEY#{tenant}#{key}``, or ``TENANT#{tenant}`` when
+the request was refused before a key was known) and ``at_id`` (RANGE: the time, then a
+request id, so two answers in one millisecond never overwrite each other). A refused
+request (the edge says which: 4xx) also carries ``rejected_shard``
+(``{tenant}#{YYYY-MM-DD}#{n}``), the key of the sparse ``rejected_by_day`` index, so a
+tenant's refusals of one day are ``REJECTED_SHARDS`` Queries, never a Scan, and one
+tenant's burst of bad requests is spread over that many partitions.
+
+Nothing of the donor beyond the ref is stored: no amount, fund or body. Writing an entry
+never fails the answer: :func:`intake_request_record` catches the store's errors, counts
+them and logs the first one of the process (a missing table would otherwise log every
+request).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from reconciliation import clock
+from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.dynamo.items import from_item, to_item, values
+from reconciliation.dynamo.retry import RetriesExhausted
+from reconciliation.metrics import INTAKE_REQUEST_LOG_FAILED
+
+if TYPE_CHECKING:
+    from reconciliation.stores import Store
+
+logger = logging.getLogger(__name__)
+
+REJECTED_SHARDS = 4
+# Entries a pledge page or a day's refusals show at most (newest first).
+LOG_PAGE = 100
+
+
+def key_subject(tenant: str, idempotency_key: str) -> str:
+    return f"KEY#{tenant}#{idempotency_key}"
+
+
+def tenant_subject(tenant: str) -> str:
+    return f"TENANT#{tenant}"
+
+
+def rejected_shard(tenant: str, day: str, request_id: str) -> str:
+    """``{tenant}#{YYYY-MM-DD}#{n}``, ``n`` from a hash of the request id."""
+    n = int(hashlib.sha256(request_id.encode()).hexdigest()[:8], 16) % REJECTED_SHARDS
+    return f"{tenant}#{day}#{n}"
+
+
+@dataclass(frozen=True)
+class IntakeRequest:
+    """One answer of the intake API. ``outcome`` is what the API said: its outcome kind
+    (``created``, ``replayed``) or its ``error`` code (``missing_key``,
+    ``idempotency_key_reused``); ``status`` the HTTP status the edge sent;
+    ``idempotency_key`` empty when the request was refused before a key was known."""
+
+    tenant: str
+    idempotency_key: str
+    at: str
+    status: int
+    outcome: str
+    replayed: bool
+    rejected: bool
+    correlation_id: str
+    request_id: str
+    donor_ref: str = ""
+    case_id: str = ""
+
+    @property
+    def outcome_kind(self) -> OutcomeKind | None:
+        """The outcome in the intake's vocabulary, when it is one (error codes of the
+        edge, such as ``missing_key``, are not)."""
+        return OutcomeKind.of(self.outcome)
+
+    @property
+    def subject(self) -> str:
+        if self.idempotency_key:
+            return key_subject(self.tenant, self.idempotency_key)
+        return tenant_subject(self.tenant)
+
+
+def intake_request_new(
+    *,
+    tenant: str,
+    idempotency_key: str,
+    status: int,
+    outcome: str,
+    rejected: bool,
+    replayed: bool = False,
+    correlation_id: str = "",
+    donor_ref: str = "",
+    case_id: str = "",
+) -> IntakeRequest:
+    return IntakeRequest(
+        tenant=tenant,
+        idempotency_key=idempotency_key,
+        at=clock.iso(clock.now()),
+        status=status,
+        outcome=outcome,
+        replayed=replayed,
+        rejected=rejected,
+        correlation_id=correlation_id,
+        request_id=uuid.uuid4().hex[:16],
+        donor_ref=donor_ref,
+        case_id=case_id,
+    )
+
+
+def _from_item(item: dict[str, Any]) -> IntakeRequest:
+    data = from_item(item)
+    return IntakeRequest(
+        tenant=data.get("tenant", ""),
+        idempotency_key=data.get("idempotency_key", ""),
+        at=data.get("at", ""),
+        status=int(data.get("status", 0)),
+        outcome=data.get("outcome", ""),
+        replayed=bool(data.get("replayed", False)),
+        rejected="rejected_shard" in data,
+        correlation_id=data.get("correlation_id", ""),
+        request_id=data.get("request_id", ""),
+        donor_ref=data.get("donor_ref", ""),
+        case_id=data.get("case_id", ""),
+    )
+
+
+class RequestLogRepository:
+    def __init__(self, store: Store):
+        self.client = store.client
+        self.table = store.tables.requests
+
+    def put(self, entry: IntakeRequest) -> None:
+        """A plain PutItem: the ``at_id`` is new (its request id is fresh), so there is
+        nothing to condition on and an SDK retry writes the same item again."""
+        data: dict[str, Any] = {
+            "subject": entry.subject,
+            "at_id": f"{entry.at}#{entry.request_id}",
+            "tenant": entry.tenant,
+            "idempotency_key": entry.idempotency_key or None,
+            "at": entry.at,
+            "status": entry.status,
+            "outcome": entry.outcome,
+            "replayed": entry.replayed,
+            "correlation_id": entry.correlation_id or None,
+            "request_id": entry.request_id,
+            "donor_ref": entry.donor_ref or None,
+            "case_id": entry.case_id or None,
+            # TTL: cost control only (DynamoDB deletes up to 48 h late; nothing reads it
+            # to decide anything).
+            "purge_at": int(clock.parse_iso(entry.at).timestamp()) + settings.REQUEST_LOG_TTL_S,
+        }
+        if entry.rejected:
+            data["rejected_shard"] = rejected_shard(entry.tenant, entry.at[:10], entry.request_id)
+        self.client.put_item(TableName=self.table, Item=to_item(data))
+
+    def for_key(self, tenant: str, idempotency_key: str) -> list[IntakeRequest]:
+        """Every answer given for one key, newest first (one Query)."""
+        response = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="subject = :s",
+            ExpressionAttributeValues=values(s=key_subject(tenant, idempotency_key)),
+            ScanIndexForward=False,
+            Limit=LOG_PAGE,
+        )
+        return [_from_item(i) for i in response.get("Items", [])]
+
+    def rejected_on(self, tenant: str, day: str) -> list[IntakeRequest]:
+        """A tenant's refused requests of one UTC day, newest first (one Query per shard
+        of ``rejected_by_day``, merged)."""
+        rows: list[IntakeRequest] = []
+        for n in range(REJECTED_SHARDS):
+            response = self.client.query(
+                TableName=self.table,
+                IndexName="rejected_by_day",
+                KeyConditionExpression="rejected_shard = :s",
+                ExpressionAttributeValues=values(s=f"{tenant}#{day}#{n}"),
+                ScanIndexForward=False,
+                Limit=LOG_PAGE,
+            )
+            rows.extend(_from_item(i) for i in response.get("Items", []))
+        rows.sort(key=lambda r: (r.at, r.request_id), reverse=True)
+        return rows[:LOG_PAGE]
+
+
+_first_failure_logged = threading.Event()
+
+
+def intake_request_record(entry: IntakeRequest, *, store: Store) -> bool:
+    """Write ``entry``; never raise. A failed write is counted
+    (``intake_request_log_failures_total``) and the process's first one is logged: the
+    client's answer is already decided and must not change."""
+    try:
+        RequestLogRepository(store).put(entry)
+    except (ClientError, BotoCoreError, RetriesExhausted) as exc:
+        code = exc.response["Error"]["Code"] if isinstance(exc, ClientError) else type(exc).__name__
+        INTAKE_REQUEST_LOG_FAILED.labels(code).inc()
+        if not _first_failure_logged.is_set():
+            _first_failure_logged.set()
+            logger.warning(
+                "intake request log write failed (%s); counted from now on in "
+                "intake_request_log_failures_total, not logged again",
+                code,
+            )
+        return False
+    return True
+
+
+def requests_for_key(tenant: str, idempotency_key: str, *, store: Store) -> list[IntakeRequest]:
+    """The request log of one key, in its home region ``store``, newest first."""
+    return RequestLogRepository(store).for_key(tenant, idempotency_key)
+
+
+def rejections_on(tenant: str, day: str, *, stores: list[Store]) -> list[IntakeRequest]:
+    """A tenant's refused requests of ``day`` (``YYYY-MM-DD``) in every region of
+    ``stores`` (each written where its key lives), newest first; a replica seen in two
+    regions is listed once."""
+    seen: set[str] = set()
+    rows: list[IntakeRequest] = []
+    for store in stores:
+        for row in RequestLogRepository(store).rejected_on(tenant, day):
+            if row.request_id not in seen:
+                seen.add(row.request_id)
+                rows.append(row)
+    rows.sort(key=lambda r: (r.at, r.request_id), reverse=True)
+    return rows[:LOG_PAGE]

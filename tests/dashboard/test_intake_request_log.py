@@ -1,0 +1,128 @@
+"""The intake request log (issue 4/5): every answer the intake API gives for a key (time,
+status, outcome kind or error code, replay or not, correlation id; no donor data beyond
+the ref) is kept with a TTL and shown on the key's pledge page; a key refused before
+anything was written (422 key reuse, 400 unknown fund) is found and has a page; refused
+requests are listed per tenant and day, those without a key there only; a failing log
+write never changes the client's answer."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from botocore.exceptions import ClientError
+from django.test import Client
+
+from reconciliation import clock
+from tests.conftest import pledge_body
+from tests.helpers import scan_all, sign_in
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+
+
+def staff(role: str = "finance_staff") -> Client:
+    client = Client()
+    sign_in(client, role, username=f"log-{role}")
+    return client
+
+
+def log_items(ddb) -> list[dict]:
+    return scan_all(ddb, ddb.tables.requests)
+
+
+def test_every_answer_for_a_key_is_on_its_pledge_page(ddb, api, settings):
+    """201, a replay (200), a reused key (422) and a lookup (200) of one key: four
+    entries on its page, newest first, the replay marked once, each with its correlation
+    id; the stored entries hold the donor ref but no amount, fund or body, and a TTL of
+    REQUEST_LOG_TTL_S."""
+    settings.REQUEST_LOG_TTL_S = 86400 * 3
+    first = api.post("log-1", pledge_body(donor_ref="D-LOG"), HTTP_X_REQUEST_ID="req-first-1")
+    assert first.status_code == 201
+    assert api.post("log-1", pledge_body(donor_ref="D-LOG")).status_code == 200
+    assert api.post("log-1", pledge_body(donor_ref="D-LOG", amount="9.00")).status_code == 422
+    assert api.get("log-1").status_code == 200
+    html = staff("auditor").get("/pledges/acme/log-1/").content.decode()
+    log = html.split('id="requests-h"')[1].split("</section>")[0]
+    assert [s for s in ("HTTP 201", "HTTP 200", "HTTP 422") if s in log] == [
+        "HTTP 201",
+        "HTTP 200",
+        "HTTP 422",
+    ]
+    assert log.count("<li>") == 4 and log.count(">replay<") == 1
+    assert log.index("HTTP 422") < log.index("HTTP 201")  # newest first
+    assert "<code>req-first-1</code>" in log
+    items = log_items(ddb)
+    assert len(items) == 4
+    for item in items:
+        assert not {"amount", "fund", "currency", "body", "request"} & set(item)
+        assert item["donor_ref"] == "D-LOG"
+        at = clock.parse_iso(item["at"])
+        assert int(item["purge_at"]) == int(at.timestamp()) + 86400 * 3
+
+
+def test_a_key_refused_before_anything_was_written_is_found_and_has_a_page(ddb, api):
+    """A 400 unknown fund writes no claim and no pledge; before, it left no trace. Its
+    answer is found by the key and shown, with its error code, on the key's page."""
+    answer = api.post("log-fund", pledge_body(fund="NOPE"))
+    assert answer.status_code == 400 and answer.json()["error"] == "unknown_fund"
+    client = staff()
+    found = client.get("/cases/?q=log-fund").content.decode()
+    assert 'href="/pledges/acme/log-fund/"' in found
+    page = client.get("/pledges/acme/log-fund/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "No pledge is recorded for this key" in html
+    assert "HTTP 400" in html and "<code>unknown_fund</code>" in html
+
+
+def test_refused_requests_are_listed_per_tenant_with_their_codes(ddb, api):
+    """A request with no key (listed under the tenant only), an unknown fund and a
+    reused key are listed for the tenant's day with their error codes; an accepted one
+    is not; a bad day is a 400 with a message."""
+    assert api.post(None, pledge_body()).status_code == 400
+    assert api.post("log-r1", pledge_body(fund="NOPE")).status_code == 400
+    assert api.post("log-r2", pledge_body()).status_code == 201
+    assert api.post("log-r2", pledge_body(amount="7.00")).status_code == 422
+    client = staff("supervisor")
+    page = client.get(f"/requests/rejected/?tenant=acme&day={clock.now().date().isoformat()}")
+    html = page.content.decode()
+    assert page.status_code == 200
+    for shown in (
+        "<code>missing_key</code>",
+        "<code>unknown_fund</code>",
+        "<code>idempotency_key_reused</code>",
+        "no key",
+    ):
+        assert shown in html, shown
+    assert html.count("<strong>HTTP 4") == 3 and "HTTP 201" not in html
+    assert 'href="/pledges/acme/log-r1/"' in html
+    # The no-key request is under the tenant, not on any key's page.
+    subjects = {i["subject"] for i in log_items(ddb) if i.get("outcome") == "missing_key"}
+    assert subjects == {"TENANT#acme"}
+    assert client.get("/requests/rejected/?tenant=acme").status_code == 200  # today
+    bad = client.get("/requests/rejected/?tenant=acme&day=31-12-2026")
+    assert bad.status_code == 400 and 'role="alert"' in bad.content.decode()
+    assert client.get("/requests/rejected/?tenant=nobody").status_code == 400
+
+
+def test_a_failing_log_write_never_changes_the_answer(ddb, api, monkeypatch, caplog):
+    """The log's table refuses every write: the client gets the same 201 and replay as
+    ever, each failure is counted, and only the first is logged."""
+    from reconciliation.claims import request_log
+    from reconciliation.metrics import INTAKE_REQUEST_LOG_FAILED
+
+    def refuse(self, entry):
+        raise ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "PutItem")
+
+    monkeypatch.setattr(request_log.RequestLogRepository, "put", refuse)
+    monkeypatch.setattr(request_log, "_first_failure_logged", request_log.threading.Event())
+    counted = INTAKE_REQUEST_LOG_FAILED.labels("ResourceNotFoundException")
+    before = counted._value.get()
+    with caplog.at_level(logging.WARNING, logger="reconciliation.claims.request_log"):
+        created = api.post("log-fail", pledge_body())
+        replay = api.post("log-fail", pledge_body())
+    assert created.status_code == 201 and replay.status_code == 200
+    assert replay["Idempotent-Replayed"] == "true" and replay.json() == created.json()
+    assert counted._value.get() == before + 2
+    assert len([r for r in caplog.records if "request log write failed" in r.message]) == 1
+    assert log_items(ddb) == []
