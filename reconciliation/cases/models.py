@@ -436,6 +436,10 @@ class Case:
         return self.case_type == CaseType.LEDGER_DRIFT
 
     @property
+    def is_ack_undelivered(self) -> bool:  # the pledge is recorded; evidence.ack says what failed
+        return self.case_type == CaseType.ACK_UNDELIVERED
+
+    @property
     def awaits_approval(self) -> bool:
         return self.state == CaseState.OVERRIDE_REQUESTED
 

@@ -45,6 +45,13 @@ BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
         Disposition.DRIFT_CORRECTED,
         Disposition.ESCALATE,
     ),
+    # An acknowledgement the dispatcher gave up on (reconciliation/acks/undelivered.py):
+    # the pledge is recorded either way; staff send it again or close the case saying why.
+    CaseType.ACK_UNDELIVERED: (
+        Disposition.REDELIVER,
+        Disposition.ACK_CLOSED,
+        Disposition.ESCALATE,
+    ),
 }
 
 REASON_CODES: dict[str, str] = {code: code.label for code in ReasonCode}
@@ -164,6 +171,8 @@ EVIDENCE_NEEDED: dict[str, EvidenceNeed] = {
     Disposition.ESCALATE: EvidenceNeed.NOTHING,
     Disposition.DRIFT_EXPLAINED: EvidenceNeed.NOTHING,
     Disposition.DRIFT_CORRECTED: EvidenceNeed.NOTHING,
+    Disposition.REDELIVER: EvidenceNeed.NOTHING,
+    Disposition.ACK_CLOSED: EvidenceNeed.NOTHING,
     Override.RELEASE_CLAIM: EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM,
     Override.VOID_PLEDGE: EvidenceNeed.A_RECORDED_PLEDGE,
     Override.REOPEN: EvidenceNeed.NOTHING,

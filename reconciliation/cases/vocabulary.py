@@ -33,6 +33,11 @@ class CaseType(Code):
         "window; nothing was written by this request.",
     )
     LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", "A fund's ledger disagrees with its pledges."
+    ACK_UNDELIVERED = (
+        "ACK_UNDELIVERED",
+        "Undelivered acknowledgement",
+        "An acknowledgement that could not be delivered after its last attempt.",
+    )
 
 
 class CaseState(Code):
@@ -58,6 +63,11 @@ class Queue(Code):
     )
     TOKEN_MISMATCH = "TOKEN_MISMATCH", "Token mismatches", CaseType.TOKEN_MISMATCH.help
     LEDGER_DRIFT = "LEDGER_DRIFT", "Ledger drift", CaseType.LEDGER_DRIFT.help
+    ACK_UNDELIVERED = (
+        "ACK_UNDELIVERED",
+        "Undelivered acknowledgements",
+        CaseType.ACK_UNDELIVERED.help,
+    )
     ESCALATED = "ESCALATED", "Escalated", CaseState.ESCALATED.help
     OVERRIDE_REQUESTED = (
         "OVERRIDE_REQUESTED",
@@ -92,6 +102,18 @@ class Disposition(Code):
     )
     DRIFT_EXPLAINED = "DRIFT_EXPLAINED", "Explained, no correction", "Understood; close it."
     DRIFT_CORRECTED = "DRIFT_CORRECTED", "Corrected by finance", "Finance made the adjustment."
+    REDELIVER = (
+        "REDELIVER",
+        "Redeliver",
+        "Send the acknowledgement again now, with fresh attempts and the same webhook-id; "
+        "the case stays open until someone closes it.",
+    )
+    ACK_CLOSED = (
+        "ACK_CLOSED",
+        "Close without delivery",
+        "Nothing more will be sent; the reason says why (the tenant was told another way, "
+        "the endpoint is gone).",
+    )
 
 
 class Override(Code):
@@ -154,8 +176,10 @@ class ErrorKind(Code):
     )
 
 
-# The types a claim's unclean outcome opens (not the fund-level LEDGER_DRIFT).
-CASE_TYPES = tuple(t for t in CaseType if t != CaseType.LEDGER_DRIFT)
+# The types a claim's unclean outcome opens: not the fund-level LEDGER_DRIFT, nor the
+# dispatcher's ACK_UNDELIVERED (the pledge is recorded; its acknowledgement is not heard).
+NOT_FROM_A_CLAIM = frozenset({CaseType.LEDGER_DRIFT, CaseType.ACK_UNDELIVERED})
+CASE_TYPES = tuple(t for t in CaseType if t not in NOT_FROM_A_CLAIM)
 
 
 QUEUES = tuple(Queue)

@@ -29,7 +29,12 @@ from typing import Any
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import CaseRequest, Resolution
-from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override
+from reconciliation.cases.vocabulary import (
+    NOT_FROM_A_CLAIM,
+    CaseState,
+    Disposition,
+    Override,
+)
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.ops.invariants import Problem
@@ -182,7 +187,7 @@ def answered_problems(
         )
         for case in cases
         if case.get("state") in RECHECKED
-        and case.get("case_type") != CaseType.LEDGER_DRIFT
+        and case.get("case_type") not in NOT_FROM_A_CLAIM
         and case.get("intent_id") in recorded
         and same_request(recorded[case["intent_id"]], _request(case))
     ]

@@ -27,6 +27,7 @@ QUEUE_SLUGS = {
     "cancelled": CaseType.CANCELLED_TRANSACTION,
     "mismatch": CaseType.TOKEN_MISMATCH,
     "drift": CaseType.LEDGER_DRIFT,
+    "undelivered": CaseType.ACK_UNDELIVERED,
     "escalated": Queue.ESCALATED,
     "approval": Queue.OVERRIDE_REQUESTED,
 }
