@@ -36,6 +36,7 @@ from reconciliation.acks.models import (
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.schedule import retry_delay_s
 from reconciliation.acks.send import post, signed_headers
+from reconciliation.acks.undelivered import ack_undelivered_open
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.stores import Store
 
@@ -177,6 +178,10 @@ def _dispatch_one(
         message_id = event_id(intent_id, delivery.event_type)
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
         deliveries[key] = _after(delivery, result, rng=rng, report=report)
+        if deliveries[key].status == DeliveryStatus.GAVE_UP:
+            # Its case before the record: a dispatcher dying in between leaves the pledge
+            # due, and its successor's give-up finds the case there (its id is stable).
+            ack_undelivered_open(repository.store, state, deliveries[key])
     pending = [d.next_at for d in deliveries.values() if not d.settled]
     next_due = max(min(pending), now + 1) if pending else None
     repository.record(

@@ -31,7 +31,7 @@ DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED, EventType.PLEDGE_VOIDED)
 class DeliveryStatus(StrEnum):
     PENDING = "PENDING"  # not yet answered 2xx; attempts left
     DELIVERED = "DELIVERED"  # answered 2xx once: never sent again
-    GAVE_UP = "GAVE_UP"  # the last attempt failed (an ACK_UNDELIVERED case: not yet built)
+    GAVE_UP = "GAVE_UP"  # the last attempt failed: an ACK_UNDELIVERED case (acks/undelivered.py)
 
 
 def secret_new() -> str:

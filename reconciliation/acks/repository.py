@@ -32,6 +32,7 @@ class LeaseLost(Exception):
 
 class AckRepository:
     def __init__(self, store: Store):
+        self.store = store
         self.client = store.client
         self.table = store.tables.pledges
 

@@ -284,6 +284,7 @@ _EVIDENCE_FIELDS = (
     "error_code",
     "error_message",
     "drift",
+    "ack",
 )
 
 
@@ -308,6 +309,9 @@ class Evidence:
     error_code: str | None = None
     error_message: str | None = None
     drift: Mapping[str, Any] | None = None
+    # An undelivered acknowledgement (reconciliation/acks/undelivered.py): the endpoint,
+    # event type, webhook-id, attempts and what the last attempt heard.
+    ack: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
