@@ -40,6 +40,7 @@ from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Re
 from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
 from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import ClaimStatus
+from reconciliation.claims.pledges import ACK_GAVE_UP, PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.currencies import amount_text
 from reconciliation.stores import Store
@@ -69,7 +70,8 @@ def case_dispose(
 ) -> ActionResult:
     """Record an evidence-based disposition: CONFIRMED_COMMITTED, RETRY_COMMIT,
     DUPLICATE_REJECTED_OK or ESCALATE; on a LEDGER_DRIFT case, DRIFT_EXPLAINED or
-    DRIFT_CORRECTED (``policy.BY_CASE_TYPE``)."""
+    DRIFT_CORRECTED; on an ACK_UNDELIVERED case, REDELIVER or ACK_CLOSED
+    (``policy.BY_CASE_TYPE``)."""
     start = action_begin(store, case_id=case_id, staff=staff, permission="dispose")
     case, actor = start.case, staff.actor
     if start.done:
@@ -156,6 +158,64 @@ def _drift_resolved(
     return ActionResult(updated, True, _DRIFT_MESSAGES[Disposition(common["disposition"])])
 
 
+def _ack_delivery(case: Case) -> str:
+    """The pledge item's key of the delivery an ACK_UNDELIVERED case is about
+    (``<endpoint>/<event>``, reconciliation/acks/models.py · delivery_key)."""
+    ack = case.evidence.ack or {}
+    return f"{ack.get('endpoint_id', '')}/{ack.get('event_type', '')}"
+
+
+def _redeliver(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    """Send the acknowledgement again: one transaction of the case's audited change and
+    the pledge item's delivery made due now with fresh attempts, conditioned on the
+    delivery read here (still given up, no dispatcher's lease since or live). The case
+    stays open: whoever works it closes it once the delivery shows delivered, and if the
+    dispatcher gives up again the case is already there."""
+    delivery = _ack_delivery(case)
+    pledges = PledgeRepository(store)
+    seen = pledges.ack_delivery_read(case.intent_id, delivery)
+    now = clock.epoch()
+    if seen is None:
+        raise CaseError("The pledge has no such acknowledgement delivery; nothing was sent.")
+    if seen.status != ACK_GAVE_UP:
+        raise CaseError(
+            "The acknowledgement is not given up now (already redelivered, or sending): "
+            "nothing was queued again."
+        )
+    if seen.leased(now):
+        raise CaseError(
+            "A dispatcher is sending this pledge's acknowledgements right now; try again "
+            "in a minute. Nothing was queued."
+        )
+    updated = case_commit_change(
+        store,
+        case,
+        action=AuditAction.DISPOSITION_RECORDED,
+        changes={},
+        detail={"delivery": delivery, "attempts_before": seen.attempts},
+        extra_items=[
+            pledges.ack_redeliver_item(case.intent_id, delivery=delivery, seen=seen, now=now)
+        ],
+        **common,
+    )
+    return ActionResult(
+        updated,
+        True,
+        "The acknowledgement is due again now, with fresh attempts and the same "
+        "webhook-id. The case stays open: close it once the delivery shows delivered.",
+    )
+
+
+def _ack_closed(
+    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
+) -> ActionResult:
+    """An ACK_UNDELIVERED case closed without sending anything (its reason says why)."""
+    updated = _resolved(store, case, detail={"delivery": _ack_delivery(case)}, **common)
+    return ActionResult(updated, True, "Closed: the acknowledgement will not be sent again.")
+
+
 def _escalate(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
@@ -230,6 +290,8 @@ _DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
     Disposition.DRIFT_CORRECTED: _drift_resolved,
     Disposition.ESCALATE: _escalate,
     Disposition.RETRY_COMMIT: _retry_commit,
+    Disposition.REDELIVER: _redeliver,
+    Disposition.ACK_CLOSED: _ack_closed,
 }
 
 

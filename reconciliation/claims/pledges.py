@@ -6,18 +6,40 @@ token window and beyond the claim's TTL.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciliation import clock
 from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
-from reconciliation.dynamo.items import to_item, values
+from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.dynamo.tables import ack_shard, donor_search_key, subject_day_shard
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
     from reconciliation.stores import Store
+
+
+# A delivery's status as reconciliation/acks/models.py · DeliveryStatus stores it.
+ACK_GAVE_UP = "GAVE_UP"
+ACK_PENDING = "PENDING"
+
+
+@dataclass(frozen=True)
+class AckDeliverySeen:
+    """One delivery of a pledge's acknowledgement (``acks[<endpoint>/<event>]`` on the
+    pledge item) as a consistent read found it, with the item's lease and fence: what a
+    redelivery is conditioned on."""
+
+    status: str
+    attempts: int
+    fence: int
+    lease_until: int
+
+    def leased(self, now: int) -> bool:
+        """A dispatcher holds the pledge's deliveries (it is sending right now)."""
+        return self.lease_until > now
 
 
 class PledgeRepository:
@@ -96,6 +118,60 @@ class PledgeRepository:
                     ":ack_shard": {"S": ack_shard(pledge.intent_id)},
                     ":ack_due": {"N": str(clock.epoch(datetime.fromisoformat(voided_at)))},
                 },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def ack_delivery_read(self, intent_id: str, delivery: str) -> AckDeliverySeen | None:
+        """The delivery ``delivery`` (``<endpoint>/<event>``) of the pledge, read
+        consistently; ``None`` when the pledge or that delivery is not there."""
+        item = self.client.get_item(
+            TableName=self.table, Key=self._key(intent_id), ConsistentRead=True
+        ).get("Item")
+        data = from_item(item) if item else {}
+        found = (data.get("acks") or {}).get(delivery)
+        if not found:
+            return None
+        return AckDeliverySeen(
+            status=str(found.get("status", "")),
+            attempts=int(found.get("attempts", 0)),
+            fence=int(data.get("ack_fence", 0)),
+            lease_until=int(data.get("ack_lease_until", 0)),
+        )
+
+    def ack_redeliver_item(
+        self, intent_id: str, *, delivery: str, seen: AckDeliverySeen, now: int
+    ) -> dict[str, Any]:
+        """Make the given-up ``delivery`` due now with fresh attempts: the pledge back in
+        ``acks_due`` (docs/webhooks.md). Conditioned on what the decider read: the
+        delivery still given up, no lease taken since (the fence it saw) and none live.
+        The fence moves on, so a dispatcher that read the pledge before this write cannot
+        lease it and record its stale deliveries over this one."""
+        fence_seen = "ack_fence = :seen" if seen.fence else "attribute_not_exists(ack_fence)"
+        vals: dict[str, Any] = {
+            "gave_up": ACK_GAVE_UP,
+            "pending": ACK_PENDING,
+            "zero": 0,
+            "now": now,
+            "shard": ack_shard(intent_id),
+            "fence": seen.fence + 1,
+            **({"seen": seen.fence} if seen.fence else {}),
+        }
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(intent_id),
+                "UpdateExpression": (
+                    "SET #acks.#d.#st = :pending, #acks.#d.attempts = :zero,"
+                    " #acks.#d.next_at = :now, ack_shard = :shard, ack_due_at = :now,"
+                    " ack_fence = :fence"
+                ),
+                "ConditionExpression": (
+                    f"#acks.#d.#st = :gave_up AND {fence_seen} AND"
+                    " (attribute_not_exists(ack_lease_until) OR ack_lease_until <= :now)"
+                ),
+                "ExpressionAttributeNames": {"#acks": "acks", "#d": delivery, "#st": "status"},
+                "ExpressionAttributeValues": values(**vals),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
