@@ -340,7 +340,10 @@ def case_evidence(
         fund_total(list(ledger_stores or [store]), case.fund, case.currency) if case.fund else None
     )
     now = clock.now()
-    age = int((now - clock.parse_iso(case.token_issued_at)).total_seconds())
+    # A case not opened from a claim's attempt (an undelivered acknowledgement) has no
+    # token of its own: its window is taken as closed.
+    issued = case.token_issued_at
+    age = int((now - clock.parse_iso(issued)).total_seconds()) if issued else TOKEN_WINDOW_S
     notes = []
     if claim is None:
         notes.append("The claim item is gone (TTL); the durable pledge record decides.")

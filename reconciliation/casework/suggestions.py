@@ -54,6 +54,15 @@ _DRIFT_STEP = (
 )
 _DRIFT_ESCALATED = "Escalated: waiting for a supervisor's decision on the ledger difference."
 
+# An undelivered acknowledgement (reconciliation/acks/undelivered.py): the pledge is
+# recorded either way; the question is only whether the tenant's receiver hears of it.
+_ACK_STEP = (
+    "Check with the tenant that its receiver answers again, then Redeliver (fresh attempts, "
+    "same webhook-id; close the case once the delivery shows delivered on the pledge "
+    "page), or Close without delivery saying why."
+)
+_ACK_ESCALATED = "Escalated: waiting for a supervisor's decision on the acknowledgement."
+
 
 @dataclass(frozen=True)
 class Suggestion:
@@ -259,6 +268,15 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
     if case.is_drift:
         return Suggestion(
             None, _DRIFT_STEP if case.state != CaseState.ESCALATED else _DRIFT_ESCALATED
+        )
+    if case.is_ack_undelivered:
+        if case.state == CaseState.ESCALATED:
+            return Suggestion(None, _ACK_ESCALATED)
+        return Suggestion(
+            Disposition.REDELIVER,
+            _ACK_STEP,
+            ReasonCode.TRANSIENT_FAILURE,
+            "The tenant's receiver answers again; send the acknowledgement once more.",
         )
     if evidence is None:
         return Suggestion(
