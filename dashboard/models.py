@@ -443,6 +443,10 @@ class WebhookEndpoint(models.Model):
     secret = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Since when every attempt to it has failed (none answered 2xx since); ``None`` while
+    # it answers. A day of it disables the endpoint (``disabled_at``; docs/webhooks.md).
+    failing_since = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["tenant__name", "pk"]

@@ -332,6 +332,7 @@ WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", DEBUG)
 # A dispatcher holds a pledge's deliveries this long; one that dies mid-send is taken
 # over after it. Must exceed the connect plus read timeouts of every endpoint it sends to.
 ACK_LEASE_S = env_int("ACK_LEASE_S", 60)
+ACK_DISABLE_AFTER_S = env_int("ACK_DISABLE_AFTER_S", 86400)  # a day of failures disables
 ACK_CONNECT_TIMEOUT_S = float(os.environ.get("ACK_CONNECT_TIMEOUT_S", "3"))
 ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
 # How long dispatch_acks (without --once) sleeps between passes.

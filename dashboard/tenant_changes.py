@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 
 from dashboard.models import (
@@ -21,6 +22,7 @@ from dashboard.models import (
     WebhookEndpoint,
     default_funds,
 )
+from reconciliation import clock
 from reconciliation.acks import models as ack_models
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
@@ -195,3 +197,50 @@ def fund_remove(fund: Fund, *, actor: Actor) -> None:
             fund.tenant.name, AuditAction.FUND_REMOVED, actor=actor, before=fund_snapshot(fund)
         )
         fund.delete()
+
+
+def endpoints_watch(answered: dict[str, bool], *, actor: Actor) -> list[WebhookEndpoint]:
+    """After a dispatch pass (``DispatchReport.answered``: endpoint id → whether any
+    attempt was answered 2xx): an endpoint that answered clears its failing mark; one that
+    did not is marked failing from now, and disabled, with its audit event (a system
+    action), once it has failed every delivery for ``ACK_DISABLE_AFTER_S``. Its
+    deliveries then wait (reconciliation/acks/dispatch.py); the overview tells supervisors.
+    Returns the endpoints disabled now."""
+    now = clock.now()
+    disabled = []
+    for endpoint_id, ok in answered.items():
+        if not endpoint_id.startswith("E") or not endpoint_id[1:].isdigit():
+            continue
+        with transaction.atomic():
+            row = (
+                WebhookEndpoint.objects.select_for_update()
+                .select_related("tenant")
+                .filter(pk=int(endpoint_id[1:]))
+                .first()
+            )
+            if row is None or not row.enabled:
+                continue
+            if ok:
+                if row.failing_since is not None:
+                    row.failing_since = None
+                    row.save(update_fields=["failing_since"])
+                continue
+            if row.failing_since is None:
+                row.failing_since = now
+                row.save(update_fields=["failing_since"])
+                continue
+            if now - row.failing_since < timedelta(seconds=settings.ACK_DISABLE_AFTER_S):
+                continue
+            tenant_event(
+                row.tenant.name,
+                AuditAction.WEBHOOK_DISABLED,
+                actor=actor,
+                before={"url": row.url, "enabled": True},
+                after={"url": row.url, "enabled": False},
+                detail={"failing_since": row.failing_since.isoformat()},
+            )
+            row.enabled = False
+            row.disabled_at = now
+            row.save(update_fields=["enabled", "disabled_at"])
+            disabled.append(row)
+    return disabled

@@ -58,6 +58,9 @@ class DispatchReport:
     lease_lost: int = 0
     settled: int = 0
     errors: list[str] = field(default_factory=list)
+    # Per endpoint id: whether any attempt this pass was answered 2xx (the edge disables
+    # an endpoint that answered none for a day).
+    answered: dict[str, bool] = field(default_factory=dict)
 
     def line(self) -> str:
         return (
@@ -220,6 +223,7 @@ def _after(
     delivery: Delivery, result: AttemptResult, *, rng: random.Random, report: DispatchReport
 ) -> Delivery:
     attempts = delivery.attempts + 1
+    report.answered[delivery.endpoint_id] = report.answered.get(delivery.endpoint_id) or result.ok
     done = replace(
         delivery,
         attempts=attempts,

@@ -84,6 +84,11 @@ class AuditAction(Code):
         "Webhook endpoint added",
         "Acknowledgements of recorded pledges are sent to it, signed.",
     )
+    WEBHOOK_DISABLED = (
+        "webhook_disabled",
+        "Webhook endpoint disabled",
+        "Every delivery to it failed for a day; its acknowledgements wait until it is enabled.",
+    )
     INTAKE_LIMIT_CHANGED = (
         "intake_limit_changed",
         "Intake rate limit changed",

@@ -28,6 +28,7 @@ TENANT_ACTIONS = frozenset(
         AuditAction.API_TOKEN_REVOKED,
         AuditAction.INTAKE_LIMIT_CHANGED,
         AuditAction.WEBHOOK_ADDED,
+        AuditAction.WEBHOOK_DISABLED,
     }
 )
 

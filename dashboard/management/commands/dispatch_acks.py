@@ -16,8 +16,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import WebhookEndpoint
+from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import Endpoint
+from reconciliation.actors import system_actor
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
 from reconciliation.stores import Store, every_store
@@ -59,6 +61,8 @@ class Command(BaseCommand):
                         raise CommandError(f"DynamoDB could not be read: {exc}") from exc
                     logger.warning("dispatch_acks pass failed: %s", exc)
                     continue
+                for endpoint in endpoints_watch(report.answered, actor=system_actor()):
+                    self.stdout.write(f"disabled after a day of failures: {endpoint}")
                 if once or report.leased:
                     self.stdout.write(report.line())
             if once:

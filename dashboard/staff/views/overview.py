@@ -8,6 +8,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
+from dashboard.models import WebhookEndpoint
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.cases.vocabulary import Queue
@@ -66,6 +67,12 @@ def overview(request: StaffRequest) -> HttpResponse:
         "events_own_only": bool(own_only),
         "summary_at": summary.computed_at,
         "summary_refreshing": read.refreshing,
+        # Endpoints the dispatcher disabled after a day of failures (docs/webhooks.md).
+        "disabled_endpoints": list(
+            WebhookEndpoint.objects.filter(enabled=False, disabled_at__isnull=False)
+            .select_related("tenant")
+            .order_by("-disabled_at")[:10]
+        ),
     }
     return render_page(request, "overview.html", "summary", context)
 
