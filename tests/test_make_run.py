@@ -241,7 +241,7 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
         _stop(proc, "sigterm")
         proc.wait(timeout=60)
     output = _output(tmp_path)
-    assert "two regions: us-east-1=" in output and "replicate_regions: 10 streams" in output
+    assert "two regions: us-east-1=" in output and "replicate_regions: 12 streams" in output
     # Asked to stop by a service manager (SIGTERM to bin/run.py alone), it stopped
     # everything it started, both engines included, and exited 0.
     assert proc.returncode == 0, output
