@@ -199,7 +199,10 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict[s
         request_token=claim.request_token,
         created_at=claim.claimed_at,
         ledger_key=ledger_key,
-        pledge_version=VERSIONS.stored(claim.pledge_version).name,
+        # The claim's own (none on a claim stored before versions: the pledge then has
+        # none either, so a commit retried across an upgrade sends the same transaction
+        # under its token; both read as the first version).
+        pledge_version=claim.pledge_version,
     )
     receipt = audit_event_build(
         AuditEvent(

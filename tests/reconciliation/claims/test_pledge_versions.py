@@ -147,3 +147,33 @@ def test_a_claim_stored_before_versions_reads_as_the_first_version(ddb, api):
     with VERSIONS.extended(LATER, current=LATER.name):
         again = api.post("v-old", body)
     assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+
+
+def test_a_claim_stored_before_versions_commits_the_same_transaction(ddb):
+    """A claim without ``pledge_version`` (in flight across the upgrade) commits a pledge
+    without one: a commit retried under its token sends the transaction the code before
+    versions sent, never a parameter mismatch. A versioned claim's pledge names it."""
+    from dataclasses import replace
+
+    from reconciliation.claims.intake import commit_items
+    from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+    from reconciliation.claims.repository import ClaimRepository
+    from reconciliation.stores import home_store
+
+    request = parse_fields(pledge_body())
+    claim = ClaimRepository(home_store("x")).new_claim(
+        pk=claim_pk("acme", OPERATION_CREATE_PLEDGE, "v-flight"),
+        tenant="acme",
+        idempotency_key="v-flight",
+        intent_id=intent_id_for("acme", "v-flight"),
+        payload_hash=request.payload_hash,
+        request=request.normalised(),
+        correlation_id="",
+        client_address="",
+    )
+    store = home_store(claim.pk)
+    items, pledge = commit_items(store, claim)
+    assert pledge.pledge_version is None
+    assert "pledge_version" not in items[0]["Put"]["Item"]
+    items, pledge = commit_items(store, replace(claim, pledge_version=FIRST.name))
+    assert items[0]["Put"]["Item"]["pledge_version"] == {"S": FIRST.name}
