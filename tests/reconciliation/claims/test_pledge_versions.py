@@ -177,3 +177,45 @@ def test_a_claim_stored_before_versions_commits_the_same_transaction(ddb):
     assert "pledge_version" not in items[0]["Put"]["Item"]
     items, pledge = commit_items(store, replace(claim, pledge_version=FIRST.name))
     assert items[0]["Put"]["Item"]["pledge_version"] == {"S": FIRST.name}
+
+
+@pytest.mark.django_db(databases=[])
+def test_a_case_retry_claims_afresh_under_the_cases_version(ddb):
+    """A stuck claim stored under a later version, removed by TTL before staff retry its
+    case: the retry claims the key afresh under the version the case kept
+    (``case.request.pledge_version``), hashed by its rules, and the pledge names it, even
+    after the default went back to the first version."""
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.vocabulary import Disposition
+    from reconciliation.casework.dispositions import case_dispose
+    from reconciliation.stores import first_store
+    from tests.conftest import staff_actor
+    from tests.helpers import repositories
+    from tests.reconciliation.factories import stuck_case
+
+    with VERSIONS.extended(LATER, current=LATER.name):
+        case = stuck_case("v-retry", donor_ref="d-3003")
+        assert case.request.pledge_version == LATER.name
+        [claim] = claims(ddb)
+        ddb.client.delete_item(
+            TableName=ddb.tables.idempotency_keys, Key={"pk": {"S": claim["pk"]}}
+        )
+        with VERSIONS.extended(current=FIRST.name):
+            result = case_dispose(
+                case_id=case.case_id,
+                disposition=Disposition.RETRY_COMMIT,
+                staff=StaffAction(
+                    actor=staff_actor("ada"),
+                    seen_version=case.version,
+                    reason_code="EVIDENCE_CONFIRMS",
+                    reason_text="Checked the consistent reads.",
+                ),
+                store=first_store(),
+            )
+            assert result.applied
+            assert repositories().cases.get(case.case_id).state == "RESOLVED"
+            [again] = claims(ddb)
+            assert again["pledge_version"] == LATER.name
+            body = parse_fields(pledge_body(donor_ref="d-3003"))
+            assert again["payload_hash"] == LATER.payload_hash(body)
+            assert [p["pledge_version"] for p in pledges(ddb)] == [LATER.name]
