@@ -202,13 +202,14 @@ def _attempt(
         return AttemptResult(None, f"refused: {exc}")
     at: datetime = clock.now()
     headers = signed_headers(secret=endpoint.secret, event_id=message_id, at=at, body=payload)
-    return sender(
+    result = sender(
         target,
         headers=headers,
         body=payload,
         connect_timeout_s=settings.ACK_CONNECT_TIMEOUT_S,
         read_timeout_s=settings.ACK_READ_TIMEOUT_S,
     )
+    return replace(result, signature=headers["webhook-signature"])
 
 
 def _after(
@@ -221,6 +222,7 @@ def _after(
         last_code=result.code,
         last_error=result.error[:200],
         last_at=clock.iso(clock.now()),
+        last_signature=result.signature,
     )
     if result.ok:
         report.delivered += 1

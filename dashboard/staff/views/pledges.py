@@ -13,6 +13,7 @@ from dashboard.auth import StaffRequest, role_required
 from dashboard.staff.forms import RejectedRequestsForm
 from dashboard.staff.views.pages import VIEWING_ROLES, render_page
 from dashboard.staff.views.search import known_tenants
+from reconciliation.acks.deliveries import pledge_acks
 from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.request_log import rejections_on
@@ -35,7 +36,12 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
     if detail is None:
         missing = {"tenant": tenant, "key": key}
         return render(request, "pledges/missing.html", missing, status=404)
-    context = {"detail": detail, "log_days": settings.REQUEST_LOG_TTL_S // 86400}
+    acks = pledge_acks(detail.intent_id, store=store) if detail.pledge else None
+    context = {
+        "detail": detail,
+        "acks": acks,
+        "log_days": settings.REQUEST_LOG_TTL_S // 86400,
+    }
     return render_page(request, "pledges/detail.html", None, context)
 
 
