@@ -179,8 +179,10 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
         _wait_while_running(
             proc,
             tmp_path,
-            lambda: _descendants_running(proc.pid, "dispatch_acks")
-            and _descendants_running(proc.pid, "webhook_sink"),
+            lambda: (
+                _descendants_running(proc.pid, "dispatch_acks")
+                and _descendants_running(proc.pid, "webhook_sink")
+            ),
             timeout=60,
             what="the dispatcher and the receiver",
         )

@@ -53,7 +53,7 @@ def test_each_delivery_shows_its_status_answer_next_attempt_id_and_signature(ddb
     assert "down.example.org" in failing and "Waiting" in failing and "HTTP 503" in failing
     assert re.search(r"<dt>Next attempt</dt><dd><time", failing)
     assert "crm.example.org" in working and "Delivered" in working and "HTTP 200" in working
-    assert "<dt>Next attempt</dt><dd><span class=\"muted\">none</span>" in working
+    assert '<dt>Next attempt</dt><dd><span class="muted">none</span>' in working
     for part, endpoint in ((failing, "E1"), (working, "E2")):
         assert "Pledge recorded" in part and "<dd>1</dd>" in part  # one attempt each
         assert f"<code>{event_id('acme#dl-1', 'pledge.recorded')}</code>" in part

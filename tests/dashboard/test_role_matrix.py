@@ -233,6 +233,7 @@ MATRIX: dict[str, Row] = {
         "GET", viewers(200), lambda w: f"/pledges/acme/{w.case_key}/"
     ),
     "requests/rejected/": Row("GET", viewers(200), lambda w: "/requests/rejected/"),
+    "acks/": Row("GET", viewers(200), lambda w: "/acks/"),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
     "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
     "cases/<case_id:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),
