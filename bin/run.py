@@ -6,7 +6,8 @@ Redis answers (starting ``redis-server`` if it is installed and nothing listens)
 migrates Django's own database, creates the DynamoDB tables, creates the demo users,
 seeds demo data, collects static files, then runs web (gunicorn, as in production) +
 worker + beat + the acknowledgement dispatcher under honcho, with a development webhook
-receiver (``webhook_sink``) registered for the demo tenant (docs/webhooks.md). Ctrl-C or SIGTERM stops everything it started, and it exits 0.
+receiver (``webhook_sink``) registered for the demo tenant (docs/webhooks.md). Ctrl-C
+or SIGTERM stops everything it started, and it exits 0.
 
 DynamoDB Local keeps its data on disk under ``var/dynamodb/`` (``-dbPath``), beside the
 SQLite database under ``var/`` that holds users, tenants and tokens: a restart finds the

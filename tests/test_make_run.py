@@ -5,8 +5,8 @@ SIGTERM leaves no process behind."""
 from __future__ import annotations
 
 import contextlib
-import io
 import http.client
+import io
 import json
 import os
 import re
