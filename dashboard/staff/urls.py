@@ -59,6 +59,7 @@ urlpatterns = [
     path("requests/rejected/", pledges.rejected_requests_view, name="rejected-requests"),
     path("approvals/", approvals.approvals_view, name="approvals"),
     path("acks/", acks.acks_view, name="acks"),
+    path("acks/redeliver/", acks.redeliver_view, name="acks-redeliver"),
     path("notifications/", include(notification_urls)),
     path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),
