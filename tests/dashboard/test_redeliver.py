@@ -6,12 +6,13 @@ transaction; a stale page changes nothing; auditors cannot."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, Endpoint, event_id, secret_new
-from reconciliation.acks.repository import AckRepository
+from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import first_store, pledge_stream
@@ -121,3 +122,19 @@ def test_auditors_cannot_and_a_bad_form_is_a_400(ddb, client):
     bad = client.post("/acks/redeliver/", form("acme#rd-3", reason_text="short"))
     assert bad.status_code == 400 and b"Not sent again" in bad.content
     assert pledge_events("acme#rd-3")[-1]["action"] == "pledge_recorded"
+
+
+def test_a_dispatcher_that_read_before_the_redelivery_cannot_lease_on_that_read(ddb, client):
+    """The redelivery takes a fence: a dispatcher holding a read from before it (about to
+    lease) loses the lease instead of writing its stale deliveries over the change."""
+    submit("rd-4")
+    repository = AckRepository(first_store())
+    dispatch([])
+    sign_in(client, "supervisor")
+    client.post("/acks/redeliver/", form("acme#rd-4"))
+    stale = repository.get("acme#rd-4")
+    assert stale is not None and stale.due
+    before_redelivery = replace(stale, fence=stale.fence - 1)
+    with pytest.raises(LeaseLost):
+        repository.lease(before_redelivery, now=stale.due_at or 0, lease_s=60)
+    assert repository.lease(stale, now=stale.due_at or 0, lease_s=60) == stale.fence + 1
