@@ -14,10 +14,12 @@ from collections.abc import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+from django.utils import timezone
 
 from dashboard.models import WebhookEndpoint
 from reconciliation.acks.dispatch import acks_dispatch_once
-from reconciliation.acks.models import Endpoint
+from reconciliation.acks.models import AttemptResult, Endpoint
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
 from reconciliation.stores import Store, every_store
@@ -33,6 +35,15 @@ def homed_in(store: Store) -> Callable[[str], bool]:
         return home_region(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)).name == store.region_name
 
     return owns
+
+
+def attempt_counted(endpoint: Endpoint, result: AttemptResult) -> None:
+    """The endpoint's counters (the Acknowledgements page), one UPDATE; a database that
+    refuses it costs a count, never the delivery (recorded in DynamoDB regardless)."""
+    try:
+        WebhookEndpoint.attempt_count(endpoint.endpoint_id, ok=result.ok, at=timezone.now())
+    except DatabaseError as exc:
+        logger.warning("attempt to %s not counted: %s", endpoint.endpoint_id, exc)
 
 
 def endpoints_for(tenant: str) -> list[Endpoint]:
@@ -51,7 +62,10 @@ class Command(BaseCommand):
             for store in every_store():
                 try:
                     report = acks_dispatch_once(
-                        store, endpoints_for=endpoints_for, owns=homed_in(store)
+                        store,
+                        endpoints_for=endpoints_for,
+                        owns=homed_in(store),
+                        on_attempt=attempt_counted,
                     )
                 except (BotoCoreError, ClientError) as exc:
                     # DynamoDB unreachable: nothing was settled, every due pledge stays due.
