@@ -5,7 +5,9 @@ Starts DynamoDB Local (or says why it cannot and falls back to moto, loudly), ma
 Redis answers (starting ``redis-server`` if it is installed and nothing listens),
 migrates Django's own database, creates the DynamoDB tables, creates the demo users,
 seeds demo data, collects static files, then runs web (gunicorn, as in production) +
-worker + beat under honcho. Ctrl-C or SIGTERM stops everything it started, and it exits 0.
+worker + beat + the acknowledgement dispatcher under honcho, with a development webhook
+receiver (``webhook_sink``) registered for the demo tenant (docs/webhooks.md). Ctrl-C
+or SIGTERM stops everything it started, and it exits 0.
 
 DynamoDB Local keeps its data on disk under ``var/dynamodb/`` (``-dbPath``), beside the
 SQLite database under ``var/`` that holds users, tenants and tokens: a restart finds the
@@ -168,21 +170,88 @@ def create_demo_users(env: dict) -> None:
 DEMO_TENANTS = ("sim", "acme")
 
 
-def demo_tenants(env: dict) -> None:
+def demo_tenants(env: dict, *, sink: str, secret_file: Path) -> None:
+    """Every demo fund for the demo tenants, and the receiver's registration (one
+    `manage.py shell`: each costs a Django start-up)."""
     script = (
         "from dashboard.management.commands.issue_api_token import command_actor;"
         "from dashboard.models import default_funds;"
         "from dashboard.tenant_changes import tenant_funds_complete;"
         "actor = command_actor('make run');"
         f"[print(t, len(tenant_funds_complete(t, default_funds(), actor=actor))) "
-        f"for t in {DEMO_TENANTS!r}]"
+        f"for t in {DEMO_TENANTS!r}]\n" + sink_keep_script(sink, secret_file)
     )
-    manage(env, "shell", "-c", script, capture=True)
+    out = manage(env, "shell", "-c", script, capture=True)
     say(
         "demo tenants "
         + ", ".join(DEMO_TENANTS)
         + f" accept the funds {env['DEFAULT_FUNDS'].replace(',', ', ')}"
     )
+    registered = "sink registered" in out
+    say(
+        f"webhook sink listens on {sink} for tenant {SINK_TENANT}'s acknowledgements "
+        + ("(registered now" if registered else "(registered by an earlier run")
+        + f", secret in {secret_file}); its counts: {sink}stats"
+    )
+
+
+# The demo data's tenant (reconciliation/ops/simulate.py · TENANT): its acknowledgements
+# go to a development receiver that `make run` starts and registers once.
+SINK_TENANT = "sim"
+# Under var/: the receiver's signing secret (so a restart finds its registration) and
+# the port it last listened on.
+SINK_SECRET_FILE = "webhook-sink.secret"
+SINK_PORT_FILE = "webhook-sink.port"
+
+
+def sink_port(env: dict, var: Path, in_use, pick) -> int:
+    """The receiver's loopback port: ``WEBHOOK_SINK_PORT`` when set; else the port of the
+    last run (its registration names it) unless something else listens there now; else
+    a free one (``pick()``), saved for the next run."""
+    configured = env.get("WEBHOOK_SINK_PORT", "").strip()
+    if configured:
+        return int(configured)
+    saved = var / SINK_PORT_FILE
+    if saved.exists():
+        text = saved.read_text().strip()
+        if text.isdigit() and not in_use(int(text)):
+            return int(text)
+    port = int(pick())
+    saved.write_text(f"{port}\n")
+    return port
+
+
+def sink_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/"
+
+
+def sink_keep_script(url: str, secret_file: Path) -> str:
+    """Python for `manage.py shell -c`: keep the receiver's registration for the demo
+    tenant (dashboard/tenant_changes.py · webhook_keep), or register it and keep its new
+    secret under var/ (readable by this user only)."""
+    return (
+        "import os, pathlib\n"
+        "from dashboard.tenant_changes import webhook_keep\n"
+        "from reconciliation.acks.models import DEFAULT_EVENTS\n"
+        f"f = pathlib.Path({str(secret_file)!r})\n"
+        "kept = f.read_text().strip() if f.exists() else ''\n"
+        f"row, new = webhook_keep({SINK_TENANT!r}, {url!r}, secret=kept, "
+        "events=DEFAULT_EVENTS, actor=actor)\n"
+        "if new:\n"
+        "    f.write_text(row.secret + '\\n')\n"
+        "    os.chmod(f, 0o600)\n"
+        "print('sink', 'registered' if new else 'kept')\n"
+    )
+
+
+def procfile_text(base: str, *, sink_port: int, secret_file: Path, lag_ms: str | None) -> str:
+    """The Procfile `make run` starts: the project's, the development receiver and, with
+    two regions, the Global Tables stand-in."""
+    text = base if base.endswith("\n") else base + "\n"
+    text += f"sink: python manage.py webhook_sink --port {sink_port} --secret-file {secret_file}\n"
+    if lag_ms is not None:
+        text += f"replicator: python manage.py replicate_regions --lag-ms {lag_ms}\n"
+    return text
 
 
 def dynamodb_data_dir(var: Path, region: int = 1) -> Path:
@@ -329,7 +398,7 @@ def main() -> int:
             env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
             if engine.kind == "dynamodb_local":
                 seeded_mark = data / DEMO_SEEDED_MARK
-        procfile = "Procfile"
+        lag_ms: str | None = None
         if env.get("RUN_REGIONS", "1") == "2":
             second = start_engine(
                 env,
@@ -344,13 +413,21 @@ def main() -> int:
             env.setdefault("AWS_REGION", "us-east-1")
             # The untagged region is named, never "the first listed" (docs/regions.md).
             env.setdefault("DDB_PRIMARY_REGION", "us-east-1")
-            procfile = str(var / "Procfile.regions")
-            lag = env.get("REPLICATION_LAG_MS", "1000")
-            Path(procfile).write_text(
-                (ROOT / "Procfile").read_text()
-                + f"replicator: python manage.py replicate_regions --lag-ms {lag}\n"
+            lag_ms = env.get("REPLICATION_LAG_MS", "1000")
+            say(f"two regions: {env['DDB_REGIONS']} (replication lag {lag_ms} ms)")
+        port = sink_port(env, var, lambda p: port_answers("127.0.0.1", p), local.free_port)
+        if port_answers("127.0.0.1", port):
+            fail(f"port {port} is in use: stop what runs there or set WEBHOOK_SINK_PORT")
+        secret_file = var / SINK_SECRET_FILE
+        procfile = str(var / "Procfile.run")
+        Path(procfile).write_text(
+            procfile_text(
+                (ROOT / "Procfile").read_text(),
+                sink_port=port,
+                secret_file=secret_file,
+                lag_ms=lag_ms,
             )
-            say(f"two regions: {env['DDB_REGIONS']} (replication lag {lag} ms)")
+        )
         manage(env, "migrate", "--noinput", capture=True)
         say("Django database migrated")
         # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
@@ -359,7 +436,7 @@ def main() -> int:
         say("static files collected")
         sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
-        demo_tenants(env)
+        demo_tenants(env, sink=sink_url(port), secret_file=secret_file)
         if env.get("DEMO_SEED", "1") == "1":
             if seeded_mark is not None and seeded_mark.exists():
                 say(

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import MAX_PREC, Context, Decimal
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import DatabaseError, connection, models, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -443,6 +444,12 @@ class WebhookEndpoint(models.Model):
     secret = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Counted by the dispatcher after each attempt (an SQL increment, never a scan of
+    # pledges): the Acknowledgements page's failure rate and last success.
+    attempts = models.PositiveBigIntegerField(default=0)
+    failures = models.PositiveBigIntegerField(default=0)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
     # Since when every attempt to it has failed (none answered 2xx since); ``None`` while
     # it answers. A day of it disables the endpoint (``disabled_at``; docs/webhooks.md).
     failing_since = models.DateTimeField(null=True, blank=True)
@@ -460,6 +467,26 @@ class WebhookEndpoint(models.Model):
 
     def event_list(self) -> tuple[str, ...]:
         return tuple(e for e in (p.strip() for p in self.events.split(",")) if e)
+
+    @property
+    def failure_rate(self) -> float | None:
+        """The share of attempts that failed, or ``None`` before the first."""
+        return self.failures / self.attempts if self.attempts else None
+
+    @classmethod
+    def attempt_count(cls, endpoint_id: str, *, ok: bool, at: datetime) -> None:
+        """Count one attempt to the endpoint ``E<pk>`` (the dispatcher's id), in one
+        UPDATE with ``F()`` increments: dispatchers counting at once lose no count."""
+        pk = endpoint_id.removeprefix("E")
+        if not pk.isdigit():
+            return
+        changes: dict[str, Any] = {"attempts": F("attempts") + 1}
+        if ok:
+            changes["last_success_at"] = at
+        else:
+            changes["failures"] = F("failures") + 1
+            changes["last_failure_at"] = at
+        cls.objects.filter(pk=int(pk)).update(**changes)
 
     def as_endpoint(self) -> ack_models.Endpoint:
         return ack_models.Endpoint(

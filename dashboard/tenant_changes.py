@@ -116,6 +116,22 @@ def webhook_register(
         return endpoint
 
 
+def webhook_keep(
+    name: str, url: str, *, secret: str, events: tuple[str, ...], actor: Actor
+) -> tuple[WebhookEndpoint, bool]:
+    """The enabled endpoint of ``name`` at ``url`` signing with ``secret`` (``make run``'s
+    development receiver, whose secret it keeps under var/), or one registered now (and
+    audited) when there is none: ``(endpoint, registered)``. A restart finds its own
+    registration and adds no second one."""
+    if secret:
+        kept = WebhookEndpoint.objects.filter(
+            tenant__name=name, url=url, secret=secret, enabled=True
+        ).first()
+        if kept is not None:
+            return kept, False
+    return webhook_register(name, url, events=events, actor=actor), True
+
+
 def token_revoke(token: ApiToken, *, actor: Actor) -> bool:
     """Revoke ``token`` (the row stays); ``False`` if it was revoked already."""
     with transaction.atomic():

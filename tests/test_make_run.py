@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +115,14 @@ def _output(tmp_path) -> str:
     return (tmp_path / "run.log").read_text(errors="replace")
 
 
+def _json_or_none(url: str) -> dict | None:
+    try:
+        status, body = _get(url)
+        return json.loads(body) if status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
 def _healthz(base: str) -> tuple[int, dict] | None:
     """/healthz's status and body, or ``None`` while nothing answers yet."""
     try:
@@ -164,6 +174,28 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
         status, body = _get(base + "/accounts/login/")
         assert status == 200 and b"Sign in" in body
         assert len(_session_processes(proc.pid)) >= 4  # run.py, honcho, web, worker, beat
+        # The acknowledgement dispatcher and the development receiver run too; the
+        # receiver answers where start-up said it listens.
+        _wait_while_running(
+            proc,
+            tmp_path,
+            lambda: (
+                _descendants_running(proc.pid, "dispatch_acks")
+                and _descendants_running(proc.pid, "webhook_sink")
+            ),
+            timeout=60,
+            what="the dispatcher and the receiver",
+        )
+        sink = re.search(r"webhook sink listens on (http://127\.0\.0\.1:\d+/)", _output(tmp_path))
+        assert sink, _output(tmp_path)
+        sink_stats = _wait_while_running(
+            proc,
+            tmp_path,
+            lambda: (answer := _json_or_none(sink.group(1) + "stats")) is not None and answer,
+            timeout=60,
+            what="the receiver's /stats",
+        )
+        assert sink_stats["rejected"] == 0
 
         # gunicorn, not runserver (which reset connections under 32 concurrent clients).
         with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
@@ -241,7 +273,7 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
         _stop(proc, "sigterm")
         proc.wait(timeout=60)
     output = _output(tmp_path)
-    assert "two regions: us-east-1=" in output and "replicate_regions: 10 streams" in output
+    assert "two regions: us-east-1=" in output and "replicate_regions: 12 streams" in output
     # Asked to stop by a service manager (SIGTERM to bin/run.py alone), it stopped
     # everything it started, both engines included, and exited 0.
     assert proc.returncode == 0, output
@@ -393,3 +425,61 @@ def test_demo_tenants_get_every_demo_fund_and_keep_what_was_changed(ddb, setting
     assert len(added) == len(have) - 1
     assert Fund.objects.get(tenant=acme, code="GENERAL", currency="USD").max_amount == 5
     assert tenant_funds_complete("acme", default_funds(), actor=actor) == []
+
+
+def test_the_receiver_keeps_its_port_unless_taken_or_configured(tmp_path):
+    """The development receiver listens where the last run registered it (the port is
+    kept under var/), on a free port when that one is taken, or on WEBHOOK_SINK_PORT."""
+    run = _run_module()
+    free = iter([9101, 9102])
+    assert run.sink_port({}, tmp_path, lambda p: False, lambda: next(free)) == 9101
+    assert run.sink_port({}, tmp_path, lambda p: False, lambda: next(free)) == 9101
+    assert run.sink_port({}, tmp_path, lambda p: p == 9101, lambda: next(free)) == 9102
+    assert run.sink_port({"WEBHOOK_SINK_PORT": "9200"}, tmp_path, bool, lambda: 1) == 9200
+    assert run.sink_url(9102) == "http://127.0.0.1:9102/"
+
+
+def test_the_procfile_runs_the_dispatcher_and_make_run_adds_the_receiver(tmp_path):
+    """The project's Procfile runs ``dispatch_acks`` in the foreground (restarted if it
+    ends); `make run` adds the receiver, reading its secret from var/ (not in `ps`)."""
+    run = _run_module()
+    base = (ROOT / "Procfile").read_text()
+    assert re.search(r"^acks: .*manage\.py dispatch_acks$", base, re.M)
+    text = run.procfile_text(base, sink_port=9101, secret_file=tmp_path / "s", lag_ms=None)
+    assert text.startswith(base)
+    sink = f"sink: python manage.py webhook_sink --port 9101 --secret-file {tmp_path / 's'}"
+    assert sink in text.splitlines() and "replicator" not in text
+    two = run.procfile_text(base, sink_port=9101, secret_file=tmp_path / "s", lag_ms="500")
+    assert "replicator: python manage.py replicate_regions --lag-ms 500" in two
+
+
+@pytest.mark.engines("moto")
+@pytest.mark.django_db
+def test_the_receiver_is_registered_for_the_demo_tenant_once(ddb, tmp_path):
+    """`make run`'s registration script registers the receiver for the demo data's tenant
+    and keeps its secret under var/; run again (a restart) it registers nothing new, and
+    after RESET=1 (the database gone, the secret file kept) it registers again."""
+    from dashboard.models import WebhookEndpoint
+    from reconciliation.actors import command_actor
+    from reconciliation.ops.simulate import TENANT
+
+    run = _run_module()
+    assert run.SINK_TENANT == TENANT
+    secret_file = tmp_path / run.SINK_SECRET_FILE
+    script = run.sink_keep_script("http://127.0.0.1:9101/", secret_file)
+
+    def once() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(script, {"actor": command_actor("test")})
+        return out.getvalue().strip()
+
+    assert once() == "sink registered"
+    row = WebhookEndpoint.objects.get(tenant__name=TENANT)
+    assert secret_file.read_text().strip() == row.secret and row.url == "http://127.0.0.1:9101/"
+    assert secret_file.stat().st_mode & 0o077 == 0
+    assert once() == "sink kept"
+    assert WebhookEndpoint.objects.filter(tenant__name=TENANT).count() == 1
+    WebhookEndpoint.objects.all().delete()
+    assert once() == "sink registered"
+    assert secret_file.read_text().strip() == WebhookEndpoint.objects.get().secret

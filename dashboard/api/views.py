@@ -31,6 +31,7 @@ from reconciliation.claims.request import (
     parse_idempotency_key,
 )
 from reconciliation.claims.request_log import intake_request_new, intake_request_record
+from reconciliation.claims.versions import VERSION_HEADER, parse_pledge_version
 from reconciliation.metrics import INTAKE_RATE_LIMITED
 from reconciliation.stores import first_store, home_store
 
@@ -165,6 +166,9 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
     key = ""
     try:
         key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
+        # The schema version (missing: the current one); unknown or malformed is a 400
+        # before the body is read, and nothing is written.
+        version = parse_pledge_version(request.headers.get(VERSION_HEADER))
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
             # Refuse before reading: a large body never reaches memory.
@@ -185,7 +189,11 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         if not intake.pledge_key_known(tenant=tenant, idempotency_key=key):
             return _Answer(_invalid(exc), exc.code, key, body.donor_ref)
     outcome = intake.pledge_submit(
-        tenant=tenant, idempotency_key=key, request=body, actor=_actor(request, tenant)
+        tenant=tenant,
+        idempotency_key=key,
+        request=body,
+        actor=_actor(request, tenant),
+        version=version,
     )
     status = INTAKE[outcome.kind]
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.REPLAYED):

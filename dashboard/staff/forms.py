@@ -275,6 +275,22 @@ class DecisionForm(_ReasonForm):
         self.fields["reason_text"].label = "Note"
 
 
+class RedeliverForm(_ReasonForm):
+    """Send one acknowledgement delivery again, now; what the page showed of it rides
+    along, and the change is conditioned on it (reconciliation/acks/redeliver.py)."""
+
+    tenant = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    key = forms.CharField(widget=forms.HiddenInput, max_length=255)
+    delivery = forms.CharField(widget=forms.HiddenInput, max_length=300)
+    seen_attempts = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    seen_status = forms.CharField(widget=forms.HiddenInput, max_length=32)
+    seen_audit_seq = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+
+    def __init__(self, *args, index: int = 0, **kwargs):
+        kwargs.setdefault("prefix_id", f"redeliver_{index}")
+        super().__init__(*args, **kwargs)
+
+
 class BulkForm(_ReasonForm):
     disposition = forms.ChoiceField(
         choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS], label="Apply to the selected cases"

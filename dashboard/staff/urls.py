@@ -5,6 +5,7 @@ from django.urls import include, path, register_converter
 
 from dashboard.converters import CaseIdConverter
 from dashboard.staff.views import (
+    acks,
     approvals,
     bulk,
     cases,
@@ -57,6 +58,8 @@ urlpatterns = [
     path("pledges/<str:tenant>/<path:key>/", pledges.pledge_view, name="pledge"),
     path("requests/rejected/", pledges.rejected_requests_view, name="rejected-requests"),
     path("approvals/", approvals.approvals_view, name="approvals"),
+    path("acks/", acks.acks_view, name="acks"),
+    path("acks/redeliver/", acks.redeliver_view, name="acks-redeliver"),
     path("notifications/", include(notification_urls)),
     path("audit/", include("dashboard.staff.urls_audit")),
     path("drill/", drill.drill_page, name="drill"),

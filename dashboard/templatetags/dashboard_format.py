@@ -37,6 +37,7 @@ from reconciliation.cases.vocabulary import (
 )
 from reconciliation.claims.models import TOKEN_WINDOW_S, ClaimStatus, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.versions import VERSIONS
 from reconciliation.codes import Code, find_code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
@@ -102,6 +103,19 @@ def duration(seconds) -> str:
         return _duration(int(seconds))
     except (TypeError, ValueError):
         return ""
+
+
+@register.filter
+def pledge_version(name) -> SafeString:
+    """A stored ``Pledge-Version`` as its date in ``<code>``, its rules in the title; none
+    (stored before versions existed) reads as the first version, and says so."""
+    version = VERSIONS.get(str(name)) if name else VERSIONS.first
+    if version is None:
+        return format_html('<code>{}</code> <span class="muted">(not a known version)</span>', name)
+    code = format_html('<code title="{}">{}</code>', version.summary, version.name)
+    if name:
+        return code
+    return format_html('{} <span class="muted">(stored before versions: the first)</span>', code)
 
 
 @register.filter

@@ -47,6 +47,13 @@ PAUSED_RECHECK_S = 3600
 
 EndpointsFor = Callable[[str], list[Endpoint]]
 Sender = Callable[..., AttemptResult]
+# Told of each attempt once it is made (the endpoint's counters: its failure rate and
+# last success, on the Acknowledgements page).
+AttemptCounter = Callable[[Endpoint, AttemptResult], None]
+
+
+def _count_nothing(endpoint: Endpoint, result: AttemptResult) -> None:
+    return None
 
 
 @dataclass
@@ -112,6 +119,7 @@ def acks_dispatch_once(
     resolve: Resolver = system_resolver,
     sender: Sender = post,
     owns: Callable[[str], bool] = lambda intent_id: True,
+    on_attempt: AttemptCounter = _count_nothing,
 ) -> DispatchReport:
     """Deliver every acknowledgement due now, once each, and return what happened.
 
@@ -133,6 +141,7 @@ def acks_dispatch_once(
                     resolve=resolve,
                     sender=sender,
                     report=report,
+                    on_attempt=on_attempt,
                 )
             except LeaseLost:
                 report.lease_lost += 1
@@ -152,6 +161,7 @@ def _dispatch_one(
     resolve: Resolver,
     sender: Sender,
     report: DispatchReport,
+    on_attempt: AttemptCounter = _count_nothing,
 ) -> None:
     state = repository.get(intent_id)
     now = clock.epoch()
@@ -180,6 +190,7 @@ def _dispatch_one(
         payload = body_bytes(event_payload(state, delivery.event_type))
         message_id = event_id(intent_id, delivery.event_type)
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
+        on_attempt(endpoint, result)
         deliveries[key] = _after(delivery, result, rng=rng, report=report)
         if deliveries[key].status == DeliveryStatus.GAVE_UP:
             # Its case before the record: a dispatcher dying in between leaves the pledge
@@ -210,13 +221,14 @@ def _attempt(
         return AttemptResult(None, f"refused: {exc}")
     at: datetime = clock.now()
     headers = signed_headers(secret=endpoint.secret, event_id=message_id, at=at, body=payload)
-    return sender(
+    result = sender(
         target,
         headers=headers,
         body=payload,
         connect_timeout_s=settings.ACK_CONNECT_TIMEOUT_S,
         read_timeout_s=settings.ACK_READ_TIMEOUT_S,
     )
+    return replace(result, signature=headers["webhook-signature"])
 
 
 def _after(
@@ -230,6 +242,7 @@ def _after(
         last_code=result.code,
         last_error=result.error[:200],
         last_at=clock.iso(clock.now()),
+        last_signature=result.signature,
     )
     if result.ok:
         report.delivered += 1

@@ -7,8 +7,9 @@ import base64
 import hashlib
 import secrets
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from reconciliation.codes import Code
 
 if TYPE_CHECKING:
     from reconciliation.claims.models import Pledge
@@ -19,19 +20,30 @@ SECRET_PREFIX = "whsec_"
 PAYLOAD_VERSION = 1
 
 
-class EventType(StrEnum):
-    PLEDGE_RECORDED = "pledge.recorded"
-    PLEDGE_VOIDED = "pledge.voided"
+class EventType(Code):
+    PLEDGE_RECORDED = (
+        "pledge.recorded",
+        "Pledge recorded",
+        "Sent once the pledge is recorded: the tenant's systems may acknowledge it.",
+    )
+    PLEDGE_VOIDED = (
+        "pledge.voided",
+        "Pledge voided",
+        "Sent once an approved override voided the recorded pledge.",
+    )
 
 
 # Events an endpoint receives when registered without ``--events``.
 DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED, EventType.PLEDGE_VOIDED)
 
 
-class DeliveryStatus(StrEnum):
-    PENDING = "PENDING"  # not yet answered 2xx; attempts left
-    DELIVERED = "DELIVERED"  # answered 2xx once: never sent again
-    GAVE_UP = "GAVE_UP"  # the last attempt failed: an ACK_UNDELIVERED case (acks/undelivered.py)
+class DeliveryStatus(Code):
+    # Not yet answered 2xx; attempts left.
+    PENDING = "PENDING", "Waiting", "Not yet answered with success: sent again at its next attempt."
+    # Answered 2xx once: never sent again.
+    DELIVERED = "DELIVERED", "Delivered", "The endpoint answered with success; not sent again."
+    # The last attempt failed: an ACK_UNDELIVERED case (acks/undelivered.py).
+    GAVE_UP = "GAVE_UP", "Given up", "Every attempt of the retry schedule failed; not sent again."
 
 
 def secret_new() -> str:
@@ -81,6 +93,8 @@ class Delivery:
     last_error: str = ""
     last_at: str = ""
     next_at: int = 0  # epoch seconds of the next attempt, while PENDING
+    # The last attempt's ``webhook-signature`` header (a signature, never the secret).
+    last_signature: str = ""
 
     @property
     def settled(self) -> bool:
@@ -101,6 +115,7 @@ class Delivery:
             "last_error": self.last_error,
             "last_at": self.last_at,
             "next_at": self.next_at,
+            "last_signature": self.last_signature,
         }
 
     @classmethod
@@ -115,6 +130,7 @@ class Delivery:
             last_error=str(data.get("last_error", "")),
             last_at=str(data.get("last_at", "")),
             next_at=int(data.get("next_at", 0)),
+            last_signature=str(data.get("last_signature", "")),
         )
 
 
@@ -143,6 +159,7 @@ class AttemptResult:
 
     code: int | None
     error: str = ""
+    signature: str = ""  # the ``webhook-signature`` header sent, when one was
 
     @property
     def ok(self) -> bool:

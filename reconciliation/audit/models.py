@@ -34,6 +34,11 @@ class AuditAction(Code):
     # Pledges
     PLEDGE_RECORDED = "pledge_recorded", "Pledge recorded"
     PLEDGE_VOIDED = "pledge_voided", "Pledge voided"
+    ACK_REDELIVERED = (
+        "ack_redelivered",
+        "Acknowledgement redelivered",
+        "A member of staff made one acknowledgement delivery due now (sent again).",
+    )
     # Staff accounts
     STAFF_CREATED = "staff_created", "Staff account created"
     STAFF_ROLE_CHANGED = "staff_role_changed", "Staff role changed"

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -254,6 +254,9 @@ class CaseRequest:
     fund: str | None = None
     amount: str | None = None  # the normalised text ("25.00"), as hashed for the claim
     currency: str | None = None
+    # The claim's ``Pledge-Version`` (reconciliation/claims/versions.py); absent on a
+    # case opened before versions existed, or on a claim stored before them (the first).
+    pledge_version: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseRequest:
@@ -262,12 +265,21 @@ class CaseRequest:
             fund=_opt_str(data.get("fund")),
             amount=_opt_str(data.get("amount")),
             currency=_opt_str(data.get("currency")),
+            pledge_version=_opt_str(data.get("pledge_version")),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def versioned(self, pledge_version: str | None) -> CaseRequest:
+        """This request with the version its claim was stored under (if it names one)."""
+        return replace(self, pledge_version=pledge_version) if self else self
+
+    def normalised(self) -> dict[str, Any]:
+        """The normalised request as the claim carried it, without its version."""
         return _present(
             donor_ref=self.donor_ref, fund=self.fund, amount=self.amount, currency=self.currency
         )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.normalised(), **_present(pledge_version=self.pledge_version)}
 
     def __bool__(self) -> bool:
         return bool(self.to_json())

@@ -3,8 +3,9 @@ claim, the durable pledge, its ledger shard, its cases, its audit events and the
 request log (every answer the API gave for the key).
 
 Every read is a GetItem or a Query in the key's home region (the edge passes that
-region's store): no Scan. Deliveries of the pledge's acknowledgement have no place to be
-read from yet; :attr:`PledgeDetail.deliveries` says so rather than showing made-up rows.
+region's store): no Scan. The deliveries of the pledge's acknowledgement are read beside
+this, by the page (reconciliation/acks/deliveries.py · pledge_acks): acknowledgements and
+casework are independent packages.
 """
 
 from __future__ import annotations
@@ -47,12 +48,6 @@ class PledgeDetail:
     @property
     def intent_id(self) -> str:
         return intent_id_for(self.tenant, self.idempotency_key)
-
-    @property
-    def deliveries(self) -> None:
-        """Acknowledgement deliveries are not recorded per pledge yet (a later piece of
-        work fills this in); the page shows that, never invented rows."""
-        return None
 
 
 def pledge_detail(*, tenant: str, idempotency_key: str, store: Store) -> PledgeDetail | None:

@@ -232,17 +232,20 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
         tenant=case.tenant,
         idempotency_key=case.idempotency_key,
         intent_id=case.intent_id,
-        payload_hash=_payload_hash(case.request.to_json()),
-        request=case.request.to_json(),
+        payload_hash=_payload_hash(case.request.normalised(), case.request.pledge_version),
+        request=case.request.normalised(),
         correlation_id=system_actor().correlation_id,
         client_address="",
+        pledge_version=case.request.pledge_version,
     )
     if claim is None:
         return ClaimRepository(store).create(attempt)
     return ClaimRepository(store).reclaim(claim, attempt=attempt)
 
 
-def _payload_hash(request: dict[str, Any]) -> str:
+def _payload_hash(request: dict[str, Any], pledge_version: str | None) -> str:
+    """The request hashed by the rules of the version its claim was stored under."""
     from reconciliation.claims.request import PledgeRequest
+    from reconciliation.claims.versions import VERSIONS
 
-    return PledgeRequest.from_normalised(request).payload_hash
+    return VERSIONS.stored(pledge_version).payload_hash(PledgeRequest.from_normalised(request))

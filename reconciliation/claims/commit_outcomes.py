@@ -33,6 +33,7 @@ from reconciliation.claims.outcomes import (
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
+from reconciliation.claims.versions import VERSIONS
 from reconciliation.dynamo import attempts
 from reconciliation.dynamo.cancellation import (
     Branch,
@@ -245,7 +246,10 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
         claim,
         status=ClaimStatus.COMPLETED,
         response=existing.api_body(),
-        payload_hash=PledgeRequest.from_normalised(existing.normalised_request()).payload_hash,
+        # Hashed by the claim's version: its later replays are compared by those rules.
+        payload_hash=VERSIONS.stored(claim.pledge_version).payload_hash(
+            PledgeRequest.from_normalised(existing.normalised_request())
+        ),
         expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
     )
     return existing

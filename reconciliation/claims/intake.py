@@ -47,6 +47,7 @@ from reconciliation.claims.outcomes import (
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
+from reconciliation.claims.versions import VERSIONS, PledgeVersion
 from reconciliation.dynamo import attempts, faults
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
@@ -63,14 +64,17 @@ def pledge_submit(
     request: PledgeRequest,
     actor: Actor,
     lease_s: int | None = None,
+    version: PledgeVersion | None = None,
 ) -> IntakeOutcome:
     """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
-    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``)."""
+    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``); a new claim is hashed
+    by ``version``'s rules (default the current version) and stores its name."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     store = home_store(pk)
+    version = version or VERSIONS.current
     try:
-        outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s)
+        outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s, version)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
         claim, fresh = outcome
@@ -103,6 +107,7 @@ def _claim(
     request: PledgeRequest,
     actor: Actor,
     lease_s: int | None,
+    version: PledgeVersion,
 ) -> tuple[Claim, bool] | IntakeOutcome:
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
     mine = ClaimRepository(store).new_claim(
@@ -110,11 +115,12 @@ def _claim(
         tenant=tenant,
         idempotency_key=idempotency_key,
         intent_id=intent_id_for(tenant, idempotency_key),
-        payload_hash=request.payload_hash,
-        request=request.normalised(),
+        payload_hash=version.payload_hash(request),
+        request=version.normalise(request),
         correlation_id=actor.correlation_id,
         client_address=actor.address,
         lease_s=lease_s,
+        pledge_version=version.name,
     )
 
     def take(existing: Claim | None) -> tuple[Claim, bool]:
@@ -150,8 +156,10 @@ def _claim(
 
 
 def _judge_existing(store: Store, existing: Claim, request: PledgeRequest) -> IntakeOutcome | None:
-    """Answer from an existing claim, or ``None`` when it may be re-claimed."""
-    if not request.hash_matches(existing.payload_hash):
+    """Answer from an existing claim, or ``None`` when it may be re-claimed. The body is
+    hashed by the rules of the version the claim was stored under, whatever version this
+    request names: a later change of a rule never makes an identical replay a reuse."""
+    if not VERSIONS.stored(existing.pledge_version).hash_matches(request, existing.payload_hash):
         metrics.CLAIMS.labels("key_reused").inc()
         return IntakeOutcome(
             OutcomeKind.KEY_REUSED,
@@ -191,6 +199,10 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict[s
         request_token=claim.request_token,
         created_at=claim.claimed_at,
         ledger_key=ledger_key,
+        # The claim's own (none on a claim stored before versions: the pledge then has
+        # none either, so a commit retried across an upgrade sends the same transaction
+        # under its token; both read as the first version).
+        pledge_version=claim.pledge_version,
     )
     receipt = audit_event_build(
         AuditEvent(

@@ -97,6 +97,9 @@ class Claim:
     last_error_code: str | None = None
     case_id: str | None = None
     pending_shard: str | None = None
+    # The ``Pledge-Version`` whose rules hashed ``payload_hash`` (reconciliation/claims/
+    # versions.py); ``None`` on a claim stored before versions existed: the first.
+    pledge_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def expired(self, now_epoch: int | None = None) -> bool:
@@ -183,6 +186,10 @@ class Pledge:
     audit_seq: int = 1
     audit_head: str = ""
     voided_at: str | None = None
+    # The ``Pledge-Version`` the request was recorded under (its claim's); ``None`` on a
+    # pledge stored before versions existed: the first. Not in ``api_body`` or
+    # ``snapshot``, so receipts and events hash as before.
+    pledge_version: str | None = None
 
     @property
     def idempotency_key(self) -> str:

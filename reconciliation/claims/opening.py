@@ -78,7 +78,7 @@ def case_build(
         client_outcome=client_outcome or ClientOutcome(),
         last_actor=opened_by.username,
         last_action_at=opened_at,
-        request=CaseRequest.from_json(request),
+        request=CaseRequest.from_json(request).versioned(claim.pledge_version),
         in_totals=True,
         donor_ref=request.get("donor_ref") or None,
     )

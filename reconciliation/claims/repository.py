@@ -87,6 +87,7 @@ class ClaimRepository:
         correlation_id: str,
         client_address: str,
         lease_s: int | None = None,
+        pledge_version: str | None = None,
     ) -> Claim:
         """This request's claim attempt for ``pk``, not yet written: built once, so every
         retry of its PutItem (or of its re-claim) carries the same ``attempt_id`` and token.
@@ -114,6 +115,7 @@ class ClaimRepository:
             correlation_id=correlation_id,
             client_address=client_address,
             pending_shard=pending_shard(pk),
+            pledge_version=pledge_version,
         )
 
     def create(self, claim: Claim) -> Claim:

@@ -29,6 +29,9 @@ class DrillReport:
     started_at: str
     engine_honours_token: bool
     rows: list[DrillRow] = field(default_factory=list)
+    # The ``Pledge-Version`` the drill's requests were sent under (the current one), as
+    # its first commit's claim and pledge stored it (reconciliation/claims/versions.py).
+    pledge_version: str = ""
 
     @property
     def passed(self) -> bool:
@@ -43,6 +46,7 @@ class DrillReport:
             "run_id": self.run_id,
             "started_at": self.started_at,
             "engine_honours_token": self.engine_honours_token,
+            "pledge_version": self.pledge_version,
             "passed": self.passed,
             "rows": [asdict(r) for r in self.rows],
         }

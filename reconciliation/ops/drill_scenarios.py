@@ -33,8 +33,10 @@ from reconciliation.claims.models import (
     intent_id_for,
 )
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
+from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
+from reconciliation.claims.versions import VERSIONS
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
@@ -64,6 +66,7 @@ class Drill:
         self.run = uuid.uuid4().hex[:10]
         self.fund = f"DRILL_{self.run.upper()}"
         self.actor = Actor(username=f"api:{TENANT}", role=Role.API, address="drill")
+        self.version = VERSIONS.current
         self.report = DrillReport(self.run, clock.iso(clock.now()), False)
         self.committed: list[str] = []  # keys whose pledge must exist at the end
         self.cases: dict[str, str] = {}  # case id -> expected final state
@@ -88,7 +91,12 @@ class Drill:
             }
         )
         return intake.pledge_submit(
-            tenant=TENANT, idempotency_key=key, request=request, actor=self.actor, lease_s=lease_s
+            tenant=TENANT,
+            idempotency_key=key,
+            request=request,
+            actor=self.actor,
+            lease_s=lease_s,
+            version=self.version,
         )
 
     def row(
@@ -139,16 +147,35 @@ class Drill:
         key = self.key()
         outcome = self.submit(key)
         total = self.ledger()
-        ok = outcome.kind == OutcomeKind.CREATED and total == (AMOUNT, 1)
+        stored = self.stored_versions(key)
+        self.report.pledge_version = stored[0] if len(set(stored)) == 1 else ""
+        ok = (
+            outcome.kind == OutcomeKind.CREATED
+            and total == (AMOUNT, 1)
+            and stored == [self.version.name] * 2
+        )
         self.row(
             "1 first commit",
-            "201 created; ledger +10.00",
-            f"{OutcomeKind.words(outcome.kind)}; ledger {total[0]:.2f} ({total[1]})",
+            f"201 created; ledger +10.00; request version {self.version.name}",
+            f"{OutcomeKind.words(outcome.kind)}; ledger {total[0]:.2f} ({total[1]}); "
+            f"claim and pledge store version {' and '.join(stored) or 'none'}",
             ok,
         )
         if outcome.kind == OutcomeKind.CREATED:
             self.committed.append(key)
         return key
+
+    def stored_versions(self, key: str) -> list[str]:
+        """The ``Pledge-Version`` the claim and the pledge of ``key`` store (each that
+        exists and names one)."""
+        store = self.store(key)
+        claim = ClaimRepository(store).get(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        pledge = PledgeRepository(store).get(intent_id_for(TENANT, key))
+        return [
+            record.pledge_version
+            for record in (claim, pledge)
+            if record is not None and record.pledge_version
+        ]
 
     def resend(
         self, key: str, *, new_token: bool = False, amount: Decimal | None = None

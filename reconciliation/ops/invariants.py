@@ -66,6 +66,8 @@ VIEW_ERRORS = frozenset(
         "invalid_request",
         "missing_key",
         "invalid_key",
+        "invalid_pledge_version",
+        "unknown_pledge_version",
         "body_too_large",
         "malformed_json",
         "unauthorized",

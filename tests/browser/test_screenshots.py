@@ -90,6 +90,7 @@ def tour(cases: dict[str, str]) -> dict[str, str]:
         "queue-mine": "/queues/mine/",
         "search": "/cases/?q=shot-stuck",
         "approvals": "/approvals/",
+        "acks": "/acks/",
         "audit": "/audit/",
         "audit-exports": "/audit/exports/",
         "drill": "/drill/",

@@ -70,7 +70,7 @@ def test_queue_page_follows_its_cursor_over_both_regions(two_regions, client, mo
     url = "/queues/stuck/"
     for _ in range(5):
         html = client.get(url, **HX).content.decode()
-        rows = re.findall(r'<td><a href="/cases/(C-[A-Za-z0-9-]+)/">', html)
+        rows = re.findall(r'<td class="mono case-id"><a href="/cases/(C-[A-Za-z0-9-]+)/">', html)
         seen.update(rows)
         more = re.search(r'hx-get="(/queues/stuck/\?[^"]*cursor=[^"]+)"', html)
         if not more:

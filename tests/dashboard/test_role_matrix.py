@@ -175,6 +175,20 @@ def _disposition(w: World) -> dict:
     return {"disposition": "ESCALATE", "seen_version": 1, "action_id": str(uuid.uuid4()), **WHY}
 
 
+def _redeliver(w: World) -> dict:
+    """A delivery the pledge does not have: refused (nothing changes), back to its page."""
+    return {
+        "tenant": "acme",
+        "key": w.case_key,
+        "delivery": "E999/pledge.recorded",
+        "seen_attempts": 1,
+        "seen_status": "GAVE_UP",
+        "seen_audit_seq": 1,
+        "action_id": str(uuid.uuid4()),
+        **WHY,
+    }
+
+
 def _override(w: World) -> dict:
     return {
         "override": "RELEASE_CLAIM",
@@ -233,6 +247,8 @@ MATRIX: dict[str, Row] = {
         "GET", viewers(200), lambda w: f"/pledges/acme/{w.case_key}/"
     ),
     "requests/rejected/": Row("GET", viewers(200), lambda w: "/requests/rejected/"),
+    "acks/": Row("GET", viewers(200), lambda w: "/acks/"),
+    "acks/redeliver/": Row("POST", actors(302), lambda w: "/acks/redeliver/", _redeliver),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
     "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
     "cases/<case_id:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+from django.utils import timezone
 
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import acks_dispatch_once
-from reconciliation.acks.models import Endpoint
+from reconciliation.acks.models import AttemptResult, Endpoint
 from reconciliation.actors import system_actor
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
@@ -37,6 +39,15 @@ def homed_in(store: Store) -> Callable[[str], bool]:
     return owns
 
 
+def attempt_counted(endpoint: Endpoint, result: AttemptResult) -> None:
+    """The endpoint's counters (the Acknowledgements page), one UPDATE; a database that
+    refuses it costs a count, never the delivery (recorded in DynamoDB regardless)."""
+    try:
+        WebhookEndpoint.attempt_count(endpoint.endpoint_id, ok=result.ok, at=timezone.now())
+    except DatabaseError as exc:
+        logger.warning("attempt to %s not counted: %s", endpoint.endpoint_id, exc)
+
+
 def endpoints_for(tenant: str) -> list[Endpoint]:
     rows = WebhookEndpoint.objects.filter(tenant__name=tenant).select_related("tenant")
     return [row.as_endpoint() for row in rows]
@@ -53,7 +64,10 @@ class Command(BaseCommand):
             for store in every_store():
                 try:
                     report = acks_dispatch_once(
-                        store, endpoints_for=endpoints_for, owns=homed_in(store)
+                        store,
+                        endpoints_for=endpoints_for,
+                        owns=homed_in(store),
+                        on_attempt=attempt_counted,
                     )
                 except (BotoCoreError, ClientError) as exc:
                     # DynamoDB unreachable: nothing was settled, every due pledge stays due.

@@ -10,9 +10,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.staff.forms import RejectedRequestsForm
-from dashboard.staff.views.pages import VIEWING_ROLES, render_page
+from dashboard.staff.forms import RedeliverForm, RejectedRequestsForm
+from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.staff.views.search import known_tenants
+from reconciliation.acks.deliveries import DeliveryRow, pledge_acks
 from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.request_log import rejections_on
@@ -35,7 +36,30 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
     if detail is None:
         missing = {"tenant": tenant, "key": key}
         return render(request, "pledges/missing.html", missing, status=404)
-    context = {"detail": detail, "log_days": settings.REQUEST_LOG_TTL_S // 86400}
+    acks = pledge_acks(detail.intent_id, store=store) if detail.pledge else None
+    # Each delivery with its "Send again" form (finance staff and supervisors only).
+    delivery_rows: list[tuple[DeliveryRow, RedeliverForm | None]] = []
+    for n, row in enumerate(acks.rows if acks else ()):
+        form = None
+        if detail.pledge and request.role in ACTING_ROLES:
+            form = RedeliverForm(
+                index=n,
+                initial={
+                    "tenant": tenant,
+                    "key": key,
+                    "delivery": row.delivery.key,
+                    "seen_attempts": row.delivery.attempts,
+                    "seen_status": str(row.delivery.status),
+                    "seen_audit_seq": detail.pledge.audit_seq,
+                },
+            )
+        delivery_rows.append((row, form))
+    context = {
+        "detail": detail,
+        "acks": acks,
+        "delivery_rows": delivery_rows,
+        "log_days": settings.REQUEST_LOG_TTL_S // 86400,
+    }
     return render_page(request, "pledges/detail.html", None, context)
 
 

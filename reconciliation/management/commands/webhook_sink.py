@@ -5,6 +5,7 @@ it answers 500, times out, or answers slowly, after processing."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -17,7 +18,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, required=True)
-        parser.add_argument("--secret", required=True, help="the endpoint's whsec_… secret")
+        secret = parser.add_mutually_exclusive_group(required=True)
+        secret.add_argument("--secret", help="the endpoint's whsec_… secret")
+        secret.add_argument(
+            "--secret-file",
+            help="a file holding the secret (make run's, under var/: not in the process list)",
+        )
         parser.add_argument(
             "--misbehave",
             choices=[m.value for m in Misbehaviour],
@@ -34,7 +40,9 @@ class Command(BaseCommand):
             "--delay", type=float, default=30.0, help="seconds held by timeout and slow"
         )
 
-    def handle(self, *args: Any, port: int, secret: str, **options: Any) -> None:
+    def handle(self, *args: Any, port: int, secret: str | None, **options: Any) -> None:
+        if secret is None:
+            secret = Path(options["secret_file"]).read_text().strip()
         state = SinkState(
             secret=secret,
             misbehave=Misbehaviour(options["misbehave"]),

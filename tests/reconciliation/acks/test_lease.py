@@ -139,8 +139,9 @@ def test_an_acknowledgement_costs_five_write_units_delivered_first_time(ddb, api
             sender=lambda target, **kwargs: AttemptResult(200),
         )
     assert report.delivered == 1
-    # claim 2 (put 1, pending index 1) + commit 16 (14 before acknowledgements, +2)
-    assert (before.write, before.index_write) == (2 + 16, 1 + 8)
+    # claim 2 (put 1, pending index 1) + commit 18 (14 before acknowledgements, +2, and
+    # +2 for the pledge's by_donor_key entry) + the intake request log's entry 1
+    assert (before.write, before.index_write) == (2 + 18 + 1, 1 + 10)
     assert (spent.write, spent.index_write) == (3, 1)
 
 

@@ -174,7 +174,7 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
     with capacity.instrumented(), capacity.measuring() as spent, lost:
         assert submit("fcw-3").kind == OutcomeKind.OUTCOME_UNKNOWN
 
-    # claim 2, the applied commit 16 (12, 2 for the pledge's by_day index entry and 2 for
-    # its acks_due entry: docs/capacity.md), then the AMBIGUOUS_TIMEOUT case's
+    # claim 2, the applied commit 18 (12, 2 for each of the pledge's by_day, acks_due and
+    # by_donor_key index entries: docs/capacity.md), then the AMBIGUOUS_TIMEOUT case's
     # transactions 26 (24, and 2 for the case's by_day entry)
-    assert spent.write == 2 + 16 + 26
+    assert spent.write == 2 + 18 + 26

@@ -1,0 +1,136 @@
+"""Redelivery from the pledge page (docs/webhooks.md): a member of staff makes one
+delivery of a pledge's acknowledgement due now, with a reason, as an event in the
+pledge's audit stream written in the same transaction.
+
+The change is one conditional UpdateItem on the pledge item, conditioned on what the
+page read (the delivery's attempts and status, and the pledge's audit head) and on no
+dispatcher holding the lease: the delivery is ``PENDING`` again, its next attempt now, and
+the pledge back in ``acks_due``. It also takes a fence (``ack_fence`` + 1), so a
+dispatcher that read the pledge before it cannot lease it on that stale read and write
+its old deliveries over this change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+from reconciliation import clock
+from reconciliation.acks.models import DeliveryStatus
+from reconciliation.acks.repository import AckRepository
+from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditAction, AuditEvent
+from reconciliation.audit.repository import AuditRepository, audit_event_build
+from reconciliation.cases.actions import check_reason
+from reconciliation.cases.changes import InvalidReason
+from reconciliation.cases.policy import STAFF
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.dynamo.errors import ErrorCode, error_code
+from reconciliation.dynamo.items import transact_items, values
+from reconciliation.dynamo.tables import ack_shard
+from reconciliation.stores import Store, pledge_stream
+
+
+class RedeliverRefused(Exception):
+    """Not done; the message says why, in words the person can act on."""
+
+
+@dataclass(frozen=True)
+class RedeliverSeen:
+    """What the page showed of the delivery: the decision is conditioned on it."""
+
+    key: str
+    attempts: int
+    status: str
+    audit_seq: int
+
+
+def ack_redeliver(
+    store: Store,
+    *,
+    intent_id: str,
+    seen: RedeliverSeen,
+    actor: Actor,
+    reason_code: str,
+    reason_text: str,
+) -> None:
+    """Make the delivery ``seen.key`` of ``intent_id`` due now, audited; or raise
+    :class:`RedeliverRefused` (nothing written)."""
+    if actor.role not in STAFF:
+        raise RedeliverRefused("Only finance staff and supervisors may redeliver.")
+    try:
+        code, text = check_reason(reason_code, reason_text)
+    except InvalidReason as exc:
+        raise RedeliverRefused(str(exc)) from exc
+    state = AckRepository(store).get(intent_id)
+    pledge = PledgeRepository(store).get(intent_id, consistent=True)
+    delivery = state.deliveries.get(seen.key) if state else None
+    if state is None or pledge is None or delivery is None:
+        raise RedeliverRefused("This pledge has no such delivery.")
+    if (delivery.attempts, str(delivery.status), pledge.audit_seq) != (
+        seen.attempts,
+        seen.status,
+        seen.audit_seq,
+    ):
+        raise RedeliverRefused(
+            "The delivery changed since the page was read (another attempt or action): "
+            "look at it again."
+        )
+    now = clock.epoch()
+    if state.lease_until > now:
+        raise RedeliverRefused("A dispatcher is sending it right now: try again in a minute.")
+    event = audit_event_build(
+        AuditEvent(
+            action=AuditAction.ACK_REDELIVERED,
+            actor=actor,
+            intent_id=intent_id,
+            before={"status": str(delivery.status), "attempts": delivery.attempts},
+            after={"status": str(DeliveryStatus.PENDING), "next_at": now},
+            reason_code=code,
+            reason_text=text,
+            detail={"endpoint": delivery.endpoint_id, "event_type": str(delivery.event_type)},
+        ),
+        stream=pledge_stream(intent_id, store.tag),
+        seq=pledge.audit_seq + 1,
+        prev_hash=pledge.audit_head,
+    )
+    update = {
+        "Update": {
+            "TableName": store.tables.pledges,
+            "Key": {"intent_id": {"S": intent_id}},
+            "UpdateExpression": (
+                "SET #acks.#k.#st = :pending, #acks.#k.next_at = :now, ack_shard = :shard,"
+                " ack_due_at = :now, ack_fence = if_not_exists(ack_fence, :zero) + :one,"
+                " audit_seq = :next_seq, audit_head = :head"
+            ),
+            "ConditionExpression": (
+                "audit_seq = :seq AND #acks.#k.attempts = :attempts AND #acks.#k.#st = :seen"
+                " AND (attribute_not_exists(ack_lease_until) OR ack_lease_until <= :now)"
+            ),
+            "ExpressionAttributeNames": {"#acks": "acks", "#k": seen.key, "#st": "status"},
+            "ExpressionAttributeValues": values(
+                pending=str(DeliveryStatus.PENDING),
+                now=now,
+                shard=ack_shard(intent_id),
+                zero=0,
+                one=1,
+                next_seq=pledge.audit_seq + 1,
+                head=event["hash"],
+                seq=pledge.audit_seq,
+                attempts=seen.attempts,
+                seen=seen.status,
+            ),
+        }
+    }
+    try:
+        store.client.transact_write_items(
+            TransactItems=transact_items([AuditRepository(store).put_item(event), update])
+        )
+    except ClientError as exc:
+        if error_code(exc) in (ErrorCode.TRANSACTION_CANCELED, ErrorCode.CONDITION_FAILED):
+            raise RedeliverRefused(
+                "The delivery changed while redelivering (an attempt or another action): "
+                "nothing was changed; look at it again."
+            ) from exc
+        raise

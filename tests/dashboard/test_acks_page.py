@@ -1,0 +1,95 @@
+"""The Acknowledgements page (``/acks/``): per tenant its endpoints (URL, events,
+enabled, registered), their failure rate and last success, from counters the dispatcher
+updates after each attempt (one SQL increment each, no scan of pledges)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.management.commands.dispatch_acks import attempt_counted, endpoints_for
+from dashboard.models import WebhookEndpoint
+from dashboard.tenant_changes import webhook_register
+from reconciliation.acks.dispatch import acks_dispatch_once
+from reconciliation.acks.models import AttemptResult
+from reconciliation.actors import command_actor
+from reconciliation.stores import first_store
+from tests.helpers import sign_in
+from tests.reconciliation.factories import submit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
+
+
+def answer(target, *, headers, body, **kwargs) -> AttemptResult:
+    return AttemptResult(503 if target.host == "down.example.org" else 204)
+
+
+def test_the_dispatcher_counts_each_attempt_and_the_page_shows_rate_and_last_success(ddb, client):
+    """Two pledges to two endpoints of acme: the one answering 503 shows a 100 % failure
+    rate and no success, the one answering 204 0 % and its last success; a tenant with no
+    attempt yet says so. Reading the page is one query of endpoints, whatever the pledges."""
+    actor = command_actor("test")
+    down = webhook_register(
+        "acme", "https://down.example.org/h", events=("pledge.recorded",), actor=actor
+    )
+    up = webhook_register(
+        "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=actor
+    )
+    webhook_register("other", "https://other.example.org/h", events=("pledge.voided",), actor=actor)
+    submit("ap-1")
+    submit("ap-2")
+
+    acks_dispatch_once(
+        first_store(),
+        endpoints_for=endpoints_for,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        on_attempt=attempt_counted,
+    )
+
+    down.refresh_from_db()
+    up.refresh_from_db()
+    assert (down.attempts, down.failures, down.last_success_at) == (2, 2, None)
+    assert down.last_failure_at is not None and down.failure_rate == 1.0
+    assert (up.attempts, up.failures, up.failure_rate) == (2, 0, 0.0)
+    assert up.last_success_at is not None and up.last_failure_at is None
+
+    sign_in(client, "auditor")
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/acks/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert sum("dashboard_webhookendpoint" in q["sql"] for q in queries.captured_queries) == 1
+    down_part, up_part = html.split("down.example.org")[1], html.split("crm.example.org")[1]
+    assert "100&nbsp;%" in down_part.split("Last failure")[0]
+    assert "0&nbsp;%" in up_part.split("Last failure")[0]
+    assert '<dt>Last success</dt><dd><span class="muted">never</span>' in down_part
+    assert "<dt>Last success</dt><dd><time" in up_part
+    assert "Tenant <code>other</code>" in html and "no attempt yet" in html
+    assert "<code>pledge.voided</code>" in html and "Enabled" in html
+    for endpoint in WebhookEndpoint.objects.all():
+        assert endpoint.secret not in html
+
+
+def test_counting_is_an_increment_not_a_read_and_write(ddb):
+    """Two dispatchers counting from the same stale row lose nothing (``F()``); an id
+    that is not an endpoint's counts nothing and raises nothing."""
+    from django.utils import timezone
+
+    endpoint = webhook_register(
+        "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
+    )
+    now = timezone.now()
+    WebhookEndpoint.attempt_count(f"E{endpoint.pk}", ok=False, at=now)
+    WebhookEndpoint.attempt_count(f"E{endpoint.pk}", ok=True, at=now)
+    WebhookEndpoint.attempt_count("bogus", ok=True, at=now)
+    endpoint.refresh_from_db()
+    assert (endpoint.attempts, endpoint.failures) == (2, 1)
+    assert endpoint.last_success_at == now
+
+
+def test_the_page_with_no_endpoint_says_how_to_register_one(client):
+    sign_in(client)
+    html = client.get("/acks/").content.decode()
+    assert "No tenant has registered an acknowledgement endpoint" in html
