@@ -9,7 +9,7 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
-from reconciliation.dynamo.client import reset_clients
+from reconciliation.dynamo.client import dynamodb_client, reset_clients
 from reconciliation.dynamo.local import free_port
 
 # Each test derives new table names from its prefix, so the prefix must be its own.
@@ -58,7 +58,28 @@ def test_setup_creates_all_tables_indexes_and_ttl(ddb, settings):
     assert [i["IndexName"] for i in audit["GlobalSecondaryIndexes"]] == ["by_day"]
 
 
-def test_missing_indexes_are_added_to_an_existing_table(ddb, settings):
+@pytest.fixture
+def own_engine(ddb, settings):
+    """The test's engine: moto as every test has it, or a DynamoDB Local of its own.
+    Adding indexes to a table of the worker's shared DynamoDB Local, after a few hundred
+    other tests' tables came and went there, twice left an index CREATING for over five
+    minutes in a full run (never alone); a deployment's engine is not that busy."""
+    if ddb.name != "dynamodb_local":
+        yield ddb.client
+        return
+    from reconciliation.dynamo import local
+
+    engine = local.start_dynamodb_local()
+    try:
+        settings.DYNAMODB_ENDPOINT_URL = engine.endpoint_url
+        reset_clients()
+        yield dynamodb_client()
+    finally:
+        engine.stop()
+        reset_clients()
+
+
+def test_missing_indexes_are_added_to_an_existing_table(ddb, own_engine, settings):
     """A cases table made before issue 14 (two indexes) gets the new ones, one at a
     time, and keeps its items; a second run does nothing."""
     from reconciliation.dynamo.tables import table_definitions
@@ -67,20 +88,21 @@ def test_missing_indexes_are_added_to_an_existing_table(ddb, settings):
     reset_clients()
     from reconciliation.dynamo.client import table_names
 
+    client = dynamodb_client()
     names = table_names()
     [cases] = [t for t in table_definitions(names) if t.name == names.cases]
     old = [i for i in cases.indexes if i.name in ("open_by_queue", "by_intent")]
     request = cases.create_request()
     request["AttributeDefinitions"] = cases.attribute_definitions(tuple(old))
     request["GlobalSecondaryIndexes"] = [i.definition() for i in old]
-    ddb.client.create_table(**request)
-    ddb.client.put_item(TableName=names.cases, Item={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})
+    client.create_table(**request)
+    client.put_item(TableName=names.cases, Item={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})
     output = _run()
     for index in ("open_by_amount", "open_by_fund", "open_by_assignee", "by_donor_key", "by_day"):
         assert f"created index {names.cases}.{index}" in output
-    described = ddb.client.describe_table(TableName=names.cases)["Table"]
+    described = client.describe_table(TableName=names.cases)["Table"]
     assert len(described["GlobalSecondaryIndexes"]) == 8
-    assert ddb.client.get_item(TableName=names.cases, Key={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})[
+    assert client.get_item(TableName=names.cases, Key={"case_id": {"S": "C-AAAAAAAAAAAAAAAA"}})[
         "Item"
     ]
     assert "created index" not in _run()
