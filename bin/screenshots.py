@@ -40,6 +40,9 @@ PAGES = (
     ("audit-exports", "/audit/exports/"),
     ("drill", "/drill/"),
     ("notifications", "/notifications/"),
+    ("acks", "/acks/"),
+    ("queue-undelivered", "/queues/undelivered/"),
+    ("rejected", "/requests/rejected/?tenant=sim"),
     ("profile", "/accounts/profile/"),
 )
 
@@ -67,6 +70,13 @@ def first_case_path(page: Page, base: str) -> str | None:
     return link.get_attribute("href") if link.count() else None
 
 
+def pledge_path(page: Page, base: str, case: str) -> str | None:
+    """The pledge page a case links to."""
+    page.goto(urljoin(base, case))
+    link = page.locator("a[href^='/pledges/']").first
+    return link.get_attribute("href") if link.count() else None
+
+
 def shoot(base: str, out: Path, password: str, users: list[str]) -> list[Finding]:
     findings: list[Finding] = []
     out.mkdir(parents=True, exist_ok=True)
@@ -82,6 +92,9 @@ def shoot(base: str, out: Path, password: str, users: list[str]) -> list[Finding
             case = first_case_path(page, base)
             if case:
                 pages.append(("case", case))
+                pledge = pledge_path(page, base, case)
+                if pledge:
+                    pages.append(("pledge", pledge))
             for name, path in pages:
                 for width in WIDTHS:
                     page.set_viewport_size({"width": width, "height": 900})
