@@ -31,8 +31,8 @@ PAGES = (
     ("overview", "/"),
     ("worklist", "/worklist/"),
     ("mine", "/queues/mine/"),
-    ("queue-stuck", "/queues/STUCK_PENDING/"),
-    ("queue-cancelled", "/queues/CANCELLED_TRANSACTION/"),
+    ("queue-stuck", "/queues/stuck/"),
+    ("queue-cancelled", "/queues/cancelled/"),
     ("resolved", "/queues/resolved/"),
     ("search", "/cases/?q=acme"),
     ("approvals", "/approvals/"),
@@ -65,7 +65,7 @@ def sign_in(page: Page, base: str, username: str, password: str) -> None:
 
 def first_case_path(page: Page, base: str) -> str | None:
     """A case page to picture: the first case link on the overview's queues."""
-    page.goto(urljoin(base, "/queues/STUCK_PENDING/"))
+    page.goto(urljoin(base, "/queues/stuck/"))
     link = page.locator("#results tbody a[href^='/cases/C-']").first
     return link.get_attribute("href") if link.count() else None
 
