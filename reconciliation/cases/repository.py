@@ -39,7 +39,7 @@ from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import from_item, to_item, values
-from reconciliation.dynamo.tables import donor_search_key
+from reconciliation.dynamo.tables import donor_key_query
 from reconciliation.stores import case_tag
 
 if TYPE_CHECKING:
@@ -385,15 +385,7 @@ class CaseRepository:
     def ids_for_donor(self, donor_ref: str, *, limit: int = 100) -> list[str]:
         """Cases opened for ``donor_ref`` in any letter case, newest first (the sparse
         ``by_donor_key`` index, keyed on the folded ref)."""
-        response = self.client.query(
-            TableName=self.table,
-            IndexName="by_donor_key",
-            KeyConditionExpression="donor_key = :d",
-            ExpressionAttributeValues=values(d=donor_search_key(donor_ref)),
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [i["case_id"]["S"] for i in response.get("Items", [])]
+        return donor_key_query(self.client, self.table, donor_ref, key="case_id", limit=limit)
 
     def query_resolved(
         self,

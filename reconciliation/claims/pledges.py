@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 from reconciliation import clock
 from reconciliation.claims.models import Pledge, PledgeStatus, pledge_from_item
 from reconciliation.dynamo.items import from_item, to_item, values
-from reconciliation.dynamo.tables import ack_shard, donor_search_key, subject_day_shard
+from reconciliation.dynamo.tables import (
+    ack_shard,
+    donor_key_query,
+    donor_search_key,
+    subject_day_shard,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -60,15 +65,7 @@ class PledgeRepository:
     def intents_for_donor(self, donor_ref: str, *, limit: int = 50) -> list[str]:
         """Intent ids of the pledges of ``donor_ref`` in any letter case, newest first
         (one Query of the sparse ``by_donor_key`` index)."""
-        response = self.client.query(
-            TableName=self.table,
-            IndexName="by_donor_key",
-            KeyConditionExpression="donor_key = :d",
-            ExpressionAttributeValues=values(d=donor_search_key(donor_ref)),
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [i["intent_id"]["S"] for i in response.get("Items", [])]
+        return donor_key_query(self.client, self.table, donor_ref, key="intent_id", limit=limit)
 
     def put_item(self, pledge: Pledge) -> dict[str, Any]:
         data = {k: getattr(pledge, k) for k in Pledge.__dataclass_fields__}

@@ -61,6 +61,22 @@ def donor_search_key(donor_ref: str) -> str:
     return unicodedata.normalize("NFKC", donor_ref).casefold()
 
 
+def donor_key_query(
+    client: DynamoDBClient, table: str, donor_ref: str, *, key: str, limit: int
+) -> list[str]:
+    """The ``key`` attribute of ``table``'s items whose donor ref folds as ``donor_ref``
+    does, newest first: one Query of the table's sparse ``by_donor_key`` index."""
+    response = client.query(
+        TableName=table,
+        IndexName="by_donor_key",
+        KeyConditionExpression="donor_key = :d",
+        ExpressionAttributeValues={":d": {"S": donor_search_key(donor_ref)}},
+        ScanIndexForward=False,
+        Limit=limit,
+    )
+    return [i[key]["S"] for i in response.get("Items", [])]
+
+
 # Attributes a queue page shows, projected into the queue index so a page of 50 rows
 # costs one Query and no per-row reads.
 CASE_LISTING_ATTRIBUTES = [

@@ -440,12 +440,9 @@ def test_rows_say_what_changed(ddb, client, settings):
     from dashboard.tenant_changes import fund_register
     from reconciliation.audit.models import AuditAction
     from reconciliation.audit.staff import staff_event_append
-    from reconciliation.cases.actions import StaffAction
-    from reconciliation.cases.vocabulary import Override
-    from reconciliation.casework.overrides import override_approve, override_request
     from reconciliation.claims.funds import Fund
     from tests.conftest import staff_actor
-    from tests.reconciliation.factories import ambiguous_case
+    from tests.reconciliation.factories import ambiguous_case, void_approved
 
     settings.AUTO_RESOLVE_COMMITTED = False
     admin = staff_actor("root", "admin")
@@ -462,27 +459,7 @@ def test_rows_say_what_changed(ddb, client, settings):
     fund_register(acme, Fund("GENERAL", "USD", Decimal("12500")), actor=admin)
 
     case = ambiguous_case("chg-1", amount="1423.50", currency="USD")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            reason_code="DONOR_REQUEST",
-            reason_text="Donor withdrew the pledge by phone.",
-            seen_version=case.version,
-        ),
-        store=first_store(),
-    )
-    override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(
-            actor=staff_actor("sue", "supervisor"),
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="Checked with the donor.",
-        ),
-        store=first_store(),
-    )
+    void_approved(case)
 
     auditor = as_user(client, "aud", "auditor")
     lines = _change_lines(auditor.get("/audit/").content)

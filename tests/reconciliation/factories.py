@@ -61,3 +61,35 @@ def key_reuse_case(ddb, key: str):
     outcome = submit(key, amount="99.00")
     assert outcome.kind == OutcomeKind.KEY_REUSED
     return repositories().cases.get(outcome.case_id)
+
+
+def void_approved(case) -> None:
+    """Void ``case``'s pledge the four-eyes way: finance staff ask, a supervisor
+    approves (the pledge is VOIDED and the ledger moves back)."""
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.vocabulary import Override
+    from reconciliation.casework.overrides import override_approve, override_request
+    from reconciliation.stores import first_store
+    from tests.conftest import staff_actor
+
+    requested = override_request(
+        case_id=case.case_id,
+        override=Override.VOID_PLEDGE,
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            reason_code="DONOR_REQUEST",
+            reason_text="Donor withdrew the pledge by phone.",
+            seen_version=case.version,
+        ),
+        store=first_store(),
+    )
+    override_approve(
+        case_id=case.case_id,
+        request_id=requested.case.override.request_id,
+        staff=StaffAction(
+            actor=staff_actor("sue", "supervisor"),
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="Checked with the donor.",
+        ),
+        store=first_store(),
+    )

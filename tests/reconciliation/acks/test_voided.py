@@ -113,36 +113,12 @@ def test_an_approved_void_pledge_override_makes_both_events_due(ddb, settings):
     """Through the real path: a pledge recorded by a commit whose answer was lost (a
     case), then a VOID_PLEDGE approved on the case: one pass sends ``pledge.recorded``
     and ``pledge.voided``, each under its own stable id."""
-    from reconciliation.cases.actions import StaffAction
-    from reconciliation.cases.vocabulary import Override
-    from reconciliation.casework.overrides import override_approve, override_request
-    from tests.conftest import staff_actor
     from tests.helpers import pledges
-    from tests.reconciliation.factories import ambiguous_case
+    from tests.reconciliation.factories import ambiguous_case, void_approved
 
     settings.AUTO_RESOLVE_COMMITTED = False
     case = ambiguous_case("void-3")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            reason_code="DONOR_REQUEST",
-            reason_text="Donor withdrew the pledge by phone.",
-            seen_version=case.version,
-        ),
-        store=first_store(),
-    )
-    override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(
-            actor=staff_actor("sue", "supervisor"),
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="Checked the consistent reads.",
-        ),
-        store=first_store(),
-    )
+    void_approved(case)
     [pledge] = pledges(ddb)
     assert pledge["status"] == "VOIDED"
     intent_id = pledge["intent_id"]
