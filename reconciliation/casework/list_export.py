@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from reconciliation.actors import Actor
-from reconciliation.audit.export.events import DOWNLOADED, export_event_append, new_export_id
+from reconciliation.audit.export.events import export_event_append, new_export_id
 from reconciliation.audit.export.rows import formula_safe
+from reconciliation.audit.models import AuditAction
 from reconciliation.cases.vocabulary import CaseState, CaseType, queue_for
 from reconciliation.codes import Code
 from reconciliation.currencies import amount_text
@@ -132,7 +133,7 @@ def list_export_record(
     export_event_append(
         store,
         export_id=export_id,
-        action=DOWNLOADED,
+        action=AuditAction.EXPORT_DOWNLOADED,
         actor=actor,
         detail={
             "list": str(case_list),

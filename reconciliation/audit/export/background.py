@@ -14,16 +14,14 @@ from typing import Any
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.delivery import export_paths, export_to_file
 from reconciliation.audit.export.events import (
-    DOWNLOADED,
     EXPORT_ID_RE,
-    FAILED,
-    REQUESTED,
     export_event_append,
     export_stream,
     new_export_id,
 )
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import audit_search
 from reconciliation.stores import Store
@@ -86,7 +84,7 @@ def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
         return None
     first = events[0]
     detail = first.get("detail") or {}
-    lifecycle = [e for e in events if e.get("action") != DOWNLOADED]
+    lifecycle = [e for e in events if e.get("action") != AuditAction.EXPORT_DOWNLOADED]
     last = lifecycle[-1]
     last_detail = last.get("detail") or {}
     return ExportStatus(
@@ -98,7 +96,7 @@ def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
         state=last["action"].removeprefix("export_"),
         row_count=last_detail.get("row_count", last_detail.get("rows_sent")),
         sha256=last_detail.get("sha256", ""),
-        downloads=sum(1 for e in events if e.get("action") == DOWNLOADED),
+        downloads=sum(1 for e in events if e.get("action") == AuditAction.EXPORT_DOWNLOADED),
     )
 
 
@@ -117,7 +115,9 @@ def exports_requested_by(
     """``username``'s background exports of the last ``days`` days, newest first: the
     audit search finds their ``export_requested`` events, and each export's stream says
     where it stands."""
-    filters = AuditFilters.build(action=REQUESTED, performed_by=username, default_days=days)
+    filters = AuditFilters.build(
+        action=AuditAction.EXPORT_REQUESTED, performed_by=username, default_days=days
+    )
     page = audit_search(filters=filters, page_size=limit, store=store, with_chains=False)
     found = (
         export_status(row.stream.removeprefix(export_stream("")), store=store) for row in page.rows
@@ -158,7 +158,7 @@ def export_request(*, filters: AuditFilters, fmt: str, actor: Actor, store: Stor
     export_event_append(
         store,
         export_id=export_id,
-        action=REQUESTED,
+        action=AuditAction.EXPORT_REQUESTED,
         actor=actor,
         detail={"format": fmt, "filters": filters.as_dict(), "delivery": "file"},
     )
@@ -202,7 +202,7 @@ def export_run_requested(
         export_event_append(
             store,
             export_id=export_id,
-            action=FAILED,
+            action=AuditAction.EXPORT_FAILED,
             actor=actor,
             detail={"reason": type(exc).__name__, "format": status.fmt},
         )
@@ -225,7 +225,7 @@ def export_download(
     export_event_append(
         store,
         export_id=export_id,
-        action=DOWNLOADED,
+        action=AuditAction.EXPORT_DOWNLOADED,
         actor=actor,
         detail={"what": what, "file": path.name},
     )

@@ -14,17 +14,11 @@ from typing import Any
 from django.conf import settings
 
 from reconciliation.actors import Actor
-from reconciliation.audit.export.events import (
-    ABANDONED,
-    COMPLETED,
-    EXPORT_ID_RE,
-    FAILED,
-    export_event_append,
-    new_export_id,
-)
+from reconciliation.audit.export.events import EXPORT_ID_RE, export_event_append, new_export_id
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.export.run import ExportRun
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.models import AuditAction
 from reconciliation.stores import Store
 
 
@@ -85,7 +79,7 @@ def export_stream_http(
     run = ExportRun(filters=filters, fmt=fmt, actor=actor, store=store, stores=stores)
 
     def body() -> Iterator[bytes]:
-        outcome, why = ABANDONED, "client disconnected"
+        outcome, why = AuditAction.EXPORT_ABANDONED, "client disconnected"
         try:
             yield from run.chunks()
             _, manifest_path = export_paths(run.export_id, fmt)
@@ -93,16 +87,16 @@ def export_stream_http(
             export_event_append(
                 store,
                 export_id=run.export_id,
-                action=COMPLETED,
+                action=AuditAction.EXPORT_COMPLETED,
                 actor=actor,
                 detail=_event_detail(run, core, delivery="http"),
             )
-            outcome = COMPLETED
+            outcome = AuditAction.EXPORT_COMPLETED
         except Exception as exc:  # not GeneratorExit: a client that left is handled below
-            outcome, why = FAILED, type(exc).__name__
+            outcome, why = AuditAction.EXPORT_FAILED, type(exc).__name__
             raise
         finally:
-            if outcome != COMPLETED:
+            if outcome != AuditAction.EXPORT_COMPLETED:
                 # Part of the trail left the building: say how much, and why it stopped.
                 export_event_append(
                     store,
@@ -162,7 +156,7 @@ def export_to_file(
     export_event_append(
         store,
         export_id=run.export_id,
-        action=COMPLETED,
+        action=AuditAction.EXPORT_COMPLETED,
         actor=actor,
         detail=_event_detail(run, core, delivery=delivery, file=run.file_name),
     )

@@ -16,14 +16,6 @@ from reconciliation.stores import Store
 
 EXPORT_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
-REQUESTED, COMPLETED, FAILED, ABANDONED, DOWNLOADED = (
-    AuditAction.EXPORT_REQUESTED,
-    AuditAction.EXPORT_COMPLETED,
-    AuditAction.EXPORT_FAILED,
-    AuditAction.EXPORT_ABANDONED,
-    AuditAction.EXPORT_DOWNLOADED,
-)
-
 
 def new_export_id() -> str:
     return uuid.uuid4().hex
@@ -40,9 +32,12 @@ def export_event_append(
     stream = export_stream(export_id)
 
     def build(seq: int, prev: str) -> dict[str, Any] | None:
-        if action in (COMPLETED, FAILED) and seq > 1:
+        if action in (AuditAction.EXPORT_COMPLETED, AuditAction.EXPORT_FAILED) and seq > 1:
             earlier = AuditRepository(store).stream_events(stream)
-            if any(e.get("action") in (COMPLETED, FAILED) for e in earlier):
+            if any(
+                e.get("action") in (AuditAction.EXPORT_COMPLETED, AuditAction.EXPORT_FAILED)
+                for e in earlier
+            ):
                 return None  # a redelivered task finished it already
         return audit_event_build(
             AuditEvent(action=action, actor=actor, detail=detail),
