@@ -64,6 +64,11 @@ class InvalidFilter(ValueError):
         super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
         self.fields = fields
 
+    @property
+    def problems(self) -> str:
+        """What is wrong, in words for the page (the field names left out)."""
+        return "; ".join(self.fields.values())
+
 
 # How a queue page may be ordered: the index that holds that order and its direction.
 # Every order is an index of its own (docs/design.md §3), so a sorted page is still one Query

@@ -57,7 +57,7 @@ def _approvals_response(
             Queue.OVERRIDE_REQUESTED, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
         )
     except InvalidFilter as exc:
-        error, status = "; ".join(exc.fields.values()), 400
+        error, status = exc.problems, 400
     failed = failed or {}
     items = [_item(request, row, failed.get(row.case_id)) for row in (page.rows if page else [])]
     more_url = ""

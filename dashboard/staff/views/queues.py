@@ -121,7 +121,7 @@ def _queue_csv(
         try:
             first = queue_page(name, filters=filters, limit=MAX_PAGE, stores=stores)
         except InvalidFilter as exc:
-            return filters_refused("; ".join(exc.fields.values()))
+            return filters_refused(exc.problems)
 
         def with_sla(row: CaseRow, donor_ref: str) -> CsvCase:
             sla = sla_of(row, hours=hours, now=now)
@@ -269,7 +269,7 @@ def _resolved_csv(request: StaffRequest, form: ResolvedFilterForm) -> HttpRespon
     try:
         first = resolved_page(filters=filters, limit=MAX_PAGE, stores=stores)
     except InvalidFilter as exc:
-        return filters_refused("; ".join(exc.fields.values()))
+        return filters_refused(exc.problems)
     rows = _csv_rows(
         first,
         lambda cursor: resolved_page(filters=filters, cursor=cursor, limit=MAX_PAGE, stores=stores),
@@ -329,7 +329,7 @@ def resolved_view(request: StaffRequest) -> HttpResponseBase:
                 filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
             )
         except InvalidFilter as exc:
-            status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
+            status, error = 400, "Cannot show this page: " + exc.problems
     kept = {}
     if form.is_bound and form.is_valid():
         kept = {
@@ -369,7 +369,7 @@ def mine_view(request: StaffRequest) -> HttpResponse:
             request.user.get_username(), cursor=cursor, limit=PAGE_SIZE, stores=every_store()
         )
     except InvalidFilter as exc:
-        status, error = 400, "Cannot show this page: " + "; ".join(exc.fields.values())
+        status, error = 400, "Cannot show this page: " + exc.problems
     more_url = ""
     if page is not None and page.next_cursor:
         more_url = reverse("mine") + "?" + urlencode({"cursor": page.next_cursor})

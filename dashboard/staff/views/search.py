@@ -75,7 +75,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
                         form.cleaned_data["q"], tenants=tenants, stores=stores, home=home_store
                     )
             except InvalidFilter as exc:
-                status, error = 400, "; ".join(exc.fields.values())
+                status, error = 400, exc.problems
             if found is not None and not drill:
                 found, left_out = without_drill(found)
     if as_csv:

@@ -70,7 +70,7 @@ def _page(
                 sla_hours=sla_hours(),
             )
         except InvalidFilter as exc:
-            status, error = 400, "Cannot show this list: " + "; ".join(exc.fields.values())
+            status, error = 400, "Cannot show this list: " + exc.problems
     query = form.query()
     start = _start(request)
     rows = []
@@ -118,7 +118,7 @@ def worklist_view(request: StaffRequest) -> HttpResponseBase:
             form.filters(me=request.user.get_username()), stores=stores, sla_hours=sla_hours()
         )
     except InvalidFilter as exc:
-        return filters_refused("; ".join(exc.fields.values()))
+        return filters_refused(exc.problems)
 
     def rows():
         for start in range(0, len(worklist.rows), 100):
