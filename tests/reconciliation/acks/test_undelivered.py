@@ -54,6 +54,7 @@ def ack_cases(store, intent_id: str = "acme#u-1") -> list:
     return [c for c in cases if c.case_type == CaseType.ACK_UNDELIVERED]
 
 
+@pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
 def test_the_last_failed_attempt_opens_one_case_even_with_two_dispatchers(
     ddb, api, acme_sink, two_attempts
 ):
