@@ -109,3 +109,19 @@ def test_a_commit_that_did_not_apply_sends_no_event(ddb, api, acme_sink):
     assert pledges(ddb) == [] and due(ddb) == []
     assert "0 delivered" in dispatch_once()
     assert sink.stats()["deliveries"] == 0
+
+
+def test_a_dispatcher_down_for_days_loses_nothing(ddb, api, acme_sink):
+    """A pledge recorded three days ago, and no dispatcher since (longer than a stream
+    keeps its records, 24 h): the due fact is on the pledge itself, so it still waits in
+    ``acks_due`` and the first pass now sends it, once. No sweep is needed to find it
+    (docs/webhooks.md). The commit is the one moved in time: the sink checks the
+    signature's timestamp against its own clock."""
+    sink = acme_sink()
+    with clock.travel(-(3 * 86400 + 3600)):
+        assert api.post("k-4", pledge_body()).status_code == 201
+    assert due(ddb) == ["acme#k-4"]
+    assert "1 delivered" in dispatch_once()
+    assert "0 delivered" in dispatch_once()
+    assert sink.stats()["processed"] == [event_id("acme#k-4", "pledge.recorded")]
+    assert due(ddb) == []
