@@ -9,21 +9,13 @@ from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, Endpoint, secret_new
 from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.dynamo import capacity
-from reconciliation.dynamo.tables import ack_shard
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.reconciliation.acks.conftest import same_shard_keys
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
 
 ENDPOINT = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
-
-
-def same_shard_keys(count: int) -> list[str]:
-    """``count`` idempotency keys of tenant ``acme`` whose pledges share one ``acks_due``
-    shard (so one shard lease covers them)."""
-    keys = [f"c-{n}" for n in range(200)]
-    shard = ack_shard(f"acme#{keys[0]}")
-    return [k for k in keys if ack_shard(f"acme#{k}") == shard][:count]
 
 
 def dispatch(leases: ShardLeases, answer: int = 200):
@@ -56,3 +48,21 @@ def test_a_pledge_delivered_first_time_costs_four_write_units(ddb, api):
     assert (committed.write, committed.index_write) == (2 + 18 + 1, 1 + 10)
     # The delivery: one UpdateItem of the pledge (1) that leaves acks_due (1); no lease.
     assert (delivered.write, delivered.index_write) == (2, 1)
+
+
+def test_the_shard_lease_is_one_write_a_pass_and_a_retry_three(ddb, api):
+    """A dispatcher's first pass over a shard with two pledges due takes the shard's lease
+    (1) and records each (2 each); a failed attempt on a held lease is its record (1) and
+    the due time moving inside ``acks_due`` (2: the entry's key changes)."""
+    first, second, third = same_shard_keys(3)
+    for key in (first, second):
+        assert api.post(key, pledge_body()).status_code == 201
+    leases = ShardLeases(first_store(), owner="dispatcher-a")
+    with capacity.instrumented(), capacity.measuring() as pass_spent:
+        assert dispatch(leases).delivered == 2
+    assert (pass_spent.write, pass_spent.index_write) == (1 + 2 * 2, 2)
+
+    assert api.post(third, pledge_body()).status_code == 201
+    with capacity.instrumented(), capacity.measuring() as retry_spent:
+        assert dispatch(leases, answer=500).failed == 1
+    assert (retry_spent.write, retry_spent.index_write) == (3, 2)

@@ -3,6 +3,7 @@ dispatch-time address check, on the engines."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -22,6 +23,8 @@ from reconciliation.acks.shard_lease import ShardLeaseHeld, ShardLeases
 from reconciliation.dynamo.tables import ack_shard
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.helpers import race
+from tests.reconciliation.acks.conftest import same_shard_keys
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +78,7 @@ def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
         assert a.hold("A#0") == taken  # 31 s left: kept, no write
     with clock.travel(31):
         renewed = a.hold("A#0")  # 29 s left: renewed
-    assert (renewed.fence, renewed.until) == (2, taken.until + 31)
+    assert renewed.fence == 2 and renewed.until > taken.until
     with pytest.raises(ShardLeaseHeld):
         b.hold("A#0")
     assert b.hold("A#1").fence == 1  # shards are leased apart
@@ -194,3 +197,74 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
     settled = AckRepository(first_store()).get("acme#m-1")
     assert settled is not None and not settled.due and settled.fence == 1
     assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
+
+
+def test_no_post_starts_on_a_shard_lease_that_could_run_out_during_it(ddb, api, settings):
+    """The dispatcher's held lease has 5 s left, less than one attempt's timeouts: it is
+    renewed (a new fence) before the POST starts, so no successor can take the shard while
+    the POST may still be running."""
+    leases = ShardLeases(first_store(), owner="a")
+    shard = ack_shard("acme#g-1")
+    taken = leases.hold(shard)
+    assert api.post("g-1", pledge_body()).status_code == 201
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    during: list[int] = []
+
+    def answer(target, **kwargs):
+        during.append(leases.held[shard].left(clock.epoch()))
+        return AttemptResult(200)
+
+    with clock.travel(taken.left(clock.epoch()) - 5):
+        report = acks_dispatch_once(
+            first_store(),
+            endpoints_for=lambda t: [endpoint],
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=answer,
+            leases=leases,
+        )
+    assert report.delivered == 1 and leases.held[shard].fence == taken.fence + 1
+    [left] = during
+    assert left >= settings.ACK_CONNECT_TIMEOUT_S + settings.ACK_READ_TIMEOUT_S
+
+
+@pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
+def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
+    """Two dispatchers, each with leases of its own, start a pass at once over a shard
+    with three pledges due. The one holding the shard's lease keeps its first POST open
+    until the other's pass is over: the other sent nothing meanwhile (the shard was
+    held); each pledge was sent once, never two at a time."""
+    keys = same_shard_keys(3, prefix="race")
+    for key in keys:
+        assert api.post(key, pledge_body()).status_code == 201
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    lock = threading.Lock()
+    sent: list[str] = []
+    in_flight: list[int] = [0, 0]  # now, most at once
+    done = {"a": threading.Event(), "b": threading.Event()}
+
+    def dispatcher(name: str, other: str):
+        def answer(target, *, headers, **kwargs):
+            with lock:
+                sent.append(headers["webhook-id"])
+                in_flight[0] += 1
+                in_flight[1] = max(in_flight)
+            done[other].wait(timeout=10)  # were both sending, each would wait here
+            with lock:
+                in_flight[0] -= 1
+            return AttemptResult(200)
+
+        try:
+            return acks_dispatch_once(
+                first_store(),
+                endpoints_for=lambda t: [endpoint],
+                resolve=lambda host, port: ["93.184.216.34"],
+                sender=answer,
+                leases=ShardLeases(first_store(), owner=name),
+            )
+        finally:
+            done[name].set()
+
+    reports = race(lambda: dispatcher("a", "b"), lambda: dispatcher("b", "a"))
+    assert sorted((r.delivered, r.shards_busy) for r in reports) == [(0, 1), (3, 0)]
+    assert sorted(sent) == sorted(event_id(f"acme#{k}", "pledge.recorded") for k in keys)
+    assert in_flight == [0, 1]
