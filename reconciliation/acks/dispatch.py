@@ -156,7 +156,6 @@ def acks_dispatch_once(
             continue
         for intent_id in due:
             try:
-                leases.hold(shard)  # renewed when near its end (rarely: no write)
                 _dispatch_one(
                     repository,
                     intent_id,
