@@ -23,6 +23,18 @@ READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems
 FAILED_CONDITION = "ConditionalCheckFailedException"
 
 
+def index_key(table_name: str, index_name: str) -> str:
+    """How an index's units are keyed: by its table too, since indexes of different tables
+    share names (``by_day`` on pledges, cases and audit_events; ``by_donor_key``), and one
+    transaction may write two of them. ``/`` is in no table name."""
+    return f"{table_name}/{index_name}"
+
+
+def _keyed(cost: dict[str, int], table: Table) -> dict[str, int]:
+    """``write_cost``'s units (the table's, then each index's by its name) keyed apart."""
+    return {(n if n == table.name else index_key(table.name, n)): u for n, u in cost.items()}
+
+
 @dataclass
 class Target:
     table: Table
@@ -60,9 +72,8 @@ class Call:
         for t in self.targets:
             if self.error and t.before == t.after:
                 continue  # refused before it reached the item (throttle, fault)
-            for name, units in write_cost(
-                t.before, t.after, t.table, transactional=transactional
-            ).items():
+            cost = write_cost(t.before, t.after, t.table, transactional=transactional)
+            for name, units in _keyed(cost, t.table).items():
                 total[name] = total.get(name, 0) + units
         return total
 
@@ -73,7 +84,8 @@ class Call:
             return None
         per_name: dict[str, set[int]] = {}
         for t in self.targets:
-            for name, units in write_cost(t.before, t.after, t.table, transactional=True).items():
+            cost = write_cost(t.before, t.after, t.table, transactional=True)
+            for name, units in _keyed(cost, t.table).items():
                 per_name.setdefault(name, set()).add(units)
         return {name: sum(units) for name, units in per_name.items()}
 
@@ -82,9 +94,13 @@ def reported_units(consumed) -> dict[str, float]:
     entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
     units: dict[str, float] = {}
     for entry in entries:
-        units[entry["TableName"]] = entry.get("Table", entry).get("CapacityUnits", 0.0)
+        table = entry["TableName"]
+        units[table] = units.get(table, 0.0) + entry.get("Table", entry).get("CapacityUnits", 0.0)
         for name, index in entry.get("GlobalSecondaryIndexes", {}).items():
-            units[name] = index["CapacityUnits"]
+            # Keyed by table and index: a name shared by two tables' indexes in one
+            # transaction (by_day of pledges and of audit_events) once kept only the last.
+            key = index_key(table, name)
+            units[key] = units.get(key, 0.0) + index["CapacityUnits"]
     return units
 
 

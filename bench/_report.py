@@ -20,7 +20,9 @@ def render(steps: list[tuple[str, list[Call]]], tables: list[Table], names, mach
         "",
         f"DynamoDB Local, the real service layer; {machine}. Bytes as DynamoDB counts them",
         "(`reconciliation/dynamo/item_size.py`, checked against the engine at 1,023 / 1,024 /",
-        "1,025 bytes); WCU on demand, 1 per started KB, twice in a transaction.",
+        "1,025 bytes); WCU on demand, 1 per started KB, twice in a transaction. Index",
+        "units are named by table and index (`pledges.by_day`, `audit_events.by_day`): until",
+        "2026-12-04 the engine column kept one of two same-named indexes of one transaction.",
         "",
         "### Items and index entries",
         "",
@@ -118,6 +120,25 @@ def _findings(steps: list[tuple[str, list[Call]]]) -> list[str]:
             f"its replay {replay[0]} WCU (the claim PutItem whose condition fails, billed at "
             f"the stored claim's size), {replay[1]:g} reported."
         )
+    for which, delivered in (
+        ("(a) typical", "acknowledgement (a): shard lease held, delivered"),
+        ("(b) largest", "acknowledgement (b) largest pledge: shard lease held, delivered"),
+    ):
+        if delivered not in by_label:
+            continue
+        entry = sum(
+            units
+            for c in by_label[f"{which} pledge: new"]
+            if c.writes
+            for key, units in (c.computed() or {}).items()
+            if key.endswith("/acks_due")
+        )
+        sent = _step_units(by_label[delivered])[0]
+        lines.append(
+            f"- {which} pledge's acknowledgement: +{entry + sent} WCU: its commit's "
+            f"`acks_due` entry {entry}, its delivery under a held shard lease {sent} (the "
+            "shard lease, when taken or renewed, 1 more per shard and pass)."
+        )
     for label, calls in steps:
         for call in calls:
             if not call.writes or call.reported is None:
@@ -160,7 +181,13 @@ def _image_label(target, short) -> str:
     if short[target.table.name] == "cases":
         case_id = image.get("case_id", {}).get("S", "")
         state = image.get("state", {}).get("S", "")
-        name = "queue counter shard" if case_id.startswith("#COUNT#") else f"case {state}".strip()
+        name = (
+            "queue counter shard"
+            if case_id.startswith("#COUNT#")
+            else "acks_due shard lease"
+            if case_id.startswith("#ACKLEASE#")
+            else f"case {state}".strip()
+        )
     return f"{name} ({status})" if status and name == "claim" else name
 
 
@@ -225,8 +252,14 @@ def _billed(call: Call, short) -> str:
 def _units(units: dict | None, short) -> str:
     if units is None:
         return "—"
-    parts = [f"{short.get(k, k)} {v:g}" for k, v in units.items() if v]
+    parts = [f"{_unit_name(k, short)} {v:g}" for k, v in units.items() if v]
     return " + ".join(parts) + f" = {sum(units.values()):g}" if parts else "0"
+
+
+def _unit_name(key: str, short) -> str:
+    """``pledges`` for a table's units, ``pledges.by_day`` for one of its indexes."""
+    table, _, index = key.partition("/")
+    return f"{short.get(table, table)}.{index}" if index else short.get(table, table)
 
 
 def _source(call: Call, computed: dict | None) -> str:

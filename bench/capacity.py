@@ -125,8 +125,79 @@ class Scenarios:
         with self.step("(b) largest pledge: replay"):
             outcome = self.submit(LARGEST_KEY, LARGEST, tenant=LARGEST_TENANT, actor=big_actor)
             assert outcome.kind == "replayed"
+        self.acknowledgements(f"acme#{typical_key}", f"{LARGEST_TENANT}#{LARGEST_KEY}")
         self.cases()
         return self.steps
+
+    def acknowledgements(self, typical: str, largest: str) -> None:
+        """The dispatcher's writes (docs/capacity.md): each step dispatches only the
+        pledges it names (``owns``); pledges are submitted outside the steps."""
+        from reconciliation.acks.dispatch import acks_dispatch_once
+        from reconciliation.acks.models import AttemptResult, Endpoint, secret_new
+        from reconciliation.acks.shard_lease import ShardLeases
+        from reconciliation.claims.pledges import PledgeRepository
+        from reconciliation.dynamo.tables import ack_shard
+        from reconciliation.stores import first_store
+
+        store = first_store()
+        endpoints = {
+            tenant: [Endpoint("E1", tenant, "https://crm.example.org/hooks", secret_new())]
+            for tenant in ("acme", LARGEST_TENANT)
+        }
+
+        def dispatch(leases, intents: list[str], answer: int = 200):
+            report = acks_dispatch_once(
+                store,
+                endpoints_for=lambda tenant: endpoints[tenant],
+                resolve=lambda host, port: ["93.184.216.34"],  # stubbed: nothing leaves
+                sender=lambda target, **kwargs: AttemptResult(answer),
+                owns=lambda intent_id: intent_id in intents,
+                leases=leases,
+            )
+            assert report.leased == len(intents) and not report.errors, report
+            return report
+
+        def keys_in(shard: str, count: int, prefix: str) -> list[str]:
+            found = (f"{prefix}-{n}" for n in range(10_000))
+            keys = [k for k in found if ack_shard(f"acme#{k}") == shard][:count]
+            for key in keys:
+                assert self.submit(key).kind == "created"
+            return [f"acme#{k}" for k in keys]
+
+        held_shard = ack_shard(typical)
+        leases = ShardLeases(store, owner="bench-a")
+        with self.step("acknowledgement (a): first pass, shard lease taken, delivered"):
+            assert dispatch(leases, [typical]).settled == 1
+        [second] = keys_in(held_shard, 1, "ack-held")
+        with self.step("acknowledgement (a): shard lease held, delivered"):
+            assert dispatch(leases, [second]).settled == 1
+        [failing] = keys_in(held_shard, 1, "ack-fail")
+        with self.step("acknowledgement (a): shard lease held, attempt failed (retry due)"):
+            assert dispatch(leases, [failing], answer=500).failed == 1
+        leases.hold(ack_shard(largest))
+        with self.step("acknowledgement (b) largest pledge: shard lease held, delivered"):
+            assert dispatch(leases, [largest]).settled == 1
+        pledge = PledgeRepository(store).get(second)
+        assert pledge is not None
+        # A void (the VOID_PLEDGE approval's part on the pledge: in its transaction, it
+        # puts the pledge back in acks_due) makes pledge.voided due.
+        store.client.transact_write_items(
+            TransactItems=[
+                PledgeRepository(store).void_item(  # type: ignore[list-item]
+                    pledge, voided_at=pledge.created_at, audit_head="0" * 64
+                )
+            ]
+        )
+        with self.step("acknowledgement (a): pledge.voided, shard lease held, delivered"):
+            assert dispatch(leases, [second]).settled == 1
+        other = next(f"A#{n}" for n in range(8) if f"A#{n}" not in leases.held)
+        ten = keys_in(other, 10, "ack-ten")
+        with self.step("acknowledgement: 10 pledges of one shard in one pass, lease taken"):
+            assert dispatch(ShardLeases(store, owner="bench-b"), ten).settled == 10
+        with self.step(
+            f"acknowledgement: a dispatcher stops, {len(leases.held)} shard leases released"
+        ):
+            leases.release()
 
     def cases(self) -> None:
         from reconciliation import clock
@@ -195,6 +266,32 @@ class Scenarios:
         assert outcome.kind == "token_parameter_mismatch", outcome
         return outcome
 
+    def durable_record(self, store, case_id: str) -> None:
+        """The pledge a DUPLICATE_REJECTED_OK is refused without (its evidence rule: a
+        durable record of the intent), written outside any step, as another path would."""
+        from reconciliation import clock
+        from reconciliation.cases.repository import CaseRepository
+        from reconciliation.claims.models import Pledge, PledgeStatus
+        from reconciliation.claims.pledges import PledgeRepository
+
+        case = CaseRepository(store).get(case_id)
+        assert case is not None and case.intent_id
+        pledge = Pledge(
+            intent_id=case.intent_id,
+            tenant=case.tenant,
+            donor_ref=TYPICAL["donor_ref"],
+            fund=case.fund,
+            amount=case.amount,
+            currency=case.currency,
+            status=PledgeStatus.RECORDED,
+            request_token="bench",
+            created_at=clock.iso(clock.now()),
+            ledger_key=f"{case.fund}#{case.currency}#0",
+        )
+        store.client.transact_write_items(
+            TransactItems=[PledgeRepository(store).put_item(pledge)]  # type: ignore[list-item]
+        )
+
     def dispositions(self, stuck: str, stuck2: str, cancelled: str, mismatch: str) -> None:
         from reconciliation.actors import Actor, Role
         from reconciliation.cases.repository import CaseRepository
@@ -213,6 +310,7 @@ class Scenarios:
             return case.version
 
         for label, case_id in (("CANCELLED_TRANSACTION", cancelled), ("TOKEN_MISMATCH", mismatch)):
+            self.durable_record(store, case_id)
             with self.step(f"disposition: DUPLICATE_REJECTED_OK ({label}, plain resolve)"):
                 result = case_dispose(
                     case_id=case_id,

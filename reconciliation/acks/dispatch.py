@@ -1,10 +1,12 @@
 """``dispatch_acks``: deliver the acknowledgements that are due (docs/webhooks.md).
 
-For each pledge in ``acks_due`` whose time has come: read it consistently, take its
-lease (fenced), POST the event to every subscribed endpoint not yet answered, and record
-each attempt under the lease: delivered, or due again after the backoff, or given up
-after the last attempt. A dispatcher that dies mid-send leaves the pledge due; the next
-one takes the lease when it runs out and sends again, with the same ``webhook-id``.
+Per shard of ``acks_due`` with pledges due: hold the shard's lease (one write when taken
+or renewed, none while held: reconciliation/acks/shard_lease.py), and for each pledge
+whose time has come read it consistently, POST the event to every subscribed endpoint
+not yet answered, and record the attempts fenced on the pledge as read: delivered, or
+due again after the backoff, or given up after the last attempt. A dispatcher that dies
+mid-send leaves the pledge due; the next one takes the shard's lease when it runs out
+and sends again, with the same ``webhook-id``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -36,6 +39,7 @@ from reconciliation.acks.models import (
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.schedule import retry_delay_s
 from reconciliation.acks.send import post, signed_headers
+from reconciliation.acks.shard_lease import ShardLeaseHeld, ShardLeases
 from reconciliation.acks.undelivered import ack_undelivered_open
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.stores import Store
@@ -58,12 +62,13 @@ def _count_nothing(endpoint: Endpoint, result: AttemptResult) -> None:
 
 @dataclass
 class DispatchReport:
-    leased: int = 0
+    leased: int = 0  # pledges taken under a shard lease
     delivered: int = 0
     failed: int = 0
     gave_up: int = 0
     lease_lost: int = 0
     settled: int = 0
+    shards_busy: int = 0  # shards with pledges due whose lease another dispatcher holds
     errors: list[str] = field(default_factory=list)
     # Per endpoint id: whether any attempt this pass was answered 2xx (the edge disables
     # an endpoint that answered none for a day).
@@ -73,7 +78,8 @@ class DispatchReport:
         return (
             f"dispatch_acks: {self.delivered} delivered, {self.failed} failed (retry "
             f"scheduled), {self.gave_up} given up, {self.settled} pledges settled, "
-            f"{self.lease_lost} leases lost"
+            f"{self.lease_lost} leases lost, {self.shards_busy} shards held by another "
+            "dispatcher"
         )
 
 
@@ -120,18 +126,35 @@ def acks_dispatch_once(
     sender: Sender = post,
     owns: Callable[[str], bool] = lambda intent_id: True,
     on_attempt: AttemptCounter = _count_nothing,
+    leases: ShardLeases | None = None,
 ) -> DispatchReport:
     """Deliver every acknowledgement due now, once each, and return what happened.
 
+    ``leases`` are the shard leases of this dispatcher, kept from one pass to the next
+    (``dispatch_acks`` passes its own); without them the pass is a dispatcher of its own,
+    which releases the leases it took when it is done (not when it dies mid-pass).
     With several regions every replica of a pledge is in its region's ``acks_due``;
     ``owns`` keeps the pledges whose key is homed in ``store``'s region, so only one
-    region's dispatcher (whose leases are one item's conditional writes) sends them."""
+    region's dispatcher (whose shard leases are that region's items) sends them."""
     report = DispatchReport()
     repository = AckRepository(store)
+    own = leases is None
+    leases = leases or ShardLeases(store)
     for shard in repository.shards():
-        for intent_id in repository.due(shard, now=clock.epoch()):
-            if not owns(intent_id):
-                continue
+        due = [i for i in repository.due(shard, now=clock.epoch()) if owns(i)]
+        if not due:
+            continue  # no lease taken for an idle shard
+        try:
+            leases.hold(shard)
+        except ShardLeaseHeld:
+            report.shards_busy += 1
+            continue
+        except (BotoCoreError, ClientError) as exc:
+            # The shard stays due; the next pass tries again.
+            logger.warning("acknowledgements of shard %s not dispatched: %s", shard, exc)
+            report.errors.append(f"{shard}: {type(exc).__name__}")
+            continue
+        for intent_id in due:
             try:
                 _dispatch_one(
                     repository,
@@ -142,13 +165,20 @@ def acks_dispatch_once(
                     sender=sender,
                     report=report,
                     on_attempt=on_attempt,
+                    keep_lease=partial(leases.hold, shard),
                 )
+            except ShardLeaseHeld:
+                # Taken over (we paused past the lease): the successor sends the rest.
+                report.lease_lost += 1
+                break
             except LeaseLost:
                 report.lease_lost += 1
             except (BotoCoreError, ClientError) as exc:
                 # The pledge stays due; the next pass tries again.
                 logger.warning("acknowledgement of %s not dispatched: %s", intent_id, exc)
                 report.errors.append(f"{intent_id}: {type(exc).__name__}")
+    if own:
+        leases.release()
     return report
 
 
@@ -162,12 +192,12 @@ def _dispatch_one(
     sender: Sender,
     report: DispatchReport,
     on_attempt: AttemptCounter = _count_nothing,
+    keep_lease: Callable[[], object] = lambda: None,
 ) -> None:
     state = repository.get(intent_id)
     now = clock.epoch()
-    if state is None or not state.due or (state.due_at or 0) > now or state.lease_until > now:
+    if state is None or not state.due or (state.due_at or 0) > now:
         return
-    fence = repository.lease(state, now=now, lease_s=settings.ACK_LEASE_S)
     report.leased += 1
     deliveries = dict(state.deliveries)
     by_id = {e.endpoint_id: e for e in endpoints_for(state.tenant)}
@@ -184,9 +214,12 @@ def _dispatch_one(
         endpoint = by_id.get(delivery.endpoint_id)
         if endpoint is None or not endpoint.enabled:
             # Removed or disabled: no attempt is spent; looked at again later, so the
-            # pledge is not leased on every pass meanwhile.
+            # pledge is not taken on every pass meanwhile.
             deliveries[key] = replace(delivery, next_at=now + PAUSED_RECHECK_S)
             continue
+        # No POST starts unless the shard's lease outlasts it (renewed if need be), so
+        # no other dispatcher sends this pledge while this one may still be sending.
+        keep_lease()
         payload = body_bytes(event_payload(state, delivery.event_type))
         message_id = event_id(intent_id, delivery.event_type)
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
@@ -200,7 +233,7 @@ def _dispatch_one(
     next_due = max(min(pending), now + 1) if pending else None
     repository.record(
         intent_id,
-        fence=fence,
+        fence=state.fence,
         status=state.pledge.status,
         deliveries=deliveries,
         next_due=next_due,

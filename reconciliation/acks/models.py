@@ -137,13 +137,13 @@ class Delivery:
 @dataclass(frozen=True)
 class AckState:
     """The acknowledgement part of a pledge item, read consistently: whether it is due,
-    who holds its lease (``fence`` counts leases), and each endpoint's delivery."""
+    its fence (``ack_fence``, counting the writes of its deliveries: what a record is
+    conditioned on), and each endpoint's delivery."""
 
     intent_id: str
     tenant: str
     due_at: int | None
     fence: int
-    lease_until: int
     pledge: Pledge
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     case_id: str | None = None

@@ -3,11 +3,11 @@ delivery of a pledge's acknowledgement due now, with a reason, as an event in th
 pledge's audit stream written in the same transaction.
 
 The change is one conditional UpdateItem on the pledge item, conditioned on what the
-page read (the delivery's attempts and status, and the pledge's audit head) and on no
-dispatcher holding the lease: the delivery is ``PENDING`` again, its next attempt now, and
-the pledge back in ``acks_due``. It also takes a fence (``ack_fence`` + 1), so a
-dispatcher that read the pledge before it cannot lease it on that stale read and write
-its old deliveries over this change.
+page read (the delivery's attempts and status, and the pledge's audit head): the
+delivery is ``PENDING`` again, its next attempt now, and the pledge back in ``acks_due``.
+It also moves the pledge's fence on (``ack_fence`` + 1), so a dispatcher that read the
+pledge before it (one may be sending it right now) cannot record its old deliveries over
+this change: its record is refused, and the next pass sends the delivery.
 """
 
 from __future__ import annotations
@@ -78,8 +78,6 @@ def ack_redeliver(
             "look at it again."
         )
     now = clock.epoch()
-    if state.lease_until > now:
-        raise RedeliverRefused("A dispatcher is sending it right now: try again in a minute.")
     event = audit_event_build(
         AuditEvent(
             action=AuditAction.ACK_REDELIVERED,
@@ -106,7 +104,6 @@ def ack_redeliver(
             ),
             "ConditionExpression": (
                 "audit_seq = :seq AND #acks.#k.attempts = :attempts AND #acks.#k.#st = :seen"
-                " AND (attribute_not_exists(ack_lease_until) OR ack_lease_until <= :now)"
             ),
             "ExpressionAttributeNames": {"#acks": "acks", "#k": seen.key, "#st": "status"},
             "ExpressionAttributeValues": values(

@@ -2,10 +2,12 @@
 
 A pledge is in ``acks_due`` while it carries ``ack_shard`` and ``ack_due_at``: the commit
 transaction writes both with the pledge (reconciliation/claims/pledges.py), and the
-dispatcher removes them once every delivery is settled. A delivery is claimed with a
-lease (``ack_lease_until``) and a fence (``ack_fence``, counting leases): the write that
-records an attempt is conditioned on the fence its lease set, so a dispatcher whose
-lease ran out and was taken over can never record over its successor.
+dispatcher removes them once every delivery is settled. Which dispatcher sends is
+decided by the lease of the pledge's shard (reconciliation/acks/shard_lease.py); the
+pledge itself carries a fence (``ack_fence``, counting the writes of its deliveries): the
+write that records an attempt is conditioned on the fence the dispatcher read and moves
+it on, so a dispatcher that lost its shard's lease and was overtaken, or that read the
+pledge before a redelivery, can never record over the newer write.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ ACKS_DUE_INDEX = "acks_due"
 
 
 class LeaseLost(Exception):
-    """Another dispatcher holds (or took over) this pledge's deliveries."""
+    """Another dispatcher took over (its shard's lease), or the pledge's deliveries
+    changed since they were read (its fence moved on): nothing was recorded."""
 
 
 class AckRepository:
@@ -58,34 +61,6 @@ class AckRepository:
         ).get("Item")
         return _from_item(item) if item else None
 
-    def lease(self, state: AckState, *, now: int, lease_s: int) -> int:
-        """Take the deliveries of ``state`` for ``lease_s``: the new fence, or LeaseLost."""
-        fence = state.fence + 1
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"intent_id": {"S": state.intent_id}},
-                UpdateExpression="SET ack_fence = :fence, ack_lease_until = :until",
-                # Still due (not settled meanwhile), the fence we read (no other lease
-                # since our read), and no live lease (another dispatcher mid-send).
-                ConditionExpression=(
-                    "attribute_exists(ack_due_at) AND "
-                    + ("ack_fence = :seen" if state.fence else "attribute_not_exists(ack_fence)")
-                    + " AND (attribute_not_exists(ack_lease_until) OR ack_lease_until <= :now)"
-                ),
-                ExpressionAttributeValues=values(
-                    fence=fence,
-                    until=now + lease_s,
-                    now=now,
-                    **({"seen": state.fence} if state.fence else {}),
-                ),
-            )
-        except ClientError as exc:
-            if error_code(exc) == ErrorCode.CONDITION_FAILED:
-                raise LeaseLost(state.intent_id) from exc
-            raise
-        return fence
-
     def record(
         self,
         intent_id: str,
@@ -94,30 +69,36 @@ class AckRepository:
         status: str,
         deliveries: dict[str, Delivery],
         next_due: int | None,
-    ) -> None:
-        """Record the attempts made under the lease ``fence`` and release it: due again at
-        ``next_due``, or out of ``acks_due`` when every delivery is settled (``None``).
-        ``status`` is the pledge's status the dispatcher read."""
+    ) -> int:
+        """Record the attempts made on the pledge as read with ``fence`` (its
+        ``ack_fence``): due again at ``next_due``, or out of ``acks_due`` when every
+        delivery is settled (``None``). ``status`` is the pledge's status the dispatcher
+        read. The new fence, or :class:`LeaseLost` when the pledge moved on since."""
         names = {"#acks": "acks", "#st": "status"}
         vals: dict[str, Any] = {
             "acks": {k: d.to_map() for k, d in deliveries.items()},
-            "fence": fence,
+            "next": fence + 1,
             "status": status,
+            **({"fence": fence} if fence else {}),
         }
         if next_due is None:
-            update = "SET #acks = :acks REMOVE ack_lease_until, ack_shard, ack_due_at"
+            update = "SET #acks = :acks, ack_fence = :next REMOVE ack_shard, ack_due_at"
         else:
-            update = "SET #acks = :acks, ack_due_at = :due REMOVE ack_lease_until"
+            update = "SET #acks = :acks, ack_due_at = :due, ack_fence = :next"
             vals["due"] = next_due
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key={"intent_id": {"S": intent_id}},
                 UpdateExpression=update,
-                # Only under our own lease: a successor that took over has a newer fence.
-                # And only for the pledge as read: a void since made a new event due,
-                # which settling (REMOVE) must not erase; it is sent on the next pass.
-                ConditionExpression="ack_fence = :fence AND #st = :status",
+                # Only over the pledge as read: a dispatcher that lost its shard's lease
+                # and was overtaken, or a redelivery since, moved the fence on.
+                # And only for the pledge's status as read: a void since made a new event
+                # due, which settling (REMOVE) must not erase; it is sent on the next pass.
+                ConditionExpression=(
+                    ("ack_fence = :fence" if fence else "attribute_not_exists(ack_fence)")
+                    + " AND #st = :status"
+                ),
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values(**vals),
             )
@@ -125,6 +106,7 @@ class AckRepository:
             if error_code(exc) == ErrorCode.CONDITION_FAILED:
                 raise LeaseLost(intent_id) from exc
             raise
+        return fence + 1
 
 
 def _from_item(item: Any) -> AckState:
@@ -137,7 +119,6 @@ def _from_item(item: Any) -> AckState:
         tenant=str(data.get("tenant", "")),
         due_at=None if data.get("ack_due_at") is None else int(data["ack_due_at"]),
         fence=int(data.get("ack_fence", 0)),
-        lease_until=int(data.get("ack_lease_until", 0)),
         deliveries={k: Delivery.from_map(v) for k, v in acks.items()},
         pledge=pledge,
         case_id=data.get("case_id"),

@@ -170,7 +170,7 @@ def _redeliver(
 ) -> ActionResult:
     """Send the acknowledgement again: one transaction of the case's audited change and
     the pledge item's delivery made due now with fresh attempts, conditioned on the
-    delivery read here (still given up, no dispatcher's lease since or live). The case
+    delivery read here (still given up, no record since: the pledge's fence). The case
     stays open: whoever works it closes it once the delivery shows delivered, and if the
     dispatcher gives up again the case is already there."""
     delivery = _ack_delivery(case)
@@ -183,11 +183,6 @@ def _redeliver(
         raise CaseError(
             "The acknowledgement is not given up now (already redelivered, or sending): "
             "nothing was queued again."
-        )
-    if seen.leased(now):
-        raise CaseError(
-            "A dispatcher is sending this pledge's acknowledgements right now; try again "
-            "in a minute. Nothing was queued."
         )
     updated = case_commit_change(
         store,

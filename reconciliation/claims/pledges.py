@@ -34,17 +34,12 @@ ACK_PENDING = "PENDING"
 @dataclass(frozen=True)
 class AckDeliverySeen:
     """One delivery of a pledge's acknowledgement (``acks[<endpoint>/<event>]`` on the
-    pledge item) as a consistent read found it, with the item's lease and fence: what a
+    pledge item) as a consistent read found it, with the item's fence: what a
     redelivery is conditioned on."""
 
     status: str
     attempts: int
     fence: int
-    lease_until: int
-
-    def leased(self, now: int) -> bool:
-        """A dispatcher holds the pledge's deliveries (it is sending right now)."""
-        return self.lease_until > now
 
 
 class PledgeRepository:
@@ -133,7 +128,6 @@ class PledgeRepository:
             status=str(found.get("status", "")),
             attempts=int(found.get("attempts", 0)),
             fence=int(data.get("ack_fence", 0)),
-            lease_until=int(data.get("ack_lease_until", 0)),
         )
 
     def ack_redeliver_item(
@@ -141,9 +135,9 @@ class PledgeRepository:
     ) -> dict[str, Any]:
         """Make the given-up ``delivery`` due now with fresh attempts: the pledge back in
         ``acks_due`` (docs/webhooks.md). Conditioned on what the decider read: the
-        delivery still given up, no lease taken since (the fence it saw) and none live.
-        The fence moves on, so a dispatcher that read the pledge before this write cannot
-        lease it and record its stale deliveries over this one."""
+        delivery still given up, and no record since (the fence it saw). The fence moves
+        on, so a dispatcher that read the pledge before this write (one may be sending it
+        right now) cannot record its stale deliveries over this one."""
         fence_seen = "ack_fence = :seen" if seen.fence else "attribute_not_exists(ack_fence)"
         vals: dict[str, Any] = {
             "gave_up": ACK_GAVE_UP,
@@ -163,10 +157,7 @@ class PledgeRepository:
                     " #acks.#d.next_at = :now, ack_shard = :shard, ack_due_at = :now,"
                     " ack_fence = :fence"
                 ),
-                "ConditionExpression": (
-                    f"#acks.#d.#st = :gave_up AND {fence_seen} AND"
-                    " (attribute_not_exists(ack_lease_until) OR ack_lease_until <= :now)"
-                ),
+                "ConditionExpression": f"#acks.#d.#st = :gave_up AND {fence_seen}",
                 "ExpressionAttributeNames": {"#acks": "acks", "#d": delivery, "#st": "status"},
                 "ExpressionAttributeValues": values(**vals),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -6,7 +6,6 @@ transaction; a stale page changes nothing; auditors cannot."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 
 import pytest
 
@@ -124,17 +123,28 @@ def test_auditors_cannot_and_a_bad_form_is_a_400(ddb, client):
     assert pledge_events("acme#rd-3")[-1]["action"] == "pledge_recorded"
 
 
-def test_a_dispatcher_that_read_before_the_redelivery_cannot_lease_on_that_read(ddb, client):
-    """The redelivery takes a fence: a dispatcher holding a read from before it (about to
-    lease) loses the lease instead of writing its stale deliveries over the change."""
+def test_a_dispatcher_that_read_before_the_redelivery_cannot_record_on_that_read(ddb, client):
+    """The redelivery moves the pledge's fence on: a dispatcher holding a read from before
+    it (one may be sending right now: no per-pledge lease stops a redelivery) has its
+    record refused instead of settling over the change; the next pass sends it."""
     submit("rd-4")
     repository = AckRepository(first_store())
     dispatch([])
+    before = repository.get("acme#rd-4")
+    assert before is not None and not before.due
     sign_in(client, "supervisor")
     client.post("/acks/redeliver/", form("acme#rd-4"))
-    stale = repository.get("acme#rd-4")
-    assert stale is not None and stale.due
-    before_redelivery = replace(stale, fence=stale.fence - 1)
     with pytest.raises(LeaseLost):
-        repository.lease(before_redelivery, now=stale.due_at or 0, lease_s=60)
-    assert repository.lease(stale, now=stale.due_at or 0, lease_s=60) == stale.fence + 1
+        repository.record(
+            "acme#rd-4",
+            fence=before.fence,
+            status="RECORDED",
+            deliveries=before.deliveries,
+            next_due=None,
+        )
+    after = repository.get("acme#rd-4")
+    assert after is not None and after.due and after.fence == before.fence + 1
+    assert str(after.deliveries[KEY].status) == "PENDING"
+    sent: list[str] = []
+    dispatch(sent)
+    assert sent == [event_id("acme#rd-4", "pledge.recorded")]

@@ -2,7 +2,7 @@
 that are due, in the foreground; ``--once`` delivers what is due now and exits.
 
 The endpoints are the tenants' ``WebhookEndpoint`` rows, read here (the edge) and passed
-down as plain data; the pledges that are due, their leases and attempts are in DynamoDB.
+down as plain data; the pledges that are due, their shards' leases and the attempts are in DynamoDB.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, Endpoint
+from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.actors import system_actor
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
@@ -60,6 +61,17 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="deliver what is due now, exit")
 
     def handle(self, *args, once: bool = False, **options) -> None:
+        # This dispatcher's shard leases, one set per region, kept from pass to pass: a
+        # lease held costs no write until it is near its end (docs/capacity.md). Released
+        # when it stops (--once, Ctrl-C); a dispatcher killed leaves them to run out.
+        leases = {store.region_name: ShardLeases(store) for store in every_store()}
+        try:
+            self._passes(once=once, leases=leases)
+        finally:
+            for held in leases.values():
+                held.release()
+
+    def _passes(self, *, once: bool, leases: dict[str, ShardLeases]) -> None:
         while True:
             for store in every_store():
                 try:
@@ -68,6 +80,7 @@ class Command(BaseCommand):
                         endpoints_for=endpoints_for,
                         owns=homed_in(store),
                         on_attempt=attempt_counted,
+                        leases=leases[store.region_name],
                     )
                 except (BotoCoreError, ClientError) as exc:
                     # DynamoDB unreachable: nothing was settled, every due pledge stays due.

@@ -1,4 +1,5 @@
-"""A real ``webhook_sink`` process on loopback, and an endpoint registered for it."""
+"""A real ``webhook_sink`` process on loopback, and an endpoint registered for it; keys
+whose pledges share an ``acks_due`` shard."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation.dynamo.local import free_port
+from reconciliation.dynamo.tables import ack_shard
 from tests.processes import ROOT, Process, wait_for
+
+
+def same_shard_keys(count: int, prefix: str = "c") -> list[str]:
+    """``count`` idempotency keys of the tenant ``acme`` whose pledges share one
+    ``acks_due`` shard (one shard lease covers them)."""
+    keys = [f"{prefix}-{n}" for n in range(200)]
+    shard = ack_shard(f"acme#{keys[0]}")
+    return [k for k in keys if ack_shard(f"acme#{k}") == shard][:count]
 
 
 class Sink:

@@ -25,7 +25,7 @@ def _state(pledge_version: str | None) -> AckState:
         ledger_key="GENERAL#USD#0",
         pledge_version=pledge_version,
     )
-    return AckState("acme#k-1", "acme", 0, 0, 0, pledge)
+    return AckState("acme#k-1", "acme", 0, 0, pledge)
 
 
 def test_the_event_names_its_type_and_its_own_version_whatever_the_intake_version():

@@ -1,8 +1,9 @@
-"""The dispatcher's lease and fence on a pledge's deliveries, and the dispatch-time
-address check, on the engines."""
+"""The dispatcher's shard lease and the fence on a pledge's deliveries, and the
+dispatch-time address check, on the engines."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -18,39 +19,71 @@ from reconciliation.acks.models import (
     secret_new,
 )
 from reconciliation.acks.repository import AckRepository, LeaseLost
-from reconciliation.dynamo import capacity
+from reconciliation.acks.shard_lease import ShardLeaseHeld, ShardLeases
+from reconciliation.dynamo.tables import ack_shard
 from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.helpers import race
+from tests.reconciliation.acks.conftest import same_shard_keys
 
 pytestmark = pytest.mark.django_db
 
 
-def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api):
-    """A's lease runs out mid-send and B takes the pledge: B's fence is newer, so A's
-    record is refused (LeaseLost) and B's stands; while B's lease lives, A cannot lease."""
+def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api, settings):
+    """A holds the shard's lease and reads the pledge; while A's lease lives B cannot take
+    it. A pauses past its lease; B takes it, sends and records: the pledge's fence moved
+    on, so A's record from its old read is refused (LeaseLost), and A cannot renew."""
     assert api.post("f-1", pledge_body()).status_code == 201
-    repository = AckRepository(first_store())
-    state = repository.get("acme#f-1")
-    assert state is not None and state.due and state.fence == 0
-    fence_a = repository.lease(state, now=clock.epoch(), lease_s=60)
-    with pytest.raises(LeaseLost):
-        repository.lease(state, now=clock.epoch(), lease_s=60)  # A's lease is live
+    store = first_store()
+    shard = ack_shard("acme#f-1")
+    a, b = ShardLeases(store, owner="a"), ShardLeases(store, owner="b")
+    assert a.hold(shard).fence == 1
+    with pytest.raises(ShardLeaseHeld):
+        b.hold(shard)  # A's lease is live
+    repository = AckRepository(store)
+    seen_by_a = repository.get("acme#f-1")
+    assert seen_by_a is not None and seen_by_a.due and seen_by_a.fence == 0
 
-    later = clock.epoch() + 61
-    seen = repository.get("acme#f-1")
-    assert seen is not None
-    fence_b = repository.lease(seen, now=later, lease_s=60)
-    assert fence_b == fence_a + 1
     delivered = Delivery("E1", "https://x.example/", status=DeliveryStatus.DELIVERED, attempts=1)
     done = {delivered.key: delivered}
-    with pytest.raises(LeaseLost):
-        repository.record(
-            "acme#f-1", fence=fence_a, status="RECORDED", deliveries=done, next_due=None
+    with clock.travel(settings.ACK_LEASE_S + 1):
+        assert b.hold(shard).fence == 2
+        seen_by_b = repository.get("acme#f-1")
+        assert seen_by_b is not None
+        assert (
+            repository.record(
+                "acme#f-1", fence=seen_by_b.fence, status="RECORDED", deliveries=done, next_due=None
+            )
+            == 1
         )
-    repository.record("acme#f-1", fence=fence_b, status="RECORDED", deliveries=done, next_due=None)
+        with pytest.raises(LeaseLost):
+            repository.record(
+                "acme#f-1", fence=seen_by_a.fence, status="RECORDED", deliveries={}, next_due=9
+            )
+        with pytest.raises(ShardLeaseHeld):
+            a.hold(shard)
     settled = repository.get("acme#f-1")
-    assert settled is not None and not settled.due
+    assert settled is not None and not settled.due and settled.fence == 1
     assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
+
+
+def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
+    """Held, the lease is not written again until less than half of it is left; then its
+    holder renews it (a new fence), and released it is free at once for another."""
+    store = first_store()
+    a, b = ShardLeases(store, owner="a", lease_s=60), ShardLeases(store, owner="b", lease_s=60)
+    taken = a.hold("A#0")
+    assert (taken.owner, taken.fence) == ("a", 1)
+    with clock.travel(29):
+        assert a.hold("A#0") == taken  # 31 s left: kept, no write
+    with clock.travel(31):
+        renewed = a.hold("A#0")  # 29 s left: renewed
+    assert renewed.fence == 2 and renewed.until > taken.until
+    with pytest.raises(ShardLeaseHeld):
+        b.hold("A#0")
+    assert b.hold("A#1").fence == 1  # shards are leased apart
+    a.release()
+    assert b.hold("A#0").fence == 3
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
@@ -123,28 +156,6 @@ def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
     assert sent == [event_id("acme#d-1", "pledge.recorded")]
 
 
-@pytest.mark.dynamodb_local_only
-def test_an_acknowledgement_costs_five_write_units_delivered_first_time(ddb, api):
-    """As docs/capacity.md states, measured on DynamoDB Local (which reports index units):
-    the commit's acks_due entry 2 (1 ×2 in the transaction), the lease 1, the record 1
-    and the pledge leaving the index 1."""
-    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
-    with capacity.instrumented(), capacity.measuring() as before:
-        assert api.post("w-1", pledge_body()).status_code == 201
-    with capacity.instrumented(), capacity.measuring() as spent:
-        report = acks_dispatch_once(
-            first_store(),
-            endpoints_for=lambda t: [endpoint],
-            resolve=lambda host, port: ["93.184.216.34"],
-            sender=lambda target, **kwargs: AttemptResult(200),
-        )
-    assert report.delivered == 1
-    # claim 2 (put 1, pending index 1) + commit 18 (14 before acknowledgements, +2, and
-    # +2 for the pledge's by_donor_key entry) + the intake request log's entry 1
-    assert (before.write, before.index_write) == (2 + 18 + 1, 1 + 10)
-    assert (spent.write, spent.index_write) == (3, 1)
-
-
 def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, settings):
     """A dispatcher takes the lease, sends, and dies before recording: the pledge stays
     due; no pass sends it while the lease lives; after it, the next pass sends again with
@@ -175,13 +186,85 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
     with pytest.raises(Killed):
         dispatch(dies)
     state = AckRepository(first_store()).get("acme#m-1")
-    assert state is not None and state.due and state.fence == 1 and state.deliveries == {}
-    assert dispatch(answer).leased == 0  # the dead dispatcher's lease still lives
+    assert state is not None and state.due and state.fence == 0 and state.deliveries == {}
+    busy = dispatch(answer)  # the dead dispatcher's shard lease still lives
+    assert (busy.leased, busy.shards_busy) == (0, 1)
     with clock.travel(settings.ACK_LEASE_S + 1):
         report = dispatch(answer)
     assert (report.leased, report.delivered, report.settled) == (1, 1, 1)
     message = event_id("acme#m-1", "pledge.recorded")
     assert sent == [message, message]
     settled = AckRepository(first_store()).get("acme#m-1")
-    assert settled is not None and not settled.due and settled.fence == 2
+    assert settled is not None and not settled.due and settled.fence == 1
     assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
+
+
+def test_no_post_starts_on_a_shard_lease_that_could_run_out_during_it(ddb, api, settings):
+    """The dispatcher's held lease has 5 s left, less than one attempt's timeouts: it is
+    renewed (a new fence) before the POST starts, so no successor can take the shard while
+    the POST may still be running."""
+    leases = ShardLeases(first_store(), owner="a")
+    shard = ack_shard("acme#g-1")
+    taken = leases.hold(shard)
+    assert api.post("g-1", pledge_body()).status_code == 201
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    during: list[int] = []
+
+    def answer(target, **kwargs):
+        during.append(leases.held[shard].left(clock.epoch()))
+        return AttemptResult(200)
+
+    with clock.travel(taken.left(clock.epoch()) - 5):
+        report = acks_dispatch_once(
+            first_store(),
+            endpoints_for=lambda t: [endpoint],
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=answer,
+            leases=leases,
+        )
+    assert report.delivered == 1 and leases.held[shard].fence == taken.fence + 1
+    [left] = during
+    assert left >= settings.ACK_CONNECT_TIMEOUT_S + settings.ACK_READ_TIMEOUT_S
+
+
+@pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
+def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
+    """Two dispatchers, each with leases of its own, start a pass at once over a shard
+    with three pledges due. The one holding the shard's lease keeps its first POST open
+    until the other's pass is over: the other sent nothing meanwhile (the shard was
+    held); each pledge was sent once, never two at a time."""
+    keys = same_shard_keys(3, prefix="race")
+    for key in keys:
+        assert api.post(key, pledge_body()).status_code == 201
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    lock = threading.Lock()
+    sent: list[str] = []
+    in_flight: list[int] = [0, 0]  # now, most at once
+    done = {"a": threading.Event(), "b": threading.Event()}
+
+    def dispatcher(name: str, other: str):
+        def answer(target, *, headers, **kwargs):
+            with lock:
+                sent.append(headers["webhook-id"])
+                in_flight[0] += 1
+                in_flight[1] = max(in_flight)
+            done[other].wait(timeout=10)  # were both sending, each would wait here
+            with lock:
+                in_flight[0] -= 1
+            return AttemptResult(200)
+
+        try:
+            return acks_dispatch_once(
+                first_store(),
+                endpoints_for=lambda t: [endpoint],
+                resolve=lambda host, port: ["93.184.216.34"],
+                sender=answer,
+                leases=ShardLeases(first_store(), owner=name),
+            )
+        finally:
+            done[name].set()
+
+    reports = race(lambda: dispatcher("a", "b"), lambda: dispatcher("b", "a"))
+    assert sorted((r.delivered, r.shards_busy) for r in reports) == [(0, 1), (3, 0)]
+    assert sorted(sent) == sorted(event_id(f"acme#{k}", "pledge.recorded") for k in keys)
+    assert in_flight == [0, 1]
