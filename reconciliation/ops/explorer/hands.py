@@ -43,8 +43,19 @@ from reconciliation.dynamo.client import (
 )
 from reconciliation.dynamo.items import from_item
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.dynamo.tables import drop_tables, ensure_tables
-from reconciliation.ops.explorer.catalogue import ActorSpec, World, catalogue, pairs, prelude
+from reconciliation.dynamo.tables import ack_shard, drop_tables, ensure_tables
+from reconciliation.ops.ack_invariants import delivery_problems, processed_problems
+from reconciliation.ops.ack_invariants import unrecorded_problems as unrecorded_ack_problems
+from reconciliation.ops.explorer.catalogue import (
+    ENDPOINT,
+    ActorSpec,
+    World,
+    catalogue,
+    dispatch_pass,
+    pairs,
+    prelude,
+)
+from reconciliation.ops.explorer.receiver import RECEIVER_FAULTS, SEND, Receiver
 from reconciliation.ops.explorer.schedule import (
     BOUND,
     Child,
@@ -88,6 +99,30 @@ from reconciliation.stores import home_store, region_store
 # answer is lost, throttling past the budget, a transaction cancelled by a conflict, and
 # the process dying right after the call.
 HAND_FAULTS = ("timeout_after", "throttle_exhausted", "conflict", "crash_after")
+# At the reads of a hand that faults them (the dispatcher's due query and pledge read).
+READ_FAULTS = ("throttle_exhausted",)
+# The dispatcher at rest: passes, and the wait before each (past every retry delay of
+# the first attempts).
+DRAIN_PASSES = 4
+DRAIN_WAIT_S = 3600
+
+
+def faults_at(call: HandCall, faulted_reads: frozenset[str]) -> tuple[str, ...]:
+    """The fault kinds tried at one call of a serial schedule: the receiver's at a send,
+    the write kinds at a write, the read kinds at a read of a hand that faults them."""
+    if not call.hand or call.label.endswith(" other"):
+        return ()  # the prelude, the checks, or a shard that holds none of its pledges
+    if call.label == SEND:
+        return RECEIVER_FAULTS
+    if call.write:
+        return HAND_FAULTS
+    return READ_FAULTS if call.hand in faulted_reads else ()
+
+
+def _fault_plan(base: ScheduleResult, pair: tuple[ActorSpec, ActorSpec]) -> list[tuple[str, str]]:
+    faulted_reads = frozenset(spec.name for spec in pair if spec.faulted_reads)
+    points = dict.fromkeys((c.point, faults_at(c, faulted_reads)) for c in base.calls)
+    return [(point, kind) for point, kinds in points for kind in kinds]
 
 
 # --- one schedule ------------------------------------------------------------------------
@@ -143,6 +178,8 @@ class HandsSession:
                 DDB_REGIONS="",
                 FAULT_INJECTION="",
                 DDB_APP_RETRY_BASE_S=0,
+                # The tenant's endpoint is on loopback (never connected to: receiver.py).
+                WEBHOOK_ALLOW_LOOPBACK=True,
                 # The re-check at rest must resolve what the evidence answers (invariant c).
                 AUTO_RESOLVE_COMMITTED=True,
             )
@@ -184,6 +221,7 @@ class HandsSession:
         with contextlib.ExitStack() as moved:
             key = self.fresh_key()
             world = World(key, home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)), moved)
+            world.receiver = Receiver(self.wire.external)
             self.wire.start(None)
             try:
                 prelude(world, pair[0].needs | pair[1].needs, self.wire)
@@ -191,7 +229,7 @@ class HandsSession:
                 result.problems.append(Problem("explorer", f"prelude failed: {exc!r}"[:300]))
                 self._forget(world)
                 return result
-            self.wire.start(fault)
+            self.wire.start(fault, ack_shard=ack_shard(world.intent_id))
             hands = [Hand(self.turns, spec.name, _bind(spec, world)) for spec in pair]
             try:
                 result.decisions, _followed = run_schedule(self.turns, hands, prefix)
@@ -256,11 +294,13 @@ class HandsSession:
             ]
         except (BotoCoreError, ClientError, CaseError) as exc:
             rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
+        rechecked += self._drain(world)
         snapshot = self._items(world, calls)
         from reconciliation.cases.models import decoded_row
 
         cases = [decoded_row(i) for i in snapshot.raw["cases"]]
         pledges = snapshot.plain("pledges")
+        cases_plain = snapshot.cases()
         streams = snapshot.streams()
         pledge_exists = any(p["intent_id"] == world.intent_id for p in pledges)
         released = any(
@@ -297,7 +337,29 @@ class HandsSession:
             *case_type_problems(c.case_open for c in calls if c.case_open),
             *audit_problems(snapshot),
             *fence_problems((c.point, t) for c in calls for t in c.unfenced),
+            *delivery_problems(pledges, [ENDPOINT], cases_plain, drained=True),
+            *unrecorded_ack_problems(pledges, world.receiver.receipts),
+            *processed_problems(world.receiver.receipts, pledges),
         ]
+
+    def _drain(self, world: World) -> list[Problem]:
+        """The dispatcher at rest, fault-free, until the world's pledge is settled: past
+        any lease a hand left and the backoff of any failed attempt, a few passes (a void
+        that landed during a pass makes the next one send pledge.voided)."""
+        from reconciliation.acks.repository import AckRepository
+
+        problems: list[Problem] = []
+        for _ in range(DRAIN_PASSES):
+            state = AckRepository(world.store).get(world.intent_id)
+            if state is None or not state.due:
+                return problems
+            world.advance(settings.ACK_LEASE_S + DRAIN_WAIT_S)
+            try:
+                report = dispatch_pass(world)
+                problems += [Problem("explorer", f"drain at rest: {e}") for e in report.errors]
+            except (BotoCoreError, ClientError) as exc:
+                problems.append(Problem("explorer", f"drain at rest failed: {exc!r}"[:300]))
+        return problems
 
     def _recorded_by_region(self, world: World) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -517,8 +579,7 @@ def explore_pair(
             frontier.push(cost, child)
     if config.faults:
         for base in serial:
-            writes = dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
-            for point, kind in itertools.product(writes, HAND_FAULTS):
+            for point, kind in _fault_plan(base, pair):
                 results.append(session.run(pair, _choices(base), (point, kind)))
     return results
 
@@ -572,12 +633,7 @@ def _explore_capped(
         carry = wanted - len(level)
     if fault_share:
         serial = [r for r in results if r.preemptions == 0]
-        planned = [
-            (base, point, kind)
-            for base in serial
-            for point in dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
-            for kind in HAND_FAULTS
-        ]
+        planned = [(base, *fault) for base in serial for fault in _fault_plan(base, pair)]
         rng.shuffle(planned)
         for base, point, kind in planned[: fault_share + carry]:
             results.append(session.run(pair, _choices(base), (point, kind)))
