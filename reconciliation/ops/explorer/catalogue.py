@@ -10,11 +10,15 @@ disposition and override request the case page offers a finance person
 (``policy.offered_actions``, read on the page at the time), a RETRY_COMMIT posted and a
 finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (defect 3's other
 hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM, the expiry of that
-request, and the cases backfill.
+request, the cases backfill, and the acknowledgement's hands (issue 26): the dispatcher
+(``acks_dispatch_once``, sending to the world's in-process receiver, :mod:`.receiver`),
+a second dispatcher over a recorded pledge, and a supervisor approving a VOID_PLEDGE (so
+``pledge.voided`` is due).
 
 The prelude puts the world where the pair's two hands find it: the worker's claim, then as
 the pair needs, the lease run out, the sweep's STUCK_PENDING case, a queued RETRY_COMMIT, a
-pending RELEASE_CLAIM request.
+pending RELEASE_CLAIM request; or the pledge recorded with its answer lost (its
+AMBIGUOUS_TIMEOUT case), and a VOID_PLEDGE pending on that case.
 """
 
 from __future__ import annotations
@@ -328,6 +332,7 @@ class ActorSpec:
     needs: frozenset[Stage] = frozenset()
     within_lease: bool = False  # only before the claim's lease runs out
     faulted_reads: bool = False  # its reads are faulted too (throttled past the budget)
+    acks: bool = False  # an acknowledgement hand (``--per-pair-acks``)
 
 
 def catalogue() -> list[ActorSpec]:
@@ -351,10 +356,12 @@ def catalogue() -> list[ActorSpec]:
         ActorSpec("backfill", _backfill),
         # The acknowledgement dispatcher (reconciliation/acks/dispatch.py): one meets every
         # hand on whatever its pledge is; two at once meet over a recorded pledge.
-        ActorSpec("dispatch", _dispatch, faulted_reads=True),
-        ActorSpec("dispatch2", _dispatch, frozenset({Stage.RECORDED}), faulted_reads=True),
+        ActorSpec("dispatch", _dispatch, faulted_reads=True, acks=True),
+        ActorSpec(
+            "dispatch2", _dispatch, frozenset({Stage.RECORDED}), faulted_reads=True, acks=True
+        ),
         # A supervisor approves the VOID_PLEDGE: pledge.voided becomes due.
-        ActorSpec("approve-void", _decide(True), frozenset({Stage.VOID})),
+        ActorSpec("approve-void", _decide(True), frozenset({Stage.VOID}), acks=True),
     ]
 
 

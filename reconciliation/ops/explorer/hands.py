@@ -1,15 +1,17 @@
 """``explore_faults --actors 2``: two hands of the catalogue (:mod:`.catalogue`) on one
-intent and its case, interleaved at every DynamoDB call point under a pre-emption bound
-(:mod:`.schedule`, through the wire's :class:`~.wire.HandsWire`), with depth-1 faults at
-every write of the serial schedules, and the invariants of
-:mod:`reconciliation.ops.hands_invariants` checked at rest.
+intent and its case, interleaved at every DynamoDB call point (and every acknowledgement
+sent) under a pre-emption bound (:mod:`.schedule`, through the wire's
+:class:`~.wire.HandsWire`), with depth-1 faults at every write of the serial schedules
+(the receiver's faults at a send, and the dispatcher's reads too), and the invariants of
+:mod:`reconciliation.ops.hands_invariants` and :mod:`reconciliation.ops.ack_invariants`
+checked at rest.
 
 Every schedule runs on a fresh intent (its own key) in the same tables. Its prelude puts
 the world where its two hands find it; then the hands run, one at a time, as the schedule
-says; then, at rest, a last re-check runs and the invariants are checked on the intent's
-own items. The intent's claim and cases are removed afterwards so no later sweep or queue
-walk meets them; its pledge stays, and the ledger is checked against all pledges once, at
-the end.
+says; then, at rest, a last re-check runs, the dispatcher drains what is due (fault-free,
+past any lease and backoff), and the invariants are checked on the intent's own items.
+The intent's claim and cases are removed afterwards so no later sweep or queue walk meets
+them; its pledge stays, and the ledger is checked against all pledges once, at the end.
 """
 
 from __future__ import annotations
@@ -486,8 +488,11 @@ def _outcome(hand: Hand) -> str:
 class HandsConfig:
     bound: int = BOUND
     per_pair: int = 0  # schedules per pair (0: every one within the bound)
+    # Schedules per pair of an acknowledgement hand (None: ``per_pair``).
+    per_pair_acks: int | None = None
     max_schedules: int = 0  # over the whole run (0: no cap)
     pairs: tuple[str, ...] = ()  # "a×b" or "a,b" names; empty: every pair
+    hands: tuple[str, ...] = ()  # only the pairs with one of these hands; empty: every pair
     sample: int = 0  # pairs drawn by ``seed`` (0: all)
     faults: bool = True  # depth-1 faults at every write of the serial schedules
     first_violation: bool = False  # end each pair at its first violation (mutation tests)
@@ -543,6 +548,8 @@ def _chosen_pairs(config: HandsConfig) -> list[tuple[ActorSpec, ActorSpec]]:
     if config.pairs:
         wanted = {tuple(sorted(p.replace("×", ",").split(","))) for p in config.pairs}
         every = [p for p in every if tuple(sorted((p[0].name, p[1].name))) in wanted]
+    if config.hands:
+        every = [p for p in every if {p[0].name, p[1].name} & set(config.hands)]
     if config.sample and config.sample < len(every):
         every = sorted(random.Random(config.seed).sample(every, config.sample), key=every.index)
     return every
@@ -658,9 +665,10 @@ def explore_hands(
                 left = config.max_schedules - len(results) if config.max_schedules else 0
                 if config.max_schedules and left <= 0:
                     break
-                budget = (
-                    min(b for b in (config.per_pair, left) if b) if (config.per_pair or left) else 0
-                )
+                per_pair = config.per_pair
+                if config.per_pair_acks is not None and (pair[0].acks or pair[1].acks):
+                    per_pair = config.per_pair_acks
+                budget = min(b for b in (per_pair, left) if b) if (per_pair or left) else 0
                 found = explore_pair(session, pair, config, budget)
                 results += found
                 if progress is not None:
