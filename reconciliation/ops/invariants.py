@@ -51,6 +51,10 @@ AUDIT = "5 case history and audit chains"
 FENCED = "6 every write fenced"
 ESCAPED = "0 no exception escapes"
 
+# A pledge in these states was recorded: an approved VOID_PLEDGE voids a recorded pledge,
+# and the intent is then neither lost nor owed a case.
+WAS_RECORDED = frozenset({PledgeStatus.RECORDED, PledgeStatus.VOIDED})
+
 # Key attributes per table role: what a delete needs, and what names a transaction item.
 KEY_ATTRIBUTES = {
     "idempotency_keys": ("pk",),
@@ -256,11 +260,7 @@ def _untruths(answer: Answer, documented: frozenset[str]) -> list[str]:
 def lost_problems(snapshot: Snapshot, intent_id: str, answers: list[Answer]) -> list[Problem]:
     """Invariant 3: the intent is recorded, refused, or followed by exactly one case."""
     problems: list[Problem] = []
-    pledged = {
-        p["intent_id"]
-        for p in snapshot.plain("pledges")
-        if p.get("status") == PledgeStatus.RECORDED
-    }
+    pledged = {p["intent_id"] for p in snapshot.plain("pledges") if p.get("status") in WAS_RECORDED}
     cases = snapshot.cases()
     case_ids = {c["case_id"] for c in cases}
     open_cases = [
@@ -302,7 +302,7 @@ def unrecorded_problems(
     claim (a cancelled transaction whose case write failed must not finalise the claim
     out of the stuck-claim index, where only the sweep could still find it)."""
     pledged = any(
-        p["intent_id"] == intent_id and p.get("status") == PledgeStatus.RECORDED
+        p["intent_id"] == intent_id and p.get("status") in WAS_RECORDED
         for p in snapshot.plain("pledges")
     )
     cases = {c["case_id"] for c in snapshot.cases() if c["intent_id"] == intent_id}

@@ -18,13 +18,24 @@ pytestmark = [pytest.mark.reliability, pytest.mark.dynamodb_local_only]
 @pytest.mark.timeout(1800)
 def test_two_hands_find_no_violation(dynamodb_local, settings, record):
     """Every pair, 9 schedules each: both serial ones, a seeded two with one pre-emption
-    and two with two, and three with a fault; at least 200 schedules, some at the bound:
-    the last line counts them and none violates."""
+    and two with two, and three with a fault; a pair of an acknowledgement hand
+    (dispatch, dispatch2, approve-void) 4: both serial ones, one with one pre-emption and
+    one with a fault (at a send, a write or a read). At least 200 schedules, some at the
+    bound: the last line counts them and none violates."""
     settings.DYNAMODB_ENDPOINT_URL = dynamodb_local.endpoint_url
     out = io.StringIO()
     started = time.monotonic()
     with contextlib.suppress(SystemExit):  # exit status 1 on a violation; the lines tell
-        call_command("explore_faults", "--actors", "2", "--per-pair", "9", stdout=out)
+        call_command(
+            "explore_faults",
+            "--actors",
+            "2",
+            "--per-pair",
+            "9",
+            "--per-pair-acks",
+            "4",
+            stdout=out,
+        )
     lines = out.getvalue().splitlines()
     seconds = time.monotonic() - started
     schedules = int(lines[-1].split()[1])

@@ -66,6 +66,15 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--per-pair-acks",
+            type=int,
+            default=None,
+            help=(
+                "with --actors 2: schedules per pair of an acknowledgement hand (dispatch, "
+                "dispatch2, approve-void), as --per-pair (default: --per-pair)"
+            ),
+        )
+        parser.add_argument(
             "--max-schedules",
             type=int,
             default=0,
@@ -75,6 +84,12 @@ class Command(BaseCommand):
             "--pairs",
             default="",
             help="with --actors 2: only these pairs, e.g. 'retry,retry2 retry,sweep'",
+        )
+        parser.add_argument(
+            "--hands",
+            default="",
+            help="with --actors 2: only the pairs with one of these hands, e.g. "
+            "'dispatch,dispatch2,approve-void'",
         )
         parser.add_argument(
             "--sample",
@@ -132,8 +147,10 @@ class Command(BaseCommand):
         config = HandsConfig(
             bound=options["bound"],
             per_pair=options["per_pair"],
+            per_pair_acks=options["per_pair_acks"],
             max_schedules=options["max_schedules"],
             pairs=tuple(options["pairs"].split()),
+            hands=tuple(h for h in options["hands"].replace(",", " ").split()),
             sample=options["sample"],
             faults=not options["no_faults"],
             seed=options["seed"],

@@ -10,17 +10,22 @@ disposition and override request the case page offers a finance person
 (``policy.offered_actions``, read on the page at the time), a RETRY_COMMIT posted and a
 finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (defect 3's other
 hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM, the expiry of that
-request, and the cases backfill.
+request, the cases backfill, and the acknowledgement's hands (issue 26): the dispatcher
+(``acks_dispatch_once``, sending to the world's in-process receiver, :mod:`.receiver`),
+a second dispatcher over a recorded pledge, and a supervisor approving a VOID_PLEDGE (so
+``pledge.voided`` is due).
 
 The prelude puts the world where the pair's two hands find it: the worker's claim, then as
 the pair needs, the lease run out, the sweep's STUCK_PENDING case, a queued RETRY_COMMIT, a
-pending RELEASE_CLAIM request.
+pending RELEASE_CLAIM request; or the pledge recorded with its answer lost (its
+AMBIGUOUS_TIMEOUT case), and a VOID_PLEDGE pending on that case.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from reconciliation import clock
+from reconciliation.acks.models import Endpoint
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
@@ -38,12 +44,14 @@ from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Ov
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import IntakeOutcome
 from reconciliation.claims.request import PledgeRequest
+from reconciliation.ops.explorer.receiver import Receiver
 from reconciliation.ops.explorer.vocabulary import BODY, TENANT
 from reconciliation.ops.explorer.wire import HandsWire
 from reconciliation.ops.hands_invariants import ClientAnswer
 from reconciliation.stores import Store, case_store, every_store, home_store
 
 if TYPE_CHECKING:
+    from reconciliation.acks.dispatch import DispatchReport
     from reconciliation.cases.backfill import BackfillReport
     from reconciliation.casework.retries import RetryOutcome
     from reconciliation.casework.sweeps import SweepReport
@@ -63,6 +71,18 @@ class Stage(Enum):
     RETRY = "a RETRY_COMMIT is queued"
     ENDED = "a retry was asked, ran and ended (its commit throttled)"
     OVERRIDE = "a RELEASE_CLAIM awaits a supervisor"
+    # The worker's commit applied and its answer was lost: the pledge is recorded (its
+    # acknowledgement due) and its AMBIGUOUS_TIMEOUT case is the world's case.
+    RECORDED = "the pledge is recorded, its answer lost (an AMBIGUOUS_TIMEOUT case)"
+    VOID = "a VOID_PLEDGE of the recorded pledge awaits a supervisor"
+
+
+# Stages one world cannot hold together: a recorded pledge leaves no stuck claim to
+# retry or release, and a case holds one pending request at a time.
+CONFLICTS = (
+    frozenset({Stage.RECORDED, Stage.VOID}),
+    frozenset({Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}),
+)
 
 
 @dataclass
@@ -77,6 +97,7 @@ class World:
     retry_request: str | None = None
     override_request: str | None = None
     answers: list[ClientAnswer] = field(default_factory=list)
+    receiver: Receiver = field(default_factory=Receiver)
 
     @property
     def pk(self) -> str:
@@ -270,12 +291,48 @@ def _backfill(world: World, name: str) -> BackfillReport:
     return cases_backfill(world.store)
 
 
+# The tenant's one endpoint, subscribed to every event. Loopback, and never connected
+# to: the dispatcher's sender is the in-process receiver (receiver.py).
+ENDPOINT = Endpoint(
+    "explorer-hooks", TENANT, "http://127.0.0.1:9/explorer-hooks", "whsec_" + "A" * 32
+)
+
+
+def endpoints_for(tenant: str) -> list[Endpoint]:
+    return [ENDPOINT] if tenant == TENANT else []
+
+
+def _loopback(_host: str, _port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+def dispatch_pass(world: World) -> DispatchReport:
+    """One pass of the acknowledgement dispatcher over the world's pledge (a pledge of an
+    earlier schedule is no part of this world), sending to the world's receiver."""
+    from reconciliation.acks.dispatch import acks_dispatch_once
+
+    return acks_dispatch_once(
+        world.store,
+        endpoints_for=endpoints_for,
+        rng=random.Random(0),
+        resolve=_loopback,
+        sender=world.receiver,
+        owns=lambda intent_id: intent_id == world.intent_id,
+    )
+
+
+def _dispatch(world: World, name: str) -> str:
+    return dispatch_pass(world).line()
+
+
 @dataclass(frozen=True)
 class ActorSpec:
     name: str
     work: Callable[[World, str], object]
     needs: frozenset[Stage] = frozenset()
     within_lease: bool = False  # only before the claim's lease runs out
+    faulted_reads: bool = False  # its reads are faulted too (throttled past the budget)
+    acks: bool = False  # an acknowledgement hand (``--per-pair-acks``)
 
 
 def catalogue() -> list[ActorSpec]:
@@ -297,6 +354,14 @@ def catalogue() -> list[ActorSpec]:
         ActorSpec("reject", _decide(False), frozenset({Stage.OVERRIDE})),
         ActorSpec("expire", _expire, frozenset({Stage.OVERRIDE})),
         ActorSpec("backfill", _backfill),
+        # The acknowledgement dispatcher (reconciliation/acks/dispatch.py): one meets every
+        # hand on whatever its pledge is; two at once meet over a recorded pledge.
+        ActorSpec("dispatch", _dispatch, faulted_reads=True, acks=True),
+        ActorSpec(
+            "dispatch2", _dispatch, frozenset({Stage.RECORDED}), faulted_reads=True, acks=True
+        ),
+        # A supervisor approves the VOID_PLEDGE: pledge.voided becomes due.
+        ActorSpec("approve-void", _decide(True), frozenset({Stage.VOID}), acks=True),
     ]
 
 
@@ -307,6 +372,8 @@ def pairs(specs: list[ActorSpec]) -> list[tuple[ActorSpec, ActorSpec]]:
     for a, b in itertools.combinations(specs, 2):
         needs = a.needs | b.needs
         if (a.within_lease or b.within_lease) and needs:
+            continue
+        if any(needs & one and needs & other for one, other in itertools.permutations(CONFLICTS)):
             continue
         out.append((a, b))
     return out
@@ -332,6 +399,39 @@ def _request_release(world: World) -> None:
     world.override_request = result.case.override.request_id if result.case.override else None
 
 
+def _record_answer_lost(world: World, wire: HandsWire) -> None:
+    """The worker's commit applies and every answer to it is lost (the write, then its
+    retries throttled past the budget): the pledge is recorded, the intake opens the
+    AMBIGUOUS_TIMEOUT case, and the world's case is that one."""
+    from reconciliation.claims import intake
+
+    wire.start(("rest commit#1", "lost_then_throttle"))
+    try:
+        outcome = intake.pledge_commit(world.store, world.claim)  # type: ignore[arg-type]
+    finally:
+        wire.start(None)
+    assert outcome.case_id, f"the lost commit opened its case ({outcome.kind})"
+    world.case_id = outcome.case_id
+
+
+def _request_void(world: World) -> None:
+    from reconciliation.casework.overrides import override_request
+
+    result = override_request(
+        case_id=world.case_id,
+        override=Override.VOID_PLEDGE,
+        staff=StaffAction(
+            actor=REQUESTER,
+            reason_code=ReasonCode.DONOR_REQUEST,
+            reason_text=REASON,
+            seen_version=None,
+        ),
+        store=world.store,
+    )
+    assert result.case.override is not None, "the VOID_PLEDGE request is pending"
+    world.override_request = result.case.override.request_id
+
+
 def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
     from reconciliation.casework.sweeps import sweep_claim
@@ -349,6 +449,13 @@ def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
         client_address="",
     )
     world.claim = repo.create(attempt)
+    if needs & {Stage.RECORDED, Stage.VOID}:
+        _record_answer_lost(world, wire)
+        if needs & {Stage.EXPIRED, Stage.CASE}:
+            world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
+        if Stage.VOID in needs:
+            _request_void(world)
+        return
     if needs & {Stage.EXPIRED, Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:
         world.advance(settings.CLAIM_PENDING_TTL_S + settings.STUCK_GRACE_S + 1)
     if needs & {Stage.CASE, Stage.RETRY, Stage.ENDED, Stage.OVERRIDE}:

@@ -1,15 +1,17 @@
 """``explore_faults --actors 2``: two hands of the catalogue (:mod:`.catalogue`) on one
-intent and its case, interleaved at every DynamoDB call point under a pre-emption bound
-(:mod:`.schedule`, through the wire's :class:`~.wire.HandsWire`), with depth-1 faults at
-every write of the serial schedules, and the invariants of
-:mod:`reconciliation.ops.hands_invariants` checked at rest.
+intent and its case, interleaved at every DynamoDB call point (and every acknowledgement
+sent) under a pre-emption bound (:mod:`.schedule`, through the wire's
+:class:`~.wire.HandsWire`), with depth-1 faults at every write of the serial schedules
+(the receiver's faults at a send, and the dispatcher's reads too), and the invariants of
+:mod:`reconciliation.ops.hands_invariants` and :mod:`reconciliation.ops.ack_invariants`
+checked at rest.
 
 Every schedule runs on a fresh intent (its own key) in the same tables. Its prelude puts
 the world where its two hands find it; then the hands run, one at a time, as the schedule
-says; then, at rest, a last re-check runs and the invariants are checked on the intent's
-own items. The intent's claim and cases are removed afterwards so no later sweep or queue
-walk meets them; its pledge stays, and the ledger is checked against all pledges once, at
-the end.
+says; then, at rest, a last re-check runs, the dispatcher drains what is due (fault-free,
+past any lease and backoff), and the invariants are checked on the intent's own items.
+The intent's claim and cases are removed afterwards so no later sweep or queue walk meets
+them; its pledge stays, and the ledger is checked against all pledges once, at the end.
 """
 
 from __future__ import annotations
@@ -43,8 +45,19 @@ from reconciliation.dynamo.client import (
 )
 from reconciliation.dynamo.items import from_item
 from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.dynamo.tables import drop_tables, ensure_tables
-from reconciliation.ops.explorer.catalogue import ActorSpec, World, catalogue, pairs, prelude
+from reconciliation.dynamo.tables import ack_shard, drop_tables, ensure_tables
+from reconciliation.ops.ack_invariants import delivery_problems, processed_problems
+from reconciliation.ops.ack_invariants import unrecorded_problems as unrecorded_ack_problems
+from reconciliation.ops.explorer.catalogue import (
+    ENDPOINT,
+    ActorSpec,
+    World,
+    catalogue,
+    dispatch_pass,
+    pairs,
+    prelude,
+)
+from reconciliation.ops.explorer.receiver import RECEIVER_FAULTS, SEND, Receiver
 from reconciliation.ops.explorer.schedule import (
     BOUND,
     Child,
@@ -88,6 +101,30 @@ from reconciliation.stores import home_store, region_store
 # answer is lost, throttling past the budget, a transaction cancelled by a conflict, and
 # the process dying right after the call.
 HAND_FAULTS = ("timeout_after", "throttle_exhausted", "conflict", "crash_after")
+# At the reads of a hand that faults them (the dispatcher's due query and pledge read).
+READ_FAULTS = ("throttle_exhausted",)
+# The dispatcher at rest: passes, and the wait before each (past every retry delay of
+# the first attempts).
+DRAIN_PASSES = 4
+DRAIN_WAIT_S = 3600
+
+
+def faults_at(call: HandCall, faulted_reads: frozenset[str]) -> tuple[str, ...]:
+    """The fault kinds tried at one call of a serial schedule: the receiver's at a send,
+    the write kinds at a write, the read kinds at a read of a hand that faults them."""
+    if not call.hand or call.label.endswith(" other"):
+        return ()  # the prelude, the checks, or a shard that holds none of its pledges
+    if call.label == SEND:
+        return RECEIVER_FAULTS
+    if call.write:
+        return HAND_FAULTS
+    return READ_FAULTS if call.hand in faulted_reads else ()
+
+
+def _fault_plan(base: ScheduleResult, pair: tuple[ActorSpec, ActorSpec]) -> list[tuple[str, str]]:
+    faulted_reads = frozenset(spec.name for spec in pair if spec.faulted_reads)
+    points = dict.fromkeys((c.point, faults_at(c, faulted_reads)) for c in base.calls)
+    return [(point, kind) for point, kinds in points for kind in kinds]
 
 
 # --- one schedule ------------------------------------------------------------------------
@@ -143,6 +180,8 @@ class HandsSession:
                 DDB_REGIONS="",
                 FAULT_INJECTION="",
                 DDB_APP_RETRY_BASE_S=0,
+                # The tenant's endpoint is on loopback (never connected to: receiver.py).
+                WEBHOOK_ALLOW_LOOPBACK=True,
                 # The re-check at rest must resolve what the evidence answers (invariant c).
                 AUTO_RESOLVE_COMMITTED=True,
             )
@@ -184,6 +223,7 @@ class HandsSession:
         with contextlib.ExitStack() as moved:
             key = self.fresh_key()
             world = World(key, home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)), moved)
+            world.receiver = Receiver(self.wire.external)
             self.wire.start(None)
             try:
                 prelude(world, pair[0].needs | pair[1].needs, self.wire)
@@ -191,7 +231,7 @@ class HandsSession:
                 result.problems.append(Problem("explorer", f"prelude failed: {exc!r}"[:300]))
                 self._forget(world)
                 return result
-            self.wire.start(fault)
+            self.wire.start(fault, ack_shard=ack_shard(world.intent_id))
             hands = [Hand(self.turns, spec.name, _bind(spec, world)) for spec in pair]
             try:
                 result.decisions, _followed = run_schedule(self.turns, hands, prefix)
@@ -256,11 +296,13 @@ class HandsSession:
             ]
         except (BotoCoreError, ClientError, CaseError) as exc:
             rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
+        rechecked += self._drain(world)
         snapshot = self._items(world, calls)
         from reconciliation.cases.models import decoded_row
 
         cases = [decoded_row(i) for i in snapshot.raw["cases"]]
         pledges = snapshot.plain("pledges")
+        cases_plain = snapshot.cases()
         streams = snapshot.streams()
         pledge_exists = any(p["intent_id"] == world.intent_id for p in pledges)
         released = any(
@@ -297,7 +339,29 @@ class HandsSession:
             *case_type_problems(c.case_open for c in calls if c.case_open),
             *audit_problems(snapshot),
             *fence_problems((c.point, t) for c in calls for t in c.unfenced),
+            *delivery_problems(pledges, [ENDPOINT], cases_plain, drained=True),
+            *unrecorded_ack_problems(pledges, world.receiver.receipts),
+            *processed_problems(world.receiver.receipts, pledges),
         ]
+
+    def _drain(self, world: World) -> list[Problem]:
+        """The dispatcher at rest, fault-free, until the world's pledge is settled: past
+        any lease a hand left and the backoff of any failed attempt, a few passes (a void
+        that landed during a pass makes the next one send pledge.voided)."""
+        from reconciliation.acks.repository import AckRepository
+
+        problems: list[Problem] = []
+        for _ in range(DRAIN_PASSES):
+            state = AckRepository(world.store).get(world.intent_id)
+            if state is None or not state.due:
+                return problems
+            world.advance(settings.ACK_LEASE_S + DRAIN_WAIT_S)
+            try:
+                report = dispatch_pass(world)
+                problems += [Problem("explorer", f"drain at rest: {e}") for e in report.errors]
+            except (BotoCoreError, ClientError) as exc:
+                problems.append(Problem("explorer", f"drain at rest failed: {exc!r}"[:300]))
+        return problems
 
     def _recorded_by_region(self, world: World) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -424,8 +488,11 @@ def _outcome(hand: Hand) -> str:
 class HandsConfig:
     bound: int = BOUND
     per_pair: int = 0  # schedules per pair (0: every one within the bound)
+    # Schedules per pair of an acknowledgement hand (None: ``per_pair``).
+    per_pair_acks: int | None = None
     max_schedules: int = 0  # over the whole run (0: no cap)
     pairs: tuple[str, ...] = ()  # "a×b" or "a,b" names; empty: every pair
+    hands: tuple[str, ...] = ()  # only the pairs with one of these hands; empty: every pair
     sample: int = 0  # pairs drawn by ``seed`` (0: all)
     faults: bool = True  # depth-1 faults at every write of the serial schedules
     first_violation: bool = False  # end each pair at its first violation (mutation tests)
@@ -481,6 +548,8 @@ def _chosen_pairs(config: HandsConfig) -> list[tuple[ActorSpec, ActorSpec]]:
     if config.pairs:
         wanted = {tuple(sorted(p.replace("×", ",").split(","))) for p in config.pairs}
         every = [p for p in every if tuple(sorted((p[0].name, p[1].name))) in wanted]
+    if config.hands:
+        every = [p for p in every if {p[0].name, p[1].name} & set(config.hands)]
     if config.sample and config.sample < len(every):
         every = sorted(random.Random(config.seed).sample(every, config.sample), key=every.index)
     return every
@@ -517,8 +586,7 @@ def explore_pair(
             frontier.push(cost, child)
     if config.faults:
         for base in serial:
-            writes = dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
-            for point, kind in itertools.product(writes, HAND_FAULTS):
+            for point, kind in _fault_plan(base, pair):
                 results.append(session.run(pair, _choices(base), (point, kind)))
     return results
 
@@ -572,12 +640,7 @@ def _explore_capped(
         carry = wanted - len(level)
     if fault_share:
         serial = [r for r in results if r.preemptions == 0]
-        planned = [
-            (base, point, kind)
-            for base in serial
-            for point in dict.fromkeys(c.point for c in base.calls if c.write and c.hand)
-            for kind in HAND_FAULTS
-        ]
+        planned = [(base, *fault) for base in serial for fault in _fault_plan(base, pair)]
         rng.shuffle(planned)
         for base, point, kind in planned[: fault_share + carry]:
             results.append(session.run(pair, _choices(base), (point, kind)))
@@ -602,9 +665,10 @@ def explore_hands(
                 left = config.max_schedules - len(results) if config.max_schedules else 0
                 if config.max_schedules and left <= 0:
                     break
-                budget = (
-                    min(b for b in (config.per_pair, left) if b) if (config.per_pair or left) else 0
-                )
+                per_pair = config.per_pair
+                if config.per_pair_acks is not None and (pair[0].acks or pair[1].acks):
+                    per_pair = config.per_pair_acks
+                budget = min(b for b in (per_pair, left) if b) if (per_pair or left) else 0
                 found = explore_pair(session, pair, config, budget)
                 results += found
                 if progress is not None:

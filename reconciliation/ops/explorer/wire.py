@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -51,6 +52,10 @@ class CallShape:
     case_open: tuple[str, str] | None = None  # (case_id, case_type) of a case opening
     case_claim_version: int | None = None  # the claim version that case is about
 
+
+ACKS_DUE = "acks_due"  # the pledges' sparse index of acknowledgements due
+# An acknowledgement shard's name (reconciliation/dynamo/tables.py · ack_shard).
+_ACK_SHARD = re.compile(r"A#\d+")
 
 READ_LABELS = {
     "idempotency_keys": "claim read",
@@ -112,10 +117,28 @@ def _query_label(role: str, body: dict[str, Any], own_shard: str) -> str:
     if index == "pending_by_expiry":
         shard = values.get(":s", {}).get("S")
         return "pending query own" if shard == own_shard else "pending query other"
+    if index == ACKS_DUE:
+        return "due query"
     if index == "open_by_queue":
         verb = "queue count" if body.get("Select") == "COUNT" else "queue walk"
         return f"{verb} {values.get(':q', {}).get('S', '?')}"
     return f"query {role} {index}".rstrip()
+
+
+def other_ack_shard(body: dict[str, Any], own: str) -> bool:
+    """Whether the request names an acknowledgement shard other than ``own`` (in its key,
+    item or values): a shard that holds no pledge of the schedule, whatever the call
+    (the due query of each shard, or a lease taken on the shard itself)."""
+    if not own:
+        return False
+    parts = [body.get("Key", {}), body.get("Item", {}), body.get("ExpressionAttributeValues", {})]
+    named = {
+        value["S"]
+        for part in parts
+        for value in part.values()
+        if isinstance(value, dict) and isinstance(value.get("S"), str)
+    }
+    return any(_ACK_SHARD.fullmatch(n) and n != own for n in named)
 
 
 def _read_identity(label: str, body: dict[str, Any]) -> str:
@@ -175,7 +198,8 @@ FENCES = {
     ("idempotency_keys", "Update"): ("version", "attempt_id"),
     ("idempotency_keys", "Delete"): ("version", "attempt_id"),
     ("pledges", "Put"): ("attribute_not_exists(intent_id)",),
-    ("pledges", "Update"): ("#st", "audit_seq", "version"),
+    # The acknowledgement's lease and record are fenced by the lease count (ack_fence).
+    ("pledges", "Update"): ("#st", "audit_seq", "version", "ack_fence"),
     ("cases", "Put"): ("attribute_not_exists(case_id)", "version"),
     ("cases", "Update"): ("version",),
     ("audit_events", "Put"): ("attribute_not_exists(seq)",),
@@ -396,8 +420,9 @@ class HandsWire:
         self.session = URLLib3Session(timeout=10, max_pool_connections=4, socket_options=nodelay)
         self.start(None)
 
-    def start(self, fault: tuple[str, str] | None) -> None:
+    def start(self, fault: tuple[str, str] | None, *, ack_shard: str = "") -> None:
         self.fault = fault  # (point, kind)
+        self.ack_shard = ack_shard  # the schedule's pledge's acknowledgement shard
         self.fired = False
         self.calls: list[HandCall] = []
         self._counts: dict[tuple[str, str], int] = {}
@@ -411,13 +436,17 @@ class HandsWire:
         raw = raw.encode() if isinstance(raw, str) else raw
         body = json.loads(raw)
         shape = call_shape(operation, body, self.roles, OWN_SHARD)
+        elsewhere = other_ack_shard(body, self.ack_shard)
+        if elsewhere:
+            shape = replace(shape, label=f"{shape.label} other")
         hand = self.turns.current_hand()
         name = hand.name if hand else ""
         count = self._counts[(name, shape.label)] = self._counts.get((name, shape.label), 0) + 1
         point = f"{name or 'rest'} {shape.label}#{count}"
-        if hand is not None and shape.label != "pending query other":
-            # The other fifteen pending shards never hold a schedule's claim (OWN_SHARD):
-            # no other hand's write can change what they answer.
+        if hand is not None and shape.label != "pending query other" and not elsewhere:
+            # The other fifteen pending shards never hold a schedule's claim (OWN_SHARD),
+            # nor the other acknowledgement shards its pledge: no other hand's write can
+            # change what they answer.
             self.turns.yield_point(point, write=shape.write)
         call = HandCall(len(self.calls), name, point, shape.label, shape.write, shape.case_open)
         call.unfenced = unfenced_writes(operation, body, self.roles)
@@ -431,6 +460,23 @@ class HandsWire:
             call.fault = "throttled"
             return _answer(request, *ERRORS["throttle"])
         return self._send(request, call)
+
+    def external(self, label: str) -> str | None:
+        """A call that leaves the system elsewhere than to DynamoDB (an acknowledgement's
+        POST, reconciliation/ops/explorer/receiver.py): a point of the schedule as a write
+        is (the turn is handed over before it); the schedule's fault kind if it names it."""
+        hand = self.turns.current_hand()
+        name = hand.name if hand else ""
+        count = self._counts[(name, label)] = self._counts.get((name, label), 0) + 1
+        point = f"{name or 'rest'} {label}#{count}"
+        if hand is not None:
+            self.turns.yield_point(point, write=True)
+        call = HandCall(len(self.calls), name, point, label, True)
+        self.calls.append(call)
+        if self.fault and not self.fired and self.fault[0] == point:
+            self.fired = True
+            call.fault = self.fault[1]
+        return call.fault
 
     def _inject(
         self,

@@ -49,6 +49,7 @@ from reconciliation.ops.invariants import (
     case_type_problems,
     ledger_problems,
     lost_problems,
+    unrecorded_problems,
 )
 from reconciliation.stores import Store
 
@@ -355,6 +356,21 @@ def test_an_unrecorded_intent_needs_a_refusal_or_exactly_one_open_case():
         "claim v1 left the pending index while PENDING without an existing case (case_id 'C-9')",
         "claim v2 is COMPLETED without its pledge",
     ]
+
+
+def test_a_voided_pledge_was_recorded_and_is_not_lost():
+    """A pledge recorded, acknowledged and then voided by an approved override (the
+    explorer's approve-void hand): the intent was recorded, its claim's pledge exists, and
+    no case need follow it; nothing is lost (a RECORDED-only check called it lost)."""
+    intent = "explorer#k"
+    told = [Answer("POST#1", "POST", 202, "outcome_unknown")]
+    voided = {"intent_id": intent, "status": "VOIDED"}
+    claim = {"pk": "a", "status": "COMPLETED", "version": 2, "intent_id": intent}
+    snapshot = _snapshot(pledges=[voided], idempotency_keys=[claim], cases=[])
+    assert lost_problems(snapshot, intent, told) == []
+    assert unrecorded_problems(snapshot, intent, [("C-1", "AMBIGUOUS_TIMEOUT")]) == []
+    gone = _snapshot(pledges=[], idempotency_keys=[claim], cases=[])
+    assert len(lost_problems(gone, intent, told)) == 2  # the check still sees a loss
 
 
 def test_one_case_id_for_two_problems_and_a_drifting_ledger_are_violations():
