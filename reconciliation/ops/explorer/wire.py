@@ -54,8 +54,9 @@ class CallShape:
 
 
 ACKS_DUE = "acks_due"  # the pledges' sparse index of acknowledgements due
-# An acknowledgement shard's name (reconciliation/dynamo/tables.py · ack_shard).
-_ACK_SHARD = re.compile(r"A#\d+")
+# An acknowledgement shard by name (reconciliation/dynamo/tables.py · ack_shard), or its
+# lease item (#ACKLEASE#<region>#A#n, reconciliation/acks/shard_lease.py).
+_ACK_SHARD = re.compile(r"(?:#ACKLEASE#[^#]+#)?(A#\d+)")
 
 READ_LABELS = {
     "idempotency_keys": "claim read",
@@ -138,7 +139,8 @@ def other_ack_shard(body: dict[str, Any], own: str) -> bool:
         for value in part.values()
         if isinstance(value, dict) and isinstance(value.get("S"), str)
     }
-    return any(_ACK_SHARD.fullmatch(n) and n != own for n in named)
+    shards = {m.group(1) for m in map(_ACK_SHARD.fullmatch, named) if m}
+    return any(shard != own for shard in shards)
 
 
 def _read_identity(label: str, body: dict[str, Any]) -> str:
@@ -198,10 +200,12 @@ FENCES = {
     ("idempotency_keys", "Update"): ("version", "attempt_id"),
     ("idempotency_keys", "Delete"): ("version", "attempt_id"),
     ("pledges", "Put"): ("attribute_not_exists(intent_id)",),
-    # The acknowledgement's lease and record are fenced by the lease count (ack_fence).
+    # The acknowledgement's record is fenced by the count of its writes (ack_fence).
     ("pledges", "Update"): ("#st", "audit_seq", "version", "ack_fence"),
     ("cases", "Put"): ("attribute_not_exists(case_id)", "version"),
-    ("cases", "Update"): ("version",),
+    # A shard's acknowledgement lease (reconciliation/acks/shard_lease.py): taken when
+    # free (run out) or still ours (the fence we wrote).
+    ("cases", "Update"): ("version", "lease_until <= :now", "lease_fence = :held"),
     ("audit_events", "Put"): ("attribute_not_exists(seq)",),
 }
 VERBS = {"PutItem": "Put", "UpdateItem": "Update", "DeleteItem": "Delete"}

@@ -85,8 +85,8 @@ def test_two_dispatchers_one_lease(session):
         ("dispatch send#1", "refused"),
         ("dispatch send#1", "http500_after_processing"),
         ("dispatch send#1", "timeout_after_processing"),
-        ("dispatch update pledges#1", "crash_after"),  # died holding the lease
-        ("dispatch update pledges#2", "timeout_after"),  # recorded, the answer lost
+        ("dispatch update cases#1", "crash_after"),  # died holding the shard's lease
+        ("dispatch update pledges#1", "timeout_after"),  # recorded, the answer lost
     ],
 )
 def test_a_receiver_or_dynamodb_fault_under_a_dispatcher_loses_nothing(session, fault):
