@@ -8,7 +8,7 @@ never answers and does not process (the delivery lost before the receiver applie
 It misbehaves on every delivery (``--misbehave``) or at random, per delivery, at given
 rates drawn from a seeded generator (``--fail-rate`` …, the reliability run's faults).
 ``GET /stats`` returns the counts as JSON, with the requests it holds open right now
-(``in_flight``: a sender is mid-send).
+(``in_flight``: a sender is mid-send); ``GET /stats/brief`` the counts alone.
 """
 
 from __future__ import annotations
@@ -89,22 +89,30 @@ class SinkState:
     tickets: itertools.count = field(default_factory=itertools.count)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, brief: bool = False) -> dict[str, Any]:
+        """The counts; without ``brief`` also every id and payload (``GET /stats``), with
+        it only the counts and the open requests (``GET /stats/brief``, cheap to poll)."""
         with self.lock:
             now = time.monotonic()
-            return {
+            counts = {
                 "deliveries": self.deliveries,
                 "duplicates": self.duplicates,
                 "rejected": self.rejected,
-                "processed": list(self.processed),
-                "ids_seen": list(self.ids_seen),
-                "events": dict(self.events),
-                "received_at": dict(self.received_at),
+                "processed_count": len(self.processed),
                 "misbehaved": dict(self.misbehaved),
                 "in_flight": [
                     {"id": event_id, "age_s": round(now - since, 3)}
                     for event_id, since in self.in_flight.values()
                 ],
+            }
+            if brief:
+                return counts
+            return {
+                **counts,
+                "processed": list(self.processed),
+                "ids_seen": list(self.ids_seen),
+                "events": dict(self.events),
+                "received_at": dict(self.received_at),
             }
 
     def arrived(self, event_id: str) -> int:
@@ -167,6 +175,8 @@ def sink_server(state: SinkState, port: int, host: str = "127.0.0.1") -> Threadi
         def do_GET(self) -> None:
             if self.path == "/stats":
                 self._answer(200, state.stats())
+            elif self.path == "/stats/brief":
+                self._answer(200, state.stats(brief=True))
             else:
                 self._answer(404, {"error": "not_found"})
 
