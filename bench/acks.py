@@ -39,6 +39,7 @@ class Setting:
     label: str
     poll_s: float
     dispatchers: int
+    threads: int = 8  # simulate's threads: how fast pledges come
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,14 @@ class Result:
     max_s: float
     simulate_s: float
     rate_per_s: float  # the run's events over first-to-last receipt
+    load: float  # the machine's 1-minute load average at the end (other work included)
 
 
 SETTINGS = (
     Setting("poll 2 s (the default), 1 dispatcher", 2.0, 1),
     Setting("poll 0.5 s, 1 dispatcher", 0.5, 1),
     Setting("poll 0.5 s, 2 dispatchers", 0.5, 2),
+    Setting("poll 0.5 s, 1 dispatcher, simulate at 2 threads", 0.5, 1, threads=2),
 )
 DRAINS = (Setting("backlog, 1 dispatcher", 0.5, 1), Setting("backlog, 2 dispatchers", 0.5, 2))
 
@@ -129,12 +132,13 @@ class Bench:
             for n in range(setting.dispatchers)
         ]
 
-    def simulate(self) -> tuple[str, float]:
+    def simulate(self, threads: int) -> tuple[str, float]:
         """One simulate run: its run id (the intents' key prefix) and its duration."""
         self.runs += 1
         started = time.monotonic()
+        seed = str(self.seed + self.runs)
         out = self.manage(
-            "simulate", "--pledges", str(self.pledges), "--seed", str(self.seed + self.runs)
+            "simulate", "--pledges", str(self.pledges), "--seed", seed, "--threads", str(threads)
         )
         first = out.splitlines()[0]  # "run <id>: N intents, …"
         return first.split()[1].rstrip(":"), time.monotonic() - started
@@ -155,7 +159,7 @@ class Bench:
 
     def measure(self, setting: Setting, *, backlog: bool) -> Result:
         started = None if backlog else self.dispatchers(setting)
-        run_id, simulate_s = self.simulate()
+        run_id, simulate_s = self.simulate(setting.threads)
         running = started if started is not None else self.dispatchers(setting)
         try:
             self.settled()
@@ -181,6 +185,7 @@ class Bench:
             max_s=max(latencies),
             simulate_s=simulate_s,
             rate_per_s=len(receipts) / span if span else float("nan"),
+            load=os.getloadavg()[0],
         )
         print(result, flush=True)
         return result
@@ -197,28 +202,33 @@ def render(load: list[Result], drains: list[Result], pledges: int) -> str:
         "pledge's claim time; the commit follows within milliseconds, or after the",
         f"throttling back-off). {machine_line()}.",
         "",
-        "| dispatchers | events | median | p99 | max | simulate ran | receipts/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| dispatchers | events | median | p99 | max | simulate ran | events/s offered | load |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in load:
         lines.append(
             f"| {r.label} | {r.events} | {r.median_s:.2f} s | {r.p99_s:.2f} s | {r.max_s:.2f} s "
-            f"| {r.simulate_s:.1f} s | {r.rate_per_s:.1f} |"
+            f"| {r.simulate_s:.1f} s | {r.events / r.simulate_s:.1f} | {r.load:.1f} |"
         )
     lines += [
         "",
         "Draining a backlog (simulate first, with no dispatcher; then the dispatchers start):",
-        "the run's events over the time from their first receipt to their last. Under load",
-        "the receipts per second follow the simulator's pace; this is what a dispatcher can do.",
+        "the run's events over the time from their first receipt to their last: what the",
+        "dispatchers can do, beside the pace the simulator offers above.",
         "",
-        "| dispatchers | events | delivered/s |",
-        "| --- | ---: | ---: |",
-        *(f"| {r.label} | {r.events} | {r.rate_per_s:.1f} |" for r in drains),
+        "| dispatchers | events | delivered/s | load |",
+        "| --- | ---: | ---: | ---: |",
+        *(f"| {r.label} | {r.events} | {r.rate_per_s:.1f} | {r.load:.1f} |" for r in drains),
         "",
-        "Under load the simulator, the dispatchers, the sink and DynamoDB Local share the",
-        "machine's 2 cores; a pass walks all 8 shards of `acks_due` and sends one pledge at a",
-        "time, so latency is about half the poll interval plus the time to work through what",
-        "the pass found before it.",
+        "Load: the machine's 1-minute load average when the setting's run ended (2 cores;",
+        "other work shares them). The simulator, the dispatchers, the sink and DynamoDB",
+        "Local share those cores. A pass (`reconciliation/acks/dispatch.py` ·",
+        "`acks_dispatch_once`) queries the 8 shards of `acks_due` one after the other and",
+        "sends one pledge at a time; pledges landing in a shard the pass has already",
+        "queried wait for the next pass, which starts only when this one is done (plus the",
+        "poll interval). So when one dispatcher barely keeps up, passes grow long and the",
+        "latency with them; a second dispatcher shares the work (each skips a pledge the",
+        "other holds the lease of).",
     ]
     return "\n".join(lines)
 
