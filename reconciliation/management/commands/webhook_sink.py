@@ -30,7 +30,8 @@ class Command(BaseCommand):
             "--misbehave",
             choices=[m.value for m in Misbehaviour],
             default=Misbehaviour.NONE.value,
-            help="after processing: answer 500, time out, or answer slowly",
+            help="after processing: answer 500, time out, or answer slowly; timeout-before: "
+            "time out without processing",
         )
         parser.add_argument(
             "--misbehave-count",
@@ -39,7 +40,7 @@ class Command(BaseCommand):
             help="misbehave on this many deliveries, then behave (default 0: on all)",
         )
         parser.add_argument(
-            "--delay", type=float, default=30.0, help="seconds held by timeout and slow"
+            "--delay", type=float, default=30.0, help="seconds held by the timeouts and slow"
         )
         # Random faults per delivery (the reliability run, docs/reliability.md): together
         # at most 1; a delivery --misbehave already misbehaves on draws none.
@@ -50,13 +51,13 @@ class Command(BaseCommand):
             "--timeout-after-processing-rate",
             type=float,
             default=0.0,
-            help="share processed, then held past --delay unanswered (a lost answer)",
+            help="share processed, then held --delay seconds unanswered (a lost answer)",
         )
         parser.add_argument(
             "--timeout-before-processing-rate",
             type=float,
             default=0.0,
-            help="share held past --delay unanswered and not processed",
+            help="share held --delay seconds unanswered and not processed",
         )
         parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
 
