@@ -335,6 +335,9 @@ ACK_LEASE_S = env_int("ACK_LEASE_S", 60)
 ACK_DISABLE_AFTER_S = env_int("ACK_DISABLE_AFTER_S", 86400)  # a day of failures disables
 ACK_CONNECT_TIMEOUT_S = float(os.environ.get("ACK_CONNECT_TIMEOUT_S", "3"))
 ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
+# Multiplies every delay of the retry schedule (reconciliation/acks/schedule.py): 1 in
+# production; tests and the reliability run shrink days to seconds (0.01: 57 minutes).
+ACK_RETRY_SCALE = float(os.environ.get("ACK_RETRY_SCALE", "1.0"))
 # How long dispatch_acks (without --once) sleeps between passes.
 ACK_POLL_S = float(os.environ.get("ACK_POLL_S", "2"))
 

@@ -280,7 +280,7 @@ def _after(
     if result.ok:
         report.delivered += 1
         return replace(done, status=DeliveryStatus.DELIVERED, next_at=0)
-    delay = retry_delay_s(attempts, rng)
+    delay = retry_delay_s(attempts, rng, scale=settings.ACK_RETRY_SCALE)
     if delay is None:
         report.gave_up += 1
         return replace(done, status=DeliveryStatus.GAVE_UP, next_at=0)

@@ -16,10 +16,18 @@ JITTER: Final = 0.2
 MAX_ATTEMPTS: Final = len(RETRY_DELAYS_S) + 1
 
 
-def retry_delay_s(attempts: int, rng: random.Random | None = None) -> int | None:
-    """Seconds until the next attempt after ``attempts`` failed ones; ``None`` after the last."""
+def retry_delay_s(
+    attempts: int, rng: random.Random | None = None, *, scale: float = 1.0
+) -> int | None:
+    """Seconds until the next attempt after ``attempts`` failed ones; ``None`` after the last.
+
+    ``scale`` (``ACK_RETRY_SCALE``, 1 in production) multiplies every delay, so tests and
+    the reliability run see the same attempts in seconds instead of days; a delay is
+    never under a second (the schedule is kept in whole epoch seconds)."""
+    if not scale > 0:
+        raise ValueError(f"the retry scale must be above 0, not {scale!r}")
     if attempts < 1 or attempts >= MAX_ATTEMPTS:
         return None
     nominal = RETRY_DELAYS_S[attempts - 1]
     factor = 1 + (rng or random).uniform(-JITTER, JITTER)
-    return max(1, round(nominal * factor))
+    return max(1, round(nominal * factor * scale))

@@ -355,3 +355,54 @@ class ReplicatorProcess:
                 parts = line.partition(";")[2].split(",")
                 return {" ".join(p.split()[1:]).replace(" ", "_"): int(p.split()[0]) for p in parts}
         return {}
+
+
+# --- acknowledgements (docs/webhooks.md) --------------------------------------------------
+
+
+class SinkProcess:
+    """``manage.py webhook_sink`` on a loopback port, with ``flags`` (its faults); what it
+    saw by ``GET /stats``."""
+
+    def __init__(self, env: dict, log_dir: Path, *, port: int, secret: str, flags: list[str]):
+        self.port = port
+        self.process = Process(
+            [sys.executable, "manage.py", "webhook_sink", "--port", str(port)]
+            + ["--secret", secret, *flags],
+            env=env,
+            log_path=log_dir / f"webhook-sink-{port}.log",
+        )
+
+    def stats(self, *, brief: bool = False) -> dict:
+        """Everything it saw; ``brief``: the counts and open requests alone (to poll)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            conn.request("GET", "/stats/brief" if brief else "/stats")
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def up(self) -> bool:
+        assert self.process.alive(), self.process.tail()
+        try:
+            self.stats(brief=True)
+        except OSError:
+            return False
+        return True
+
+    def start(self) -> SinkProcess:
+        self.process.start()
+        wait_for(self.up, timeout=60, what=f"webhook_sink on {self.port}")
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def dispatcher(env: dict, log_dir: Path, n: int) -> Process:
+    """``manage.py dispatch_acks`` in the foreground (not yet started), log of its own."""
+    return Process(
+        [sys.executable, "manage.py", "dispatch_acks"],
+        env=env,
+        log_path=log_dir / f"dispatch-acks-{n}.log",
+    )

@@ -268,3 +268,23 @@ def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
     assert sorted((r.delivered, r.shards_busy) for r in reports) == [(0, 1), (3, 0)]
     assert sorted(sent) == sorted(event_id(f"acme#{k}", "pledge.recorded") for k in keys)
     assert in_flight == [0, 1]
+
+
+def test_the_retry_scale_setting_reaches_the_dispatcher(ddb, api, settings):
+    """``ACK_RETRY_SCALE=0.01``: an attempt answered 500 is due again within seconds
+    (30 s × 0.01, at least 1 s), not after 30 s."""
+    settings.ACK_RETRY_SCALE = 0.01
+    assert api.post("s-1", pledge_body()).status_code == 201
+    endpoint = Endpoint("E5", "acme", "https://crm.example.org/hooks", secret_new())
+    report = acks_dispatch_once(
+        first_store(),
+        endpoints_for=lambda tenant: [endpoint],
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=lambda target, **kwargs: AttemptResult(500),
+    )
+    assert report.failed == 1
+    state = AckRepository(first_store()).get("acme#s-1")
+    assert state is not None
+    delivery = state.deliveries["E5/pledge.recorded"]
+    assert delivery.status == DeliveryStatus.PENDING and delivery.last_code == 500
+    assert 0 <= delivery.next_at - clock.epoch() <= 2

@@ -3,10 +3,15 @@ processed; a repeated ``webhook-id`` is a duplicate, processed once."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+from django.core.management import CommandError, call_command
+
 from reconciliation import clock
 from reconciliation.acks.models import secret_new
 from reconciliation.acks.send import signed_headers
-from reconciliation.acks.sink import Misbehaviour, SinkState
+from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkState
 
 
 def test_the_sink_verifies_and_deduplicates():
@@ -34,3 +39,69 @@ def test_misbehaviour_applies_to_the_first_deliveries_only():
     second = signed_headers(secret=secret, event_id="msg_b", at=clock.now(), body=body)
     assert sink.receive(body, first)[1] == Misbehaviour.ERROR_500
     assert sink.receive(body, second)[1] == Misbehaviour.NONE
+
+
+def test_random_faults_follow_their_rates_and_replay_with_the_seed():
+    """Rates 20 % / 5 % / 5 % over 2 000 distinct deliveries: each share within a few
+    points of its rate; a timeout before processing leaves the event unprocessed, every
+    other delivery is processed; the same seed draws the same sequence."""
+
+    def run(seed: int) -> tuple[list[Misbehaviour], dict]:
+        secret = secret_new()
+        rates = FaultRates(fail=0.2, timeout_after=0.05, timeout_before=0.05)
+        sink = SinkState(secret=secret, rates=rates, rng=random.Random(seed))
+        drawn = []
+        for n in range(2000):
+            headers = signed_headers(secret=secret, event_id=f"msg_{n}", at=clock.now(), body=b"{}")
+            drawn.append(sink.receive(b"{}", headers)[1])
+        return drawn, sink.stats()
+
+    drawn, stats = run(26)
+    shares = {m: drawn.count(m) / len(drawn) for m in Misbehaviour}
+    assert abs(shares[Misbehaviour.ERROR_500] - 0.2) < 0.03
+    assert abs(shares[Misbehaviour.TIMEOUT] - 0.05) < 0.02
+    assert abs(shares[Misbehaviour.TIMEOUT_BEFORE] - 0.05) < 0.02
+    assert shares[Misbehaviour.SLOW] == 0
+    lost_before = {f"msg_{n}" for n, m in enumerate(drawn) if m == Misbehaviour.TIMEOUT_BEFORE}
+    assert set(stats["processed"]) == {f"msg_{n}" for n in range(2000)} - lost_before
+    assert stats["misbehaved"] == {
+        "500": drawn.count(Misbehaviour.ERROR_500),
+        "timeout": drawn.count(Misbehaviour.TIMEOUT),
+        "timeout-before": drawn.count(Misbehaviour.TIMEOUT_BEFORE),
+    }
+    assert set(stats["received_at"]) == set(stats["processed"])
+    assert run(26)[0] == drawn and run(27)[0] != drawn
+
+
+def test_rates_over_one_are_refused():
+    """Rates that cannot be probabilities of one draw are refused."""
+    with pytest.raises(ValueError):
+        FaultRates(fail=0.7, timeout_after=0.4)
+    with pytest.raises(ValueError):
+        FaultRates(fail=-0.1)
+
+
+def test_an_open_request_is_in_flight_until_answered():
+    """A request the sink holds shows in ``in_flight`` (a sender mid-send) until answered."""
+    sink = SinkState(secret=secret_new())
+    ticket = sink.arrived("msg_x")
+    [open_request] = sink.stats()["in_flight"]
+    assert open_request["id"] == "msg_x" and open_request["age_s"] >= 0
+    sink.answered(ticket)
+    assert sink.stats()["in_flight"] == []
+
+
+def test_the_command_refuses_rates_over_one_before_listening():
+    """``webhook_sink --fail-rate 0.9 --timeout-after-processing-rate 0.2``: refused, in words."""
+    with pytest.raises(CommandError, match="at most 1"):
+        call_command(
+            "webhook_sink",
+            "--port",
+            "1",
+            "--secret",
+            secret_new(),
+            "--fail-rate",
+            "0.9",
+            "--timeout-after-processing-rate",
+            "0.2",
+        )
