@@ -182,6 +182,7 @@ def test_the_admin_rotates_after_a_confirmation_and_shows_the_secret_once(ddb, c
     # The row's cell, not the action filter's list of every label.
     cells = visible_text(audit_page.content.decode().split("<tbody", 1)[1])
     assert "Webhook signing secret rotated" in cells
+    assert f"Signing secret of {URL}: …{old[-4:]} → …{new[-4:]}" in cells
     assert new not in audit_page.content.decode()
 
 
