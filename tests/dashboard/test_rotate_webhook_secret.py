@@ -9,9 +9,11 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from botocore.exceptions import ClientError
 from django.core.management import CommandError, call_command
 from standardwebhooks.webhooks import Webhook
 
+from dashboard import tenant_changes
 from dashboard.management.commands.dispatch_acks import endpoints_for
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import webhook_register
@@ -192,3 +194,24 @@ def test_the_admin_rotation_of_an_unknown_endpoint_is_a_404(ddb, client):
     assert admin.get("/admin/dashboard/webhookendpoint/999/rotate/").status_code == 404
     assert admin.post("/admin/dashboard/webhookendpoint/999/rotate/").status_code == 404
     assert rotations(ddb) == []
+
+
+def test_a_rotation_the_audit_trail_refused_changes_nothing(ddb, client, monkeypatch):
+    """The audit append fails: the command says nothing was changed, the admin answers
+    503 saying so; the endpoint keeps its secret and no previous one, no secret shown."""
+    endpoint = register()
+    old = endpoint.secret
+
+    def refused(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "InternalServerError", "Message": "down"}}, "Put")
+
+    monkeypatch.setattr(tenant_changes, "tenant_event", refused)
+    with pytest.raises(CommandError, match="nothing was changed"):
+        rotate(f"E{endpoint.pk}")
+    answer = superuser_client(client).post(
+        f"/admin/dashboard/webhookendpoint/{endpoint.pk}/rotate/"
+    )
+    assert answer.status_code == 503 and b"nothing was changed" in answer.content
+    endpoint.refresh_from_db()
+    assert (endpoint.secret, endpoint.previous_secret) == (old, "")
+    assert SECRET_PREFIX not in answer.content.decode()
