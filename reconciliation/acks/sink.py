@@ -37,10 +37,10 @@ class Misbehaviour(StrEnum):
 @dataclass
 class SinkSecrets:
     """The secrets a receiver accepts: those it was ``given`` and, one a line, those in
-    ``file``, read again whenever the file's size or modification time changes, so an
-    operator rotating the endpoint (docs/webhooks.md) writes the new secret beside the old
-    one, and later removes the old one, without restarting it. A file that cannot be read
-    at that moment (being replaced) leaves the secrets last read."""
+    ``file``, read again whenever the file changes (its inode, size or modification
+    time), so an operator rotating the endpoint (docs/webhooks.md) writes the new secret
+    beside the old one, and later removes the old one, without restarting it. A file that
+    cannot be read at that moment (being replaced) leaves the secrets last read."""
 
     given: tuple[str, ...] = ()
     file: Path | None = None
