@@ -1,15 +1,31 @@
 """The webhook endpoint admin (docs/webhooks.md): the endpoints of every tenant, read
 only. An endpoint is registered with ``add_webhook``, which prints its signing secret
-once; here the secret is never shown, only its last characters. Registered on the admin
-site by dashboard/admin.py importing it."""
+once; here the secret is never shown, only its last characters. Its page has a "Rotate
+signing secret" button (``rotate_webhook_secret`` in the admin): confirmed by a POST,
+audited, and the new secret shown on the answer alone. Registered on the admin site by
+dashboard/admin.py importing it."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils.cache import patch_cache_control
 
-from dashboard.admin import site
+from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
+from dashboard.admin import admin_actor, site
 from dashboard.models import WebhookEndpoint
+from dashboard.tenant_changes import webhook_secret_rotate
+from reconciliation import clock
+
+ROTATE_TEMPLATE = "admin/dashboard/webhookendpoint/rotate.html"
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds // 3600} h" if seconds % 3600 == 0 else f"{seconds} s"
 
 
 @admin.register(WebhookEndpoint, site=site)
@@ -17,13 +33,31 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_display = ("tenant", "url", "events", "enabled", "secret_hint", "created_at")
     list_filter = ("enabled",)
     search_fields = ("tenant__name", "url")
-    # ``secret`` is left out of every form and list: it was shown once, at registration.
-    fields = ("tenant", "url", "events", "enabled", "secret_hint", "created_at")
+    # ``secret`` and ``previous_secret`` are left out of every form and list: each was
+    # shown once, when it was made.
+    fields = (
+        "tenant",
+        "url",
+        "events",
+        "enabled",
+        "secret_hint",
+        "previous_secret_state",
+        "created_at",
+    )
     readonly_fields = fields
+    change_form_template = "admin/dashboard/webhookendpoint/change_form.html"
 
     @admin.display(description="signing secret")
     def secret_hint(self, obj: WebhookEndpoint) -> str:
         return obj.secret_hint
+
+    @admin.display(description="previous secret")
+    def previous_secret_state(self, obj: WebhookEndpoint) -> str:
+        until = obj.previous_secret_until
+        if not obj.previous_secret or until is None:
+            return "none: never rotated"
+        verb = "also signs until" if clock.now() < until else "expired at"
+        return f"{obj.previous_secret_hint} {verb} {clock.plain(until)}"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # add_webhook registers (and audits) an endpoint
@@ -33,3 +67,51 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def get_urls(self):
+        rotate = self.admin_site.admin_view(self.rotate_view)
+        return [
+            path("<int:endpoint_id>/rotate/", rotate, name="dashboard_webhookendpoint_rotate"),
+            *super().get_urls(),
+        ]
+
+    def rotate_view(self, request: HttpRequest, endpoint_id: int) -> HttpResponse:
+        """GET: what a rotation does, and a button (POST) to confirm it. POST: rotate,
+        audited, and answer with the new secret, this once (never stored elsewhere, never
+        redirected to, never cached)."""
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        endpoint = WebhookEndpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise Http404("no such webhook endpoint")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": endpoint,
+            "title": "Rotate signing secret",
+            "overlap": _duration(settings.WEBHOOK_PREVIOUS_SECRET_S),
+        }
+        if request.method == "GET":
+            return TemplateResponse(request, ROTATE_TEMPLATE, context)
+        try:
+            rotated = webhook_secret_rotate(endpoint_id, actor=admin_actor(request))
+        except AUDIT_UNAVAILABLE:
+            context["error"] = NOT_RECORDED
+            return TemplateResponse(request, ROTATE_TEMPLATE, context, status=503)
+        if rotated is None:
+            raise Http404("no such webhook endpoint")
+        response = TemplateResponse(
+            request,
+            ROTATE_TEMPLATE,
+            {
+                **context,
+                "title": "Signing secret rotated",
+                "original": rotated,
+                "secret": rotated.secret,
+                "previous_until": clock.plain(rotated.previous_secret_until),
+            },
+        )
+        patch_cache_control(response, no_store=True, private=True)
+        return response

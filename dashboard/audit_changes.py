@@ -146,6 +146,15 @@ def event_changes(event: Mapping[str, Any]) -> list[Change]:
         return [Change(f"Fund {before.get('fund', '?')}", _limit(before), "removed")]
     if action == AuditAction.INTAKE_LIMIT_CHANGED:
         return _compared(before, after, LIMIT_FIELDS)
+    if action == AuditAction.WEBHOOK_SECRET_ROTATED:
+        # Last characters only: the trail never holds a secret.
+        return [
+            Change(
+                f"Signing secret of {_text(after.get('url'))}",
+                _text(before.get("secret")),
+                _text(after.get("secret")),
+            )
+        ]
     if action == AuditAction.PLEDGE_RECORDED:
         recorded = _pledge(after)
         return [recorded] if recorded else []

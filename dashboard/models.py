@@ -442,6 +442,10 @@ class WebhookEndpoint(models.Model):
         max_length=200, default="pledge.recorded", help_text="comma-separated event types"
     )
     secret = models.CharField(max_length=100)
+    # The secret a rotation replaced, and until when deliveries are also signed with it
+    # (``WEBHOOK_PREVIOUS_SECRET_S`` after the rotation): a receiver changes at leisure.
+    previous_secret = models.CharField(max_length=100, blank=True, default="")
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Counted by the dispatcher after each attempt (an SQL increment, never a scan of
@@ -464,6 +468,10 @@ class WebhookEndpoint(models.Model):
     @property
     def secret_hint(self) -> str:
         return "…" + self.secret[-4:]
+
+    @property
+    def previous_secret_hint(self) -> str:
+        return "…" + self.previous_secret[-4:] if self.previous_secret else ""
 
     def event_list(self) -> tuple[str, ...]:
         return tuple(e for e in (p.strip() for p in self.events.split(",")) if e)
@@ -496,4 +504,6 @@ class WebhookEndpoint(models.Model):
             secret=self.secret,
             events=self.event_list(),
             enabled=self.enabled,
+            previous_secret=self.previous_secret,
+            previous_secret_until=self.previous_secret_until,
         )

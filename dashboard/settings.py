@@ -333,6 +333,9 @@ WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", DEBUG)
 # over after it. Must exceed the connect plus read timeouts of every endpoint it sends to.
 ACK_LEASE_S = env_int("ACK_LEASE_S", 60)
 ACK_DISABLE_AFTER_S = env_int("ACK_DISABLE_AFTER_S", 86400)  # a day of failures disables
+# After a rotation (rotate_webhook_secret, the admin) the previous signing secret stays
+# valid this long: deliveries are signed with both, so a receiver can change at leisure.
+WEBHOOK_PREVIOUS_SECRET_S = env_int("WEBHOOK_PREVIOUS_SECRET_S", 86400)
 ACK_CONNECT_TIMEOUT_S = float(os.environ.get("ACK_CONNECT_TIMEOUT_S", "3"))
 ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
 # Multiplies every delay of the retry schedule (reconciliation/acks/schedule.py): 1 in

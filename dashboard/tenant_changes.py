@@ -116,6 +116,38 @@ def webhook_register(
         return endpoint
 
 
+def webhook_secret_rotate(endpoint_id: int, *, actor: Actor) -> WebhookEndpoint | None:
+    """Give the endpoint ``endpoint_id`` a new signing secret, returned on the row once
+    (``None``: no such endpoint). The secret it replaces stays valid for
+    ``WEBHOOK_PREVIOUS_SECRET_S`` and deliveries are signed with both meanwhile; a
+    previous secret still valid from an earlier rotation is dropped (one rotation at a
+    time). The audit event names both secrets' last characters, never a secret."""
+    with transaction.atomic():
+        # The row, locked: two rotations at once each replace the other's new secret.
+        row = (
+            WebhookEndpoint.objects.select_for_update()
+            .select_related("tenant")
+            .filter(pk=endpoint_id)
+            .first()
+        )
+        if row is None:
+            return None
+        until = clock.now() + timedelta(seconds=settings.WEBHOOK_PREVIOUS_SECRET_S)
+        before_hint = row.secret_hint
+        row.previous_secret, row.previous_secret_until = row.secret, until
+        row.secret = ack_models.secret_new()
+        tenant_event(
+            row.tenant.name,
+            AuditAction.WEBHOOK_SECRET_ROTATED,
+            actor=actor,
+            before={"url": row.url, "secret": before_hint},
+            after={"url": row.url, "secret": row.secret_hint},
+            detail={"endpoint": f"E{row.pk}", "previous_valid_until": until.isoformat()},
+        )
+        row.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
+        return row
+
+
 def webhook_keep(
     name: str, url: str, *, secret: str, events: tuple[str, ...], actor: Actor
 ) -> tuple[WebhookEndpoint, bool]:

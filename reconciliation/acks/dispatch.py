@@ -253,7 +253,13 @@ def _attempt(
     except UrlRefused as exc:
         return AttemptResult(None, f"refused: {exc}")
     at: datetime = clock.now()
-    headers = signed_headers(secret=endpoint.secret, event_id=message_id, at=at, body=payload)
+    headers = signed_headers(
+        secret=endpoint.secret,
+        previous_secret=endpoint.previous_secret_at(at),
+        event_id=message_id,
+        at=at,
+        body=payload,
+    )
     result = sender(
         target,
         headers=headers,

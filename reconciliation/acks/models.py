@@ -7,6 +7,7 @@ import base64
 import hashlib
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.codes import Code
@@ -68,6 +69,16 @@ class Endpoint:
     secret: str
     events: tuple[str, ...] = DEFAULT_EVENTS
     enabled: bool = True
+    # The secret the last rotation replaced, valid until ``previous_secret_until``.
+    previous_secret: str = ""
+    previous_secret_until: datetime | None = None
+
+    def previous_secret_at(self, at: datetime) -> str | None:
+        """The previous secret while it is still valid at ``at`` (deliveries are then
+        signed with it too), else ``None``."""
+        if not self.previous_secret or self.previous_secret_until is None:
+            return None
+        return self.previous_secret if at < self.previous_secret_until else None
 
     def wants(self, event_type: str) -> bool:
         """Subscribed to ``event_type``; a disabled endpoint still is (its deliveries

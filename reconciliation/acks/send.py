@@ -17,9 +17,23 @@ from reconciliation.acks.addresses import Target
 from reconciliation.acks.models import AttemptResult
 
 
-def signed_headers(*, secret: str, event_id: str, at: datetime, body: bytes) -> dict[str, str]:
-    """The Standard Webhooks headers for ``body``, signed by the library."""
-    signature = Webhook(secret).sign(msg_id=event_id, timestamp=at, data=body)
+def signed_headers(
+    *,
+    secret: str,
+    event_id: str,
+    at: datetime,
+    body: bytes,
+    previous_secret: str | None = None,
+) -> dict[str, str]:
+    """The Standard Webhooks headers for ``body``, signed by the library. With
+    ``previous_secret`` (a rotation's, still valid) it is signed with both, the new
+    signature first: ``v1,<new> v1,<old>``, space-separated as the specification says,
+    so a receiver that still knows only the old secret verifies too."""
+    signature = " ".join(
+        Webhook(key).sign(msg_id=event_id, timestamp=at, data=body)
+        for key in (secret, previous_secret)
+        if key
+    )
     return {
         "content-type": "application/json",
         "webhook-id": event_id,

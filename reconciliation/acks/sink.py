@@ -1,6 +1,8 @@
 """A webhook receiver for development and tests (``webhook_sink``, docs/webhooks.md).
 
-It verifies each delivery's signature with the ``standardwebhooks`` library, processes
+It verifies each delivery's signature with the ``standardwebhooks`` library against
+every secret it is given (``--secret`` more than once, and ``--secret-file``, read again
+whenever the file changes: a rotation needs no restart; :class:`SinkSecrets`), processes
 each ``webhook-id`` once (a repeat is counted as a duplicate and answered 200), and
 counts what it saw. Told to, it misbehaves *after* processing: answers 500, never
 answers in time (the sender's read timeout fires: a lost answer), or answers slowly; or
@@ -22,9 +24,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from standardwebhooks.webhooks import (
+    EmptyWebhookSecretError,
+    Webhook,
+    WebhookVerificationError,
+)
 
 
 class Misbehaviour(StrEnum):
@@ -66,8 +73,42 @@ class FaultRates:
 
 
 @dataclass
+class SinkSecrets:
+    """The secrets a receiver accepts: those it was ``given`` and, one a line, those in
+    ``file``, read again whenever the file changes (its inode, size or modification
+    time), so an operator rotating the endpoint (docs/webhooks.md) writes the new secret
+    beside the old one, and later removes the old one, without restarting it. A file that
+    cannot be read at that moment (being replaced) leaves the secrets last read."""
+
+    given: tuple[str, ...] = ()
+    file: Path | None = None
+    _read: tuple[str, ...] = field(default=(), init=False, repr=False)
+    _stamp: tuple[int, int, int] | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def current(self) -> tuple[str, ...]:
+        if self.file is None:
+            return self.given
+        with self._lock:
+            try:
+                stat = self.file.stat()
+                # The inode too: a file replaced whole (written beside, renamed over) may
+                # keep the size and land in the same mtime tick.
+                stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+                if stamp != self._stamp:
+                    lines = self.file.read_text().splitlines()
+                    self._read = tuple(line.strip() for line in lines if line.strip())
+                    self._stamp = stamp
+            except OSError:
+                pass
+            return self.given + self._read
+
+
+@dataclass
 class SinkState:
-    secret: str
+    # Accepted: ``secret`` (one, given alone) and every one of ``secrets``.
+    secret: str = ""
+    secrets: SinkSecrets = field(default_factory=SinkSecrets)
     misbehave: Misbehaviour = Misbehaviour.NONE
     # Misbehave on this many deliveries, then behave (0: on every one).
     misbehave_count: int = 0
@@ -126,11 +167,21 @@ class SinkState:
         with self.lock:
             self.in_flight.pop(ticket, None)
 
+    def verified(self, body: bytes, headers: dict[str, str]) -> Any | None:
+        """The payload, if the signature header holds a valid signature by any accepted
+        secret (the library checks each ``v1,…`` of the header against one secret), else
+        ``None``."""
+        for key in ((self.secret,) if self.secret else ()) + self.secrets.current():
+            try:
+                return Webhook(key).verify(body, headers)
+            except (WebhookVerificationError, EmptyWebhookSecretError, ValueError):
+                continue  # not signed by this one (or a malformed line in the file)
+        return None
+
     def receive(self, body: bytes, headers: dict[str, str]) -> tuple[int, Misbehaviour]:
         """Verify and process one delivery; the status to answer and how to misbehave."""
-        try:
-            payload = Webhook(self.secret).verify(body, headers)
-        except WebhookVerificationError:
+        payload = self.verified(body, headers)
+        if payload is None:
             with self.lock:
                 self.rejected += 1
             return 400, Misbehaviour.NONE

@@ -89,6 +89,11 @@ class AuditAction(Code):
         "Webhook endpoint added",
         "Acknowledgements of recorded pledges are sent to it, signed.",
     )
+    WEBHOOK_SECRET_ROTATED = (
+        "webhook_secret_rotated",
+        "Webhook signing secret rotated",
+        "A new secret signs its deliveries; the previous one signs them too until it expires.",
+    )
     WEBHOOK_DISABLED = (
         "webhook_disabled",
         "Webhook endpoint disabled",

@@ -1,7 +1,8 @@
 """Changes to a tenant as audit events: the tenant created, its funds registered, their
-limits changed or removed, its API tokens issued and revoked, its intake rate limit set.
-One stream per tenant, ``TENANT#{name}``, hash chained like every other (docs/design.md
-§7), so an auditor reads who opened which fund to a caller, and when, in order.
+limits changed or removed, its API tokens issued and revoked, its intake rate limit set,
+its webhook endpoints added, their signing secrets rotated, the endpoints disabled. One
+stream per tenant, ``TENANT#{name}``, hash chained like every other (docs/design.md §7),
+so an auditor reads who opened which fund to a caller, and when, in order.
 
 Tenants live in Django's database; as for accounts (:mod:`.staff`), the caller appends
 the event inside the database transaction that makes the change, first, so a change the
@@ -28,6 +29,7 @@ TENANT_ACTIONS = frozenset(
         AuditAction.API_TOKEN_REVOKED,
         AuditAction.INTAKE_LIMIT_CHANGED,
         AuditAction.WEBHOOK_ADDED,
+        AuditAction.WEBHOOK_SECRET_ROTATED,
         AuditAction.WEBHOOK_DISABLED,
     }
 )

@@ -1,5 +1,7 @@
-"""What supervisors are told each day: override requests waiting for their approval, and
-open cases past their queue's SLA (issue 14, item 11).
+"""What supervisors are told each day: override requests waiting for their approval,
+open cases past their queue's SLA (issue 14, item 11), and acknowledgement endpoints the
+dispatcher disabled (issue 26; asked of the dashboard, which keeps them, through
+:func:`reconciliation.casework.hooks.disabled_endpoints_gather`).
 
 :func:`supervisor_digest` is a pure read over Queries, never a Scan: the per-queue
 counters say which queues hold anything, and in each of those the ``open_by_queue``
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.template.defaultfilters import pluralize
@@ -26,6 +28,7 @@ from django.template.defaultfilters import pluralize
 from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.cases.vocabulary import QUEUES, Override, Queue
+from reconciliation.casework.hooks import DisabledEndpoint, disabled_endpoints_gather
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.rows import CaseRow
 from reconciliation.casework.selectors import QueueFilters, queue_counts, queue_page
@@ -200,14 +203,19 @@ def _age(opened_at: str, now: datetime) -> str:
     return f"{days} d {h} h" if days else f"{h} h {rest // 60} min"
 
 
-def digest_message(digest: Digest, *, site_url: str) -> tuple[str, str]:
-    """The e-mail's subject and plain-text body, linking each case and queue page."""
+def digest_message(
+    digest: Digest, *, site_url: str, disabled: Sequence[DisabledEndpoint] = ()
+) -> tuple[str, str]:
+    """The e-mail's subject and plain-text body, linking each case and queue page; then
+    the ``disabled`` endpoints, if any (tenant, URL, since when, its last answer 2xx)."""
     base = site_url.rstrip("/")
     waiting, late = digest.waiting_count, digest.past_sla_count
     subject = (
         f"Pledge reconciliation: {waiting} override request{pluralize(waiting)} waiting, "
         f"{late} case{pluralize(late)} past SLA"
     )
+    if disabled:
+        subject += f", {len(disabled)} webhook endpoint{pluralize(len(disabled))} disabled"
     lines = [f"As of {digest.at:%Y-%m-%d %H:%M} UTC.", ""]
     lines.append(f"Override requests waiting for approval: {digest.waiting_count}")
     for row in digest.waiting:
@@ -236,8 +244,34 @@ def digest_message(digest: Digest, *, site_url: str) -> tuple[str, str]:
                 f"    - {row.case_id}, open {_age(row.opened_at, digest.at)}: "
                 f"{base}/cases/{row.case_id}/"
             )
+    if disabled:
+        lines += ["", *_disabled_lines(disabled, now=digest.at, base=base)]
     lines += ["", f"Overview: {base}/"]
     return subject, "\n".join(lines) + "\n"
+
+
+def _disabled_lines(disabled: Sequence[DisabledEndpoint], *, now: datetime, base: str) -> list[str]:
+    lines = [
+        f"Webhook endpoints disabled after a day of failed deliveries: {len(disabled)} "
+        f"(their acknowledgements wait until each is enabled again) — {base}/acks/"
+    ]
+    for e in disabled[:ROWS_SHOWN]:
+        last = (
+            f"last answered with success {_when(e.last_success_at)}"
+            if e.last_success_at
+            else "never answered with success"
+        )
+        lines.append(
+            f"  - {e.endpoint_id} of tenant {e.tenant}: {e.url}, disabled "
+            f"{_when(e.disabled_at)} ({_age(clock.iso(e.disabled_at), now)} ago), {last}"
+        )
+    if len(disabled) > ROWS_SHOWN:
+        lines.append(f"  … and {len(disabled) - ROWS_SHOWN} more: {base}/acks/")
+    return lines
+
+
+def _when(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def supervisor_addresses() -> list[str]:
@@ -252,14 +286,24 @@ def supervisor_addresses() -> list[str]:
 class DigestSent:
     recipients: list[str]
     digest: Digest
+    disabled: list[DisabledEndpoint] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.digest.is_empty and not self.disabled
 
     def line(self) -> str:
-        if self.digest.is_empty:
-            return "notify_supervisors: nothing waiting and nothing past SLA; no e-mail sent"
+        if self.is_empty:
+            return (
+                "notify_supervisors: nothing waiting, nothing past SLA, no endpoint "
+                "disabled; no e-mail sent"
+            )
+        disabled = len(self.disabled)
+        endpoints = f", {disabled} endpoint{pluralize(disabled)} disabled" if disabled else ""
         return (
             f"notify_supervisors: {self.digest.waiting_count} waiting, "
-            f"{self.digest.past_sla_count} past SLA; sent to {len(self.recipients)} "
-            f"supervisor{pluralize(len(self.recipients))}"
+            f"{self.digest.past_sla_count} past SLA{endpoints}; sent to "
+            f"{len(self.recipients)} supervisor{pluralize(len(self.recipients))}"
         )
 
 
@@ -270,13 +314,17 @@ def digest_send(*, store: Store | None = None, stores: Sequence[Store] | None = 
     from django.core.mail import EmailMessage, get_connection
 
     digest = supervisor_digest(stores=stores_of(store, stores))
+    disabled = disabled_endpoints_gather()
     recipients = supervisor_addresses()
-    if digest.is_empty or not recipients:
-        return DigestSent([] if digest.is_empty else recipients, digest)
-    subject, body = digest_message(digest, site_url=settings.SITE_URL)
+    sent = DigestSent(recipients, digest, disabled)
+    if sent.is_empty:
+        return DigestSent([], digest, disabled)
+    if not recipients:
+        return sent
+    subject, body = digest_message(digest, site_url=settings.SITE_URL, disabled=disabled)
     with get_connection() as connection:
         messages = [
             EmailMessage(subject, body, to=[to], connection=connection) for to in recipients
         ]
         connection.send_messages(messages)
-    return DigestSent(recipients, digest)
+    return sent

@@ -102,7 +102,7 @@ def supervisor_digest_task() -> dict[str, Any]:
 
     sent = digest_send(stores=every_store())
     logger.info("%s", sent.line())
-    return {"recipients": len(sent.recipients), "empty": sent.digest.is_empty}
+    return {"recipients": len(sent.recipients), "empty": sent.is_empty}
 
 
 @shared_task(

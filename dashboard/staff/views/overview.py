@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.models import WebhookEndpoint
+from dashboard.disabled_endpoints import disabled_endpoints
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.cases.vocabulary import Queue
@@ -20,6 +20,7 @@ from reconciliation.stores import every_store
 
 APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
+DISABLED_SHOWN = 10
 
 
 @require_safe
@@ -68,11 +69,7 @@ def overview(request: StaffRequest) -> HttpResponse:
         "summary_at": summary.computed_at,
         "summary_refreshing": read.refreshing,
         # Endpoints the dispatcher disabled after a day of failures (docs/webhooks.md).
-        "disabled_endpoints": list(
-            WebhookEndpoint.objects.filter(enabled=False, disabled_at__isnull=False)
-            .select_related("tenant")
-            .order_by("-disabled_at")[:10]
-        ),
+        "disabled_endpoints": disabled_endpoints(limit=DISABLED_SHOWN),
     }
     return render_page(request, "overview.html", "summary", context)
 

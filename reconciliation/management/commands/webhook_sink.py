@@ -1,5 +1,7 @@
-"""``manage.py webhook_sink --port N --secret S`` (docs/webhooks.md): a receiver for
-development and tests, on loopback, until stopped. It verifies signatures, processes
+"""``manage.py webhook_sink --port N --secret S [--secret S2 …] [--secret-file F]``
+(docs/webhooks.md): a receiver for development and tests, on loopback, until stopped.
+It verifies signatures against every secret given (the file's, one a line, read again
+when it changes: an endpoint's secret is rotated without restarting it), processes
 each ``webhook-id`` once and counts deliveries and duplicates (``GET /stats``); told to,
 it answers 500, times out, or answers slowly, after processing, on every delivery
 (``--misbehave``) or at random rates (``--fail-rate`` …, reproducible with ``--seed``)."""
@@ -11,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
-from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkState, sink_server
+from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkSecrets, SinkState, sink_server
 
 
 class Command(BaseCommand):
@@ -20,11 +23,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, required=True)
-        secret = parser.add_mutually_exclusive_group(required=True)
-        secret.add_argument("--secret", help="the endpoint's whsec_… secret")
-        secret.add_argument(
+        parser.add_argument(
+            "--secret",
+            action="append",
+            default=[],
+            help="an accepted whsec_… secret; give it twice during a rotation (old and new)",
+        )
+        parser.add_argument(
             "--secret-file",
-            help="a file holding the secret (make run's, under var/: not in the process list)",
+            type=Path,
+            help="a file of accepted secrets, one a line, read again when it changes "
+            "(make run's, under var/: not in the process list)",
         )
         parser.add_argument(
             "--misbehave",
@@ -61,9 +70,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
 
-    def handle(self, *args: Any, port: int, secret: str | None, **options: Any) -> None:
-        if secret is None:
-            secret = Path(options["secret_file"]).read_text().strip()
+    def handle(
+        self, *args: Any, port: int, secret: list[str], secret_file: Path | None, **options: Any
+    ) -> None:
+        secrets = SinkSecrets(given=tuple(secret), file=secret_file)
+        if secret_file is not None and not secret_file.is_file():
+            raise CommandError(f"--secret-file {secret_file}: no such file")
+        if not secrets.current():
+            raise CommandError("give --secret (once or more) or --secret-file")
+        for key in secrets.current():
+            try:
+                Webhook(key)
+            except (EmptyWebhookSecretError, ValueError) as exc:
+                raise CommandError(f"a secret is not a whsec_… secret: {exc}") from None
         try:
             rates = FaultRates(
                 fail=options["fail_rate"],
@@ -73,7 +92,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"fault rates: {exc}") from exc
         state = SinkState(
-            secret=secret,
+            secrets=secrets,
             misbehave=Misbehaviour(options["misbehave"]),
             misbehave_count=options["misbehave_count"],
             delay_s=options["delay"],

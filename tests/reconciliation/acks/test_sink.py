@@ -1,9 +1,12 @@
 """The development sink's rules, without a process: a bad signature is refused and not
-processed; a repeated ``webhook-id`` is a duplicate, processed once."""
+processed; a repeated ``webhook-id`` is a duplicate, processed once; during a rotation
+either secret is accepted, given twice or in a file read again when it changes."""
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -11,7 +14,7 @@ from django.core.management import CommandError, call_command
 from reconciliation import clock
 from reconciliation.acks.models import secret_new
 from reconciliation.acks.send import signed_headers
-from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkState
+from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkSecrets, SinkState
 
 
 def test_the_sink_verifies_and_deduplicates():
@@ -105,3 +108,77 @@ def test_the_command_refuses_rates_over_one_before_listening():
             "--timeout-after-processing-rate",
             "0.2",
         )
+
+
+def test_a_delivery_signed_with_both_secrets_verifies_with_either():
+    """During a rotation the dispatcher signs ``v1,<new> v1,<old>``: a receiver that knows
+    the old secret only, the new one only, or both accepts it; one that knows neither
+    refuses it."""
+    old, new = secret_new(), secret_new()
+    body = b'{"type":"pledge.recorded"}'
+    both = signed_headers(
+        secret=new, previous_secret=old, event_id="msg_r", at=clock.now(), body=body
+    )
+    assert len(both["webhook-signature"].split(" ")) == 2
+    for given in ((old,), (new,), (old, new)):
+        sink = SinkState(secrets=SinkSecrets(given=given))
+        assert sink.receive(body, both) == (200, Misbehaviour.NONE)
+    stranger = SinkState(secrets=SinkSecrets(given=(secret_new(),)))
+    assert stranger.receive(body, both) == (400, Misbehaviour.NONE)
+
+
+def test_a_sink_given_two_secrets_accepts_deliveries_signed_by_either():
+    """``--secret OLD --secret NEW``: each one's signature alone is accepted."""
+    old, new = secret_new(), secret_new()
+    sink = SinkState(secrets=SinkSecrets(given=(old, new)))
+    body = b"{}"
+    for n, secret in enumerate((old, new)):
+        headers = signed_headers(secret=secret, event_id=f"msg_{n}", at=clock.now(), body=body)
+        assert sink.receive(body, headers) == (200, Misbehaviour.NONE)
+    assert sink.stats()["processed"] == ["msg_0", "msg_1"]
+
+
+def write_replacing(path: Path, text: str, mtime_ns: int) -> None:
+    """Write ``text`` beside ``path`` and rename it over (as an editor or a deploy does),
+    with a given modification time."""
+    spare = path.with_suffix(".new")
+    spare.write_text(text)
+    os.utime(spare, ns=(mtime_ns, mtime_ns))
+    spare.replace(path)
+
+
+def test_the_secret_file_is_read_again_when_it_changes(tmp_path):
+    """``--secret-file``: the old secret alone, then old and new (one a line), then the
+    new one alone; each delivery is judged by the file as it is at that moment, with no
+    restart. A file missing for a moment leaves the secrets last read."""
+    old, new = secret_new(), secret_new()
+    file = tmp_path / "secrets"
+    write_replacing(file, old + "\n", 1_000_000_000)
+    sink = SinkState(secrets=SinkSecrets(file=file))
+    body = b"{}"
+
+    def answer(secret: str, event: str) -> int:
+        headers = signed_headers(secret=secret, event_id=event, at=clock.now(), body=body)
+        return sink.receive(body, headers)[0]
+
+    assert (answer(old, "msg_1"), answer(new, "msg_2")) == (200, 400)
+    write_replacing(file, f"{old}\n{new}\n", 2_000_000_000)
+    assert (answer(old, "msg_3"), answer(new, "msg_4")) == (200, 200)
+    write_replacing(file, f"\n{new}\n", 3_000_000_000)
+    assert (answer(old, "msg_5"), answer(new, "msg_6")) == (400, 200)
+    file.unlink()
+    assert (answer(old, "msg_7"), answer(new, "msg_8")) == (400, 200)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ((), "--secret"),
+        (("--secret-file", "/nonexistent/secrets"), "no such file"),
+        (("--secret", "whsec_"), "not a whsec_"),
+    ],
+)
+def test_the_sink_command_refuses_to_start_without_a_usable_secret(args, why):
+    """No secret, a missing file or an empty secret: refused before listening."""
+    with pytest.raises(CommandError, match=why):
+        call_command("webhook_sink", "--port", "0", *args)
