@@ -1,9 +1,9 @@
 """DynamoDB calls and server time per staff page as the open cases grow: the overview,
-a queue page, a case page and the audit trail.
+the worklist, a queue page, a case page, a pledge page and the audit trail.
 
     python bench/pages.py [--sizes 1000,20000] [--rounds 10] [--write]
 
-For each size the cases table holds that many open cases spread evenly over the seven
+For each size the cases table holds that many open cases spread evenly over the
 queues (``bench/open_cases.py``: direct ``BatchWriteItem``s with their counters), and
 the audit table 2,000 synthetic events of today and yesterday. Each page is then called
 in-process (``RequestFactory``, a signed-in supervisor, no middleware) inside a
@@ -83,15 +83,21 @@ def _pages() -> dict:
     from dashboard.staff.views.audit import audit_search_view
     from dashboard.staff.views.cases import case_view
     from dashboard.staff.views.overview import overview
+    from dashboard.staff.views.pledges import pledge_view
+    from dashboard.staff.views.worklist import worklist_view
     from reconciliation.casework.selectors import queue_page
     from reconciliation.stores import every_store
 
-    case_id = queue_page("STUCK_PENDING", limit=1, stores=every_store()).rows[0].case_id
+    row = queue_page("STUCK_PENDING", limit=1, stores=every_store()).rows[0]
+    case_id = row.case_id
+    tenant, _, key = row.intent_id.partition("#")
     return {
         "overview (summary fresh)": lambda: overview(_request("/")),
         "overview (recomputing its summary)": lambda: overview(_request("/")),
+        "worklist (/worklist/, every queue)": lambda: worklist_view(_request("/worklist/")),
         "queue page (/queues/stuck/)": lambda: _queue(),
         "case page": lambda: case_view(_request(f"/cases/{case_id}/"), case_id),
+        "pledge page": lambda: pledge_view(_request(f"/pledges/{tenant}/{key}/"), tenant, key),
         "audit trail (/audit/)": lambda: audit_search_view(_request("/audit/")),
     }
 
@@ -162,7 +168,7 @@ def main() -> None:
             "",
             f"{machine_line()}; DynamoDB Local in memory, {args.rounds} rounds per page "
             f"after a warm-up, medians; {EVENTS:,} audit events of today and yesterday. Open "
-            "cases spread evenly over the seven queues, ages one minute to two days; "
+            "cases spread evenly over the eight queues, ages one minute to two days; "
             "seeded with direct writes ("
             + ", ".join(f"{s:,} in {seeded[s]:.0f} s" for s in sizes)
             + "). Calls are the round trips `Server-Timing` counts (pool threads included).",
