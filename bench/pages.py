@@ -88,9 +88,8 @@ def _pages() -> dict:
     from reconciliation.casework.selectors import queue_page
     from reconciliation.stores import every_store
 
-    row = queue_page("STUCK_PENDING", limit=1, stores=every_store()).rows[0]
-    case_id = row.case_id
-    tenant, _, key = row.intent_id.partition("#")
+    case_id = queue_page("STUCK_PENDING", limit=1, stores=every_store()).rows[0].case_id
+    tenant, key = _pledge()
     return {
         "overview (summary fresh)": lambda: overview(_request("/")),
         "overview (recomputing its summary)": lambda: overview(_request("/")),
@@ -100,6 +99,25 @@ def _pages() -> dict:
         "pledge page": lambda: pledge_view(_request(f"/pledges/{tenant}/{key}/"), tenant, key),
         "audit trail (/audit/)": lambda: audit_search_view(_request("/audit/")),
     }
+
+
+def _pledge() -> tuple[str, str]:
+    """A pledge recorded through the intake service (the seeded cases have none), once:
+    its tenant and key, for the pledge page."""
+    from reconciliation.actors import Actor, Role
+    from reconciliation.claims import intake
+    from reconciliation.claims.request import parse_fields
+
+    tenant, key = "acme", "bench-pledge-1"
+    intake.pledge_submit(
+        tenant=tenant,
+        idempotency_key=key,
+        request=parse_fields(
+            {"donor_ref": "D-1", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
+        ),
+        actor=Actor(username=f"api:{tenant}", role=Role.API, address="127.0.0.1"),
+    )
+    return tenant, key
 
 
 def _queue():
@@ -112,11 +130,18 @@ def measure(rounds: int) -> dict[str, tuple[int, float]]:
     """Per page: the median round trips and the median server time (ms)."""
     from django.test import override_settings
 
+    from dashboard.staff.views.overview import APPROVALS_SHOWN
+    from reconciliation.casework.overview import overview_summary_refresh
     from reconciliation.dynamo import calls
+    from reconciliation.stores import every_store
 
     out = {}
     for name, call in _pages().items():
         max_age = 0 if "recomputing" in name else 3600
+        if "summary fresh" in name:
+            # As the worker leaves it after the seeding moved the counts: without it the
+            # views find it stale, and no worker runs here to refresh it (2 calls a view).
+            overview_summary_refresh(stores=every_store(), approvals=APPROVALS_SHOWN)
         trips, times = [], []
         with override_settings(OVERVIEW_SUMMARY_MAX_AGE_S=max_age):
             call()  # warm-up (and, fresh, the one view that computes the summary)
