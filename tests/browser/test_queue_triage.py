@@ -115,7 +115,7 @@ def test_my_cases_after_assign_to_me(ddb, open_browser, live_server, screenshots
     screenshots.shoot(page, "my-cases")
 
 
-def test_show_drill_data_checkbox(ddb, open_browser, live_server, screenshots):
+def test_show_drill_data_checkbox(ddb, open_browser, live_server):
     """A queue holding a real and a drill case lists the real one, counts 1 open and says
     one drill case is not shown; ticking "Show drill data" and applying lists both in
     place (the URL keeps the choice) and the counts above follow, the notice gone."""
@@ -141,7 +141,6 @@ def test_show_drill_data_checkbox(ddb, open_browser, live_server, screenshots):
     notice = page.locator(".drill-notice")
     assert notice.inner_text() == "1 drill case not shown — show them."
     assert page.locator(".at-risk strong").inner_text().endswith(": 1 open")
-    screenshots.shoot(page, "queue-without-drill")
     page.get_by_label("Show drill data").check()
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(re.compile(r"drill="))
