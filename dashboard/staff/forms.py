@@ -102,6 +102,13 @@ class IdPrefixedForm(forms.Form):
         super().__init__(*args, **kwargs)
 
 
+class DrillForm(IdPrefixedForm):
+    """A list with no filters of its own but "Show drill data" (the approvals)."""
+
+    drill = forms.BooleanField(required=False, label="Show drill data")
+    prefix_id = "list"
+
+
 class QueueFilterForm(IdPrefixedForm):
     """Filters of a queue page; a plain GET form that htmx also submits in place."""
 
@@ -115,6 +122,7 @@ class QueueFilterForm(IdPrefixedForm):
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "tenant#key, e.g. acme#42"}),
     )
     mine = forms.BooleanField(required=False, label="Assigned to me")
+    drill = forms.BooleanField(required=False, label="Show drill data")
     prefix_id = "filter"
     sort = forms.ChoiceField(
         required=False,
@@ -133,6 +141,7 @@ class QueueFilterForm(IdPrefixedForm):
             min_age_s=None if hours is None else int(float(hours) * 3600),
             assignee=assignee if data.get("mine") else "",
             sort=data.get("sort") or DEFAULT_SORT,
+            drill=bool(data.get("drill")),
         )
 
     def clean_q(self) -> str:
@@ -314,6 +323,7 @@ class CaseSearchForm(IdPrefixedForm):
             attrs={"type": "search", "placeholder": "case id, client's key or donor ref"}
         ),
     )
+    drill = forms.BooleanField(required=False, label="Show drill data")
 
     prefix_id = "search"
 

@@ -35,6 +35,7 @@ WORKLIST_FIELDS = (
     "min_amount",
     "max_amount",
     "sort",
+    "drill",
 )
 _USERNAME = re.compile(r"[\w.@+-]{1,150}")
 
@@ -80,6 +81,7 @@ class WorklistFilterForm(IdPrefixedForm):
         choices=[(s.value, s.label) for s in WorklistSort],
         error_messages={"invalid_choice": "an order this page offers (age, amount or sla)"},
     )
+    drill = forms.BooleanField(required=False, label="Show drill data")
     prefix_id = "wl"
 
     def clean_currency(self) -> str:
@@ -119,6 +121,7 @@ class WorklistFilterForm(IdPrefixedForm):
             min_amount=data.get("min_amount"),
             max_amount=data.get("max_amount"),
             sort=WorklistSort(data.get("sort") or WorklistSort.AGE),
+            drill=bool(data.get("drill")),
         )
 
     def query(self) -> str:
@@ -128,9 +131,9 @@ class WorklistFilterForm(IdPrefixedForm):
         kept = []
         for name in WORKLIST_FIELDS:
             value = self.cleaned_data.get(name)
-            if value in (None, "") or (name == "sort" and value == WorklistSort.AGE):
+            if value in (None, "", False) or (name == "sort" and value == WorklistSort.AGE):
                 continue
-            kept.append((name, str(value)))
+            kept.append((name, "1" if value is True else str(value)))
         return urlencode(kept)
 
     def shown(self) -> dict[str, str]:

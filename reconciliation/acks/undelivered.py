@@ -17,7 +17,7 @@ from reconciliation import clock
 from reconciliation.acks.models import Delivery, event_id
 from reconciliation.actors import system_actor
 from reconciliation.audit.repository import GENESIS_HASH
-from reconciliation.cases.models import Case, Evidence, case_id_for
+from reconciliation.cases.models import DRILL_TENANT, Case, Evidence, case_id_for
 from reconciliation.cases.vocabulary import CaseState, CaseType, Queue
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.opening import case_open
@@ -77,6 +77,7 @@ def ack_undelivered_open(store: Store, state: AckState, delivery: Delivery) -> t
         evidence=Evidence(ack=ack_evidence(state.intent_id, delivery)),
         last_action_at=now,
         in_totals=True,
+        drill_tallied=pledge.tenant == DRILL_TENANT,
         donor_ref=pledge.donor_ref or None,
     )
     stored, created = case_open(store, case=case, actor=system_actor())

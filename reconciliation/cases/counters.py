@@ -3,7 +3,12 @@ makes on them, and what a queue's counter items add up to. Counter items share t
 cases table (``#COUNT#<QUEUE>#<n>``, and ``#COUNT#<QUEUE>`` in older tables). Each
 region keeps its own, named for it (``#COUNT#<QUEUE>@<region>#<n>``; the first region's
 name none): a counter written from two regions would lose concurrent moves under
-Global Tables, so a region's counters move only with its own cases."""
+Global Tables, so a region's counters move only with its own cases.
+
+The drill's cases (``DRILL_TENANT``) are counted like any other, and their share is kept
+apart on the same items (``drill_open_count``, ``drill_totalled``, ``drill_amount_<CUR>``),
+moved in the same ADD, so a page can leave the drill out of its counts and amounts
+without reading a case. Only a case marked ``drill_tallied`` moves that share."""
 
 from __future__ import annotations
 
@@ -44,9 +49,13 @@ def counter_queue(counter_id: str) -> str:
     return counter_id.removeprefix(COUNTER_PREFIX).split("#", 1)[0].split("@", 1)[0]
 
 
-def totals_attribute(currency: str) -> str:
-    """The counter item attribute holding one currency's amount total."""
-    return f"amount_{currency}"
+DRILL_PREFIX = "drill_"
+
+
+def totals_attribute(currency: str, *, drill: bool = False) -> str:
+    """The counter item attribute holding one currency's amount total (the drill's
+    share of it with ``drill``)."""
+    return f"{DRILL_PREFIX if drill else ''}amount_{currency}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class CounterMove:
     delta: int
     currency: str = ""
     amount: Decimal | None = None
+    drill: bool = False  # the drill's share moves too (``Case.drill_tallied``)
 
 
 def counter_moves(case: Case, before: str | None, after: str | None) -> list[CounterMove]:
@@ -65,11 +75,14 @@ def counter_moves(case: Case, before: str | None, after: str | None) -> list[Cou
     moves: list[CounterMove] = []
     if before == after:
         return moves
-    money = (case.currency, case.amount) if case.in_totals and case.currency else ("", None)
+    totalled = bool(case.in_totals and case.currency)
+    currency, amount = (case.currency, case.amount) if totalled else ("", None)
+    drill = case.drill_tallied
     if before:
-        moves.append(CounterMove(before, -1, money[0], -money[1] if money[1] is not None else None))
+        negated = -amount if amount is not None else None
+        moves.append(CounterMove(before, -1, currency, negated, drill=drill))
     if after:
-        moves.append(CounterMove(after, +1, *money))
+        moves.append(CounterMove(after, +1, currency, amount, drill=drill))
     return moves
 
 
@@ -81,6 +94,10 @@ class QueueCounter:
     count: int = 0
     totalled: int = 0
     amounts: dict[str, Decimal] = field(default_factory=dict)
+    # The drill's share of the three above (``drill_*`` attributes), kept apart.
+    drill_count: int = 0
+    drill_totalled: int = 0
+    drill_amounts: dict[str, Decimal] = field(default_factory=dict)
 
     @property
     def untotalled(self) -> int:
@@ -89,12 +106,36 @@ class QueueCounter:
     def add(self, item: Mapping[str, Any]) -> None:
         self.count += int(item.get("open_count", 0))
         self.totalled += int(item.get("totalled", 0))
+        self.drill_count += int(item.get(DRILL_PREFIX + "open_count", 0))
+        self.drill_totalled += int(item.get(DRILL_PREFIX + "totalled", 0))
         for name, value in item.items():
-            if name.startswith("amount_"):
-                currency = name.removeprefix("amount_")
-                self.amounts[currency] = self.amounts.get(currency, Decimal(0)) + Decimal(
-                    str(value)
-                )
+            bare = name.removeprefix(DRILL_PREFIX)
+            if bare.startswith("amount_"):
+                into = self.amounts if bare == name else self.drill_amounts
+                currency = bare.removeprefix("amount_")
+                into[currency] = into.get(currency, Decimal(0)) + Decimal(str(value))
+
+    def merge(self, other: QueueCounter) -> None:
+        """Add ``other``'s counts and totals (another region's, another queue's)."""
+        self.count += other.count
+        self.totalled += other.totalled
+        self.drill_count += other.drill_count
+        self.drill_totalled += other.drill_totalled
+        for mine, theirs in (
+            (self.amounts, other.amounts),
+            (self.drill_amounts, other.drill_amounts),
+        ):
+            for currency, amount in theirs.items():
+                mine[currency] = mine.get(currency, Decimal(0)) + amount
+
+    def without_drill(self) -> QueueCounter:
+        """The real cases alone: the drill's share taken away (as the pages show it
+        unless asked for the drill's data)."""
+        return QueueCounter(
+            count=max(0, self.count - self.drill_count),
+            totalled=max(0, self.totalled - self.drill_totalled),
+            amounts={c: a - self.drill_amounts.get(c, Decimal(0)) for c, a in self.amounts.items()},
+        )
 
     def shown_amounts(self) -> list[tuple[str, Decimal]]:
         """The non-zero totals, by currency code."""

@@ -410,6 +410,11 @@ class Case:
     # Whether this case's amount is in its queue counters' per-currency totals: set on
     # cases opened since the totals were kept; older cases move the counts only.
     in_totals: bool = False
+    # Whether this case's counter moves carry the drill's share (``drill_open_count`` and
+    # its totals, reconciliation/cases/counters.py): set on drill cases opened since that
+    # share was kept, so a drill case opened before it never takes away what it never
+    # added. Stored on drill cases only (``None`` is not stored).
+    drill_tallied: bool = False
     # Sparse index keys: ``by_donor_key`` (its folded donor_ref, set when opened) and
     # ``resolved_by_time`` (resolved_month, resolved_sort, set while resolved).
     donor_ref: str | None = None
@@ -462,6 +467,11 @@ class Case:
     @property
     def is_resolved(self) -> bool:
         return self.state == CaseState.RESOLVED
+
+    @property
+    def is_drill(self) -> bool:
+        """One of the drill's rehearsal cases (``DRILL_TENANT``), left out of real lists."""
+        return self.tenant == DRILL_TENANT
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -539,6 +549,7 @@ def case_to_item(case: Case) -> dict[str, AttributeValueTypeDef]:
         if data[name] == "":
             data[name] = None
     data["decoded"] = [r.to_json() for r in case.decoded]
+    data["drill_tallied"] = True if case.drill_tallied else None
     for name in _PARTS:
         if data[name] is not None:
             data[name] = data[name].to_json()

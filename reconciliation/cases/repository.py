@@ -57,6 +57,11 @@ class CountersAnd:
     items: dict[str, dict[str, Any]]  # by id; an id not stored is absent
 
 
+# Leaves out one tenant's cases (``:without_tenant``, the drill's). A case written before
+# tenants were stored has none: it is not the drill's, so it stays.
+_WITHOUT_TENANT = "(attribute_not_exists(#tenant) OR #tenant <> :without_tenant)"
+
+
 class CaseRepository:
     def __init__(self, store: Store):
         self.client = store.client
@@ -141,6 +146,12 @@ class CaseRepository:
             expression += ", totalled :d, #amount :a"
             names["#amount"] = totals_attribute(move.currency)
             vals["a"] = move.amount
+        if move.drill:
+            # The drill's share, in the same ADD: it moves exactly when the count does.
+            expression += ", drill_open_count :d"
+            if move.amount is not None and move.currency:
+                expression += ", drill_totalled :d, #drill_amount :a"
+                names["#drill_amount"] = totals_attribute(move.currency, drill=True)
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": self._key(counter_key(move.queue, shard, self.tag)),
@@ -222,6 +233,7 @@ class CaseRepository:
         index: str = "open_by_queue",
         forward: bool = True,
         owned_only: bool = False,
+        without_tenant: str = "",
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
         """One Query page of a queue index: ``open_by_queue`` (by age), or
         ``open_by_amount`` / ``open_by_fund``; ``forward`` is the index order (oldest,
@@ -234,7 +246,7 @@ class CaseRepository:
         ``open_by_fund``), which DynamoDB accepts only in the key condition (it refuses
         a filter on a key attribute), where it also costs only what it returns.
         ``owned_only`` leaves out, in DynamoDB, the replicas of other regions' cases
-        (:func:`owned_filter`).
+        (:func:`owned_filter`), and ``without_tenant`` that tenant's cases (the drill's).
         Returns plain rows, the LastEvaluatedKey and the read units.
         """
         key_condition = "#q = :q"
@@ -268,6 +280,10 @@ class CaseRepository:
                 parts.append(f"#{name} = :{name}")
                 names[f"#{name}"] = name
             vals[name] = value
+        if without_tenant:
+            parts.append(_WITHOUT_TENANT)
+            names["#tenant"] = "tenant"
+            vals["without_tenant"] = without_tenant
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": index,
@@ -321,15 +337,23 @@ class CaseRepository:
         before: str | None = None,
         after: str | None = None,
         owned_only: bool = False,
+        without_tenant: str = "",
     ) -> int:
         """How many open cases of ``queue`` were opened in ``[after, before)``; with
-        ``owned_only``, of the cases living in this region (:func:`owned_filter`)."""
+        ``owned_only``, of the cases living in this region (:func:`owned_filter`);
+        ``without_tenant``'s cases (the drill's) left out."""
         condition = "#q = :q"
         vals: dict[str, Any] = {"q": queue}
-        owned_expression = ""
+        names = {"#q": "queue"}
+        parts = []
         if owned_only:
-            owned_expression, owned_values = owned_filter(self.tag)
+            expression, owned_values = owned_filter(self.tag)
+            parts.append(expression)
             vals.update(owned_values)
+        if without_tenant:
+            parts.append(_WITHOUT_TENANT)
+            names["#tenant"] = "tenant"
+            vals["without_tenant"] = without_tenant
         if before and after:
             condition += " AND queue_sort BETWEEN :after AND :before"
             vals.update(after=after, before=before)
@@ -343,12 +367,12 @@ class CaseRepository:
             "TableName": self.table,
             "IndexName": "open_by_queue",
             "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#q": "queue"},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values(**vals),
             "Select": "COUNT",
         }
-        if owned_expression:
-            kwargs["FilterExpression"] = owned_expression
+        if parts:
+            kwargs["FilterExpression"] = " AND ".join(parts)
         pages = self.client.get_paginator("query").paginate(**kwargs)
         return sum(page.get("Count", 0) for page in pages)
 
@@ -421,8 +445,7 @@ class CaseRepository:
             names[f"#{name}"] = name
             vals[name] = value
         if without_tenant:
-            # A case written before tenants were stored has none: it is not the drill's.
-            parts.append("(attribute_not_exists(#tenant) OR #tenant <> :without_tenant)")
+            parts.append(_WITHOUT_TENANT)
             names["#tenant"] = "tenant"
             vals["without_tenant"] = without_tenant
         kwargs: dict[str, Any] = {

@@ -27,11 +27,12 @@ from django.template.defaultfilters import pluralize
 
 from reconciliation import clock
 from reconciliation.actors import Role
+from reconciliation.cases.models import DRILL_TENANT
 from reconciliation.cases.vocabulary import QUEUES, Override, Queue
 from reconciliation.casework.hooks import DisabledEndpoint, disabled_endpoints_gather
 from reconciliation.casework.regions import open_count, stores_of
 from reconciliation.casework.rows import CaseRow
-from reconciliation.casework.selectors import QueueFilters, queue_counts, queue_page
+from reconciliation.casework.selectors import QueueFilters, queue_counters, queue_page
 from reconciliation.stores import Store
 
 DEFAULT_SLA_HOURS = Decimal(4)
@@ -166,7 +167,9 @@ def supervisor_digest(
     regions = stores_of(store, stores)
     now = clock.now()
     hours = hours or sla_hours()
-    counts = counts if counts is not None else queue_counts(stores=regions)
+    if counts is None:
+        # The drill's cases are left out here as in every list (the counters' share).
+        counts = {q: c.without_drill().count for q, c in queue_counters(stores=regions).items()}
     waiting = (
         queue_page(Queue.OVERRIDE_REQUESTED, limit=rows, stores=regions).rows
         if counts.get(Queue.OVERRIDE_REQUESTED, 0) > 0
@@ -177,7 +180,7 @@ def supervisor_digest(
         if counts.get(queue, 0) <= 0:
             continue
         cutoff = sla_cutoff(hours[queue], now)
-        count = open_count(regions, queue, before=cutoff)
+        count = open_count(regions, queue, before=cutoff, without_tenant=DRILL_TENANT)
         if not count:
             continue
         older = QueueFilters(min_age_s=int(hours[queue] * 3600))

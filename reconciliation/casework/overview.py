@@ -170,7 +170,7 @@ def overview_read(
         if asked:
             refresh_later()
         return Overview(counters, summary, computed_now=False, refreshing=True)
-    summary = overview_summary_compute(stores=stores, counts=counts, approvals=approvals)
+    summary = overview_summary_compute(stores=stores, counters=counters, approvals=approvals)
     if max_age_s > 0:
         CaseRepository(stores[0]).kept_put(SUMMARY_ID, _fitting(summary_to_item(summary)))
     return Overview(counters, summary, computed_now=True)
@@ -179,24 +179,28 @@ def overview_read(
 def overview_summary_refresh(*, stores: Sequence[Store], approvals: int = 5) -> OverviewSummary:
     """Compute the summary from the counts now and keep it (``overview_summary_task``,
     off the request path): it replaces the kept item whole, its ask mark included."""
-    counts = {q: c.count for q, c in merged_counters_and(stores).counters.items()}
-    summary = overview_summary_compute(stores=stores, counts=counts, approvals=approvals)
+    counters = merged_counters_and(stores).counters
+    summary = overview_summary_compute(stores=stores, counters=counters, approvals=approvals)
     CaseRepository(stores[0]).kept_put(SUMMARY_ID, _fitting(summary_to_item(summary)))
     return summary
 
 
 def overview_summary_compute(
-    *, stores: Sequence[Store], counts: dict[str, int], approvals: int
+    *, stores: Sequence[Store], counters: dict[str, QueueCounter], approvals: int
 ) -> OverviewSummary:
     """The Query-bound reads, as the overview made them on every view before: per queue
     that holds cases the oldest, four age COUNTs and the SLA reads; the approvals page;
-    the latest events of today and yesterday."""
+    the latest events of today and yesterday. The drill's cases are left out of all of
+    them, as the overview's counts leave out the counters' drill share; ``counts`` (the
+    whole counts, the drill's included) is what the summary's freshness compares."""
+    counts = {q: c.count for q, c in counters.items()}
+    real = {q: c.without_drill().count for q, c in counters.items()}
     return OverviewSummary(
         computed_at=clock.iso(clock.now()),
         counts=dict(counts),
         oldest=queue_oldest(counts, stores=stores),
         ageing=queue_ageing(counts, stores=stores),
-        digest=supervisor_digest(stores=stores, counts=counts, rows=approvals),
+        digest=supervisor_digest(stores=stores, counts=real, rows=approvals),
         events=recent_audit_events(limit=EVENTS_KEPT, stores=stores),
     )
 

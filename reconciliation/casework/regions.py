@@ -19,7 +19,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import QueueCounter
@@ -68,23 +67,31 @@ def merged_counters_and(stores: Sequence[Store], *ids: str) -> CountersAnd:
     for n, store in enumerate(stores):
         counters = first if n == 0 else CaseRepository(store).counters()
         for queue, counter in counters.items():
-            total = out.setdefault(queue, QueueCounter())
-            total.count += counter.count
-            total.totalled += counter.totalled
-            for currency, amount in counter.amounts.items():
-                total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
+            out.setdefault(queue, QueueCounter()).merge(counter)
     return CountersAnd(out, read.items)
 
 
 def open_count(
-    stores: Sequence[Store], queue: str, *, before: str | None = None, after: str | None = None
+    stores: Sequence[Store],
+    queue: str,
+    *,
+    before: str | None = None,
+    after: str | None = None,
+    without_tenant: str = "",
 ) -> int:
     """Open cases of ``queue`` opened in ``[after, before)`` over every region: one
     region asks ``count_range`` as ever; several count only the cases each owns (a
-    filter that leaves out replicas)."""
+    filter that leaves out replicas); ``without_tenant``'s cases (the drill's) are not
+    counted."""
     owned_only = len(stores) > 1
     return sum(
-        CaseRepository(s).count_range(queue, before=before, after=after, owned_only=owned_only)
+        CaseRepository(s).count_range(
+            queue,
+            before=before,
+            after=after,
+            owned_only=owned_only,
+            without_tenant=without_tenant,
+        )
         for s in stores
     )
 

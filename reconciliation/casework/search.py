@@ -47,6 +47,13 @@ def without_drill(found: list[Found]) -> tuple[list[Found], int]:
     return kept, len(found) - len(kept)
 
 
+def pledges_without_drill(found: list[FoundPledge]) -> tuple[list[FoundPledge], int]:
+    """``found`` without the drill's pledges (``DRILL_TENANT``), and how many were left
+    out: as :func:`without_drill` for cases."""
+    kept = [f for f in found if f.tenant != DRILL_TENANT]
+    return kept, len(found) - len(kept)
+
+
 def search_text(query: str) -> str:
     """The query stripped; raises :class:`InvalidFilter` for an empty or oversized one."""
     text = query.strip()

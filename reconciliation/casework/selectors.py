@@ -20,7 +20,7 @@ from django.core import signing
 from reconciliation import clock
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.counters import QueueCounter
-from reconciliation.cases.models import Case
+from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import QUEUES, CaseType
 from reconciliation.casework.regions import (
@@ -102,12 +102,20 @@ class QueueFilters:
     min_age_s: int | None = None
     assignee: str = ""
     sort: str = DEFAULT_SORT
+    drill: bool = False  # the drill's cases too (DRILL_TENANT); left out by default
+
+    @property
+    def without_tenant(self) -> str:
+        """The tenant whose cases the read leaves out: the drill's, unless asked for."""
+        return "" if self.drill else DRILL_TENANT
 
     def fingerprint(self) -> str:
         raw = [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
         if self.sort != DEFAULT_SORT:
             # A cursor carries its index's key: it is valid only in the order it came from.
             raw.append(self.sort)
+        if self.drill:
+            raw.append("drill")  # a cursor stays with the list it came from
         return hashlib.sha256(json.dumps(raw).encode()).hexdigest()[:16]
 
 
@@ -201,6 +209,7 @@ def queue_page(
                 filters=filter_values,
                 index=index,
                 forward=forward,
+                without_tenant=filters.without_tenant,
             )
             run.queries += 1
             run.units += units
@@ -258,10 +267,7 @@ def totals_by_currency(counters: dict[str, QueueCounter]) -> QueueCounter:
     """Every queue's counters summed: the amount at risk across all open cases."""
     total = QueueCounter()
     for counter in counters.values():
-        total.count += counter.count
-        total.totalled += counter.totalled
-        for currency, amount in counter.amounts.items():
-            total.amounts[currency] = total.amounts.get(currency, Decimal(0)) + amount
+        total.merge(counter)
     return total
 
 
@@ -271,13 +277,19 @@ def _open_queues(counts: dict[str, int]) -> list[str]:
 
 
 def _oldest_owned(queue: str, store: Store) -> dict[str, Any] | None:
-    """The oldest open case of ``queue`` living in ``store``'s region: one ``Limit=1``
-    Query, walking on only when that row is another region's replica."""
+    """The oldest open case of ``queue`` living in ``store``'s region, the drill's left
+    out: one ``Limit=1`` Query, reading on (a page at a time) only when that row is
+    another region's replica or the drill's filter dropped it."""
     repo = CaseRepository(store)
-    items, _, _ = repo.query_queue(queue, limit=1)
-    if not items or owned(items, store):
-        return items[0] if items else None
-    return next(repo.walk_queue(queue), None)
+    limit, start = 1, None
+    while True:
+        items, start, _ = repo.query_queue(
+            queue, limit=limit, start_key=start, without_tenant=DRILL_TENANT
+        )
+        mine = owned(items, store)
+        if mine or not start:
+            return mine[0] if mine else None
+        limit = WALK_PAGE
 
 
 def queue_oldest(
@@ -309,7 +321,7 @@ def queue_ageing(
         for label, young, old in AGE_BUCKETS:
             newest = clock.iso(now - timedelta(seconds=young))
             oldest = clock.iso(now - timedelta(seconds=old)) if old else None
-            n = open_count(regions, queue, before=newest, after=oldest)
+            n = open_count(regions, queue, before=newest, after=oldest, without_tenant=DRILL_TENANT)
             buckets.append((label, n))
         result[queue] = buckets
     return result

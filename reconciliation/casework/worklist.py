@@ -2,8 +2,9 @@
 filters finance narrows it by, its three orders, and the totals per currency.
 
 Read by Query only: the per-queue counters say which queues hold anything, and each of
-those is read through its ``open_by_queue`` index, oldest first, with the filters the
-index takes (fund, minimum amount, minimum age, one assignee) applied by DynamoDB. At most
+those is read through its ``open_by_queue`` index, oldest first, in one Query per region
+(``Limit`` the cap), with the filters the index takes (fund, minimum amount, minimum age,
+one assignee, the drill's tenant left out unless asked for) applied by DynamoDB. At most
 :data:`PER_QUEUE_CAP` rows of each queue are read; when a queue holds more that match,
 the list says it is cut short (the oldest are kept) and asks for narrower filters. The
 rest of the filters, the order and the totals then work on those rows: an amount order
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from reconciliation import clock
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import QUEUES, CaseType, Queue, queue_for
-from reconciliation.casework.rows import CaseRow
-from reconciliation.casework.selectors import MAX_PAGE, QueueFilters, queue_counts, queue_page
+from reconciliation.casework.regions import owned
+from reconciliation.casework.rows import CaseRow, _row
+from reconciliation.casework.selectors import QueueFilters, queue_counters
 from reconciliation.codes import Code
 from reconciliation.stores import Store
 
@@ -73,6 +76,7 @@ class WorklistFilters:
     min_amount: Decimal | None = None
     max_amount: Decimal | None = None
     sort: WorklistSort = WorklistSort.AGE
+    drill: bool = False  # the drill's cases too (DRILL_TENANT); left out by default
 
     def keeps(self, row: WorklistRow) -> bool:
         """The filters the index does not apply."""
@@ -116,6 +120,7 @@ class Worklist:
     totals: list[CurrencyTotal]
     cut_short: list[Queue] = field(default_factory=list)  # queues with more than the cap
     queries: int = 0
+    drill_left_out: int = 0  # the drill's open cases in the queues read, not listed
 
 
 @dataclass(frozen=True)
@@ -174,33 +179,21 @@ def worklist_read(
     currency; raises :class:`~reconciliation.casework.selectors.InvalidFilter` as the
     queue reads do."""
     now = clock.now()
-    counts = queue_counts(stores=stores)
-    wanted = [q for q in (filters.queues or QUEUES) if counts.get(q, 0) > 0]
+    counters = queue_counters(stores=stores)
+    wanted = [q for q in (filters.queues or QUEUES) if counters[q].count > 0]
     index_filters = QueueFilters(
         fund=filters.fund,
         min_amount=filters.min_amount,
         min_age_s=filters.min_age_s,
         assignee="" if filters.assignee == ASSIGNEE_NONE else filters.assignee,
+        drill=filters.drill,
     )
     rows: list[WorklistRow] = []
     cut_short: list[Queue] = []
     queries = 0
     for queue in wanted:
-        read: list[CaseRow] = []
-        cursor = None
-        while True:
-            page = queue_page(
-                queue,
-                filters=index_filters,
-                cursor=cursor,
-                limit=min(MAX_PAGE, cap + 1 - len(read)),
-                stores=stores,
-            )
-            queries += page.queries
-            read.extend(page.rows)
-            cursor = page.next_cursor
-            if not cursor or len(read) > cap:
-                break
+        read, asked = _queue_read(queue, index_filters, stores=stores, limit=cap + 1)
+        queries += asked
         if len(read) > cap:
             cut_short.append(queue)
             read = read[:cap]
@@ -211,7 +204,49 @@ def worklist_read(
             if filters.keeps(row):
                 rows.append(row)
     ordered = _sorted(rows, filters.sort)
-    return Worklist(ordered, currency_totals(ordered), cut_short, queries)
+    left_out = 0 if filters.drill else sum(counters[q].drill_count for q in wanted)
+    return Worklist(ordered, currency_totals(ordered), cut_short, queries, left_out)
+
+
+def _queue_read(
+    queue: Queue, filters: QueueFilters, *, stores: Sequence[Store], limit: int
+) -> tuple[list[CaseRow], int]:
+    """The oldest ``limit`` open cases of ``queue`` that the index filters keep, over
+    every region, and the Queries that took. One Query of ``Limit`` rows per region
+    (a queue page is 100 rows at most, so this read once took up to six): DynamoDB
+    returns up to 1 MB a call, and ``limit`` index rows are far below it. Only when a
+    FilterExpression (fund, amount, assignee, the drill) drops rows, or a region holds
+    other regions' replicas, does it read on from where that Query stopped."""
+    if filters.min_age_s:
+        before = clock.iso(clock.now() - timedelta(seconds=filters.min_age_s))
+    else:
+        before = None
+    items: list[dict[str, Any]] = []
+    queries = 0
+    for store in stores:
+        repository = CaseRepository(store)
+        mine: list[dict[str, Any]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            page, start, _ = repository.query_queue(
+                queue,
+                limit=limit,
+                start_key=start,
+                opened_before=before,
+                filters={
+                    "fund": filters.fund,
+                    "min_amount": filters.min_amount,
+                    "assignee": filters.assignee,
+                },
+                without_tenant=filters.without_tenant,
+            )
+            queries += 1
+            mine.extend(owned(page, store))
+            if not start or len(mine) >= limit:
+                break
+        items.extend(mine[:limit])
+    items.sort(key=lambda item: item["queue_sort"])  # oldest first, over the regions
+    return [_row(item) for item in items[:limit]], queries
 
 
 def donor_refs_of(case_ids: Sequence[str], *, stores: Sequence[Store]) -> dict[str, str]:

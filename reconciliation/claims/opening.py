@@ -16,7 +16,14 @@ from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
 from reconciliation.cases.changes import CaseWrite
 from reconciliation.cases.counters import counter_moves
-from reconciliation.cases.models import Case, CaseRequest, ClientOutcome, Evidence, case_id_for
+from reconciliation.cases.models import (
+    DRILL_TENANT,
+    Case,
+    CaseRequest,
+    ClientOutcome,
+    Evidence,
+    case_id_for,
+)
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, queue_for
 from reconciliation.dynamo.cancellation import CancellationCode
@@ -80,6 +87,7 @@ def case_build(
         last_action_at=opened_at,
         request=CaseRequest.from_json(request).versioned(claim.pledge_version),
         in_totals=True,
+        drill_tallied=claim.tenant == DRILL_TENANT,
         donor_ref=request.get("donor_ref") or None,
     )
 

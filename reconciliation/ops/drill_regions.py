@@ -147,7 +147,7 @@ def _listed(drill: Drill, stores: list[Store], case_id: str) -> bool:
     fund only, in fund order, so the read stays small)."""
     from reconciliation.casework.selectors import QueueFilters, queue_page
 
-    filters = QueueFilters(fund=drill.fund, sort="fund")
+    filters = QueueFilters(fund=drill.fund, sort="fund", drill=True)
     cursor = None
     for _ in range(20):
         page = queue_page(CaseType.STUCK_PENDING, filters=filters, cursor=cursor, stores=stores)

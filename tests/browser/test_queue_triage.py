@@ -113,3 +113,40 @@ def test_my_cases_after_assign_to_me(ddb, open_browser, live_server, screenshots
     page.wait_for_url(f"{live_server.url}/queues/mine/")
     assert page.locator("td.case-id").all_inner_texts() == [case.case_id]
     screenshots.shoot(page, "my-cases")
+
+
+def test_show_drill_data_checkbox(ddb, open_browser, live_server):
+    """A queue holding a real and a drill case lists the real one, counts 1 open and says
+    one drill case is not shown; ticking "Show drill data" and applying lists both in
+    place (the URL keeps the choice) and the counts above follow, the notice gone."""
+    from reconciliation.actors import Actor, Role
+    from reconciliation.cases.models import DRILL_TENANT
+    from reconciliation.claims import intake
+    from reconciliation.claims.request import parse_fields
+    from reconciliation.dynamo import faults
+    from tests.conftest import pledge_body
+
+    real = ambiguous_case("real-b1")
+    robot = Actor(username=f"api:{DRILL_TENANT}", role=Role.API, address="127.0.0.1")
+    with faults.injected({"ambiguous_after_commit": 1.0}):
+        drill = intake.pledge_submit(
+            tenant=DRILL_TENANT,
+            idempotency_key="drill-b1",
+            request=parse_fields(pledge_body()),
+            actor=robot,
+        )
+    page = open_browser("staff")
+    page.goto(f"{live_server.url}/queues/ambiguous/")
+    assert page.locator("td.case-id").all_inner_texts() == [real.case_id]
+    notice = page.locator(".drill-notice")
+    assert notice.inner_text() == "1 drill case not shown — show them."
+    assert page.locator(".at-risk strong").inner_text().endswith(": 1 open")
+    page.get_by_label("Show drill data").check()
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url(re.compile(r"drill="))
+    page.wait_for_function("document.querySelectorAll('td.case-id').length === 2")
+    shown = sorted(page.locator("td.case-id").all_inner_texts())
+    assert shown == sorted([real.case_id, drill.case_id])
+    assert page.locator(".at-risk strong").inner_text().endswith(": 2 open")
+    assert notice.count() == 0
+    assert page.get_by_label("Show drill data").is_checked()

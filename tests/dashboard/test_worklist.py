@@ -194,3 +194,31 @@ def test_nav_links_the_worklist_for_every_role(ddb, client):
         client.logout()
         sign_in(client, role, username=f"wl-nav-{role}")
         assert '<a href="/worklist/"' in client.get("/").content.decode(), role
+
+
+def _worklist_calls(client) -> int:
+    """The DynamoDB calls the worklist's answer says it made (``Server-Timing``)."""
+    response = client.get("/worklist/")
+    assert response.status_code == 200
+    timing = re.search(r'ddb;desc="(\d+) calls"', response["Server-Timing"])
+    assert timing is not None
+    return int(timing.group(1))
+
+
+def test_worklist_reads_each_queue_in_one_query(ddb, client):
+    """An open case in each queue, then 110 more stuck ones (more than a queue page of
+    100): the worklist makes the same calls, one BatchGetItem of the counters, one Query
+    per queue, one BatchGetItem of the page's donor refs (it read each queue 100 rows a
+    Query: 2 Queries a queue past 100, 6 at the cap of 500)."""
+    from bench.open_cases import open_cases_seed
+    from reconciliation.cases.vocabulary import QUEUES
+
+    store = first_store()
+    open_cases_seed(store.client, store.tables.cases, 1, threads=1)
+    sign_in(client)
+    few = _worklist_calls(client)
+    open_cases_seed(
+        store.client, store.tables.cases, 110, queues=["STUCK_PENDING"], tag="more", threads=1
+    )
+    many = _worklist_calls(client)
+    assert few == many == 1 + len(QUEUES) + 1

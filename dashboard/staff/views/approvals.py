@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
 from dashboard.notifications import notify_override_decided
-from dashboard.staff.forms import DecisionForm, staff_action
+from dashboard.staff.forms import DecisionForm, DrillForm, staff_action
 from dashboard.staff.views.pages import render_page, wants_partial
 from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
@@ -25,7 +25,13 @@ from reconciliation.cases.changes import CaseError, CaseNotFound
 from reconciliation.cases.models import OverrideRequest
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.overrides import override_approve, override_reject
-from reconciliation.casework.selectors import InvalidFilter, case_detail, queue_page
+from reconciliation.casework.selectors import (
+    InvalidFilter,
+    QueueFilters,
+    case_detail,
+    queue_counters,
+    queue_page,
+)
 from reconciliation.stores import case_store, every_store
 
 PAGE_SIZE = 50
@@ -51,25 +57,39 @@ def _approvals_response(
     request: HttpRequest, *, status: int = 200, failed: dict | None = None
 ) -> HttpResponse:
     cursor = request.GET.get("cursor") or None
+    form = DrillForm(request.GET if "drill" in request.GET else None)
+    drill = bool(form.is_valid() and form.cleaned_data["drill"])
     page, error = None, ""
     try:
         page = queue_page(
-            Queue.OVERRIDE_REQUESTED, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
+            Queue.OVERRIDE_REQUESTED,
+            filters=QueueFilters(drill=drill),
+            cursor=cursor,
+            limit=PAGE_SIZE,
+            stores=every_store(),
         )
     except InvalidFilter as exc:
         error, status = exc.problems, 400
     failed = failed or {}
     items = [_item(request, row, failed.get(row.case_id)) for row in (page.rows if page else [])]
+    kept = {"drill": "1"} if drill else {}
     more_url = ""
     if page is not None and page.next_cursor:
-        more_url = reverse("approvals") + "?" + urlencode({"cursor": page.next_cursor})
-    context = {
+        more_url = reverse("approvals") + "?" + urlencode({**kept, "cursor": page.next_cursor})
+    context: dict[str, object] = {
         "page": page,
         "items": items,
         "cursor": cursor,
         "error": error,
         "more_url": more_url,
+        "form": form,
+        "first_url": reverse("approvals") + ("?drill=1" if drill else ""),
     }
+    if not cursor and not drill:
+        # The drill's waiting requests, from the counters' drill share (one BatchGetItem).
+        waiting = queue_counters(stores=every_store())[Queue.OVERRIDE_REQUESTED]
+        context["drill_left_out"] = waiting.drill_count
+        context["drill_url"] = reverse("approvals") + "?drill=1"
     partial = "next_page" if cursor and page is not None else "requests"
     return render_page(request, "approvals/list.html", partial, context, status=status)
 

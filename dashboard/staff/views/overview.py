@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
@@ -36,7 +37,11 @@ def overview(request: StaffRequest) -> HttpResponse:
         approvals=APPROVALS_SHOWN,
         refresh_later=overview_summary_enqueue,
     )
-    counters, summary = read.counters, read.summary
+    summary = read.summary
+    # The drill's cases are left out of the counts and amounts (the counters keep their
+    # share apart) as of every list; the notice links the worklist that shows them.
+    drill_left_out = sum(c.drill_count for c in read.counters.values())
+    counters = {q: c.without_drill() for q, c in read.counters.items()}
     counts = {q: c.count for q, c in counters.items()}
     ageing = summary.ageing
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
@@ -68,6 +73,8 @@ def overview(request: StaffRequest) -> HttpResponse:
         "events_own_only": bool(own_only),
         "summary_at": summary.computed_at,
         "summary_refreshing": read.refreshing,
+        "drill_left_out": drill_left_out,
+        "drill_url": reverse("worklist") + "?drill=1",
         # Endpoints the dispatcher disabled after a day of failures (docs/webhooks.md).
         "disabled_endpoints": disabled_endpoints(limit=DISABLED_SHOWN),
     }

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
 
 PAGE_SIZE = 50
-FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine", "sort")
+FILTER_FIELDS = ("fund", "min_amount", "min_age_h", "q", "mine", "sort", "drill")
 # Each sortable column: its first order when clicked, and the order a second click gives.
 SORT_COLUMNS = {
     "age": ("oldest", "newest"),
@@ -149,6 +149,18 @@ def _table_refresh(request: StaffRequest, cursor: str | None) -> bool:
     return cursor is None and htmx is not None and htmx.trigger == "results"
 
 
+def _drill_toggled(request: StaffRequest, form: QueueFilterForm) -> bool:
+    """The table reloading in place with "Show drill data" changed: the counts above it
+    (tabs, amount at risk, the drill notice) change with it, so they travel along. Only
+    then: any other filter leaves them as they are."""
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    if htmx is None or not htmx or not htmx.current_url:
+        return False
+    before = QueryDict(urlsplit(htmx.current_url).query).get("drill", "")
+    now = bool(form.is_bound and form.is_valid() and form.cleaned_data.get("drill"))
+    return now != (before not in ("", "0", "false", "False", "off"))
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
@@ -226,11 +238,20 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         ),
     }
     whole = not wants_partial(request)
-    if whole or _table_refresh(request, cursor):
+    if whole or _table_refresh(request, cursor) or (not cursor and _drill_toggled(request, form)):
         # The whole page has the tabs (with counts) and the bulk form; the table reloading
         # itself carries the counts out of band. One BatchGetItem of counter items: the
         # counts and the amount at risk.
         counters = queue_counters(stores=every_store())
+        drill = bool(form.is_bound and form.is_valid() and form.cleaned_data.get("drill"))
+        if not drill:
+            # The drill's share of the counters (reconciliation/cases/counters.py): the
+            # counts and amounts agree with the rows, which leave the drill out too.
+            context["drill_left_out"] = counters[name].drill_count
+            context["drill_url"] = (
+                reverse("queue", args=[queue]) + "?" + "&".join(p for p in (query, "drill=1") if p)
+            )
+            counters = {q: c.without_drill() for q, c in counters.items()}
         context["counts"] = {q: c.count for q, c in counters.items()}
         context["counter"] = counters[name]
         context["counts_oob"] = not whole

@@ -23,6 +23,7 @@ from reconciliation.casework.search import (
     FoundPledge,
     case_search,
     pledge_search,
+    pledges_without_drill,
     without_drill,
 )
 from reconciliation.casework.selectors import InvalidFilter
@@ -54,7 +55,8 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
     except UnknownFormat:
         return format_refused()
     found, status, error = None, 200, ""
-    drill, left_out = request.GET.get("drill") == "1", 0
+    drill = form.is_valid() and bool(form.cleaned_data.get("drill"))
+    left_out = pledges_left_out = 0
     pledges: list[FoundPledge] = []
     if form.is_bound:
         if not form.is_valid():
@@ -78,6 +80,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
                 status, error = 400, exc.problems
             if found is not None and not drill:
                 found, left_out = without_drill(found)
+                pledges, pledges_left_out = pledges_without_drill(pledges)
     if as_csv:
         if error and status == 400:
             return filters_refused(error)
@@ -108,6 +111,7 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         ],
         "error": error,
         "left_out": left_out,
+        "pledges_left_out": pledges_left_out,
         "drill_query": urlencode({"q": request.GET.get("q", ""), "drill": "1"}),
         "csv_query": urlencode(
             {"q": request.GET.get("q", ""), **({"drill": "1"} if drill else {}), "format": "csv"}

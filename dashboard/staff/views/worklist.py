@@ -95,6 +95,7 @@ def _page(
         "saved_views": SavedView.objects.filter(user_id=_owner(request)),
         "save_form": save_form or SavedViewForm(initial={"query": query}),
         "csv_url": reverse("worklist") + "?" + "&".join(p for p in (query, "format=csv") if p),
+        "drill_url": reverse("worklist") + "?" + "&".join(p for p in (query, "drill=1") if p),
     }
     partial = "next_page" if start and worklist is not None else "results"
     return render_page(request, "worklist/worklist.html", partial, context, status=status)
