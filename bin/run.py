@@ -465,7 +465,9 @@ def main() -> int:
         try:
             code = honcho.wait()
             # Stopped on request, everything stopped: a clean end, whatever honcho says.
-            return 0 if stopping else code
+            # A Ctrl-C reaches honcho and this process at once; on a loaded machine honcho
+            # may end (130: stopped by SIGINT) before this process runs its handler.
+            return 0 if stopping or code in (130, -signal.SIGINT) else code
         except KeyboardInterrupt:
             # A terminal's Ctrl-C reaches honcho too; a signal sent to this process alone
             # does not, so pass it on if honcho is still running a moment later.

@@ -10,17 +10,13 @@ import re
 
 import pytest
 
-from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import DRILL_TENANT
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.claims import intake
-from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.claims.request import parse_fields
-from reconciliation.dynamo import faults
 from reconciliation.stores import first_store
-from tests.conftest import pledge_body, staff_actor
-from tests.helpers import repositories, sign_in
+from tests.conftest import staff_actor
+from tests.helpers import sign_in
+from tests.reconciliation.factories import ambiguous_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -29,16 +25,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 def _resolved(tenant: str, key: str, donor_ref: str = "D-1"):
     """An ambiguous case of ``tenant`` whose commit went through, confirmed committed."""
-    actor = Actor(username=f"api:{tenant}", role=Role.API, address="127.0.0.1")
-    with faults.injected({"ambiguous_after_commit": 1.0}):
-        outcome = intake.pledge_submit(
-            tenant=tenant,
-            idempotency_key=key,
-            request=parse_fields(pledge_body(donor_ref=donor_ref)),
-            actor=actor,
-        )
-    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
-    case = repositories().cases.get(outcome.case_id)
+    case = ambiguous_case(key, tenant=tenant, donor_ref=donor_ref)
     case_dispose(
         case_id=case.case_id,
         disposition="CONFIRMED_COMMITTED",
@@ -98,16 +85,7 @@ def test_search_leaves_the_drill_out_unless_asked(ddb, client):
 
 def _open(tenant: str, key: str, amount: str):
     """An open AMBIGUOUS_TIMEOUT case of ``tenant`` (its commit went through)."""
-    actor = Actor(username=f"api:{tenant}", role=Role.API, address="127.0.0.1")
-    with faults.injected({"ambiguous_after_commit": 1.0}):
-        outcome = intake.pledge_submit(
-            tenant=tenant,
-            idempotency_key=key,
-            request=parse_fields(pledge_body(amount=amount)),
-            actor=actor,
-        )
-    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
-    return repositories().cases.get(outcome.case_id)
+    return ambiguous_case(key, tenant=tenant, amount=amount)
 
 
 @pytest.fixture

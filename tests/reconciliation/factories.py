@@ -15,15 +15,13 @@ from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
 from tests.helpers import repositories
 
-API = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
 
-
-def submit(key: str, **overrides) -> IntakeOutcome:
+def submit(key: str, *, tenant: str = "acme", **overrides) -> IntakeOutcome:
     return intake.pledge_submit(
-        tenant="acme",
+        tenant=tenant,
         idempotency_key=key,
         request=parse_fields(pledge_body(**overrides)),
-        actor=API,
+        actor=Actor(username=f"api:{tenant}", role=Role.API, address="127.0.0.1"),
     )
 
 
@@ -42,10 +40,10 @@ def stuck_case(key: str, **overrides):
     return repositories().cases.get(case_id)
 
 
-def ambiguous_case(key: str, **overrides):
+def ambiguous_case(key: str, *, tenant: str = "acme", **overrides):
     """An AMBIGUOUS_TIMEOUT case whose commit did in fact succeed."""
     with faults.injected({"ambiguous_after_commit": 1.0}):
-        outcome = submit(key, **overrides)
+        outcome = submit(key, tenant=tenant, **overrides)
     assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
     return repositories().cases.get(outcome.case_id)
 

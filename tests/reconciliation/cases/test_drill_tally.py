@@ -9,21 +9,18 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.actors import system_actor
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, case_id_for, case_to_item
 from reconciliation.cases.vocabulary import CaseState, Queue
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overview import overview_read
-from reconciliation.claims import intake
 from reconciliation.claims.opening import case_open
-from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.claims.request import parse_fields
-from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, first_store
-from tests.conftest import pledge_body, staff_actor
+from tests.conftest import staff_actor
 from tests.helpers import repositories
+from tests.reconciliation.factories import ambiguous_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -32,16 +29,7 @@ AMBIGUOUS = Queue.AMBIGUOUS_TIMEOUT
 
 def ambiguous(tenant: str, key: str, amount: str = "10.00"):
     """An AMBIGUOUS_TIMEOUT case of ``tenant`` whose commit went through."""
-    actor = Actor(username=f"api:{tenant}", role=Role.API, address="127.0.0.1")
-    with faults.injected({"ambiguous_after_commit": 1.0}):
-        outcome = intake.pledge_submit(
-            tenant=tenant,
-            idempotency_key=key,
-            request=parse_fields(pledge_body(amount=amount)),
-            actor=actor,
-        )
-    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
-    return repositories().cases.get(outcome.case_id)
+    return ambiguous_case(key, tenant=tenant, amount=amount)
 
 
 def confirm(case) -> None:
