@@ -142,7 +142,7 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def _hands(self, options: dict[str, Any]) -> None:
-        from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
+        from reconciliation.ops.explorer.hands_search import HandsConfig, explore_hands
 
         config = HandsConfig(
             bound=options["bound"],

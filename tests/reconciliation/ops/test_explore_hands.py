@@ -14,7 +14,7 @@ from django.core.management import call_command
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import CaseRequest, Resolution
 from reconciliation.ops.explorer.catalogue import catalogue, pairs
-from reconciliation.ops.explorer.hands import HandsConfig, explore_hands
+from reconciliation.ops.explorer.hands_search import HandsConfig, explore_hands
 from reconciliation.ops.explorer.schedule import (
     Child,
     Decision,
