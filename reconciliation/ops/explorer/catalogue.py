@@ -36,7 +36,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.acks.models import Endpoint
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.actions import StaffAction
+from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
@@ -379,21 +379,23 @@ def pairs(specs: list[ActorSpec]) -> list[tuple[ActorSpec, ActorSpec]]:
     return out
 
 
-def _request_release(world: World) -> None:
+def _ask_override(world: World, override: Override, reason_code: ReasonCode) -> ActionResult:
+    """The requester asks for ``override`` on the world's case (a supervisor decides)."""
     from reconciliation.casework.overrides import override_request
 
+    return override_request(
+        case_id=world.case_id,
+        override=override,
+        staff=StaffAction(
+            actor=REQUESTER, reason_code=reason_code, reason_text=REASON, seen_version=None
+        ),
+        store=world.store,
+    )
+
+
+def _request_release(world: World) -> None:
     try:
-        result = override_request(
-            case_id=world.case_id,
-            override=Override.RELEASE_CLAIM,
-            staff=StaffAction(
-                actor=REQUESTER,
-                reason_code=ReasonCode.TRANSIENT_FAILURE,
-                reason_text=REASON,
-                seen_version=None,
-            ),
-            store=world.store,
-        )
+        result = _ask_override(world, Override.RELEASE_CLAIM, ReasonCode.TRANSIENT_FAILURE)
     except CaseError:
         return  # refused (a retry in flight, a pledge recorded): nothing to decide
     world.override_request = result.case.override.request_id if result.case.override else None
@@ -415,19 +417,7 @@ def _record_answer_lost(world: World, wire: HandsWire) -> None:
 
 
 def _request_void(world: World) -> None:
-    from reconciliation.casework.overrides import override_request
-
-    result = override_request(
-        case_id=world.case_id,
-        override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=REQUESTER,
-            reason_code=ReasonCode.DONOR_REQUEST,
-            reason_text=REASON,
-            seen_version=None,
-        ),
-        store=world.store,
-    )
+    result = _ask_override(world, Override.VOID_PLEDGE, ReasonCode.DONOR_REQUEST)
     assert result.case.override is not None, "the VOID_PLEDGE request is pending"
     world.override_request = result.case.override.request_id
 
