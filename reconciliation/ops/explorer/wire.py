@@ -262,6 +262,14 @@ class CallRecord:
     status: int | None = None  # the engine's own answer, when it was sent
 
 
+def _parsed(request: AWSPreparedRequest, event_name: str) -> tuple[str, bytes, dict[str, Any]]:
+    """The DynamoDB operation a ``before-send`` event names, the request's raw body and
+    its JSON."""
+    raw = request.body or b"{}"
+    raw = raw.encode() if isinstance(raw, str) else raw
+    return event_name.rsplit(".", 1)[-1], raw, json.loads(raw)
+
+
 def _answer(
     request: AWSPreparedRequest, status: int, error_type: str, message: str, **extra: Any
 ) -> AWSResponse:
@@ -335,10 +343,7 @@ class Wire:
     def __call__(
         self, request: AWSPreparedRequest, event_name: str = "", **_kwargs: Any
     ) -> AWSResponse | None:
-        operation = event_name.rsplit(".", 1)[-1]
-        raw = request.body or b"{}"
-        raw = raw.encode() if isinstance(raw, str) else raw
-        body = json.loads(raw)
+        operation, raw, body = _parsed(request, event_name)
         shape = call_shape(operation, body, self.roles, self.own_shard)
         record = self._record(operation, shape, hashlib.sha256(raw).hexdigest()[:16])
         record.unfenced = unfenced_writes(operation, body, self.roles)
@@ -435,10 +440,7 @@ class HandsWire:
     def __call__(
         self, request: AWSPreparedRequest, event_name: str = "", **_kwargs: Any
     ) -> AWSResponse | None:
-        operation = event_name.rsplit(".", 1)[-1]
-        raw = request.body or b"{}"
-        raw = raw.encode() if isinstance(raw, str) else raw
-        body = json.loads(raw)
+        operation, raw, body = _parsed(request, event_name)
         shape = call_shape(operation, body, self.roles, OWN_SHARD)
         elsewhere = other_ack_shard(body, self.ack_shard)
         if elsewhere:
