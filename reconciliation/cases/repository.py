@@ -12,8 +12,8 @@ by every case change (a burst of openings would otherwise conflict on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -60,6 +60,73 @@ class CountersAnd:
 # Leaves out one tenant's cases (``:without_tenant``, the drill's). A case written before
 # tenants were stored has none: it is not the drill's, so it stays.
 _WITHOUT_TENANT = "(attribute_not_exists(#tenant) OR #tenant <> :without_tenant)"
+
+
+class QueryPage(NamedTuple):
+    """One Query page of an index: its rows (plain, decoded), where the next page starts
+    (``None`` after the last) and the read units it cost."""
+
+    rows: list[dict[str, Any]]
+    last_key: dict[str, Any] | None
+    units: float
+
+
+@dataclass
+class _IndexQuery:
+    """One index Query's key condition and FilterExpression, built a part at a time, with
+    the attribute names and values they use."""
+
+    index: str
+    key_condition: str
+    vals: dict[str, Any]
+    names: dict[str, str] = field(default_factory=dict)
+    filters: list[str] = field(default_factory=list)
+
+    def sort_range(self, sort_key: str, *, after: str | None, before: str | None) -> None:
+        """Bound the index's sort key to ``[after, before)`` (either end may be open)."""
+        if after and before:
+            self.key_condition += f" AND {sort_key} BETWEEN :after AND :before"
+            self.vals.update(after=after, before=before)
+        elif after:
+            self.key_condition += f" AND {sort_key} >= :after"
+            self.vals["after"] = after
+        elif before:
+            self.key_condition += f" AND {sort_key} < :before"
+            self.vals["before"] = before
+
+    def keep(self, expression: str, names: dict[str, str] | None = None, **vals: Any) -> None:
+        """Add ``expression`` to the FilterExpression."""
+        self.filters.append(expression)
+        self.names.update(names or {})
+        self.vals.update(vals)
+
+    def keep_equal(self, name: str, value: Any) -> None:
+        self.keep(f"#{name} = :{name}", {f"#{name}": name}, **{name: value})
+
+    def keep_owned(self, tag: str) -> None:
+        """Only the cases living in the region tagged ``tag`` (:func:`owned_filter`)."""
+        expression, owned_values = owned_filter(tag)
+        self.keep(expression, **owned_values)
+
+    def keep_without_tenant(self, tenant: str) -> None:
+        """Not ``tenant``'s cases (the drill's); nothing left out when ``tenant`` is empty."""
+        if tenant:
+            self.keep(_WITHOUT_TENANT, {"#tenant": "tenant"}, without_tenant=tenant)
+
+    def kwargs(self, table: str) -> dict[str, Any]:
+        """The Query's arguments (names only when some part uses them: DynamoDB refuses
+        a name no expression uses)."""
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": self.index,
+            "KeyConditionExpression": self.key_condition,
+            "ExpressionAttributeValues": values(**self.vals),
+        }
+        if self.names:
+            kwargs["ExpressionAttributeNames"] = self.names
+        if self.filters:
+            kwargs["FilterExpression"] = " AND ".join(self.filters)
+        return kwargs
 
 
 class CaseRepository:
@@ -234,7 +301,7 @@ class CaseRepository:
         forward: bool = True,
         owned_only: bool = False,
         without_tenant: str = "",
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
+    ) -> QueryPage:
         """One Query page of a queue index: ``open_by_queue`` (by age), or
         ``open_by_amount`` / ``open_by_fund``; ``forward`` is the index order (oldest,
         smallest, A first).
@@ -249,59 +316,30 @@ class CaseRepository:
         (:func:`owned_filter`), and ``without_tenant`` that tenant's cases (the drill's).
         Returns plain rows, the LastEvaluatedKey and the read units.
         """
-        key_condition = "#q = :q"
-        vals: dict[str, Any] = {"q": queue}
-        parts = []
-        names = {"#q": "queue"}
+        query = _IndexQuery(index, "#q = :q", {"q": queue}, {"#q": "queue"})
         if owned_only:
-            expression, owned_values = owned_filter(self.tag)
-            parts.append(expression)
-            vals.update(owned_values)
+            query.keep_owned(self.tag)
         if opened_before and index == "open_by_queue":
-            key_condition += " AND queue_sort < :before"
-            vals["before"] = opened_before
+            query.sort_range("queue_sort", after=None, before=opened_before)
         elif opened_before:
-            parts.append("#opened < :before")
-            names["#opened"] = "opened_at"
-            vals["before"] = opened_before
+            query.keep("#opened < :before", {"#opened": "opened_at"}, before=opened_before)
         for name, value in (filters or {}).items():
             if value in (None, ""):
                 continue
             if name == "min_amount" and index == "open_by_amount":
-                key_condition += " AND #amount >= :min_amount"
-                names["#amount"] = "amount"
+                query.key_condition += " AND #amount >= :min_amount"
+                query.names["#amount"] = "amount"
+                query.vals[name] = value
             elif name == "fund" and index == "open_by_fund":
-                key_condition += " AND #fund = :fund"
-                names["#fund"] = "fund"
+                query.key_condition += " AND #fund = :fund"
+                query.names["#fund"] = "fund"
+                query.vals[name] = value
             elif name == "min_amount":
-                parts.append("#amount >= :min_amount")
-                names["#amount"] = "amount"
+                query.keep("#amount >= :min_amount", {"#amount": "amount"}, min_amount=value)
             else:
-                parts.append(f"#{name} = :{name}")
-                names[f"#{name}"] = name
-            vals[name] = value
-        if without_tenant:
-            parts.append(_WITHOUT_TENANT)
-            names["#tenant"] = "tenant"
-            vals["without_tenant"] = without_tenant
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index,
-            "KeyConditionExpression": key_condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values(**vals),
-            "Limit": limit,
-            "ScanIndexForward": forward,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if parts:
-            kwargs["FilterExpression"] = " AND ".join(parts)
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
-        response = self.client.query(**kwargs)
-        rows = [decoded_row(i) for i in response.get("Items", [])]
-        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
-        return rows, response.get("LastEvaluatedKey"), consumed
+                query.keep_equal(name, value)
+        query.keep_without_tenant(without_tenant)
+        return self._page(query, limit=limit, forward=forward, start_key=start_key)
 
     def walk_queue(
         self,
@@ -342,38 +380,14 @@ class CaseRepository:
         """How many open cases of ``queue`` were opened in ``[after, before)``; with
         ``owned_only``, of the cases living in this region (:func:`owned_filter`);
         ``without_tenant``'s cases (the drill's) left out."""
-        condition = "#q = :q"
-        vals: dict[str, Any] = {"q": queue}
-        names = {"#q": "queue"}
-        parts = []
+        query = _IndexQuery("open_by_queue", "#q = :q", {"q": queue}, {"#q": "queue"})
         if owned_only:
-            expression, owned_values = owned_filter(self.tag)
-            parts.append(expression)
-            vals.update(owned_values)
-        if without_tenant:
-            parts.append(_WITHOUT_TENANT)
-            names["#tenant"] = "tenant"
-            vals["without_tenant"] = without_tenant
-        if before and after:
-            condition += " AND queue_sort BETWEEN :after AND :before"
-            vals.update(after=after, before=before)
-        elif before:
-            condition += " AND queue_sort < :before"
-            vals["before"] = before
-        elif after:
-            condition += " AND queue_sort >= :after"
-            vals["after"] = after
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "open_by_queue",
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values(**vals),
-            "Select": "COUNT",
-        }
-        if parts:
-            kwargs["FilterExpression"] = " AND ".join(parts)
-        pages = self.client.get_paginator("query").paginate(**kwargs)
+            query.keep_owned(self.tag)
+        query.keep_without_tenant(without_tenant)
+        query.sort_range("queue_sort", after=after, before=before)
+        pages = self.client.get_paginator("query").paginate(
+            **query.kwargs(self.table), Select="COUNT"
+        )
         return sum(page.get("Count", 0) for page in pages)
 
     def ids_for_intent(self, intent_id: str) -> list[str]:
@@ -387,24 +401,11 @@ class CaseRepository:
 
     def query_assigned(
         self, assignee: str, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
+    ) -> QueryPage:
         """One Query page of ``assignee``'s open cases, oldest first
         (``open_by_assignee``)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "open_by_assignee",
-            "KeyConditionExpression": "assignee = :a",
-            "ExpressionAttributeValues": values(a=assignee),
-            "Limit": limit,
-            "ScanIndexForward": True,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
-        response = self.client.query(**kwargs)
-        rows = [decoded_row(i) for i in response.get("Items", [])]
-        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
-        return rows, response.get("LastEvaluatedKey"), consumed
+        query = _IndexQuery("open_by_assignee", "assignee = :a", {"a": assignee})
+        return self._page(query, limit=limit, forward=True, start_key=start_key)
 
     def ids_for_donor(self, donor_ref: str, *, limit: int = 100) -> list[str]:
         """Cases opened for ``donor_ref`` in any letter case, newest first (the sparse
@@ -421,51 +422,39 @@ class CaseRepository:
         before: str | None = None,
         filters: dict[str, Any] | None = None,
         without_tenant: str = "",
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
+    ) -> QueryPage:
         """One Query page of one month's ``resolved_by_time`` partition, newest first;
         ``after``/``before`` bound the range key (ISO instants), ``filters``
         (resolved_by, resolved_how, fund) become a FilterExpression, and so does
         ``without_tenant``: that tenant's cases are left out (the drill's)."""
-        condition = "resolved_month = :m"
-        vals: dict[str, Any] = {"m": month}
-        if after and before:
-            condition += " AND resolved_sort BETWEEN :after AND :before"
-            vals.update(after=after, before=before)
-        elif after:
-            condition += " AND resolved_sort >= :after"
-            vals["after"] = after
-        elif before:
-            condition += " AND resolved_sort < :before"
-            vals["before"] = before
-        parts, names = [], {}
+        query = _IndexQuery("resolved_by_time", "resolved_month = :m", {"m": month})
+        query.sort_range("resolved_sort", after=after, before=before)
         for name, value in (filters or {}).items():
-            if value in (None, ""):
-                continue
-            parts.append(f"#{name} = :{name}")
-            names[f"#{name}"] = name
-            vals[name] = value
-        if without_tenant:
-            parts.append(_WITHOUT_TENANT)
-            names["#tenant"] = "tenant"
-            vals["without_tenant"] = without_tenant
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "resolved_by_time",
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values(**vals),
-            "Limit": limit,
-            "ScanIndexForward": False,
-            "ReturnConsumedCapacity": "TOTAL",
-        }
-        if parts:
-            kwargs["FilterExpression"] = " AND ".join(parts)
-            kwargs["ExpressionAttributeNames"] = names
+            if value not in (None, ""):
+                query.keep_equal(name, value)
+        query.keep_without_tenant(without_tenant)
+        return self._page(query, limit=limit, forward=False, start_key=start_key)
+
+    def _page(
+        self,
+        query: _IndexQuery,
+        *,
+        limit: int,
+        forward: bool,
+        start_key: dict[str, Any] | None,
+    ) -> QueryPage:
+        """Run one page of ``query``, ``limit`` items at most, in the index's order
+        (``forward``) or against it, from ``start_key``."""
+        kwargs = query.kwargs(self.table)
+        kwargs.update(Limit=limit, ScanIndexForward=forward, ReturnConsumedCapacity="TOTAL")
         if start_key:
             kwargs["ExclusiveStartKey"] = start_key
         response = self.client.query(**kwargs)
-        rows = [decoded_row(i) for i in response.get("Items", [])]
-        consumed = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
-        return rows, response.get("LastEvaluatedKey"), consumed
+        return QueryPage(
+            rows=[decoded_row(i) for i in response.get("Items", [])],
+            last_key=response.get("LastEvaluatedKey"),
+            units=response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0),
+        )
 
     def decoded_of(self, case_ids: list[str]) -> dict[str, tuple[DecodedReason, ...]]:
         """The decoded cancellation reasons of ``case_ids`` (one BatchGetItem per 100)."""
