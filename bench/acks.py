@@ -1,7 +1,7 @@
 """Commit to the receiver's receipt: how long an acknowledgement takes under the simulate
 load, for a few dispatcher settings, and how fast one dispatcher drains a backlog.
 
-    python bench/acks.py [--pledges 300] [--seed 26] [--write]
+    python bench/acks.py [--pledges 300] [--seed 26] [--settings all|default] [--write]
 
 An own DynamoDB Local, a throwaway SQLite database with one endpoint registered for the
 simulator's tenant (``add_webhook --tenant sim``), a real ``webhook_sink`` process (no
@@ -12,7 +12,8 @@ the latency of each of the run's pledges is the sink's first receipt
 claim's time, which the commit follows within milliseconds, or after the throttling
 back-off). The drain: simulate runs with no dispatcher, then one (then two) start, and
 the rate is the run's events over the time from their first receipt to their last.
-The processes are started by the reliability run's helpers
+``--settings default`` runs the first of each alone (a check that the bench works; it
+writes nothing). The processes are started by the reliability run's helpers
 (tests/reliability/procs.py), so the bench and ``tests/reliability/test_acks.py`` start
 them one way.
 """
@@ -202,8 +203,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pledges", type=int, default=300)
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument(
+        "--settings",
+        choices=("all", "default"),
+        default="all",
+        help="default: only the first setting of each table (poll 2 s, 1 dispatcher; a "
+        "backlog, 1 dispatcher), to see the bench work end to end",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    if args.write and args.settings != "all":
+        parser.error("--write replaces the whole section: run --settings all")
+    settings, drains = (SETTINGS, DRAINS) if args.settings == "all" else (SETTINGS[:1], DRAINS[:1])
     tmp = Path(tempfile.mkdtemp(prefix="bench-acks-"))
     # This process reads acks_due (Bench.settled) with the environment its children get.
     port = free_port()
@@ -225,8 +236,8 @@ def main() -> None:
         sink = sink_registered(env, tmp, tenant="sim")
         running.callback(sink.stop)
         bench = Bench(env, tmp, sink.start(), args.pledges, args.seed)
-        load = [bench.measure(s, backlog=False) for s in SETTINGS]
-        drain = [bench.measure(s, backlog=True) for s in DRAINS]
+        load = [bench.measure(s, backlog=False) for s in settings]
+        drain = [bench.measure(s, backlog=True) for s in drains]
     report = render(load, drain, args.pledges)
     print(report)
     print(f"(process logs in {tmp})")
