@@ -16,10 +16,13 @@ sys.path.insert(0, str(ROOT))
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
-def start_engine():
+def start_engine(port: int | None = None):
+    """DynamoDB Local on ``port`` (a free one by default: a bench that sets its
+    children's environment before the engine runs names the port first), and Django in
+    this process against it, its tables made."""
     from reconciliation.dynamo.local import start_dynamodb_local
 
-    engine = start_dynamodb_local()
+    engine = start_dynamodb_local(port)
     os.environ["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
     os.environ.setdefault("DDB_TABLE_PREFIX", "bench-")
     # Seeding 100 000 items keeps DynamoDB Local busy; a bench is not a request path.

@@ -1,7 +1,7 @@
 """Commit to the receiver's receipt: how long an acknowledgement takes under the simulate
 load, for a few dispatcher settings, and how fast one dispatcher drains a backlog.
 
-    python bench/acks.py [--pledges 300] [--seed 26] [--write]
+    python bench/acks.py [--pledges 300] [--seed 26] [--settings all|default] [--write]
 
 An own DynamoDB Local, a throwaway SQLite database with one endpoint registered for the
 simulator's tenant (``add_webhook --tenant sim``), a real ``webhook_sink`` process (no
@@ -12,26 +12,35 @@ the latency of each of the run's pledges is the sink's first receipt
 claim's time, which the commit follows within milliseconds, or after the throttling
 back-off). The drain: simulate runs with no dispatcher, then one (then two) start, and
 the rate is the run's events over the time from their first receipt to their last.
+``--settings default`` runs the first of each alone (a check that the bench works; it
+writes nothing). The processes are started by the reliability run's helpers
+(tests/reliability/procs.py), so the bench and ``tests/reliability/test_acks.py`` start
+them one way.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
-import secrets
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from _common import ROOT, machine_line, start_engine, write_section
+from _common import machine_line, start_engine, write_section
+
+from reconciliation.dynamo.local import free_port
+from tests.processes import Process, wait_for
+from tests.reliability.procs import (
+    SinkProcess,
+    dispatcher,
+    django_env,
+    manage,
+    sink_registered,
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,8 @@ SETTINGS = (
     Setting("poll 0.5 s, 1 dispatcher, simulate at 2 threads", 0.5, 1, threads=2),
 )
 DRAINS = (Setting("backlog, 1 dispatcher", 0.5, 1), Setting("backlog, 2 dispatchers", 0.5, 2))
+# A run of 300 pledges takes 20-30 s on 2 shared cores: a stuck one, not a slow one.
+SIMULATE_TIMEOUT_S = 1800
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,72 +84,29 @@ def epoch_of(iso: str) -> float:
 
 
 class Bench:
-    def __init__(self, env: dict[str, str], tmp: Path, pledges: int, seed: int):
-        self.env, self.tmp, self.pledges, self.seed = env, tmp, pledges, seed
+    """The sink, the dispatchers and ``manage.py`` as the reliability run starts them
+    (tests/reliability/procs.py), in ``env``; their logs in ``tmp``."""
+
+    def __init__(self, env: dict[str, str], tmp: Path, sink: SinkProcess, pledges: int, seed: int):
+        self.env, self.tmp, self.sink, self.pledges, self.seed = env, tmp, sink, pledges, seed
         self.runs = 0
+        self.started = 0  # dispatchers started: each logs to a file of its own
 
-    def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode:
-            raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-        return done.stdout
-
-    def spawn(self, name: str, *args: str, **extra: str) -> subprocess.Popen:
-        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        return subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env={**self.env, **extra},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def sink_stats(self) -> dict:
-        url = f"http://127.0.0.1:{self.sink_port}/stats"
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return json.loads(answer.read())
-
-    def start_sink(self) -> subprocess.Popen:
-        from reconciliation.dynamo.local import free_port
-
-        self.manage("migrate", "--noinput")
-        self.sink_port = free_port()
-        out = self.manage(
-            "add_webhook", "--tenant", "sim", f"http://127.0.0.1:{self.sink_port}/hooks"
-        )
-        secret = out.strip().splitlines()[-1]
-        sink = self.spawn("sink", "webhook_sink", "--port", str(self.sink_port), "--secret", secret)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.sink_stats()
-                return sink
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    def dispatchers(self, setting: Setting) -> list[subprocess.Popen]:
+    def dispatchers(self, setting: Setting) -> list[Process]:
+        env = {**self.env, "ACK_POLL_S": str(setting.poll_s)}
+        self.started += setting.dispatchers
         return [
-            self.spawn(f"dispatch-{self.runs}-{n}", "dispatch_acks", ACK_POLL_S=str(setting.poll_s))
-            for n in range(setting.dispatchers)
+            dispatcher(env, self.tmp, n).start()
+            for n in range(self.started - setting.dispatchers, self.started)
         ]
 
     def simulate(self, threads: int) -> tuple[str, float]:
         """One simulate run: its run id (the intents' key prefix) and its duration."""
         self.runs += 1
         started = time.monotonic()
-        seed = str(self.seed + self.runs)
-        out = self.manage(
-            "simulate", "--pledges", str(self.pledges), "--seed", seed, "--threads", str(threads)
+        args = ["--pledges", str(self.pledges), "--seed", str(self.seed + self.runs)]
+        out = manage(
+            self.env, "simulate", *args, "--threads", str(threads), timeout=SIMULATE_TIMEOUT_S
         )
         first = out.splitlines()[0]  # "run <id>: N intents, …"
         return first.split()[1].rstrip(":"), time.monotonic() - started
@@ -149,13 +117,12 @@ class Bench:
         from reconciliation.stores import first_store
 
         repository = AckRepository(first_store())
-        deadline = time.monotonic() + timeout
-        while any(
-            repository.due(s, now=clock.epoch() + 10**7, limit=1) for s in repository.shards()
-        ):
-            if time.monotonic() > deadline:
-                raise SystemExit("acknowledgements still due after the timeout")
-            time.sleep(0.5)
+
+        def due() -> bool:
+            never = clock.epoch() + 10**7  # whenever due
+            return any(repository.due(s, now=never, limit=1) for s in repository.shards())
+
+        wait_for(lambda: not due(), timeout=timeout, interval=0.5, what="nothing due in acks_due")
 
     def measure(self, setting: Setting, *, backlog: bool) -> Result:
         started = None if backlog else self.dispatchers(setting)
@@ -165,9 +132,8 @@ class Bench:
             self.settled()
         finally:
             for process in running:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(30)
-        stats = self.sink_stats()
+                process.stop()
+        stats = self.sink.stats()
         prefix = f"sim-{run_id}-"
         latencies, receipts = [], []
         for message, event in stats["events"].items():
@@ -237,35 +203,42 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pledges", type=int, default=300)
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument(
+        "--settings",
+        choices=("all", "default"),
+        default="all",
+        help="default: only the first setting of each table (poll 2 s, 1 dispatcher; a "
+        "backlog, 1 dispatcher), to see the bench work end to end",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    if args.write and args.settings != "all":
+        parser.error("--write replaces the whole section: run --settings all")
+    settings, drains = (SETTINGS, DRAINS) if args.settings == "all" else (SETTINGS[:1], DRAINS[:1])
     tmp = Path(tempfile.mkdtemp(prefix="bench-acks-"))
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="dashboard.settings",
-        DJANGO_DEBUG="0",
-        DJANGO_HTTPS="0",
-        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
-        DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
-        AUDIT_SIGNING_KEY="bench-acks-signing-key",
-        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
-        VAR_DIR=str(tmp / "var"),
-        WEBHOOK_ALLOW_LOOPBACK="1",
-        PYTHONUNBUFFERED="1",
-        DDB_REGIONS="",
-        DDB_PRIMARY_REGION="",
-    )
+    # This process reads acks_due (Bench.settled) with the environment its children get.
+    port = free_port()
     os.environ.pop("FAULT_INJECTION", None)
-    engine = start_engine()
-    bench = Bench(dict(os.environ), tmp, args.pledges, args.seed)
-    sink = bench.start_sink()
-    try:
-        load = [bench.measure(s, backlog=False) for s in SETTINGS]
-        drains = [bench.measure(s, backlog=True) for s in DRAINS]
-    finally:
-        os.killpg(sink.pid, signal.SIGTERM)
-        sink.wait(30)
-        engine.stop()
-    report = render(load, drains, args.pledges)
+    os.environ.update(
+        django_env(
+            tmp,
+            endpoint_url=f"http://127.0.0.1:{port}",
+            table_prefix="bench-",
+            # simulate and the dispatchers need no Redis: a port where nothing listens.
+            redis_url=f"redis://127.0.0.1:{free_port()}/0",
+            AUDIT_SIGNING_KEY="bench-acks-signing-key",
+            WEBHOOK_ALLOW_LOOPBACK="1",
+        )
+    )
+    with contextlib.ExitStack() as running:
+        running.callback(start_engine(port).stop)
+        env = dict(os.environ)
+        sink = sink_registered(env, tmp, tenant="sim")
+        running.callback(sink.stop)
+        bench = Bench(env, tmp, sink.start(), args.pledges, args.seed)
+        load = [bench.measure(s, backlog=False) for s in settings]
+        drain = [bench.measure(s, backlog=True) for s in drains]
+    report = render(load, drain, args.pledges)
     print(report)
     print(f"(process logs in {tmp})")
     if args.write:

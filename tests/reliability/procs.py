@@ -399,6 +399,19 @@ class SinkProcess:
         self.process.stop()
 
 
+def sink_registered(
+    env: dict, log_dir: Path, *, tenant: str, flags: list[str] | None = None
+) -> SinkProcess:
+    """A sink (not yet started) on a free loopback port, registered as ``tenant``'s
+    endpoint: the Django tables made, ``add_webhook`` run, and the secret it prints last
+    (docs/webhooks.md) given to the sink to verify signatures with."""
+    manage(env, "migrate", "--noinput")
+    port = free_port()
+    added = manage(env, "add_webhook", "--tenant", tenant, f"http://127.0.0.1:{port}/hooks")
+    secret = added.strip().splitlines()[-1]
+    return SinkProcess(env, log_dir, port=port, secret=secret, flags=flags or [])
+
+
 def dispatcher(env: dict, log_dir: Path, n: int) -> Process:
     """``manage.py dispatch_acks`` in the foreground (not yet started), log of its own."""
     return Process(

@@ -25,7 +25,7 @@ from reconciliation.stores import first_store
 from tests.processes import Process, wait_for
 from tests.reliability.ack_invariants import SinkSeen, ack_check, ack_states
 from tests.reliability.invariants import assert_invariants
-from tests.reliability.procs import SinkProcess, dispatcher, django_env, manage
+from tests.reliability.procs import SinkProcess, dispatcher, django_env, sink_registered
 
 pytestmark = [
     pytest.mark.reliability,
@@ -101,15 +101,10 @@ def test_acks_exactly_once_through_sink_faults_and_two_dispatcher_kills(
         # waits 5 s, not 43 min; giving up would take 12 failures in a row (0.25^12).
         ACK_RETRY_SCALE="0.001",
     )
-    manage(env, "migrate", "--noinput")
-    port = free_port()
-    registered = manage(env, "add_webhook", "--tenant", "sim", f"http://127.0.0.1:{port}/hooks")
-    endpoint = endpoint_of(tmp_path / "db.sqlite3")
-    sink = SinkProcess(
+    sink = sink_registered(
         env,
         log_dir,
-        port=port,
-        secret=registered.strip().splitlines()[-1],
+        tenant="sim",
         flags=[
             "--fail-rate",
             str(FAIL_RATE),
@@ -121,6 +116,7 @@ def test_acks_exactly_once_through_sink_faults_and_two_dispatcher_kills(
             str(SEED),
         ],
     ).start()
+    endpoint = endpoint_of(tmp_path / "db.sqlite3")
     simulate = Process(
         [sys.executable, "manage.py", "simulate", "--pledges", str(INTENTS)]
         + ["--faults", SIMULATE_FAULTS, "--seed", str(SEED)],
