@@ -50,6 +50,12 @@ class ShardLeaseHeld(LeaseLost):
     """Another dispatcher holds the shard's lease (or took it over from us)."""
 
 
+class DispatcherStopping(ShardLeaseHeld):
+    """This dispatcher was asked to stop (:meth:`ShardLeases.close`): it takes no lease
+    and keeps none for another send, so its pass sends nothing more, as if every shard
+    were held by another."""
+
+
 @dataclass(frozen=True)
 class ShardLease:
     """A shard's lease as its holder last wrote it."""
@@ -173,10 +179,20 @@ class ShardLeases:
         # Renewed when less than this is left: half the lease, at least one attempt.
         self.renew_below = max(self.lease_s / 2, min(longest, self.lease_s))
         self.held: dict[str, ShardLease] = {}
+        self.closed = False
+
+    def close(self) -> None:
+        """Stop taking leases (the dispatcher was asked to stop): from now on
+        :meth:`hold` refuses, so a send under way ends and no other starts; what is held
+        stays held until :meth:`release`. Safe in a signal handler (one assignment)."""
+        self.closed = True
 
     def hold(self, shard: str) -> ShardLease:
         """``shard``'s lease with enough left for one more attempt: kept as it is, or
-        taken or renewed now (one write); :class:`ShardLeaseHeld` when another holds it."""
+        taken or renewed now (one write); :class:`ShardLeaseHeld` when another holds it,
+        :class:`DispatcherStopping` once :meth:`close` was called."""
+        if self.closed:
+            raise DispatcherStopping(f"{shard}: this dispatcher is stopping")
         now = clock.epoch()
         held = self.held.get(shard)
         if held is not None and held.left(now) >= self.renew_below:
@@ -195,9 +211,11 @@ class ShardLeases:
         self.held[shard] = lease
         return lease
 
-    def release(self) -> None:
+    def release(self) -> int:
         """Give up every lease held (a dispatcher that stops; one that dies leaves its
-        leases to run out): one write each, so the next dispatcher need not wait."""
+        leases to run out): one write each, so the next dispatcher need not wait. Returns
+        how many were held."""
+        count = len(self.held)
         for lease in list(self.held.values()):
             try:
                 self.repository.release(lease)
@@ -205,3 +223,4 @@ class ShardLeases:
                 # It runs out on its own.
                 logger.warning("shard lease %s not released: %s", lease.shard, exc)
         self.held.clear()
+        return count

@@ -1,15 +1,23 @@
 """``manage.py dispatch_acks [--once]`` (docs/webhooks.md): deliver the acknowledgements
 that are due, in the foreground; ``--once`` delivers what is due now and exits.
 
+Asked to stop (SIGTERM, as a process manager or a deploy does; SIGINT, Ctrl-C), it ends
+the send under way, starts no other, gives back its shard leases and exits 0: the next
+dispatcher sends at once instead of waiting ``ACK_LEASE_S`` for them to run out. A
+dispatcher killed (SIGKILL, a crash) leaves them to run out.
+
 The endpoints are the tenants' ``WebhookEndpoint`` rows, read here (the edge) and passed
 down as plain data; the pledges that are due, their shards' leases and the attempts are in DynamoDB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -62,18 +70,29 @@ class Command(BaseCommand):
 
     def handle(self, *args, once: bool = False, **options) -> None:
         # This dispatcher's shard leases, one set per region, kept from pass to pass: a
-        # lease held costs no write until it is near its end (docs/capacity.md). Released
-        # when it stops (--once, Ctrl-C); a dispatcher killed leaves them to run out.
+        # lease held costs no write until it is near its end (docs/capacity.md). Given
+        # back when it stops (the end of --once, or asked to by a signal).
         leases = {store.region_name: ShardLeases(store) for store in every_store()}
-        try:
-            self._passes(once=once, leases=leases)
-        finally:
-            for held in leases.values():
-                held.release()
+        stop = threading.Event()
 
-    def _passes(self, *, once: bool, leases: dict[str, ShardLeases]) -> None:
-        while True:
+        def _stop(_signum: int, _frame: FrameType | None) -> None:
+            stop.set()
+            for held in leases.values():
+                held.close()  # the send under way ends; no other starts
+
+        with _signals_call(_stop, signal.SIGTERM, signal.SIGINT):
+            try:
+                self._passes(once=once, leases=leases, stop=stop)
+            finally:
+                released = sum(held.release() for held in leases.values())
+        if stop.is_set():
+            self.stdout.write(f"dispatch_acks: stopped; {released} shard leases released")
+
+    def _passes(self, *, once: bool, leases: dict[str, ShardLeases], stop: threading.Event) -> None:
+        while not stop.is_set():
             for store in every_store():
+                if stop.is_set():
+                    return
                 try:
                     report = acks_dispatch_once(
                         store,
@@ -94,4 +113,22 @@ class Command(BaseCommand):
                     self.stdout.write(report.line())
             if once:
                 return
-            time.sleep(settings.ACK_POLL_S)
+            stop.wait(settings.ACK_POLL_S)
+
+
+@contextlib.contextmanager
+def _signals_call(
+    handler: Callable[[int, FrameType | None], None], *signums: int
+) -> Iterator[None]:
+    """``signums`` call ``handler`` while inside, then what they called before (a test
+    that runs the command in its own process keeps its own Ctrl-C). Signals reach the
+    main thread only: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, previous in before.items():
+            signal.signal(signum, previous)

@@ -86,6 +86,40 @@ def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
     assert b.hold("A#0").fence == 3
 
 
+def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(ddb, api):
+    """Closed during a POST (``dispatch_acks``'s SIGTERM handler closes its leases), the
+    pass records the send under way, starts none for the shard's other due pledges, and
+    the lease it gives back is free at once for the next dispatcher."""
+    keys = same_shard_keys(3, prefix="s")
+    for key in keys:
+        assert api.post(key, pledge_body()).status_code == 201
+    store = first_store()
+    leases = ShardLeases(store, owner="a")
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    sent: list[str] = []
+
+    def answer(target, *, body, **kwargs):
+        sent.append(body)
+        leases.close()  # the signal arrives while this POST is under way
+        return AttemptResult(200)
+
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: [endpoint],
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+    )
+    assert len(sent) == 1 and report.delivered == 1
+    repository = AckRepository(store)
+    still_due = [k for k in keys if (state := repository.get(f"acme#{k}")) and state.due]
+    assert len(still_due) == 2
+    with pytest.raises(ShardLeaseHeld):
+        leases.hold(ack_shard(f"acme#{keys[0]}"))  # closed: no lease more
+    assert leases.release() == 1
+    assert ShardLeases(store, owner="b").hold(ack_shard(f"acme#{keys[0]}")).fence == 2
+
+
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
     """At dispatch the host is resolved again; a private answer (DNS rebinding) is refused
     before any connection: the attempt is recorded as refused and retried later."""
