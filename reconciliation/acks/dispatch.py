@@ -39,7 +39,7 @@ from reconciliation.acks.models import (
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.schedule import retry_delay_s
 from reconciliation.acks.send import post, signed_headers
-from reconciliation.acks.shard_lease import ShardLeaseHeld, ShardLeases
+from reconciliation.acks.shard_lease import DispatcherStopping, ShardLeaseHeld, ShardLeases
 from reconciliation.acks.undelivered import ack_undelivered_open
 from reconciliation.claims.models import PledgeStatus
 from reconciliation.stores import Store
@@ -141,11 +141,15 @@ def acks_dispatch_once(
     own = leases is None
     leases = leases or ShardLeases(store)
     for shard in repository.shards():
+        if leases.closed:
+            break  # asked to stop: no other send starts
         due = [i for i in repository.due(shard, now=clock.epoch()) if owns(i)]
         if not due:
             continue  # no lease taken for an idle shard
         try:
             leases.hold(shard)
+        except DispatcherStopping:
+            break
         except ShardLeaseHeld:
             report.shards_busy += 1
             continue
@@ -167,6 +171,8 @@ def acks_dispatch_once(
                     on_attempt=on_attempt,
                     keep_lease=partial(leases.hold, shard),
                 )
+            except DispatcherStopping:
+                break  # the send under way ended; the pledges left stay due
             except ShardLeaseHeld:
                 # Taken over (we paused past the lease): the successor sends the rest.
                 report.lease_lost += 1

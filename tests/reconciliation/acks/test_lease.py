@@ -111,6 +111,7 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
         leases=leases,
     )
     assert len(sent) == 1 and report.delivered == 1
+    assert (report.lease_lost, report.shards_busy) == (0, 0)  # not another's doing
     repository = AckRepository(store)
     still_due = [k for k in keys if (state := repository.get(f"acme#{k}")) and state.due]
     assert len(still_due) == 2
