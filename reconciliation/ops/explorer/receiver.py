@@ -79,7 +79,16 @@ class Receiver:
         # The payload names the tenant's own key (as the intake API does); the stored
         # intent id is the tenant's and the key.
         intent_id = intent_id_for(str(data.get("tenant")), str(data.get("intent_id")))
-        self.receipts.append(Receipt(webhook_id, intent_id, str(payload.get("type")), first))
+        self.receipts.append(
+            Receipt(
+                webhook_id,
+                intent_id,
+                str(payload.get("type")),
+                first,
+                amount=str(data.get("amount", "")),
+                currency=str(data.get("currency", "")),
+            )
+        )
 
     @property
     def processed(self) -> list[str]:
