@@ -47,7 +47,7 @@ from reconciliation.acks.models import (
     event_id,
 )
 from reconciliation.cases.vocabulary import CaseType
-from reconciliation.claims.models import PledgeStatus
+from reconciliation.claims.models import PledgeStatus, intent_id_for
 from reconciliation.ops.invariants import WAS_RECORDED, Problem
 
 ONE_DELIVERY = "g one delivery per recorded pledge, endpoint and event"
@@ -90,6 +90,20 @@ class Receipt:
     processed: bool
     amount: str = ""
     currency: str = ""
+
+    @classmethod
+    def of(cls, webhook_id: str, payload: Mapping[str, Any], *, processed: bool) -> Receipt:
+        """A delivery as its payload tells it: ``data.intent_id`` is the tenant's own key
+        (as the intake API answers), so the stored intent id is the tenant's and the key."""
+        data = payload.get("data") or {}
+        return cls(
+            webhook_id,
+            intent_id_for(str(data.get("tenant")), str(data.get("intent_id"))),
+            str(payload.get("type")),
+            processed,
+            amount=str(data.get("amount", "")),
+            currency=str(data.get("currency", "")),
+        )
 
 
 def due_events(state: AckState) -> tuple[EventType, ...]:
