@@ -62,7 +62,7 @@ class AckFault(StrEnum):
 
     STRAY = "stray"  # g: a delivery for an event the pledge never had
     GAVE_UP_WITHOUT_CASE = "gave_up_without_case"  # g
-    MISSING = "missing"  # g: no delivery owed, and nothing due to send it
+    MISSING = "missing"  # g: an owed delivery absent, the pledge out of acks_due or at rest
     WAITING = "waiting"  # g: PENDING, and the pledge out of acks_due or at rest
     STILL_DUE = "still_due"  # g: in acks_due at rest
     UNRECORDED = "unrecorded"  # h: heard an event the receiver is not owed
@@ -74,6 +74,8 @@ class AckFault(StrEnum):
 
 @dataclass(frozen=True)
 class AckProblem(Problem):
+    """A problem of invariant g, h or i, with what it found."""
+
     fault: AckFault
 
 
