@@ -59,7 +59,7 @@ class AckRepository:
         item = self.client.get_item(
             TableName=self.table, Key={"intent_id": {"S": intent_id}}, ConsistentRead=True
         ).get("Item")
-        return _from_item(item) if item else None
+        return ack_state_from_item(item) if item else None
 
     def record(
         self,
@@ -109,7 +109,9 @@ class AckRepository:
         return fence + 1
 
 
-def _from_item(item: Any) -> AckState:
+def ack_state_from_item(item: Any) -> AckState:
+    """A raw pledge item as its acknowledgement state (for a caller that already holds
+    the item, as the explorer's snapshot does)."""
     data = from_item(item)
     pledge = pledge_from_item(item)
     assert pledge is not None

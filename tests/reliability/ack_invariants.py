@@ -1,32 +1,43 @@
-"""The acknowledgements' invariants at rest (issue 26; docs/webhooks.md "The promise"),
-checked over the pledges' delivery state as stored and what the receiver (``webhook_sink``,
-its ``GET /stats``) says it saw, never over what the dispatcher reported:
+"""The acknowledgements' invariants at rest in the reliability run (issue 26;
+docs/webhooks.md "The promise"), over the pledges' delivery state as stored and what the
+receiver (``webhook_sink``, its ``GET /stats``) says it saw, never over what the
+dispatcher reported.
 
-1. **Nothing lost**: every recorded pledge's event (``pledge.recorded``, and
-   ``pledge.voided`` once voided) was processed by the receiver, and its delivery to the
-   endpoint is ``DELIVERED``, with the pledge out of ``acks_due``;
-2. **Never processed twice**: the receiver processed each ``webhook-id`` once, whatever
-   it was sent (duplicates are deliveries it recognised and did not apply);
-3. **Never for an unrecorded intent**: every ``webhook-id`` the receiver was sent is the
-   event of a recorded pledge, and what it processed carries that pledge's fields;
-4. **None given up**: no delivery ran out of attempts (at rest, with the retry schedule
-   shrunk so the run outlasts many attempts but never all twelve).
+The rules are the explorer's (reconciliation/ops/ack_invariants.py: g, h, i): nothing
+lost, never processed twice, never for an unrecorded intent, what was processed the
+pledge's own payload, nothing waiting at rest. This module only translates the sink's
+``/stats`` into :class:`Receipt` s, counts the run's figures from the problems' faults,
+and adds the rule of this run alone:
 
-The checker is plain data in, problems in words out; ``tests/reliability/
-test_ack_invariants.py`` breaks each invariant on purpose.
+- **None given up**: the retry schedule is shrunk so the run outlasts many attempts but
+  never all twelve, so at rest a GAVE_UP delivery is a failure (the explorer, whose
+  faults may exhaust a delivery, allows one with its ACK_UNDELIVERED case).
+
+``tests/reliability/test_ack_invariants.py`` breaks each invariant on purpose.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciliation.acks.dispatch import events_of
-from reconciliation.acks.models import AckState, DeliveryStatus, Endpoint, delivery_key, event_id
+from reconciliation.acks.models import AckState, DeliveryStatus, Endpoint, EventType, event_id
 from reconciliation.acks.repository import AckRepository
+from reconciliation.cases.vocabulary import CaseType
+from reconciliation.ops.ack_invariants import (
+    AckFault,
+    Receipt,
+    ack_problems,
+    due_events,
+    owed_events,
+)
+from reconciliation.ops.invariants import Problem
 from reconciliation.stores import Store
 from tests.helpers import scan_all
+
+NONE_GIVEN_UP = "none given up in the reliability run"
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,30 @@ class SinkSeen:
             duplicates=int(stats["duplicates"]),
         )
 
+    def receipts(self, states: Sequence[AckState]) -> list[Receipt]:
+        """What the sink heard, as receipts: each processing, then each delivery it did not
+        process (a duplicate, or one lost before processing). The sink keeps the payload
+        of what it processed only: a delivery of an id it never processed is named by the
+        stored pledge's event that has the id, if one has (else by nothing)."""
+        named = {
+            event_id(state.intent_id, event): (state.intent_id, str(event))
+            for state in states
+            for event in EventType
+        }
+
+        def heard(webhook_id: str, processed: bool) -> Receipt:
+            payload = self.events.get(webhook_id)
+            if payload is not None:
+                return Receipt.of(webhook_id, payload, processed=processed)
+            intent_id, event_type = named.get(webhook_id, ("", ""))
+            return Receipt(webhook_id, intent_id, event_type, processed)
+
+        unprocessed = Counter(self.ids_seen) - Counter(self.processed)
+        return [
+            *(heard(webhook_id, True) for webhook_id in self.processed),
+            *(heard(webhook_id, False) for webhook_id in unprocessed.elements()),
+        ]
+
 
 @dataclass
 class AckReport:
@@ -60,7 +95,7 @@ class AckReport:
     unrecorded: int = 0
     given_up: int = 0
     pending: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -81,62 +116,42 @@ class AckReport:
         }
 
 
-def ack_check(states: list[AckState], seen: SinkSeen, *, endpoint: Endpoint) -> AckReport:
+def given_up_problems(states: Sequence[AckState], endpoint: Endpoint) -> list[Problem]:
+    """This run's own rule: at rest no delivery to ``endpoint`` ran out of attempts."""
+    return [
+        Problem(NONE_GIVEN_UP, f"{state.intent_id}: {key} given up")
+        for state in states
+        for key, delivery in sorted(state.deliveries.items())
+        if delivery.endpoint_id == endpoint.endpoint_id
+        and delivery.status == DeliveryStatus.GAVE_UP
+    ]
+
+
+def ack_check(
+    states: Sequence[AckState],
+    seen: SinkSeen,
+    *,
+    endpoint: Endpoint,
+    cases: Sequence[dict[str, Any]],
+) -> AckReport:
     """Check the invariants for ``endpoint`` over every pledge ``states`` (all tenants:
-    another tenant's pledge must have sent nothing to it); problems listed in words."""
-    report = AckReport(
-        deliveries=len(seen.ids_seen), processed=len(seen.processed), duplicates=seen.duplicates
-    )
-    problems = report.problems
-    processed = Counter(seen.processed)
-    due: dict[str, AckState] = {}  # webhook-id -> the pledge whose event it is
-    for state in states:
-        if state.tenant != endpoint.tenant:
-            continue
-        report.recorded += 1
-        if state.due:
-            report.pending += 1
-            problems.append(f"{state.intent_id}: still in acks_due at rest")
-        for event_type in events_of(state):
-            if not endpoint.wants(event_type):
-                continue
-            message = event_id(state.intent_id, event_type)
-            due[message] = state
-            report.events_due += 1
-            delivery = state.deliveries.get(delivery_key(endpoint.endpoint_id, event_type))
-            if delivery is None:
-                problems.append(f"{state.intent_id} {event_type}: no delivery recorded")
-            elif delivery.status == DeliveryStatus.GAVE_UP:
-                report.given_up += 1
-                problems.append(f"{state.intent_id} {event_type}: given up")
-            elif delivery.status != DeliveryStatus.DELIVERED:
-                report.pending += 1
-                problems.append(f"{state.intent_id} {event_type}: {delivery.status} at rest")
-            if processed[message] == 0:
-                report.lost += 1
-                problems.append(f"{state.intent_id} {event_type}: never processed (lost)")
-            elif not _carries(seen.events.get(message), state, event_type):
-                problems.append(f"{state.intent_id} {event_type}: processed another payload")
-    for message, times in sorted(processed.items()):
-        if times > 1:
-            report.processed_twice += 1
-            problems.append(f"{message}: processed {times} times")
-    for message in sorted(set(seen.ids_seen) - set(due)):
-        report.unrecorded += 1
-        problems.append(f"{message}: sent, but no recorded pledge's event has that id")
-    return report
-
-
-def _carries(payload: dict[str, Any] | None, state: AckState, event_type: str) -> bool:
-    if payload is None:
-        return False
-    data = payload.get("data", {})
-    return (
-        payload.get("type") == event_type
-        and data.get("tenant") == state.tenant
-        and data.get("intent_id") == state.pledge.idempotency_key
-        and data.get("amount") == state.pledge.api_body()["amount"]
-        and data.get("currency") == state.pledge.currency
+    another tenant's pledge must have sent nothing to it) and the ACK_UNDELIVERED
+    ``cases``; the figures counted from the problems."""
+    shared = ack_problems(states, seen.receipts(states), endpoint=endpoint, cases=cases)
+    given_up = given_up_problems(states, endpoint)
+    faults = Counter(problem.fault for problem in shared)
+    return AckReport(
+        recorded=sum(1 for s in states if s.tenant == endpoint.tenant and due_events(s)),
+        events_due=len(owed_events(states, endpoint)),
+        deliveries=len(seen.ids_seen),
+        processed=len(seen.processed),
+        duplicates=seen.duplicates,
+        lost=faults[AckFault.LOST],
+        processed_twice=faults[AckFault.PROCESSED_TWICE],
+        unrecorded=faults[AckFault.UNRECORDED],
+        given_up=len(given_up),
+        pending=faults[AckFault.STILL_DUE] + faults[AckFault.WAITING],
+        problems=[*shared, *given_up],
     )
 
 
@@ -145,3 +160,9 @@ def ack_states(ddb, store: Store) -> list[AckState]:
     repository = AckRepository(store)
     states = [repository.get(item["intent_id"]) for item in scan_all(ddb, ddb.tables.pledges)]
     return [state for state in states if state is not None]
+
+
+def undelivered_cases(ddb) -> list[dict[str, Any]]:
+    """The ACK_UNDELIVERED cases, each the given-up delivery's (tests may Scan)."""
+    cases = scan_all(ddb, ddb.tables.cases)
+    return [case for case in cases if case.get("case_type") == CaseType.ACK_UNDELIVERED]

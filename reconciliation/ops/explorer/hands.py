@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.test.utils import override_settings
 
+from reconciliation.acks.repository import AckRepository, ack_state_from_item
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.vocabulary import Override
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, ClaimStatus, claim_pk
@@ -43,8 +44,7 @@ from reconciliation.dynamo.client import (
 from reconciliation.dynamo.items import from_item
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.dynamo.tables import ack_shard, drop_tables, ensure_tables
-from reconciliation.ops.ack_invariants import delivery_problems, processed_problems
-from reconciliation.ops.ack_invariants import unrecorded_problems as unrecorded_ack_problems
+from reconciliation.ops.ack_invariants import ack_problems
 from reconciliation.ops.explorer.catalogue import (
     ENDPOINT,
     ActorSpec,
@@ -303,17 +303,18 @@ class HandsSession:
             *case_type_problems(c.case_open for c in calls if c.case_open),
             *audit_problems(snapshot),
             *fence_problems((c.point, t) for c in calls for t in c.unfenced),
-            *delivery_problems(pledges, [ENDPOINT], cases_plain, drained=True),
-            *unrecorded_ack_problems(pledges, world.receiver.receipts),
-            *processed_problems(world.receiver.receipts, pledges),
+            *ack_problems(
+                [ack_state_from_item(item) for item in snapshot.raw["pledges"]],
+                world.receiver.receipts,
+                endpoint=ENDPOINT,
+                cases=cases_plain,
+            ),
         ]
 
     def _drain(self, world: World) -> list[Problem]:
         """The dispatcher at rest, fault-free, until the world's pledge is settled: past
         any lease a hand left and the backoff of any failed attempt, a few passes (a void
         that landed during a pass makes the next one send pledge.voided)."""
-        from reconciliation.acks.repository import AckRepository
-
         problems: list[Problem] = []
         for _ in range(DRAIN_PASSES):
             state = AckRepository(world.store).get(world.intent_id)

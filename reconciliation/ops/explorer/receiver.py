@@ -20,7 +20,6 @@ from typing import Any
 
 from reconciliation.acks.addresses import Target
 from reconciliation.acks.models import AttemptResult
-from reconciliation.claims.models import intent_id_for
 from reconciliation.ops.ack_invariants import Receipt
 
 
@@ -75,11 +74,7 @@ class Receiver:
     def _process(self, headers: dict[str, str], payload: dict[str, Any]) -> None:
         webhook_id = headers["webhook-id"]
         first = all(r.webhook_id != webhook_id for r in self.receipts)
-        data = payload.get("data") or {}
-        # The payload names the tenant's own key (as the intake API does); the stored
-        # intent id is the tenant's and the key.
-        intent_id = intent_id_for(str(data.get("tenant")), str(data.get("intent_id")))
-        self.receipts.append(Receipt(webhook_id, intent_id, str(payload.get("type")), first))
+        self.receipts.append(Receipt.of(webhook_id, payload, processed=first))
 
     @property
     def processed(self) -> list[str]:

@@ -1,19 +1,25 @@
-"""The acknowledgement invariants of the explorer (reconciliation/ops/ack_invariants.py),
-each broken on purpose, and the explorer's receiver (reconciliation/ops/explorer/receiver.py)."""
+"""The acknowledgement invariants (reconciliation/ops/ack_invariants.py), each broken on
+purpose, and the explorer's receiver (reconciliation/ops/explorer/receiver.py)."""
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from reconciliation.acks.addresses import Target
-from reconciliation.acks.models import Endpoint, event_id
+from reconciliation.acks.models import AckState, Delivery, Endpoint, event_id
+from reconciliation.claims.models import Pledge, PledgeStatus
 from reconciliation.ops.ack_invariants import (
     NONE_UNRECORDED,
     ONE_DELIVERY,
     PROCESSED_ONCE,
+    AckFault,
+    AckProblem,
     Receipt,
+    ack_problems,
     delivery_problems,
     processed_problems,
+    rest_problems,
     unrecorded_problems,
 )
 from reconciliation.ops.explorer.receiver import Receiver, ReceiverFault
@@ -27,19 +33,35 @@ RECORDED_ONLY = Endpoint(
 )
 
 
-def _delivery(status: str, event: str = "pledge.recorded", endpoint: str = "E1") -> dict:
-    return {"endpoint_id": endpoint, "event_type": event, "status": status}
+def _delivery(status: str, event: str = "pledge.recorded", endpoint: str = "E1") -> Delivery:
+    return Delivery(endpoint, "https://example.org/hooks", event, status)
 
 
-def _pledge(status: str = "RECORDED", *, due: bool = False, **acks: dict) -> dict:
-    pledge = {"intent_id": INTENT, "tenant": "t", "status": status, "acks": acks}
-    if due:
-        pledge["ack_due_at"] = 100
-    return pledge
+def _pledge(status: str = "RECORDED", *, due: bool = False, **acks: Delivery) -> AckState:
+    """The pledge ``t#k`` as stored (``status`` as read: an unknown one stays a string)."""
+    pledge = Pledge(
+        intent_id=INTENT,
+        tenant="t",
+        donor_ref="D-1",
+        fund="GENERAL",
+        amount=Decimal("25.00"),
+        currency="USD",
+        status=PledgeStatus.read(status),
+        request_token="token-1",
+        created_at="2026-12-04T10:00:00.000000Z",
+        ledger_key="GENERAL#USD#0",
+    )
+    return AckState(INTENT, "t", 100 if due else None, 1, pledge, deliveries=acks)
 
 
-def _problems(*pledges: dict, cases=(), drained: bool = False) -> list[str]:
-    found = delivery_problems(pledges, [ENDPOINT, RECORDED_ONLY], cases, drained=drained)
+def _receipt(event: str = "pledge.recorded", processed: bool = True, **fields: str) -> Receipt:
+    """What the receiver heard of ``t#k``'s ``event``: its own id and the pledge's fields."""
+    payload = {"amount": "25.00", "currency": "USD", **fields}
+    return Receipt(event_id(INTENT, event), INTENT, event, processed, **payload)
+
+
+def _problems(*pledges: AckState, cases=()) -> list[str]:
+    found = delivery_problems(pledges, [ENDPOINT, RECORDED_ONLY], cases)
     assert all(p.invariant == ONE_DELIVERY for p in found)
     return [p.detail for p in found]
 
@@ -54,6 +76,8 @@ def test_a_recorded_pledge_without_its_delivery_and_not_due_is_reported():
     assert _problems(_pledge(due=True)) == []
     pending = {"E1/pledge.recorded": _delivery("PENDING")}
     assert _problems(_pledge(due=True, **pending)) == []  # E2 not yet taken: due
+    waiting = _problems(_pledge(**pending))
+    assert waiting[0] == "t#k: E1/pledge.recorded PENDING and the pledge is not in acks_due"
 
 
 def test_every_subscribed_endpoint_and_event_needs_its_delivery():
@@ -79,8 +103,8 @@ def test_every_subscribed_endpoint_and_event_needs_its_delivery():
 
 
 def test_a_delivery_given_up_needs_its_case_and_nothing_stays_due_after_the_drain():
-    """Invariant g: GAVE_UP counts only with its ACK_UNDELIVERED case; after the drain a
-    pledge still due, or a PENDING delivery, is reported."""
+    """Invariant g: GAVE_UP counts only with its ACK_UNDELIVERED case; at rest (after the
+    drain) a pledge still due, and its PENDING delivery, are reported."""
     acks = {
         "E1/pledge.recorded": _delivery("GAVE_UP"),
         "E2/pledge.recorded": _delivery("DELIVERED", endpoint="E2"),
@@ -92,47 +116,144 @@ def test_a_delivery_given_up_needs_its_case_and_nothing_stays_due_after_the_drai
         "evidence": {"ack": {"endpoint_id": "E1", "event_type": "pledge.recorded"}},
     }
     assert _problems(_pledge(**acks), cases=[case]) == []
-    pending = {**acks, "E1/pledge.recorded": _delivery("PENDING")}
-    assert _problems(_pledge(due=True, **pending), cases=[case], drained=True) == [
-        "t#k: still due after the drain",
-        "t#k: E1/pledge.recorded PENDING after the drain",
+    assert rest_problems([_pledge(**acks)], [ENDPOINT, RECORDED_ONLY]) == []
+    pending = _pledge(due=True, **{**acks, "E1/pledge.recorded": _delivery("PENDING")})
+    assert _problems(pending, cases=[case]) == []  # due: not yet settled
+    found = rest_problems([pending], [ENDPOINT, RECORDED_ONLY])
+    assert [(p.invariant, p.fault) for p in found] == [
+        (ONE_DELIVERY, AckFault.STILL_DUE),
+        (ONE_DELIVERY, AckFault.WAITING),
     ]
+    assert [p.detail for p in found] == [
+        "t#k: still in acks_due at rest",
+        "t#k: E1/pledge.recorded PENDING at rest",
+    ]
+    nothing_taken = rest_problems([_pledge(due=True)], [RECORDED_ONLY])
+    assert [p.detail for p in nothing_taken] == [
+        "t#k: still in acks_due at rest",
+        "t#k: E2/pledge.recorded missing at rest",
+    ]
+
+
+def _unrecorded(pledges: list[AckState], *receipts: Receipt, endpoint=ENDPOINT) -> list[str]:
+    found = unrecorded_problems(pledges, receipts, endpoint=endpoint)
+    assert {(p.invariant, p.fault) for p in found} <= {(NONE_UNRECORDED, AckFault.UNRECORDED)}
+    return [p.detail for p in found]
 
 
 def test_an_event_for_an_unrecorded_intent_is_reported():
     """Invariant h: an event heard for an intent with no pledge, or still PENDING; a
     pledge.voided for a pledge that is only RECORDED."""
-    recorded = Receipt(RECORDED_ID, INTENT, "pledge.recorded", True)
-    voided = Receipt(VOIDED_ID, INTENT, "pledge.voided", True)
-    assert unrecorded_problems([_pledge()], [recorded]) == []
-    assert unrecorded_problems([_pledge("VOIDED")], [recorded, voided]) == []
-    found = unrecorded_problems([], [recorded]) + unrecorded_problems([_pledge()], [voided])
-    assert {p.invariant for p in found} == {NONE_UNRECORDED}
-    assert [p.detail for p in found] == [
+    recorded = _receipt()
+    voided = _receipt("pledge.voided")
+    assert _unrecorded([_pledge()], recorded) == []
+    assert _unrecorded([_pledge("VOIDED")], recorded, voided) == []
+    assert _unrecorded([], recorded) + _unrecorded([_pledge()], voided) == [
         f"pledge.recorded {RECORDED_ID} sent for t#k, whose pledge is absent",
         "pledge.voided sent for t#k, whose pledge is RECORDED",
     ]
+    assert _unrecorded([_pledge("PENDING")], recorded) == [
+        f"pledge.recorded {RECORDED_ID} sent for t#k, whose pledge is PENDING"
+    ]
+
+
+def test_an_event_the_endpoint_is_not_owed_is_reported():
+    """Invariant h: another tenant's pledge's event, an event the endpoint is not
+    subscribed to, and an id the receiver kept no payload of that no pledge's event has
+    were all heard by a receiver they were not owed to."""
+    other_tenant = Endpoint("E3", "u", "https://u.example.org/hooks", "whsec_z")
+    assert _unrecorded([_pledge()], _receipt(), endpoint=other_tenant) == [
+        f"pledge.recorded {RECORDED_ID} sent for t#k, a pledge of tenant t, to an endpoint of u"
+    ]
+    voided = _receipt("pledge.voided")
+    assert _unrecorded([_pledge("VOIDED")], voided, endpoint=RECORDED_ONLY) == [
+        f"pledge.voided {VOIDED_ID} sent for t#k to E2, which is not subscribed to it"
+    ]
+    unknown = Receipt("msg_stray", "", "", False)
+    assert _unrecorded([_pledge()], unknown) == [
+        "msg_stray sent, the event of no stored pledge (no payload kept)"
+    ]
+
+
+def _processed(pledges: list[AckState], *receipts: Receipt) -> list[AckProblem]:
+    found = processed_problems(pledges, receipts, endpoint=ENDPOINT)
+    assert {p.invariant for p in found} <= {PROCESSED_ONCE}
+    return found
 
 
 def test_an_event_processed_twice_or_under_two_ids_is_reported():
     """Invariant i: one processing per webhook-id, one id (its own) per event, and a
     delivery recorded DELIVERED was processed."""
-    first = Receipt(RECORDED_ID, INTENT, "pledge.recorded", True)
-    again = Receipt(RECORDED_ID, INTENT, "pledge.recorded", False)
+    first = _receipt()
+    again = _receipt(processed=False)
     delivered = _pledge(**{"E1/pledge.recorded": _delivery("DELIVERED")})
-    assert processed_problems([first, again], [delivered]) == []
-    found = processed_problems([first, first], [delivered])
-    assert [p.detail for p in found] == [
-        f"{RECORDED_ID} processed 2 times",
-        "t#k: E1/pledge.recorded recorded DELIVERED, processed 2 times",
+    assert _processed([delivered], first, again) == []
+    found = _processed([delivered], first, first)
+    assert [(p.fault, p.detail) for p in found] == [
+        (AckFault.PROCESSED_TWICE, f"{RECORDED_ID} processed 2 times")
     ]
     other = Receipt("msg_attempt2", INTENT, "pledge.recorded", True)
-    found = processed_problems([first, other])
-    assert {p.invariant for p in found} == {PROCESSED_ONCE}
+    found = _processed([], first, other)
+    assert [p.fault for p in found] == [AckFault.OTHER_ID]
     assert "carried 2 webhook-ids" in found[0].detail
-    found = processed_problems([], [delivered])
-    assert [p.detail for p in found] == [
-        "t#k: E1/pledge.recorded recorded DELIVERED, processed 0 times"
+    # Processed under another id alone: that id is the problem, the event is not lost.
+    assert [p.fault for p in _processed([delivered], other)] == [AckFault.OTHER_ID]
+    found = _processed([delivered])
+    assert [(p.fault, p.detail) for p in found] == [
+        (AckFault.LOST, "t#k: E1/pledge.recorded recorded DELIVERED, never processed (lost)")
+    ]
+
+
+def test_an_event_owed_and_not_given_up_is_lost_unless_processed():
+    """Invariant i at rest: an owed event waiting or with no delivery and never processed
+    is lost; one given up (its case is invariant g's) need not have been processed."""
+    voided = _pledge(
+        "VOIDED",
+        **{
+            "E1/pledge.recorded": _delivery("GAVE_UP"),
+            "E1/pledge.voided": _delivery("PENDING", "pledge.voided"),
+        },
+    )
+    assert [p.detail for p in _processed([voided])] == [
+        "t#k: E1/pledge.voided recorded PENDING, never processed (lost)"
+    ]
+    assert _processed([voided], _receipt("pledge.voided")) == []
+    assert [p.detail for p in _processed([_pledge("VOIDED")], _receipt())] == [
+        "t#k: E1/pledge.voided no delivery recorded, never processed (lost)"
+    ]
+
+
+def test_a_processed_payload_of_another_pledge_is_reported():
+    """Invariant i: the id is the pledge's event's, but what was processed carries
+    another amount, or is another event."""
+    delivered = _pledge(**{"E1/pledge.recorded": _delivery("DELIVERED")})
+    found = _processed([delivered], _receipt(amount="99.00"))
+    assert [(p.fault, p.detail) for p in found] == [
+        (
+            AckFault.OTHER_PAYLOAD,
+            "t#k: E1/pledge.recorded processed another payload (amount '99.00', not '25.00')",
+        )
+    ]
+    swapped = Receipt(RECORDED_ID, INTENT, "pledge.voided", True, "25.00", "USD")
+    found = _processed([delivered], swapped)
+    assert [p.fault for p in found] == [AckFault.OTHER_ID, AckFault.OTHER_PAYLOAD]
+    assert found[1].detail.endswith("(type 'pledge.voided', not 'pledge.recorded')")
+
+
+def test_every_rule_at_rest_together():
+    """ack_problems is g, g at rest, h and i over one endpoint: a settled pledge whose
+    event was processed once passes; a pledge still due and an unowed void do not."""
+    delivered = _pledge(**{"E1/pledge.recorded": _delivery("DELIVERED")})
+    assert (
+        ack_problems([delivered], [_receipt(), _receipt(processed=False)], endpoint=ENDPOINT) == []
+    )
+    due = _pledge(due=True, **{"E1/pledge.recorded": _delivery("PENDING")})
+    found = ack_problems([due], [_receipt("pledge.voided")], endpoint=ENDPOINT)
+    assert [p.fault for p in found] == [
+        AckFault.STILL_DUE,
+        AckFault.WAITING,
+        AckFault.UNRECORDED,
+        AckFault.LOST,
     ]
 
 
@@ -143,7 +264,10 @@ TARGET = Target("http", "127.0.0.1", 9, "/hooks", "127.0.0.1")
 
 def _send(receiver: Receiver, webhook_id: str = RECORDED_ID):
     body = json.dumps(
-        {"type": "pledge.recorded", "data": {"intent_id": "k", "tenant": "t"}}
+        {
+            "type": "pledge.recorded",
+            "data": {"intent_id": "k", "tenant": "t", "amount": "25.00", "currency": "USD"},
+        }
     ).encode()
     return receiver(
         TARGET,
@@ -166,4 +290,6 @@ def test_the_receiver_deduplicates_and_misbehaves_after_processing():
     assert timed_out.code is None and "timeout" in timed_out.error
     assert _send(receiver).ok
     assert receiver.processed == [RECORDED_ID] and receiver.duplicates == 2
-    assert receiver.receipts[0] == Receipt(RECORDED_ID, INTENT, "pledge.recorded", True)
+    assert receiver.receipts[0] == Receipt(
+        RECORDED_ID, INTENT, "pledge.recorded", True, amount="25.00", currency="USD"
+    )
