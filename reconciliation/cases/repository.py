@@ -82,17 +82,21 @@ class _IndexQuery:
     names: dict[str, str] = field(default_factory=dict)
     filters: list[str] = field(default_factory=list)
 
+    def narrow(self, expression: str, names: dict[str, str] | None = None, **vals: Any) -> None:
+        """Add ``expression`` on the index's sort key to the key condition (it costs only
+        what it returns; DynamoDB refuses a filter on a key attribute)."""
+        self.key_condition += f" AND {expression}"
+        self.names.update(names or {})
+        self.vals.update(vals)
+
     def sort_range(self, sort_key: str, *, after: str | None, before: str | None) -> None:
         """Bound the index's sort key to ``[after, before)`` (either end may be open)."""
         if after and before:
-            self.key_condition += f" AND {sort_key} BETWEEN :after AND :before"
-            self.vals.update(after=after, before=before)
+            self.narrow(f"{sort_key} BETWEEN :after AND :before", after=after, before=before)
         elif after:
-            self.key_condition += f" AND {sort_key} >= :after"
-            self.vals["after"] = after
+            self.narrow(f"{sort_key} >= :after", after=after)
         elif before:
-            self.key_condition += f" AND {sort_key} < :before"
-            self.vals["before"] = before
+            self.narrow(f"{sort_key} < :before", before=before)
 
     def keep(self, expression: str, names: dict[str, str] | None = None, **vals: Any) -> None:
         """Add ``expression`` to the FilterExpression."""
@@ -327,13 +331,9 @@ class CaseRepository:
             if value in (None, ""):
                 continue
             if name == "min_amount" and index == "open_by_amount":
-                query.key_condition += " AND #amount >= :min_amount"
-                query.names["#amount"] = "amount"
-                query.vals[name] = value
+                query.narrow("#amount >= :min_amount", {"#amount": "amount"}, min_amount=value)
             elif name == "fund" and index == "open_by_fund":
-                query.key_condition += " AND #fund = :fund"
-                query.names["#fund"] = "fund"
-                query.vals[name] = value
+                query.narrow("#fund = :fund", {"#fund": "fund"}, fund=value)
             elif name == "min_amount":
                 query.keep("#amount >= :min_amount", {"#amount": "amount"}, min_amount=value)
             else:
