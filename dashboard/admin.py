@@ -31,6 +31,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard.accounts import passwords, staff_sessions
+from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import actor_for_user, forget_role
 from dashboard.models import ApiToken, Fund, Tenant
@@ -42,9 +43,7 @@ from dashboard.tenant_changes import (
 )
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
 from reconciliation.claims import funds as fund_rules
-from reconciliation.stores import first_store
 
 TENANT_RE = r"^[A-Za-z0-9_.-]{1,64}$"
 
@@ -341,9 +340,8 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
             action = AuditAction.STAFF_ROLE_CHANGED
         else:
             action = AuditAction.STAFF_CHANGED
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=action,
             actor=admin_actor(request),
             before=before if change else None,
@@ -372,9 +370,8 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
         return super().log_change(request, obj, message)
 
     def delete_model(self, request, obj) -> None:
-        staff_event_append(
-            first_store(),
-            username=obj.get_username(),
+        account_event_append(
+            obj,
             action=AuditAction.STAFF_DELETED,
             actor=admin_actor(request),
             before=_staff_snapshot(obj),

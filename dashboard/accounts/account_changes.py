@@ -19,11 +19,10 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
+from dashboard.accounts.events import account_event_append
 from dashboard.accounts.staff_sessions import live_sessions, sessions_delete
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +47,8 @@ def account_change(
     the sessions that end."""
     with transaction.atomic():
         sessions = [s for s in live_sessions(user) if s.session_key != keep_session]
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=action,
             actor=actor,
             reason_text=reason_text,

@@ -35,11 +35,10 @@ from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard.accounts import lockout
 from dashboard.accounts.account_changes import account_change
+from dashboard.accounts.events import account_event_append
 from dashboard.auth import UNGATED_PATHS, to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 AUTHENTICATOR = "authenticator"
 RECOVERY = "recovery"
@@ -191,9 +190,8 @@ def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice
         )
     with transaction.atomic():
         replaced = _confirmed(TOTPDevice, user).exists()
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.MFA_ENROLLED,
             actor=actor,
             detail={"replaced_earlier_authenticator": replaced},
@@ -259,9 +257,8 @@ def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
     """Enrol at account creation (``add_staff``): a confirmed authenticator whose URI
     the new colleague scans, and recovery codes; returns both."""
     with transaction.atomic():
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.MFA_ENROLLED,
             actor=actor,
             detail={"via": "add_staff"},
@@ -278,9 +275,8 @@ def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
     if device is None or not _verify(device, normalise(token)):
         raise SecondFactorRefused("That code does not match the authenticator app.")
     with transaction.atomic():
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.RECOVERY_CODES_ISSUED,
             actor=actor,
             detail={"count": RECOVERY_CODE_COUNT},

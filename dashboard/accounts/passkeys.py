@@ -36,12 +36,11 @@ from webauthn.helpers.structs import ResidentKeyRequirement
 
 from dashboard.accounts import mfa, passkey_challenges
 from dashboard.accounts.account_changes import account_change
+from dashboard.accounts.events import account_event_append
 from dashboard.auth import actor_for, role_required, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 logger = logging.getLogger(__name__)
 
@@ -152,9 +151,8 @@ def enrol_complete(request: HttpRequest) -> HttpResponse:
         with transaction.atomic():
             device = Helper(request).register_complete(user=request.user, state=state, data=data)
             # Checked and saved; the event, in the same transaction: refused, no passkey.
-            staff_event_append(
-                first_store(),
-                username=request.user.get_username(),
+            account_event_append(
+                request.user,
                 action=AuditAction.PASSKEY_ENROLLED,
                 actor=actor_for(request),
                 detail={"passkeys_before": before},
@@ -197,9 +195,8 @@ def passkey_rename(user, *, passkey_id: int, name: str, actor: Actor) -> WebAuth
     event first, in the transaction."""
     with transaction.atomic():
         device = passkey_of(user, passkey_id)
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.PASSKEY_RENAMED,
             actor=actor,
             detail={"passkey": device.pk, "name_before": device.name, "name_after": name},

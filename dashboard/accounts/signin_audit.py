@@ -22,12 +22,11 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
+from dashboard.accounts.events import account_event_append
 from dashboard.accounts.lockout import REFUSED_UNCHECKED
 from dashboard.auth import actor_for_user, user_role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +37,7 @@ def _append(request, user, action: str, detail: dict) -> None:
         return
     actor = actor_for_user(request, user, role=role)
     try:
-        staff_event_append(
-            first_store(), username=user.get_username(), action=action, actor=actor, detail=detail
-        )
+        account_event_append(user, action=action, actor=actor, detail=detail)
     except (BotoCoreError, ClientError, AuditAppendContended) as exc:
         logger.warning(
             "sign-in event %s for %s not recorded: %s",

@@ -30,13 +30,12 @@ from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.accounts.events import account_event_append
 from dashboard.auth import UNGATED_PATHS, actor_for_user, client_address, user_role
 from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +148,8 @@ def sessions_end(user, *, actor: Actor, keep: str | None) -> int:
     it nothing ends (the caller says so). Returns how many ended."""
     with transaction.atomic():
         sessions = [s for s in live_sessions(user) if s.session_key != keep]
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.SESSIONS_ENDED,
             actor=actor,
             detail={
@@ -241,9 +239,8 @@ def _signed_out(sender, request, user, **kwargs) -> None:
     actor = actor_for_user(request, user, role=role)
     how = "sign_out" if request.path.rstrip("/").endswith("/logout") else "ended_by_server"
     try:
-        staff_event_append(
-            first_store(),
-            username=user.get_username(),
+        account_event_append(
+            user,
             action=AuditAction.SIGNED_OUT,
             actor=actor,
             detail={"how": how},

@@ -265,7 +265,7 @@ def test_an_account_change_the_audit_trail_refuses_does_not_happen(ddb, monkeypa
     def unreachable(*args, **kwargs):
         raise EndpointConnectionError(endpoint_url="http://dynamodb")
 
-    monkeypatch.setattr(account_changes, "staff_event_append", unreachable)
+    monkeypatch.setattr(account_changes, "account_event_append", unreachable)
     response = boss.post(
         "/accounts/staff/sam/reset-second-factor/",
         confirmed(mine, reason_text="phone lost again"),
@@ -336,7 +336,7 @@ def test_add_staff_changes_nothing_when_the_audit_trail_is_down(ddb, monkeypatch
     def unreachable(*args, **kwargs):
         raise EndpointConnectionError(endpoint_url="http://dynamodb")
 
-    monkeypatch.setattr(command, "staff_event_append", unreachable)
+    monkeypatch.setattr(command, "account_event_append", unreachable)
     with pytest.raises(CommandError, match="nothing was changed"):
         _add_staff("eve", "--role", "supervisor")
     assert not User.objects.filter(username="eve").exists()

@@ -22,12 +22,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from dashboard.accounts import mfa, passwords
+from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
 from reconciliation.actors import STAFF_ROLES, command_actor
 from reconciliation.audit.models import AuditAction
-from reconciliation.audit.staff import staff_event_append
-from reconciliation.stores import first_store
 
 
 class Command(BaseCommand):
@@ -68,7 +67,6 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     def _apply(self, username, role, password, email, actor, opts) -> list[str]:
-        store = first_store()
         user, created = get_user_model().objects.get_or_create(username=username)
         before = (
             {
@@ -101,13 +99,10 @@ class Command(BaseCommand):
             **({"superuser": True} if user.is_superuser else {}),
         }
         if created:
-            staff_event_append(
-                store, username=username, action=AuditAction.STAFF_CREATED, actor=actor, after=after
-            )
+            account_event_append(user, action=AuditAction.STAFF_CREATED, actor=actor, after=after)
         elif before != after:
-            staff_event_append(
-                store,
-                username=username,
+            account_event_append(
+                user,
                 action=AuditAction.STAFF_ROLE_CHANGED,
                 actor=actor,
                 before=before,
