@@ -15,6 +15,8 @@ from reconciliation.acks.models import (
     Delivery,
     DeliveryStatus,
     Endpoint,
+    EventType,
+    delivery_key,
     event_id,
     secret_new,
 )
@@ -119,6 +121,40 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
         leases.hold(ack_shard(f"acme#{keys[0]}"))  # closed: no lease more
     assert leases.release() == 1
     assert ShardLeases(store, owner="b").hold(ack_shard(f"acme#{keys[0]}")).fence == 2
+
+
+def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb, api):
+    """Closed during the POST to a pledge's first endpoint, the pass sends to no other
+    endpoint, and records the answer it had: the first endpoint's delivery DELIVERED (not
+    sent again by the next dispatcher), the second's still due."""
+    assert api.post("two-1", pledge_body()).status_code == 201
+    store = first_store()
+    leases = ShardLeases(store, owner="a")
+    endpoints = [
+        Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
+        for name in ("E1", "E2")
+    ]
+    sent: list[str] = []
+
+    def answer(target, *, body, **kwargs):
+        sent.append(body)
+        leases.close()  # the signal arrives while this POST is under way
+        return AttemptResult(200)
+
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: endpoints,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+    )
+    assert len(sent) == 1 and report.delivered == 1
+    state = AckRepository(store).get("acme#two-1")
+    assert state is not None and state.due
+    first, second = (delivery_key(e.endpoint_id, EventType.PLEDGE_RECORDED) for e in endpoints)
+    assert state.deliveries[first].status == DeliveryStatus.DELIVERED
+    assert second not in state.deliveries or not state.deliveries[second].settled
+    assert leases.release() == 1
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
