@@ -88,6 +88,27 @@ def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
     assert b.hold("A#0").fence == 3
 
 
+def dispatched_closing_at_the_first_post(store, leases: ShardLeases, endpoints: list[Endpoint]):
+    """One pass with ``leases`` whose first POST closes them, as ``dispatch_acks``'
+    SIGTERM handler does while it is under way (answered 200): the bodies sent and the
+    pass's report."""
+    sent: list[bytes] = []
+
+    def answer(target, *, body, **kwargs):
+        sent.append(body)
+        leases.close()  # the signal arrives while this POST is under way
+        return AttemptResult(200)
+
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: endpoints,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+    )
+    return sent, report
+
+
 def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(ddb, api):
     """Closed during a POST (``dispatch_acks``'s SIGTERM handler closes its leases), the
     pass records the send under way, starts none for the shard's other due pledges, and
@@ -98,20 +119,7 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
     store = first_store()
     leases = ShardLeases(store, owner="a")
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
-    sent: list[str] = []
-
-    def answer(target, *, body, **kwargs):
-        sent.append(body)
-        leases.close()  # the signal arrives while this POST is under way
-        return AttemptResult(200)
-
-    report = acks_dispatch_once(
-        store,
-        endpoints_for=lambda t: [endpoint],
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        leases=leases,
-    )
+    sent, report = dispatched_closing_at_the_first_post(store, leases, [endpoint])
     assert len(sent) == 1 and report.delivered == 1
     assert (report.lease_lost, report.shards_busy) == (0, 0)  # not another's doing
     repository = AckRepository(store)
@@ -134,20 +142,7 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
         Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
         for name in ("E1", "E2")
     ]
-    sent: list[str] = []
-
-    def answer(target, *, body, **kwargs):
-        sent.append(body)
-        leases.close()  # the signal arrives while this POST is under way
-        return AttemptResult(200)
-
-    report = acks_dispatch_once(
-        store,
-        endpoints_for=lambda t: endpoints,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        leases=leases,
-    )
+    sent, report = dispatched_closing_at_the_first_post(store, leases, endpoints)
     assert len(sent) == 1 and report.delivered == 1
     state = AckRepository(store).get("acme#two-1")
     assert state is not None and state.due
