@@ -214,6 +214,7 @@ def _dispatch_one(
             key = delivery_key(subscribed.endpoint_id, event_type)
             if subscribed.wants(event_type) and key not in deliveries:
                 deliveries[key] = Delivery(subscribed.endpoint_id, subscribed.url, event_type)
+    attempted = stopping = False
     for key, delivery in deliveries.items():
         if delivery.settled or delivery.next_at > now:
             continue
@@ -225,7 +226,16 @@ def _dispatch_one(
             continue
         # No POST starts unless the shard's lease outlasts it (renewed if need be), so
         # no other dispatcher sends this pledge while this one may still be sending.
-        keep_lease()
+        try:
+            keep_lease()
+        except DispatcherStopping:
+            if not attempted:
+                raise  # nothing sent: nothing to record
+            # Asked to stop between two endpoints: the answers had are recorded below
+            # (the lease is still ours), or the next dispatcher would send them again.
+            stopping = True
+            break
+        attempted = True
         payload = body_bytes(event_payload(state, delivery.event_type))
         message_id = event_id(intent_id, delivery.event_type)
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
@@ -246,6 +256,8 @@ def _dispatch_one(
     )
     if next_due is None:
         report.settled += 1
+    if stopping:
+        raise DispatcherStopping(f"{intent_id}: this dispatcher is stopping")
 
 
 def _attempt(

@@ -313,9 +313,13 @@ def ack_problems(
 ) -> list[AckProblem]:
     """Every rule at rest, over the pledges ``states`` (any tenant's: another tenant's
     pledge owes ``endpoint`` nothing) and the ``receipts`` of ``endpoint``'s receiver."""
+    # g over the endpoint's tenant only: another tenant's deliveries go to its own
+    # endpoints, unknown here, and may still be due at rest (one that fails). h and i
+    # read every tenant's, to name whose event the receiver should not have heard.
+    own = [state for state in states if state.tenant == endpoint.tenant]
     return [
-        *delivery_problems(states, [endpoint], cases),
-        *rest_problems(states, [endpoint]),
+        *delivery_problems(own, [endpoint], cases),
+        *rest_problems(own, [endpoint]),
         *unrecorded_problems(states, receipts, endpoint=endpoint),
         *processed_problems(states, receipts, endpoint=endpoint),
     ]

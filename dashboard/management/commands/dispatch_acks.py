@@ -16,7 +16,8 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -36,6 +37,9 @@ from reconciliation.dynamo.client import home_region
 from reconciliation.stores import Store, every_store
 
 logger = logging.getLogger(__name__)
+
+# How often a dispatcher waiting between passes looks whether it was asked to stop.
+STOP_LOOK_S = 0.1
 
 
 def homed_in(store: Store) -> Callable[[str], bool]:
@@ -62,6 +66,35 @@ def endpoints_for(tenant: str) -> list[Endpoint]:
     return [row.as_endpoint() for row in rows]
 
 
+class StopRequest:
+    """A stop asked by SIGTERM or SIGINT: :meth:`ask` is the handler, the passes look
+    at :attr:`asked` and sleep in :meth:`wait`.
+
+    The handler only assigns. A Python signal handler runs in the main thread between
+    two of its bytecodes, wherever it is: ``threading.Event.set`` there takes the lock
+    that ``Event.wait`` holds for a few bytecodes of every poll, and would wait for
+    itself forever, the leases kept until they run out."""
+
+    def __init__(self, leases: Iterable[ShardLeases]):
+        self.leases = list(leases)
+        self.asked = False
+
+    def ask(self, _signum: int, _frame: FrameType | None) -> None:
+        self.asked = True
+        for held in self.leases:
+            held.close()  # the send under way ends; no other starts
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until asked to stop: looked at every tenth of a second
+        (a sleep a signal interrupts resumes, PEP 475, so it cannot end it sooner)."""
+        deadline = time.monotonic() + seconds
+        while not self.asked:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, STOP_LOOK_S))
+
+
 class Command(BaseCommand):
     help = "Deliver due acknowledgement webhooks (Standard Webhooks, signed)."
 
@@ -73,25 +106,19 @@ class Command(BaseCommand):
         # lease held costs no write until it is near its end (docs/capacity.md). Given
         # back when it stops (the end of --once, or asked to by a signal).
         leases = {store.region_name: ShardLeases(store) for store in every_store()}
-        stop = threading.Event()
-
-        def _stop(_signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-            for held in leases.values():
-                held.close()  # the send under way ends; no other starts
-
-        with _signals_call(_stop, signal.SIGTERM, signal.SIGINT):
+        stop = StopRequest(leases.values())
+        with _signals_call(stop.ask, signal.SIGTERM, signal.SIGINT):
             try:
                 self._passes(once=once, leases=leases, stop=stop)
             finally:
                 released = sum(held.release() for held in leases.values())
-        if stop.is_set():
+        if stop.asked:
             self.stdout.write(f"dispatch_acks: stopped; {released} shard leases released")
 
-    def _passes(self, *, once: bool, leases: dict[str, ShardLeases], stop: threading.Event) -> None:
-        while not stop.is_set():
+    def _passes(self, *, once: bool, leases: dict[str, ShardLeases], stop: StopRequest) -> None:
+        while not stop.asked:
             for store in every_store():
-                if stop.is_set():
+                if stop.asked:
                     return
                 try:
                     report = acks_dispatch_once(

@@ -15,6 +15,8 @@ from reconciliation.acks.models import (
     Delivery,
     DeliveryStatus,
     Endpoint,
+    EventType,
+    delivery_key,
     event_id,
     secret_new,
 )
@@ -86,6 +88,27 @@ def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
     assert b.hold("A#0").fence == 3
 
 
+def dispatched_closing_at_the_first_post(store, leases: ShardLeases, endpoints: list[Endpoint]):
+    """One pass with ``leases`` whose first POST closes them, as ``dispatch_acks``'
+    SIGTERM handler does while it is under way (answered 200): the bodies sent and the
+    pass's report."""
+    sent: list[bytes] = []
+
+    def answer(target, *, body, **kwargs):
+        sent.append(body)
+        leases.close()  # the signal arrives while this POST is under way
+        return AttemptResult(200)
+
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: endpoints,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+    )
+    return sent, report
+
+
 def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(ddb, api):
     """Closed during a POST (``dispatch_acks``'s SIGTERM handler closes its leases), the
     pass records the send under way, starts none for the shard's other due pledges, and
@@ -96,20 +119,7 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
     store = first_store()
     leases = ShardLeases(store, owner="a")
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
-    sent: list[str] = []
-
-    def answer(target, *, body, **kwargs):
-        sent.append(body)
-        leases.close()  # the signal arrives while this POST is under way
-        return AttemptResult(200)
-
-    report = acks_dispatch_once(
-        store,
-        endpoints_for=lambda t: [endpoint],
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        leases=leases,
-    )
+    sent, report = dispatched_closing_at_the_first_post(store, leases, [endpoint])
     assert len(sent) == 1 and report.delivered == 1
     assert (report.lease_lost, report.shards_busy) == (0, 0)  # not another's doing
     repository = AckRepository(store)
@@ -119,6 +129,27 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
         leases.hold(ack_shard(f"acme#{keys[0]}"))  # closed: no lease more
     assert leases.release() == 1
     assert ShardLeases(store, owner="b").hold(ack_shard(f"acme#{keys[0]}")).fence == 2
+
+
+def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb, api):
+    """Closed during the POST to a pledge's first endpoint, the pass sends to no other
+    endpoint, and records the answer it had: the first endpoint's delivery DELIVERED (not
+    sent again by the next dispatcher), the second's still due."""
+    assert api.post("two-1", pledge_body()).status_code == 201
+    store = first_store()
+    leases = ShardLeases(store, owner="a")
+    endpoints = [
+        Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
+        for name in ("E1", "E2")
+    ]
+    sent, report = dispatched_closing_at_the_first_post(store, leases, endpoints)
+    assert len(sent) == 1 and report.delivered == 1
+    state = AckRepository(store).get("acme#two-1")
+    assert state is not None and state.due
+    first, second = (delivery_key(e.endpoint_id, EventType.PLEDGE_RECORDED) for e in endpoints)
+    assert state.deliveries[first].status == DeliveryStatus.DELIVERED
+    assert second not in state.deliveries or not state.deliveries[second].settled
+    assert leases.release() == 1
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):

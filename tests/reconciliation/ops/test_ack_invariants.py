@@ -4,6 +4,7 @@ purpose, and the explorer's receiver (reconciliation/ops/explorer/receiver.py)."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 
 from reconciliation.acks.addresses import Target
@@ -255,6 +256,24 @@ def test_every_rule_at_rest_together():
         AckFault.UNRECORDED,
         AckFault.LOST,
     ]
+
+
+def test_another_tenants_pledges_owe_the_endpoint_nothing_at_rest():
+    """ack_problems over every tenant's pledges, as the reliability run reads them: another
+    tenant's pledge delivered to its own endpoint, or still due to one that fails, is
+    that endpoint's business, not ``ENDPOINT``'s; the same pledge of ``ENDPOINT``'s own
+    tenant is reported."""
+    delivered = _pledge(**{"E1/pledge.recorded": _delivery("DELIVERED")})
+    theirs = {"E9/pledge.recorded": _delivery("DELIVERED", endpoint="E9")}
+    waiting = {"E9/pledge.recorded": _delivery("PENDING", endpoint="E9")}
+    others = [
+        replace(_pledge(**theirs), intent_id="u#k", tenant="u"),
+        replace(_pledge(due=True, **waiting), intent_id="u#k2", tenant="u"),
+    ]
+    assert ack_problems([delivered, *others], [_receipt()], endpoint=ENDPOINT) == []
+    own = [replace(other, intent_id=f"t#{n}", tenant="t") for n, other in enumerate(others)]
+    found = ack_problems([delivered, *own], [_receipt()], endpoint=ENDPOINT)
+    assert {AckFault.STRAY, AckFault.STILL_DUE} <= {p.fault for p in found}
 
 
 # --- the receiver ------------------------------------------------------------------------------
