@@ -90,7 +90,9 @@ class _IndexQuery:
         self.vals.update(vals)
 
     def sort_range(self, sort_key: str, *, after: str | None, before: str | None) -> None:
-        """Bound the index's sort key to ``[after, before)`` (either end may be open)."""
+        """Bound the index's sort key to ``[after, before)`` (either end may be open).
+        The sort keys are ``<instant>#<case id>`` and the bounds instants, so a key of
+        the instant ``before`` sorts above it: BETWEEN leaves it out as ``<`` does."""
         if after and before:
             self.narrow(f"{sort_key} BETWEEN :after AND :before", after=after, before=before)
         elif after:
