@@ -214,7 +214,8 @@ def _dispatch_one(
             key = delivery_key(subscribed.endpoint_id, event_type)
             if subscribed.wants(event_type) and key not in deliveries:
                 deliveries[key] = Delivery(subscribed.endpoint_id, subscribed.url, event_type)
-    attempted = stopping = False
+    attempted = False
+    stopped: ShardLeaseHeld | None = None
     for key, delivery in deliveries.items():
         if delivery.settled or delivery.next_at > now:
             continue
@@ -228,12 +229,13 @@ def _dispatch_one(
         # no other dispatcher sends this pledge while this one may still be sending.
         try:
             keep_lease()
-        except DispatcherStopping:
+        except ShardLeaseHeld as exc:
             if not attempted:
                 raise  # nothing sent: nothing to record
-            # Asked to stop between two endpoints: the answers had are recorded below
-            # (the lease is still ours), or the next dispatcher would send them again.
-            stopping = True
+            # Asked to stop, or overtaken, between two endpoints: the answers had are
+            # recorded below, or the next dispatcher would send them again. The record is
+            # fenced on the pledge as read, so it never writes over a successor's.
+            stopped = exc
             break
         attempted = True
         payload = body_bytes(event_payload(state, delivery.event_type))
@@ -256,8 +258,8 @@ def _dispatch_one(
     )
     if next_due is None:
         report.settled += 1
-    if stopping:
-        raise DispatcherStopping(f"{intent_id}: this dispatcher is stopping")
+    if stopped is not None:
+        raise stopped
 
 
 def _attempt(

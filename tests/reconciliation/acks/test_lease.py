@@ -3,6 +3,7 @@ dispatch-time address check, on the engines."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import replace
 
@@ -150,6 +151,44 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
     assert state.deliveries[first].status == DeliveryStatus.DELIVERED
     assert second not in state.deliveries or not state.deliveries[second].settled
     assert leases.release() == 1
+
+
+def test_a_dispatcher_overtaken_between_two_endpoints_records_the_first(ddb, api, settings):
+    """A's lease runs out during the POST to a pledge's first endpoint and B takes the
+    shard: A sends to no other endpoint, and records the answer it had (fenced on the
+    pledge as A read it, so it could not write over B's record), not leaving B to send it
+    again."""
+    assert api.post("two-2", pledge_body()).status_code == 201
+    store = first_store()
+    shard = ack_shard("acme#two-2")
+    a = ShardLeases(store, owner="a")
+    endpoints = [
+        Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
+        for name in ("E1", "E2")
+    ]
+    sent: list[bytes] = []
+    with contextlib.ExitStack() as later:
+
+        def answer(target, *, body, **kwargs):
+            sent.append(body)
+            # A paused past its lease mid-POST; B took the shard meanwhile.
+            later.enter_context(clock.travel(settings.ACK_LEASE_S + 1))
+            assert ShardLeases(store, owner="b").hold(shard).owner == "b"
+            return AttemptResult(200)
+
+        report = acks_dispatch_once(
+            store,
+            endpoints_for=lambda t: endpoints,
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=answer,
+            leases=a,
+        )
+    assert len(sent) == 1 and (report.delivered, report.lease_lost) == (1, 1)
+    state = AckRepository(store).get("acme#two-2")
+    assert state is not None and state.due
+    first, second = (delivery_key(e.endpoint_id, EventType.PLEDGE_RECORDED) for e in endpoints)
+    assert state.deliveries[first].status == DeliveryStatus.DELIVERED
+    assert second not in state.deliveries or not state.deliveries[second].settled
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
