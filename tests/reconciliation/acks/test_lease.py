@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -89,15 +90,17 @@ def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
     assert b.hold("A#0").fence == 3
 
 
-def dispatched_closing_at_the_first_post(store, leases: ShardLeases, endpoints: list[Endpoint]):
-    """One pass with ``leases`` whose first POST closes them, as ``dispatch_acks``'
-    SIGTERM handler does while it is under way (answered 200): the bodies sent and the
-    pass's report."""
+def dispatched_with_first_post(
+    store, leases: ShardLeases, endpoints: list[Endpoint], *, during: Callable[[], object]
+):
+    """One pass with ``leases`` in which ``during`` happens while the first POST is under
+    way (answered 200): the bodies sent and the pass's report."""
     sent: list[bytes] = []
 
     def answer(target, *, body, **kwargs):
         sent.append(body)
-        leases.close()  # the signal arrives while this POST is under way
+        if len(sent) == 1:
+            during()
         return AttemptResult(200)
 
     report = acks_dispatch_once(
@@ -120,7 +123,8 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
     store = first_store()
     leases = ShardLeases(store, owner="a")
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
-    sent, report = dispatched_closing_at_the_first_post(store, leases, [endpoint])
+    # The signal arrives while the first POST is under way (the handler closes the leases).
+    sent, report = dispatched_with_first_post(store, leases, [endpoint], during=leases.close)
     assert len(sent) == 1 and report.delivered == 1
     assert (report.lease_lost, report.shards_busy) == (0, 0)  # not another's doing
     repository = AckRepository(store)
@@ -139,18 +143,28 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
     assert api.post("two-1", pledge_body()).status_code == 201
     store = first_store()
     leases = ShardLeases(store, owner="a")
-    endpoints = [
+    endpoints = two_endpoints()
+    sent, report = dispatched_with_first_post(store, leases, endpoints, during=leases.close)
+    assert len(sent) == 1 and report.delivered == 1
+    assert_first_recorded_second_due(store, "acme#two-1", endpoints)
+    assert leases.release() == 1
+
+
+def two_endpoints() -> list[Endpoint]:
+    return [
         Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
         for name in ("E1", "E2")
     ]
-    sent, report = dispatched_closing_at_the_first_post(store, leases, endpoints)
-    assert len(sent) == 1 and report.delivered == 1
-    state = AckRepository(store).get("acme#two-1")
+
+
+def assert_first_recorded_second_due(store, intent_id: str, endpoints: list[Endpoint]) -> None:
+    """The pledge is still due; the first endpoint's delivery is recorded DELIVERED (not
+    sent again by the next dispatcher), the second's is not settled."""
+    state = AckRepository(store).get(intent_id)
     assert state is not None and state.due
     first, second = (delivery_key(e.endpoint_id, EventType.PLEDGE_RECORDED) for e in endpoints)
     assert state.deliveries[first].status == DeliveryStatus.DELIVERED
     assert second not in state.deliveries or not state.deliveries[second].settled
-    assert leases.release() == 1
 
 
 def test_a_dispatcher_overtaken_between_two_endpoints_records_the_first(ddb, api, settings):
@@ -161,34 +175,18 @@ def test_a_dispatcher_overtaken_between_two_endpoints_records_the_first(ddb, api
     assert api.post("two-2", pledge_body()).status_code == 201
     store = first_store()
     shard = ack_shard("acme#two-2")
-    a = ShardLeases(store, owner="a")
-    endpoints = [
-        Endpoint(name, "acme", f"https://crm.example.org/{name}", secret_new())
-        for name in ("E1", "E2")
-    ]
-    sent: list[bytes] = []
+    endpoints = two_endpoints()
     with contextlib.ExitStack() as later:
 
-        def answer(target, *, body, **kwargs):
-            sent.append(body)
+        def overtaken() -> None:
             # A paused past its lease mid-POST; B took the shard meanwhile.
             later.enter_context(clock.travel(settings.ACK_LEASE_S + 1))
             assert ShardLeases(store, owner="b").hold(shard).owner == "b"
-            return AttemptResult(200)
 
-        report = acks_dispatch_once(
-            store,
-            endpoints_for=lambda t: endpoints,
-            resolve=lambda host, port: ["93.184.216.34"],
-            sender=answer,
-            leases=a,
-        )
+        a = ShardLeases(store, owner="a")
+        sent, report = dispatched_with_first_post(store, a, endpoints, during=overtaken)
     assert len(sent) == 1 and (report.delivered, report.lease_lost) == (1, 1)
-    state = AckRepository(store).get("acme#two-2")
-    assert state is not None and state.due
-    first, second = (delivery_key(e.endpoint_id, EventType.PLEDGE_RECORDED) for e in endpoints)
-    assert state.deliveries[first].status == DeliveryStatus.DELIVERED
-    assert second not in state.deliveries or not state.deliveries[second].settled
+    assert_first_recorded_second_due(store, "acme#two-2", endpoints)
 
 
 def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api, settings):
