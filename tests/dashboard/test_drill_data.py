@@ -10,13 +10,9 @@ import re
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.models import DRILL_TENANT
-from reconciliation.casework.dispositions import case_dispose
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
 from tests.helpers import sign_in
-from tests.reconciliation.factories import ambiguous_case
+from tests.reconciliation.factories import ambiguous_case, confirmed_committed, void_requested
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -26,17 +22,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def _resolved(tenant: str, key: str, donor_ref: str = "D-1"):
     """An ambiguous case of ``tenant`` whose commit went through, confirmed committed."""
     case = ambiguous_case(key, tenant=tenant, donor_ref=donor_ref)
-    case_dispose(
-        case_id=case.case_id,
-        disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            seen_version=case.version,
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
-        ),
-        store=first_store(),
-    )
+    confirmed_committed(case)
     return case
 
 
@@ -160,20 +146,8 @@ def test_overview_counts_leave_the_drill_out(both, client, settings):
 def test_approvals_leave_the_drill_out(both, client):
     """A void asked on the real and on the drill case: the approvals list the real
     request and say one drill case is not shown; ``drill=1`` lists both."""
-    from reconciliation.casework.overrides import override_request
-
     for case in both:
-        override_request(
-            case_id=case.case_id,
-            override="VOID_PLEDGE",
-            staff=StaffAction(
-                actor=staff_actor("ada"),
-                reason_code="DONOR_REQUEST",
-                reason_text="Donor withdrew the pledge by phone.",
-                seen_version=case.version,
-            ),
-            store=first_store(),
-        )
+        void_requested(case)
     real, drill = both
     sign_in(client, "supervisor")
     html = client.get("/approvals/").content.decode()

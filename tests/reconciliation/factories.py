@@ -61,16 +61,16 @@ def key_reuse_case(ddb, key: str):
     return repositories().cases.get(outcome.case_id)
 
 
-def void_approved(case) -> None:
-    """Void ``case``'s pledge the four-eyes way: finance staff ask, a supervisor
-    approves (the pledge is VOIDED and the ledger moves back)."""
+def void_requested(case):
+    """Finance staff ask to void ``case``'s pledge (the first of the four eyes); the
+    service's result, whose case holds the pending request."""
     from reconciliation.cases.actions import StaffAction
     from reconciliation.cases.vocabulary import Override
-    from reconciliation.casework.overrides import override_approve, override_request
+    from reconciliation.casework.overrides import override_request
     from reconciliation.stores import first_store
     from tests.conftest import staff_actor
 
-    requested = override_request(
+    return override_request(
         case_id=case.case_id,
         override=Override.VOID_PLEDGE,
         staff=StaffAction(
@@ -81,6 +81,38 @@ def void_approved(case) -> None:
         ),
         store=first_store(),
     )
+
+
+def confirmed_committed(case):
+    """Finance staff close ``case`` (whose commit went through) as CONFIRMED_COMMITTED;
+    the service's result."""
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.casework.dispositions import case_dispose
+    from reconciliation.stores import first_store
+    from tests.conftest import staff_actor
+
+    return case_dispose(
+        case_id=case.case_id,
+        disposition="CONFIRMED_COMMITTED",
+        staff=StaffAction(
+            actor=staff_actor("ada"),
+            seen_version=case.version,
+            reason_code="EVIDENCE_CONFIRMS",
+            reason_text="The pledge read back is there.",
+        ),
+        store=first_store(),
+    )
+
+
+def void_approved(case) -> None:
+    """Void ``case``'s pledge the four-eyes way: finance staff ask, a supervisor
+    approves (the pledge is VOIDED and the ledger moves back)."""
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.casework.overrides import override_approve
+    from reconciliation.stores import first_store
+    from tests.conftest import staff_actor
+
+    requested = void_requested(case)
     override_approve(
         case_id=case.case_id,
         request_id=requested.case.override.request_id,

@@ -10,17 +10,14 @@ from decimal import Decimal
 import pytest
 
 from reconciliation.actors import system_actor
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, case_id_for, case_to_item
 from reconciliation.cases.vocabulary import CaseState, Queue
-from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overview import overview_read
 from reconciliation.claims.opening import case_open
 from reconciliation.stores import every_store, first_store
-from tests.conftest import staff_actor
 from tests.helpers import repositories
-from tests.reconciliation.factories import ambiguous_case
+from tests.reconciliation.factories import ambiguous_case, confirmed_committed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -30,20 +27,6 @@ AMBIGUOUS = Queue.AMBIGUOUS_TIMEOUT
 def ambiguous(tenant: str, key: str, amount: str = "10.00"):
     """An AMBIGUOUS_TIMEOUT case of ``tenant`` whose commit went through."""
     return ambiguous_case(key, tenant=tenant, amount=amount)
-
-
-def confirm(case) -> None:
-    case_dispose(
-        case_id=case.case_id,
-        disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            seen_version=case.version,
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
-        ),
-        store=first_store(),
-    )
 
 
 def counter() -> QueueCounter:
@@ -64,7 +47,7 @@ def test_a_drill_case_moves_the_drill_share_with_the_count(ddb):
     real_only = opened.without_drill()
     assert (real_only.count, real_only.totalled) == (1, 1)
     assert real_only.shown_amounts() == [("USD", Decimal("10.00"))]
-    confirm(drill)
+    confirmed_committed(drill)
     closed = counter()
     assert (closed.count, closed.drill_count, closed.drill_totalled) == (1, 0, 0)
     assert closed.drill_amounts == {"USD": Decimal(0)}
@@ -85,7 +68,7 @@ def test_a_drill_case_opened_before_the_share_takes_nothing_away(ddb):
     """A drill case opened before the share was kept (no flag) moves the count alone:
     resolving it leaves the drill share at zero, never below."""
     template = ambiguous(DRILL_TENANT, "drill-3")
-    confirm(template)
+    confirmed_committed(template)
     older = replace(
         template,
         case_id=case_id_for("older-drill", 1, template.case_type),
@@ -103,7 +86,7 @@ def test_a_drill_case_opened_before_the_share_takes_nothing_away(ddb):
     stored, created = case_open(first_store(), case=older, actor=system_actor())
     assert created
     assert (counter().count, counter().drill_count) == (1, 0)
-    confirm(stored)
+    confirmed_committed(stored)
     after = counter()
     assert (after.count, after.drill_count, after.drill_totalled) == (0, 0, 0)
 
