@@ -109,6 +109,17 @@ class QueueFilters:
         """The tenant whose cases the read leaves out: the drill's, unless asked for."""
         return "" if self.drill else DRILL_TENANT
 
+    def opened_before(self) -> str | None:
+        """The minimum age as the latest opening instant it keeps (``None``: any age)."""
+        if not self.min_age_s:
+            return None
+        return clock.iso(clock.now() - timedelta(seconds=self.min_age_s))
+
+    def index_values(self) -> dict[str, Any]:
+        """The filters the queue indexes apply (``CaseRepository.query_queue``'s
+        ``filters``); an empty one applies nothing."""
+        return {"fund": self.fund, "min_amount": self.min_amount, "assignee": self.assignee}
+
     def fingerprint(self) -> str:
         raw = [self.fund, str(self.min_amount or ""), self.min_age_s or 0, self.assignee]
         if self.sort != DEFAULT_SORT:
@@ -182,14 +193,8 @@ def queue_page(
     filters = filters or QueueFilters()
     limit = max(1, min(limit, MAX_PAGE))
     positions = _decode_cursor(queue, filters, cursor, regions) if cursor else None
-    opened_before = None
-    if filters.min_age_s:
-        opened_before = clock.iso(clock.now() - timedelta(seconds=filters.min_age_s))
-    filter_values = {
-        "fund": filters.fund,
-        "min_amount": filters.min_amount,
-        "assignee": filters.assignee,
-    }
+    opened_before = filters.opened_before()
+    filter_values = filters.index_values()
     if filters.sort not in SORTS:
         raise InvalidFilter({"sort": "unknown order"})
     index, forward = SORTS[filters.sort]

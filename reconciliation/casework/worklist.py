@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -217,10 +217,7 @@ def _queue_read(
     returns up to 1 MB a call, and ``limit`` index rows are far below it. Only when a
     FilterExpression (fund, amount, assignee, the drill) drops rows, or a region holds
     other regions' replicas, does it read on from where that Query stopped."""
-    if filters.min_age_s:
-        before = clock.iso(clock.now() - timedelta(seconds=filters.min_age_s))
-    else:
-        before = None
+    before = filters.opened_before()
     items: list[dict[str, Any]] = []
     queries = 0
     for store in stores:
@@ -233,11 +230,7 @@ def _queue_read(
                 limit=limit,
                 start_key=start,
                 opened_before=before,
-                filters={
-                    "fund": filters.fund,
-                    "min_amount": filters.min_amount,
-                    "assignee": filters.assignee,
-                },
+                filters=filters.index_values(),
                 without_tenant=filters.without_tenant,
             )
             queries += 1
