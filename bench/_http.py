@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-from http.cookies import SimpleCookie
 from pathlib import Path
 
 from _common import ROOT
+
+from tests.staff_http import Conn
+from tests.staff_http import sign_in as staff_sign_in
 
 TIMING_RE = re.compile(r'ddb;desc="(\d+) calls";dur=([\d.]+), app;dur=([\d.]+)')
 # Production terminates TLS at a proxy (DJANGO_BEHIND_PROXY=1): every request arrives
@@ -123,36 +125,9 @@ class Gunicorn:
                 self.proc.wait(10)
 
 
-class Conn:
-    """One keep-alive connection, with the cookies the server set on it."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        self.cookies: dict[str, str] = {}
-
-    def request(self, method: str, path: str, body: bytes | None = None, headers=None):
-        """(status, headers, body bytes, seconds)."""
-        sent = {**PROXY_HEADERS, **(headers or {})}
-        if self.cookies:
-            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        for attempt in range(2):
-            started = time.perf_counter()
-            try:
-                self.http.request(method, path, body=body, headers=sent)
-                response = self.http.getresponse()
-                data = response.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # The server closed an idle keep-alive connection: reconnect once.
-                self.http.close()
-                if attempt:
-                    raise
-        seconds = time.perf_counter() - started
-        for raw in response.headers.get_all("Set-Cookie") or []:
-            for name, morsel in SimpleCookie(raw).items():
-                self.cookies[name] = morsel.value
-        return response.status, response.headers, data, seconds
+def proxied(port: int) -> Conn:
+    """A keep-alive connection as the proxy forwards it."""
+    return Conn(port, headers=dict(PROXY_HEADERS))
 
 
 def group_cpu_s(pgid: int) -> float:
@@ -177,21 +152,5 @@ def timing(headers) -> tuple[int, float, float] | None:
 
 
 def sign_in(conn: Conn, username: str, password: str) -> None:
-    """The sign-in form as a browser fills it: its CSRF token, then the POST."""
-    status, _h, page, _s = conn.request("GET", "/accounts/login/")
-    assert status == 200, status
-    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page)
-    assert token, "no CSRF token on the sign-in page"
-    form = (
-        f"csrfmiddlewaretoken={token[1].decode()}&username={username}&password={password}"
-    ).encode()
-    status, headers, body, _s = conn.request(
-        "POST",
-        "/accounts/login/",
-        body=form,
-        headers={
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Referer": f"https://127.0.0.1:{conn.port}/accounts/login/",
-        },
-    )
-    assert status == 302 and "sessionid" in conn.cookies, (status, body[:500])
+    reply = staff_sign_in(conn, username, password)
+    assert reply.status == 302 and "sessionid" in conn.cookies, (reply.status, reply.body[:500])

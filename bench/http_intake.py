@@ -38,11 +38,11 @@ from pathlib import Path
 
 from _common import ROOT, RoundTrips, machine_line, median, start_engine, write_section
 from _http import (
-    Conn,
     Gunicorn,
     ProxyProcess,
     group_cpu_s,
     manage,
+    proxied,
     server_env,
     sign_in,
     timing,
@@ -64,7 +64,7 @@ class Intake:
     """Eight keep-alive HTTP clients posting pledges, 80 % new, 20 % replays."""
 
     def __init__(self, port: int, token: str):
-        self.conns = [Conn(port) for _ in range(THREADS)]
+        self.conns = [proxied(port) for _ in range(THREADS)]
         self.token = token
         self.committed: list[list[str]] = [[] for _ in range(THREADS)]
         self.wrong: list[str] = []
@@ -139,7 +139,7 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
     ready = threading.Barrier(STAFF + 1)
 
     def worker(n: int) -> None:
-        conn = Conn(port)
+        conn = proxied(port)
         try:
             sign_in(conn, users[n], PASSWORD)
         except AssertionError as exc:

@@ -146,6 +146,20 @@ DATABASES = {
         conn_max_age=60,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several gunicorn processes of 8 threads each write one file. SQLite's default
+    # (DEFERRED) transaction reads first and asks for the write lock later; when another
+    # connection holds it, SQLite answers "database is locked" at once instead of
+    # waiting, since waiting could deadlock two upgraders. IMMEDIATE takes the write lock
+    # at BEGIN, where the busy timeout applies, so writers queue instead of failing; and
+    # since a transaction that holds the lock from its start is serialised whole, it also
+    # gives what select_for_update asks for (SQLite ignores FOR UPDATE). WAL lets readers
+    # go on beside the one writer; synchronous=NORMAL is WAL's durable-on-checkpoint mode.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

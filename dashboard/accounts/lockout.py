@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 # Set on a request refused before any check: not a failure event of its own
 # (dashboard/accounts/signin_audit.py).
 REFUSED_UNCHECKED = "signin_refused_unchecked"
+# Set on a request admitted to the checks: the number its attempt took. One attempt
+# alone takes the number AXES_FAILURE_LIMIT, so one alone can write the lockout event.
+ATTEMPT_NUMBER = "signin_attempt_number"
 
 # One step: the attempt's number, and the cool-off restarted from this attempt (as axes
 # restarts it on a failure during a lockout).
@@ -112,6 +115,7 @@ class AtomicLockoutHandler(AxesDatabaseHandler):
             request.axes_locked_out = True  # answered by AxesMiddleware's lockout page
             setattr(request, REFUSED_UNCHECKED, True)
             return False
+        setattr(request, ATTEMPT_NUMBER, number)
         return True
 
     def user_logged_in(self, sender, request, user, **kwargs):

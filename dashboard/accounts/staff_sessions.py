@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.contrib.sessions.models import Session
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from dashboard.accounts.events import account_event_append
@@ -180,21 +180,35 @@ def session_rekeyed(old_key: str | None, new_key: str | None) -> None:
 
 
 def _record(request, user) -> None:
+    """Keep the session's record: one upsert, no read-then-write (the row is the
+    session's own, so nothing else races for it but its own concurrent requests, and
+    the last of those wins with the same values). Bookkeeping: a database that cannot
+    take it now is logged, and the request goes on."""
     key = request.session.session_key
     if not key:
         return
     now = timezone.now()
-    StaffSession.objects.update_or_create(
+    row = StaffSession(
         key_hash=key_hash(key),
-        defaults={"user": user, "last_seen": now},
-        create_defaults={
-            "user": user,
-            "user_agent": request.META.get("HTTP_USER_AGENT", "")[:300],
-            "address": (client_address(request) or "")[:64],
-            "created_at": now,
-            "last_seen": now,
-        },
+        user=user,
+        user_agent=request.META.get("HTTP_USER_AGENT", "")[:300],
+        address=(client_address(request) or "")[:64],
+        created_at=now,
+        last_seen=now,
     )
+    try:
+        with transaction.atomic():
+            StaffSession.objects.bulk_create(
+                [row],
+                update_conflicts=True,
+                unique_fields=["key_hash"],
+                update_fields=["user", "last_seen"],
+            )
+    except DatabaseError as exc:
+        logger.warning(
+            "session of %s not recorded: %s", user.get_username(), exc.__class__.__name__
+        )
+        return
     request.session[SESSION_RECORDED] = int(time.time())
 
 
