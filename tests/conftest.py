@@ -23,6 +23,7 @@ from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from tests.iam_recorder import ENGINE_SKIP, IamRecorderPlugin, Recorder, install
 from tests.table_pool import TablePool, unique_names
 
 ENGINES = ("moto", "dynamodb_local")
@@ -55,6 +56,14 @@ class Engine:
         return self.name == "dynamodb_local"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every DynamoDB call the code makes is checked against ``manage.py iam_policy``
+    (tests/iam_recorder.py)."""
+    recorder = Recorder()
+    install(recorder)
+    config.pluginmanager.register(IamRecorderPlugin(config, recorder), "iam_recorder")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "ddb" not in metafunc.fixturenames:
         return
@@ -85,7 +94,7 @@ def local_engine_unavailable(exc: LocalEngineError) -> NoReturn:
     """Under CI a DynamoDB Local that does not start fails the run; elsewhere it skips."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"DynamoDB Local must run under CI: {exc}")
-    pytest.skip(f"DynamoDB Local unavailable: {exc}")
+    pytest.skip(f"{ENGINE_SKIP}: {exc}")
 
 
 def fresh_tables(settings, endpoint_url: str | None, *, tag: str = "t") -> tuple[Any, TableNames]:

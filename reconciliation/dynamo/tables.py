@@ -1,13 +1,18 @@
 """Table, index and TTL definitions (docs/design.md §3) and the idempotent ``ddb_setup``.
 
-All tables are on-demand. Indexes are sparse: an item appears in an index only while it
-carries the index's hash-key attribute, so ``pending_by_expiry`` holds PENDING claims
-only and ``open_by_queue`` holds unresolved cases only.
+All tables are on-demand, with deletion protection and point-in-time recovery. Indexes
+are sparse: an item appears in an index only while it carries the index's hash-key
+attribute, so ``pending_by_expiry`` holds PENDING claims only and ``open_by_queue`` holds
+unresolved cases only. These definitions are the one source of the tables: ``ddb_setup``
+creates them (:func:`ensure_tables`), ``aws_template`` prints them as CloudFormation
+(``reconciliation/dynamo/template.py``) and ``iam_policy`` grants on them
+(``reconciliation/dynamo/iam.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -18,7 +23,7 @@ from reconciliation.dynamo.client import TableNames, regions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.literals import ScalarAttributeTypeType
+    from mypy_boto3_dynamodb.literals import BillingModeType, ScalarAttributeTypeType
     from mypy_boto3_dynamodb.type_defs import (
         AttributeDefinitionTypeDef,
         CreateGlobalSecondaryIndexActionTypeDef,
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
 # With several regions every table carries a stream of full before/after images: what
 # Global Tables replicate from, and what ``replicate_regions`` (its stand-in) tails.
 STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
+# On-demand: no capacity to plan or to be throttled against (docs/capacity.md).
+BILLING_MODE: Final[BillingModeType] = "PAY_PER_REQUEST"
 
 PENDING_SHARDS = 16
 AUDIT_DAY_SHARDS = 8
@@ -172,13 +179,21 @@ class Table:
             "TableName": self.name,
             "KeySchema": self.key_schema(),
             "AttributeDefinitions": self.attribute_definitions(),
-            "BillingMode": "PAY_PER_REQUEST",
+            "BillingMode": BILLING_MODE,
+            # A table of pledges and audit events is never deleted by a slip of the hand:
+            # DeleteTable is refused until protection is lifted on purpose (drop_tables).
+            "DeletionProtectionEnabled": True,
         }
         if self.indexes:
             request["GlobalSecondaryIndexes"] = [i.definition() for i in self.indexes]
         if streams:
             request["StreamSpecification"] = stream_specification()
         return request
+
+
+def streams_by_default() -> bool:
+    """Whether the tables carry a stream: when ``DDB_REGIONS`` names several regions."""
+    return len(regions()) > 1
 
 
 def stream_specification() -> StreamSpecificationTypeDef:
@@ -322,15 +337,18 @@ def table_definitions(names: TableNames) -> list[Table]:
 def ensure_tables(
     client: DynamoDBClient, names: TableNames, *, streams: bool | None = None
 ) -> list[str]:
-    """Create whatever table, index, stream or TTL setting is missing; return what was done.
+    """Create whatever table, index, stream, TTL setting, deletion protection or
+    point-in-time recovery is missing; return what was done.
 
     Existing tables are never altered beyond adding a missing index, enabling the
-    stream or enabling TTL, so running this twice is a no-op the second time.
-    ``streams`` (default: when ``DDB_REGIONS`` names several regions) gives every table a
-    ``NEW_AND_OLD_IMAGES`` stream; a single-region setup has none.
+    stream, TTL, deletion protection or point-in-time recovery, so running this twice is
+    a no-op the second time. ``streams`` (default: when ``DDB_REGIONS`` names several
+    regions) gives every table a ``NEW_AND_OLD_IMAGES`` stream; a single-region setup has
+    none. An engine without backups (DynamoDB Local) is left without point-in-time
+    recovery: there is nothing to turn on.
     """
     if streams is None:
-        streams = len(regions()) > 1
+        streams = streams_by_default()
     done: list[str] = []
     for table in table_definitions(names):
         description = _describe(client, table.name)
@@ -346,6 +364,10 @@ def ensure_tables(
             )
             done.append(f"created table {table.name}")
         else:
+            if not description.get("DeletionProtectionEnabled"):
+                _wait_active(client, table.name)
+                client.update_table(TableName=table.name, DeletionProtectionEnabled=True)
+                done.append(f"enabled deletion protection on {table.name}")
             existing = {i["IndexName"] for i in description.get("GlobalSecondaryIndexes", [])}
             for index in table.indexes:
                 if index.name in existing:
@@ -372,7 +394,36 @@ def ensure_tables(
                     },
                 )
                 done.append(f"enabled TTL on {table.name}.{table.ttl_attribute}")
+        done.extend(_ensure_point_in_time_recovery(client, table.name))
     return done
+
+
+def _ensure_point_in_time_recovery(client: DynamoDBClient, name: str) -> list[str]:
+    """Continuous backups with point-in-time recovery (35 days) on ``name``."""
+    for _ in range(60):
+        try:
+            backups = client.describe_continuous_backups(TableName=name)
+            recovery = backups["ContinuousBackupsDescription"].get(
+                "PointInTimeRecoveryDescription", {}
+            )
+            if recovery.get("PointInTimeRecoveryStatus") == "ENABLED":
+                return []
+            client.update_continuous_backups(
+                TableName=name,
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+            )
+            return [f"enabled point-in-time recovery on {name}"]
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "UnknownOperationException":
+                # DynamoDB Local keeps no backups and knows neither operation.
+                return []
+            if code != "ContinuousBackupsUnavailableException":
+                raise
+            # AWS turns continuous backups on by itself for a new table, a moment after
+            # it is ACTIVE; recovery can be enabled once they are.
+            time.sleep(1)
+    raise TimeoutError(f"continuous backups of {name} did not become available in 60 s")
 
 
 def _ensure_stream(
@@ -394,8 +445,11 @@ def _ensure_stream(
 
 
 def drop_tables(client: DynamoDBClient, names: TableNames) -> None:
+    """Delete scratch tables (tests, the fault explorer's oracle), lifting the deletion
+    protection every table is created with. Nothing in production calls this."""
     for name in names.all():
         try:
+            client.update_table(TableName=name, DeletionProtectionEnabled=False)
             client.delete_table(TableName=name)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceNotFoundException":
@@ -403,8 +457,6 @@ def drop_tables(client: DynamoDBClient, names: TableNames) -> None:
 
 
 def _wait_active(client: DynamoDBClient, name: str, *, attempts: int = 600) -> None:
-    import time
-
     for _ in range(attempts):
         description = _describe(client, name)
         if description is None:

@@ -108,6 +108,63 @@ def test_missing_indexes_are_added_to_an_existing_table(ddb, own_engine, setting
     assert "created index" not in _run()
 
 
+def _recovery(client, name: str) -> str | None:
+    """The table's point-in-time recovery status; ``None`` where the engine keeps no
+    backups at all (DynamoDB Local answers UnknownOperationException)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        backups = client.describe_continuous_backups(TableName=name)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "UnknownOperationException":
+            raise
+        return None
+    description = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
+    return description["PointInTimeRecoveryStatus"]
+
+
+def test_tables_are_made_deletion_protected_and_recoverable(ddb):
+    """Every table refuses DeleteTable until its protection is lifted, and has
+    point-in-time recovery where the engine keeps backups (moto); DynamoDB Local keeps
+    none, so there is nothing to turn on (docs/configuration.md)."""
+    from botocore.exceptions import ClientError
+
+    for name in ddb.tables.all():
+        assert ddb.client.describe_table(TableName=name)["Table"]["DeletionProtectionEnabled"]
+        expected = "ENABLED" if ddb.name == "moto" else None
+        assert _recovery(ddb.client, name) == expected
+    with pytest.raises(ClientError) as refused:
+        ddb.client.delete_table(TableName=ddb.tables.audit_events)
+    assert "protect" in str(refused.value).lower()
+
+
+def test_older_tables_get_protection_and_recovery_and_drop_tables_lifts_it(ddb, settings):
+    """Tables made before ddb_setup protected them are protected (and made recoverable,
+    where the engine can) by the next run, which says so once; drop_tables, for scratch
+    tables, still deletes them."""
+    from reconciliation.dynamo.client import TableNames
+    from reconciliation.dynamo.tables import drop_tables, table_definitions
+
+    settings.DDB_TABLE_PREFIX = "unprotected-" + ddb.tables.cases.split("-")[0] + "-"
+    reset_clients()
+    names = TableNames.from_prefix(settings.DDB_TABLE_PREFIX)
+    client = dynamodb_client()
+    for table in table_definitions(names):
+        request = table.create_request()
+        request["DeletionProtectionEnabled"] = False
+        client.create_table(**request)
+    try:
+        output = _run()
+        for name in names.all():
+            assert f"enabled deletion protection on {name}" in output
+            assert (f"enabled point-in-time recovery on {name}" in output) == (ddb.name == "moto")
+            assert client.describe_table(TableName=name)["Table"]["DeletionProtectionEnabled"]
+        assert "nothing to do" in _run()
+    finally:
+        drop_tables(client, names)
+    assert not set(names.all()) & set(client.list_tables()["TableNames"])
+
+
 def test_second_run_is_a_no_op(ddb):
     """Tables made by the fixture already exist: the command reports nothing to do."""
     assert "nothing to do" in _run()
