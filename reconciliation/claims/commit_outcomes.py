@@ -42,7 +42,12 @@ from reconciliation.dynamo.cancellation import (
     overall_branch,
 )
 from reconciliation.dynamo.errors import ErrorCode, error_code
-from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.dynamo.retry import (
+    THROTTLING_REASONS,
+    RetriesExhausted,
+    transient_code,
+    with_retry,
+)
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -123,37 +128,39 @@ def _commit_exhausted(
     store: Store, claim: Claim, items: list[dict[str, Any]], exc: RetriesExhausted
 ) -> IntakeOutcome:
     """Every attempt met a transient refusal and none may have applied: a definite
-    failure. A conflict that never cleared opens a case with the claim's release."""
+    failure. Throttling (a transaction cancelled for a throttled item included) releases
+    the claim with its reason and answers 503; a conflict that never cleared opens a case
+    with the claim's release."""
     retry_after = retry_after_s()
-    if exc.code == ErrorCode.TRANSACTION_CANCELED:
-        rows = cancellation_decode(items, exc.last.response, store.roles())
-        case = open_case(
-            store,
+    if exc.throttled:
+        finalise_quietly(
+            store, claim, status=ClaimStatus.FAILED, error=exc.reason, expires_in_s=retry_after
+        )
+        return throttled_outcome(exc)
+    rows = cancellation_decode(items, exc.last.response, store.roles())
+    case = open_case(
+        store,
+        claim,
+        CaseType.CANCELLED_TRANSACTION,
+        decoded=rows,
+        error=exc.last,
+        client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
+        claim_move=lambda case_id: ClaimRepository(store).finalise_item(
             claim,
-            CaseType.CANCELLED_TRANSACTION,
-            decoded=rows,
-            error=exc.last,
-            client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
-            claim_move=lambda case_id: ClaimRepository(store).finalise_item(
-                claim,
-                status=ClaimStatus.FAILED,
-                error_code="TransactionConflict",
-                expires_in_s=retry_after,
-                case_id=case_id,
-            ),
-        )
-        return IntakeOutcome(
-            OutcomeKind.CONFLICT,
-            retry_after=retry_after,
-            case_id=case,
-            decoded=[r.to_json() for r in rows],
-            detail="The transaction kept conflicting with concurrent writes; nothing was "
-            "recorded. Retry with the same Idempotency-Key.",
-        )
-    finalise_quietly(
-        store, claim, status=ClaimStatus.FAILED, error=exc.code, expires_in_s=retry_after
+            status=ClaimStatus.FAILED,
+            error_code=exc.reason,
+            expires_in_s=retry_after,
+            case_id=case_id,
+        ),
     )
-    return throttled_outcome(exc)
+    return IntakeOutcome(
+        OutcomeKind.CONFLICT,
+        retry_after=retry_after,
+        case_id=case,
+        decoded=[r.to_json() for r in rows],
+        detail="The transaction kept conflicting with concurrent writes; nothing was "
+        "recorded. Retry with the same Idempotency-Key.",
+    )
 
 
 def _cancelled(
@@ -375,7 +382,9 @@ def open_case(
     case = case_build(
         case_type=case_type,
         claim=claim,
-        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
+        # A throttled cancellation is recorded as the throttling it was (its decoded rows,
+        # where the case keeps them, name every item's reason).
+        evidence={"error_code": _recorded_code(error), "error_message": str(error)[:500]},
         decoded=decoded,
         client_outcome=client_outcome,
         opened_by=pledge_receipt_actor(claim),
@@ -396,6 +405,13 @@ def open_case(
         # resolved case follows nothing: the claim stays where the sweep can find it.
         apply_quietly(store, claim_item)
     return stored.case_id
+
+
+def _recorded_code(error: BaseException) -> str:
+    """The code a case records for ``error``: a cancelled transaction's throttling reason
+    when an item was throttled, else the error's own code."""
+    code = transient_code(error)
+    return code if code in THROTTLING_REASONS else error_code(error)
 
 
 def apply_quietly(store: Store, claim_item: dict[str, Any]) -> None:

@@ -104,7 +104,7 @@ def throttled_outcome(exc: RetriesExhausted) -> IntakeOutcome:
     return IntakeOutcome(
         OutcomeKind.THROTTLED,
         retry_after=retry_after_s(),
-        detail=f"DynamoDB throttled the request ({exc.code}) past the retry budget.",
+        detail=f"DynamoDB throttled the request ({exc.reason}) past the retry budget.",
     )
 
 

@@ -126,7 +126,7 @@ def _transaction_fault(
     plan: FaultPlan, request: AWSPreparedRequest, body: dict[str, Any]
 ) -> AWSResponse | None:
     """A pledge commit fault, or a cancellation of a transaction that touches a ledger
-    item (a hot fund): ``transaction_conflict``."""
+    item (a hot fund): ``transaction_conflict`` and ``cancelled_throttled``."""
     items = body.get("TransactItems", [])
     token = body.get("ClientRequestToken", "")
     if _is_pledge_commit(items):
@@ -139,6 +139,10 @@ def _transaction_fault(
     ]
     if not any(hot):
         return None
+    if _is_pledge_commit(items) and plan.fires("cancelled_throttled"):
+        return _cancelled(
+            request, _on_ledger(hot, "ThrottlingError", "Throughput exceeds the limit (injected)")
+        )
     if not plan.probabilities.get("transaction_conflict"):
         return None
     # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
@@ -155,7 +159,7 @@ def _transaction_fault(
 
 
 # Faults that need a transaction's body to decide.
-TRANSACTION_FAULTS = (*COMMIT_FAULTS, "transaction_conflict")
+TRANSACTION_FAULTS = (*COMMIT_FAULTS, "transaction_conflict", "cancelled_throttled")
 
 
 class FaultHooks:

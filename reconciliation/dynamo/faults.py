@@ -25,6 +25,9 @@ consulting :data:`PROCESS_FAULTS`: the settings' plan, or the one :func:`injecte
 - ``transaction_conflict``: ``TransactWriteItems`` is cancelled with a
   ``TransactionConflict`` reason on the ledger item, as a hot fund does on AWS
   (DynamoDB Local never raises it by itself).
+- ``cancelled_throttled``: the pledge commit is cancelled
+  (``TransactionCanceledException``) with a ``ThrottlingError`` reason on the ledger item,
+  as AWS cancels a transaction whose item is throttled; nothing reaches the engine.
 - ``slow_task``: ``retry_commit_task`` sleeps ``SLOW_TASK_S`` seconds before it starts,
   so a test can kill the worker process mid-task and watch the broker redeliver it
   (``acks_late`` + ``reject_on_worker_lost``). Nothing else changes. A Celery signal
@@ -78,6 +81,7 @@ FAULT_NAMES = (
     "throttle",
     "crash_after_claim",
     "transaction_conflict",
+    "cancelled_throttled",
     "slow_task",
     "internal_error_after_commit",
     "ambiguous_then_throttle",
