@@ -41,7 +41,7 @@ from reconciliation.dynamo.cancellation import (
     cancellation_decode,
     overall_branch,
 )
-from reconciliation.dynamo.errors import ErrorCode, error_code
+from reconciliation.dynamo.errors import DYNAMO_ERROR_CODE, ErrorCode, error_code, log_fields
 from reconciliation.dynamo.retry import (
     THROTTLING_REASONS,
     RetriesExhausted,
@@ -111,7 +111,7 @@ def _refused(exc: ClientError) -> IntakeOutcome:
     The claim stays PENDING in the stuck-claim index, so the sweep opens its case if the
     client does not come back; the client hears a definite, JSON answer."""
     code = error_code(exc)
-    logger.error("commit refused by DynamoDB: %s", code)
+    logger.error("commit refused by DynamoDB: %s", code, extra=log_fields(exc))
     if code == ErrorCode.VALIDATION:
         return IntakeOutcome(
             OutcomeKind.REJECTED,
@@ -137,6 +137,7 @@ def _commit_exhausted(
             store, claim, status=ClaimStatus.FAILED, error=exc.reason, expires_in_s=retry_after
         )
         return throttled_outcome(exc)
+    logger.warning("commit conflicted past the retry budget: %s", exc.reason, extra=log_fields(exc))
     rows = cancellation_decode(items, exc.last.response, store.roles())
     case = open_case(
         store,
@@ -311,7 +312,10 @@ def _ambiguous(store: Store, claim: Claim, exc: BaseException) -> IntakeOutcome:
     """The transaction may or may not have committed. Never mint a new token: record the
     doubt as a case and let the durable record answer later."""
     logger.warning(
-        "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
+        "commit outcome unknown claim_version=%s error=%s",
+        claim.version,
+        error_code(exc),
+        extra=log_fields(exc),
     )
     return _case_for_pending_claim(
         store,
@@ -397,7 +401,10 @@ def open_case(
             store, case=case, actor=_system_for(claim), claim_item=claim_item
         )
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
-        logger.error("could not open %s case: %s", case_type, error_code(exc))
+        fields = log_fields(exc)
+        logger.error(
+            "could not open %s case: %s", case_type, fields[DYNAMO_ERROR_CODE], extra=fields
+        )
         return None
     if not created and claim_item is not None and stored.state != CaseState.RESOLVED:
         # The case already existed, open (an earlier attempt of this very opening, or the
@@ -419,7 +426,7 @@ def apply_quietly(store: Store, claim_item: dict[str, Any]) -> None:
         store.client.update_item(**claim_item["Update"])
     except (BotoCoreError, ClientError) as exc:
         # A failed fence means the claim moved on (committed, or a successor holds it).
-        logger.info("claim not moved to its case: %s", error_code(exc))
+        logger.info("claim not moved to its case: %s", error_code(exc), extra=log_fields(exc))
 
 
 def _system_for(claim: Claim) -> Actor:
@@ -453,4 +460,4 @@ def finalise_quietly(
     except ClaimTaken:
         pass
     except (BotoCoreError, ClientError) as exc:
-        logger.warning("could not finalise claim: %s", error_code(exc))
+        logger.warning("could not finalise claim: %s", error_code(exc), extra=log_fields(exc))
