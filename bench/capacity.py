@@ -62,23 +62,34 @@ def run(endpoint_url: str) -> str:
     from dashboard.celery import app
     from reconciliation.dynamo.client import batch_patience, dynamodb_client, table_names
     from reconciliation.dynamo.tables import table_definitions
+    from reconciliation.ops.fault_stores import FaultStores
 
     # Tasks (RETRY_COMMIT) run inline, as in tests: their writes are the disposition's.
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     names = table_names()
     tables = table_definitions(names)
+    # The faulty steps' intents go through clients built for injecting faults, as the
+    # drill's and the simulator's do; the shared clients carry no fault hook.
+    faulty = FaultStores()
     recorder = Recorder(
-        [dynamodb_client(), dynamodb_client(wait=batch_patience())], tables, endpoint_url
+        [
+            dynamodb_client(),
+            dynamodb_client(wait=batch_patience()),
+            *(store.client for store in faulty.every()),
+        ],
+        tables,
+        endpoint_url,
     )
-    steps = Scenarios(recorder).all()
+    steps = Scenarios(recorder, faulty).all()
     return render(steps, tables, names, machine_line())
 
 
 class Scenarios:
-    def __init__(self, recorder):
+    def __init__(self, recorder, faulty):
         from reconciliation.actors import Actor, Role
 
         self.r = recorder
+        self.faulty = faulty
         self.api = Actor(username="api:acme", role=Role.API, address="203.0.113.7")
         self.steps: list[tuple[str, list]] = []
 
@@ -88,15 +99,21 @@ class Scenarios:
             self.steps.append((label, calls))
             yield
 
-    def submit(self, key: str, body=TYPICAL, *, tenant: str = "acme", actor=None):
+    def submit(
+        self, key: str, body=TYPICAL, *, tenant: str = "acme", actor=None, faulty: bool = False
+    ):
+        """Submit ``key``; ``faulty``: on the fault-injecting clients (the step's plan)."""
         from reconciliation.claims.intake import pledge_submit
+        from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
         from reconciliation.claims.request import parse_fields
 
+        store = self.faulty.home(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if faulty else None
         return pledge_submit(
             tenant=tenant,
             idempotency_key=key,
             request=parse_fields(dict(body)),
             actor=actor or self.api,
+            store=store,
         )
 
     def all(self) -> list[tuple[str, list]]:
@@ -205,15 +222,17 @@ class Scenarios:
         from reconciliation.dynamo import faults
         from reconciliation.stores import every_store, home_store
 
+        injected = self.faulty.injected
+
         opened = []
         for n, key in enumerate(("stuck-1", "stuck-2")):
             with (
                 self.step(f"claim left PENDING by a crash ({key})"),
                 clock.travel(-200),  # the worker died 200 s ago: lease and grace are over
-                faults.injected({"crash_after_claim": 1.0}),
+                injected({"crash_after_claim": 1.0}),
                 contextlib.suppress(faults.SimulatedCrash),
             ):
-                self.submit(key)
+                self.submit(key, faulty=True)
             again = " (a second one, for the override)" if n else ""
             with self.step(f"case opened: STUCK_PENDING by the sweep{again}"):
                 [case_id] = sweep_stuck_claims(every_store(), home=home_store).opened
@@ -221,14 +240,14 @@ class Scenarios:
         stuck, stuck2 = opened
         with (
             self.step("case opened: AMBIGUOUS_TIMEOUT (commit applied, answer lost)"),
-            faults.injected({"ambiguous_after_commit": 1.0}),
+            injected({"ambiguous_after_commit": 1.0}),
         ):
-            assert self.submit("ambiguous-1").kind == "outcome_unknown"
+            assert self.submit("ambiguous-1", faulty=True).kind == "outcome_unknown"
         with (
             self.step("case opened: CANCELLED_TRANSACTION (TransactionConflict)"),
-            faults.injected({"transaction_conflict": 1.0}),
+            injected({"transaction_conflict": 1.0}),
         ):
-            cancelled = self.submit("conflict-1")
+            cancelled = self.submit("conflict-1", faulty=True)
         assert cancelled.case_id, cancelled
         mismatch = self.token_mismatch("mismatch-1")
         self.dispositions(stuck, stuck2, cancelled.case_id, mismatch.case_id)

@@ -139,21 +139,23 @@ def make_stuck(tag: str) -> None:
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.dynamo import faults
+    from reconciliation.ops.fault_stores import FaultStores
 
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    try:
-        with clock.travel(-600):
-            for i in range(STUCK):
-                with contextlib.suppress(faults.SimulatedCrash):
-                    pledge_submit(
-                        tenant="bench",
-                        idempotency_key=f"stuck-{tag}-{i}",
-                        request=_request(),
-                        actor=Actor("api:bench", Role.API),
-                    )
-    finally:
-        faults.set_plan(None)
+    # The crash point is skipped on the shared stores: these go through stores of their own.
+    crashing = FaultStores()
+    with crashing.injected({"crash_after_claim": 1.0}), clock.travel(-600):
+        for i in range(STUCK):
+            key = f"stuck-{tag}-{i}"
+            with contextlib.suppress(faults.SimulatedCrash):
+                pledge_submit(
+                    tenant="bench",
+                    idempotency_key=key,
+                    request=_request(),
+                    actor=Actor("api:bench", Role.API),
+                    store=crashing.home(claim_pk("bench", OPERATION_CREATE_PLEDGE, key)),
+                )
 
 
 def sweep(meter: Meter, ahead_s: int) -> dict:

@@ -52,26 +52,29 @@ def make_stuck(n: int, tag: str) -> None:
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo import faults
+    from reconciliation.ops.fault_stores import FaultStores
 
     actor = Actor(username="api:bench", role=Role.API)
     request = parse_fields(
         {"donor_ref": "D-1", "fund": "BENCH", "amount": "10.00", "currency": "USD"}
     )
-    faults.set_plan(faults.FaultPlan({"crash_after_claim": 1.0}))
-    try:
-        with clock.travel(-600):  # crashed ten minutes ago: lease and grace are over
-            for i in range(n):
-                with contextlib.suppress(faults.SimulatedCrash):
-                    pledge_submit(
-                        tenant="bench",
-                        idempotency_key=f"stuck-{tag}-{i}",
-                        request=request,
-                        actor=actor,
-                    )
-    finally:
-        faults.set_plan(None)
+    # The crash point is skipped on the shared stores: these go through stores of their own.
+    crashing = FaultStores()
+    # Crashed ten minutes ago: lease and grace are over.
+    with crashing.injected({"crash_after_claim": 1.0}), clock.travel(-600):
+        for i in range(n):
+            key = f"stuck-{tag}-{i}"
+            with contextlib.suppress(faults.SimulatedCrash):
+                pledge_submit(
+                    tenant="bench",
+                    idempotency_key=key,
+                    request=request,
+                    actor=actor,
+                    store=crashing.home(claim_pk("bench", OPERATION_CREATE_PLEDGE, key)),
+                )
 
 
 def scan_sweep_units(client, table: str) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -273,12 +274,20 @@ STORAGES = {
 # (whitenoise would otherwise read static/ through the finders whenever DEBUG is on).
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", False)
 
+# plain: one readable line per record; json: one JSON object per record, with its
+# structured fields (``dynamo_error_code`` on the write path's DynamoDB errors).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "dashboard.log_format.JsonFormatter"},
+    },
     "filters": {"refusal": {"()": "dashboard.log_filters.RefusalWithoutTraceback"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "botocore": {"level": "WARNING"},

@@ -23,15 +23,17 @@ from reconciliation.dynamo.client import (
     Patience,
     Region,
     TableNames,
-    dynamodb_client,
     home_region,
     region_tagged,
     regions,
+    shared_client,
     table_names,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from reconciliation.dynamo.faults import FaultScope
 
 # The tag separators in keys that belong to one region (docs/design.md §3): a case id
 # ``C-…-<region>``, a pledge stream ``PLEDGE#@<region>#<intent>``.
@@ -41,11 +43,16 @@ PLEDGE_STREAM = "PLEDGE#"
 
 @dataclass(frozen=True)
 class Store:
-    """One region's tables on one shared client."""
+    """One region's tables on one client: a shared one, or one built for injecting faults.
+
+    ``faults``: the scope of the faults raised in our own code rather than on the wire
+    (the worker dying between claim and commit), the same one the client's fault hooks
+    consult; ``None`` in production, where nothing of fault injection runs."""
 
     client: DynamoDBClient
     tables: TableNames
     region: Region | None = field(default=None, compare=False)
+    faults: FaultScope | None = field(default=None, compare=False)
 
     @property
     def tag(self) -> str:
@@ -68,7 +75,8 @@ class Store:
 
 
 def region_store(region: Region, *, wait: Patience | None = None) -> Store:
-    return Store(dynamodb_client(region, wait=wait), table_names(), region)
+    shared = shared_client(region, wait=wait)
+    return Store(shared.client, table_names(), region, faults=shared.faults)
 
 
 def first_store(client: DynamoDBClient | None = None, *, wait: Patience | None = None) -> Store:
@@ -76,7 +84,10 @@ def first_store(client: DynamoDBClient | None = None, *, wait: Patience | None =
     a client with ``wait``'s patience, default the request path's; a batch command passes
     ``dynamo.client.batch_patience()``): where region-wide records live."""
     first = regions()[0]
-    return Store(client or dynamodb_client(first, wait=wait), table_names(), first)
+    if client is not None:
+        return Store(client, table_names(), first)
+    shared = shared_client(first, wait=wait)
+    return Store(shared.client, table_names(), first, faults=shared.faults)
 
 
 def home_store(key: str) -> Store:

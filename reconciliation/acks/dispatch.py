@@ -42,6 +42,7 @@ from reconciliation.acks.send import post, signed_headers
 from reconciliation.acks.shard_lease import DispatcherStopping, ShardLeaseHeld, ShardLeases
 from reconciliation.acks.undelivered import ack_undelivered_open
 from reconciliation.claims.models import PledgeStatus
+from reconciliation.dynamo.errors import log_fields
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -155,7 +156,9 @@ def acks_dispatch_once(
             continue
         except (BotoCoreError, ClientError) as exc:
             # The shard stays due; the next pass tries again.
-            logger.warning("acknowledgements of shard %s not dispatched: %s", shard, exc)
+            logger.warning(
+                "acknowledgements of shard %s not dispatched: %s", shard, exc, extra=log_fields(exc)
+            )
             report.errors.append(f"{shard}: {type(exc).__name__}")
             continue
         for intent_id in due:
@@ -181,7 +184,12 @@ def acks_dispatch_once(
                 report.lease_lost += 1
             except (BotoCoreError, ClientError) as exc:
                 # The pledge stays due; the next pass tries again.
-                logger.warning("acknowledgement of %s not dispatched: %s", intent_id, exc)
+                logger.warning(
+                    "acknowledgement of %s not dispatched: %s",
+                    intent_id,
+                    exc,
+                    extra=log_fields(exc),
+                )
                 report.errors.append(f"{intent_id}: {type(exc).__name__}")
     if own:
         leases.release()

@@ -33,7 +33,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.acks.repository import LeaseLost
-from reconciliation.dynamo.errors import ErrorCode, error_code
+from reconciliation.dynamo.errors import ErrorCode, error_code, log_fields
 from reconciliation.dynamo.items import from_item, values
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ class ShardLeases:
                 self.repository.release(lease)
             except (BotoCoreError, ClientError) as exc:
                 # It runs out on its own.
-                logger.warning("shard lease %s not released: %s", lease.shard, exc)
+                logger.warning(
+                    "shard lease %s not released: %s", lease.shard, exc, extra=log_fields(exc)
+                )
         self.held.clear()
         return count

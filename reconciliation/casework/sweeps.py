@@ -39,7 +39,7 @@ from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
-from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.errors import error_code, log_fields
 from reconciliation.dynamo.tables import PENDING_SHARDS
 from reconciliation.stores import Store
 
@@ -114,7 +114,9 @@ def sweep_stuck_claims(
                     _sweep_one(home(pk), pk, bound, report)
                 except (BotoCoreError, ClientError, CaseError) as exc:
                     report.errors.append(f"{pk}: {error_code(exc)}")
-                    logger.warning("sweep of one claim failed: %s", error_code(exc))
+                    logger.warning(
+                        "sweep of one claim failed: %s", error_code(exc), extra=log_fields(exc)
+                    )
     return report
 
 
@@ -271,7 +273,7 @@ def sweep_all(
         drift = ledger_drift_check(sources, home=home)
     except (BotoCoreError, ClientError, CaseError) as exc:
         report.errors.append(f"ledger drift: {error_code(exc)}")
-        logger.warning("ledger drift check failed: %s", error_code(exc))
+        logger.warning("ledger drift check failed: %s", error_code(exc), extra=log_fields(exc))
     else:
         report.opened.extend(drift.opened)
     return report

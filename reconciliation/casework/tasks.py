@@ -76,9 +76,6 @@ def retry_commit_task(self: Task[..., str], case_id: str, request_id: str | None
     """One RETRY_COMMIT request (``request_id``; messages queued before it was passed run
     the case's current retry). A redelivery finds the request done and writes nothing."""
     from reconciliation.casework.retries import retry_commit_run
-    from reconciliation.dynamo import faults
-
-    faults.slow_task("retry_commit_task")  # a no-op unless fault injection asks for it
 
     outcome = retry_commit_run(case_id, store=case_store(case_id), request_id=request_id)
     if outcome.wait_s is not None:

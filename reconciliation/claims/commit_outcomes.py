@@ -41,8 +41,13 @@ from reconciliation.dynamo.cancellation import (
     cancellation_decode,
     overall_branch,
 )
-from reconciliation.dynamo.errors import ErrorCode, error_code
-from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.dynamo.errors import DYNAMO_ERROR_CODE, ErrorCode, error_code, log_fields
+from reconciliation.dynamo.retry import (
+    THROTTLING_REASONS,
+    RetriesExhausted,
+    transient_code,
+    with_retry,
+)
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -106,7 +111,7 @@ def _refused(exc: ClientError) -> IntakeOutcome:
     The claim stays PENDING in the stuck-claim index, so the sweep opens its case if the
     client does not come back; the client hears a definite, JSON answer."""
     code = error_code(exc)
-    logger.error("commit refused by DynamoDB: %s", code)
+    logger.error("commit refused by DynamoDB: %s", code, extra=log_fields(exc))
     if code == ErrorCode.VALIDATION:
         return IntakeOutcome(
             OutcomeKind.REJECTED,
@@ -123,37 +128,40 @@ def _commit_exhausted(
     store: Store, claim: Claim, items: list[dict[str, Any]], exc: RetriesExhausted
 ) -> IntakeOutcome:
     """Every attempt met a transient refusal and none may have applied: a definite
-    failure. A conflict that never cleared opens a case with the claim's release."""
+    failure. Throttling (a transaction cancelled for a throttled item included) releases
+    the claim with its reason and answers 503; a conflict that never cleared opens a case
+    with the claim's release."""
     retry_after = retry_after_s()
-    if exc.code == ErrorCode.TRANSACTION_CANCELED:
-        rows = cancellation_decode(items, exc.last.response, store.roles())
-        case = open_case(
-            store,
+    if exc.throttled:
+        finalise_quietly(
+            store, claim, status=ClaimStatus.FAILED, error=exc.reason, expires_in_s=retry_after
+        )
+        return throttled_outcome(exc)
+    logger.warning("commit conflicted past the retry budget: %s", exc.reason, extra=log_fields(exc))
+    rows = cancellation_decode(items, exc.last.response, store.roles())
+    case = open_case(
+        store,
+        claim,
+        CaseType.CANCELLED_TRANSACTION,
+        decoded=rows,
+        error=exc.last,
+        client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
+        claim_move=lambda case_id: ClaimRepository(store).finalise_item(
             claim,
-            CaseType.CANCELLED_TRANSACTION,
-            decoded=rows,
-            error=exc.last,
-            client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
-            claim_move=lambda case_id: ClaimRepository(store).finalise_item(
-                claim,
-                status=ClaimStatus.FAILED,
-                error_code="TransactionConflict",
-                expires_in_s=retry_after,
-                case_id=case_id,
-            ),
-        )
-        return IntakeOutcome(
-            OutcomeKind.CONFLICT,
-            retry_after=retry_after,
-            case_id=case,
-            decoded=[r.to_json() for r in rows],
-            detail="The transaction kept conflicting with concurrent writes; nothing was "
-            "recorded. Retry with the same Idempotency-Key.",
-        )
-    finalise_quietly(
-        store, claim, status=ClaimStatus.FAILED, error=exc.code, expires_in_s=retry_after
+            status=ClaimStatus.FAILED,
+            error_code=exc.reason,
+            expires_in_s=retry_after,
+            case_id=case_id,
+        ),
     )
-    return throttled_outcome(exc)
+    return IntakeOutcome(
+        OutcomeKind.CONFLICT,
+        retry_after=retry_after,
+        case_id=case,
+        decoded=[r.to_json() for r in rows],
+        detail="The transaction kept conflicting with concurrent writes; nothing was "
+        "recorded. Retry with the same Idempotency-Key.",
+    )
 
 
 def _cancelled(
@@ -304,7 +312,10 @@ def _ambiguous(store: Store, claim: Claim, exc: BaseException) -> IntakeOutcome:
     """The transaction may or may not have committed. Never mint a new token: record the
     doubt as a case and let the durable record answer later."""
     logger.warning(
-        "commit outcome unknown claim_version=%s error=%s", claim.version, error_code(exc)
+        "commit outcome unknown claim_version=%s error=%s",
+        claim.version,
+        error_code(exc),
+        extra=log_fields(exc),
     )
     return _case_for_pending_claim(
         store,
@@ -375,7 +386,9 @@ def open_case(
     case = case_build(
         case_type=case_type,
         claim=claim,
-        evidence={"error_code": error_code(error), "error_message": str(error)[:500]},
+        # A throttled cancellation is recorded as the throttling it was (its decoded rows,
+        # where the case keeps them, name every item's reason).
+        evidence={"error_code": _recorded_code(error), "error_message": str(error)[:500]},
         decoded=decoded,
         client_outcome=client_outcome,
         opened_by=pledge_receipt_actor(claim),
@@ -388,7 +401,10 @@ def open_case(
             store, case=case, actor=_system_for(claim), claim_item=claim_item
         )
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
-        logger.error("could not open %s case: %s", case_type, error_code(exc))
+        fields = log_fields(exc)
+        logger.error(
+            "could not open %s case: %s", case_type, fields[DYNAMO_ERROR_CODE], extra=fields
+        )
         return None
     if not created and claim_item is not None and stored.state != CaseState.RESOLVED:
         # The case already existed, open (an earlier attempt of this very opening, or the
@@ -398,12 +414,19 @@ def open_case(
     return stored.case_id
 
 
+def _recorded_code(error: BaseException) -> str:
+    """The code a case records for ``error``: a cancelled transaction's throttling reason
+    when an item was throttled, else the error's own code."""
+    code = transient_code(error)
+    return code if code in THROTTLING_REASONS else error_code(error)
+
+
 def apply_quietly(store: Store, claim_item: dict[str, Any]) -> None:
     try:
         store.client.update_item(**claim_item["Update"])
     except (BotoCoreError, ClientError) as exc:
         # A failed fence means the claim moved on (committed, or a successor holds it).
-        logger.info("claim not moved to its case: %s", error_code(exc))
+        logger.info("claim not moved to its case: %s", error_code(exc), extra=log_fields(exc))
 
 
 def _system_for(claim: Claim) -> Actor:
@@ -437,4 +460,4 @@ def finalise_quietly(
     except ClaimTaken:
         pass
     except (BotoCoreError, ClientError) as exc:
-        logger.warning("could not finalise claim: %s", error_code(exc))
+        logger.warning("could not finalise claim: %s", error_code(exc), extra=log_fields(exc))

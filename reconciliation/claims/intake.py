@@ -48,7 +48,7 @@ from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.claims.versions import VERSIONS, PledgeVersion
-from reconciliation.dynamo import attempts, faults
+from reconciliation.dynamo import attempts
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
@@ -65,21 +65,25 @@ def pledge_submit(
     actor: Actor,
     lease_s: int | None = None,
     version: PledgeVersion | None = None,
+    store: Store | None = None,
 ) -> IntakeOutcome:
     """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
     held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``); a new claim is hashed
-    by ``version``'s rules (default the current version) and stores its name."""
+    by ``version``'s rules (default the current version) and stores its name. ``store``:
+    the key's home region's tables, on a client of the caller's (the drill's and the
+    simulator's inject faults); default the shared one."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    store = home_store(pk)
+    store = store or home_store(pk)
     version = version or VERSIONS.current
     try:
         outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s, version)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
         claim, fresh = outcome
-        # The worker may die here, between claim and commit: the sweep finds the claim.
-        faults.crash_after_claim()
+        if store.faults is not None:
+            # The worker may die here, between claim and commit: the sweep finds the claim.
+            store.faults.crash_after_claim()
         return _count(pledge_commit(store, claim, fresh=fresh))
     except (BotoCoreError, RetriesExhausted) as exc:
         # A read after a definitive outcome failed (every write outcome that may have

@@ -14,7 +14,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.claims.models import Claim
 from reconciliation.codes import Code
-from reconciliation.dynamo.errors import error_code
+from reconciliation.dynamo.errors import DYNAMO_ERROR_CODE, log_fields
 from reconciliation.dynamo.retry import RetriesExhausted
 
 logger = logging.getLogger(__name__)
@@ -101,15 +101,17 @@ def retry_after_s() -> int:
 
 
 def throttled_outcome(exc: RetriesExhausted) -> IntakeOutcome:
+    logger.warning("throttled past the retry budget: %s", exc.reason, extra=log_fields(exc))
     return IntakeOutcome(
         OutcomeKind.THROTTLED,
         retry_after=retry_after_s(),
-        detail=f"DynamoDB throttled the request ({exc.code}) past the retry budget.",
+        detail=f"DynamoDB throttled the request ({exc.reason}) past the retry budget.",
     )
 
 
 def unavailable_outcome(exc: BaseException) -> IntakeOutcome:
-    logger.warning("claim failed: %s", error_code(exc))
+    fields = log_fields(exc)
+    logger.warning("claim failed: %s", fields[DYNAMO_ERROR_CODE], extra=fields)
     return IntakeOutcome(
         OutcomeKind.UNAVAILABLE,
         retry_after=retry_after_s(),

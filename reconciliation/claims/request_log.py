@@ -29,6 +29,7 @@ from django.conf import settings
 
 from reconciliation import clock
 from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.dynamo.errors import log_fields
 from reconciliation.dynamo.items import from_item, to_item, values
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.metrics import INTAKE_REQUEST_LOG_FAILED
@@ -209,6 +210,7 @@ def intake_request_record(entry: IntakeRequest, *, store: Store) -> bool:
                 "intake request log write failed (%s); counted from now on in "
                 "intake_request_log_failures_total, not logged again",
                 code,
+                extra=log_fields(exc),
             )
         return False
     return True

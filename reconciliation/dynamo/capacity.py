@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from reconciliation.dynamo.failed_writes import failed_write_of
 if TYPE_CHECKING:
     from botocore.awsrequest import AWSResponse
     from botocore.model import OperationModel
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 
 OPERATIONS = frozenset(
@@ -108,9 +109,10 @@ def _record(
 
 
 @contextlib.contextmanager
-def instrumented() -> Iterator[None]:
-    """Every configured client asks for and reports consumed capacity inside the block."""
-    clients = [dynamodb_client(r) for r in regions()]
+def instrumented(also: Iterable[DynamoDBClient] = ()) -> Iterator[None]:
+    """Every configured region's shared client, and the clients in ``also`` (the
+    simulator's own), ask for and report consumed capacity inside the block."""
+    clients = [*(dynamodb_client(r) for r in regions()), *also]
     for client in clients:
         client.meta.events.register("before-parameter-build.dynamodb", _ask)
         client.meta.events.register("after-call.dynamodb", _record)

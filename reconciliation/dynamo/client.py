@@ -3,6 +3,11 @@
 Clients are configured explicitly (docs/design.md §4): standard retry mode, a bounded
 ``total_max_attempts`` and connect/read timeouts, so a request path gives up within a
 few seconds instead of botocore's legacy 10 attempts and ~25 s of backoff.
+
+The shared clients (:func:`dynamodb_client`), which serve the API, the pages and the
+tasks, carry no fault hook in production; only :func:`fault_injecting_client` builds one
+that does (the drill's, the simulator's), and every client does in a process where fault
+injection is configured (``reconciliation.dynamo.faults.configured``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from django.core.exceptions import ImproperlyConfigured
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-_clients: dict[tuple[object, ...], DynamoDBClient] = {}
+    from reconciliation.dynamo.faults import FaultScope
+
+_shared: dict[tuple[object, ...], SharedClient] = {}
 _lock = threading.Lock()
 # One boto3 session for every client this process builds: a new session parses the
 # service model and endpoint data again (~150-250 ms of CPU per client; a shared one
@@ -202,7 +209,11 @@ def client_config(wait: Patience | None = None) -> Config:
     )
 
 
-def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient:
+def build_client(
+    region: Region, wait: Patience | None = None, *, faults: FaultScope | None = None
+) -> DynamoDBClient:
+    """A new client for ``region``, instrumented; with the fault hooks, consulting
+    ``faults``, only when given one (never for production traffic)."""
     global _session
     kwargs: dict[str, Any] = {"region_name": region.name, "config": client_config(wait)}
     with _session_lock:
@@ -215,20 +226,40 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
                 kwargs["aws_secret_access_key"] = "local"
         client: DynamoDBClient = session.client("dynamodb", **kwargs)
     from reconciliation import metrics
-    from reconciliation.dynamo import attempts, calls, failed_writes, fault_hooks
+    from reconciliation.dynamo import attempts, calls, failed_writes
 
     calls.install(client)
     metrics.instrument_client(client)
     failed_writes.install(client)
     attempts.install(client)
-    fault_hooks.install(client)
+    if faults is not None:
+        from reconciliation.dynamo import fault_hooks
+
+        fault_hooks.install(client, faults)
     return client
 
 
-def dynamodb_client(
-    region: Region | None = None, *, wait: Patience | None = None
+def fault_injecting_client(
+    region: Region, faults: FaultScope, *, wait: Patience | None = None
 ) -> DynamoDBClient:
-    """The shared client for ``region`` (default: the primary region).
+    """A client of its own for ``region`` with the fault hooks, consulting ``faults``: for
+    the drill and the simulator, which inject faults into their own calls beside live
+    traffic. Never cached, never shared."""
+    return build_client(region, wait, faults=faults)
+
+
+@dataclass(frozen=True)
+class SharedClient:
+    """A shared client and the fault scope it was built with: ``None`` (no fault hook)
+    unless fault injection is configured in this process. Decided once, when the client
+    is built, so no request path asks again."""
+
+    client: DynamoDBClient
+    faults: FaultScope | None
+
+
+def shared_client(region: Region | None = None, *, wait: Patience | None = None) -> SharedClient:
+    """The shared client for ``region`` (default: the primary region), with its faults.
 
     Low-level boto3 clients are thread-safe; sessions are not, so each is built once
     under a lock. ``wait``: the client's patience (default: the request path's).
@@ -242,13 +273,30 @@ def dynamodb_client(
         settings.FAULT_INJECTION,
         settings.ALLOW_FAULT_INJECTION,
     )
-    client = _clients.get(key)
-    if client is None:
+    shared = _shared.get(key)
+    if shared is None:
         with _lock:
-            client = _clients.get(key)
-            if client is None:
-                client = _clients[key] = build_client(region, wait)
-    return client
+            shared = _shared.get(key)
+            if shared is None:
+                shared = _shared[key] = _shared_build(region, wait)
+    return shared
+
+
+def _shared_build(region: Region, wait: Patience) -> SharedClient:
+    from reconciliation.dynamo import faults
+
+    if (settings.FAULT_INJECTION or "").strip() and not settings.ALLOW_FAULT_INJECTION:
+        faults.warn_ignored()
+    scope = faults.process_faults()
+    return SharedClient(build_client(region, wait, faults=scope), scope)
+
+
+def dynamodb_client(
+    region: Region | None = None, *, wait: Patience | None = None
+) -> DynamoDBClient:
+    """The shared client for ``region`` (:func:`shared_client`): with the fault hooks only
+    where fault injection is configured."""
+    return shared_client(region, wait=wait).client
 
 
 def client_for_key(key: str) -> DynamoDBClient:
@@ -257,4 +305,4 @@ def client_for_key(key: str) -> DynamoDBClient:
 
 def reset_clients() -> None:
     with _lock:
-        _clients.clear()
+        _shared.clear()

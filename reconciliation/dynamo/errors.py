@@ -143,6 +143,20 @@ def describe_connection_problem(exc: BotoCoreError | ClientError, region: Region
     return f"DynamoDB at {where} failed: {error_code(exc)}: {exc}"
 
 
+# The structured log field of a DynamoDB error (``logger.warning(…, extra=log_fields(exc))``).
+DYNAMO_ERROR_CODE = "dynamo_error_code"
+
+
+def log_fields(exc: BaseException) -> dict[str, str]:
+    """``extra=`` for a log line about a DynamoDB error: ``dynamo_error_code``, the code
+    DynamoDB or the connection answered (of the last attempt, for retries that ran out),
+    as ``dynamo_errors_total{code}`` counts it."""
+    # RetriesExhausted (dynamo/retry.py, which imports this module) carries the last
+    # attempt's error as ``last``.
+    last = getattr(exc, "last", None)
+    return {DYNAMO_ERROR_CODE: error_code(last if isinstance(last, BaseException) else exc)}
+
+
 def cancellation_codes(exc: ClientError) -> list[str]:
     """The ``Code`` of each item of a cancelled transaction, in item order (empty for
     any other error)."""

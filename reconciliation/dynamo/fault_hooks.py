@@ -1,10 +1,11 @@
 """The botocore event hooks that carry out a fault plan (docs/design.md §11).
 
-:func:`install` registers them on a client; on each call they consult the active plan
-(:func:`reconciliation.dynamo.faults.active_plan`) and, when a fault fires, answer in
-place of the HTTP call (``before-send``) or raise around it, exactly as a real failure
-would reach the SDK. The faults themselves, and what each one does, are described in
-:mod:`reconciliation.dynamo.faults`.
+:func:`install` registers them on a client built for injecting faults
+(``dynamo.client.build_client(…, faults=scope)``); on each call they consult that
+client's :class:`~reconciliation.dynamo.faults.FaultScope` and, when a fault fires,
+answer in place of the HTTP call (``before-send``) or raise around it, exactly as a real
+failure would reach the SDK. No other client has them. The faults themselves, and what
+each one does, are described in :mod:`reconciliation.dynamo.faults`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from reconciliation.dynamo.faults import COMMIT_FAULTS, FaultPlan, active_plan, error_response
+from reconciliation.dynamo.faults import COMMIT_FAULTS, FaultPlan, FaultScope, error_response
 
 if TYPE_CHECKING:
     from botocore.awsrequest import AWSPreparedRequest
@@ -106,59 +107,7 @@ def _commit_fault(plan: FaultPlan, request: AWSPreparedRequest, token: str) -> A
     return _throttled(request)
 
 
-def _on_before_send(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
-    plan = active_plan()
-    if plan is None:
-        return None
-    if plan.fires("access_denied"):
-        return error_response(
-            request,
-            400,
-            ACCESS_DENIED,
-            "User is not authorized to perform this action on this resource (injected)",
-        )
-    if plan.fires("throttle"):
-        return _throttled(request)
-    operation = _operation(request)
-    watched = plan.probabilities.get("case_write_fails") or (
-        operation == "TransactWriteItems"
-        and any(plan.probabilities.get(name) for name in (*COMMIT_FAULTS, "transaction_conflict"))
-    )
-    if not watched:
-        return None
-    body = json.loads(request.body or b"{}")
-    if _writes_cases(operation, body) and plan.fires("case_write_fails"):
-        return _throttled(request)
-    if operation != "TransactWriteItems":
-        return None
-    items = body.get("TransactItems", [])
-    token = body.get("ClientRequestToken", "")
-    if _is_pledge_commit(items):
-        answer = _commit_fault(plan, request, token)
-        if answer is not None:
-            return answer
-    if not plan.probabilities.get("transaction_conflict"):
-        return None
-    hot = [
-        "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
-        for item in items
-    ]
-    # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
-    # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
-    # again nine times in ten.
-    if not any(hot):
-        return None
-    again = token and token in plan.conflicted and plan.rng.random() < 0.9
-    if not again and not plan.fires("transaction_conflict"):
-        return None
-    if token:
-        plan.conflicted.add(token)
-    reasons = [
-        {"Code": "TransactionConflict", "Message": "Transaction is ongoing (injected)"}
-        if is_hot
-        else {"Code": "None"}
-        for is_hot in hot
-    ]
+def _cancelled(request: AWSPreparedRequest, reasons: list[dict[str, str]]) -> AWSResponse:
     return error_response(
         request,
         400,
@@ -168,46 +117,126 @@ def _on_before_send(request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse |
     )
 
 
+def _on_ledger(hot: list[bool], code: str, message: str) -> list[dict[str, str]]:
+    """Cancellation reasons naming ``code`` on the ledger items, ``None`` on the others."""
+    return [{"Code": code, "Message": message} if is_hot else {"Code": "None"} for is_hot in hot]
+
+
+def _transaction_fault(
+    plan: FaultPlan, request: AWSPreparedRequest, body: dict[str, Any]
+) -> AWSResponse | None:
+    """A pledge commit fault, or a cancellation of a transaction that touches a ledger
+    item (a hot fund): ``transaction_conflict`` and ``cancelled_throttled``."""
+    items = body.get("TransactItems", [])
+    token = body.get("ClientRequestToken", "")
+    if _is_pledge_commit(items):
+        answer = _commit_fault(plan, request, token)
+        if answer is not None:
+            return answer
+    hot = [
+        "Update" in item and item["Update"].get("TableName", "").endswith("ledger")
+        for item in items
+    ]
+    if not any(hot):
+        return None
+    if _is_pledge_commit(items) and plan.fires("cancelled_throttled"):
+        return _cancelled(
+            request, _on_ledger(hot, "ThrottlingError", "Throughput exceeds the limit (injected)")
+        )
+    if not plan.probabilities.get("transaction_conflict"):
+        return None
+    # Only transactions that touch a ledger item (a hot fund) conflict, and a hot item
+    # stays hot for a while: a retry of a conflicted transaction (same token) conflicts
+    # again nine times in ten.
+    again = token and token in plan.conflicted and plan.rng.random() < 0.9
+    if not again and not plan.fires("transaction_conflict"):
+        return None
+    if token:
+        plan.conflicted.add(token)
+    return _cancelled(
+        request, _on_ledger(hot, "TransactionConflict", "Transaction is ongoing (injected)")
+    )
+
+
+# Faults that need a transaction's body to decide.
+TRANSACTION_FAULTS = (*COMMIT_FAULTS, "transaction_conflict", "cancelled_throttled")
+
+
+class FaultHooks:
+    """The hooks of one client, consulting ``scope``'s plan on each call."""
+
+    def __init__(self, scope: FaultScope):
+        self.scope = scope
+
+    def before_send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+        plan = self.scope.plan()
+        if plan is None:
+            return None
+        if plan.fires("access_denied"):
+            return error_response(
+                request,
+                400,
+                ACCESS_DENIED,
+                "User is not authorized to perform this action on this resource (injected)",
+            )
+        if plan.fires("throttle"):
+            return _throttled(request)
+        operation = _operation(request)
+        watched = plan.probabilities.get("case_write_fails") or (
+            operation == "TransactWriteItems"
+            and any(plan.probabilities.get(name) for name in TRANSACTION_FAULTS)
+        )
+        if not watched:
+            return None
+        body = json.loads(request.body or b"{}")
+        if _writes_cases(operation, body) and plan.fires("case_write_fails"):
+            return _throttled(request)
+        if operation != "TransactWriteItems":
+            return None
+        return _transaction_fault(plan, request, body)
+
+    def before_transact_call(self, context: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        plan = self.scope.plan()
+        if plan is None or not (context or {}).get("pledge_commit"):
+            return
+        if plan.fires("ambiguous_no_commit"):
+            # Raised outside the SDK's retry loop: the request is never sent.
+            raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
+
+    def after_transact(
+        self,
+        http_response: AWSResponse,
+        parsed: dict[str, Any],
+        model: OperationModel,
+        context: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        plan = self.scope.plan()
+        if plan is None or model.name != "TransactWriteItems" or http_response.status_code >= 300:
+            return
+        if not (context or {}).get("pledge_commit"):
+            return
+        if plan.fires("ambiguous_after_commit"):
+            raise ReadTimeoutError(endpoint_url="injected ambiguous_after_commit")
+
+
 def _mark_pledge_commit(params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
     """Tag the call when it is a pledge commit: only those get ``ambiguous_after_commit``."""
     context["pledge_commit"] = _is_pledge_commit(params.get("TransactItems", []))
 
 
-def _on_before_transact_call(context: dict[str, Any] | None = None, **kwargs: Any) -> None:
-    plan = active_plan()
-    if plan is None or not (context or {}).get("pledge_commit"):
-        return
-    if plan.fires("ambiguous_no_commit"):
-        # Raised outside the SDK's retry loop: the request is never sent.
-        raise ReadTimeoutError(endpoint_url="injected ambiguous_no_commit")
-
-
-def _on_after_transact(
-    http_response: AWSResponse,
-    parsed: dict[str, Any],
-    model: OperationModel,
-    context: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> None:
-
-    plan = active_plan()
-    if plan is None or model.name != "TransactWriteItems" or http_response.status_code >= 300:
-        return
-    if not (context or {}).get("pledge_commit"):
-        return
-    if plan.fires("ambiguous_after_commit"):
-        raise ReadTimeoutError(endpoint_url="injected ambiguous_after_commit")
-
-
-def install(client: DynamoDBClient) -> None:
-    """Hook fault injection into ``client``. Handlers consult the active plan on each
-    call, so installing is harmless when injection is off."""
+def install(client: DynamoDBClient, scope: FaultScope) -> None:
+    """Hook fault injection into ``client``, consulting ``scope`` on each call (a client
+    built for injecting faults; no shared client of a production process)."""
+    hooks = FaultHooks(scope)
     # First, so an in-process engine stub (moto) cannot answer before the fault does.
-    client.meta.events.register_first("before-send.dynamodb", _on_before_send)
+    client.meta.events.register_first("before-send.dynamodb", hooks.before_send)
     client.meta.events.register(
         "before-parameter-build.dynamodb.TransactWriteItems", _mark_pledge_commit
     )
-    client.meta.events.register("before-call.dynamodb.TransactWriteItems", _on_before_transact_call)
+    client.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", hooks.before_transact_call
+    )
     # Last of every after-call handler: the commit happened, so metrics and the capacity
     # sink see it before the answer is lost.
-    client.meta.events.register_last("after-call.dynamodb", _on_after_transact)
+    client.meta.events.register_last("after-call.dynamodb", hooks.after_transact)

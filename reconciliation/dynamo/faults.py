@@ -5,6 +5,14 @@
 warning. No project code is monkeypatched: faults hook the client's own events, so the
 SDK's retry logic and our error handling see exactly what a real failure looks like.
 
+Where faults run (a :class:`FaultScope` each): nowhere in a production process, whose
+shared clients carry no fault hook and whose tasks none either. The clients built for
+injecting faults (``dynamo.client.fault_injecting_client``: the drill's, the simulator's)
+carry the hooks and consult a scope of their own, so their faults never reach the
+traffic beside them. A process started with ``FAULT_INJECTION`` where it is allowed (the
+demos, the faulty servers of the reliability checks) builds every client with the hooks,
+consulting :data:`PROCESS_FAULTS`: the settings' plan, or the one :func:`injected` sets.
+
 - ``throttle``: a ``ThrottlingException`` answer in place of the HTTP call (the SDK's
   standard retry mode sees it and retries, then the application's own backoff does).
 - ``ambiguous_after_commit``: ``TransactWriteItems`` really runs, then a read timeout is
@@ -17,9 +25,13 @@ SDK's retry logic and our error handling see exactly what a real failure looks l
 - ``transaction_conflict``: ``TransactWriteItems`` is cancelled with a
   ``TransactionConflict`` reason on the ledger item, as a hot fund does on AWS
   (DynamoDB Local never raises it by itself).
+- ``cancelled_throttled``: the pledge commit is cancelled
+  (``TransactionCanceledException``) with a ``ThrottlingError`` reason on the ledger item,
+  as AWS cancels a transaction whose item is throttled; nothing reaches the engine.
 - ``slow_task``: ``retry_commit_task`` sleeps ``SLOW_TASK_S`` seconds before it starts,
   so a test can kill the worker process mid-task and watch the broker redeliver it
-  (``acks_late`` + ``reject_on_worker_lost``). Nothing else changes.
+  (``acks_late`` + ``reject_on_worker_lost``). Nothing else changes. A Celery signal
+  carries it, connected only where ``FAULT_INJECTION`` is configured (:func:`task_faults_install`).
 - ``internal_error_after_commit``: the pledge commit is really sent to DynamoDB (it
   applies, unless the engine itself refuses it; its real answer is dropped), yet the
   caller gets HTTP 500 ``InternalServerError``, to it and to every retry of it (same
@@ -69,6 +81,7 @@ FAULT_NAMES = (
     "throttle",
     "crash_after_claim",
     "transaction_conflict",
+    "cancelled_throttled",
     "slow_task",
     "internal_error_after_commit",
     "ambiguous_then_throttle",
@@ -150,6 +163,12 @@ _plan_source: tuple[str, bool] | None = None
 _plan_lock = threading.Lock()
 
 
+def configured() -> bool:
+    """Whether this process injects faults on every client: ``FAULT_INJECTION`` set where
+    it is allowed (``DJANGO_DEBUG=1`` or ``ALLOW_FAULT_INJECTION=1``)."""
+    return bool(settings.ALLOW_FAULT_INJECTION and (settings.FAULT_INJECTION or "").strip())
+
+
 def active_plan() -> FaultPlan | None:
     """The plan from settings, or ``None`` when fault injection is off or not allowed."""
     global _plan, _plan_source
@@ -160,29 +179,39 @@ def active_plan() -> FaultPlan | None:
             _plan = None
             if settings.FAULT_INJECTION:
                 if not settings.ALLOW_FAULT_INJECTION:
-                    logger.warning(
-                        "FAULT_INJECTION is set but ignored: it needs DJANGO_DEBUG=1 or "
-                        "ALLOW_FAULT_INJECTION=1"
-                    )
+                    warn_ignored()
                 else:
                     _plan = FaultPlan(parse_faults(settings.FAULT_INJECTION))
         return _plan
 
 
+def warn_ignored() -> None:
+    logger.warning(
+        "FAULT_INJECTION is set but ignored: it needs DJANGO_DEBUG=1 or ALLOW_FAULT_INJECTION=1"
+    )
+
+
 def set_plan(plan: FaultPlan | None) -> None:
-    """Use ``plan`` in this process (simulator, drill, tests) whatever the settings say."""
+    """Use ``plan`` in this process (tests) whatever the settings say. Only clients built
+    with the process's faults consult it: every client where fault injection is
+    configured, none in production."""
     global _plan, _plan_source
     with _plan_lock:
         _plan = plan
         _plan_source = (settings.FAULT_INJECTION, settings.ALLOW_FAULT_INJECTION)
 
 
+def _chosen(plan: FaultPlan | Mapping[str, float]) -> FaultPlan:
+    return plan if isinstance(plan, FaultPlan) else FaultPlan(dict(plan))
+
+
 @contextlib.contextmanager
 def injected(plan: FaultPlan | Mapping[str, float]) -> Iterator[FaultPlan]:
-    """Use ``plan`` (or a plan of these ``name: probability`` pairs) for the block, then
-    none: the simulator, the drill and tests inject faults this way, never by a
-    set/unset pair that an exception could leave half done."""
-    chosen = plan if isinstance(plan, FaultPlan) else FaultPlan(dict(plan))
+    """Use ``plan`` (or a plan of these ``name: probability`` pairs) as the process's plan
+    for the block, then none: never by a set/unset pair that an exception could leave half
+    done. The drill and the simulator use a scope of their own instead
+    (:meth:`FaultScope.injected`)."""
+    chosen = _chosen(plan)
     set_plan(chosen)
     try:
         yield chosen
@@ -190,13 +219,60 @@ def injected(plan: FaultPlan | Mapping[str, float]) -> Iterator[FaultPlan]:
         set_plan(None)
 
 
-def crash_after_claim() -> None:
-    plan = active_plan()
-    if plan and plan.fires("crash_after_claim"):
-        raise SimulatedCrash("crash_after_claim")
+class FaultScope:
+    """Where a fault-injecting client's hooks, and the faults raised in our own code
+    (:meth:`crash_after_claim`), find their plan: one of their own, set for a block with
+    :meth:`injected` (the drill's, the simulator's), so their faults reach only the calls
+    made on their own clients and stores."""
+
+    def __init__(self) -> None:
+        self._own: FaultPlan | None = None
+
+    def plan(self) -> FaultPlan | None:
+        return self._own
+
+    @contextlib.contextmanager
+    def injected(self, plan: FaultPlan | Mapping[str, float]) -> Iterator[FaultPlan]:
+        """Use ``plan`` in this scope for the block, then none."""
+        chosen = _chosen(plan)
+        self._own = chosen
+        try:
+            yield chosen
+        finally:
+            self._own = None
+
+    def crash_after_claim(self) -> None:
+        """The worker 'dies' here, between claim and commit, when the plan says so."""
+        plan = self.plan()
+        if plan and plan.fires("crash_after_claim"):
+            raise SimulatedCrash("crash_after_claim")
+
+
+class _ProcessFaults(FaultScope):
+    """The process's faults: the settings' plan, or the one :func:`set_plan` set."""
+
+    def plan(self) -> FaultPlan | None:
+        return active_plan()
+
+    @contextlib.contextmanager
+    def injected(self, plan: FaultPlan | Mapping[str, float]) -> Iterator[FaultPlan]:
+        with injected(plan) as chosen:
+            yield chosen
+
+
+# Consulted by every client of a process where fault injection is configured.
+PROCESS_FAULTS: FaultScope = _ProcessFaults()
+
+
+def process_faults() -> FaultScope | None:
+    """The scope the shared clients and stores of this process carry: :data:`PROCESS_FAULTS`
+    where fault injection is configured, else ``None``: nothing of fault injection runs."""
+    return PROCESS_FAULTS if configured() else None
 
 
 SLOW_TASK_S = 3.0
+# The task hook's dispatch uid: connected once, however often installed.
+TASK_FAULTS_UID = "reconciliation.dynamo.faults.slow_task"
 
 
 def slow_task(task: str) -> None:
@@ -206,6 +282,24 @@ def slow_task(task: str) -> None:
         # The line a test waits for: from here the task is running in a pool process.
         logger.warning("slow_task fault: %s sleeps %.0f s", task, SLOW_TASK_S)
         time.sleep(SLOW_TASK_S)
+
+
+def task_faults_install(slow: frozenset[str]) -> None:
+    """Where fault injection is configured, hold up the start of the tasks named in
+    ``slow`` when ``slow_task`` fires (Celery's ``task_prerun``, in the process that runs
+    the task). Elsewhere nothing is connected: a production task runs no fault code."""
+    if not configured():
+        if (settings.FAULT_INJECTION or "").strip():
+            warn_ignored()
+        return
+    from celery import signals
+
+    def before_task(sender: Any = None, **_kwargs: Any) -> None:
+        name = getattr(sender, "name", "")
+        if name in slow:
+            slow_task(name)
+
+    signals.task_prerun.connect(before_task, weak=False, dispatch_uid=TASK_FAULTS_UID)
 
 
 class _Body:

@@ -1,7 +1,8 @@
 """Application-level retry of transient DynamoDB errors (docs/design.md §4).
 
 Throttling, ``TransactionConflict`` and ``TransactionInProgressException`` are retried
-with exponential backoff and full jitter, under a bounded attempt count *and* a time
+with exponential backoff and full jitter (a transaction cancelled for a throttled or
+conflicting item, and for nothing that says no, too), under a bounded attempt count *and* a time
 budget, re-sending the identical request (same ``ClientRequestToken``). The loop is
 tenacity's, entered only once a first attempt failed transiently; this module says what
 is transient and how long to wait. A ``ConditionalCheckFailedException`` is an answer and
@@ -35,6 +36,9 @@ T = TypeVar("T")
 RETRYABLE_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
+# Of those, the ones that say "throttled": such a cancellation is throttling, answered as
+# throttling is (503 past the budget), never as a conflict.
+THROTTLING_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
 class RetriesExhausted(Exception):
@@ -49,6 +53,17 @@ class RetriesExhausted(Exception):
     def code(self) -> str:
         return error_code(self.last)
 
+    @property
+    def reason(self) -> str:
+        """What the attempts kept meeting (:func:`transient_code` of the last one)."""
+        return transient_code(self.last)
+
+    @property
+    def throttled(self) -> bool:
+        """Whether the attempts were throttled: a throttling code, or a cancellation for
+        a throttled item (a conflict is not)."""
+        return self.code != ErrorCode.TRANSACTION_CANCELED or self.reason in THROTTLING_REASONS
+
 
 def is_transient(exc: ClientError) -> bool:
     code = error_code(exc)
@@ -61,6 +76,21 @@ def is_transient(exc: ClientError) -> bool:
             r in RETRYABLE_REASONS or r == CancellationCode.NONE for r in reasons
         )
     return False
+
+
+def transient_code(exc: BaseException) -> str:
+    """The code a transient error is counted and recorded under: for a cancelled
+    transaction, the reason of its item that said "try again" (a throttling reason before
+    a conflict: a cancellation with a throttled item is throttling), else the error's own
+    code."""
+    code = error_code(exc)
+    if isinstance(exc, ClientError) and code == ErrorCode.TRANSACTION_CANCELED:
+        reasons = cancellation_codes(exc)
+        for wanted in (THROTTLING_REASONS, RETRYABLE_REASONS):
+            found = next((r for r in reasons if r in wanted), None)
+            if found is not None:
+                return found
+    return code
 
 
 def full_jitter(base: float, cap: float, rng: random.Random) -> Callable[[RetryCallState], float]:
@@ -109,7 +139,7 @@ def with_retry(
     def count(state: RetryCallState) -> None:
         last = state.outcome.exception() if state.outcome else None
         if last is not None:
-            metrics.APP_RETRIES.labels(error_code(last)).inc()
+            metrics.APP_RETRIES.labels(transient_code(last)).inc()
 
     retrying = Retrying(
         # The budget counts from the first attempt, which ran before the loop began.

@@ -2,8 +2,10 @@
 :mod:`reconciliation.ops.drill` for what they prove and in which order they run).
 
 Each scenario submits fresh synthetic intents for tenant ``drill`` into a fund of the
-run's own, injects faults into this process's calls for its own block only, and records
-one :class:`~reconciliation.ops.drill_report.DrillRow`.
+run's own, injects faults for its own block only, into the drill's own calls (its
+clients are built for injecting faults, :mod:`reconciliation.ops.fault_stores`; the
+process's shared clients, serving the traffic beside it, carry no fault hook), and
+records one :class:`~reconciliation.ops.drill_report.DrillRow`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -42,20 +43,14 @@ from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
-from reconciliation.stores import Store, every_store, home_store, pledge_stream
+from reconciliation.ops.fault_stores import FaultStores
+from reconciliation.stores import Store, every_store, pledge_stream
 
 TENANT = DRILL_TENANT
 AMOUNT = Decimal("10.00")
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
-
-
-@contextlib.contextmanager
-def _faults(**probabilities: float) -> Iterator[None]:
-    """Inject faults into this process's calls for the block (the drill's own intents)."""
-    with faults.injected(faults.FaultPlan(probabilities)):
-        yield
 
 
 class Drill:
@@ -71,13 +66,16 @@ class Drill:
         self.committed: list[str] = []  # keys whose pledge must exist at the end
         self.cases: dict[str, str] = {}  # case id -> expected final state
         self.n = 0
+        # The drill's own clients: the faults of a scenario reach its calls and no others.
+        self.stores = FaultStores()
 
     def key(self) -> str:
         self.n += 1
         return f"drill-{self.run}-{self.n}"
 
     def store(self, key: str) -> Store:
-        return home_store(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
+        """``key``'s home region's tables, on the drill's own fault-injecting client."""
+        return self.stores.home(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
 
     def submit(
         self, key: str, amount: Decimal = AMOUNT, *, lease_s: int | None = None
@@ -97,6 +95,7 @@ class Drill:
             actor=self.actor,
             lease_s=lease_s,
             version=self.version,
+            store=self.store(key),
         )
 
     def row(
@@ -267,7 +266,7 @@ class Drill:
         from reconciliation.casework.sweeps import SweepReport, auto_resolve
 
         key = self.key()
-        with _faults(ambiguous_after_commit=1.0):
+        with self.stores.injected({"ambiguous_after_commit": 1.0}):
             outcome = self.submit(key)
         pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
         observed = [
@@ -300,7 +299,10 @@ class Drill:
 
         # A 1-second lease for this claim alone, passed down: the drill runs inside a
         # worker or web process whose other requests keep the configured lease.
-        with _faults(crash_after_claim=1.0), contextlib.suppress(faults.SimulatedCrash):
+        with (
+            self.stores.injected({"crash_after_claim": 1.0}),
+            contextlib.suppress(faults.SimulatedCrash),
+        ):
             self.submit(key, lease_s=1)
         time.sleep(1.5)
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)

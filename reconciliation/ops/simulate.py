@@ -7,9 +7,11 @@ request twice at once); sometimes a conflicting retry (same key, changed amount)
 client retries after 409/503; a GET after a 202; and, for a few intents, a worker that
 stalls past its lease while the client's retry commits (the late worker is fenced by the
 durable pledge key; for every other one, a copied request has meanwhile used its token,
-so DynamoDB answers a token mismatch). Faults come from the same
-``FAULT_INJECTION`` machinery as everywhere else. At the end the sweep runs, so crashed
-claims become STUCK_PENDING cases, and the ledger is checked against the pledges.
+so DynamoDB answers a token mismatch). Faults come from the same fault hooks as everywhere
+else, on the simulator's own clients (:mod:`reconciliation.ops.fault_stores`): the run's
+plan reaches its own intents' calls and nothing else of the process. At the end the sweep
+runs, so crashed claims become STUCK_PENDING cases, and the ledger is checked against the
+pledges.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from reconciliation.dynamo import capacity, faults
 from reconciliation.dynamo.capacity import Capacity
 from reconciliation.dynamo.items import values
 from reconciliation.ops.capacity_budget import Budget
+from reconciliation.ops.fault_stores import FaultStores
 from reconciliation.stores import Store, every_store, home_store
 
 TENANT = "sim"
@@ -129,6 +132,11 @@ class _Traffic:
         self.stale_workers = 0  # late workers that kept a stale claim, in the order they woke
         self.run = report.run_id
         self.actor = Actor(username=f"api:{TENANT}", role=Role.API, address="simulator")
+        # The run's own clients: its faults reach its intents' calls and no others.
+        self.stores = FaultStores()
+
+    def store(self, key: str) -> Store:
+        return self.stores.home(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
 
     def body(self, rng: random.Random) -> dict[str, Any]:
         fund = HOT_FUND if rng.random() < self.config.hot_fund_share else rng.choice(OTHER_FUNDS)
@@ -151,6 +159,7 @@ class _Traffic:
                     request=request,
                     actor=self.actor,
                     lease_s=self.config.lease_s,
+                    store=self.store(key),
                 ).kind
             except faults.SimulatedCrash:
                 kind = "worker_crashed"
@@ -200,7 +209,7 @@ class _Traffic:
         commits; A then tries to commit with its stale claim and must be fenced off."""
         request = parse_fields(body)
         pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
-        store = home_store(pk)
+        store = self.store(key)
         claim = ClaimRepository(store).new_claim(
             pk=pk,
             tenant=TENANT,
@@ -265,7 +274,8 @@ def _token_collision(store: Store, stale: Claim, key: str) -> None:
 def simulate_run(
     config: SimulationConfig, progress: Callable[[int], None] | None = None
 ) -> SimulationReport:
-    """Run the traffic, sweep, and check the ledger; faults apply to this process only.
+    """Run the traffic, sweep, and check the ledger; faults apply to the run's own calls
+    only (its own clients), never to other traffic of the process.
 
     The run's claims hold ``config.lease_s`` and its sweep uses no grace, both passed
     down, so crashed claims are found at the end of the run while every other request
@@ -275,8 +285,11 @@ def simulate_run(
     plan = faults.FaultPlan(config.faults, rng=random.Random(config.seed))
     started = time.monotonic()
     before = _ledger_snapshot()
-    with capacity.instrumented():
-        with faults.injected(plan), ThreadPoolExecutor(max_workers=config.threads) as pool:
+    with capacity.instrumented(store.client for store in traffic.stores.every()):
+        with (
+            traffic.stores.injected(plan),
+            ThreadPoolExecutor(max_workers=config.threads) as pool,
+        ):
             for _ in pool.map(traffic.intent, range(config.pledges)):
                 if progress:
                     progress(1)

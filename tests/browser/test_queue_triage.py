@@ -123,12 +123,12 @@ def test_show_drill_data_checkbox(ddb, open_browser, live_server):
     from reconciliation.cases.models import DRILL_TENANT
     from reconciliation.claims import intake
     from reconciliation.claims.request import parse_fields
-    from reconciliation.dynamo import faults
+    from tests import fault_helpers
     from tests.conftest import pledge_body
 
     real = ambiguous_case("real-b1")
     robot = Actor(username=f"api:{DRILL_TENANT}", role=Role.API, address="127.0.0.1")
-    with faults.injected({"ambiguous_after_commit": 1.0}):
+    with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
         drill = intake.pledge_submit(
             tenant=DRILL_TENANT,
             idempotency_key="drill-b1",

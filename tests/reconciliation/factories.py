@@ -12,6 +12,7 @@ from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, home_store
+from tests import fault_helpers
 from tests.conftest import pledge_body
 from tests.helpers import repositories
 
@@ -27,7 +28,7 @@ def submit(key: str, *, tenant: str = "acme", **overrides) -> IntakeOutcome:
 
 def crashed_claim(key: str, **overrides) -> None:
     """A claim left PENDING by a worker that died between claim and commit."""
-    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
+    with fault_helpers.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
         submit(key, **overrides)
 
 
@@ -42,7 +43,7 @@ def stuck_case(key: str, **overrides):
 
 def ambiguous_case(key: str, *, tenant: str = "acme", **overrides):
     """An AMBIGUOUS_TIMEOUT case whose commit did in fact succeed."""
-    with faults.injected({"ambiguous_after_commit": 1.0}):
+    with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
         outcome = submit(key, tenant=tenant, **overrides)
     assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
     return repositories().cases.get(outcome.case_id)

@@ -30,6 +30,7 @@ from reconciliation.stores import (
     every_store,
     home_store,
 )
+from tests import fault_helpers
 from tests.conftest import staff_actor
 from tests.reliability.procs import Answer, ApiServer
 from tests.reliability.workload import body_for
@@ -237,7 +238,7 @@ def crash_in_each_region(tenant: str, per_region: int) -> list[str]:
             if home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)).tag != store.tag:
                 continue
             request = parse_fields(body_for(1000 + len(keys)))
-            with faults.injected({"crash_after_claim": 1.0}):
+            with fault_helpers.injected({"crash_after_claim": 1.0}):
                 try:
                     intake.pledge_submit(
                         tenant=tenant, idempotency_key=key, request=request, actor=actor, lease_s=1

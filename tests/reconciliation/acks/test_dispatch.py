@@ -11,8 +11,8 @@ from django.core.management import call_command
 from reconciliation import clock
 from reconciliation.acks.models import DeliveryStatus, event_id
 from reconciliation.acks.repository import AckRepository
-from reconciliation.dynamo import faults
 from reconciliation.stores import first_store
+from tests import fault_helpers
 from tests.conftest import pledge_body
 from tests.helpers import pledges
 
@@ -101,11 +101,8 @@ def test_a_commit_that_did_not_apply_sends_no_event(ddb, api, acme_sink):
     """A commit whose transaction never applied (its answer unknown: 202) records no
     pledge, so nothing is due and the sink hears nothing."""
     sink = acme_sink()
-    faults.set_plan(faults.FaultPlan({"ambiguous_no_commit": 1.0}))
-    try:
+    with fault_helpers.injected({"ambiguous_no_commit": 1.0}):
         assert api.post("k-3", pledge_body()).status_code == 202
-    finally:
-        faults.set_plan(None)
     assert pledges(ddb) == [] and due(ddb) == []
     assert "0 delivered" in dispatch_once()
     assert sink.stats()["deliveries"] == 0

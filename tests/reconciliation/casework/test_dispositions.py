@@ -760,10 +760,10 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
     run again after the lease it commits once."""
     from reconciliation.casework import dispositions
     from reconciliation.casework.retries import RetryOutcome, retry_commit_run
-    from reconciliation.dynamo import faults
+    from tests import fault_helpers
     from tests.reconciliation.factories import submit
 
-    with faults.injected({"ambiguous_no_commit": 1.0}):
+    with fault_helpers.injected({"ambiguous_no_commit": 1.0}):
         outcome = submit("rc-wait")
     case = repositories().cases.get(outcome.case_id)
     monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id, request_id=None: None)

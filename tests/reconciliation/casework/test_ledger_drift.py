@@ -22,8 +22,8 @@ from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.dynamo import faults
 from reconciliation.stores import case_store, every_store, first_store, home_store
+from tests import fault_helpers
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import submit
 from tests.reconciliation.test_regions_routing import keys_homed
@@ -219,7 +219,7 @@ def test_a_voided_pledge_leaves_ledger_and_pledges_in_step(quick, settings):
     settings.AUTO_RESOLVE_COMMITTED = False
     run()
     [key] = keys_homed("eu-west-1", "void")
-    with faults.injected({"ambiguous_after_commit": 1.0}):  # committed, answer lost
+    with fault_helpers.injected({"ambiguous_after_commit": 1.0}):  # committed, answer lost
         outcome = submit(key, amount="30.00")
     store = case_store(outcome.case_id)
     case = CaseRepository(store).get(outcome.case_id)

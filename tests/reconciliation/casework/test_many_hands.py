@@ -26,8 +26,8 @@ from reconciliation.claims import intake
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
-from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, first_store, home_store
+from tests import fault_helpers
 from tests.conftest import staff_actor
 from tests.helpers import audit_events, cases, ledger_total, pledges, repositories
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
@@ -246,7 +246,7 @@ def test_a_late_workers_commit_after_the_client_recorded_the_pledge_leaves_no_op
 
 def _conflict_case(key: str):
     """A CANCELLED_TRANSACTION case whose transaction kept conflicting: nothing written."""
-    with faults.injected({"transaction_conflict": 1.0}):
+    with fault_helpers.injected({"transaction_conflict": 1.0}):
         outcome = submit(key)
     assert outcome.kind == OutcomeKind.CONFLICT
     return repositories().cases.get(outcome.case_id)

@@ -24,6 +24,7 @@ from reconciliation.claims.models import (
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo import faults
 from reconciliation.stores import every_store, first_store, home_store
+from tests import fault_helpers
 from tests.fault_helpers import response_lost
 from tests.helpers import cases, claims, ledger_total, pledges, repositories, spend_token
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
@@ -233,8 +234,8 @@ def test_a_late_workers_unclear_commit_joins_the_stuck_case_of_its_claim_version
     repos = repositories()
     claim = repos.claims.get(_pk("late-unclear-1"))
     [stuck_id] = sweep_all(every_store(), home=home_store).opened
-    with faults.injected({"ambiguous_no_commit": 1.0}):
-        late = intake.pledge_commit(repos, claim)
+    with fault_helpers.injected({"ambiguous_no_commit": 1.0}):
+        late = intake.pledge_commit(repositories(), claim)
     assert late.kind == OutcomeKind.OUTCOME_UNKNOWN
     assert late.case_id == stuck_id
     [case] = cases(ddb)

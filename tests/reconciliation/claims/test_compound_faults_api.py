@@ -26,13 +26,15 @@ from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
 from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
+from tests.fault_helpers import plan_everywhere
 from tests.helpers import audit_events, cases, claims, ledger_total, nothing_written, pledges
 
 pytestmark = [pytest.mark.dynamodb_local_only, pytest.mark.token_semantics]
 
 
-def _plan(**probabilities: float) -> None:
-    faults.set_plan(faults.FaultPlan(probabilities))
+def _plan(settings, **probabilities: float) -> None:
+    """Every client of the process injects these faults, as in a faulty server."""
+    plan_everywhere(settings, probabilities)
 
 
 def _json(response) -> dict:
@@ -75,12 +77,12 @@ def _sweep_after_lease(ddb, key: str):
 
 
 @pytest.mark.parametrize("fault", ["internal_error_after_commit", "ambiguous_then_throttle"])
-def test_commit_applied_then_every_answer_fails_is_202_outcome_unknown(ddb, api, fault):
+def test_commit_applied_then_every_answer_fails_is_202_outcome_unknown(ddb, api, fault, settings):
     """The commit applied, then the engine answered 500 (or lost the answer and then
     throttled) to it and to every retry under its token. An attempt may have applied, so
     the client must get 202 outcome_unknown with the case id of an open AMBIGUOUS_TIMEOUT
     case, never a definite failure (503 throttled); the pledge is recorded exactly once."""
-    _plan(**{fault: 1.0})
+    _plan(settings, **{fault: 1.0})
     response = api.post("cf-1", pledge_body())
     faults.set_plan(None)
     body = _json(response)
@@ -102,13 +104,15 @@ def test_commit_applied_then_every_answer_fails_is_202_outcome_unknown(ddb, api,
 # --- A definite failure whose case cannot be written ------------------------------------
 
 
-def test_conflict_with_case_writes_failing_is_409_and_leaves_the_claim_to_the_sweep(ddb, api):
+def test_conflict_with_case_writes_failing_is_409_and_leaves_the_claim_to_the_sweep(
+    ddb, api, settings
+):
     """Every commit is cancelled by TransactionConflict and the CANCELLED_TRANSACTION case
     cannot be written: the client gets a definite 409 and nothing is recorded, and the
     claim must not leave the pending index without its case (docs/design.md §3): it stays
     PENDING with its pending_shard, and the sweep, once the lease has passed, opens a case
     for it."""
-    _plan(transaction_conflict=1.0, case_write_fails=1.0)
+    _plan(settings, transaction_conflict=1.0, case_write_fails=1.0)
     response = api.post("cf-2", pledge_body())
     faults.set_plan(None)
     body = _json(response)
@@ -178,11 +182,11 @@ def test_commit_refused_is_json_5xx_and_leaves_the_claim_to_the_sweep(
     _sweep_after_lease(ddb, "cf-3")
 
 
-def test_access_denied_on_every_call_is_503_dynamodb_unavailable(ddb, api):
+def test_access_denied_on_every_call_is_503_dynamodb_unavailable(ddb, api, settings):
     """Every call answered AccessDeniedException: JSON 503 dynamodb_unavailable with
     Retry-After, and nothing written anywhere."""
     api.client.raise_request_exception = False
-    _plan(access_denied=1.0)
+    _plan(settings, access_denied=1.0)
     response = api.post("cf-4", pledge_body())
     faults.set_plan(None)
     body = _json(response)

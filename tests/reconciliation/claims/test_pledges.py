@@ -21,6 +21,7 @@ from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from tests import fault_helpers
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
 from tests.helpers import audit_events, cases, claims, ledger_total, race, repositories
@@ -80,7 +81,7 @@ def test_32_threads_same_key_and_body_record_one_pledge(ddb, settings):
 def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
     """ambiguous-after-commit, then the same commit re-sent under the stored token: one
     pledge, one ledger increment (DynamoDB answers the replay without applying it)."""
-    with faults.injected({"ambiguous_after_commit": 1.0}):
+    with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
         outcome = _submit("amb-1")
     assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
     repos = repositories()
@@ -106,7 +107,7 @@ def test_changed_amount_under_same_key_is_rejected_with_nothing_written(ddb):
 def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb):
     """A claims, its lease expires, B re-claims and completes; A's late completion and A's
     late failure both fail their conditions and B's record is intact."""
-    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
+    with fault_helpers.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
         _submit("fence-1")
     repos = repositories()
     worker_a = repos.claims.get("acme#create_pledge#fence-1")
@@ -136,7 +137,7 @@ def test_throttling_is_retried_with_backoff_until_it_commits(ddb):
     """Half the calls throttled (fixed seed): the write path retries with backoff and commits
     once; the application-level retry counter moved."""
     before = metrics.APP_RETRIES.labels("ThrottlingException")._value.get()
-    with faults.injected(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7))):
+    with fault_helpers.injected(faults.FaultPlan({"throttle": 0.5}, rng=random.Random(7))):
         outcome = _submit("thr-1")
     assert outcome.kind == OutcomeKind.CREATED
     assert len(all_pledges(ddb)) == 1
@@ -197,7 +198,7 @@ def _cancelled_rows(ddb, items):
 def test_decoded_rows_for_pledge_exists_failure(ddb):
     """The commit of an intent whose pledge already exists decodes to: duplicate on the
     pledge (with the old item), nothing on the other three items."""
-    with faults.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
+    with fault_helpers.injected({"crash_after_claim": 1.0}), pytest.raises(faults.SimulatedCrash):
         _submit("dup-1")
     repos = repositories()
     claim = repos.claims.get("acme#create_pledge#dup-1")
@@ -267,7 +268,7 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
 def test_decoded_rows_for_lost_claim_failure(ddb):
     """A late worker's commit after a successor re-claimed decodes to a lost claim on the
     claim item (its old item showing the successor's version), nothing elsewhere."""
-    with faults.injected({"crash_after_claim": 1.0}):
+    with fault_helpers.injected({"crash_after_claim": 1.0}):
         with pytest.raises(faults.SimulatedCrash):
             _submit("lost-claim-1")
         repos = repositories()

@@ -15,6 +15,7 @@ from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
 from tests.conftest import pledge_body
+from tests.fault_helpers import plan_everywhere
 from tests.helpers import (
     audit_events,
     cases,
@@ -27,8 +28,9 @@ from tests.helpers import (
 )
 
 
-def _plan(**probabilities) -> None:
-    faults.set_plan(faults.FaultPlan(probabilities))
+def _plan(settings, **probabilities: float) -> None:
+    """Every client of the process injects these faults, as in a faulty server."""
+    plan_everywhere(settings, probabilities)
 
 
 # Throttling and conflict faults answer at the HTTP layer. moto's in-process stub answers
@@ -84,9 +86,9 @@ def test_same_key_different_payload_is_422_and_writes_nothing(ddb, api):
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
 
 
-def test_pending_claim_not_expired_is_409_with_retry_after(ddb, api):
+def test_pending_claim_not_expired_is_409_with_retry_after(ddb, api, settings):
     """A worker died after claiming: the next request within the lease gets 409 + Retry-After."""
-    _plan(crash_after_claim=1.0)
+    _plan(settings, crash_after_claim=1.0)
     with pytest.raises(faults.SimulatedCrash):
         api.post("k-4", pledge_body())
     faults.set_plan(None)
@@ -104,7 +106,7 @@ def test_pending_claim_not_expired_is_409_with_retry_after(ddb, api):
 def test_failed_claim_not_expired_is_409_then_reclaimable(ddb, api, settings):
     """A FAILED claim inside its cool-off is 409; after it, the same key re-claims as a new
     attempt, with a token of its own (a re-claim is a different transaction), and commits."""
-    _plan(crash_after_claim=1.0)
+    _plan(settings, crash_after_claim=1.0)
     with pytest.raises(faults.SimulatedCrash):
         api.post("k-5", pledge_body())
     faults.set_plan(None)
@@ -185,9 +187,9 @@ def test_missing_or_wrong_token_is_401(ddb, api):
 
 
 @http_faults
-def test_throttled_past_budget_is_503_with_retry_after(ddb, api):
+def test_throttled_past_budget_is_503_with_retry_after(ddb, api, settings):
     """Every call throttled: 503 throttled with Retry-After, and no pledge."""
-    _plan(throttle=1.0)
+    _plan(settings, throttle=1.0)
     response = api.post("k-7", pledge_body())
     assert response.status_code == 503
     assert response.json()["error"] == "throttled"
@@ -197,10 +199,10 @@ def test_throttled_past_budget_is_503_with_retry_after(ddb, api):
 
 
 @http_faults
-def test_conflict_past_budget_is_409_and_opens_cancelled_case(ddb, api):
+def test_conflict_past_budget_is_409_and_opens_cancelled_case(ddb, api, settings):
     """TransactionConflict on every attempt: 409 with Retry-After, claim FAILED (cool-off),
     a CANCELLED_TRANSACTION case holding the decoded reasons."""
-    _plan(transaction_conflict=1.0)
+    _plan(settings, transaction_conflict=1.0)
     response = api.post("k-8", pledge_body())
     faults.set_plan(None)
     assert response.status_code == 409
@@ -219,10 +221,10 @@ def test_conflict_past_budget_is_409_and_opens_cancelled_case(ddb, api):
     assert pledges(ddb) == []
 
 
-def test_ambiguous_timeout_is_202_outcome_unknown_and_get_recovers(ddb, api):
+def test_ambiguous_timeout_is_202_outcome_unknown_and_get_recovers(ddb, api, settings):
     """The commit succeeds but its answer is lost: 202 outcome_unknown (not an error), an
     AMBIGUOUS_TIMEOUT case, and GET answers from the durable record."""
-    _plan(ambiguous_after_commit=1.0)
+    _plan(settings, ambiguous_after_commit=1.0)
     response = api.post("k-9", pledge_body())
     faults.set_plan(None)
     assert response.status_code == 202
@@ -300,11 +302,11 @@ def test_api_answers_within_5s_when_dynamodb_is_unreachable(db, api, settings):
 
 
 @pytest.mark.engines("dynamodb_local")
-def test_api_answers_within_5s_when_every_call_is_throttled(ddb, api):
+def test_api_answers_within_5s_when_every_call_is_throttled(ddb, api, settings):
     """Every call throttled through both retry layers: the answer still comes within 5 s."""
     import time
 
-    _plan(throttle=1.0)
+    _plan(settings, throttle=1.0)
     started = time.monotonic()
     response = api.post("k-12", pledge_body())
     elapsed = time.monotonic() - started

@@ -168,10 +168,11 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
     """``ambiguous_after_commit`` loses the answer of a commit that applied: the fault is
     raised after every other after-call handler, so the capacity sink and /metrics see
     the units the commit spent (they saw nothing before)."""
-    from reconciliation.dynamo import faults
+    from tests import fault_helpers
 
-    lost = faults.injected({"ambiguous_after_commit": 1.0})
-    with capacity.instrumented(), capacity.measuring() as spent, lost:
+    # The faults first: the shared client they build is the one measured.
+    lost = fault_helpers.injected({"ambiguous_after_commit": 1.0})
+    with lost, capacity.instrumented(), capacity.measuring() as spent:
         assert submit("fcw-3").kind == OutcomeKind.OUTCOME_UNKNOWN
 
     # claim 2, the applied commit 18 (12, 2 for each of the pledge's by_day, acks_due and

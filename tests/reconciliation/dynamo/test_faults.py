@@ -7,6 +7,7 @@ from functools import partial
 import pytest
 
 from reconciliation.dynamo import faults
+from reconciliation.dynamo.client import fault_injecting_client, regions
 from tests.helpers import race
 
 
@@ -39,7 +40,7 @@ def test_fault_injection_is_ignored_without_debug_or_opt_in(settings, caplog):
     settings.FAULT_INJECTION = "crash_after_claim=1"
     settings.ALLOW_FAULT_INJECTION = False
     assert faults.active_plan() is None
-    faults.crash_after_claim()  # does not raise
+    faults.PROCESS_FAULTS.crash_after_claim()  # does not raise
     assert "ignored" in caplog.text
 
 
@@ -49,7 +50,7 @@ def test_fault_injection_is_honoured_with_opt_in(settings):
     settings.ALLOW_FAULT_INJECTION = True
     try:
         with pytest.raises(faults.SimulatedCrash):
-            faults.crash_after_claim()
+            faults.PROCESS_FAULTS.crash_after_claim()
     finally:
         settings.FAULT_INJECTION = ""
         faults.active_plan()
@@ -76,6 +77,14 @@ def test_slow_task_sleeps_only_when_honoured(settings, monkeypatch):
 #
 # They answer at the HTTP layer (before-send), so they run where a real HTTP call is made:
 # DynamoDB Local. moto's in-process stub would apply every request whatever they answer.
+# Each runs on a client built for injecting faults, with a scope of its own.
+
+
+@pytest.fixture
+def faulty(ddb):
+    """A fault-injecting client on the test's engine, and the scope its hooks consult."""
+    scope = faults.FaultScope()
+    return fault_injecting_client(regions()[0], scope), scope
 
 
 def test_parse_accepts_the_compound_fault_names():
@@ -177,17 +186,18 @@ def _error(excinfo) -> tuple[str, int]:
 
 
 @pytest.mark.dynamodb_local_only
-def test_internal_error_after_commit_applies_then_answers_500_to_every_retry(ddb, settings):
+def test_internal_error_after_commit_applies_then_answers_500_to_every_retry(ddb, faulty, settings):
     """The commit is applied on the engine, yet the caller gets HTTP 500 InternalServerError,
     on each of the SDK's attempts and again on an application retry with the same token;
     the engine saw it once (the ledger counts one pledge)."""
     from botocore.exceptions import ClientError
 
-    with faults.injected({"internal_error_after_commit": 1.0}):
-        sends = _sends(ddb.client, "TransactWriteItems")
+    client, scope = faulty
+    with scope.injected({"internal_error_after_commit": 1.0}) as plan:
+        sends = _sends(client, "TransactWriteItems")
         items = _commit_items(ddb, "acme#ie-1")
         with pytest.raises(ClientError) as first:
-            ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
+            client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
         assert _error(first) == ("InternalServerError", 500)
         # The SDK retried the 500 (standard mode), with the same token.
         assert sends == ["tok-ie-1"] * settings.DDB_MAX_ATTEMPTS
@@ -195,9 +205,8 @@ def test_internal_error_after_commit_applies_then_answers_500_to_every_retry(ddb
         assert _ledger(ddb) == (10, 1)
 
         with pytest.raises(ClientError) as again:
-            ddb.client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
+            client.transact_write_items(TransactItems=items, ClientRequestToken="tok-ie-1")
         assert _error(again) == ("InternalServerError", 500)
-        plan = faults.active_plan()
         assert plan.counts == {"internal_error_after_commit": 1}  # drawn once for the token
         assert _ledger(ddb) == (10, 1)
 
@@ -207,15 +216,16 @@ def test_internal_error_after_commit_applies_then_answers_500_to_every_retry(ddb
 
 
 @pytest.mark.dynamodb_local_only
-def test_internal_error_after_commit_leaves_other_transactions_alone(ddb):
+def test_internal_error_after_commit_leaves_other_transactions_alone(ddb, faulty):
     """Only pledge commits (a Put on the pledges table) are taken: a ledger-only
     transaction and single-item writes go through untouched."""
-    faults.set_plan(faults.FaultPlan({"internal_error_after_commit": 1.0}))
-    ddb.client.transact_write_items(TransactItems=_commit_items(ddb, "x")[1:])
-    ddb.client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "acme#plain"}})
+    client, scope = faulty
+    with scope.injected({"internal_error_after_commit": 1.0}) as plan:
+        client.transact_write_items(TransactItems=_commit_items(ddb, "x")[1:])
+        client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "acme#plain"}})
     assert _ledger(ddb) == (10, 1)
     assert _pledge(ddb, "acme#plain") is not None
-    assert faults.active_plan().counts == {}
+    assert plan.counts == {}
 
 
 @pytest.mark.dynamodb_local_only
@@ -224,42 +234,39 @@ def test_ambiguous_then_throttle_applies_loses_the_answer_then_throttles(ddb, se
     the same token, the SDK's and the application's, is answered ThrottlingException."""
     from botocore.exceptions import ClientError, ConnectionClosedError
 
-    from reconciliation.dynamo.client import dynamodb_client, reset_clients
-
     # One attempt per call, so each send is seen by the caller on its own.
     settings.DDB_MAX_ATTEMPTS = 1
-    reset_clients()
-    client = dynamodb_client()
-    faults.set_plan(faults.FaultPlan({"ambiguous_then_throttle": 1.0}))
-    items = _commit_items(ddb, "acme#at-1")
-    with pytest.raises(ConnectionClosedError):
-        client.transact_write_items(TransactItems=items, ClientRequestToken="tok-at-1")
-    assert _pledge(ddb, "acme#at-1") is not None
-    assert _ledger(ddb) == (10, 1)
-    for _ in range(2):
-        with pytest.raises(ClientError) as retry:
+    scope = faults.FaultScope()
+    client = fault_injecting_client(regions()[0], scope)
+    with scope.injected({"ambiguous_then_throttle": 1.0}) as plan:
+        items = _commit_items(ddb, "acme#at-1")
+        with pytest.raises(ConnectionClosedError):
             client.transact_write_items(TransactItems=items, ClientRequestToken="tok-at-1")
-        assert _error(retry) == ("ThrottlingException", 400)
-    assert _ledger(ddb) == (10, 1)
+        assert _pledge(ddb, "acme#at-1") is not None
+        assert _ledger(ddb) == (10, 1)
+        for _ in range(2):
+            with pytest.raises(ClientError) as retry:
+                client.transact_write_items(TransactItems=items, ClientRequestToken="tok-at-1")
+            assert _error(retry) == ("ThrottlingException", 400)
+        assert _ledger(ddb) == (10, 1)
 
-    # With the SDK's own retries, the caller sees only the last answer: throttled.
-    settings.DDB_MAX_ATTEMPTS = 3
-    reset_clients()
-    client = dynamodb_client()
-    sends = _sends(client, "TransactWriteItems")
-    with pytest.raises(ClientError) as hidden:
-        client.transact_write_items(
-            TransactItems=_commit_items(ddb, "acme#at-2", "5"), ClientRequestToken="tok-at-2"
-        )
-    assert _error(hidden) == ("ThrottlingException", 400)
-    assert sends == ["tok-at-2"] * 3
-    assert _pledge(ddb, "acme#at-2") is not None
-    assert _ledger(ddb) == (15, 2)
-    assert faults.active_plan().counts == {"ambiguous_then_throttle": 2}
+        # With the SDK's own retries, the caller sees only the last answer: throttled.
+        settings.DDB_MAX_ATTEMPTS = 3
+        client = fault_injecting_client(regions()[0], scope)
+        sends = _sends(client, "TransactWriteItems")
+        with pytest.raises(ClientError) as hidden:
+            client.transact_write_items(
+                TransactItems=_commit_items(ddb, "acme#at-2", "5"), ClientRequestToken="tok-at-2"
+            )
+        assert _error(hidden) == ("ThrottlingException", 400)
+        assert sends == ["tok-at-2"] * 3
+        assert _pledge(ddb, "acme#at-2") is not None
+        assert _ledger(ddb) == (15, 2)
+        assert plan.counts == {"ambiguous_then_throttle": 2}
 
 
 @pytest.mark.dynamodb_local_only
-def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, settings):
+def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, faulty, settings):
     """PutItem, UpdateItem, DeleteItem, BatchWriteItem on the cases table and any
     transaction with an item on it are throttled and write nothing; reads of cases and
     writes elsewhere go through."""
@@ -268,21 +275,22 @@ def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, set
     cases_table = ddb.tables.cases
     key = {"case_id": {"S": "C-1"}}
     ddb.client.put_item(TableName=cases_table, Item={**key, "state": {"S": "OPEN"}})
-    with faults.injected({"case_write_fails": 1.0}):
+    client, scope = faulty
+    with scope.injected({"case_write_fails": 1.0}) as plan:
         writes = [
-            lambda: ddb.client.put_item(TableName=cases_table, Item={"case_id": {"S": "C-2"}}),
-            lambda: ddb.client.update_item(
+            lambda: client.put_item(TableName=cases_table, Item={"case_id": {"S": "C-2"}}),
+            lambda: client.update_item(
                 TableName=cases_table,
                 Key=key,
                 UpdateExpression="SET #s = :s",
                 ExpressionAttributeNames={"#s": "state"},
                 ExpressionAttributeValues={":s": {"S": "RESOLVED"}},
             ),
-            lambda: ddb.client.delete_item(TableName=cases_table, Key=key),
-            lambda: ddb.client.batch_write_item(
+            lambda: client.delete_item(TableName=cases_table, Key=key),
+            lambda: client.batch_write_item(
                 RequestItems={cases_table: [{"PutRequest": {"Item": {"case_id": {"S": "C-3"}}}}]}
             ),
-            lambda: ddb.client.transact_write_items(
+            lambda: client.transact_write_items(
                 TransactItems=[
                     {"Put": {"TableName": cases_table, "Item": {"case_id": {"S": "C-4"}}}},
                     {
@@ -299,13 +307,11 @@ def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, set
                 write()
             assert _error(refused) == ("ThrottlingException", 400)
         # Every attempt, the SDK's retries included, was throttled.
-        assert faults.active_plan().counts == {
-            "case_write_fails": len(writes) * settings.DDB_MAX_ATTEMPTS
-        }
+        assert plan.counts == {"case_write_fails": len(writes) * settings.DDB_MAX_ATTEMPTS}
         # Reads of the cases table, and writes elsewhere, are untouched.
-        item = ddb.client.get_item(TableName=cases_table, Key=key, ConsistentRead=True)["Item"]
+        item = client.get_item(TableName=cases_table, Key=key, ConsistentRead=True)["Item"]
         assert item["state"] == {"S": "OPEN"}
-        ddb.client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "p"}})
+        client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "p"}})
     # Nothing of the refused writes reached the engine.
     rows = ddb.client.scan(TableName=cases_table, ConsistentRead=True)["Items"]
     assert [r["case_id"]["S"] for r in rows] == ["C-1"]
@@ -313,21 +319,20 @@ def test_case_write_fails_throttles_every_write_to_the_cases_table_only(ddb, set
 
 
 @pytest.mark.dynamodb_local_only
-def test_access_denied_answers_every_call_and_writes_nothing(ddb):
+def test_access_denied_answers_every_call_and_writes_nothing(ddb, faulty):
     """Every call, read or write, is answered AccessDeniedException (HTTP 400) and never
     reaches the engine."""
     from botocore.exceptions import ClientError
 
-    with faults.injected({"access_denied": 1.0}):
+    client, scope = faulty
+    with scope.injected({"access_denied": 1.0}):
         calls = [
-            lambda: ddb.client.describe_table(TableName=ddb.tables.pledges),
-            lambda: ddb.client.get_item(
+            lambda: client.describe_table(TableName=ddb.tables.pledges),
+            lambda: client.get_item(
                 TableName=ddb.tables.pledges, Key={"intent_id": {"S": "x"}}, ConsistentRead=True
             ),
-            lambda: ddb.client.put_item(
-                TableName=ddb.tables.pledges, Item={"intent_id": {"S": "x"}}
-            ),
-            lambda: ddb.client.transact_write_items(TransactItems=_commit_items(ddb, "acme#ad")),
+            lambda: client.put_item(TableName=ddb.tables.pledges, Item={"intent_id": {"S": "x"}}),
+            lambda: client.transact_write_items(TransactItems=_commit_items(ddb, "acme#ad")),
         ]
         for call in calls:
             with pytest.raises(ClientError) as refused:
@@ -338,20 +343,17 @@ def test_access_denied_answers_every_call_and_writes_nothing(ddb):
 
 
 @pytest.mark.dynamodb_local_only
-def test_compound_faults_at_probability_zero_change_nothing(ddb):
+def test_compound_faults_at_probability_zero_change_nothing(ddb, faulty):
     """Named at probability 0, none of the four fires: a pledge commit and a case write
     go through."""
-    faults.set_plan(
-        faults.FaultPlan(
-            faults.parse_faults(
-                "internal_error_after_commit=0,ambiguous_then_throttle=0,"
-                "case_write_fails=0,access_denied=0"
-            )
+    client, scope = faulty
+    spec = (
+        "internal_error_after_commit=0,ambiguous_then_throttle=0,case_write_fails=0,access_denied=0"
+    )
+    with scope.injected(faults.parse_faults(spec)) as plan:
+        client.transact_write_items(
+            TransactItems=_commit_items(ddb, "acme#zero"), ClientRequestToken="tok-zero"
         )
-    )
-    ddb.client.transact_write_items(
-        TransactItems=_commit_items(ddb, "acme#zero"), ClientRequestToken="tok-zero"
-    )
-    ddb.client.put_item(TableName=ddb.tables.cases, Item={"case_id": {"S": "C-0"}})
+        client.put_item(TableName=ddb.tables.cases, Item={"case_id": {"S": "C-0"}})
     assert _ledger(ddb) == (10, 1)
-    assert faults.active_plan().counts == {}
+    assert plan.counts == {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 
 import pytest
@@ -58,52 +57,54 @@ def test_drill_reports_unprovable_token_scenarios_on_moto(ddb):
     assert statuses["1"] == statuses["4"] == statuses["5"] == statuses["6"] == "pass"
 
 
-def test_drill_crash_lease_is_the_drill_claims_alone(ddb, monkeypatch, settings):
+def test_drill_crash_lease_and_faults_are_the_drill_claims_alone(ddb, monkeypatch, settings):
     """While the drill's crash scenario runs, another request in the same process (as in
-    the Celery worker behind the Drill page) takes a claim: it gets the configured lease,
-    and only the drill's own claim gets the drill's 1-second lease."""
+    the Celery worker behind the Drill page) takes a claim: it gets the configured lease
+    and meets none of the drill's faults (it commits), while the drill's own claim gets
+    the drill's 1-second lease and its crash."""
     from reconciliation import clock
     from reconciliation.actors import Actor, Role
     from reconciliation.claims import intake
     from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+    from reconciliation.claims.outcomes import OutcomeKind
+    from reconciliation.claims.repository import ClaimRepository
     from reconciliation.claims.request import parse_fields
-    from reconciliation.dynamo import faults
     from reconciliation.ops import drill as drill_module
     from reconciliation.ops import drill_scenarios
-    from tests.helpers import repositories_for_key
 
     original_submit = drill_scenarios.Drill.submit
-    leases: dict[str, int] = {}
+    original_create = ClaimRepository.create
+    leases: dict[str, int] = {}  # claim pk -> the lease its claim was created with
+    others: list[str] = []
 
-    def lease_of(tenant: str, key: str) -> int:
-        pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)
-        claim = repositories_for_key(pk).claims.get(pk)
-        return claim.expires_at - clock.epoch(clock.parse_iso(claim.claimed_at))
+    def create(self, claim):
+        leases[claim.pk] = claim.expires_at - clock.epoch(clock.parse_iso(claim.claimed_at))
+        return original_create(self, claim)
 
     def submit(self, key, *args, **kwargs):
-        plan = faults.active_plan()
+        plan = self.stores.scope.plan()
         if plan is None or not plan.probabilities.get("crash_after_claim"):
             return original_submit(self, key, *args, **kwargs)
         # The crash scenario: its submission raises SimulatedCrash after the claim.
         try:
             return original_submit(self, key, *args, **kwargs)
         finally:
-            leases["drill"] = lease_of(drill_scenarios.TENANT, key)
             request = parse_fields(
                 {"donor_ref": "D-1", "fund": "GENERAL", "amount": "5.00", "currency": "USD"}
             )
             other = Actor(username="api:acme", role=Role.API, address="10.0.0.9")
-            # The other request meets the same injected crash, so its claim stays PENDING
-            # with the lease it was given, for us to read.
-            with contextlib.suppress(faults.SimulatedCrash):
-                intake.pledge_submit(
-                    tenant="acme", idempotency_key="other-1", request=request, actor=other
-                )
-            leases["other"] = lease_of("acme", "other-1")
+            outcome = intake.pledge_submit(
+                tenant="acme", idempotency_key="other-1", request=request, actor=other
+            )
+            others.append(outcome.kind)
+            leases["drill"] = leases[claim_pk(drill_scenarios.TENANT, OPERATION_CREATE_PLEDGE, key)]
 
     settings.CLAIM_PENDING_TTL_S = 60  # the configured lease (test set-up, before the run)
+    monkeypatch.setattr(ClaimRepository, "create", create)
     monkeypatch.setattr(drill_scenarios.Drill, "submit", submit)
     report = drill_module.drill_run()
-    assert leases == {"drill": 1, "other": 60}
+    assert leases["drill"] == 1
+    assert leases[claim_pk("acme", OPERATION_CREATE_PLEDGE, "other-1")] == 60
+    assert others == [OutcomeKind.CREATED]
     assert settings.CLAIM_PENDING_TTL_S == 60
     assert not [r for r in report.rows if r.status == "FAIL"], report.table()

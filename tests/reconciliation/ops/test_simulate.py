@@ -126,12 +126,14 @@ def test_simulate_passes_its_lease_down_and_never_assigns_settings(ddb, monkeypa
 
 
 @pytest.mark.dynamodb_local_only
-def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
+def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb, monkeypatch):
     """A no-fault run of 4 pledges, 2 write calls each (claim PutItem, commit
     TransactWriteItems): the figure reported per committed pledge is every write unit
     DynamoDB Local reported for the run divided by the 4 pledges (twice the per-call
     figure), and the summary prints it under that label. Consumed capacity is only
     engine-reported on DynamoDB Local (index writes included)."""
+    from reconciliation.dynamo.client import fault_injecting_client
+    from reconciliation.ops import fault_stores
     from reconciliation.ops.simulate import summary_lines
 
     writes = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
@@ -143,7 +145,15 @@ def test_capacity_per_committed_pledge_is_per_pledge_not_per_call(ddb):
             entries = consumed if isinstance(consumed, list) else [consumed]
             reported.extend(entry["CapacityUnits"] for entry in entries)
 
+    def observed_client(*args, **kwargs):
+        client = fault_injecting_client(*args, **kwargs)
+        client.meta.events.register("after-call.dynamodb", engine_reported)
+        return client
+
+    # The run's calls go through the simulator's own clients; the sweep's reads through
+    # the shared one.
     ddb.client.meta.events.register("after-call.dynamodb", engine_reported)
+    monkeypatch.setattr(fault_stores, "fault_injecting_client", observed_client)
     try:
         config = plain_traffic(4, seed=5, threads=1)
         report = simulate_run(config)
