@@ -148,9 +148,15 @@ def _commit_items_with_bucket(store, claim):  # 3c
 
 def _commit_items_check_only(store, claim):  # 5
     items, pledge = _real_commit_items(store, claim)
-    update = items[-1]["Update"]
+    # The claim's completion, wherever it sits among the commit's items.
+    at = next(
+        i
+        for i, item in enumerate(items)
+        if item.get("Update", {}).get("TableName") == store.tables.idempotency_keys
+    )
+    update = items[at]["Update"]
     values = update["ExpressionAttributeValues"]
-    items[-1] = {
+    items[at] = {
         "ConditionCheck": {
             "TableName": update["TableName"],
             "Key": update["Key"],

@@ -12,8 +12,8 @@ KB = 1024
 
 
 def render(steps: list[tuple[str, list[Call]]], tables: list[Table], names, machine: str) -> str:
-    short = {getattr(names, a): a for a in ("idempotency_keys", "pledges", "ledger", "cases")}
-    short[names.audit_events] = "audit_events"
+    roles = ("idempotency_keys", "pledges", "ledger", "cases", "audit_events", "requests")
+    short = {getattr(names, a): a for a in roles}
     by_label = dict(steps)
     lines = [
         "## Capacity per pledge (`bench/capacity.py`)",
@@ -168,9 +168,12 @@ def _over_line(over: list[str]) -> list[str]:
 def _image_label(target, short) -> str:
     image = target.after or target.before or {}
     status = image.get("status", {}).get("S")
-    name = {"idempotency_keys": "claim", "pledges": "pledge", "ledger": "ledger shard"}.get(
-        short[target.table.name], short[target.table.name]
-    )
+    name = {
+        "idempotency_keys": "claim",
+        "pledges": "pledge",
+        "ledger": "ledger shard",
+        "requests": "request log entry",
+    }.get(short[target.table.name], short[target.table.name])
     if short[target.table.name] == "audit_events":
         stream = image.get("stream", {}).get("S", "")
         name = (

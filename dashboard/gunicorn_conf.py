@@ -28,6 +28,15 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
 errorlog = "-"
 
 
+def worker_exit(server, worker) -> None:
+    """In the worker, as it exits (a restart, a stop): the intake request log's entries
+    it still buffers are written before it goes (atexit would too; this runs first, while
+    the worker's clients are certainly alive). A worker killed outright loses them."""
+    from reconciliation.claims.request_log_buffer import request_log_close
+
+    request_log_close()
+
+
 def child_exit(server, worker) -> None:
     """With several workers /metrics sums every process's counters
     (``PROMETHEUS_MULTIPROC_DIR``); a worker that exits leaves its files for the sum

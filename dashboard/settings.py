@@ -338,6 +338,12 @@ OVERRIDE_TTL_S = env_int("OVERRIDE_TTL_S", 24 * 3600)
 # How long the intake request log keeps an answer (its TTL: cost control, never
 # correctness; reconciliation/claims/request_log.py).
 REQUEST_LOG_TTL_S = env_int("REQUEST_LOG_TTL_S", 30 * 24 * 3600)
+# The log's entries that no commit carries are buffered per process and written in
+# batches off the request path (reconciliation/claims/request_log_buffer.py): at most this
+# many wait (a full buffer drops its oldest), written every this many seconds (0: no
+# flusher thread; written only when the process stops).
+REQUEST_LOG_BUFFER = env_int("REQUEST_LOG_BUFFER", 10_000)
+REQUEST_LOG_FLUSH_S = float(os.environ.get("REQUEST_LOG_FLUSH_S", "1"))
 AUTO_RESOLVE_COMMITTED = env_bool("AUTO_RESOLVE_COMMITTED", True)
 AUDIT_SIGNING_KEY = os.environ.get("AUDIT_SIGNING_KEY") or _local_secret("audit_signing_key")
 AUDIT_EXPORT_DIR = Path(os.environ.get("AUDIT_EXPORT_DIR", VAR_DIR / "exports"))

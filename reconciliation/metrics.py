@@ -32,12 +32,18 @@ CANCELLATION_REASONS = Counter(
 )
 CLAIMS = Counter("claims_total", "Idempotency claims by outcome", ["outcome"])
 PLEDGE_OUTCOMES = Counter("pledge_requests_total", "Intake API answers by outcome", ["outcome"])
-# The intake request log (claims/request_log.py): a write that failed, by error code; the
-# client's answer was sent unchanged.
+# The intake request log's buffered entries (claims/request_log_buffer.py): written off the
+# request path, so the client's answer was sent whatever became of them. Failed: given up
+# after the batch's rounds, by error code (UnprocessedItems: still throttled). Dropped: the
+# oldest entry of a full buffer, never written.
 INTAKE_REQUEST_LOG_FAILED = Counter(
     "intake_request_log_failures_total",
     "Intake request log entries that could not be written, by error code",
     ["code"],
+)
+INTAKE_REQUEST_LOG_DROPPED = Counter(
+    "intake_request_log_dropped_total",
+    "Intake request log entries dropped unwritten from a full buffer (the oldest first)",
 )
 APP_RETRIES = Counter(
     "dynamo_app_retries_total", "Application-level retries by error code", ["code"]

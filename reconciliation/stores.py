@@ -71,6 +71,7 @@ class Store:
             "ledger": self.tables.ledger,
             "cases": self.tables.cases,
             "audit_events": self.tables.audit_events,
+            "requests": self.tables.requests,
         }
 
 

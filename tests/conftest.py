@@ -361,3 +361,15 @@ def intake_rate_limit_isolated(settings):
     import uuid
 
     settings.INTAKE_RATE_LIMIT_PREFIX = f"intake-rate:test:{uuid.uuid4().hex}:"
+
+
+@pytest.fixture(autouse=True)
+def request_log_buffer_isolated():
+    """Each test has an intake request log buffer of its own with no flusher thread
+    (reconciliation/claims/request_log_buffer.py): a test writes the buffered entries when
+    it looks (``request_log_flush``), and what is left is dropped with the test, never
+    written later into tables the pool hands the next one."""
+    from reconciliation.claims.request_log_buffer import RequestLogBuffer, request_log_buffered
+
+    with request_log_buffered(RequestLogBuffer(capacity=10_000, interval_s=0)) as buffer:
+        yield buffer

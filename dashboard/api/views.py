@@ -30,7 +30,8 @@ from reconciliation.claims.request import (
     parse_body,
     parse_idempotency_key,
 )
-from reconciliation.claims.request_log import intake_request_new, intake_request_record
+from reconciliation.claims.request_log import intake_request_new
+from reconciliation.claims.request_log_buffer import intake_request_buffer
 from reconciliation.claims.versions import VERSION_HEADER, parse_pledge_version
 from reconciliation.metrics import INTAKE_RATE_LIMITED
 from reconciliation.stores import first_store, home_store
@@ -128,8 +129,12 @@ class _Answer:
 
 def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
     """The intake request log's entry for ``answer``, in the key's home region (the
-    tenant's requests without a key: the first region). Never fails the answer:
-    ``intake_request_record`` swallows, counts and logs a failed write."""
+    tenant's requests without a key: the first region), with no round trip of its own: a
+    201's entry was written by the commit that recorded the pledge; any other answer's is
+    buffered and written off the request path (``intake_request_buffer``), so neither
+    waits for nor fails on the log."""
+    if answer.outcome == OutcomeKind.CREATED:
+        return
     status = answer.response.status_code
     entry = intake_request_new(
         tenant=tenant,
@@ -147,7 +152,7 @@ def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
         if answer.key
         else first_store()
     )
-    intake_request_record(entry, store=store)
+    intake_request_buffer(entry, store=store)
 
 
 @csrf_exempt

@@ -37,6 +37,7 @@ from reconciliation.cases.vocabulary import (
 )
 from reconciliation.claims.models import TOKEN_WINDOW_S, ClaimStatus, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.request_log import IntakeRequest
 from reconciliation.claims.versions import VERSIONS
 from reconciliation.codes import Code, find_code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
@@ -339,6 +340,14 @@ def client_answer(client_outcome: ClientOutcome | None) -> str:
     member = OutcomeKind.of(kind)
     text = member.label.lower() if member is not None else str(kind).replace("_", " ")
     return format_html('HTTP {}: <span title="error code {}">{}</span>', status, kind, text)
+
+
+@register.filter
+def answer_status(entry: IntakeRequest) -> int | None:
+    """The HTTP status of an intake request log entry: the one the edge stored, or, on
+    the entry a pledge's commit wrote (no status is known below the edge), the API's
+    answer to its outcome (``created``: 201)."""
+    return entry.status if entry.status is not None else client_answer_status(entry.outcome)
 
 
 @register.filter

@@ -4,8 +4,10 @@
    existing claim from ALL_OLD in the same round trip. FAILED or expired PENDING claims
    are re-claimed with a version-fenced UpdateItem that keeps the stored token.
 2. **Commit**: one ``TransactWriteItems`` with the claim's ``ClientRequestToken``: the
-   pledge Put (``attribute_not_exists``), the ledger Update, the audit receipt Put and the
-   claim's PENDING→COMPLETED Update fenced on its version.
+   pledge Put (``attribute_not_exists``), the ledger Update, the audit receipt Put, the
+   claim's PENDING→COMPLETED Update fenced on its version and, last, the intake request
+   log's entry of the answer it gives (``created``), so a new pledge's log costs no round
+   trip of its own.
 
 Every unclean outcome opens a reconciliation case; a commit that did not succeed is
 answered in :mod:`reconciliation.claims.commit_outcomes`. Outcomes are returned as
@@ -47,6 +49,7 @@ from reconciliation.claims.outcomes import (
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.claims.request import PledgeRequest
+from reconciliation.claims.request_log import RequestLogRepository, intake_request_of_commit
 from reconciliation.claims.versions import VERSIONS, PledgeVersion
 from reconciliation.dynamo import attempts
 from reconciliation.dynamo.errors import error_code
@@ -226,6 +229,9 @@ def pledge_for_claim(claim: Claim, region_tag: str = "") -> tuple[Pledge, dict[s
 
 
 def commit_items(store: Store, claim: Claim) -> tuple[list[dict[str, Any]], Pledge]:
+    """The commit's transaction items, in the order its cancellation reasons are decoded:
+    pledge, ledger, receipt, claim, request log entry (the last, so the others keep the
+    positions they have always had). Every one is built from the claim and its region."""
     pledge, receipt = pledge_for_claim(claim, store.tag)
     items = [
         PledgeRepository(store).put_item(pledge),
@@ -238,6 +244,7 @@ def commit_items(store: Store, claim: Claim) -> tuple[list[dict[str, Any]], Pled
         ),
         AuditRepository(store).put_item(receipt),
         ClaimRepository(store).complete_item(claim, pledge.api_body()),
+        RequestLogRepository(store).put_item(intake_request_of_commit(claim)),
     ]
     return items, pledge
 

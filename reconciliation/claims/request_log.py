@@ -1,6 +1,12 @@
 """The intake request log (``requests`` table, issue 4/5): every answer the intake API
 gave, kept ``REQUEST_LOG_TTL_S`` (TTL is cost control: nothing decides anything from it).
 
+Two writers, neither a round trip of its own on the request path: a new pledge's entry
+is one more item of the commit's transaction (:func:`intake_request_of_commit`, built
+from the claim alone), so it is written with the pledge or not at all; every other answer
+(replays, refusals, 409, 202, 503, lookups) goes through the process's buffer and is
+written off the request path in batches (:mod:`reconciliation.claims.request_log_buffer`).
+
 An entry is keyed ``subject`` (HASH: ``KEY#{tenant}#{key}``, or ``TENANT#{tenant}`` when
 the request was refused before a key was known) and ``at_id`` (RANGE: the time, then a
 request id, so two answers in one millisecond never overwrite each other). A refused
@@ -9,35 +15,27 @@ request (the edge says which: 4xx) also carries ``rejected_shard``
 tenant's refusals of one day are ``REJECTED_SHARDS`` Queries, never a Scan, and one
 tenant's burst of bad requests is spread over that many partitions.
 
-Nothing of the donor beyond the ref is stored: no amount, fund or body. Writing an entry
-never fails the answer: :func:`intake_request_record` catches the store's errors, counts
-them and logs the first one of the process (a missing table would otherwise log every
-request).
+Nothing of the donor beyond the ref is stored: no amount, fund or body.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
 from reconciliation import clock
+from reconciliation.claims.models import Claim
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.dynamo.errors import log_fields
 from reconciliation.dynamo.items import from_item, to_item, values
-from reconciliation.dynamo.retry import RetriesExhausted
-from reconciliation.metrics import INTAKE_REQUEST_LOG_FAILED
 
 if TYPE_CHECKING:
-    from reconciliation.stores import Store
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
-logger = logging.getLogger(__name__)
+    from reconciliation.stores import Store
 
 REJECTED_SHARDS = 4
 # Entries a pledge page or a day's refusals show at most (newest first).
@@ -62,13 +60,15 @@ def rejected_shard(tenant: str, day: str, request_id: str) -> str:
 class IntakeRequest:
     """One answer of the intake API. ``outcome`` is what the API said: its outcome kind
     (``created``, ``replayed``) or its ``error`` code (``missing_key``,
-    ``idempotency_key_reused``); ``status`` the HTTP status the edge sent;
+    ``idempotency_key_reused``); ``status`` the HTTP status the edge sent, ``None`` on
+    the entry a pledge's commit wrote (:func:`intake_request_of_commit`: below the edge
+    no status is known, and the edge answers its outcome, ``created``, by its own table);
     ``idempotency_key`` empty when the request was refused before a key was known."""
 
     tenant: str
     idempotency_key: str
     at: str
-    status: int
+    status: int | None
     outcome: str
     replayed: bool
     rejected: bool
@@ -88,6 +88,11 @@ class IntakeRequest:
         if self.idempotency_key:
             return key_subject(self.tenant, self.idempotency_key)
         return tenant_subject(self.tenant)
+
+    @property
+    def with_pledge(self) -> bool:
+        """Whether the pledge's commit wrote this entry (in its own transaction)."""
+        return self.status is None
 
 
 def intake_request_new(
@@ -117,13 +122,37 @@ def intake_request_new(
     )
 
 
+def intake_request_of_commit(claim: Claim) -> IntakeRequest:
+    """The entry a pledge's commit writes in its own transaction: the answer that commit
+    is given, ``created``. Every value comes from the claim (its time, its request's
+    correlation id and donor ref; the request id from its token and version), never from
+    the clock or a fresh id, so every send of the commit under the claim's
+    ``ClientRequestToken`` carries the same item: the SDK's and the application's
+    retries, and a RETRY_COMMIT rebuilding the attempt's transaction from the claim
+    minutes later in another process. A changed item under the same token would be
+    refused (``IdempotentParameterMismatch``) where the transaction had applied."""
+    attempt = hashlib.sha256(f"{claim.request_token}:{claim.version}".encode()).hexdigest()
+    return IntakeRequest(
+        tenant=claim.tenant,
+        idempotency_key=claim.idempotency_key,
+        at=claim.claimed_at,
+        status=None,
+        outcome=OutcomeKind.CREATED,
+        replayed=False,
+        rejected=False,
+        correlation_id=claim.correlation_id,
+        request_id=attempt[:16],
+        donor_ref=str(claim.request.get("donor_ref", "")),
+    )
+
+
 def _from_item(item: dict[str, Any]) -> IntakeRequest:
     data = from_item(item)
     return IntakeRequest(
         tenant=data.get("tenant", ""),
         idempotency_key=data.get("idempotency_key", ""),
         at=data.get("at", ""),
-        status=int(data.get("status", 0)),
+        status=int(data["status"]) if "status" in data else None,
         outcome=data.get("outcome", ""),
         replayed=bool(data.get("replayed", False)),
         rejected="rejected_shard" in data,
@@ -134,34 +163,46 @@ def _from_item(item: dict[str, Any]) -> IntakeRequest:
     )
 
 
+def request_log_item(entry: IntakeRequest) -> dict[str, AttributeValueTypeDef]:
+    """``entry`` as the ``requests`` item, whichever way it is written (the commit's Put,
+    or the buffer's BatchWriteItem)."""
+    data: dict[str, Any] = {
+        "subject": entry.subject,
+        "at_id": f"{entry.at}#{entry.request_id}",
+        "tenant": entry.tenant,
+        "idempotency_key": entry.idempotency_key or None,
+        "at": entry.at,
+        "status": entry.status,
+        "outcome": entry.outcome,
+        "replayed": entry.replayed,
+        "correlation_id": entry.correlation_id or None,
+        "request_id": entry.request_id,
+        "donor_ref": entry.donor_ref or None,
+        "case_id": entry.case_id or None,
+        # TTL: cost control only (DynamoDB deletes up to 48 h late; nothing reads it to
+        # decide anything). Counted from the answer's own time, so the commit's entry is
+        # the same on every send; like the claim's purge delay it is a setting every
+        # process shares, and a change of it between an unclear commit and its
+        # RETRY_COMMIT inside the token window could at worst meet a token mismatch (a
+        # TOKEN_MISMATCH case, nothing recorded twice).
+        "purge_at": int(clock.parse_iso(entry.at).timestamp()) + settings.REQUEST_LOG_TTL_S,
+    }
+    if entry.rejected:
+        data["rejected_shard"] = rejected_shard(entry.tenant, entry.at[:10], entry.request_id)
+    return to_item(data)
+
+
 class RequestLogRepository:
     def __init__(self, store: Store):
         self.client = store.client
         self.table = store.tables.requests
 
-    def put(self, entry: IntakeRequest) -> None:
-        """A plain PutItem: the ``at_id`` is new (its request id is fresh), so there is
-        nothing to condition on and an SDK retry writes the same item again."""
-        data: dict[str, Any] = {
-            "subject": entry.subject,
-            "at_id": f"{entry.at}#{entry.request_id}",
-            "tenant": entry.tenant,
-            "idempotency_key": entry.idempotency_key or None,
-            "at": entry.at,
-            "status": entry.status,
-            "outcome": entry.outcome,
-            "replayed": entry.replayed,
-            "correlation_id": entry.correlation_id or None,
-            "request_id": entry.request_id,
-            "donor_ref": entry.donor_ref or None,
-            "case_id": entry.case_id or None,
-            # TTL: cost control only (DynamoDB deletes up to 48 h late; nothing reads it
-            # to decide anything).
-            "purge_at": int(clock.parse_iso(entry.at).timestamp()) + settings.REQUEST_LOG_TTL_S,
-        }
-        if entry.rejected:
-            data["rejected_shard"] = rejected_shard(entry.tenant, entry.at[:10], entry.request_id)
-        self.client.put_item(TableName=self.table, Item=to_item(data))
+    def put_item(self, entry: IntakeRequest) -> dict[str, Any]:
+        """``entry`` as a transaction item: a plain Put, with nothing to condition on. Its
+        ``at_id`` names one answer (for the commit's entry, one attempt of the commit),
+        and the transaction applies at most once: a later send of it is cancelled by the
+        pledge's own ``attribute_not_exists``."""
+        return {"Put": {"TableName": self.table, "Item": request_log_item(entry)}}
 
     def for_key(self, tenant: str, idempotency_key: str) -> list[IntakeRequest]:
         """Every answer given for one key, newest first (one Query)."""
@@ -190,30 +231,6 @@ class RequestLogRepository:
             rows.extend(_from_item(i) for i in response.get("Items", []))
         rows.sort(key=lambda r: (r.at, r.request_id), reverse=True)
         return rows[:LOG_PAGE]
-
-
-_first_failure_logged = threading.Event()
-
-
-def intake_request_record(entry: IntakeRequest, *, store: Store) -> bool:
-    """Write ``entry``; never raise. A failed write is counted
-    (``intake_request_log_failures_total``) and the process's first one is logged: the
-    client's answer is already decided and must not change."""
-    try:
-        RequestLogRepository(store).put(entry)
-    except (ClientError, BotoCoreError, RetriesExhausted) as exc:
-        code = exc.response["Error"]["Code"] if isinstance(exc, ClientError) else type(exc).__name__
-        INTAKE_REQUEST_LOG_FAILED.labels(code).inc()
-        if not _first_failure_logged.is_set():
-            _first_failure_logged.set()
-            logger.warning(
-                "intake request log write failed (%s); counted from now on in "
-                "intake_request_log_failures_total, not logged again",
-                code,
-                extra=log_fields(exc),
-            )
-        return False
-    return True
 
 
 def requests_for_key(tenant: str, idempotency_key: str, *, store: Store) -> list[IntakeRequest]:

@@ -142,6 +142,7 @@ def _key_of(role: str, operation: str, body: Mapping[str, Any]) -> dict[str, Any
         "ledger": ("fund",),
         "cases": ("case_id",),
         "audit_events": ("stream", "seq"),
+        "requests": ("subject", "at_id"),
     }.get(role, ())
     return {k: item[k] for k in key_names if k in item}
 

@@ -52,6 +52,7 @@ class Action(StrEnum):
     UPDATE_ITEM = "UpdateItem"
     DELETE_ITEM = "DeleteItem"
     BATCH_GET_ITEM = "BatchGetItem"
+    BATCH_WRITE_ITEM = "BatchWriteItem"
     QUERY = "Query"
     SCAN = "Scan"
 
@@ -142,7 +143,9 @@ def _serving(names: TableNames) -> dict[str, tuple[Action, ...]]:
         # Append-only: put (conditioned on the next seq) and read, never updated, deleted
         # or batch-written (a batch write cannot be conditioned: it would overwrite).
         names.audit_events: (a.GET_ITEM, a.PUT_ITEM, a.QUERY),
-        names.requests: (a.PUT_ITEM, a.QUERY),
+        # Put by the commit (a new pledge's entry), batch-written by the buffer that keeps
+        # every other answer off the request path, read by the pledge page.
+        names.requests: (a.PUT_ITEM, a.BATCH_WRITE_ITEM, a.QUERY),
     }
 
 

@@ -30,9 +30,11 @@ SECTIONS = (
 
 
 def _world() -> None:
-    """A pledge whose commit answer was lost (so it has a case), then a replay, a
-    reused key and a request with no key through the real API."""
+    """A pledge whose commit answer was lost (so it has a case; its commit wrote the
+    pledge's own request log entry), then a replay, a reused key and a request with no
+    key through the real API, their buffered log entries written."""
     from dashboard.models import ApiToken
+    from reconciliation.claims.request_log_buffer import request_log_flush
 
     ambiguous_case(LONG_KEY, donor_ref=DONOR)
     _, raw = ApiToken.issue("acme")
@@ -47,6 +49,7 @@ def _world() -> None:
         api.post(
             "/api/v1/pledges", data=json.dumps(body), content_type="application/json", **headers
         )
+    assert request_log_flush().written == 3
 
 
 @pytest.mark.parametrize("username", ["staff", "supervisor", "auditor"])
@@ -61,7 +64,8 @@ def test_the_pledge_page_for_each_role_fits_1280_and_390(ddb, open_browser, live
     page.wait_for_url(f"{live_server.url}/pledges/acme/**")
     for name in SECTIONS:
         expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
-    expect(page.locator("#requests li")).to_have_count(2)  # the replay and the 422
+    # the commit's own entry (written with the pledge), the replay and the 422
+    expect(page.locator("#requests li")).to_have_count(3)
     url = f"{live_server.url}/pledges/acme/{quote(LONG_KEY, safe='')}/"
     rejected = f"{live_server.url}/requests/rejected/?tenant=acme"
     for width in (1280, 390):

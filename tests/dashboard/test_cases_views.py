@@ -99,7 +99,7 @@ def test_decoded_reasons_one_row_per_item_with_old_item_beside_attempt(ddb, clie
     sign_in(client)
     html = client.get(f"/cases/{case.case_id}/").content.decode()
     items = re.findall(r'<tbody class="decoded-item( failed)?">', html)
-    assert len(items) == len(case.decoded) == 4
+    assert len(items) == len(case.decoded) == 5
     assert [bool(f) for f in items] == [r.failed for r in case.decoded]
     assert "ConditionalCheckFailed" in html
     assert "The pledge for this intent already exists" in html

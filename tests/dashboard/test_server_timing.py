@@ -43,19 +43,32 @@ class _Sent:
 
 
 @pytest.mark.dynamodb_local_only  # moto answers inside botocore: nothing is sent
-def test_api_new_pledge_is_three_round_trips_and_a_replay_two(ddb, api):
-    """A new pledge's answer says 3 DynamoDB calls (claim, commit, its request log
-    entry), its replay's says 2 (the claim's ALL_OLD, the log entry), and each count is
-    what the client actually sent."""
+def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
+    """A new pledge's answer says 2 DynamoDB calls (the claim, and the commit that carries
+    its request log entry), its replay's 1 (the claim's ALL_OLD; its log entry waits in
+    the buffer), each count is what the client actually sent, and both entries are
+    logged: the 201's by the commit, the replay's by one BatchWriteItem when flushed."""
+    from reconciliation.claims.request_log import requests_for_key
+
     sent = _Sent()
     created = api.post("st-1", pledge_body())
     assert created.status_code == 201
     calls_made, ddb_ms, app_ms = _timing(created)
-    assert calls_made == 3 == sent.count
+    assert calls_made == 2 == sent.count
     assert 0 < ddb_ms <= app_ms
+    logged = requests_for_key("acme", "st-1", store=first_store())  # 1 call: a Query
+    assert [(r.outcome, r.status) for r in logged] == [("created", None)]
     replay = api.post("st-1", pledge_body())
     assert replay.status_code == 200 and replay["Idempotent-Replayed"] == "true"
-    assert _timing(replay)[0] == 2 == sent.count - 3
+    assert _timing(replay)[0] == 1 == sent.count - 3
+    from reconciliation.claims.request_log_buffer import request_log_flush
+
+    assert request_log_flush().written == 1 and sent.count == 5
+    logged = requests_for_key("acme", "st-1", store=first_store())
+    assert [(r.outcome, r.status, r.replayed) for r in logged] == [
+        ("replayed", 200, True),
+        ("created", None, False),
+    ]
 
 
 @pytest.mark.dynamodb_local_only

@@ -24,6 +24,7 @@ from django.test.utils import override_settings
 from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
+from reconciliation.claims.request_log_buffer import RequestLogBuffer, request_log_buffered
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.batch import batch_writer
 from reconciliation.dynamo.client import (
@@ -156,6 +157,14 @@ class Session:
         stack.callback(reset_clients)
         stack.enter_context(quiet_logs())
         stack.enter_context(simulated_waits())
+        # The intake request log's buffered entries are written by no thread here: every
+        # call the wire sees must be the life's own, in its order. They are dropped after
+        # each scenario (a buffered entry is written after its answer was sent, so no
+        # fault of its write could change an answer; the commit's own entry is one of the
+        # commit's items, explored with it).
+        self.request_log = stack.enter_context(
+            request_log_buffered(RequestLogBuffer(capacity=1_000, interval_s=0))
+        )
         # The retry task runs in the life's own retry episodes, never through a broker.
         stack.enter_context(mock.patch.object(retry_commit_task, "apply_async", self._dispatch))
         faults.set_plan(None)
@@ -260,6 +269,7 @@ class Session:
         try:
             life.live()
         finally:
+            self.request_log.discard()
             snapshot = Snapshot.scan(self.oracle, self.names)
             self._empty(snapshot)
         problems = life.problems + check_at_rest(

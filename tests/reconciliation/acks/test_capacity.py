@@ -42,10 +42,11 @@ def test_a_pledge_delivered_first_time_costs_four_write_units(ddb, api):
     with capacity.instrumented(), capacity.measuring() as delivered:
         report = dispatch(leases)
     assert (report.delivered, report.settled) == (1, 1)
-    # claim 2 (put 1, pending index 1) + commit 18 (14 before acknowledgements, 2 for the
-    # pledge's by_donor_key entry, 2 for its acks_due entry) + the request log's entry 1;
-    # on indexes: pending 1, commit 10 (by_day ×2, pending out, by_donor_key, acks_due).
-    assert (committed.write, committed.index_write) == (2 + 18 + 1, 1 + 10)
+    # claim 2 (put 1, pending index 1) + commit 20 (14 before acknowledgements, 2 for the
+    # pledge's by_donor_key entry, 2 for its acks_due entry, 2 for the request log's entry
+    # written in the transaction); on indexes: pending 1, commit 10 (by_day ×2, pending
+    # out, by_donor_key, acks_due).
+    assert (committed.write, committed.index_write) == (2 + 20, 1 + 10)
     # The delivery: one UpdateItem of the pledge (1) that leaves acks_due (1); no lease.
     assert (delivered.write, delivered.index_write) == (2, 1)
 

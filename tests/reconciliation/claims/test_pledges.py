@@ -21,10 +21,19 @@ from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo import faults
 from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.stores import first_store
 from tests import fault_helpers
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
-from tests.helpers import audit_events, cases, claims, ledger_total, race, repositories
+from tests.helpers import (
+    audit_events,
+    cases,
+    claims,
+    ledger_total,
+    race,
+    repositories,
+    scan_all,
+)
 from tests.helpers import pledges as all_pledges
 
 ACTOR = Actor(username="api:acme", role=Role.API, address="127.0.0.1")
@@ -94,6 +103,44 @@ def test_retry_after_ambiguous_commit_with_stored_token_applies_once(ddb):
     assert len(all_pledges(ddb)) == 1
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     assert claim_item["request_token"] == attempt.request_token
+
+
+@pytest.mark.token_semantics
+def test_a_commit_rebuilt_minutes_later_under_its_token_carries_the_same_log_entry(ddb):
+    """An ambiguous commit that applied, rebuilt from its claim four minutes later (as a
+    RETRY_COMMIT in another process does) and sent under the same token: its request log
+    entry has no time or id of the resend in it, so the transaction is the same one
+    (no IdempotentParameterMismatch): DynamoDB answers it without applying it again, and
+    one pledge and one log entry, the commit's, exist."""
+    with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
+        outcome = _submit("amb-log")
+    assert outcome.kind == OutcomeKind.OUTCOME_UNKNOWN
+    repos = repositories()
+    claim = repos.claims.get("acme#create_pledge#amb-log")
+    attempt = claim.__class__(**{**claim.__dict__, "status": "PENDING", "version": 1})
+    sent_then, _ = intake.commit_items(repos, attempt)
+    with clock.travel(240):
+        assert intake.commit_items(repos, attempt)[0] == sent_then
+        retried = intake.pledge_commit(repos, attempt)
+    assert retried.kind == OutcomeKind.CREATED  # a changed item: token_parameter_mismatch
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    [logged] = scan_all(ddb, ddb.tables.requests)
+    assert logged["outcome"] == "created" and logged["at"] == attempt.claimed_at
+
+
+@pytest.mark.token_semantics
+def test_a_lost_commit_response_resent_by_the_sdk_logs_one_entry(ddb, api):
+    """The commit applies but its response is lost; the SDK sends the same request again
+    under the same token, which DynamoDB answers as the transaction it already applied:
+    201, one pledge, one request log entry."""
+    with response_lost(first_store().client, "TransactWriteItems") as swallowed:
+        created = api.post("lost-commit", pledge_body())
+    assert swallowed == [200]
+    assert created.status_code == 201
+    assert len(all_pledges(ddb)) == 1
+    assert ledger_total(ddb) == (Decimal("25.00"), 1)
+    assert [i["outcome"] for i in scan_all(ddb, ddb.tables.requests)] == ["created"]
 
 
 def test_changed_amount_under_same_key_is_rejected_with_nothing_written(ddb):
@@ -258,11 +305,28 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
             "another item.",
             "branch": "none",
         },
+        {
+            "index": 4,
+            "operation": "Put",
+            "table": "requests",
+            "key": {
+                "subject": "KEY#acme#dup-1",
+                "at_id": f"{claim.claimed_at}#{rows[4]['attempted']['request_id']}",
+            },
+            "code": "None",
+            "message": "",
+            "old_item": None,
+            "attempted": rows[4]["attempted"],
+            "explanation": "This item was fine; the transaction was cancelled because of "
+            "another item.",
+            "branch": "none",
+        },
     ]
     assert rows[0]["old_item"]["intent_id"] == "acme#dup-1"
     assert rows[0]["old_item"]["amount"] == 25
     assert rows[0]["attempted"]["intent_id"] == "acme#dup-1"
     assert rows[2]["attempted"]["action"] == "pledge_recorded"
+    assert rows[4]["attempted"]["outcome"] == "created"
 
 
 def test_decoded_rows_for_lost_claim_failure(ddb):
@@ -282,6 +346,7 @@ def test_decoded_rows_for_lost_claim_failure(ddb):
         (1, "Update", "ledger", "None", "none"),
         (2, "Put", "audit_events", "None", "none"),
         (3, "Update", "idempotency_keys", "ConditionalCheckFailed", "lost_claim"),
+        (4, "Put", "requests", "None", "none"),
     ]
     old = rows[3]["old_item"]
     assert old["status"] == "PENDING" and old["version"] == 2

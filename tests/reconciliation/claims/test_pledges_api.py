@@ -215,6 +215,7 @@ def test_conflict_past_budget_is_409_and_opens_cancelled_case(ddb, api, settings
         ("ledger", "TransactionConflict", "retryable"),
         ("audit_events", "None", "none"),
         ("idempotency_keys", "None", "none"),
+        ("requests", "None", "none"),
     ]
     [claim] = claims(ddb)
     assert claim["status"] == "FAILED" and claim["case_id"] == case["case_id"]

@@ -158,9 +158,9 @@ def test_a_commit_refused_by_the_durable_pledge_key_is_a_failed_transaction(ddb)
     key_reuse_case(ddb, "fcw-2")
 
     after = counted("transaction:pledges")
-    # The commit's four actions at 2×: pledge, ledger, receipt (items it names, each
-    # under 1 KB) and the claim update (1 unit, its item did not come back).
-    assert after == (before[0] + 1, before[1] + 8)
+    # The commit's five actions at 2×: pledge, ledger, receipt, request log entry (items
+    # it names, each under 1 KB) and the claim update (1 unit, its item did not come back).
+    assert after == (before[0] + 1, before[1] + 10)
 
 
 @pytest.mark.dynamodb_local_only
@@ -175,7 +175,7 @@ def test_a_commit_whose_answer_is_lost_is_still_measured(ddb):
     with lost, capacity.instrumented(), capacity.measuring() as spent:
         assert submit("fcw-3").kind == OutcomeKind.OUTCOME_UNKNOWN
 
-    # claim 2, the applied commit 18 (12, 2 for each of the pledge's by_day, acks_due and
-    # by_donor_key index entries: docs/capacity.md), then the AMBIGUOUS_TIMEOUT case's
-    # transactions 26 (24, and 2 for the case's by_day entry)
-    assert spent.write == 2 + 18 + 26
+    # claim 2, the applied commit 20 (14 with its request log entry, 2 for each of the
+    # pledge's by_day, acks_due and by_donor_key index entries: docs/capacity.md), then
+    # the AMBIGUOUS_TIMEOUT case's transactions 26 (24, and 2 for the case's by_day entry)
+    assert spent.write == 2 + 20 + 26

@@ -219,13 +219,15 @@ def test_double_clicks_show_in_the_budget_as_failed_conditional_writes(ddb):
     assert dict(total.failed) == {"put:idempotency_keys": 12}
     assert dict(total.failed_units) == {"put:idempotency_keys": 12}
     assert report.outcomes["created"] == 12
-    # 11 index units a pledge: 7, and 2 each for its acks_due and by_donor_key entries
+    # 11 base units a pledge: the claim 1, the commit's four items 8 and its request log
+    # entry 2; 11 index units: 7, and 2 each for its acks_due and by_donor_key entries
     # (docs/capacity.md).
-    assert total.base_write == pytest.approx(12 * 9) and total.index_write == pytest.approx(12 * 11)
+    assert total.base_write == pytest.approx(12 * 11)
+    assert total.index_write == pytest.approx(12 * 11)
     text = "\n".join(summary_lines(report, config))
     assert "failed conditional writes: 10 × 1.00 = 10 WCU" in text
     assert "put:idempotency_keys: 1.000 per intent, 12 WCU in the run" in text
-    assert "total: 210 WCU at peak" in text  # 10/s × (9 base + 11 index + 1 failed claim)
+    assert "total: 230 WCU at peak" in text  # 10/s × (11 base + 11 index + 1 failed claim)
 
 
 def test_an_engine_reporting_no_capacity_gets_no_measured_rule():
