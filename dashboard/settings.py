@@ -141,10 +141,14 @@ TEMPLATES = [
     }
 ]
 
+# Each gunicorn thread keeps its connection for a minute; one the server has ended since (a
+# PostgreSQL restart or failover, an idle timeout) is checked and replaced before a request
+# uses it, instead of failing that request with a 500.
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=60,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

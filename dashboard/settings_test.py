@@ -4,13 +4,17 @@ The test client speaks HTTP, so HTTPS redirects and secure-only cookies are off 
 Two more differences, both for speed and neither a behaviour under test: passwords are
 hashed with MD5 (PBKDF2's 10^6 iterations cost ~0.3 s per user created or signed in),
 and under pytest-xdist each worker uses a Redis database of its own. Everything else is
-exactly dashboard.settings. The production profile itself is checked by ``manage.py
+exactly dashboard.settings, on SQLite, or under ``make test-postgres`` on the
+PostgreSQL database ``TEST_DATABASE_URL`` names (tests/databases.py), with the production
+connection options. The production profile itself is checked by ``manage.py
 check --deploy`` in tests/dashboard/test_security.py, and processes a test starts (make
 run, Celery workers) run on dashboard.settings.
 """
 
 import os
 from urllib.parse import urlsplit, urlunsplit
+
+import dj_database_url
 
 os.environ.setdefault("DJANGO_HTTPS", "0")
 
@@ -33,5 +37,22 @@ if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
     os.environ["REDIS_URL"] = worker_redis_url(base, os.environ["PYTEST_XDIST_WORKER"])
 
 from dashboard.settings import *  # noqa: E402,F403
+from dashboard.settings import DATABASES as _PRODUCTION_DATABASES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Production's connection options, for whichever database the tests use.
+_PRODUCTION = _PRODUCTION_DATABASES["default"]
+_CONN_MAX_AGE, _CONN_HEALTH_CHECKS = _PRODUCTION["CONN_MAX_AGE"], _PRODUCTION["CONN_HEALTH_CHECKS"]
+
+
+def database_at(url: str) -> dj_database_url.DBConfig:
+    """Django's settings for the database at ``url``, kept open and checked before reuse
+    as production's are (the SQLite options of ``DATABASE_URL``'s default do not apply)."""
+    return dj_database_url.parse(
+        url, conn_max_age=_CONN_MAX_AGE, conn_health_checks=_CONN_HEALTH_CHECKS
+    )
+
+
+if os.environ.get("TEST_DATABASE") == "postgres" and os.environ.get("TEST_DATABASE_URL"):
+    DATABASES = {"default": database_at(os.environ["TEST_DATABASE_URL"])}

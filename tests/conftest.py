@@ -23,6 +23,7 @@ from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from tests import databases
 from tests.iam_recorder import ENGINE_SKIP, IamRecorderPlugin, Recorder, install
 from tests.table_pool import TablePool, unique_names
 
@@ -57,8 +58,9 @@ class Engine:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every DynamoDB call the code makes is checked against ``manage.py iam_policy``
-    (tests/iam_recorder.py)."""
+    """The database the run asked for (tests/databases.py), and every DynamoDB call the
+    code makes is checked against ``manage.py iam_policy`` (tests/iam_recorder.py)."""
+    databases.configure(config)
     recorder = Recorder()
     install(recorder)
     config.pluginmanager.register(IamRecorderPlugin(config, recorder), "iam_recorder")
@@ -75,12 +77,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("ddb", engines, indirect=True)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    databases.unconfigure(config, keep_log=OUTPUT_DIR / "postgresql.log")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest first. Under ``--dist loadfile --no-loadscope-reorder`` (the Makefile) each
-    xdist worker takes a whole file when it runs low, in this order: files holding tests
-    marked ``long`` (whole process sets, a browser over every page) first, the most such
-    tests first, then the rest with the most tests first. No long file then starts last
-    and runs alone while the other worker idles. A file keeps its own order."""
+    """Under ``TEST_DATABASE=postgres`` only the tests that touch Django's database
+    (tests/databases.py). Then longest first. Under ``--dist loadfile
+    --no-loadscope-reorder`` (the Makefile) each xdist worker takes a whole file when it
+    runs low, in this order: files holding tests marked ``long`` (whole process sets, a
+    browser over every page) first, the most such tests first, then the rest with the
+    most tests first. No long file then starts last and runs alone while the other worker
+    idles. A file keeps its own order."""
+    databases.select(config, items)
     tests: dict[Path, int] = {}
     long_tests: dict[Path, int] = {}
     for item in items:
@@ -245,6 +254,17 @@ def _engine_tables(
         else:
             pool.release(names)
         reset_clients()
+
+
+@pytest.fixture
+def subprocess_database_url(tmp_path) -> Iterator[str]:
+    """The ``DATABASE_URL`` for the processes this test starts (gunicorn, ``manage.py``,
+    ``make run``): a fresh SQLite file in its folder, or under ``make test-postgres`` a
+    fresh database on the run's cluster, dropped afterwards. Asking for it also puts the
+    test in ``make test-postgres``."""
+    url = databases.subprocess_database_url(tmp_path)
+    yield url
+    databases.drop_subprocess_database(url)
 
 
 class ApiCaller:

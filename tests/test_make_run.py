@@ -84,16 +84,16 @@ def _concurrent_clients(port: int, clients: int, rounds: int) -> tuple[list, lis
     return statuses, errors
 
 
-def _start_run(tmp_path, web_port: int, **settings: str) -> subprocess.Popen:
-    """bin/run.py as `make run` starts it, on its own ports and folder, with no demo data
-    and none of this process's DynamoDB endpoint or regions: it starts its own engines.
-    Its output goes to ``run.log`` in ``tmp_path`` (``_output``): a pipe nobody reads
-    while the test waits would fill and stop every process that writes to it."""
+def _start_run(tmp_path, web_port: int, database_url: str, **settings: str) -> subprocess.Popen:
+    """bin/run.py as `make run` starts it, on its own ports, folder and database, with no
+    demo data and none of this process's DynamoDB endpoint or regions: it starts its own
+    engines. Its output goes to ``run.log`` in ``tmp_path`` (``_output``): a pipe nobody
+    reads while the test waits would fill and stop every process that writes to it."""
     env = dict(
         os.environ,
         WEB_PORT=str(web_port),
         VAR_DIR=str(tmp_path),
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DATABASE_URL=database_url,
         REDBEAT_KEY_PREFIX=f"redbeat:test-{web_port}:",
         DEMO_SEED="0",
         **settings,
@@ -154,13 +154,15 @@ def _stop(proc: subprocess.Popen, how: str) -> None:
 @pytest.mark.long
 @pytest.mark.timeout(600)
 @pytest.mark.dynamodb_local_only
-def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
+def test_make_run_serves_and_ctrl_c_stops_everything(
+    tmp_path, dynamodb_local, subprocess_database_url
+):
     """bin/run.py (what `make run` calls) comes up under gunicorn, serves 32 concurrent
     clients and the collected static files, and stops cleanly on Ctrl-C. (SIGTERM, the
     way a service manager stops it, is the two-region test's stop: one start of the
-    whole process set fewer.)"""
+    whole process set fewer.) Under `make test-postgres` its database is PostgreSQL."""
     web_port, ddb_port = free_port(), free_port()
-    proc = _start_run(tmp_path, web_port, DDB_LOCAL_PORT=str(ddb_port))
+    proc = _start_run(tmp_path, web_port, subprocess_database_url, DDB_LOCAL_PORT=str(ddb_port))
     base = f"http://127.0.0.1:{web_port}"
     try:
         health = _wait_while_running(
@@ -221,7 +223,7 @@ def test_make_run_serves_and_ctrl_c_stops_everything(tmp_path, dynamodb_local):
     assert "sign in at http://127.0.0.1:" in output and "no second factor" in output
     # Asked to stop, it stopped: `make run` ends without `make: *** Error 130`.
     assert proc.returncode == 0, output
-    # DynamoDB Local kept its data on disk under var/, beside the SQLite database.
+    # DynamoDB Local kept its data on disk under var/, beside the Django database.
     assert (tmp_path / "dynamodb" / "shared-local-instance.db").exists()
     assert _session_processes(proc.pid) == []
     for port in (web_port, ddb_port):
@@ -241,6 +243,8 @@ def test_make_run_with_two_regions_brings_up_the_stand_in(tmp_path, dynamodb_loc
     proc = _start_run(
         tmp_path,
         web_port,
+        # SQLite under `make test-postgres` too: the one-region test covers the database.
+        f"sqlite:///{tmp_path / 'db.sqlite3'}",
         RUN_REGIONS="2",
         DDB_LOCAL_PORT=str(ddb_port),
         DDB_LOCAL_PORT2=str(ddb_port2),

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from reconciliation.dynamo.local import free_port
+from tests.databases import subprocess_database_url
 from tests.processes import ROOT, Process, wait_for
 
 # --- Redis --------------------------------------------------------------------------------
@@ -83,9 +84,18 @@ class RedisServer:
 
 
 def django_env(
-    tmp: Path, *, endpoint_url: str, table_prefix: str, redis_url: str, **extra: str
+    tmp: Path,
+    *,
+    endpoint_url: str,
+    table_prefix: str,
+    redis_url: str,
+    database_url: str | None = None,
+    **extra: str,
 ) -> dict:
-    """The environment of a production-like process of this project, on plain http."""
+    """The environment of a production-like process of this project, on plain http, with
+    its Django database at ``database_url`` (by default a fresh one:
+    tests/databases.py · ``subprocess_database_url``, SQLite under ``tmp`` or PostgreSQL
+    under ``make test-postgres``)."""
     env = dict(os.environ)
     env.pop("FAULT_INJECTION", None)
     env.update(
@@ -97,7 +107,7 @@ def django_env(
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
         AUDIT_SIGNING_KEY="reliability-test-signing-key",
-        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
+        DATABASE_URL=database_url or subprocess_database_url(tmp),
         VAR_DIR=str(tmp / "var"),
         DYNAMODB_ENDPOINT_URL=endpoint_url,
         DDB_TABLE_PREFIX=table_prefix,
@@ -131,7 +141,7 @@ def manage(env: dict, *args: str, timeout: float = 120) -> str:
 
 class ApiServer:
     """``gunicorn dashboard.wsgi`` (the documented production server) on a free port,
-    with its own SQLite database for users and API tokens."""
+    with its own Django database (``env``'s ``DATABASE_URL``) for users and API tokens."""
 
     def __init__(self, env: dict, log_dir: Path, *, workers: int = 2, threads: int = 8):
         self.env = env

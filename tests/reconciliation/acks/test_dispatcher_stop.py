@@ -29,9 +29,10 @@ def shard_leases(ddb) -> list[dict]:
     ]
 
 
-def env_for(ddb, tmp_path, **extra: str) -> dict:
+def env_for(ddb, tmp_path, database_url: str, **extra: str) -> dict:
     return django_env(
         tmp_path,
+        database_url=database_url,
         endpoint_url=ddb.endpoint_url,
         table_prefix=ddb.tables.idempotency_keys.removesuffix("idempotency_keys"),
         redis_url="redis://127.0.0.1:1/0",  # nothing here uses Redis
@@ -43,11 +44,13 @@ def env_for(ddb, tmp_path, **extra: str) -> dict:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_dispatcher_asked_to_stop_gives_back_its_shard_leases(ddb, api, tmp_path, sig):
+def test_a_dispatcher_asked_to_stop_gives_back_its_shard_leases(
+    ddb, api, tmp_path, subprocess_database_url, sig
+):
     """After delivering, a dispatcher holds its shard's lease across passes (60 s here);
     stopped, it releases the lease (no ``lease_until`` left) and exits 0, and a second
     dispatcher sends the next pledge of that shard at once."""
-    env = env_for(ddb, tmp_path)
+    env = env_for(ddb, tmp_path, subprocess_database_url)
     sink = sink_registered(env, tmp_path, tenant="acme").start()
     first = dispatcher(env, tmp_path, 0).start()
     try:
