@@ -37,11 +37,12 @@ for name in [f"person{{n}}" for n in range({PEOPLE})] + [{TARGET!r}]:
 
 
 @pytest.fixture
-def web(ddb, tmp_path):
+def web(ddb, tmp_path, subprocess_database_url):
     """The shipped gunicorn on a free port, with PEOPLE staff and one more account."""
     port = free_port()
     env = django_env(
         tmp_path,
+        database_url=subprocess_database_url,
         endpoint_url=ddb.endpoint_url,
         table_prefix=ddb.tables.idempotency_keys.removesuffix("idempotency_keys"),
         redis_url=settings.REDIS_URL,
