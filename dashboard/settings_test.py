@@ -43,7 +43,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Production's connection options, for whichever database the tests use.
 _PRODUCTION = _PRODUCTION_DATABASES["default"]
-_CONN_MAX_AGE, _CONN_HEALTH_CHECKS = _PRODUCTION["CONN_MAX_AGE"], _PRODUCTION["CONN_HEALTH_CHECKS"]
+# (an in-memory SQLite URL, as the fault explorer's workers use, comes without them)
+_CONN_MAX_AGE = _PRODUCTION.get("CONN_MAX_AGE", 0)
+_CONN_HEALTH_CHECKS = _PRODUCTION.get("CONN_HEALTH_CHECKS", False)
 
 
 def database_at(url: str) -> dj_database_url.DBConfig:

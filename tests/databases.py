@@ -117,8 +117,13 @@ def unconfigure(config: pytest.Config, *, keep_log: Path) -> None:
 
 def select(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``TEST_DATABASE=postgres``, deselect the tests that do not touch Django's
-    database."""
+    database; otherwise the ones marked ``postgres_only`` (what only a database server
+    can do: they are ``make test-postgres``'s, never skipped)."""
     if not on_postgres():
+        elsewhere = [item for item in items if item.get_closest_marker("postgres_only")]
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = [item for item in items if not item.get_closest_marker("postgres_only")]
         return
     kept = [item for item in items if touches_django_database(item)]
     if len(kept) < len(items):

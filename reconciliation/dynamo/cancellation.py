@@ -142,7 +142,9 @@ def _key_of(role: str, operation: str, body: Mapping[str, Any]) -> dict[str, Any
         "ledger": ("fund",),
         "cases": ("case_id",),
         "audit_events": ("stream", "seq"),
-        "requests": ("subject", "at_id"),
+        # The log entry's subject alone: its sort key is an instant and an id, which
+        # says nothing to a reader that the subject does not.
+        "requests": ("subject",),
     }.get(role, ())
     return {k: item[k] for k in key_names if k in item}
 
@@ -220,6 +222,10 @@ def cancellation_decode(
         key = _key_of(role, operation, body)
         explanation, branch = _explain(role, code, old, key)
         attempted = from_item(body["Item"]) if operation == "Put" else None
+        if role == "requests":
+            # The request log's entry restates this request (its key names it); it is no
+            # evidence about the pledge, and its body would only grow the case item.
+            attempted = None
         if operation == "Update":
             attempted = {"update": body.get("UpdateExpression", "")}
         rows.append(

@@ -7,15 +7,12 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests import databases
 from tests.reliability.procs import ApiServer, django_env
 
 pytestmark = [
     pytest.mark.dynamodb_local_only,  # a real server process needs a real engine
-    pytest.mark.skipif(
-        not databases.on_postgres(),
-        reason="SQLite has no server to end a connection: make test-postgres runs this",
-    ),
+    # SQLite has no server to end a connection: make test-postgres runs this.
+    pytest.mark.postgres_only,
 ]
 
 

@@ -279,7 +279,7 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
     def boom(*args, **kwargs):
         raise AssertionError("verify_export must not touch DynamoDB")
 
-    for name in ("first_store", "home_store", "every_store", "dynamodb_client"):
+    for name in ("first_store", "home_store", "every_store", "shared_client"):
         monkeypatch.setattr(f"reconciliation.stores.{name}", boom)
     assert verify_export(out, manifest_path)[0] == 0
     original = out.read_bytes()

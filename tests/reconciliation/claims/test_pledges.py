@@ -309,14 +309,11 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
             "index": 4,
             "operation": "Put",
             "table": "requests",
-            "key": {
-                "subject": "KEY#acme#dup-1",
-                "at_id": f"{claim.claimed_at}#{rows[4]['attempted']['request_id']}",
-            },
+            "key": {"subject": "KEY#acme#dup-1"},
             "code": "None",
             "message": "",
             "old_item": None,
-            "attempted": rows[4]["attempted"],
+            "attempted": None,  # the log entry restates the request: no evidence
             "explanation": "This item was fine; the transaction was cancelled because of "
             "another item.",
             "branch": "none",
@@ -326,7 +323,6 @@ def test_decoded_rows_for_pledge_exists_failure(ddb):
     assert rows[0]["old_item"]["amount"] == 25
     assert rows[0]["attempted"]["intent_id"] == "acme#dup-1"
     assert rows[2]["attempted"]["action"] == "pledge_recorded"
-    assert rows[4]["attempted"]["outcome"] == "created"
 
 
 def test_decoded_rows_for_lost_claim_failure(ddb):
