@@ -288,7 +288,16 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "dashboard.log_format.JsonFormatter"},
+        # python-json-logger: every field a record was given (``extra=``) is a key.
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "{levelname}{name}{message}",
+            "style": "{",
+            "rename_fields": {"levelname": "level", "name": "logger", "exc_info": "exc"},
+            "timestamp": "time",
+            # A value JSON cannot hold (Django's request object, say) is written as text.
+            "json_default": str,
+        },
     },
     "filters": {"refusal": {"()": "dashboard.log_filters.RefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},

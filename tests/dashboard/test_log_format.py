@@ -9,7 +9,14 @@ import os
 import subprocess
 import sys
 
-from dashboard.log_format import JsonFormatter
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+def JsonFormatter() -> logging.Formatter:  # noqa: N802 - stands for the class it builds
+    """The ``json`` formatter as ``settings.LOGGING`` configures it."""
+    spec = dict(settings.LOGGING["formatters"]["json"])
+    return import_string(spec.pop("()"))(**spec)
 
 
 def _record(**extra: object) -> logging.LogRecord:
