@@ -404,8 +404,10 @@ SUPERVISOR_DIGEST_HOUR = env_int("SUPERVISOR_DIGEST_HOUR", 7)
 # Where the e-mail's links point.
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
 # How long the overview's summary (ageing, oldest, past SLA, latest events) is shown to
-# every viewer before one of them recomputes it; a change to any queue's open count
-# recomputes it at once (reconciliation/casework/overview.py). 0: every view recomputes.
+# every viewer as fresh; once older, or once any queue's open count changed, it is shown
+# with its age and one viewer queues its recomputation on a worker (overview_summary_task;
+# reconciliation/casework/overview.py). No view computes it itself. 0: never fresh, every
+# view asks (at most one ask per 10 s).
 OVERVIEW_SUMMARY_MAX_AGE_S = env_int("OVERVIEW_SUMMARY_MAX_AGE_S", 30)
 # Django's mail settings; the console backend prints mail (what `make run` uses).
 EMAIL_BACKEND = os.environ.get(

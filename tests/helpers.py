@@ -177,6 +177,17 @@ def sign_in(
     return user
 
 
+def overview_get(client, **headers):
+    """The overview (``GET /``) with its summary as a worker leaves it after everything
+    done so far: no view computes the summary itself, a view only asks a worker for it
+    (reconciliation/casework/overview.py)."""
+    from reconciliation.casework.overview import overview_summary_refresh
+    from reconciliation.stores import every_store
+
+    overview_summary_refresh(stores=every_store())
+    return client.get("/", **headers)
+
+
 def pass_second_factor(client, user):
     """Mark ``client``'s session as signed in with an authenticator, as the sign-in form
     does after a good code (the roles that require one reach no page otherwise)."""

@@ -265,24 +265,35 @@ class CaseRepository:
             raise ValueError("a kept item's id starts with '#': it is never a case")
         self.client.put_item(TableName=self.table, Item=to_item({**values, "case_id": item_id}))
 
-    def kept_ask(self, item_id: str, *, computed_at: str, now: str, asked_before: str) -> bool:
+    def kept_ask(
+        self, item_id: str, *, computed_at: str | None, now: str, asked_before: str
+    ) -> bool:
         """Mark the kept item ``item_id`` as asked to be replaced, if it is still the one
-        computed at ``computed_at`` (as read) and nobody asked since ``asked_before``:
-        ``True`` for the one asker who should queue the work, ``False`` for the others
-        (or when it was replaced meanwhile). Replacing the item clears the mark."""
+        computed at ``computed_at`` as read (``None``: none was kept yet, and the mark
+        creates the item) and nobody asked since ``asked_before``: ``True`` for the one
+        asker who should queue the work, ``False`` for the others (or when it was
+        replaced meanwhile). Replacing the item clears the mark."""
+        # The first part closes the race with the worker that keeps a new item between
+        # this asker's read and its mark; the second, the race between askers.
+        if computed_at is None:
+            same = "attribute_not_exists(computed_at)"
+            read: dict[str, AttributeValueTypeDef] = {}
+        else:
+            same = "computed_at = :read"
+            read = {":read": {"S": computed_at}}
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key=self._key(item_id),
                 UpdateExpression="SET refresh_asked_at = :now",
                 ConditionExpression=(
-                    "computed_at = :read AND "
+                    f"{same} AND "
                     "(attribute_not_exists(refresh_asked_at) OR refresh_asked_at < :before)"
                 ),
                 ExpressionAttributeValues={
                     ":now": {"S": now},
-                    ":read": {"S": computed_at},
                     ":before": {"S": asked_before},
+                    **read,
                 },
             )
         except ClientError as exc:

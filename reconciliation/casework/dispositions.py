@@ -37,7 +37,12 @@ from reconciliation.cases.models import Case, CommitRetry, retry_in_flight
 from reconciliation.cases.policy import BULK_DISPOSITIONS, LABELS, allowed_actions, evidence_refusal
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, RetryStatus
-from reconciliation.casework.evidence import DecisionEvidence, evidence_check, evidence_read
+from reconciliation.casework.evidence import (
+    Decided,
+    DecisionEvidence,
+    evidence_check,
+    evidence_read,
+)
 from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import ClaimStatus
 from reconciliation.claims.pledges import ACK_GAVE_UP, PledgeRepository
@@ -86,8 +91,9 @@ def case_dispose(
         )
     if actor.role == Role.SYSTEM and case.state not in (CaseState.OPEN, CaseState.ESCALATED):
         raise CaseError(f"The case is {CaseState.words(case.state).lower()}.")
-    # The evidence this disposition needs, read now (consistent), whoever decides.
-    evidence = evidence_check(store, case, disposition)
+    # The evidence this disposition needs, read now (consistent), whoever decides; and
+    # the claim of a disposition that writes it, in the same reads (never twice).
+    evidence = evidence_check(store, case, disposition, claim_too=disposition in _WRITES_CLAIM)
     common = _ChangeCommon(
         actor=actor,
         action_id=staff.action_id,
@@ -128,7 +134,9 @@ def _duplicate_rejected_ok(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
     updated = _resolved(store, case, detail=_evidence_detail(evidence), **common)
-    return ActionResult(updated, True, "Recorded: the duplicate was correctly rejected.")
+    return Decided(
+        updated, True, "Recorded: the duplicate was correctly rejected.", evidence=evidence
+    )
 
 
 _DRIFT_MESSAGES = {
@@ -221,7 +229,7 @@ def _escalate(
         changes={"state": CaseState.ESCALATED},
         **common,
     )
-    return ActionResult(updated, True, "Escalated.")
+    return Decided(updated, True, "Escalated.", evidence=evidence)
 
 
 def _retry_commit(
@@ -243,30 +251,39 @@ def _retry_commit(
         store, case, action=AuditAction.RETRY_COMMIT_REQUESTED, changes={"retry": retry}, **common
     )
     enqueue_retry(updated.case_id, retry.request_id)
-    return ActionResult(
-        updated, True, "The commit will be retried in the background with the same token."
+    return Decided(
+        updated,
+        True,
+        "The commit will be retried in the background with the same token.",
+        evidence=evidence,
     )
 
 
 def _confirm_committed(
     store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
 ) -> ActionResult:
-    pledge = evidence.pledge
+    pledge, claim = evidence.pledge, evidence.claim  # both read consistently just now
     if pledge is None:  # pragma: no cover - evidence_check refuses it
         raise CaseError("No pledge.")
-    claim = ClaimRepository(store).get(case.claim_pk)
     extra = []
     if claim is not None and claim.status != ClaimStatus.COMPLETED:
-        # Finalise the claim so replays are answered from it, fenced on the version read.
+        # Finalise the claim so replays are answered from it, fenced on the version read;
+        # the page after it shows the claim as this transaction leaves it (same values).
+        at, body, ttl = clock.now(), pledge.api_body(), settings.CLAIM_COMPLETED_TTL_S
         extra.append(
             ClaimRepository(store).finalise_item(
                 claim,
                 status=ClaimStatus.COMPLETED,
-                response_body=pledge.api_body(),
-                expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+                response_body=body,
+                expires_in_s=ttl,
                 require_pending=False,
+                at=at,
             )
         )
+        finalised = ClaimRepository.finalised(
+            claim, status=ClaimStatus.COMPLETED, response_body=body, expires_in_s=ttl, at=at
+        )
+        evidence = evidence.with_claim(finalised)
     updated = _resolved(
         store,
         case,
@@ -274,8 +291,11 @@ def _confirm_committed(
         detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)},
         **common,
     )
-    return ActionResult(updated, True, "Confirmed committed: the pledge is recorded.")
+    return Decided(updated, True, "Confirmed committed: the pledge is recorded.", evidence=evidence)
 
+
+# The dispositions that write the claim (fenced on its version): their decision reads it.
+_WRITES_CLAIM = frozenset({Disposition.CONFIRMED_COMMITTED})
 
 # What each evidence-based disposition does, once the case, role and reason are checked.
 _DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {

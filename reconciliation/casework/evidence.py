@@ -6,8 +6,10 @@ so what the case page offers and what the services accept never differ."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from reconciliation import clock
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Case
 from reconciliation.cases.policy import (
@@ -56,34 +58,62 @@ def evidence_facts(
 
 @dataclass(frozen=True)
 class DecisionEvidence:
-    """What a decision read: the pledge and claim (``None`` where absent or not read) and
-    the facts judged from them."""
+    """What a decision read, consistently, at ``read_at``: the pledge and claim (``None``
+    where absent or not read: ``pledge_read`` and ``claim_read`` say which were) and the
+    facts judged from them."""
 
     pledge: Pledge | None
     claim: Claim | None
     facts: EvidenceFacts
+    pledge_read: bool = False
+    claim_read: bool = False
+    read_at: str = ""
 
     @property
     def line(self) -> str:
         """One line a person reads beside the decision (the bulk preview, an event)."""
         return evidence_line(self.facts)
 
+    def with_claim(self, claim: Claim) -> DecisionEvidence:
+        """This evidence with the claim as the decision's own transaction wrote it (the
+        facts stay those the decision was judged on)."""
+        return replace(self, claim=claim, claim_read=True)
 
-def evidence_read(store: Store, case: Case, action: str) -> DecisionEvidence:
-    """Consistent reads of what ``action``'s evidence rule consults, nothing more."""
-    pledge = (
-        PledgeRepository(store).get(case.intent_id, consistent=True)
-        if needs_pledge(action) and case.intent_id
-        else None
+
+@dataclass(frozen=True)
+class Decided(ActionResult):
+    """An action's result with the evidence its decider read and the action's own writes
+    applied: the page after it is built from these, not read again."""
+
+    evidence: DecisionEvidence | None = None
+
+
+def evidence_read(
+    store: Store, case: Case, action: str, *, claim_too: bool = False
+) -> DecisionEvidence:
+    """Consistent reads of what ``action``'s evidence rule consults, nothing more; the
+    claim also with ``claim_too`` (an action that writes it, fenced on what it read)."""
+    read_at = clock.iso(clock.now())
+    pledge_read = needs_pledge(action) and bool(case.intent_id)
+    claim_read = claim_too or needs_claim(action)
+    pledge = PledgeRepository(store).get(case.intent_id, consistent=True) if pledge_read else None
+    claim = ClaimRepository(store).get(case.claim_pk, consistent=True) if claim_read else None
+    return DecisionEvidence(
+        pledge,
+        claim,
+        evidence_facts(case=case, pledge=pledge, claim=claim),
+        pledge_read=pledge_read,
+        claim_read=claim_read,
+        read_at=read_at,
     )
-    claim = ClaimRepository(store).get(case.claim_pk) if needs_claim(action) else None
-    return DecisionEvidence(pledge, claim, evidence_facts(case=case, pledge=pledge, claim=claim))
 
 
-def evidence_check(store: Store, case: Case, action: str) -> DecisionEvidence:
-    """The evidence ``action`` needs on ``case``, read now; :class:`EvidenceRefused` with
-    the one-line reason when it is missing."""
-    evidence = evidence_read(store, case, action)
+def evidence_check(
+    store: Store, case: Case, action: str, *, claim_too: bool = False
+) -> DecisionEvidence:
+    """The evidence ``action`` needs on ``case``, read now (see :func:`evidence_read`);
+    :class:`EvidenceRefused` with the one-line reason when it is missing."""
+    evidence = evidence_read(store, case, action, claim_too=claim_too)
     refusal = evidence_refusal(action, evidence.facts)
     if refusal is not None:
         raise EvidenceRefused(refusal)

@@ -33,7 +33,7 @@ from reconciliation.cases.models import (
 from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override, ReasonCode
-from reconciliation.casework.evidence import evidence_check
+from reconciliation.casework.evidence import Decided, evidence_check
 from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
@@ -101,7 +101,12 @@ def override_request(
         reason_text=text,
         changes={"state": CaseState.OVERRIDE_REQUESTED, "override": request},
     )
-    return ActionResult(updated, True, f"{LABELS[override]} requested; a supervisor must approve.")
+    return Decided(
+        updated,
+        True,
+        f"{LABELS[override]} requested; a supervisor must approve.",
+        evidence=evidence,
+    )
 
 
 def _pending_override(case: Case, request_id: str | None) -> OverrideRequest:

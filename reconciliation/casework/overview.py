@@ -1,26 +1,27 @@
 """The overview in a constant number of DynamoDB calls, whatever the queues, cases and
-regions (issue "4/5 the worklist finance runs the day from", docs/benchmarks.md).
+regions, and whether or not its summary is fresh (docs/benchmarks.md).
 
 What the overview shows comes in two kinds. The open cases per queue and their amount
 at risk are counter items, read live: one BatchGetItem per region. Everything else —
 the oldest case and the ageing buckets per queue, the cases past their queue's SLA, the
 override requests waiting, the latest audit events — takes Queries per queue and per
-audit shard (37 calls for seven queues in one region). Those are the **summary**: computed
-by the first viewer who finds none fresh, for every viewer, and kept as one item beside
-the counters (``#OVERVIEW#`` in the first region's cases table), which the counters'
-BatchGetItem reads at no extra call.
+audit shard (64-81 calls for seven queues in one region, growing with the cases). Those
+are the **summary**: computed off the request path by ``overview_summary_task`` on a
+worker, for every viewer, and kept as one item beside the counters (``#OVERVIEW#`` in
+the first region's cases table), which the counters' BatchGetItem reads at no extra call.
 
 A summary is fresh while it is younger than ``OVERVIEW_SUMMARY_MAX_AGE_S`` *and* was
-computed from the open counts the counters show now. A view that finds the kept summary
-stale (a case opened, moved or closed anywhere, or the age limit passed) does not pay
-the Queries itself: it shows the kept one, marked as being refreshed, and the one viewer
-whose conditional mark on the kept item succeeds (``CaseRepository.kept_ask``: one
-UpdateItem) queues ``overview_summary_task``, which recomputes it off the request path.
-So every view costs one BatchGetItem per region, plus that one UpdateItem when stale,
-whatever the queues, cases and regions hold. Only a view that finds no summary at all (a
-new install's first, or ``OVERVIEW_SUMMARY_MAX_AGE_S=0``) computes it itself. Changes
-that move no count (an assignment, an event with no queue move) show when the summary
-ages out. Finance staff see their own events among the summary's latest
+computed from the open counts the counters show now. A view never pays the Queries
+itself: finding the kept summary stale (a case opened, moved or closed anywhere, or the
+age limit passed) it shows the kept one with its age, and finding none at all (a new
+install) it shows the counters and says the rest is being computed. Either way the one
+viewer whose conditional mark on the kept item succeeds (``CaseRepository.kept_ask``:
+one UpdateItem, which creates the item when there is none) queues the task; the others
+see the mark (in what they read, or by their own ask being refused) and queue nothing,
+until ``ASK_AGAIN_S`` passes without a new summary. So every view costs one
+BatchGetItem per region, plus at most that one UpdateItem when stale or missing.
+Changes that move no count (an assignment, an event with no queue move) show when the
+summary ages out. Finance staff see their own events among the summary's latest
 ``EVENTS_KEPT`` (``policy.audit_visible_performer``); the audit trail searches further.
 """
 
@@ -49,6 +50,8 @@ SUMMARY_ID = "#OVERVIEW#"
 # Events kept in the summary: the newest of every performer, so that a finance staff
 # member's own recent actions are usually among them.
 EVENTS_KEPT = 50
+# Override requests waiting, listed by name (the count is the counters').
+APPROVALS_KEPT = 5
 DEFAULT_MAX_AGE_S = 30
 # Under DynamoDB's 400 KB item limit with room to spare: long events are dropped from
 # the kept copy (oldest first) rather than the summary not being kept at all.
@@ -130,10 +133,13 @@ def event_rows(events: Sequence[dict[str, Any]], *, limit: int) -> list[EventRow
 
 @dataclass(frozen=True)
 class Overview:
+    """What a view shows: the live counters and the kept summary (``None``: none was
+    ever computed), and whether that summary is stale (``refreshing``: a new one is
+    asked for, or being computed on a worker)."""
+
     counters: dict[str, QueueCounter]
-    summary: OverviewSummary
-    computed_now: bool  # this view paid for the summary's Queries
-    refreshing: bool = False  # the summary shown is stale; a new one is on its way
+    summary: OverviewSummary | None
+    refreshing: bool = False
 
 
 def _performer(event: dict[str, Any]) -> str:
@@ -144,39 +150,41 @@ def _performer(event: dict[str, Any]) -> str:
 def overview_read(
     *,
     stores: Sequence[Store],
+    refresh_later: Callable[[], bool],
     max_age_s: float = DEFAULT_MAX_AGE_S,
-    approvals: int = 5,
-    refresh_later: Callable[[], bool] | None = None,
 ) -> Overview:
     """The counters (one BatchGetItem per region, which also reads the kept summary) and
-    the kept summary. A stale one is shown as it is, and ``refresh_later`` (queue
-    ``overview_summary_task``; ``True`` if queued) is called by the one viewer whose ask
-    is recorded. Without a kept summary, or without ``refresh_later``, or with
-    ``max_age_s`` 0, the summary is computed now (and kept for the next viewer)."""
+    the kept summary, never computed here. A stale or missing one is shown as it is (or
+    not at all), and ``refresh_later`` (queue ``overview_summary_task``; ``True`` if
+    queued) is called by the one viewer whose ask is recorded. ``max_age_s`` 0: no
+    summary is ever fresh, every view asks (at most once per ``ASK_AGAIN_S``)."""
     read = merged_counters_and(stores, SUMMARY_ID)
-    counters, kept = read.counters, read.items
+    counters = read.counters
     counts = {q: c.count for q, c in counters.items()}
-    summary = summary_from_item(kept[SUMMARY_ID]) if SUMMARY_ID in kept else None
+    kept = read.items.get(SUMMARY_ID)
+    # Only an ask's mark, before the first summary is kept: no summary yet.
+    summary = summary_from_item(kept) if kept and "computed_at" in kept else None
     if summary is not None and summary.is_fresh(counts, max_age_s=max_age_s):
-        return Overview(counters, summary, computed_now=False)
-    if summary is not None and refresh_later is not None and max_age_s > 0:
-        now = clock.now()
-        asked = CaseRepository(stores[0]).kept_ask(
-            SUMMARY_ID,
-            computed_at=summary.computed_at,
-            now=clock.iso(now),
-            asked_before=clock.iso(now - timedelta(seconds=ASK_AGAIN_S)),
-        )
-        if asked:
-            refresh_later()
-        return Overview(counters, summary, computed_now=False, refreshing=True)
-    summary = overview_summary_compute(stores=stores, counters=counters, approvals=approvals)
-    if max_age_s > 0:
-        CaseRepository(stores[0]).kept_put(SUMMARY_ID, _fitting(summary_to_item(summary)))
-    return Overview(counters, summary, computed_now=True)
+        return Overview(counters, summary)
+    now = clock.now()
+    asked_before = clock.iso(now - timedelta(seconds=ASK_AGAIN_S))
+    # Asked lately, as read: the ask would be refused, so it is not sent.
+    if str((kept or {}).get("refresh_asked_at", "")) >= asked_before:
+        return Overview(counters, summary, refreshing=True)
+    asked = CaseRepository(stores[0]).kept_ask(
+        SUMMARY_ID,
+        computed_at=summary.computed_at if summary is not None else None,
+        now=clock.iso(now),
+        asked_before=asked_before,
+    )
+    if asked:
+        refresh_later()
+    return Overview(counters, summary, refreshing=True)
 
 
-def overview_summary_refresh(*, stores: Sequence[Store], approvals: int = 5) -> OverviewSummary:
+def overview_summary_refresh(
+    *, stores: Sequence[Store], approvals: int = APPROVALS_KEPT
+) -> OverviewSummary:
     """Compute the summary from the counts now and keep it (``overview_summary_task``,
     off the request path): it replaces the kept item whole, its ask mark included."""
     counters = merged_counters_and(stores).counters
@@ -188,11 +196,11 @@ def overview_summary_refresh(*, stores: Sequence[Store], approvals: int = 5) -> 
 def overview_summary_compute(
     *, stores: Sequence[Store], counters: dict[str, QueueCounter], approvals: int
 ) -> OverviewSummary:
-    """The Query-bound reads, as the overview made them on every view before: per queue
-    that holds cases the oldest, four age COUNTs and the SLA reads; the approvals page;
-    the latest events of today and yesterday. The drill's cases are left out of all of
-    them, as the overview's counts leave out the counters' drill share; ``counts`` (the
-    whole counts, the drill's included) is what the summary's freshness compares."""
+    """The Query-bound reads, on a worker: per queue that holds cases the oldest, four
+    age COUNTs and the SLA reads; the approvals page; the latest events of today and
+    yesterday. The drill's cases are left out of all of them, as the overview's counts
+    leave out the counters' drill share; ``counts`` (the whole counts, the drill's
+    included) is what the summary's freshness compares."""
     counts = {q: c.count for q, c in counters.items()}
     real = {q: c.without_drill().count for q, c in counters.items()}
     return OverviewSummary(

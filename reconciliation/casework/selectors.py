@@ -23,6 +23,7 @@ from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import QUEUES, CaseType
+from reconciliation.casework.evidence import DecisionEvidence
 from reconciliation.casework.regions import (
     CursorMismatch,
     Run,
@@ -351,17 +352,31 @@ class Evidence:
 
 
 def case_evidence(
-    case: Case, store: Store, *, ledger_stores: Sequence[Store] | None = None
+    case: Case,
+    store: Store,
+    *,
+    ledger_stores: Sequence[Store] | None = None,
+    known: DecisionEvidence | None = None,
 ) -> Evidence:
     """The claim and pledge in the case's region (``store``); the fund's ledger total
     over ``ledger_stores`` (the edge's ``every_store()``: every region's shards), or
-    ``store``'s region alone when not given."""
-    claim = ClaimRepository(store).get(case.claim_pk, consistent=True)
-    pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
+    ``store``'s region alone when not given. The claim and pledge an action on the case
+    read and wrote just now (``known``: the page after it) are not read again."""
+    if known is not None and known.claim_read:
+        claim = known.claim
+    else:
+        claim = ClaimRepository(store).get(case.claim_pk, consistent=True)
+    if known is not None and known.pledge_read:
+        pledge = known.pledge
+    else:
+        pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
     ledger = (
         fund_total(list(ledger_stores or [store]), case.fund, case.currency) if case.fund else None
     )
     now = clock.now()
+    read_at = clock.iso(now)
+    if known is not None and (known.claim_read or known.pledge_read):
+        read_at = known.read_at  # when the oldest of them was read: the action's reads
     # A case not opened from a claim's attempt (an undelivered acknowledgement) has no
     # token of its own: its window is taken as closed.
     issued = case.token_issued_at
@@ -375,7 +390,7 @@ def case_evidence(
             f"{claim.version}, now {ClaimStatus.words(claim.status).lower()})."
         )
     return Evidence(
-        read_at=clock.iso(now),
+        read_at=read_at,
         claim=claim,
         pledge=pledge,
         ledger=ledger,

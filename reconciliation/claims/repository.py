@@ -31,7 +31,7 @@ from reconciliation.claims.models import (
     purge_at,
 )
 from reconciliation.dynamo.errors import ErrorCode
-from reconciliation.dynamo.items import values
+from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -244,47 +244,63 @@ class ClaimRepository:
     ) -> dict[str, Any]:
         """The fenced transition's expression. ``expires_in_s`` counts from ``at``
         (default now); a COMPLETED claim records ``at`` as ``completed_at``."""
-        at = at or clock.now()
-        expires_at = clock.epoch(at) + expires_in_s
-        sets = ["#st = :st", "version = :next", "expires_at = :exp", "purge_at = :purge"]
+        sets = _finalise_sets(
+            claim,
+            status=status,
+            expires_in_s=expires_in_s,
+            response_body=response_body,
+            error_code=error_code,
+            payload_hash=payload_hash,
+            case_id=case_id,
+            at=at,
+        )
         removes = ["pending_shard"]
+        # The fence's value between the first four and the rest: the order the item has
+        # always been sent in (a retried commit must be byte-identical).
         vals: dict[str, Any] = {
-            "st": status,
-            "next": claim.version + 1,
-            "exp": expires_at,
-            "purge": purge_at(expires_at),
+            **{placeholder: value for _, _, placeholder, value in sets[:4]},
             "v": claim.version,
+            **{placeholder: value for _, _, placeholder, value in sets[4:]},
         }
-        if status == ClaimStatus.COMPLETED:
-            sets.append("completed_at = :at")
-            vals["at"] = clock.iso(at)
-        if response_body is not None:
-            sets.append("#resp = :resp")
-            vals["resp"] = json.dumps(response_body, sort_keys=True)
-        if error_code is not None:
-            sets.append("last_error_code = :err")
-            vals["err"] = error_code
-        if payload_hash is not None:
-            sets.append("payload_hash = :ph")
-            vals["ph"] = payload_hash
-        if case_id is not None:
-            sets.append("case_id = :case")
-            vals["case"] = case_id
         # version = :v fences a worker that lost its claim; status = PENDING (when
         # required) refuses to rewrite an outcome another party already recorded.
         condition = "version = :v"
         if require_pending:
             condition += " AND #st = :pending"
             vals["pending"] = ClaimStatus.PENDING
+        names = {name: attribute for attribute, name, _, _ in sets if name.startswith("#")}
         return {
-            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            "UpdateExpression": (
+                f"SET {', '.join(f'{name} = :{ph}' for _, name, ph, _ in sets)} "
+                f"REMOVE {', '.join(removes)}"
+            ),
             "ConditionExpression": condition,
-            "ExpressionAttributeNames": {
-                "#st": "status",
-                **({"#resp": "response"} if response_body is not None else {}),
-            },
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values(**vals),
         }
+
+    @staticmethod
+    def finalised(
+        claim: Claim,
+        *,
+        status: str,
+        expires_in_s: int,
+        response_body: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> Claim:
+        """The claim as :meth:`finalise_item`'s transition (with the same arguments, and
+        the same ``at``) leaves it once its transaction commits, which returns no item:
+        the same values set on the claim as read, through the translator a read goes
+        through."""
+        sets = _finalise_sets(
+            claim, status=status, expires_in_s=expires_in_s, response_body=response_body, at=at
+        )
+        data = {**claim.extra, **from_item(claim_to_item(claim))}
+        data.update({attribute: value for attribute, _, _, value in sets})
+        data.pop("pending_shard", None)
+        finalised = claim_from_item(to_item(data))
+        assert finalised is not None
+        return finalised
 
     def attach_case(self, claim: Claim, *, case_id: str, error_code: str) -> Claim:
         """Record that a case now tracks this PENDING claim and take it out of the
@@ -352,3 +368,38 @@ class ClaimRepository:
 
     # The repository's own translator, as before it moved beside the Claim.
     _to_item = staticmethod(claim_to_item)
+
+
+def _finalise_sets(
+    claim: Claim,
+    *,
+    status: str,
+    expires_in_s: int,
+    response_body: dict[str, Any] | None = None,
+    error_code: str | None = None,
+    payload_hash: str | None = None,
+    case_id: str | None = None,
+    at: datetime | None = None,
+) -> list[tuple[str, str, str, Any]]:
+    """What a finalising transition sets, in the expression's order: per attribute, its
+    name in the expression, its value's placeholder and the value (``pending_shard`` is
+    removed besides)."""
+    at = at or clock.now()
+    expires_at = clock.epoch(at) + expires_in_s
+    sets: list[tuple[str, str, str, Any]] = [
+        ("status", "#st", "st", status),
+        ("version", "version", "next", claim.version + 1),
+        ("expires_at", "expires_at", "exp", expires_at),
+        ("purge_at", "purge_at", "purge", purge_at(expires_at)),
+    ]
+    if status == ClaimStatus.COMPLETED:
+        sets.append(("completed_at", "completed_at", "at", clock.iso(at)))
+    if response_body is not None:
+        sets.append(("response", "#resp", "resp", json.dumps(response_body, sort_keys=True)))
+    if error_code is not None:
+        sets.append(("last_error_code", "last_error_code", "err", error_code))
+    if payload_hash is not None:
+        sets.append(("payload_hash", "payload_hash", "ph", payload_hash))
+    if case_id is not None:
+        sets.append(("case_id", "case_id", "case", case_id))
+    return sets

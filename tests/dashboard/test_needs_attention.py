@@ -13,7 +13,7 @@ from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.overrides import override_request
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import overview_get, sign_in
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
@@ -48,7 +48,7 @@ def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, se
         store=first_store(),
     )
     sign_in(client, "supervisor")
-    page = client.get("/")
+    page = overview_get(client)
     assert page.status_code == 200
     block = attention_block(page.content.decode())
     assert "Needs attention" in block and 'class="card attention needs"' in page.content.decode()
@@ -73,7 +73,7 @@ def test_overview_says_nothing_needs_attention(ddb, client):
     """With nothing waiting and nothing past SLA the block says so, without a warning."""
     stuck_case("na-fresh")
     sign_in(client, "finance_staff")
-    html = client.get("/").content.decode()
+    html = overview_get(client).content.decode()
     block = attention_block(html)
     assert "Nothing: no override request is waiting" in block
     assert 'class="card attention"' in html
@@ -97,7 +97,7 @@ def test_overview_reads_stay_bounded_with_many_cases_past_sla(ddb, client, setti
     client_ddb.query = counting
     try:
         sign_in(client, "finance_staff")
-        block = attention_block(client.get("/").content.decode())
+        block = attention_block(overview_get(client).content.decode())
     finally:
         client_ddb.query = original
     assert "<strong>6</strong>" in block

@@ -13,7 +13,7 @@ from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_timeline, recent_audit_events
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import overview_get, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
@@ -30,7 +30,7 @@ def test_overview_page_and_fragment(ddb, client):
     stuck_case("ov-2")
     key_reuse_case(ddb, "ov-3")
     sign_in(client, "supervisor")  # finance staff would see only their own events
-    page = client.get("/")
+    page = overview_get(client)
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
     assert "HX-Request" in page["Vary"]
@@ -67,7 +67,7 @@ def test_overview_lists_pending_override_requests(ddb, client):
         store=first_store(),
     )
     sign_in(client, "supervisor")
-    html = client.get("/").content.decode()
+    html = overview_get(client).content.decode()
     assert 'awaiting approval <span class="badge warn">1</span>' in html
     assert "Release the claim (client may retry)" in html and "by ada" in html
     assert 'href="/approvals/">Decide them on the Approvals page' in html
@@ -165,7 +165,7 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
         store=first_store(),
     )
     sign_in(client, role, username="viewer")
-    html = client.get("/").content.decode()
+    html = overview_get(client).content.decode()
     events = html[html.index('<table class="events">') :]
     assert ("ben <span" in events) is sees_others
     assert ("system <span" in events) is sees_others
@@ -209,7 +209,7 @@ def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
         stuck_case("ov-cp-2")
         checkpoints(25)
     sign_in(client, "supervisor")
-    html = client.get("/").content.decode()
+    html = overview_get(client).content.decode()
     events = html[html.index('<table class="events">') :]
     rows = re.findall(r"<tr[ >].*?</tr>", events[events.index("<tbody>") :], re.S)
     assert "Signed checkpoint" not in events
@@ -217,3 +217,60 @@ def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
     assert [re.search(r"(\d+) signed checkpoints", r).group(1) for r in collapsed] == ["25", "12"]
     assert events.count("Case opened") == 2  # both real events in view
     assert len(rows) == 4
+
+
+class _Asks:
+    """The overview's refresh tasks queued, counted here instead of run (tests run
+    Celery eagerly: the task would compute the summary inside the view's request)."""
+
+    def __init__(self, monkeypatch):
+        from reconciliation.casework import tasks
+
+        self.queued = 0
+        monkeypatch.setattr(tasks.overview_summary_task, "apply_async", self._queued)
+
+    def _queued(self, *_args, **_kwargs):
+        self.queued += 1
+
+
+@pytest.mark.engines("moto")
+def test_overview_without_a_summary_shows_the_counters_and_asks_once(ddb, client, monkeypatch):
+    """A new install's overview, before any worker kept a summary, shows the live counts
+    and amounts, says the oldest, ageing, attention and events are being computed, and
+    queues one recomputation however many views find none."""
+    asks = _Asks(monkeypatch)
+    stuck_case("ov-new-1")
+    stuck_case("ov-new-2")
+    sign_in(client, "supervisor")
+    for _ in range(3):
+        html = client.get("/").content.decode()
+        row = re.search(
+            r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html
+        )
+        assert row.group(1) == "2"
+        assert "are being computed: press Refresh in a moment" in html
+        assert '<table class="ageing">' not in html and '<table class="events">' not in html
+        assert "Nothing: no override request is waiting" not in html  # not known yet
+    assert asks.queued == 1
+
+
+@pytest.mark.engines("moto")
+def test_a_stale_summary_is_shown_with_its_age_and_asked_for_once(ddb, client, monkeypatch):
+    """A summary a worker kept 3 minutes ago, older than the 30 s it stays fresh, is
+    shown as it is, "as of 3 min ago", marked as being brought up to date; the views
+    that find it stale queue one recomputation between them."""
+    from reconciliation.casework.overview import overview_summary_refresh
+    from reconciliation.stores import every_store
+
+    with clock.travel(-180):
+        old = stuck_case("ov-stale-1")
+        overview_summary_refresh(stores=every_store())
+    asks = _Asks(monkeypatch)
+    sign_in(client, "supervisor")
+    for _ in range(3):
+        html = client.get("/").content.decode()
+        age = html[html.index('class="muted summary-age"') :]
+        assert re.match(r'class="muted summary-age">[^<]* as of <time [^>]*>3 min ago</time>', age)
+        assert "being brought up to date" in age
+        assert f'<a href="/cases/{old.case_id}/" title="opened' in html  # the kept oldest
+    assert asks.queued == 1

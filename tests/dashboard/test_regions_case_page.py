@@ -12,7 +12,7 @@ from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.stores import case_store, every_store
-from tests.helpers import sign_in
+from tests.helpers import overview_get, sign_in
 from tests.reconciliation.test_regions_routing import keys_homed, stuck_cases
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
@@ -77,7 +77,7 @@ def test_the_overviews_latest_events_come_from_every_region(two_regions, client)
     streams = [e["stream"] for e in recent_audit_events(stores=every_store(), limit=50)]
     assert f"CASE#{case_id}" in streams
     sign_in(client)
-    assert case_id in client.get("/").content.decode()
+    assert case_id in overview_get(client).content.decode()
 
 
 def test_the_case_page_names_the_region_a_case_lives_in(two_regions, client, settings):

@@ -17,7 +17,7 @@ from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_detail
 from reconciliation.stores import case_store, case_tag
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import overview_get, sign_in
 from tests.reconciliation.casework.test_regions_listings import open_cases, replicate
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
@@ -166,7 +166,7 @@ def test_overview_counts_totals_and_attention_over_both_regions(
     if replicated:
         replicate()
     sign_in(client, "supervisor")
-    html = client.get("/").content.decode()
+    html = overview_get(client).content.decode()
     row = re.search(r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html)
     assert row.group(1) == "4"
     assert f'<a href="/cases/{ids[2]}/" title="opened' in html  # the oldest of either region

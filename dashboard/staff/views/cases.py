@@ -59,7 +59,7 @@ from reconciliation.cases.policy import (
 )
 from reconciliation.cases.vocabulary import CaseState, Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
-from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.evidence import Decided, DecisionEvidence, evidence_facts
 from reconciliation.casework.next_case import next_open_case
 from reconciliation.casework.notes import case_note_add
 from reconciliation.casework.overrides import override_request
@@ -99,16 +99,19 @@ def _case_or_404(case_id: str, store: Store) -> Case:
 
 
 class EvidenceRead:
-    """The live evidence of a case, or why it could not be read (``error``)."""
+    """The live evidence of a case, or why it could not be read (``error``); what an
+    action just read and wrote (``known``) is taken as it is, not read again."""
 
-    def __init__(self, case: Case, store: Store):
+    def __init__(self, case: Case, store: Store, known: DecisionEvidence | None = None):
         self.case = case
         self.evidence: Evidence | None = None
         self.error = ""
         if case.is_drift:
             return  # a fund-level finding: no claim or pledge of its own to read
         try:
-            self.evidence = case_evidence(case, store=store, ledger_stores=every_store())
+            self.evidence = case_evidence(
+                case, store=store, ledger_stores=every_store(), known=known
+            )
         except (ClientError, BotoCoreError, RetriesExhausted) as exc:
             # The page still answers: it says the evidence is unknown and offers what the
             # services accept (they read the evidence again before acting).
@@ -215,10 +218,15 @@ def _case_response(
     partial: str = "case",
     send_messages: bool = False,
     note_form: NoteForm | None = None,
+    after: ActionResult | None = None,
 ) -> HttpResponse:
+    """The case page. After an action (``after``) it is built from the case the action
+    wrote and the claim and pledge its decider read (consistently, just now) with its
+    own writes applied: only what the action did not read is read."""
     store = case_store(case_id)  # resolved once for the page's reads
-    case = _case_or_404(case_id, store)
-    read = EvidenceRead(case, store)
+    case = after.case if after is not None else _case_or_404(case_id, store)
+    known = after.evidence if isinstance(after, Decided) else None
+    read = EvidenceRead(case, store, known)
     suggestion = case_suggestion(case, read.evidence)
     if request.method != "POST" and not bound and not keep:
         keep = _accepted(request, suggestion)
@@ -362,7 +370,7 @@ def _act(
         messages.info(request, result.message)
     if not wants_partial(request):
         return redirect("case", case_id=case_id)
-    return _case_response(request, case_id)
+    return _case_response(request, case_id, after=result)
 
 
 @require_POST

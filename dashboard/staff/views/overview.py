@@ -19,7 +19,6 @@ from reconciliation.casework.selectors import AGE_BUCKETS, totals_by_currency
 from reconciliation.casework.tasks import overview_summary_enqueue
 from reconciliation.stores import every_store
 
-APPROVALS_SHOWN = 5
 EVENTS_SHOWN = 20
 DISABLED_SHOWN = 10
 
@@ -30,11 +29,11 @@ def overview(request: StaffRequest) -> HttpResponse:
     own_only = audit_visible_performer(request.role, request.user.get_username())
     # One BatchGetItem per region: the counters (counts and amounts at risk per
     # currency), and the summary of what takes Queries, kept for every viewer; a stale
-    # one is shown while a task recomputes it (reconciliation/casework/overview.py).
+    # or missing one is shown as it is while a task recomputes it on a worker
+    # (reconciliation/casework/overview.py): never computed here.
     read = overview_read(
         stores=every_store(),
         max_age_s=settings.OVERVIEW_SUMMARY_MAX_AGE_S,
-        approvals=APPROVALS_SHOWN,
         refresh_later=overview_summary_enqueue,
     )
     summary = read.summary
@@ -43,23 +42,20 @@ def overview(request: StaffRequest) -> HttpResponse:
     drill_left_out = sum(c.drill_count for c in read.counters.values())
     counters = {q: c.without_drill() for q, c in read.counters.items()}
     counts = {q: c.count for q, c in counters.items()}
-    ageing = summary.ageing
+    ageing = summary.ageing if summary else {}
     aged = {queue: sum(n for _, n in ageing.get(queue, [])) for queue in QUEUE_SLUGS.values()}
     queues = [
         {
             "slug": slug,
             "queue": queue,
             "count": counts.get(queue, 0),
-            "oldest": summary.oldest.get(queue),
+            "oldest": summary.oldest.get(queue) if summary else None,
             "buckets": ageing.get(queue, []),
             "aged": aged[queue],
             "amounts": counters[queue].shown_amounts(),
         }
         for slug, queue in QUEUE_SLUGS.items()
     ]
-    # Needs attention: override requests waiting and cases past their queue's SLA
-    # (reconciliation/casework/notifications), from the summary.
-    attention = summary.digest
     context = {
         "at_risk": totals_by_currency(counters),
         "queues": queues,
@@ -67,11 +63,15 @@ def overview(request: StaffRequest) -> HttpResponse:
         "bucket_totals": _bucket_totals(ageing),
         "largest": max(aged.values(), default=0),
         "approval_count": counts.get(Queue.OVERRIDE_REQUESTED, 0),
-        "approvals": attention.waiting,
-        "attention": _attention(attention),
-        "events": summary.events_of(own_only, limit=EVENTS_SHOWN),
+        # Needs attention: override requests waiting and cases past their queue's SLA
+        # (reconciliation/casework/notifications), from the summary.
+        "approvals": summary.digest.waiting if summary else [],
+        "attention": _attention(summary.digest) if summary else None,
+        "events": summary.events_of(own_only, limit=EVENTS_SHOWN) if summary else [],
         "events_own_only": bool(own_only),
-        "summary_at": summary.computed_at,
+        # No summary yet (a new install): the counters are shown, the rest is on its way.
+        "summary_ready": summary is not None,
+        "summary_at": summary.computed_at if summary else "",
         "summary_refreshing": read.refreshing,
         "drill_left_out": drill_left_out,
         "drill_url": reverse("worklist") + "?drill=1",

@@ -78,6 +78,39 @@ def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
     assert repositories().cases.counts()["AMBIGUOUS_TIMEOUT"] == 0
 
 
+def test_confirm_committed_hands_back_the_claim_as_it_finalised_it(ddb, settings):
+    """CONFIRMED_COMMITTED on a case whose claim is still PENDING reads the claim once,
+    with the pledge, finalises it fenced on that read, and hands back the claim exactly
+    as stored after its transaction (the page after it shows that, unread)."""
+    from reconciliation.claims.models import ClaimStatus
+    from reconciliation.dynamo import calls
+
+    settings.AUTO_RESOLVE_COMMITTED = False
+    case = ambiguous_case("cc-3")
+    ddb.client.update_item(
+        TableName=ddb.tables.idempotency_keys,
+        Key={"pk": {"S": case.claim_pk}},
+        UpdateExpression="SET #st = :p",
+        ExpressionAttributeNames={"#st": "status"},
+        ExpressionAttributeValues={":p": {"S": ClaimStatus.PENDING}},
+    )
+    seen = repositories().claims.get(case.claim_pk)
+    with calls.tally() as counted:
+        result = case_dispose(
+            case_id=case.case_id,
+            disposition=Disposition.CONFIRMED_COMMITTED,
+            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
+            store=first_store(),
+        )
+    # The case, the pledge and the claim (consistent reads), and the one transaction.
+    assert counted.calls == 4
+    stored = repositories().claims.get(case.claim_pk)
+    assert stored.status == ClaimStatus.COMPLETED and stored.version == seen.version + 1
+    assert result.evidence.claim == stored
+    assert result.evidence.pledge == repositories().pledges.get(case.intent_id)
+    assert result.case == repositories().cases.get(case.case_id)
+
+
 def test_retry_commit_commits_the_stuck_intent_once(ddb):
     """RETRY_COMMIT on a stuck claim re-runs the commit (task inline in tests): the pledge
     is recorded once, with the claim's original token, and the case resolves."""
