@@ -293,8 +293,9 @@ def render(result: dict, baseline: dict | None) -> str:
         "",
         f"### Staff pages under load ({args['load_s']:g} s)",
         "",
-        f"8 finance staff signed in through the sign-in form open queue pages (`/queues/<slug>/`,"
-        " full page, 50 rows) and case pages (`/cases/<id>/`) in a loop while the 8 intake "
+        f"{args.get('staff', 8)} finance staff signed in through the sign-in form open queue "
+        "pages (`/queues/<slug>/`, full page, 50 rows) and case pages (`/cases/<id>/`) in a "
+        "loop while the 8 intake "
         f"clients run ({load['intake_rps']:.0f} intake requests/s meanwhile); "
         f"{args['cases']:,} open cases seeded. Wall time is the client's; server time and "
         "DynamoDB calls are the page's own `Server-Timing`.",

@@ -1,7 +1,10 @@
 """Intake through the real HTTP stack against raw boto3, and staff pages under load.
 
     python bench/http_intake.py [--rounds 6] [--per-thread 60] [--load-s 20] [--write]
-        [--save FILE.json] [--baseline EARLIER.json]
+        [--save FILE.json] [--baseline EARLIER.json] [--smoke]
+
+``--smoke`` runs every part once at a few requests each (``make bench-smoke``): the
+assertions hold, the figures mean nothing, and it cannot be written.
 
 gunicorn runs as the Procfile and ``make run`` start it (``dashboard/gunicorn_conf.py``:
 2 gthread workers × 8 threads) with production settings: debug off, behind a
@@ -136,7 +139,7 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
     """Eight signed-in staff opening queue and case pages until ``stop``; returns once
     all are signed in (sign-in's password hash is not part of the load)."""
     lock = threading.Lock()
-    ready = threading.Barrier(STAFF + 1)
+    ready = threading.Barrier(len(users) + 1)
 
     def worker(n: int) -> None:
         conn = proxied(port)
@@ -164,7 +167,7 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
                     out.setdefault(kind, []).append((seconds * 1000, counted[2], counted[0]))
             i += 1
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(STAFF)]
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(len(users))]
     for thread in threads:
         thread.start()
     ready.wait()
@@ -198,13 +201,13 @@ def under_load(server_port: int, intake: Intake, users, case_ids, seconds: float
     return summary
 
 
-def prepare(tmp: Path, engine, prefix: str) -> tuple[dict, str, list[str]]:
+def prepare(tmp: Path, engine, prefix: str, staff: int) -> tuple[dict, str, list[str]]:
     env = server_env(
         tmp, endpoint_url=engine.endpoint_url, prefix=prefix, port=free_port(), funds="BENCH:USD"
     )
     manage(env, "migrate", "--noinput")
     token = manage(env, "issue_api_token", "--tenant", "bench").strip().splitlines()[-1]
-    users = [f"staff{n}" for n in range(STAFF)]
+    users = [f"staff{n}" for n in range(staff)]
     for user in users:
         manage(env, "add_staff", user, "--role", "finance_staff", "--password", PASSWORD)
     return env, token, users
@@ -283,6 +286,7 @@ def main() -> None:
     parser.add_argument("--load-s", type=float, default=20)
     parser.add_argument("--profile-s", type=float, default=20)
     parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--staff", type=int, default=STAFF, help="signed-in staff in (b), (c)")
     parser.add_argument(
         "--rtt-ms",
         default="4,20",
@@ -294,7 +298,14 @@ def main() -> None:
     parser.add_argument(
         "--render", help="no run: render this saved JSON (with --baseline), for --write"
     )
+    parser.add_argument("--smoke", action="store_true", help="every part, a few requests each")
     args = parser.parse_args()
+    if args.smoke:
+        if args.write:
+            parser.error("--smoke measures too little to write")
+        args.rounds, args.warmup, args.per_thread, args.cases, args.staff = 1, 6, 5, 50, 2
+        args.load_s = args.profile_s = 2.0
+        args.rtt_ms = "4"
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
@@ -317,7 +328,7 @@ def main() -> None:
     server = None
     try:
         case_ids = seed_cases(args.cases)
-        env, token, users = prepare(tmp, engine, prefix)
+        env, token, users = prepare(tmp, engine, prefix, args.staff)
         server = Gunicorn(env, tmp / "gunicorn.log")
         raw = raw_client(engine.endpoint_url)
         trips = RoundTrips(raw)
@@ -355,7 +366,7 @@ def main() -> None:
         server.stop()
         server = None
         profile = profile_run(tmp, env, users, case_ids, token, args.profile_s)
-        layers = decompose(token, raw, tables)
+        layers = decompose(token, raw, tables, **({"n": 10, "rounds": 1} if args.smoke else {}))
         print(json.dumps(layers), flush=True)
     finally:
         if server is not None:

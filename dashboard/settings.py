@@ -336,7 +336,12 @@ DDB_APP_RETRY_BASE_S = float(os.environ.get("DDB_APP_RETRY_BASE_S", "0.05"))
 DDB_APP_RETRY_CAP_S = float(os.environ.get("DDB_APP_RETRY_CAP_S", "1.0"))
 # No new application attempt starts once this much of the request's time is spent.
 DDB_REQUEST_BUDGET_S = float(os.environ.get("DDB_REQUEST_BUDGET_S", "3.0"))
-LEDGER_SHARDS = env_int("LEDGER_SHARDS", 8)
+# Items each fund and currency's running total is spread over. On AWS two commits that
+# add to one item at once conflict (TransactionConflict); bench/hot_fund.py chose 32 as
+# the fewest that keep a conflict past the retry budget under 1 in 10 000 pledges at one
+# web process's peak (docs/benchmarks.md). It may only grow (a total reads shards 0..N-1)
+# and it is in the recorded configuration: changing it is a migration (docs/regions.md).
+LEDGER_SHARDS = env_int("LEDGER_SHARDS", 32)
 
 CLAIM_PENDING_TTL_S = env_int("CLAIM_PENDING_TTL_S", 60)
 # Must exceed the clients' retry ceiling: a replay after this is answered from the
