@@ -368,6 +368,11 @@ def main() -> None:
         profile = profile_run(tmp, env, users, case_ids, token, args.profile_s)
         layers = decompose(token, raw, tables, **({"n": 10, "rounds": 1} if args.smoke else {}))
         print(json.dumps(layers), flush=True)
+        # The decomposition's in-process answers are buffered for the request log: written
+        # now, while the engine still answers, not at exit after it stopped.
+        from reconciliation.claims.request_log_buffer import request_log_close
+
+        request_log_close()
     finally:
         if server is not None:
             server.stop()
