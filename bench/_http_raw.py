@@ -29,7 +29,8 @@ def raw_client(endpoint_url: str):
 
 
 def raw_write(client, tables, key: str) -> str:
-    """A new key: the claim PutItem, then the commit TransactWriteItems ("CREATED"). A
+    """A new key: the claim PutItem, then the commit TransactWriteItems with its request
+    log entry ("CREATED"). A
     committed key: the claim PutItem, refused, with the stored claim in the same round
     trip (its status, "COMPLETED")."""
     from reconciliation.claims.ledger import ledger_key_for
@@ -94,8 +95,28 @@ def raw_write(client, tables, key: str) -> str:
     shard = ledger_key_for("BENCH", "USD", intent)
     business[0]["Put"]["Item"]["ledger_key"] = {"S": shard}
     business[1]["Update"]["Key"] = {"fund": {"S": shard}}
+    # The request log's entry for the 201, as the service's commit carries it: the same
+    # calls on both sides.
+    log = {
+        "Put": {
+            "TableName": tables.requests,
+            "Item": {
+                "subject": {"S": f"KEY#raw#{key}"},
+                "at_id": {"S": f"{at}#{attempt}"},
+                "tenant": {"S": "raw"},
+                "idempotency_key": {"S": key},
+                "at": {"S": at},
+                "outcome": {"S": "created"},
+                "replayed": {"BOOL": False},
+                "correlation_id": {"S": attempt},
+                "request_id": {"S": attempt},
+                "donor_ref": {"S": BODY["donor_ref"]},
+                "purge_at": {"N": str(expires + 2592000)},
+            },
+        }
+    }
     client.transact_write_items(
-        TransactItems=[*business, complete],
+        TransactItems=[*business, complete, log],
         ClientRequestToken=token,
     )
     return "CREATED"

@@ -257,7 +257,8 @@ def render(result: dict, baseline: dict | None) -> str:
         "side's figure is what is left after the others' CPU, and the HTTP side also pays "
         "for its clients' parsing. Raw boto3: 8 threads on one plain client with the "
         "project's client configuration, the same calls (new: claim PutItem + commit "
-        "TransactWriteItems; replay: the PutItem refused with ALL_OLD).",
+        "TransactWriteItems with its request log entry; replay: the PutItem refused with "
+        "ALL_OLD; the replay's log entry, batched off the request path, has no raw twin).",
         "",
         "| side | requests/s | new/s | replays/s | new: median ms | replay: median ms |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",

@@ -13,7 +13,8 @@ TLS-terminating proxy (``DJANGO_BEHIND_PROXY=1``; the clients send its headers).
 (a) 8 client threads, each on one keep-alive connection, post pledges: 80 % new keys,
 20 % replays of keys already committed. Against them, raw boto3 from 8 threads issues
 the same DynamoDB calls (a new pledge: the claim PutItem and the commit
-TransactWriteItems; a replay: the claim PutItem refused with ALL_OLD). Rounds are
+TransactWriteItems, its request log entry included; a replay: the claim PutItem refused
+with ALL_OLD; the replay's log entry, batched off the request path, has no raw twin). Rounds are
 interleaved; medians. Every HTTP answer's ``Server-Timing`` must say 2 DynamoDB calls
 for a new pledge and 1 for a replay; the raw client counts its own.
 
