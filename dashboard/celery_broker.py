@@ -8,7 +8,7 @@ and in kombu 5.7.0 (the newest release) it crashes: Celery first ``collect()``s 
 connection, which drops the transport's ``client``, then closes it; the restore rebuilds
 kombu's connection pool from that ``client`` and ``_connparams`` raises
 ``AttributeError: 'NoneType' object has no attribute 'hostname'``. That is no connection
-error, so Celery calls it unrecoverable and the worker exits (issue 12, defect 3). Even
+error, so Celery calls it unrecoverable and the worker exits. Even
 without the crash the held tasks would wait: Celery forgets them on reconnect, and Redis
 hands them out again only after the visibility timeout (an hour here).
 

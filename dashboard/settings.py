@@ -445,9 +445,9 @@ ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
 # kombu's Redis transport, keeping held (countdown) tasks through a Redis restart instead
-# of exiting the worker (issue 12, defect 3; dashboard/celery_broker.py).
+# of exiting the worker (dashboard/celery_broker.py).
 CELERY_BROKER_TRANSPORT = "dashboard.celery_broker:Transport"
-# Every Redis call made on a request path is bounded (issue 12): a refused or hung Redis
+# Every Redis call made on a request path is bounded: a refused or hung Redis
 # costs a staff request a few seconds and a clear page, never a 500 or minutes. The
 # result backend never subscribes on publish (dashboard/celery_results.py).
 CELERY_RESULT_BACKEND = f"dashboard.celery_results:RequestSafeRedisBackend+{REDIS_URL}"

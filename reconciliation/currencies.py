@@ -3,7 +3,7 @@
 Both come from ISO 4217's own current list (the ``iso4217`` package ships the table
 the maintenance agency publishes, List One): 2 places for most currencies, 0 for JPY,
 KRW, CLP…, 3 for BHD, KWD, IQD…. This is the number of decimal places intake accepts
-and writes (docs/design.md §4, changed in issue 14). The Unicode CLDR data (babel) was not
+and writes (docs/design.md §4). The Unicode CLDR data (babel) was not
 used: it takes whole amounts where a minor unit is unused in practice (HUF, IDR, COP,
 IQD…), which ISO does not, and would refuse amounts ISO allows.
 
@@ -46,7 +46,7 @@ def _current() -> dict[str, int]:
 _MINOR_UNITS = _current()
 ISO_4217 = frozenset(_MINOR_UNITS)
 
-# Accepted before ISO withdrew them (the list intake kept until issue 14), with their
+# Accepted before ISO withdrew them (the list intake kept before its per-currency rule), with their
 # minor units: pledges and claims recorded in them are still read, hashed and replayed;
 # new pledges in them are refused (``claims.funds.fund_check``).
 WITHDRAWN = {"ANG": 2, "BGN": 2, "ZWL": 2}

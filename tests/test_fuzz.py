@@ -189,7 +189,7 @@ def test_audit_search_filters_never_500(ddb, supervisor_client, params):
     assert response.status_code in (200, 400), response.status_code
 
 
-# --- every staff form and filter (issue 12, defect 5) ------------------------------------
+# --- every staff form and filter (defect 5) ------------------------------------
 
 edge_text = st.one_of(
     query_text,

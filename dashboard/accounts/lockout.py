@@ -50,7 +50,7 @@ def redis_client() -> redis.Redis:
     """The Redis of short-lived sign-in state (the lockout counters, passkey challenges)."""
     url = settings.REDIS_URL
     if url not in _clients:
-        # Bounded like every Redis call on a request path (settings, issue 12).
+        # Bounded like every Redis call on a request path (settings).
         _clients[url] = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
     return _clients[url]
 

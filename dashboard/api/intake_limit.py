@@ -66,7 +66,7 @@ class Take:
 def _script() -> redis.commands.core.Script:
     url = settings.REDIS_URL
     if url not in _scripts:
-        # Bounded like every Redis call on a request path (settings, issue 12).
+        # Bounded like every Redis call on a request path (settings).
         _clients[url] = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
         _scripts[url] = _clients[url].register_script(_TAKE)
     return _scripts[url]

@@ -157,7 +157,7 @@ class AuditRepository:
             events.extend(from_item(i) for i in page.get("Items", []))
         return events
 
-    # --- reads over the ``by_day`` index and bulk loading (audit trail, issue 5/7) ---------
+    # --- reads over the ``by_day`` index and bulk loading (audit trail) ---------
 
     def day_page(
         self,

@@ -1,4 +1,4 @@
-"""Bring cases written before issue 14 up to date with the attributes its indexes and
+"""Bring older cases up to date with the attributes its indexes and
 totals read: ``donor_ref`` and its folded ``donor_key`` (``by_donor_key``: donor search in
 any letter case), ``resolved_month``/``resolved_sort``/
 ``resolved_by``/``resolved_how`` (``resolved_by_time``), and ``in_totals`` with the

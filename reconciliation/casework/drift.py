@@ -1,4 +1,4 @@
-"""Ledger drift detection (issue 15, item 3; docs/design.md §6 ``LEDGER_DRIFT``): a periodic
+"""Ledger drift detection (docs/design.md §6 ``LEDGER_DRIFT``): a periodic
 check that each fund's ledger equals its RECORDED pledges, per region and overall, at a
 cost proportional to what changed since its last run.
 

@@ -1,6 +1,6 @@
 """What supervisors are told each day: override requests waiting for their approval,
-open cases past their queue's SLA (issue 14, item 11), and acknowledgement endpoints the
-dispatcher disabled (issue 26; asked of the dashboard, which keeps them, through
+open cases past their queue's SLA, and acknowledgement endpoints the
+dispatcher disabled (asked of the dashboard, which keeps them, through
 :func:`reconciliation.casework.hooks.disabled_endpoints_gather`).
 
 :func:`supervisor_digest` is a pure read over Queries, never a Scan: the per-queue

@@ -125,7 +125,7 @@ def cases_for_intent(intent_id: str, store: Store) -> list[Case]:
     return repo.get_many(owned_ids(repo.ids_for_intent(intent_id), store))
 
 
-# --- pledges (issue 4/5: a clean pledge, with no case, is found by its key and donor) ----
+# --- pledges (a clean pledge, with no case, is found by its key and donor) ----
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The suggested next step on an open case (issue 14, item 7), derived from the case and
+"""The suggested next step on an open case, derived from the case and
 its live evidence: the action a person would most likely take, a one-line why, and the
 reason code and text to pre-fill. Pure: no reads, no writes; nothing here is ever applied
 without a person submitting it.

@@ -1,4 +1,4 @@
-"""Give pledges written before issue 4/5 their ``donor_key`` (the folded donor ref that
+"""Give older pledges their ``donor_key`` (the folded donor ref that
 keys ``pledges.by_donor_key``), so the staff search finds them by donor ref in any letter
 case. Run by ``manage.py backfill_cases`` (a maintenance command: it Scans the pledges
 table, which no request path does).

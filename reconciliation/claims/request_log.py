@@ -1,4 +1,4 @@
-"""The intake request log (``requests`` table, issue 4/5): every answer the intake API
+"""The intake request log (``requests`` table): every answer the intake API
 gave, kept ``REQUEST_LOG_TTL_S`` (TTL is cost control: nothing decides anything from it).
 
 Two writers, neither a round trip of its own on the request path: a new pledge's entry

@@ -265,7 +265,7 @@ def table_definitions(names: TableNames) -> list[Table]:
                     ("opened_at", "S"),
                     {"ProjectionType": "KEYS_ONLY"},
                 ),
-                # The queue sorted by amount or by fund (issue 14): the same sparse
+                # The queue sorted by amount or by fund: the same sparse
                 # ``queue`` key, so a sorted page is one Query of ``Limit`` rows too.
                 Index(
                     "open_by_amount",

@@ -1,4 +1,4 @@
-"""What must hold of acknowledgements at rest (issue 26, docs/webhooks.md "The promise"),
+"""What must hold of acknowledgements at rest (docs/webhooks.md "The promise"),
 beside :mod:`reconciliation.ops.invariants` and :mod:`reconciliation.ops.hands_invariants`:
 one checker, for the explorer's hands (reconciliation/ops/explorer/hands.py) and for the
 reliability run with the real ``webhook_sink`` (tests/reliability/ack_invariants.py).

@@ -1,4 +1,4 @@
-"""One configuration for every process (issue 22 C; docs/regions.md, "One configuration").
+"""One configuration for every process (docs/regions.md, "One configuration").
 
 Everything that decides where and how a write lands — the region map (region names and
 the primary region), the ledger, counter, pending and audit-day shards, the token

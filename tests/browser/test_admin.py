@@ -1,4 +1,4 @@
-"""The administration screen in a real browser (issue 14, item 9): a superuser signs in
+"""The administration screen in a real browser: a superuser signs in
 through the staff sign-in with a second factor, issues an API token, sees it once, the
 token records a pledge, then is revoked, and both are in the audit trail."""
 

@@ -1,4 +1,4 @@
-"""Keyboard shortcuts in a real browser (issue 4/5, static/js/keys.js): "?" lists them,
+"""Keyboard shortcuts in a real browser (static/js/keys.js): "?" lists them,
 "j"/"k" move the selection in a queue and Enter opens the selected case, "a" assigns it
 to me there, "/" focuses the search, and letters typed into a field stay in the field."""
 

@@ -1,4 +1,4 @@
-"""Passkeys in Chromium (issue 24): a supervisor, signed in with the authenticator app,
+"""Passkeys in Chromium: a supervisor, signed in with the authenticator app,
 adds a passkey on the profile with Chromium's virtual authenticator (CTAP2, internal,
 resident key, user verification), signs out, and signs in again with username, password
 and the passkey in place of the code; both are events on the account's STAFF# stream."""

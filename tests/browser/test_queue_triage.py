@@ -1,4 +1,4 @@
-"""Queue triage in a real browser (issue 14, items 3–5): sorting a queue by its column
+"""Queue triage in a real browser (items 3–5): sorting a queue by its column
 headers without a reload, the amount at risk, the case search from the navigation, the
 resolved list with a filter, and "My cases"."""
 

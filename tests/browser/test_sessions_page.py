@@ -1,4 +1,4 @@
-"""The profile's sessions in a browser (issue 24): each role signed in twice sees both
+"""The profile's sessions in a browser: each role signed in twice sees both
 sessions, this one marked; the profile photographed at 1280 and 390 px (under
 test-results/screenshots/sessions/), the list not scrolling sideways; "Sign out the others"
 sends the other browser to the sign-in page."""

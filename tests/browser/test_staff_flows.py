@@ -155,7 +155,7 @@ def test_stale_form_shows_who_changed_the_case(ddb, open_browser, live_server, s
 
 
 def test_running_the_drill_keeps_the_page_whole(ddb, open_browser, live_server, screenshots):
-    """After "Run the drill now" (issue 14, 1) the page keeps its title, navigation and button,
+    """After "Run the drill now" (1) the page keeps its title, navigation and button,
     and its report shows the run that just ended (tasks run inline in tests)."""
     supervisor = open_browser("supervisor")
     supervisor.get_by_role("navigation", name="Main").get_by_role("link", name="Drill").click()

@@ -1,4 +1,4 @@
-"""The administration screen at /admin/ (issue 14, item 9): superusers only, behind the
+"""The administration screen at /admin/: superusers only, behind the
 staff sign-in and its second factor; tokens shown once; every change audited."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""API tokens that expire and rotate (issue 24): ``issue_api_token --expires-in``, at most
+"""API tokens that expire and rotate: ``issue_api_token --expires-in``, at most
 two live tokens per tenant, 401 codes that say why, and the last use in the admin."""
 
 from __future__ import annotations

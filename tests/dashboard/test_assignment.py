@@ -1,4 +1,4 @@
-"""Assignment (issue 14, item 5): supervisors assign a case to any active finance staff
+"""Assignment: supervisors assign a case to any active finance staff
 member or supervisor and release anyone's; finance staff take a case and release their
 own; auditors are read-only and are offered neither "Assigned to me" nor "My cases";
 every change is audited with who was assigned before and after."""

@@ -1,4 +1,4 @@
-"""The audit screens over two regions (issue 15): the search page and the streamed
+"""The audit screens over two regions: the search page and the streamed
 export list the events of both regions once each; a cursor from elsewhere is a 400."""
 
 from __future__ import annotations

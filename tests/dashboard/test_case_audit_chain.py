@@ -1,5 +1,5 @@
 """The case page's audit status compares the timeline with the head the case item stores
-(issue 12, defect 2): a truncated or emptied trail is never "Hash chain intact"."""
+(defect 2): a truncated or emptied trail is never "Hash chain intact"."""
 
 from __future__ import annotations
 

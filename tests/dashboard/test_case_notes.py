@@ -1,4 +1,4 @@
-"""Notes on a case (issue 4/5, docs/notes-and-notifications.md): finance staff and
+"""Notes on a case (docs/notes-and-notifications.md): finance staff and
 supervisors post free text on a case; each note is a hash-chained audit event on the
 case's stream that keeps the case's stored head in step (``verify_audit`` passes) without
 a new case version; auditors are read-only; ``@name`` of active staff notifies them."""

@@ -1,4 +1,4 @@
-"""Drill data kept out of real lists (issue 25): the drill's cases (tenant ``drill``,
+"""Drill data kept out of real lists: the drill's cases (tenant ``drill``,
 docs/architecture.md) are left out of the open queues, the worklist, the resolved
 history, the case search, their CSVs, the overview's counts and amounts at risk and the
 approvals, unless asked for ("Show drill data", ``drill=1``); each list says how many it

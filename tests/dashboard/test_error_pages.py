@@ -1,4 +1,4 @@
-"""Error pages (issue 14, item 10): 400, 403, the CSRF failure, 404 and 500 render in the
+"""Error pages: 400, 403, the CSRF failure, 404 and 500 render in the
 site layout with navigation and a way out, with DEBUG off; the machine paths answer JSON."""
 
 from __future__ import annotations

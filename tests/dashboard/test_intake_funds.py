@@ -1,4 +1,4 @@
-"""Money at intake (issue 14, item 8): only a tenant's registered funds, up to each fund's
+"""Money at intake: only a tenant's registered funds, up to each fund's
 largest single amount, with the currency's ISO 4217 minor units."""
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ def test_a_withdrawn_currency_is_refused_for_new_pledges_and_still_read(ddb, api
 def test_zeros_beyond_the_minor_units_are_accepted_and_normalised(
     ddb, api, key, amount, currency, answered
 ):
-    """One rule for trailing zeros (issue 24, defect 6): zeros past the currency's minor
+    """One rule for trailing zeros (defect 6): zeros past the currency's minor
     units change nothing, so "25.000" USD is recorded as "25.00" like "25.1" as "25.10"."""
     if currency != "USD":
         _register("acme", "GENERAL", currency, "5000000")

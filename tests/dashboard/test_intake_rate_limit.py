@@ -1,4 +1,4 @@
-"""The intake rate limit per tenant (issue 24): a token bucket in (real) Redis, answered
+"""The intake rate limit per tenant: a token bucket in (real) Redis, answered
 429 with ``Retry-After`` before anything is written; known keys are never refused."""
 
 from __future__ import annotations

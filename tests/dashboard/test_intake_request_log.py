@@ -1,4 +1,4 @@
-"""The intake request log (issue 4/5): every answer the intake API gives for a key (time,
+"""The intake request log: every answer the intake API gives for a key (time,
 status, outcome kind or error code, replay or not, correlation id; no donor data beyond
 the ref) is kept with a TTL and shown on the key's pledge page; a key refused before
 anything was written (422 key reuse, 400 unknown fund) is found and has a page; refused

@@ -1,4 +1,4 @@
-"""Pages speak words, not codes (issue 14, item 6): every staff page, as each role, over
+"""Pages speak words, not codes: every staff page, as each role, over
 cases of every type and state, shows no stored code (a case state, queue, disposition,
 audit action, cancellation reason, error kind…) as visible text, and no ISO timestamp
 with microseconds. Attributes may hold codes (``value=``, ``datetime=``, ``title=``), and

@@ -1,4 +1,4 @@
-"""A LEDGER_DRIFT case's page (issue 15, item 3): the fund, currency, region(s), the
+"""A LEDGER_DRIFT case's page: the fund, currency, region(s), the
 ledger total, the pledges' sum, the difference and the intents that explain it, with
 links; no claim, token or cancellation panels; words, not codes, for every role; and the
 dispositions a finance team records on it (a reason always, never a money move). Failed

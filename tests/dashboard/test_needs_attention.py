@@ -1,4 +1,4 @@
-"""The overview's "Needs attention" block (issue 14, item 11): override requests waiting
+"""The overview's "Needs attention" block: override requests waiting
 and cases past their queue's SLA, each linked, from bounded reads."""
 
 from __future__ import annotations

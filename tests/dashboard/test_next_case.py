@@ -1,4 +1,4 @@
-""" "Record and open the next case" (issue 4/5): after a disposition the button records it
+""" "Record and open the next case": after a disposition the button records it
 and opens the next open case of the same queue, skipping the case just handled and any
 case someone else has taken; with none left, the queue page says so."""
 

@@ -1,4 +1,4 @@
-"""No page shows a raw code (issue 25): every staff page, for each role, is read as a
+"""No page shows a raw code: every staff page, for each role, is read as a
 person reads it — its text, outside ``<code>`` elements — and must hold no stored value of
 a vocabulary enum (``RESOLVED``, ``DUPLICATE_REJECTED_OK``, ``case_opened``) and no
 ``#``-joined key (``acme#order-1``, ``CASE#C-…``). Labels are what ``Code.label`` says.

@@ -1,4 +1,4 @@
-"""In-app notifications (issue 4/5, docs/notes-and-notifications.md): "assigned to you",
+"""In-app notifications (docs/notes-and-notifications.md): "assigned to you",
 "approval waiting for you", "your override was decided" (approved, rejected, expired) and
 "@mention" reach exactly the right people and never the one who acted; each links to
 its case; read state is per person; the navigation's badge is one indexed count; nobody

@@ -1,4 +1,4 @@
-"""Passkeys beside the authenticator app (issue 24). The browser proof of enrolment and
+"""Passkeys beside the authenticator app. The browser proof of enrolment and
 sign-in is tests/browser/test_passkeys.py (Chromium's virtual authenticator); here: an
 answer that is no valid passkey gets the one answer of every failed sign-in, a
 supervisor's reset removes a colleague's passkeys with the rest of their devices, and

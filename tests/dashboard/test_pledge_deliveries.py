@@ -1,4 +1,4 @@
-"""The pledge page's deliveries (issue 26, acknowledgements you can see): per endpoint
+"""The pledge page's deliveries (acknowledgements you can see): per endpoint
 and event type its status in words, attempts, last answer, last and next attempt, the
 ``webhook-id`` and the last attempt's ``webhook-signature`` header (never the secret)."""
 

@@ -1,4 +1,4 @@
-"""The pledge page at /pledges/<tenant>/<key>/ (issue 4/5): every stored key has a page
+"""The pledge page at /pledges/<tenant>/<key>/: every stored key has a page
 (its claim, pledge, ledger shard, cases and audit events), found from the search by key,
 ``tenant#key`` or donor ref in any letter case, and linked from the case page; a key with
 nothing stored answers a friendly 404; every staff role sees it; no read Scans."""

@@ -1,4 +1,4 @@
-"""The request's schema version (``Pledge-Version``, issue 5/5) is shown: on the case page
+"""The request's schema version (``Pledge-Version``) is shown: on the case page
 (its summary of the request), on the pledge page (pledge and claim), and in the drill's
 record; a record stored before versions existed reads as the first version and says so.
 The version is a date in ``<code>``, never a bare stored code."""

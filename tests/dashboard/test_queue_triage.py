@@ -1,4 +1,4 @@
-"""Queue triage (issue 14, item 3): sorting by age, amount and fund through the column
+"""Queue triage: sorting by age, amount and fund through the column
 headers, the amount at risk per currency kept in the queue counters, the case-id column
 and the decoded reason in the cancelled queue."""
 
@@ -223,7 +223,7 @@ def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client)
     call_command("backfill_cases")
     counter = queue_counters(store=store)["STUCK_PENDING"]
     assert (counter.untotalled, counter.amounts["USD"]) == (0, Decimal("300.00"))
-    # The folded donor key too: found by its ref in any letter case (issue 4/5).
+    # The folded donor key too: found by its ref in any letter case.
     assert open_case.case_id in client.get("/cases/?q=d-old").content.decode()
     assert done.case_id in client.get("/queues/resolved/").content.decode()
     from io import StringIO

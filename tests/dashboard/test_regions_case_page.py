@@ -1,4 +1,4 @@
-"""A case living in the second region (issue 15): its page, its evidence, every action
+"""A case living in the second region: its page, its evidence, every action
 on it and the retry task reach it in its own region. Before, each read the first region
 and answered 404 "case not found"."""
 

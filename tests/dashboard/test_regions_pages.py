@@ -1,4 +1,4 @@
-"""The dashboard over two regions (issue 15): the queue page and its tab counts, "My
+"""The dashboard over two regions: the queue page and its tab counts, "My
 cases", the resolved list, the approvals list, case search and the overview list and
 count the cases homed in both regions, each once, also when each region's table holds
 the other's cases as replicas. Before, every one of them read the first region only."""

@@ -1,4 +1,4 @@
-"""Rotating a webhook endpoint's signing secret (issue 26): ``rotate_webhook_secret E7``
+"""Rotating a webhook endpoint's signing secret: ``rotate_webhook_secret E7``
 and the admin's "Rotate signing secret" button give a new secret, shown once and audited
 by its last characters; deliveries are then signed with both secrets for
 ``WEBHOOK_PREVIOUS_SECRET_S``, and with the new one alone after."""

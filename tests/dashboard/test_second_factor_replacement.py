@@ -1,4 +1,4 @@
-"""Replacing one's own authenticator (issue 24, defect 1): a stolen session alone cannot
+"""Replacing one's own authenticator (defect 1): a stolen session alone cannot
 do it. It needs the password and a code from a current device (the app, or a recovery
 code), ends the account's other sessions, is an audit event without any secret in it,
 and is e-mailed to the account."""

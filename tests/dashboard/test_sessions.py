@@ -1,4 +1,4 @@
-"""Sessions one can see and end (issue 24): the profile lists the account's live sessions
+"""Sessions one can see and end: the profile lists the account's live sessions
 (device, address, last seen, the current one marked); "Sign out the others" ends them
 and keeps this one; a supervisor ends a colleague's from the staff page; every ending
 and every sign-out is an event on the account's STAFF# stream; no other role may end

@@ -1,4 +1,4 @@
-"""Sign-in failures (issue 24, defects 2 and 3): one message for every failed sign-in,
+"""Sign-in failures (defects 2 and 3): one message for every failed sign-in,
 wrong codes count toward the lockout, and the lockout is taken atomically before any
 password or code is checked, so concurrent guesses get no more checks than the limit."""
 

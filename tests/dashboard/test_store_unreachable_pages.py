@@ -1,4 +1,4 @@
-"""Staff pages while DynamoDB is unreachable (issue 24, defect 4): a clear 503 page that
+"""Staff pages while DynamoDB is unreachable (defect 4): a clear 503 page that
 says the case store cannot be reached and when to try again, never the generic 500."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The region map (issue 22 C): a key's home region and each region's tag derive from
+"""The region map: a key's home region and each region's tag derive from
 region names, never from the order of ``DDB_REGIONS``; the untagged region is a named
 primary region (``DDB_PRIMARY_REGION``, default the smallest name)."""
 

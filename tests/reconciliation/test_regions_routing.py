@@ -1,4 +1,4 @@
-"""Regions (issue 15): every key that belongs to one region names it, and every path that
+"""Regions: every key that belongs to one region names it, and every path that
 reads or writes a case, a ledger shard or a counter goes to the region the key names.
 Each test here failed before: the ledger shard, the counters and the case id ignored the
 region, and every case path read and wrote the first region only."""

@@ -1,4 +1,4 @@
-"""The invariants every reliability scenario must leave true (issue 8; docs/design.md §3–§7).
+"""The invariants every reliability scenario must leave true (docs/design.md §3–§7).
 
 Read back from the tables themselves (tests may Scan; no request path does), never from
 what the clients were told:

@@ -1,4 +1,4 @@
-"""Acknowledgements exactly once through faults (issue 26): ``manage.py simulate`` sends
+"""Acknowledgements exactly once through faults: ``manage.py simulate`` sends
 pledges with its default faults, a real ``dispatch_acks`` delivers them to a real
 ``webhook_sink`` that answers 500 to 20 % of deliveries and holds the answer past the
 dispatcher's read timeout after processing 5 %, and the dispatcher is killed (SIGKILL)

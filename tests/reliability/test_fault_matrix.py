@@ -1,4 +1,4 @@
-"""The fault matrix (issue 8): each fault on DynamoDB Local, then the sweep, then the
+"""The fault matrix: each fault on DynamoDB Local, then the sweep, then the
 invariants of :mod:`tests.reliability.invariants`.
 
 Figures of the last run are in ``test-results/reliability/*.json`` and

@@ -1,4 +1,4 @@
-"""Load (issue 8): 64 concurrent clients send 2 000 pledges over 200 idempotency keys
+"""Load: 64 concurrent clients send 2 000 pledges over 200 idempotency keys
 (ten sends of the same body per key, shuffled) through the real HTTP API of the
 production server, gunicorn, started as a subprocess. Exactly 200 pledges result,
 none is lost, and every answer is one of the docs/design.md §4 outcomes."""

@@ -1,4 +1,4 @@
-"""Outages of the processes the system runs on (issue 8): DynamoDB Local stopped and
+"""Outages of the processes the system runs on: DynamoDB Local stopped and
 restarted mid-run, Redis stopped mid-run, and a Celery pool process killed mid-task.
 Each runs the real processes (gunicorn, celery worker and beat, redis-server) and ends
 with the invariants of :mod:`tests.reliability.invariants`."""

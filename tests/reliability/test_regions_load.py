@@ -1,4 +1,4 @@
-"""Two regions under load (issue 15, docs/regions.md): two DynamoDB Local engines as
+"""Two regions under load (docs/regions.md): two DynamoDB Local engines as
 ``us-east-1`` and ``eu-west-1``, the Global Tables stand-in between them
 (``manage.py replicate_regions``, lag drawn per change between 0.2 and 2 s), and one
 production server (gunicorn) per region with injected ambiguity, crashes and throttling.

@@ -1,4 +1,4 @@
-"""A Celery worker holding a countdown task while its Redis restarts (issue 12, defect 3):
+"""A Celery worker holding a countdown task while its Redis restarts (defect 3):
 the worker used to exit with ``AttributeError: 'NoneType' object has no attribute
 'hostname'`` from kombu's restore of unacknowledged messages. Now it stays up, and the
 held task runs exactly once after Redis is back, without waiting for the visibility

@@ -1,6 +1,6 @@
-"""``manage.py backfill_cases``: give cases written before issue 14 the attributes the
+"""``manage.py backfill_cases``: give older cases the attributes the
 search, resolved list and amount totals read (see ``reconciliation/cases/backfill.py``),
-and pledges written before issue 4/5 their folded donor key
+and older pledges their folded donor key
 (``reconciliation/claims/backfill.py``). Safe to run again; a maintenance command, never
 a request path."""
 

@@ -8,9 +8,9 @@ same commit after its lease ran out), the client's retry (the same request again
 sweep, the open-case re-check, the RETRY_COMMIT task (twice: Celery's redelivery), each
 disposition and override request the case page offers a finance person
 (``policy.offered_actions``, read on the page at the time), a RETRY_COMMIT posted and a
-finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (defect 3's other
-hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM, the expiry of that
-request, the cases backfill, and the acknowledgement's hands (issue 26): the dispatcher
+finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (the late
+retry's other hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM,
+the expiry of that request, the cases backfill, and the acknowledgement's hands: the dispatcher
 (``acks_dispatch_once``, sending to the world's in-process receiver, :mod:`.receiver`),
 a second dispatcher over a recorded pledge, and a supervisor approving a VOID_PLEDGE (so
 ``pledge.voided`` is due).

@@ -1,4 +1,4 @@
-"""The webhook event payload is versioned as the intake request is (issue 5/5): ``type``
+"""The webhook event payload is versioned as the intake request is: ``type``
 plus ``version``, the payload's own version (``PAYLOAD_VERSION``), independent of the
 ``Pledge-Version`` the pledge was recorded under, which the event does not carry."""
 

@@ -1,4 +1,4 @@
-"""Signed checkpoints every ``AUDIT_CHECKPOINT_PERIOD_S`` (issue 12, defect 2): every
+"""Signed checkpoints every ``AUDIT_CHECKPOINT_PERIOD_S`` (defect 2): every
 finished period gets one, empty or not; deleting the newest ones (or all of ``SYSTEM``)
 is reported as missing checkpoints, and deleting or consistently rewriting a stream of a
 checkpointed period is named by its checkpoint.

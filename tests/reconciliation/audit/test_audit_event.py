@@ -1,4 +1,4 @@
-"""The audit event as a dataclass (issue 2/5): an :class:`AuditEvent` placed by
+"""The audit event as a dataclass: an :class:`AuditEvent` placed by
 ``audit_event_build`` is stored exactly as the 15-keyword builder stored it before."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audit trail over two regions (issue 15): a case's stream lives where its case id
+"""The audit trail over two regions: a case's stream lives where its case id
 says, a pledge's where it was written, so search, export, checkpoints and verification
 read every region, each stream (and the item storing its head) in the region that owns
 it, and keep from each region only its own streams, so a Global Tables replica never

@@ -1,4 +1,4 @@
-"""Truncating or rewriting the end of the audit trail (issue 12, defect 2): every subject
+"""Truncating or rewriting the end of the audit trail (defect 2): every subject
 item stores its stream's head, and verification compares them (docs/design.md §7)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ledger drift detection (issue 15, item 3): each fund's ledger against its recorded
+"""Ledger drift detection: each fund's ledger against its recorded
 pledges, per region and overall, reading what changed since the last run; a LEDGER_DRIFT
 case with the difference and the intents that explain it; the cross-region duplicate
 counter. Every test here failed before: there was no such check."""

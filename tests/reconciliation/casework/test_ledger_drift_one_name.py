@@ -1,4 +1,4 @@
-"""The ledger drift check, second line behind the region map (issue 22 C): an intent
+"""The ledger drift check, second line behind the region map: an intent
 recorded in two regions is found whatever the cause, including two records under the
 same names (the untagged pledge stream and ledger shard in both regions), which the
 check used to drop as "a replica of another region's stream". Failed before: the run

@@ -1,4 +1,4 @@
-"""Two hands on one case at once (issue 22, defects 1-5): every case decision is a
+"""Two hands on one case at once (defects 1-5): every case decision is a
 compare-and-set on what its decider read, a resolution stands until an audited reopen, and
 a disposition is only recorded where the evidence allows it.
 

@@ -1,4 +1,4 @@
-"""The supervisors' daily e-mail (issue 14, item 11): override requests waiting and cases
+"""The supervisors' daily e-mail: override requests waiting and cases
 past their queue's SLA, read with Queries from seeded cases under a frozen clock; sent to
 active supervisors with an address only; scheduled daily by beat; SLAs checked at start."""
 

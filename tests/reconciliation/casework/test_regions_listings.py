@@ -1,4 +1,4 @@
-"""Case listings over two regions (issue 15): every queue page (each order, filters and
+"""Case listings over two regions: every queue page (each order, filters and
 cursors), "My cases", the resolved list, counts, amount totals, ageing, the oldest case,
 search and the supervisors' digest show the cases homed in both regions, each exactly
 once, also when each region's table holds the other's cases as replicas (as Global

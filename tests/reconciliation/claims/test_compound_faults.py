@@ -1,5 +1,5 @@
 """Defects found by trying two faults in one intent's life, or a fault at a call nobody
-injected at (issue 1/6): each reproduced here first, then fixed."""
+injected at: each reproduced here first, then fixed."""
 
 from __future__ import annotations
 

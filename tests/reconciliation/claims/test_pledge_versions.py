@@ -1,4 +1,4 @@
-"""The intake request's schema version (``Pledge-Version``, issue 5/5): a registry of
+"""The intake request's schema version (``Pledge-Version``): a registry of
 versions and their normalisation rules; the current version is the rules every stored
 hash was computed by; an unknown or malformed header is a 400 that writes nothing; the
 claim and the pledge store the version, and a replay is hashed by the claim's rules."""

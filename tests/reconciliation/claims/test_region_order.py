@@ -1,4 +1,4 @@
-"""One region map for every process (issue 22 C): a key's home region and the tags in its
+"""One region map for every process: a key's home region and the tags in its
 keys derive from region names, so two processes that list ``DDB_REGIONS`` in another
 order still send one key to one region. Failed before: the home was the key's hash
 modulo the list position and the first listed region was the untagged one, so each

@@ -1,4 +1,4 @@
-"""One configuration for every process (issue 22 C, reconciliation/ops/config.py):
+"""One configuration for every process (reconciliation/ops/config.py):
 ``ddb_setup`` records the fingerprint in every region; a process whose configuration
 differs gets a system-check error naming the fields, ``/healthz`` says so, and the
 worker and beat refuse to start; ``--accept-config`` is the deliberate, audited step."""
