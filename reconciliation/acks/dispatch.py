@@ -28,6 +28,7 @@ from reconciliation.acks.addresses import Resolver, UrlRefused, system_resolver,
 from reconciliation.acks.models import (
     PAYLOAD_VERSION,
     AckState,
+    Attempt,
     AttemptResult,
     Delivery,
     DeliveryStatus,
@@ -54,10 +55,10 @@ EndpointsFor = Callable[[str], list[Endpoint]]
 Sender = Callable[..., AttemptResult]
 # Told of each attempt once it is made (the endpoint's counters: its failure rate and
 # last success, on the Acknowledgements page).
-AttemptCounter = Callable[[Endpoint, AttemptResult], None]
+AttemptCounter = Callable[[Attempt], None]
 
 
-def _count_nothing(endpoint: Endpoint, result: AttemptResult) -> None:
+def _count_nothing(attempt: Attempt) -> None:
     return None
 
 
@@ -248,8 +249,18 @@ def _dispatch_one(
         attempted = True
         payload = body_bytes(event_payload(state, delivery.event_type))
         message_id = event_id(intent_id, delivery.event_type)
+        at = clock.now()
         result = _attempt(endpoint, message_id, payload, resolve=resolve, sender=sender)
-        on_attempt(endpoint, result)
+        on_attempt(
+            Attempt(
+                endpoint,
+                intent_id,
+                EventType.read(delivery.event_type),
+                message_id,
+                at,
+                result,
+            )
+        )
         deliveries[key] = _after(delivery, result, rng=rng, report=report)
         if deliveries[key].status == DeliveryStatus.GAVE_UP:
             # Its case before the record: a dispatcher dying in between leaves the pledge

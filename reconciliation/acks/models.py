@@ -171,7 +171,21 @@ class AttemptResult:
     code: int | None
     error: str = ""
     signature: str = ""  # the ``webhook-signature`` header sent, when one was
+    duration_ms: float = 0.0  # from the connection's start to the answer, or to the error
 
     @property
     def ok(self) -> bool:
         return self.code is not None and 200 <= self.code < 300
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One POST of one pledge's event to one endpoint, as the dispatcher tells the edge
+    of it once it is made (the endpoint's counters and its attempt log)."""
+
+    endpoint: Endpoint
+    intent_id: str
+    event_type: EventType
+    webhook_id: str
+    at: datetime
+    result: AttemptResult

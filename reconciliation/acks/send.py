@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import time
+from dataclasses import replace
 from datetime import datetime
 
 from standardwebhooks.webhooks import Webhook
@@ -50,7 +52,27 @@ def post(
     connect_timeout_s: float,
     read_timeout_s: float,
 ) -> AttemptResult:
-    """POST ``body`` to ``target``; the status heard, or why none was heard."""
+    """POST ``body`` to ``target``; the status heard, or why none was heard, and how long
+    it took."""
+    started = time.perf_counter()
+    result = _post(
+        target,
+        headers=headers,
+        body=body,
+        connect_timeout_s=connect_timeout_s,
+        read_timeout_s=read_timeout_s,
+    )
+    return replace(result, duration_ms=(time.perf_counter() - started) * 1000)
+
+
+def _post(
+    target: Target,
+    *,
+    headers: dict[str, str],
+    body: bytes,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+) -> AttemptResult:
     try:
         sock = socket.create_connection((target.address, target.port), timeout=connect_timeout_s)
     except OSError as exc:

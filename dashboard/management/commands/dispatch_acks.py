@@ -29,7 +29,7 @@ from django.utils import timezone
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import acks_dispatch_once
-from reconciliation.acks.models import AttemptResult, Endpoint
+from reconciliation.acks.models import Attempt, Endpoint
 from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.actors import system_actor
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
@@ -52,13 +52,15 @@ def homed_in(store: Store) -> Callable[[str], bool]:
     return owns
 
 
-def attempt_counted(endpoint: Endpoint, result: AttemptResult) -> None:
+def attempt_counted(attempt: Attempt) -> None:
     """The endpoint's counters (the Acknowledgements page), one UPDATE; a database that
     refuses it costs a count, never the delivery (recorded in DynamoDB regardless)."""
     try:
-        WebhookEndpoint.attempt_count(endpoint.endpoint_id, ok=result.ok, at=timezone.now())
+        WebhookEndpoint.attempt_count(
+            attempt.endpoint.endpoint_id, ok=attempt.result.ok, at=timezone.now()
+        )
     except DatabaseError as exc:
-        logger.warning("attempt to %s not counted: %s", endpoint.endpoint_id, exc)
+        logger.warning("attempt to %s not counted: %s", attempt.endpoint.endpoint_id, exc)
 
 
 def endpoints_for(tenant: str) -> list[Endpoint]:
