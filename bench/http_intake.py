@@ -19,8 +19,10 @@ interleaved; medians. Every HTTP answer's ``Server-Timing`` must say 2 DynamoDB 
 for a new pledge and 1 for a replay; the raw client counts its own.
 
 (b) The same intake load plus 8 signed-in finance staff (the sign-in form, with CSRF)
-opening queue pages and case pages in a loop: render time per page kind (client wall
-time and the server's own from ``Server-Timing``) and DynamoDB calls per page.
+opening queue, case, worklist and pledge pages in turn, each reading a page for a
+second on average before the next (``--think-s``): time per page kind (client wall time
+and the server's own from ``Server-Timing``, median and p95 against the targets of
+100 and 200 ms) and DynamoDB calls per page.
 
 (c) A second gunicorn, profiled (``bench/_gunicorn_profile.py``: cProfile per worker
 thread, per kind), runs (b)'s load; the top entries are reported.
@@ -53,12 +55,15 @@ from _http import (
 )
 from _http_decompose import decompose
 from _http_raw import raw_client, raw_write
-from _http_report import profile_top, render
+from _http_report import PAGE_KINDS, profile_top, render
 
 from reconciliation.dynamo.local import free_port
 
 THREADS = 8
 STAFF = 8
+# A person reads a page before opening the next: one second on average is a busy one (the
+# staff of (b) are eight such people, not eight clients asking as fast as they can).
+THINK_S = 1.0
 PASSWORD = "bench-Password-2026!"
 BODY = json.dumps({"donor_ref": "D-1", "fund": "BENCH", "amount": "10.00", "currency": "USD"})
 QUEUES = ("stuck", "ambiguous", "cancelled", "mismatch")
@@ -136,9 +141,13 @@ def run_mixed(write, committed, label: str, per_thread: int, stop=None, groups=N
     }
 
 
-def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict) -> list:
-    """Eight signed-in staff opening queue and case pages until ``stop``; returns once
-    all are signed in (sign-in's password hash is not part of the load)."""
+def staff_load(
+    port: int, users: list[str], paths: StaffPaths, stop, out: dict, think_s: float
+) -> list:
+    """Signed-in staff opening queue, case, worklist and pledge pages in turn until
+    ``stop``, each reading a page for a while (exponential, mean ``think_s``) before the
+    next, as a person does; returns once all are signed in (sign-in's password hash is
+    not part of the load)."""
     lock = threading.Lock()
     ready = threading.Barrier(len(users) + 1)
 
@@ -153,12 +162,10 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
             return
         ready.wait()
         rng = random.Random(100 + n)
-        i = 0
+        i = n  # each starts at another kind, so every kind is open at any time
         while not stop.is_set():
-            if i % 2 == 0:
-                kind, path = "queue", f"/queues/{QUEUES[(i // 2 + n) % len(QUEUES)]}/"
-            else:
-                kind, path = "case", f"/cases/{rng.choice(case_ids)}/"
+            kind = PAGE_KINDS[i % len(PAGE_KINDS)][0]
+            path = paths.path(kind, i // len(PAGE_KINDS) + n, rng)
             status, headers, _body, seconds = conn.request("GET", path)
             counted = timing(headers)
             with lock:
@@ -167,6 +174,7 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
                 else:
                     out.setdefault(kind, []).append((seconds * 1000, counted[2], counted[0]))
             i += 1
+            stop.wait(rng.expovariate(1 / think_s) if think_s > 0 else 0)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(len(users))]
     for thread in threads:
@@ -175,18 +183,38 @@ def staff_load(port: int, users: list[str], case_ids: list[str], stop, out: dict
     return threads
 
 
-def under_load(server_port: int, intake: Intake, users, case_ids, seconds: float) -> dict:
+class StaffPaths:
+    """Where the staff go: the seeded cases, and pledges the intake clients committed."""
+
+    def __init__(self, case_ids: list[str], intake: Intake):
+        self.case_ids = case_ids
+        self.intake = intake
+
+    def path(self, kind: str, turn: int, rng: random.Random) -> str:
+        if kind == "queue":
+            return f"/queues/{QUEUES[turn % len(QUEUES)]}/"
+        if kind == "case":
+            return f"/cases/{rng.choice(self.case_ids)}/"
+        if kind == "worklist":
+            return "/worklist/"
+        keys = [k for mine in self.intake.committed for k in mine[:50]]
+        return f"/pledges/bench/{rng.choice(keys)}/"
+
+
+def under_load(
+    server_port: int, intake: Intake, users, case_ids, seconds: float, think_s: float
+) -> dict:
     stop = threading.Event()
     pages: dict = {}
-    staff = staff_load(server_port, users, case_ids, stop, pages)
+    staff = staff_load(server_port, users, StaffPaths(case_ids, intake), stop, pages, think_s)
     timer = threading.Timer(seconds, stop.set)
     timer.start()
     mixed = run_mixed(intake.one, intake.committed, "load", 0, stop=stop)
     for thread in staff:
         thread.join()
     summary = {"intake_rps": mixed["rps"], "errors": pages.get("errors", [])[:5]}
-    assert pages.get("queue") and pages.get("case"), summary
-    for kind in ("queue", "case"):
+    assert all(pages.get(kind) for kind, _ in PAGE_KINDS), summary
+    for kind, _label in PAGE_KINDS:
         rows = pages.get(kind, [])
         wall = sorted(r[0] for r in rows)
         server = sorted(r[1] for r in rows)
@@ -289,6 +317,9 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--staff", type=int, default=STAFF, help="signed-in staff in (b), (c)")
     parser.add_argument(
+        "--think-s", type=float, default=THINK_S, help="mean time a person reads a page in (b)"
+    )
+    parser.add_argument(
         "--rtt-ms",
         default="4,20",
         help="also compare through a proxy adding each of these round trips (ms, comma-separated)",
@@ -306,6 +337,7 @@ def main() -> None:
             parser.error("--smoke measures too little to write")
         args.rounds, args.warmup, args.per_thread, args.cases, args.staff = 1, 6, 5, 50, 2
         args.load_s = args.profile_s = 2.0
+        args.think_s = 0.05
         args.rtt_ms = "4"
     if args.render:
         saved = json.loads(Path(args.render).read_text())
@@ -362,11 +394,11 @@ def main() -> None:
             rtt: modelled_rtt(args, rtt, env, tmp, engine, token, tables)
             for rtt in (float(x) for x in args.rtt_ms.split(",") if x.strip())
         }
-        load = under_load(server.port, intake, users, case_ids, args.load_s)
+        load = under_load(server.port, intake, users, case_ids, args.load_s, args.think_s)
         print(json.dumps(load, indent=1), flush=True)
         server.stop()
         server = None
-        profile = profile_run(tmp, env, users, case_ids, token, args.profile_s)
+        profile = profile_run(tmp, env, users, case_ids, token, args.profile_s, args.think_s)
         layers = decompose(token, raw, tables, **({"n": 10, "rounds": 1} if args.smoke else {}))
         print(json.dumps(layers), flush=True)
         # The decomposition's in-process answers are buffered for the request log: written
@@ -398,7 +430,9 @@ def main() -> None:
         write_section("http_intake", report)
 
 
-def profile_run(tmp: Path, env: dict, users, case_ids, token: str, seconds: float) -> dict:
+def profile_run(
+    tmp: Path, env: dict, users, case_ids, token: str, seconds: float, think_s: float
+) -> dict:
     """(b)'s load against a gunicorn whose workers profile every request."""
     folder = tmp / "profiles"
     folder.mkdir()
@@ -411,7 +445,7 @@ def profile_run(tmp: Path, env: dict, users, case_ids, token: str, seconds: floa
     try:
         intake = Intake(server.port, token)
         run_mixed(intake.one, intake.committed, "pwarm", 20)
-        under_load(server.port, intake, users, case_ids, seconds)
+        under_load(server.port, intake, users, case_ids, seconds, think_s)
     finally:
         server.stop()
     keep = os.environ.get("BENCH_KEEP_PROFILES")

