@@ -22,6 +22,7 @@ Global Tables stand-in (``replicate_regions``, lag ``REPLICATION_LAG_MS``) betwe
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -60,6 +61,9 @@ DEMO_FUNDS = ",".join(
 # Inside the first engine's data folder, so that the mark and the data it speaks of are
 # kept and deleted together: the demo data is seeded once per folder, never twice.
 DEMO_SEEDED_MARK = "demo-seeded"
+# Written before the seeding starts: with it and without the mark above, a start was
+# stopped while seeding, and seeding again would add a second set on top of half a first.
+DEMO_SEEDING_MARK = "demo-seeding"
 
 
 def say(message: str) -> None:
@@ -116,15 +120,58 @@ def ensure_redis(env: dict) -> subprocess.Popen | None:
     return None
 
 
-def manage(env: dict, *args: str, capture: bool = False) -> str:
+def manage(env: dict, *args: str, capture: bool = False, hint: str = "") -> str:
     result = subprocess.run(
         [PYTHON, "manage.py", *args], cwd=ROOT, env=env, text=True, capture_output=capture
     )
     if result.returncode != 0:
+        reason = ""
         if capture:
             sys.stderr.write(result.stdout + result.stderr)
-        fail(f"`manage.py {' '.join(args)}` failed")
+            reason = failure_reason(result.stdout + result.stderr)
+        fail(
+            f"`manage.py {' '.join(args)}` failed"
+            + (f": {reason}" if reason else "")
+            + (f"; {hint}" if hint else "")
+        )
     return result.stdout if capture else ""
+
+
+# A system check's line in a command's output: ``?: (reconciliation.E004) what it says``.
+CHECK_LINE = re.compile(r"\((?P<check>[\w.]+\.E\d+)\) (?P<says>.+)")
+
+
+def failure_reason(output: str) -> str:
+    """What a failed command said, in one line: the first system check that failed (its
+    id and message), else its ``CommandError``; empty when it said neither."""
+    for line in output.splitlines():
+        if found := CHECK_LINE.search(line):
+            return f"{found['check']}: {found['says'].strip()}"
+    for line in output.splitlines():
+        if line.startswith("CommandError: "):
+            return line.removeprefix("CommandError: ").strip()
+    return ""
+
+
+def dynamodb_setup(env: dict, *, owned: bool) -> str:
+    """Tables, indexes, TTL and the recorded configuration (``ddb_setup``), before any
+    command that runs the system check, which refuses a configuration other than the
+    recorded one. Data ``make run`` keeps itself (``owned``) is its own to accept a
+    changed configuration for, in demo mode: ``--accept-config``, audited as
+    ``config_accepted``. Elsewhere, or outside demo mode, a changed configuration stops
+    the start, saying what to do. Returns what ``ddb_setup`` printed."""
+    accept = owned and env.get("DEMO_MODE", "") == "1"
+    hint = "add RESET=1 (deletes var/)" if owned else ""
+    output = manage(
+        env, "ddb_setup", *(["--accept-config"] if accept else []), capture=True, hint=hint
+    )
+    sys.stdout.write(output)
+    if "configuration accepted" in output:
+        say(
+            "the configuration changed since make run last ran on this data: accepted "
+            "(audited; `make run RESET=1` starts clean instead)"
+        )
+    return output
 
 
 def create_demo_users(env: dict) -> None:
@@ -298,6 +345,58 @@ def reset(env: dict, var: Path) -> list[Path]:
 SQLITE_SIDES = ("-wal", "-shm", "-journal")
 
 
+def seed_interrupted_reset(env: dict, var: Path) -> list[Path]:
+    """Start clean (as ``RESET=1``) when the last start was stopped while it seeded the
+    demo data: nobody used that data (web starts after the seeding). The paths deleted;
+    none when the seeding ended or never began."""
+    data = dynamodb_data_dir(var, 1)
+    if not (data / DEMO_SEEDING_MARK).exists() or (data / DEMO_SEEDED_MARK).exists():
+        return []
+    if reset_problem(env, var):
+        return []
+    return reset(env, var)
+
+
+def terminal_take() -> tuple[int, int] | None:
+    """Make this process's own group the terminal's foreground, so that a terminal's
+    Ctrl-C reaches this launcher and what it starts, and not ``make``: make, interrupted,
+    ends 130 ("make: *** Error 130") however cleanly everything stopped. Returns the
+    terminal and the group to give it back to; ``None`` without a terminal, or when
+    this process runs in the background (a foreground it does not have is not taken)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR)
+    except OSError:
+        return None
+    previous = os.tcgetpgrp(fd)
+    if previous != os.getpgrp():
+        os.close(fd)
+        return None
+    os.setpgid(0, 0)
+    # A background group that sets the foreground is sent SIGTTOU, which stops it.
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, os.getpgrp())
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+    return fd, previous
+
+
+def terminal_give_back(taken: tuple[int, int] | None) -> None:
+    """Give the terminal's foreground back to the group :func:`terminal_take` took it
+    from (make's), before this process ends."""
+    if taken is None:
+        return
+    fd, previous = taken
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, previous)
+    except OSError:
+        pass  # make is gone already: its shell takes the terminal back itself
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+        os.close(fd)
+
+
 def site_url(env: dict, web_port: int) -> str:
     """Where links in e-mails point: ``SITE_URL`` when set, else this run's web port."""
     return env.get("SITE_URL") or f"http://127.0.0.1:{web_port}"
@@ -337,6 +436,14 @@ def _interrupted(_signum, _frame) -> None:
 
 
 def main() -> int:
+    taken = terminal_take()
+    try:
+        return _main()
+    finally:
+        terminal_give_back(taken)
+
+
+def _main() -> int:
     # SIGTERM while starting up stops what was started, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupted)
     env = dict(os.environ)
@@ -389,6 +496,12 @@ def main() -> int:
             say(
                 "RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")"
             )
+        elif not env.get("DYNAMODB_ENDPOINT_URL") and (gone := seed_interrupted_reset(env, var)):
+            say(
+                "the last start was stopped while it seeded the demo data: starting clean "
+                "(deleted " + ", ".join(map(str, gone)) + ")"
+            )
+        owned = not env.get("DYNAMODB_ENDPOINT_URL")
         # Seeded once per DynamoDB Local data folder; an engine of our own that keeps no
         # data (moto's) or one we did not start: seeded each time, as before.
         seeded_mark: Path | None = None
@@ -428,13 +541,13 @@ def main() -> int:
                 lag_ms=lag_ms,
             )
         )
+        dynamodb_setup(env, owned=owned)
         manage(env, "migrate", "--noinput", capture=True)
         say("Django database migrated")
         # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
         # production: collected (and pre-compressed) once here, not found per request.
         manage(env, "collectstatic", "--noinput", capture=True)
         say("static files collected")
-        sys.stdout.write(manage(env, "ddb_setup", capture=True))
         create_demo_users(env)
         demo_tenants(env, sink=sink_url(port), secret_file=secret_file)
         if env.get("DEMO_SEED", "1") == "1":
@@ -445,6 +558,8 @@ def main() -> int:
                 )
             else:
                 say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
+                if seeded_mark is not None:
+                    (seeded_mark.parent / DEMO_SEEDING_MARK).write_text("seed_demo started\n")
                 manage(env, "seed_demo")
                 if seeded_mark is not None:
                     seeded_mark.write_text("seed_demo ran against this folder's data\n")

@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -487,3 +489,151 @@ def test_the_receiver_is_registered_for_the_demo_tenant_once(ddb, tmp_path):
     WebhookEndpoint.objects.all().delete()
     assert once() == "sink registered"
     assert secret_file.read_text().strip() == WebhookEndpoint.objects.get().secret
+
+
+def test_a_terminals_ctrl_c_ends_make_run_with_0_not_130(tmp_path):
+    """A terminal's Ctrl-C goes to its foreground process group: make and the launcher
+    that make runs. make, interrupted, ends 130 whatever the launcher does, unless the
+    launcher took the terminal's foreground for its own group first. Reproduced with a
+    real terminal (a pty) and a real make, the launcher's own terminal step the only
+    difference."""
+    import fcntl
+    import pty
+    import termios
+
+    run_py = ROOT / "bin" / "run.py"
+
+    def run_under_make(take: bool) -> int:
+        script = tmp_path / f"launcher-{take}.py"
+        script.write_text(
+            "import importlib.util, signal, sys, time\n"
+            f"spec = importlib.util.spec_from_file_location('run', {str(run_py)!r})\n"
+            "run = importlib.util.module_from_spec(spec); spec.loader.exec_module(run)\n"
+            f"taken = run.terminal_take() if {take} else None\n"
+            "try:\n"
+            "    print('ready', flush=True); time.sleep(30); sys.exit(3)\n"
+            "except KeyboardInterrupt:\n"
+            "    run.terminal_give_back(taken); sys.exit(0)\n"
+        )
+        makefile = tmp_path / f"Makefile-{take}"
+        makefile.write_text(f"run:\n\texec {sys.executable} {script}\n")
+        master, slave = pty.openpty()
+
+        def controlling_terminal():
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "-f", str(makefile), "run"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            preexec_fn=controlling_terminal,
+            close_fds=True,
+        )
+        os.close(slave)
+        seen = b""
+        deadline = time.monotonic() + 30
+        while b"ready" not in seen and time.monotonic() < deadline:
+            seen += os.read(master, 1024)
+        assert b"ready" in seen, seen
+        os.write(master, b"\x03")  # the terminal's Ctrl-C
+        code = proc.wait(timeout=30)
+        os.close(master)
+        return code
+
+    assert run_under_make(take=False) != 0  # make itself was interrupted
+    assert run_under_make(take=True) == 0
+
+
+def test_a_start_stopped_while_seeding_starts_clean_next_time(tmp_path):
+    """Ctrl-C during the first seeding left part of the demo data and no mark that it
+    was seeded: the next start would seed again on top. It starts clean instead."""
+    run = _run_module()
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    data = run.dynamodb_data_dir(tmp_path, 1)
+    data.mkdir()
+    (data / "shared-local-instance.db").write_bytes(b"half a seed")
+    (tmp_path / "db.sqlite3").write_bytes(b"users")
+    (data / run.DEMO_SEEDING_MARK).write_text("started")
+
+    gone = run.seed_interrupted_reset(env, tmp_path)
+
+    assert data in gone and tmp_path / "db.sqlite3" in gone
+    assert not data.exists() and not (tmp_path / "db.sqlite3").exists()
+
+    # Seeded to the end: kept, whatever marks it holds.
+    data.mkdir()
+    (data / "shared-local-instance.db").write_bytes(b"a whole seed")
+    (data / run.DEMO_SEEDING_MARK).write_text("started")
+    (data / run.DEMO_SEEDED_MARK).write_text("done")
+    assert run.seed_interrupted_reset(env, tmp_path) == []
+    assert (data / "shared-local-instance.db").exists()
+
+
+def test_a_failed_step_names_the_check_that_failed():
+    """`manage.py migrate` refused by a system check: the one line make run prints names
+    the check and what it says, not only that migrate failed."""
+    run = _run_module()
+    output = (
+        "SystemCheckError: System check identified some issues:\n\nERRORS:\n"
+        "?: (reconciliation.E004) configuration differs from the one recorded in "
+        "us-east-1: regions\n\tHINT: Make this process's settings match.\n"
+    )
+    assert run.failure_reason(output) == (
+        "reconciliation.E004: configuration differs from the one recorded in us-east-1: regions"
+    )
+    assert run.failure_reason("CommandError: the table is gone\n") == "the table is gone"
+    assert run.failure_reason("") == ""
+
+
+@pytest.mark.dynamodb_local_only
+def test_a_changed_configuration_on_make_runs_own_data_is_accepted_and_audited(
+    tmp_path, dynamodb_local
+):
+    """Data of an earlier run with another configuration (here more ledger shards, as
+    with RUN_REGIONS=2 another region list): the system check would refuse every
+    process. make run owns that data: in demo mode it accepts the configuration (an
+    audited ``config_accepted``) and goes on; elsewhere it stops and says what to do."""
+    run = _run_module()
+    env = dict(
+        os.environ,
+        DYNAMODB_ENDPOINT_URL=dynamodb_local.endpoint_url,
+        DDB_TABLE_PREFIX=f"mr{os.getpid()}-",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        DEMO_MODE="1",
+        LEDGER_SHARDS="8",
+    )
+    for name in ("DDB_REGIONS", "DDB_PRIMARY_REGION"):
+        env.pop(name, None)
+    run.dynamodb_setup(env, owned=True)
+    changed = dict(env, LEDGER_SHARDS="16")
+
+    with pytest.raises(SystemExit):
+        run.dynamodb_setup(dict(changed, DEMO_MODE="0"), owned=True)
+    with pytest.raises(SystemExit):
+        run.dynamodb_setup(changed, owned=False)  # not make run's data to accept for
+    accepted = run.dynamodb_setup(changed, owned=True)
+
+    assert "configuration accepted" in accepted
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=changed,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    exported = tmp_path / "audit.jsonl"
+    events = subprocess.run(
+        [sys.executable, "manage.py", "export_audit", "--since", f"{datetime.now(UTC):%Y-%m-%d}"]
+        + ["--format", "jsonl", "--out", str(exported)],
+        cwd=ROOT,
+        env=changed,
+        capture_output=True,
+        text=True,
+    )
+    assert events.returncode == 0, events.stdout + events.stderr
+    actions = [json.loads(line)["action"] for line in exported.read_text().splitlines()]
+    assert actions.count("config_accepted") == 1, actions
