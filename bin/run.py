@@ -236,15 +236,18 @@ def demo_tenants(env: dict, *, sink: str, secret_file: Path) -> None:
     )
     registered = "sink registered" in out
     say(
-        f"webhook sink listens on {sink} for tenant {SINK_TENANT}'s acknowledgements "
+        f"webhook sink listens on {sink} for the acknowledgements of tenants "
+        + " and ".join(SINK_TENANTS)
+        + " "
         + ("(registered now" if registered else "(registered by an earlier run")
         + f", secret in {secret_file}); its counts: {sink}stats"
     )
 
 
-# The demo data's tenant (reconciliation/ops/simulate.py · TENANT): its acknowledgements
-# go to a development receiver that `make run` starts and registers once.
-SINK_TENANT = "sim"
+# The demo data's tenant (reconciliation/ops/simulate.py · TENANT) and the one docs/api.md's
+# curl lines post as: their acknowledgements go to a development receiver that `make run`
+# starts and registers once for each.
+SINK_TENANTS = ("sim", "acme")
 # Under var/: the receiver's signing secret (so a restart finds its registration) and
 # the port it last listened on.
 SINK_SECRET_FILE = "webhook-sink.secret"
@@ -273,21 +276,25 @@ def sink_url(port: int) -> str:
 
 
 def sink_keep_script(url: str, secret_file: Path) -> str:
-    """Python for `manage.py shell -c`: keep the receiver's registration for the demo
-    tenant (dashboard/tenant_changes.py · webhook_keep), or register it and keep its new
-    secret under var/ (readable by this user only)."""
+    """Python for `manage.py shell -c`: keep the receiver's registration for each demo
+    tenant (dashboard/tenant_changes.py · webhook_keep), or register it, one secret for
+    all, kept under var/ (readable by this user only)."""
     return (
         "import os, pathlib\n"
         "from dashboard.tenant_changes import webhook_keep\n"
         "from reconciliation.acks.models import DEFAULT_EVENTS\n"
         f"f = pathlib.Path({str(secret_file)!r})\n"
         "kept = f.read_text().strip() if f.exists() else ''\n"
-        f"row, new = webhook_keep({SINK_TENANT!r}, {url!r}, secret=kept, "
+        "registered = False\n"
+        f"for tenant in {SINK_TENANTS!r}:\n"
+        f"    row, new = webhook_keep(tenant, {url!r}, secret=kept, "
         "events=DEFAULT_EVENTS, actor=actor)\n"
-        "if new:\n"
-        "    f.write_text(row.secret + '\\n')\n"
-        "    os.chmod(f, 0o600)\n"
-        "print('sink', 'registered' if new else 'kept')\n"
+        "    registered = registered or new\n"
+        "    if row.secret != kept:\n"
+        "        kept = row.secret\n"
+        "        f.write_text(kept + '\\n')\n"
+        "        os.chmod(f, 0o600)\n"
+        "print('sink', 'registered' if registered else 'kept')\n"
     )
 
 

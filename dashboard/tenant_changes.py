@@ -96,15 +96,19 @@ def token_issue(
 
 
 def webhook_register(
-    name: str, url: str, *, events: tuple[str, ...], actor: Actor
+    name: str, url: str, *, events: tuple[str, ...], actor: Actor, secret: str = ""
 ) -> WebhookEndpoint:
     """Register an acknowledgement endpoint for ``name`` (the tenant created first if
-    new) with a new signing secret, returned on the row once; the audit event names the
-    URL, the events and the secret's last characters, never the secret."""
+    new) with a new signing secret, returned on the row once (or ``secret``: one
+    receiver's for several tenants); the audit event names the URL, the events and the
+    secret's last characters, never the secret."""
     with transaction.atomic():
         tenant = tenant_provision(name, actor=actor)
         endpoint = WebhookEndpoint(
-            tenant=tenant, url=url, events=",".join(events), secret=ack_models.secret_new()
+            tenant=tenant,
+            url=url,
+            events=",".join(events),
+            secret=secret or ack_models.secret_new(),
         )
         tenant_event(
             name,
@@ -153,15 +157,16 @@ def webhook_keep(
 ) -> tuple[WebhookEndpoint, bool]:
     """The enabled endpoint of ``name`` at ``url`` signing with ``secret`` (``make run``'s
     development receiver, whose secret it keeps under var/), or one registered now (and
-    audited) when there is none: ``(endpoint, registered)``. A restart finds its own
-    registration and adds no second one."""
+    audited) when there is none, with ``secret`` when one is given, else a new one:
+    ``(endpoint, registered)``. A restart finds its own registration and adds no second
+    one."""
     if secret:
         kept = WebhookEndpoint.objects.filter(
             tenant__name=name, url=url, secret=secret, enabled=True
         ).first()
         if kept is not None:
             return kept, False
-    return webhook_register(name, url, events=events, actor=actor), True
+    return webhook_register(name, url, events=events, actor=actor, secret=secret), True
 
 
 def token_revoke(token: ApiToken, *, actor: Actor) -> bool:

@@ -461,16 +461,18 @@ def test_the_procfile_runs_the_dispatcher_and_make_run_adds_the_receiver(tmp_pat
 
 @pytest.mark.engines("moto")
 @pytest.mark.django_db
-def test_the_receiver_is_registered_for_the_demo_tenant_once(ddb, tmp_path):
+def test_the_receiver_is_registered_for_the_demo_tenants_once(ddb, tmp_path):
     """`make run`'s registration script registers the receiver for the demo data's tenant
-    and keeps its secret under var/; run again (a restart) it registers nothing new, and
-    after RESET=1 (the database gone, the secret file kept) it registers again."""
+    and for ``acme``, the tenant docs/api.md's curl lines post as (a pledge recorded by
+    hand got no acknowledgement before), with one secret kept under var/; run again (a
+    restart) it registers nothing new, and after RESET=1 (the database gone, the secret
+    file kept) it registers again."""
     from dashboard.models import WebhookEndpoint
     from reconciliation.actors import command_actor
     from reconciliation.ops.simulate import TENANT
 
     run = _run_module()
-    assert run.SINK_TENANT == TENANT
+    assert set(run.SINK_TENANTS) == {TENANT, "acme"}
     secret_file = tmp_path / run.SINK_SECRET_FILE
     script = run.sink_keep_script("http://127.0.0.1:9101/", secret_file)
 
@@ -480,15 +482,22 @@ def test_the_receiver_is_registered_for_the_demo_tenant_once(ddb, tmp_path):
             exec(script, {"actor": command_actor("test")})
         return out.getvalue().strip()
 
+    def registered() -> dict[str, tuple[str, str]]:
+        return {
+            row.tenant.name: (row.url, row.secret)
+            for row in WebhookEndpoint.objects.select_related("tenant")
+        }
+
     assert once() == "sink registered"
-    row = WebhookEndpoint.objects.get(tenant__name=TENANT)
-    assert secret_file.read_text().strip() == row.secret and row.url == "http://127.0.0.1:9101/"
+    secret = secret_file.read_text().strip()
+    url = "http://127.0.0.1:9101/"
+    assert registered() == {TENANT: (url, secret), "acme": (url, secret)}
     assert secret_file.stat().st_mode & 0o077 == 0
     assert once() == "sink kept"
-    assert WebhookEndpoint.objects.filter(tenant__name=TENANT).count() == 1
+    assert registered() == {TENANT: (url, secret), "acme": (url, secret)}
     WebhookEndpoint.objects.all().delete()
     assert once() == "sink registered"
-    assert secret_file.read_text().strip() == WebhookEndpoint.objects.get().secret
+    assert registered() == {TENANT: (url, secret), "acme": (url, secret)}
 
 
 def test_a_terminals_ctrl_c_ends_make_run_with_0_not_130(tmp_path):

@@ -52,6 +52,12 @@ class StaffLoginView(auth_views.LoginView):
             return resolve_url("worklist")
         return super().get_default_redirect_url()
 
+    def get_redirect_url(self) -> str:
+        """``?next=``, except the site's root: someone who opened ``/`` signed out asked
+        for the site, not for the overview, and lands on their role's first page."""
+        asked = super().get_redirect_url()
+        return "" if asked == resolve_url("overview") else asked
+
 
 def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
     user = request.user

@@ -178,6 +178,23 @@ def test_landing_after_sign_in_by_role(ddb, client, settings, role, landing):
     assert response.status_code == 302 and response["Location"] == landing
 
 
+@pytest.mark.parametrize(
+    ("role", "landing"),
+    [("finance_staff", "/worklist/"), ("supervisor", "/"), ("auditor", "/")],
+)
+def test_opening_the_site_root_signs_in_to_the_roles_landing(ddb, client, settings, role, landing):
+    """Opening http://…/ signed out sends to sign-in with ``?next=/``: the site's root,
+    not a page asked for, so each role still lands on its own first page."""
+    settings.STAFF_MFA_REQUIRED = False
+    staff_user("wl-root", role, password="Landing-pass-42")
+    asked = client.get("/")
+    assert asked.status_code == 302 and asked["Location"] == "/accounts/login/?next=/"
+    response = client.post(
+        asked["Location"], {"username": "wl-root", "password": "Landing-pass-42"}
+    )
+    assert response.status_code == 302 and response["Location"] == landing
+
+
 def test_next_still_wins_after_sign_in(ddb, client):
     """?next= sends finance staff where they were going, not to the worklist."""
     staff_user("wl-next", "finance_staff", password="Landing-pass-42")
