@@ -50,7 +50,7 @@ def test_staff_filters_opens_cancelled_case_and_closes_it_as_a_duplicate(
     screenshots.shoot(page, "overview")
 
     page.goto(f"{live_server.url}/cases/{ambiguous.case_id}/")
-    assert page.get_by_text("Acknowledgement failed").is_visible()
+    assert page.get_by_text("Answer lost", exact=True).is_visible()
     assert page.get_by_text("Transaction failed").count() == 0
     screenshots.shoot(page, "case-ambiguous")
     page.get_by_role("link", name="Overview").click()

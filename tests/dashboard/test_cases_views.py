@@ -69,25 +69,28 @@ def test_unknown_case_is_404(ddb, client):
 
 
 def test_ambiguous_and_failed_transactions_cannot_be_confused(ddb, client, settings):
-    """An acknowledgement that failed (202, may have committed) and a transaction that
+    """A commit whose answer was lost (202, may have committed) and a transaction that
     failed (nothing of it written) get different, plainly worded banners; never both. Each
-    says what the live evidence finds now (test_case_page_truth.py)."""
+    says what the live evidence finds now (test_case_page_truth.py). The lost answer's
+    banner never says "acknowledgement": that word is the webhooks' now, and a lost
+    answer read as a failed webhook."""
     settings.AUTO_RESOLVE_COMMITTED = False
     ambiguous = ambiguous_case("cp-3")
     cancelled = key_reuse_case(ddb, "cp-4")
     stuck = stuck_case("cp-5")
     sign_in(client)
     ack = client.get(f"/cases/{ambiguous.case_id}/").content.decode()
-    assert "Acknowledgement failed" in ack and "The write committed: a pledge is recorded" in ack
+    assert "Answer lost" in ack and "The write committed: a pledge is recorded" in ack
+    assert "Acknowledgement" not in ack.split('id="headline"')[1].split("</section>")[0]
     assert 'HTTP 202: <span title="error code outcome_unknown">outcome unknown</span>' in ack
     assert "Transaction failed" not in ack and "Nothing was written" not in ack
     txn = client.get(f"/cases/{cancelled.case_id}/").content.decode()
     assert "Transaction failed" in txn and "this transaction wrote nothing" in txn
     assert 'HTTP 422: <span title="error code idempotency_key_reused">key reused</span>' in txn
-    assert "Acknowledgement failed" not in txn and "may have committed" not in txn
+    assert "Answer lost" not in txn and "may have committed" not in txn
     stuck_page = client.get(f"/cases/{stuck.case_id}/").content.decode()
     assert "No outcome recorded" in stuck_page
-    assert "Acknowledgement failed" not in stuck_page and "Transaction failed" not in stuck_page
+    assert "Answer lost" not in stuck_page and "Transaction failed" not in stuck_page
 
 
 @pytest.mark.engines(*ENGINES)  # the engine's CancellationReasons and ALL_OLD items
