@@ -310,6 +310,18 @@ def pledge_body(**overrides) -> dict:
     return body
 
 
+@pytest.fixture
+def celery_results_kept():
+    """Inline tasks' results kept in the result backend, where a page that polls a task
+    by its id looks, as a worker's are."""
+    from dashboard.celery import app
+
+    before = app.conf.get("task_store_eager_result", False)
+    app.conf.task_store_eager_result = True
+    yield
+    app.conf.task_store_eager_result = before
+
+
 @pytest.fixture(autouse=True)
 def celery_eager():
     """Tasks run inline in tests unless a test starts real worker processes."""

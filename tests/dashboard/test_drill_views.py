@@ -9,8 +9,10 @@ from tests.helpers import sign_in
 
 @pytest.mark.engines("dynamodb_local")
 @pytest.mark.django_db
-def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client):
-    """POST starts the drill (inline in tests); the page then shows every scenario passed."""
+def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client, celery_results_kept):
+    """POST starts the drill (inline in tests); the page then shows every scenario passed,
+    and no longer that it is running (a notice outside the polled report said so after
+    the result was in)."""
     sign_in(client, "supervisor")
     page = client.get("/drill/")
     assert page.status_code == 200 and b"No drill has run yet" in page.content
@@ -20,6 +22,8 @@ def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client):
     body = page.content.decode()
     assert "1 first commit" in body and "every audit chain verifies" in body
     assert "FAIL" not in body and "passed" in body
+    # Its result shown, nothing on the page says it is still running.
+    assert "running" not in body.lower()
     partial = client.get("/drill/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="drill-report")
     assert b'id="drill-report"' in partial.content and b"<html" not in partial.content
     # An htmx request that is not the report's own polling gets the whole page.

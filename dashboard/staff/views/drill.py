@@ -20,8 +20,11 @@ SESSION_KEY = "drill_task_id"
 @require_safe
 @role_required(Role.SUPERVISOR)
 def drill_page(request: StaffRequest) -> HttpResponse:
+    """The report says whether a drill runs, ended badly or cannot be known: inside the
+    report its polling replaces, so no notice outside it outlives the run."""
     task_id = request.session.get(SESSION_KEY)
     running = False
+    notice = ""
     if task_id:
         result: AsyncResult[dict] = AsyncResult(task_id)
         try:
@@ -30,15 +33,13 @@ def drill_page(request: StaffRequest) -> HttpResponse:
         except QUEUE_ERRORS:
             # One bounded read; the drill's state is unknown until Redis answers again.
             running = failed = False
-            messages.warning(
-                request, "Background work is unavailable; the drill's state is unknown."
-            )
+            notice = "Background work is unavailable; the drill's state is unknown."
         else:
             if not running:
                 del request.session[SESSION_KEY]
             if failed:
-                messages.error(request, "The drill could not run to the end; see the worker log.")
-    context = {"last": drill_last(), "running": running}
+                notice = "The drill could not run to the end; see the worker log."
+    context = {"last": drill_last(), "running": running, "notice": notice}
     # Only the report's own polling swaps in the fragment; any other request, htmx or
     # not (a redirect after the button, a boosted link), gets the whole page.
     polling = bool(request.htmx) and request.htmx.target == "drill-report"
@@ -54,6 +55,6 @@ def drill_start(request: StaffRequest) -> HttpResponse:
     except QUEUE_ERRORS:
         messages.error(request, UNAVAILABLE)
         return redirect("drill")
+    # The report says it runs, and stops saying so when it is done.
     request.session[SESSION_KEY] = result.id
-    messages.success(request, "The drill is running; this page updates when it is done.")
     return redirect("drill")
