@@ -150,7 +150,7 @@ def endpoint_attempts_all(
 def pledge_attempts(tenant: str, intent_id: str) -> list[DeliveryAttempt]:
     """The pledge's attempts to every endpoint, newest first."""
     rows = DeliveryAttempt.objects.filter(tenant=tenant, intent_id=intent_id)
-    return list(rows.select_related("endpoint").order_by("-at", "-pk")[:PLEDGE_ATTEMPTS_SHOWN])
+    return list(rows.order_by("-at", "-pk")[:PLEDGE_ATTEMPTS_SHOWN])
 
 
 @dataclass(frozen=True)
@@ -192,3 +192,37 @@ def delivery_attempts_prune(*, now: datetime, days: int) -> int:
             return deleted
         count, _ = DeliveryAttempt.objects.filter(pk__in=batch).delete()
         deleted += count
+
+
+ATTEMPT_CSV_COLUMNS = (
+    "at",
+    "event_type",
+    "tenant",
+    "client_key",
+    "webhook_id",
+    "outcome",
+    "http_status",
+    "error",
+    "duration_ms",
+)
+
+
+@dataclass(frozen=True)
+class CsvAttempt:
+    """One attempt as a line of the endpoint's CSV."""
+
+    row: DeliveryAttempt
+
+    def cells(self) -> list[str]:
+        r = self.row
+        return [
+            r.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            r.event_type,
+            r.tenant,
+            r.client_key,
+            r.webhook_id,
+            str(AttemptOutcome.SUCCEEDED if r.ok else AttemptOutcome.FAILED),
+            "" if r.code is None else str(r.code),
+            r.error,
+            f"{r.duration_ms:.1f}",
+        ]
