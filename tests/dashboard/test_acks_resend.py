@@ -123,7 +123,7 @@ def test_a_supervisor_previews_confirms_and_each_resend_keeps_its_id(outage, cli
     html = shown.content.decode()
 
     assert shown.status_code == 200
-    assert "2 deliveries to resend" in html and "1 more failed then but were delivered" in html
+    assert "2 deliveries to resend" in html and "1 more failed then but was delivered since" in html
     assert "/pledges/acme/rs-1/" in html and "/pledges/acme/rs-2/" in html
     assert "/pledges/acme/rs-3/" not in html
     assert redelivered_events("acme#rs-1") == []  # a preview writes nothing

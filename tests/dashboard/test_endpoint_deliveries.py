@@ -85,7 +85,10 @@ def test_the_page_lists_each_attempt_with_its_answer_and_links_the_pledge(ddb, c
     assert 'href="/pledges/acme/dl-2/#deliveries"' in html
     assert "HTTP 503" in html and "41&nbsp;ms" in html
     assert event_id("acme#dl-1", "pledge.recorded") in html
-    assert "Resend failed deliveries" not in html
+    assert "Resend failed deliveries" not in html and "Send again…" not in html
+    sign_in(client, "finance_staff")
+    staff_page = client.get(f"/acks/{down.pk}/").content.decode()
+    assert staff_page.count("Send again…") == 2 and "Resend failed deliveries" not in staff_page
 
 
 def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, client):

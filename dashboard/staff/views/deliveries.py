@@ -45,7 +45,7 @@ from dashboard.staff.views.list_csv import (
     form_problems,
     format_refused,
 )
-from dashboard.staff.views.pages import VIEWING_ROLES, render_page
+from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from reconciliation.acks.redeliver import RedeliverRefused
 from reconciliation.acks.resend import (
     RESEND_MAX,
@@ -123,6 +123,9 @@ def endpoint_deliveries_view(request: StaffRequest, endpoint_id: int) -> HttpRes
         "later_page": before is not None,
         "first_url": here + (f"?{query}" if query else ""),
         "csv_url": f"{here}?{'&'.join(p for p in (query, 'format=csv') if p)}",
+        # One delivery is sent again on its pledge page (finance staff and supervisors);
+        # many at once here, by supervisors only (docs/webhooks.md, "Who may").
+        "can_redeliver": request.role in ACTING_ROLES,
         "resend_form": _preview_form(endpoint) if request.role == Role.SUPERVISOR else None,
     }
     partial = "next_page" if before is not None else "results"
