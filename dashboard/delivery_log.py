@@ -31,6 +31,7 @@ PLEDGE_ATTEMPTS_SHOWN = 100
 CSV_MAX_ROWS = 10000
 # The prune deletes in batches this large, so no statement holds a long lock.
 PRUNE_BATCH = 5000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class AttemptOutcome(StrEnum):
@@ -63,7 +64,9 @@ class Cursor:
     pk: int
 
     def text(self) -> str:
-        stamp = int(self.at.timestamp() * 1_000_000)
+        # Whole microseconds, by integer arithmetic: the next page compares times for
+        # equality (rows sharing the last row's time), so the cursor must be exact.
+        stamp = (self.at - _EPOCH) // timedelta(microseconds=1)
         return f"{stamp}.{self.pk}"
 
     @classmethod
@@ -71,7 +74,7 @@ class Cursor:
         stamp, _, pk = text.partition(".")
         if not (stamp.isdigit() and pk.isdigit() and len(stamp) < 20 and len(pk) < 20):
             raise BadCursor(text)
-        return cls(datetime.fromtimestamp(int(stamp) / 1_000_000, tz=UTC), int(pk))
+        return cls(_EPOCH + timedelta(microseconds=int(stamp)), int(pk))
 
 
 @dataclass(frozen=True)

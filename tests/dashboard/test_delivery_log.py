@@ -131,3 +131,15 @@ def test_the_prune_is_scheduled_daily():
     entry = settings.CELERY_BEAT_SCHEDULE["delivery-attempts-prune"]
     assert entry["task"] == delivery_attempts_prune_task.name
     assert entry["schedule"].hour == {settings.DELIVERY_ATTEMPT_PRUNE_HOUR}
+
+
+def test_a_page_cursor_keeps_the_exact_microsecond():
+    """A cursor read back names the same instant and id, to the microsecond: the next
+    page compares times for equality."""
+    from datetime import UTC, datetime
+
+    from dashboard.delivery_log import Cursor
+
+    for micro in (436490, 999999, 1, 0):
+        at = datetime(2026, 12, 5, 13, 49, 47, micro, tzinfo=UTC)
+        assert Cursor.parse(Cursor(at, 42).text()) == Cursor(at, 42)
