@@ -143,3 +143,28 @@ def test_a_page_cursor_keeps_the_exact_microsecond():
     for micro in (436490, 999999, 1, 0):
         at = datetime(2026, 12, 5, 13, 49, 47, micro, tzinfo=UTC)
         assert Cursor.parse(Cursor(at, 42).text()) == Cursor(at, 42)
+
+
+def test_the_dispatch_acks_command_logs_its_attempts(ddb, monkeypatch):
+    """``dispatch_acks --once`` (its own edge hook, not a test's) counts each attempt on
+    the endpoint and logs it; the receiver and resolver are stand-ins (no network)."""
+    from django.core.management import call_command
+
+    from dashboard.management.commands import dispatch_acks as command
+
+    endpoint = webhook_register(
+        "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
+    )
+    submit("log-cmd")
+    real = command.acks_dispatch_once
+
+    def offline(store, **kwargs):
+        return real(store, resolve=lambda host, port: ["93.184.216.34"], sender=answer, **kwargs)
+
+    monkeypatch.setattr(command, "acks_dispatch_once", offline)
+    call_command("dispatch_acks", "--once")
+
+    [row] = DeliveryAttempt.objects.filter(endpoint=endpoint)
+    assert (row.intent_id, row.code, row.ok) == ("acme#log-cmd", 204, True)
+    endpoint.refresh_from_db()
+    assert (endpoint.attempts, endpoint.failures) == (1, 0)
