@@ -49,6 +49,14 @@ class AttemptFilterForm(IdPrefixedForm):
     since = forms.DateTimeField(required=False, label="From (UTC)", widget=_LOCAL_INPUT)
     until = forms.DateTimeField(required=False, label="Until (UTC)", widget=_LOCAL_INPUT)
 
+    def clean_key(self) -> str:
+        key = self.cleaned_data.get("key") or ""
+        # A client's key is printable (docs/api.md); and PostgreSQL refuses a NUL in a
+        # query parameter with an error, which must be a 400 here, not a 500.
+        if not key.isprintable():
+            raise forms.ValidationError("printable characters only, as in a client's key")
+        return key
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         since, until = data.get("since"), data.get("until")

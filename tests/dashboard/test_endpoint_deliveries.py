@@ -110,7 +110,12 @@ def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, client):
     later = (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     assert "No attempt matches" in client.get(base + f"?since={later}").content.decode()
 
-    for bad in ("?outcome=maybe", "?since=2026-12-05T10:00&until=2026-12-05T09:00", "?before=x.1"):
+    for bad in (
+        "?outcome=maybe",
+        "?since=2026-12-05T10:00&until=2026-12-05T09:00",
+        "?before=x.1",
+        "?key=a%00b",
+    ):
         response = client.get(base + bad)
         assert response.status_code == 400, bad
         assert 'class="attempt' not in response.content.decode()
