@@ -51,8 +51,8 @@ class AttemptFilterForm(IdPrefixedForm):
 
     def clean_key(self) -> str:
         key = self.cleaned_data.get("key") or ""
-        # A client's key is printable (docs/api.md); and PostgreSQL refuses a NUL in a
-        # query parameter with an error, which must be a 400 here, not a 500.
+        # A client's key is printable (docs/api.md): any other filter matches no pledge,
+        # and saying so beats an empty list.
         if not key.isprintable():
             raise forms.ValidationError("printable characters only, as in a client's key")
         return key
