@@ -51,7 +51,7 @@ class AttemptFilterForm(IdPrefixedForm):
 
     def clean_key(self) -> str:
         key = self.cleaned_data.get("key") or ""
-        # A client's key is printable (docs/api.md): any other filter matches no pledge,
+        # A client's key is printable (docs/design.md §4): any other matches no pledge,
         # and saying so beats an empty list.
         if not key.isprintable():
             raise forms.ValidationError("printable characters only, as in a client's key")
