@@ -10,8 +10,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# Each domain package keeps its tasks in its own ``tasks`` module.
-app.autodiscover_tasks(["reconciliation.audit", "reconciliation.casework", "reconciliation.ops"])
+# Each domain package keeps its tasks in its own ``tasks`` module; the dashboard's are
+# those of its own database (the delivery attempt log's prune).
+app.autodiscover_tasks(
+    ["reconciliation.audit", "reconciliation.casework", "reconciliation.ops", "dashboard"]
+)
 
 
 @signals.worker_init.connect

@@ -507,3 +507,51 @@ class WebhookEndpoint(models.Model):
             previous_secret=self.previous_secret,
             previous_secret_until=self.previous_secret_until,
         )
+
+
+class DeliveryAttempt(models.Model):
+    """One POST of one pledge's event to one endpoint, as the dispatcher made it: the
+    attempt log staff read per endpoint and per pledge (dashboard/delivery_log.py).
+
+    Written by the dispatcher's edge after each attempt; the delivery's own state stays
+    on the pledge item in DynamoDB, so a row lost here costs a line of history, never a
+    delivery. Kept ``DELIVERY_ATTEMPT_RETENTION_DAYS``, then pruned daily."""
+
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    tenant = models.CharField(max_length=150)
+    intent_id = models.CharField(max_length=500)
+    event_type = models.CharField(max_length=40)
+    webhook_id = models.CharField(max_length=64)
+    at = models.DateTimeField()
+    # The HTTP status, or none when no answer came (``error`` says why).
+    code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True, default="")
+    duration_ms = models.FloatField(default=0.0)
+    # Answered 2xx: stored rather than derived from ``code`` so the "failed" filter and
+    # the bulk resend's selection are one index range.
+    ok = models.BooleanField()
+
+    class Meta:
+        indexes = [
+            # An endpoint's page, newest first, and its failures since a time.
+            models.Index(fields=["endpoint", "-at"], name="attempt_endpoint_recent"),
+            models.Index(fields=["endpoint", "ok", "-at"], name="attempt_endpoint_outcome"),
+            # A pledge's page.
+            models.Index(fields=["tenant", "intent_id", "-at"], name="attempt_pledge_recent"),
+            # The daily prune: one range of old rows.
+            models.Index(fields=["at"], name="attempt_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} to E{self.endpoint_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def client_key(self) -> str:
+        """The client's own ``Idempotency-Key`` (the pledge page's URL part)."""
+        return self.intent_id.partition("#")[2]
+
+    @property
+    def event(self) -> ack_models.EventType:
+        return ack_models.EventType.read(self.event_type)

@@ -390,6 +390,11 @@ ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
 ACK_RETRY_SCALE = float(os.environ.get("ACK_RETRY_SCALE", "1.0"))
 # How long dispatch_acks (without --once) sleeps between passes.
 ACK_POLL_S = float(os.environ.get("ACK_POLL_S", "2"))
+# Rows of the delivery attempt log (dashboard/models.py · DeliveryAttempt) older than this
+# are deleted by a daily task: the log is for looking back over an outage, not an archive
+# (each resend's audit event is kept with the audit trail).
+DELIVERY_ATTEMPT_RETENTION_DAYS = env_int("DELIVERY_ATTEMPT_RETENTION_DAYS", 30)
+DELIVERY_ATTEMPT_PRUNE_HOUR = env_int("DELIVERY_ATTEMPT_PRUNE_HOUR", 3)
 
 # Funds (docs/design.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
 # in one currency up to its largest single amount. A new tenant starts with DEFAULT_FUNDS,
@@ -506,4 +511,10 @@ CELERY_BEAT_SCHEDULE: dict = {
     "ledger-drift": _every("reconciliation.tasks.cases.ledger_drift_task", LEDGER_DRIFT_INTERVAL_S),
     # Every 5 minutes; signs each finished period's checkpoint once, else a no-op.
     "audit-checkpoint": _every("reconciliation.tasks.audit.audit_checkpoint", 300),
+    "delivery-attempts-prune": {
+        # Daily: the attempt log's rows past DELIVERY_ATTEMPT_RETENTION_DAYS.
+        "task": "dashboard.tasks.delivery_attempts_prune_task",
+        "schedule": crontab(minute=30, hour=DELIVERY_ATTEMPT_PRUNE_HOUR),
+        "options": {"expires": 3600.0},
+    },
 }

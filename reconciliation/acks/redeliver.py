@@ -54,9 +54,12 @@ def ack_redeliver(
     actor: Actor,
     reason_code: str,
     reason_text: str,
+    bulk_id: str = "",
 ) -> None:
     """Make the delivery ``seen.key`` of ``intent_id`` due now, audited; or raise
-    :class:`RedeliverRefused` (nothing written)."""
+    :class:`RedeliverRefused` (nothing written). ``bulk_id`` names the bulk resend this
+    is one item of (reconciliation/acks/resend.py), in the event's detail, so the audit
+    trail ties an endpoint's resends together."""
     if actor.role not in STAFF:
         raise RedeliverRefused("Only finance staff and supervisors may redeliver.")
     try:
@@ -87,7 +90,11 @@ def ack_redeliver(
             after={"status": str(DeliveryStatus.PENDING), "next_at": now},
             reason_code=code,
             reason_text=text,
-            detail={"endpoint": delivery.endpoint_id, "event_type": str(delivery.event_type)},
+            detail={
+                "endpoint": delivery.endpoint_id,
+                "event_type": str(delivery.event_type),
+                **({"bulk_id": bulk_id} if bulk_id else {}),
+            },
         ),
         stream=pledge_stream(intent_id, store.tag),
         seq=pledge.audit_seq + 1,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol
 
 from reconciliation.actors import Actor
 from reconciliation.audit.export.events import export_event_append, new_export_id
@@ -52,6 +53,12 @@ class CaseList(Code):
     QUEUE = "queue", "Queue"
     SEARCH = "search", "Case search"
     RESOLVED = "resolved", "Resolved cases"
+    # Not a case list, but downloaded and audited the same way (docs/webhooks.md).
+    DELIVERIES = "deliveries", "Delivery attempts of an endpoint"
+
+
+class CsvRow(Protocol):
+    def cells(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ def _attr(case: object, name: str) -> str:
     return "" if value is None else str(value)
 
 
-def csv_lines(rows: Iterable[CsvCase]) -> Iterator[str]:
+def csv_lines(rows: Iterable[CsvRow], columns: Sequence[str] = CSV_COLUMNS) -> Iterator[str]:
     """The header, then one formula-safe line per row, as they come (for streaming)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -112,7 +119,7 @@ def csv_lines(rows: Iterable[CsvCase]) -> Iterator[str]:
         buffer.truncate()
         return text
 
-    yield line(CSV_COLUMNS)
+    yield line(columns)
     for row in rows:
         yield line(row.cells())
 

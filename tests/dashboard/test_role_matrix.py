@@ -189,6 +189,30 @@ def _redeliver(w: World) -> dict:
     }
 
 
+def _endpoint(suffix: str = "") -> Callable[[World], str]:
+    """A page of the tenant's one acknowledgement endpoint (registered on first use)."""
+
+    def path(w: World) -> str:
+        from dashboard.models import WebhookEndpoint
+        from dashboard.tenant_changes import webhook_register
+        from reconciliation.actors import command_actor
+
+        endpoint = WebhookEndpoint.objects.first() or webhook_register(
+            "acme",
+            "https://crm.example.org/h",
+            events=("pledge.recorded",),
+            actor=command_actor("m"),
+        )
+        return f"/acks/{endpoint.pk}/{suffix}"
+
+    return path
+
+
+def _resend_preview(w: World) -> dict:
+    """A preview: reads, writes nothing."""
+    return {"step": "preview", "since": "2026-01-01T00:00"}
+
+
 def _override(w: World) -> dict:
     return {
         "override": "RELEASE_CLAIM",
@@ -249,6 +273,10 @@ MATRIX: dict[str, Row] = {
     "requests/rejected/": Row("GET", viewers(200), lambda w: "/requests/rejected/"),
     "acks/": Row("GET", viewers(200), lambda w: "/acks/"),
     "acks/redeliver/": Row("POST", actors(302), lambda w: "/acks/redeliver/", _redeliver),
+    "acks/<int:endpoint_id>/": Row("GET", viewers(200), _endpoint()),
+    "acks/<int:endpoint_id>/resend/": Row(
+        "POST", supervisors(200), _endpoint("resend/"), _resend_preview
+    ),
     "cases/<case_id:case_id>/evidence/": Row("GET", viewers(200), _case("evidence/")),
     "cases/<case_id:case_id>/dispose/": Row("POST", actors(302), _case("dispose/"), _disposition),
     "cases/<case_id:case_id>/override/": Row("POST", actors(302), _case("override/"), _override),

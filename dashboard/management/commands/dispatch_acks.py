@@ -8,6 +8,7 @@ dispatcher killed (SIGKILL, a crash) leaves them to run out.
 
 The endpoints are the tenants' ``WebhookEndpoint`` rows, read here (the edge) and passed
 down as plain data; the pledges that are due, their shards' leases and the attempts are in DynamoDB.
+Each attempt is also counted on its endpoint and logged (``DeliveryAttempt``) here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
+from dashboard.delivery_log import attempt_log
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import acks_dispatch_once
@@ -61,6 +63,13 @@ def attempt_counted(attempt: Attempt) -> None:
         )
     except DatabaseError as exc:
         logger.warning("attempt to %s not counted: %s", attempt.endpoint.endpoint_id, exc)
+
+
+def attempt_recorded(attempt: Attempt) -> None:
+    """What the edge keeps of each attempt: the endpoint's counters and a row of its
+    attempt log (dashboard/delivery_log.py), each failing alone and costing no delivery."""
+    attempt_counted(attempt)
+    attempt_log(attempt)
 
 
 def endpoints_for(tenant: str) -> list[Endpoint]:
@@ -127,7 +136,7 @@ class Command(BaseCommand):
                         store,
                         endpoints_for=endpoints_for,
                         owns=homed_in(store),
-                        on_attempt=attempt_counted,
+                        on_attempt=attempt_recorded,
                         leases=leases[store.region_name],
                     )
                 except (BotoCoreError, ClientError) as exc:

@@ -2,7 +2,8 @@
 endpoints with their failure rate and last success, from the counters the dispatcher
 keeps on each endpoint (dashboard/models.py · WebhookEndpoint.attempt_count): one query
 of the Django database, never a scan of pledges. Every staff role reads it; nothing on it
-changes anything (redelivery is on the pledge page)."""
+changes anything (redelivery is on the pledge page; each endpoint's attempts and the
+bulk resend on its Deliveries page, dashboard/staff/views/deliveries.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ own views choose the rows (the same filters as their page) and call :func:`csv_d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django import forms
@@ -16,8 +16,9 @@ from dashboard.auth import actor_for
 from reconciliation import clock
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.casework.list_export import (
+    CSV_COLUMNS,
     CaseList,
-    CsvCase,
+    CsvRow,
     csv_lines,
     file_name,
     list_export_record,
@@ -65,7 +66,8 @@ def csv_download(
     case_list: CaseList,
     name: str,
     filters: Mapping[str, str],
-    rows: Iterable[CsvCase],
+    rows: Iterable[CsvRow],
+    columns: Sequence[str] = CSV_COLUMNS,
 ) -> HttpResponseBase:
     """The list's rows as a CSV attachment, streamed; audited before the first byte (no
     audit event, no file: a 503 that says so)."""
@@ -84,7 +86,9 @@ def csv_download(
             status=503,
             content_type="text/plain; charset=utf-8",
         )
-    response = StreamingHttpResponse(csv_lines(rows), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(
+        csv_lines(rows, columns), content_type="text/csv; charset=utf-8"
+    )
     at = clock.iso(clock.now())
     response["Content-Disposition"] = f'attachment; filename="{file_name(case_list, name, at)}"'
     response["Cache-Control"] = "no-store"

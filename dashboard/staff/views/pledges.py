@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
+from dashboard.delivery_log import pledge_attempts
 from dashboard.staff.forms import RedeliverForm, RejectedRequestsForm
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.staff.views.search import known_tenants
@@ -58,6 +59,7 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
         "detail": detail,
         "acks": acks,
         "delivery_rows": delivery_rows,
+        "attempts": pledge_attempts(tenant, detail.intent_id) if detail.pledge else [],
         "log_days": settings.REQUEST_LOG_TTL_S // 86400,
     }
     return render_page(request, "pledges/detail.html", None, context)
