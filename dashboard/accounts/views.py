@@ -52,9 +52,10 @@ class StaffLoginView(auth_views.LoginView):
             return resolve_url("worklist")
         return super().get_default_redirect_url()
 
-    def get_redirect_url(self) -> str:
+    def get_redirect_url(self, request: HttpRequest | None = None) -> str:
         """``?next=``, except the site's root: someone who opened ``/`` signed out asked
-        for the site, not for the overview, and lands on their role's first page."""
+        for the site, not for the overview, and lands on their role's first page.
+        (``request`` only matches django-stubs' signature; Django passes none.)"""
         asked = super().get_redirect_url()
         return "" if asked == resolve_url("overview") else asked
 
