@@ -15,11 +15,15 @@ module only fits them to the one-POST sign-in (dashboard/forms.py · ``StaffSign
   end; never the last second factor a role requires), each an event on that stream.
 
 The relying party is the host the page was served from (without its port), the origin
-the scheme and host: ``localhost`` and ``127.0.0.1`` work in a browser over plain HTTP.
+the scheme and host. It must be a domain name: browsers refuse an IP address, so on
+``http://127.0.0.1:8000/`` no passkey is offered and the pages say to open
+``http://localhost:8000/`` (:func:`where_passkeys_work`); ``localhost`` works over plain
+HTTP.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 
@@ -52,6 +56,21 @@ ENROL_STATE = "passkey_enrol_state"
 def rp_id(request: HttpRequest) -> str:
     """The relying party: the host the page was served from, without its port."""
     return split_domain_port(request.get_host())[0]
+
+
+def where_passkeys_work(request: HttpRequest) -> str:
+    """Empty when a browser can make and use a passkey on the host this page came from;
+    else where to go instead. A relying party is a domain name (WebAuthn), so on an IP
+    address every browser refuses: for a loopback one, the same port on ``localhost``."""
+    host, port = split_domain_port(request.get_host())
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return ""
+    if not address.is_loopback:
+        return "this site by its name"
+    scheme = "https" if request.is_secure() else "http"
+    return f"{scheme}://localhost{':' + port if port else ''}/"
 
 
 class Helper(WebAuthnHelper):

@@ -5,6 +5,7 @@ shown once, in the answer to the POST that made them, and never stored readable.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model, update_session_auth_hash
@@ -52,6 +53,12 @@ class StaffLoginView(auth_views.LoginView):
             return resolve_url("worklist")
         return super().get_default_redirect_url()
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {
+            **super().get_context_data(**kwargs),
+            "passkeys_elsewhere": passkeys.where_passkeys_work(self.request),
+        }
+
     def get_redirect_url(self, request: HttpRequest | None = None) -> str:
         """``?next=``, except the site's root: someone who opened ``/`` signed out asked
         for the site, not for the overview, and lands on their role's first page.
@@ -79,7 +86,11 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
         "time_zone_form", TimeZoneForm(initial={"time_zone": timezones.zone_of(user)})
     )
     if passkeys.may_enrol(user):
-        context.update(may_passkey=True, passkeys=list(passkeys.passkeys_of(user)))
+        context.update(
+            may_passkey=True,
+            passkeys=list(passkeys.passkeys_of(user)),
+            passkeys_elsewhere=passkeys.where_passkeys_work(request),
+        )
         if request.GET.get("passkey") == "added":
             context.setdefault("done", "Your passkey is added.")
     context["sessions"] = staff_sessions.sessions_seen(

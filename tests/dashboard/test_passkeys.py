@@ -223,3 +223,22 @@ def test_nobody_renames_or_removes_anothers_passkey(ddb, sam):
     for name in ("sam", "ann"):
         for action in ("passkey_renamed", "passkey_removed"):
             assert _events(ddb, name, action) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "offered"),
+    [("localhost:8000", True), ("127.0.0.1:8000", False)],
+)
+def test_passkeys_are_offered_only_where_a_browser_can_make_one(ddb, sam, host, offered):
+    """A relying party is a domain name: on an IP address (``make run``'s
+    http://127.0.0.1:8000/) every browser refuses to make or use a passkey. There the
+    profile and the sign-in page say to open the site by its name instead of offering a
+    button that fails."""
+    user, _, _ = sam
+    profile = _session(user).get("/accounts/profile/", HTTP_HOST=host).content.decode()
+    sign_in_page = Client().get("/accounts/login/", HTTP_HOST=host).content.decode()
+    for html in (profile, sign_in_page):
+        assert ('data-passkey="' in html) is offered, host
+        assert ("open this site by its name" in html) is not offered, host
+    if not offered:
+        assert "http://localhost:8000/" in profile
