@@ -17,6 +17,21 @@ app.autodiscover_tasks(
 )
 
 
+@app.on_after_configure.connect
+def redbeat_settings_named(sender: Celery, **kwargs) -> None:
+    """RedBeat looks its settings up by their own names (``redbeat_redis_url``) and finds
+    no ``CELERY_``-prefixed key among them: it read them all the same, but warned at every
+    start that it fell back on the broker's. Named as RedBeat asks, once configured."""
+    from django.conf import settings
+
+    sender.conf.update(
+        redbeat_redis_url=settings.CELERY_REDBEAT_REDIS_URL,
+        redbeat_redis_options=settings.CELERY_REDBEAT_REDIS_OPTIONS,
+        redbeat_key_prefix=settings.CELERY_REDBEAT_KEY_PREFIX,
+        redbeat_lock_timeout=settings.CELERY_REDBEAT_LOCK_TIMEOUT,
+    )
+
+
 @signals.worker_init.connect
 @signals.beat_init.connect
 def refuse_a_differing_configuration(**kwargs) -> None:

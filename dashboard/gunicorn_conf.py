@@ -23,6 +23,11 @@ timeout = 60
 # SIGTERM (Ctrl-C under honcho): in-flight requests get this long, then the workers go.
 graceful_timeout = 10
 keepalive = 5
+# gunicorn's control socket defaults to one path per user ($HOME/.gunicorn/gunicorn.ctl):
+# every server on the machine would bind it in turn, and `gunicornc` speak to the last.
+# Off, unless a deployment names a path of its own.
+control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET", "")
+control_socket_disable = not control_socket
 accesslog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
 errorlog = "-"

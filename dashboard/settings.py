@@ -486,6 +486,8 @@ CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
 CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = os.environ.get("REDBEAT_KEY_PREFIX", "redbeat:pledges:")
 CELERY_REDBEAT_LOCK_TIMEOUT = 300
+# Beat's own connection: the broker's timeouts, without the broker's visibility_timeout.
+CELERY_REDBEAT_REDIS_OPTIONS = {"socket_timeout": 3, "socket_connect_timeout": 2}
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
 # The ledger drift check (casework/drift.py): interval, settle window, confirmation pause.
 LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)

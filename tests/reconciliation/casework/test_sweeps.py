@@ -187,7 +187,8 @@ def test_sweep_command_prints_what_it_opened(ddb):
 @pytest.mark.celery_worker
 def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
     """Real celery beat (redbeat) and worker processes against Redis: a stuck claim
-    becomes a STUCK_PENDING case through the beat-scheduled sweep task."""
+    becomes a STUCK_PENDING case through the beat-scheduled sweep task; beat starts
+    without RedBeat's warning that it fell back on the broker's settings."""
     from django.conf import settings
 
     crashed_claim("beat-1")
@@ -224,6 +225,8 @@ def test_beat_scheduled_sweep_in_a_real_worker_opens_the_case(ddb, tmp_path):
     assert [c["case_type"] for c in found] == ["STUCK_PENDING"], logs[-3000:]
     assert found[0]["last_actor"] == "system"
     assert "reconciliation.tasks.cases.sweep_task" in logs
+    # RedBeat read its own settings, not the broker's as a fallback it warns about.
+    assert "RedBeat will stop falling back" not in logs, logs[-3000:]
 
 
 def test_a_case_records_its_claim_as_observed_the_moment_it_opened(ddb, settings):
