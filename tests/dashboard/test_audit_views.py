@@ -337,6 +337,37 @@ def test_my_exports_lists_your_own_background_exports_newest_first(ddb, client, 
     assert "JSON Lines" in html and ">csv<" not in html
 
 
+def test_a_streamed_export_is_on_my_exports_with_its_signed_manifest(
+    ddb, client, settings, tmp_path
+):
+    """An export downloaded as it was made (``/audit/export.csv``) was on no page: its
+    signed manifest was reachable only by an address typed from the help text. It is on
+    My exports beside the background ones, with a link to its manifest, and its page
+    says the file itself was streamed, not kept."""
+    settings.AUDIT_EXPORT_DIR = tmp_path
+    seed(10)
+    aud = as_user(client, "aud", "auditor")
+    streamed = aud.get("/audit/export.csv", rng())
+    body = b"".join(streamed.streaming_content)
+    export_id = streamed["X-Audit-Export-Id"]
+    assert body and export_id
+
+    html = aud.get("/audit/exports/").content.decode()
+    manifest_url = f"/audit/exports/{export_id}/manifest.json"
+    assert f'href="{manifest_url}"' in html and "Streamed" in html
+    manifest = aud.get(manifest_url)
+    assert manifest.status_code == 200
+    assert json.loads(b"".join(manifest.streaming_content))["sha256"] == hashlib.sha256(
+        body
+    ).hexdigest()
+    page = aud.get(f"/audit/exports/{export_id}/").content.decode()
+    assert f'href="{manifest_url}"' in page and "not kept" in page
+    assert f"/audit/exports/{export_id}/download" not in page
+    # Another auditor's list does not show it.
+    other = as_user(client, "aud2", "auditor").get("/audit/exports/").content.decode()
+    assert export_id not in other
+
+
 def test_an_export_page_says_its_filters_in_words(ddb, client, settings, tmp_path):
     """Not ``until=2026-…T23:59:59.999999Z, since=…`` and a lowercase "done": the dates
     as days, the action by its label, the state capitalised."""

@@ -74,6 +74,11 @@ class ExportStatus:
     def running(self) -> bool:
         return self.state == "requested"
 
+    @property
+    def streamed(self) -> bool:
+        """Sent to the browser as it was made: the manifest is kept, the file is not."""
+        return self.delivery == "http"
+
 
 def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
     """What ``EXPORT#{id}`` says about an export (``None``: no such export)."""
@@ -112,17 +117,24 @@ def exports_requested_by(
     days: int = MY_EXPORTS_DAYS,
     limit: int = MY_EXPORTS_SHOWN,
 ) -> list[ExportStatus]:
-    """``username``'s background exports of the last ``days`` days, newest first: the
-    audit search finds their ``export_requested`` events, and each export's stream says
-    where it stands."""
-    filters = AuditFilters.build(
-        action=AuditAction.EXPORT_REQUESTED, performed_by=username, default_days=days
-    )
-    page = audit_search(filters=filters, page_size=limit, store=store, with_chains=False)
-    found = (
-        export_status(row.stream.removeprefix(export_stream("")), store=store) for row in page.rows
-    )
-    return [status for status in found if status is not None]
+    """``username``'s exports of the last ``days`` days, newest first: the background
+    ones (their ``export_requested`` events) and the ones streamed to the browser as
+    they were made, whose manifests are kept (their ``export_completed`` events with
+    ``http`` delivery); each export's stream says where it stands."""
+    found: dict[str, ExportStatus] = {}
+    for action in (AuditAction.EXPORT_REQUESTED, AuditAction.EXPORT_COMPLETED):
+        filters = AuditFilters.build(action=action, performed_by=username, default_days=days)
+        page = audit_search(filters=filters, page_size=limit, store=store, with_chains=False)
+        for row in page.rows:
+            export_id = row.stream.removeprefix(export_stream(""))
+            status = export_status(export_id, store=store)
+            if status is None or export_id in found:
+                continue
+            if action == AuditAction.EXPORT_COMPLETED and status.delivery != "http":
+                continue  # a background export: listed by its request
+            found[export_id] = status
+    newest_first = sorted(found.values(), key=lambda s: s.requested_at, reverse=True)
+    return newest_first[:limit]
 
 
 def export_owned(export_id: str, *, actor: Actor, store: Store) -> ExportStatus:
