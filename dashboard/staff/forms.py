@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard.models import Tenant
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
@@ -26,6 +27,7 @@ from reconciliation.cases.policy import (
 from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
+from reconciliation.claims.funds import fund_parse
 
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
 
@@ -416,3 +418,26 @@ class RejectedRequestsForm(IdPrefixedForm):
     def clean_day(self) -> date:
         day = self.cleaned_data.get("day")
         return day or clock.now().date()
+
+
+class FundForm(IdPrefixedForm):
+    """A tenant's fund in one currency and its largest single amount (the Funds page),
+    checked by the rules ``add_fund`` uses (``fund_parse``)."""
+
+    prefix_id = "fund"
+    tenant = forms.ModelChoiceField(
+        queryset=Tenant.objects.order_by("name"), to_field_name="name", empty_label=None
+    )
+    code = forms.CharField(max_length=32, label="Fund code")
+    currency = forms.CharField(max_length=3, label="Currency (ISO 4217)")
+    max_amount = forms.CharField(max_length=40, label="Largest single amount")
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        try:
+            data["fund"] = fund_parse(data["code"], data["currency"], data["max_amount"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data

@@ -357,9 +357,10 @@ def test_a_streamed_export_is_on_my_exports_with_its_signed_manifest(
     assert f'href="{manifest_url}"' in html and "Streamed" in html
     manifest = aud.get(manifest_url)
     assert manifest.status_code == 200
-    assert json.loads(b"".join(manifest.streaming_content))["sha256"] == hashlib.sha256(
-        body
-    ).hexdigest()
+    assert (
+        json.loads(b"".join(manifest.streaming_content))["sha256"]
+        == hashlib.sha256(body).hexdigest()
+    )
     page = aud.get(f"/audit/exports/{export_id}/").content.decode()
     assert f'href="{manifest_url}"' in page and "not kept" in page
     assert f"/audit/exports/{export_id}/download" not in page

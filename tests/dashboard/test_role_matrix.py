@@ -258,6 +258,14 @@ def _own_view(w: World) -> str:
     return f"/worklist/views/{view.id}/delete/"
 
 
+def _fund(w: World) -> dict:
+    """A fund of a tenant that exists (the world's cases do not make one)."""
+    from dashboard.models import Tenant
+
+    Tenant.objects.provision("acme")
+    return {"tenant": "acme", "code": "GENERAL", "currency": "USD", "max_amount": "900"}
+
+
 NO_EXPORT = "e" * 16
 # route (as the resolver spells it) → the request and the status per role.
 MATRIX: dict[str, Row] = {
@@ -294,6 +302,13 @@ MATRIX: dict[str, Row] = {
         "POST", actors(302), _case("notes/"), lambda w: {"text": "Role matrix note."}
     ),
     "approvals/": Row("GET", supervisors(200), lambda w: "/approvals/"),
+    "funds/": Row("GET", {**viewers(200), "finance_staff": 403}, lambda w: "/funds/"),
+    "funds/set/": Row(
+        "POST",
+        supervisors(302),
+        lambda w: "/funds/set/",
+        _fund,
+    ),
     "notifications/": Row("GET", viewers(200), lambda w: "/notifications/"),
     # One of the signed-in person's own (another's is a 404: test_notifications.py).
     "notifications/<int:notification_id>/": Row("GET", viewers(302), _own_notification),
