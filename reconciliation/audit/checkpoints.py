@@ -48,7 +48,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
 from reconciliation.audit.models import AuditAction, AuditEvent
-from reconciliation.audit.periods import audit_period_heads
+from reconciliation.audit.periods import PeriodUnsettled, audit_period_heads
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.stores import Store
@@ -380,6 +380,14 @@ def audit_checkpoint(store: Store, *, stores: Sequence[Store] | None = None) -> 
     written = []
     seen = _SystemSeen.read(store)
     for period in _periods_due_after(seen.until, now=clock.now()):
-        if audit_checkpoint_write(store, period=period, stores=stores, seen=seen):
+        try:
+            event = audit_checkpoint_write(store, period=period, stores=stores, seen=seen)
+        except PeriodUnsettled as exc:
+            # Periods are signed in order: a later one signed now would leave this one
+            # without a checkpoint for good. The next run starts here again.
+            for row in exc.rows:
+                row.warn(f"checkpoint {period.label} and later ones wait for the next run")
+            break
+        if event:
             written.append(period.label)
     return written
