@@ -92,6 +92,24 @@ def audit_period_heads(
     return [(s, q, h) for s, (q, h) in sorted(heads.items())]
 
 
+def audit_first_event_at(
+    days: Sequence[date], *, store: Store | None = None, stores: Sequence[Store] | None = None
+) -> datetime | None:
+    """The time of the earliest event dated on the first of ``days`` that has one (up to
+    eight one-item Queries a region and day, oldest first), or ``None``."""
+    for day in sorted(days):
+        times = []
+        for source in _sources(store, stores):
+            for n in range(AUDIT_DAY_SHARDS):
+                items, _ = AuditRepository(source).day_page(
+                    f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+                )
+                times += [item["at_id"]["S"].split("#", 1)[0] for item in items]
+        if times:
+            return clock.parse_iso(min(times))
+    return None
+
+
 def audit_day_has_events(
     day: date, *, store: Store | None = None, stores: Sequence[Store] | None = None
 ) -> bool:
