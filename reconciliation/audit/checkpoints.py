@@ -47,7 +47,7 @@ from django.core.exceptions import ImproperlyConfigured
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.models import AuditAction, AuditEvent
+from reconciliation.audit.models import SYSTEM_STREAM, AuditAction, AuditEvent
 from reconciliation.audit.periods import (
     PeriodUnsettled,
     audit_first_event_at,
@@ -59,7 +59,6 @@ from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_STREAM = "SYSTEM"
 # Checkpoints, and the daily digests written before them (still verified, never written).
 SIGNED_ACTIONS = (AuditAction.AUDIT_CHECKPOINT, AuditAction.AUDIT_DIGEST)
 # Heads per event: a head is ~100-400 bytes (intent ids run to 255 characters) and an

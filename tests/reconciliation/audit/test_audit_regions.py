@@ -14,7 +14,6 @@ import pytest
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.checkpoints import (
-    SYSTEM_STREAM,
     Period,
     audit_checkpoint,
     checkpoint_period_s,
@@ -23,6 +22,7 @@ from reconciliation.audit.day_index import Cursor, CursorError
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.verify import export_verify_offline
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.models import SYSTEM_STREAM
 from reconciliation.audit.repository import AuditRepository, event_hash
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.verify import audit_verify

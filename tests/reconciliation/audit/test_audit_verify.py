@@ -13,13 +13,12 @@ from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.chains import subject_of
 from reconciliation.audit.checkpoints import (
-    SYSTEM_STREAM,
     Period,
     audit_checkpoint,
     audit_checkpoint_write,
     digest_payload,
 )
-from reconciliation.audit.models import AuditAction, AuditEvent
+from reconciliation.audit.models import SYSTEM_STREAM, AuditAction, AuditEvent
 from reconciliation.audit.periods import audit_period_heads
 from reconciliation.audit.repository import audit_event_build, event_hash
 from reconciliation.audit.signing import heads_sha256, key_id, sign
