@@ -145,3 +145,33 @@ def test_a_translated_form_is_judged_by_the_public_address_inside(address):
     inside decides, and the target keeps the address as resolved."""
     target = url_check("https://crm.example.org/", allow_loopback=False, resolve=resolver(address))
     assert ipaddress.ip_address(target.address) == ipaddress.ip_address(address)
+
+
+@pytest.mark.django_db
+@pytest.mark.engines("moto")
+@pytest.mark.parametrize("address", ["100.64.0.1", "2002:a9fe:a9fe::1", "fec0::1"])
+def test_dispatch_refuses_a_name_that_now_resolves_to_such_an_address(ddb, address):
+    """At dispatch the name is checked again, as it resolves then: a registered host that
+    now resolves into shared, 6to4-wrapped or site-local space is not sent to (the sender
+    is never called) and the attempt records the refusal."""
+    from reconciliation.acks.dispatch import acks_dispatch_once
+    from reconciliation.acks.models import Endpoint, secret_new
+    from reconciliation.acks.repository import AckRepository
+    from reconciliation.stores import first_store
+    from tests.reconciliation.factories import submit
+
+    def never(*args, **kwargs):
+        raise AssertionError("the sender was called")
+
+    submit("moved-host")
+    endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
+    acks_dispatch_once(
+        first_store(),
+        endpoints_for=lambda tenant: [endpoint],
+        resolve=resolver(address),
+        sender=never,
+    )
+    stored = AckRepository(first_store()).get("acme#moved-host")
+    assert stored is not None
+    [delivery] = stored.deliveries.values()
+    assert delivery.attempts == 1 and address in (delivery.last_error or "")
