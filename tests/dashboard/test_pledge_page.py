@@ -224,3 +224,23 @@ def test_a_dot_tenant_or_key_goes_in_the_query(db):
     assert link("..", "k") == "/pledges/?tenant=..&key=k"
     assert link("acme", ".") == "/pledges/?tenant=acme&key=."
     assert link("acme", "a/../b\\c") == "/pledges/acme/a%2F..%2Fb%5Cc/"
+
+
+def test_every_pledge_link_is_built_by_pledge_url():
+    """Django's ``{% url 'pledge' %}`` and ``reverse("pledge")`` leave ``/``, ``.`` and
+    ``..`` of a key as they are: no template or view may link the pledge page so; every
+    link goes through ``{% pledge_url %}`` / ``dashboard.staff.links.pledge_url``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"""\{%\s*url\s+['"]pledge['"]|reverse\(\s*['"]pledge['"]""")
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for folder in ("templates", "dashboard", "reconciliation")
+        for path in sorted((root / folder).rglob("*"))
+        if path.suffix in (".html", ".py", ".txt")
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
