@@ -14,10 +14,12 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 
 from dashboard.models import Notification, NotificationKind
 from reconciliation.actors import STAFF_ROLES, Role
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 # address is no mention) and not ending in a dot (the end of a sentence).
 MENTION_RE = re.compile(r"(?<![\w.@+-])@([\w.@+-]*[\w+-])")
 EXCERPT_LENGTH = 200
+# Distinct @names looked up per note: a note is at most 2000 characters, and a list of
+# hundreds of names is no message to colleagues.
+MAX_MENTIONS = 50
 
 P = ParamSpec("P")
 
@@ -51,20 +56,51 @@ def never_fails(notify: Callable[P, None]) -> Callable[P, None]:
 
 def _staff(usernames: Iterable[str]) -> list[User]:
     """The active users among ``usernames`` who hold a staff role."""
+    return _staff_matching(Q(username__in=set(usernames)))
+
+
+def _staff_matching(query: Q) -> list[User]:
+    """The active users matching ``query`` who hold a staff role."""
     return list(
         User.objects.filter(
-            username__in=set(usernames),
-            is_active=True,
-            groups__name__in=[str(r) for r in STAFF_ROLES],
+            query, is_active=True, groups__name__in=[str(r) for r in STAFF_ROLES]
         ).distinct()
     )
 
 
-def mentioned_staff(text: str) -> list[str]:
-    """The usernames of active staff that ``text`` names as ``@name``; other names stay
-    plain text."""
-    names = set(MENTION_RE.findall(text or ""))
-    return sorted(u.username for u in _staff(names)) if names else []
+@dataclass(frozen=True)
+class Mentions:
+    """The ``@name``s of a text: the active staff they name (usernames as the accounts
+    spell them) and the names, as written, that name nobody who could be told."""
+
+    notified: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+
+def mentions_in(text: str) -> Mentions:
+    """Who ``text`` names as ``@name``, in any letter case (``@Supervisor`` told nobody:
+    people write a colleague's name capitalised). A name spelt exactly as an account is
+    that account; otherwise every account it names in another case."""
+    names = sorted(set(MENTION_RE.findall(text or "")))[:MAX_MENTIONS]
+    if not names:
+        return Mentions((), ())
+    by_folded: dict[str, list[str]] = {}
+    query = Q()
+    for name in names:
+        query |= Q(username__iexact=name)
+    for user in _staff_matching(query):
+        by_folded.setdefault(user.username.casefold(), []).append(user.username)
+    notified: set[str] = set()
+    unknown: list[str] = []
+    for name in names:
+        accounts = by_folded.get(name.casefold(), [])
+        if name in accounts:
+            notified.add(name)
+        elif accounts:
+            notified.update(accounts)
+        else:
+            unknown.append(name)
+    return Mentions(tuple(sorted(notified)), tuple(unknown))
 
 
 def _create(

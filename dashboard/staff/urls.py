@@ -56,7 +56,10 @@ urlpatterns = [
     path("cases/", search.case_search_view, name="case-search"),
     path("cases/bulk/", bulk.cases_bulk_view, name="cases-bulk"),
     path("cases/<case_id:case_id>/", include(case_urls)),
-    # The client's key percent-encoded; ``path`` since a key may hold a "/".
+    # The client's key percent-encoded; ``path`` since a key may hold a "/". Links are
+    # built by dashboard/staff/links.py · pledge_url, which puts a "." or ".." tenant or
+    # key in the query (``pledges/?tenant=…&key=…``): a browser would resolve it away.
+    path("pledges/", pledges.pledge_query_view, name="pledge-by-query"),
     path("pledges/<str:tenant>/<path:key>/", pledges.pledge_view, name="pledge"),
     path("requests/rejected/", pledges.rejected_requests_view, name="rejected-requests"),
     path("approvals/", approvals.approvals_view, name="approvals"),

@@ -16,11 +16,12 @@ register = template.Library()
 @register.filter
 def note_html(event: dict) -> SafeString:
     text = note_of(event).replace("\r\n", "\n")
-    notified = set((event.get("detail") or {}).get("mentions") or [])
+    # Matched as the note was: a name in any letter case (``@Supervisor``) told the account.
+    notified = {name.casefold() for name in (event.get("detail") or {}).get("mentions") or []}
     parts: list[str] = []
     at = 0
     for match in MENTION_RE.finditer(text):
-        if match.group(1) not in notified:
+        if match.group(1).casefold() not in notified:
             continue
         parts.append(escape(text[at : match.start()]))
         parts.append(f'<strong class="mention">{escape(match.group(0))}</strong>')

@@ -42,17 +42,57 @@ def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+# The well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 address that the
+# translator connects to.
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (IPv4-mapped, NAT64, 6to4, Teredo's
+    server and client): a packet to it reaches them, so they are checked too."""
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in NAT64_PREFIX:
+        return [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
+
+
 def _refusal(address: IpAddress, *, allow_loopback: bool) -> str | None:
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     if address.is_loopback:
         return None if allow_loopback else "a loopback address (allowed only in debug or demo)"
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = embedded_ipv4(address)
+        for ipv4 in inner:
+            # Loopback is allowed as itself only: a translated form of it is a way round
+            # the rule, not a test set-up.
+            why = _refusal(ipv4, allow_loopback=False)
+            if why:
+                return f"which carries {ipv4}, {why}"
+        if inner and (address.ipv4_mapped is not None or address in NAT64_PREFIX):
+            # These forms are the IPv4 address itself, reached through the host's stack
+            # or a translator: the address inside decides (Python counts the prefixes
+            # as reserved or private, which says nothing about where a packet goes).
+            return None
+        if address.is_site_local:
+            # Deprecated, but still routed inside some networks, and not in Python's
+            # private ranges.
+            return "a site-local address"
     if address.is_multicast or address.is_reserved or address.is_unspecified:
         return "not a unicast public address"
     if address.is_link_local:
         return "a link-local address"
     if address.is_private:
         return "a private address"
+    if not address.is_global:
+        # Shared address space (carrier-grade NAT, 100.64.0.0/10) and whatever else
+        # IANA does not mark globally reachable.
+        return "not a globally routable address"
     return None
 
 

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from reconciliation.acks.models import AckState, Delivery
 from reconciliation.claims.models import pledge_from_item
 from reconciliation.dynamo.errors import ErrorCode, error_code
+from reconciliation.dynamo.index_rows import complete_rows
 from reconciliation.dynamo.items import from_item, values
 from reconciliation.dynamo.tables import ACK_SHARDS
 
@@ -53,7 +54,8 @@ class AckRepository:
             ExpressionAttributeValues=values(shard=shard, now=now),
             Limit=limit,
         )
-        return [str(item["intent_id"]["S"]) for item in response.get("Items", [])]
+        rows = complete_rows(response.get("Items", []), ("intent_id",), index=ACKS_DUE_INDEX)
+        return [str(item["intent_id"]["S"]) for item in rows]
 
     def get(self, intent_id: str) -> AckState | None:
         item = self.client.get_item(

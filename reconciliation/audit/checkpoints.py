@@ -47,15 +47,18 @@ from django.core.exceptions import ImproperlyConfigured
 from reconciliation import clock
 from reconciliation.actors import Actor, system_actor
 from reconciliation.audit.append import audit_append
-from reconciliation.audit.models import AuditAction, AuditEvent
-from reconciliation.audit.periods import audit_period_heads
+from reconciliation.audit.models import SYSTEM_STREAM, AuditAction, AuditEvent
+from reconciliation.audit.periods import (
+    PeriodUnsettled,
+    audit_first_event_at,
+    audit_period_heads,
+)
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_STREAM = "SYSTEM"
 # Checkpoints, and the daily digests written before them (still verified, never written).
 SIGNED_ACTIONS = (AuditAction.AUDIT_CHECKPOINT, AuditAction.AUDIT_DIGEST)
 # Heads per event: a head is ~100-400 bytes (intent ids run to 255 characters) and an
@@ -228,17 +231,35 @@ class _SystemSeen:
             self.until = max(self.until or period.end, period.end)
 
 
-def checkpoint_periods_due(store: Store, *, now: datetime | None = None) -> list[Period]:
+def checkpoint_periods_due(
+    store: Store, *, now: datetime | None = None, stores: Sequence[Store] | None = None
+) -> list[Period]:
     """Periods without a checkpoint that have been over for ``CHECKPOINT_SETTLE_S``:
-    from the end of the newest checkpoint on (from the start of yesterday, UTC, when
-    there has never been one). The current period is never due: it is not over."""
-    return _periods_due_after(covered_until(store), now=now or clock.now())
+    from the end of the newest checkpoint on; when there has never been one, from the
+    period of the trail's first event (looked for from the start of yesterday, UTC), and
+    none while there is no event. The current period is never due: it is not over."""
+    now = now or clock.now()
+    start = _chain_start(store, stores, now=now, until=covered_until(store))
+    return _periods_due_after(start, now=now)
+
+
+def _chain_start(
+    store: Store, stores: Sequence[Store] | None, *, now: datetime, until: datetime | None
+) -> datetime | None:
+    """Where checkpoints go on from: the end of the newest one (``until``), or before the
+    first, the first event's time. Back-filling empty periods before the first event (a
+    fresh install showed a day and a half of them, all "signed late") vouches for
+    nothing."""
+    if until is not None:
+        return until
+    yesterday = now.date() - timedelta(days=1)
+    return audit_first_event_at([yesterday, now.date()], stores=stores or [store])
 
 
 def _periods_due_after(until: datetime | None, *, now: datetime) -> list[Period]:
     seconds = checkpoint_period_s()
     if until is None:
-        until = datetime.combine(now.date() - timedelta(days=1), time.min, tzinfo=UTC)
+        return []  # no checkpoint and no event: nothing to vouch for yet
     # A period that grew since the last checkpoint may start before its end: it is
     # checkpointed whole (overlap is harmless; a gap would not be).
     period = Period.containing(until, seconds)
@@ -379,7 +400,17 @@ def audit_checkpoint(store: Store, *, stores: Sequence[Store] | None = None) -> 
     no-op)."""
     written = []
     seen = _SystemSeen.read(store)
-    for period in _periods_due_after(seen.until, now=clock.now()):
-        if audit_checkpoint_write(store, period=period, stores=stores, seen=seen):
+    now = clock.now()
+    start = _chain_start(store, stores, now=now, until=seen.until)
+    for period in _periods_due_after(start, now=now):
+        try:
+            event = audit_checkpoint_write(store, period=period, stores=stores, seen=seen)
+        except PeriodUnsettled as exc:
+            # Periods are signed in order: a later one signed now would leave this one
+            # without a checkpoint for good. The next run starts here again.
+            for row in exc.rows:
+                row.warn(f"checkpoint {period.label} and later ones wait for the next run")
+            break
+        if event:
             written.append(period.label)
     return written

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from reconciliation import clock
+from reconciliation.audit.models import SYSTEM_STREAM
 
 SEARCH_MAX_DAYS = 366
 # Bounds of a date filter: no event predates the system, and day arithmetic on a bound
@@ -29,6 +30,22 @@ INTENT_SEPARATOR = "#"
 MAX_INTENT_TENANTS = 100
 # How ``as_dict`` lists ``intent_tenants`` (tenant names are slugs: no comma).
 TENANT_LIST_SEPARATOR = ","
+
+
+# How ``as_dict`` lists ``actor_spellings`` (neither a username nor an address holds one).
+SPELLING_SEPARATOR = "\n"
+# The stored spellings an actor filter matches, at most (DynamoDB's IN takes 100 values).
+MAX_ACTOR_SPELLINGS = 50
+
+
+def case_id_canonical(text: str) -> str:
+    """A case id as stored, whatever letter case it was typed in: ``C-`` and the 16
+    base32 characters upper case, a region suffix lower case (``case_id_for``). An id
+    is a DynamoDB key and events store it as such; folding what was typed to that one
+    form keeps the filter an exact match, where the stored id cannot be folded."""
+    if len(text) >= 18 and text[:2].upper() == "C-":
+        return "C-" + text[2:18].upper() + text[18:].lower()
+    return text
 
 
 class FilterError(ValueError):
@@ -63,10 +80,16 @@ def parse_bound(value: str, *, end: bool) -> datetime:
 class AuditFilters:
     """What a search or export selects. ``since``/``until`` are inclusive UTC bounds.
 
-    ``actor`` is typed by the user and matches a username or an e-mail address;
-    ``performed_by`` is imposed by the server (finance staff see only their own events)
-    and matches the username only. ``intent_id`` is the intent as stored
-    (``tenant#key``) or the client's own key alone, which staff are told: a bare key
+    ``actor`` is typed by the user and matches a username or an e-mail address in any
+    letter case: events store the actor as spelt then, and a FilterExpression cannot
+    fold case, so the filter matches the spellings the caller found
+    (``actor_spellings``: the staff accounts whose username or address is the typed text
+    in another case) besides the typed text and its lower case. ``case_id`` is folded to
+    the one form case ids are stored in. ``hide_system`` leaves out the trail's own
+    ``SYSTEM`` stream (signed checkpoints). ``performed_by`` is imposed by the server
+    (finance staff see only their own events) and matches the username only.
+    ``intent_id`` is the intent as stored (``tenant#key``) or the client's own key
+    alone, which staff are told: a bare key
     matches ``{tenant}#{key}`` for each of ``intent_tenants`` (the tenants the system
     holds, given by the caller), as the case search does.
     """
@@ -79,6 +102,8 @@ class AuditFilters:
     intent_id: str = ""
     performed_by: str = ""
     intent_tenants: tuple[str, ...] = ()
+    actor_spellings: tuple[str, ...] = ()
+    hide_system: bool = False
 
     @classmethod
     def build(
@@ -92,6 +117,8 @@ class AuditFilters:
         intent_id: str = "",
         performed_by: str = "",
         intent_tenants: Sequence[str] = (),
+        actor_spellings: Sequence[str] = (),
+        hide_system: bool = False,
         default_days: int = 7,
         max_days: int | None = SEARCH_MAX_DAYS,
     ) -> AuditFilters:
@@ -129,15 +156,22 @@ class AuditFilters:
                     f"intent id: a key alone is searched under at most {MAX_INTENT_TENANTS} "
                     "tenants; enter it as tenant#key"
                 )
+        actor = actor.strip()
+        spellings: tuple[str, ...] = ()
+        if actor:
+            found = {actor, actor.lower(), *(a for a in actor_spellings if a)}
+            spellings = tuple(sorted(found))[:MAX_ACTOR_SPELLINGS]
         return cls(
             since=since_at,
             until=until_at,
-            actor=actor.strip(),
+            actor=actor,
             action=action.strip(),
-            case_id=case_id.strip(),
+            case_id=case_id_canonical(case_id.strip()),
             intent_id=intent_id,
             performed_by=performed_by,
             intent_tenants=tenants,
+            actor_spellings=spellings,
+            hide_system=hide_system,
         )
 
     def intent_ids(self) -> tuple[str, ...]:
@@ -160,6 +194,10 @@ class AuditFilters:
             # The tenants a bare key was searched under, so an export made later from
             # these values (``filters_from_dict``) selects what the search showed.
             out["intent_tenants"] = TENANT_LIST_SEPARATOR.join(self.intent_tenants)
+        if self.actor_spellings:
+            out["actor_spellings"] = SPELLING_SEPARATOR.join(self.actor_spellings)
+        if self.hide_system:
+            out["hide_system"] = "yes"
         return out
 
     def fingerprint(self) -> str:
@@ -178,8 +216,15 @@ class AuditFilters:
         values: dict[str, dict[str, Any]] = {}
         if self.actor:
             names.update({"#actor": "actor", "#un": "username", "#em": "email"})
-            values[":actor"] = {"S": self.actor}
-            parts.append("(#actor.#un = :actor OR #actor.#em = :actor)")
+            spellings = self.actor_spellings or (self.actor,)
+            for n, spelling in enumerate(spellings):
+                values[f":actor{n}"] = {"S": spelling}
+            listed = ", ".join(f":actor{n}" for n in range(len(spellings)))
+            parts.append(f"(#actor.#un IN ({listed}) OR #actor.#em IN ({listed}))")
+        if self.hide_system:
+            names["#stream"] = "stream"
+            values[":system"] = {"S": SYSTEM_STREAM}
+            parts.append("#stream <> :system")
         if self.performed_by:
             names.update({"#actor": "actor", "#un": "username"})
             values[":me"] = {"S": self.performed_by}

@@ -11,6 +11,9 @@ from typing import Any
 from reconciliation.actors import Actor
 from reconciliation.codes import Code
 
+# The audit trail's own stream: signed checkpoints and their parts, recorded configuration.
+SYSTEM_STREAM = "SYSTEM"
+
 
 class AuditAction(Code):
     # Cases

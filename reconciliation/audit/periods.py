@@ -18,6 +18,7 @@ from typing import Any
 from reconciliation import clock
 from reconciliation.audit.regions import case_pledge_stream, owned_by, pledge_item_stream
 from reconciliation.audit.repository import AuditRepository
+from reconciliation.dynamo.index_rows import IncompleteRow, complete_rows, incomplete
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS, SUBJECT_DAY_SHARDS
 from reconciliation.stores import Store
 
@@ -44,6 +45,16 @@ def _sources(store: Store | None, stores: Sequence[Store] | None) -> list[Store]
     return sources
 
 
+class PeriodUnsettled(Exception):
+    """The ``by_day`` index showed rows of the period without their attributes yet (items
+    mid-write): heads read now would leave those events out, so the period is read again
+    on the next run rather than signed without them."""
+
+    def __init__(self, rows: list[IncompleteRow]):
+        super().__init__(f"{len(rows)} index rows without their attributes yet")
+        self.rows = rows
+
+
 def audit_period_heads(
     start: datetime,
     end: datetime,
@@ -54,12 +65,13 @@ def audit_period_heads(
     """``(stream, seq, hash)`` of the last event dated in ``[start, end)`` of every stream
     with one, sorted by stream: eight Queries (and their pages) per region over the
     ``by_day`` shards of that day, bounded to the period, keys and hash only. The period
-    lies within one UTC day."""
+    lies within one UTC day. :class:`PeriodUnsettled` when a row lacks one of them."""
     # at_id is "{at}#{event_id}": every at_id of an event at or after ``end`` sorts
     # after the bare timestamp, so ``hi`` is exclusive of them.
     lo, hi = clock.iso(start), clock.iso(end)
     heads: dict[str, tuple[int, str]] = {}
     names = {"#s": "stream", "#q": "seq", "#h": "hash"}
+    unsettled: list[IncompleteRow] = []
     sources = _sources(store, stores)
     for source in sources:
         owns = owned_by(source, sources)
@@ -68,10 +80,34 @@ def audit_period_heads(
             for item in AuditRepository(source).period_items(
                 shard, lo, hi, projection="#s, #q, #h", names=names
             ):
+                shortfall = incomplete(item, ("stream", "seq", "hash"), index="audit by_day")
+                if shortfall is not None:
+                    unsettled.append(shortfall)
+                    continue
                 stream, seq = item["stream"]["S"], int(item["seq"]["N"])
                 if owns(stream) and seq > heads.get(stream, (0, ""))[0]:
                     heads[stream] = (seq, item["hash"]["S"])
+    if unsettled:
+        raise PeriodUnsettled(unsettled)
     return [(s, q, h) for s, (q, h) in sorted(heads.items())]
+
+
+def audit_first_event_at(
+    days: Sequence[date], *, store: Store | None = None, stores: Sequence[Store] | None = None
+) -> datetime | None:
+    """The time of the earliest event dated on the first of ``days`` that has one (up to
+    eight one-item Queries a region and day, oldest first), or ``None``."""
+    for day in sorted(days):
+        times = []
+        for source in _sources(store, stores):
+            for n in range(AUDIT_DAY_SHARDS):
+                items, _ = AuditRepository(source).day_page(
+                    f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+                )
+                times += [item["at_id"]["S"].split("#", 1)[0] for item in items]
+        if times:
+            return clock.parse_iso(min(times))
+    return None
 
 
 def audit_day_has_events(
@@ -120,7 +156,8 @@ def audit_range_index(
         owns = owned_by(source, sources)
         found = RangeIndex()
         offsets: set[int] = set()
-        for item in _shard_items(source, day_shard, "#s, #i, at_id", names):
+        rows = _shard_items(source, day_shard, "#s, #i, at_id", names)
+        for item in complete_rows(rows, ("stream", "at_id"), index="audit by_day"):
             stream = item["stream"]["S"]
             if not owns(stream):
                 continue
@@ -173,8 +210,9 @@ def subjects_written(
             KeyConditionExpression="day_shard = :d",
             ExpressionAttributeValues={":d": {"S": day_shard}},
         )
+        needed = ("case_id",) if kind == "case" else ("intent_id",)
         for page in pages:
-            for item in page.get("Items", []):
+            for item in complete_rows(page.get("Items", []), needed, index=f"{kind}s by_day"):
                 if kind == "case":
                     stream = f"CASE#{item['case_id']['S']}"
                 else:

@@ -16,6 +16,7 @@ from typing import Any
 from reconciliation.audit.chains import ChainStatus, chain_statuses
 from reconciliation.audit.day_index import Cursor, DayIndexReader, cursor_regions, decode_event
 from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.models import AuditAction
 from reconciliation.stores import Store
 
 SEARCH_PAGE_SIZE = 50
@@ -75,6 +76,49 @@ class AuditRow:
         )
 
 
+# Rows the page folds when several come in a row: the checkpoint task's, one an hour
+# whether anything happened or not, which would push the events people look for off
+# the page.
+FOLDED_ACTIONS = frozenset({AuditAction.AUDIT_CHECKPOINT, AuditAction.AUDIT_CHECKPOINT_PART})
+
+
+@dataclass(frozen=True)
+class CheckpointRun:
+    """Consecutive checkpoint rows of a page (newest first), shown as one row."""
+
+    rows: tuple[AuditRow, ...]
+
+    @property
+    def newest(self) -> AuditRow:
+        return self.rows[0]
+
+    @property
+    def oldest(self) -> AuditRow:
+        return self.rows[-1]
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(1 for r in self.rows if r.action == AuditAction.AUDIT_CHECKPOINT)
+
+    @property
+    def periods(self) -> tuple[str, str]:
+        """The first and last period start the run's checkpoints sign (as stored)."""
+        starts = sorted(
+            str((r.detail or {}).get("start", ""))
+            for r in self.rows
+            if r.action == AuditAction.AUDIT_CHECKPOINT
+        )
+        return (starts[0], starts[-1]) if starts else ("", "")
+
+    @property
+    def chain_ok(self) -> bool | None:
+        """Broken if any row's chain is, intact if every one is, else unknown."""
+        states = {r.chain_ok for r in self.rows}
+        if False in states:
+            return False
+        return True if states == {True} else None
+
+
 @dataclass(frozen=True)
 class AuditPage:
     rows: list[AuditRow]
@@ -91,6 +135,25 @@ class AuditPage:
     @property
     def chains_ok(self) -> bool:
         return not self.broken
+
+    @property
+    def shown(self) -> list[AuditRow | CheckpointRun]:
+        """The rows as the page lists them: two or more checkpoint rows in a row folded
+        into one :class:`CheckpointRun`."""
+        out: list[AuditRow | CheckpointRun] = []
+        run: list[AuditRow] = []
+        for row in [*self.rows, None]:
+            if row is not None and row.action in FOLDED_ACTIONS:
+                run.append(row)
+                continue
+            if len(run) > 1:
+                out.append(CheckpointRun(tuple(run)))
+            else:
+                out.extend(run)
+            run = []
+            if row is not None:
+                out.append(row)
+        return out
 
 
 def audit_search(

@@ -69,3 +69,20 @@ def staff_event_append(
             detail={"account": username, **(detail or {})},
         ),
     )
+
+
+def staff_spellings(typed: str) -> tuple[str, ...]:
+    """The usernames and addresses of the staff accounts whose username or address is
+    ``typed`` in any letter case, as the accounts spell them: what the audit actor filter
+    matches besides the typed text (events store the actor as spelt at the time)."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Q
+
+    typed = typed.strip()
+    if not typed:
+        return ()
+    accounts = get_user_model().objects.filter(Q(username__iexact=typed) | Q(email__iexact=typed))
+    found: set[str] = set()
+    for username, email in accounts.values_list("username", "email")[:20]:
+        found.update(s for s in (username, email) if s)
+    return tuple(sorted(found))

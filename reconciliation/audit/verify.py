@@ -35,14 +35,13 @@ from reconciliation.audit.chains import (
 )
 from reconciliation.audit.checkpoints import (
     SIGNED_ACTIONS,
-    SYSTEM_STREAM,
     Period,
     checkpoint_payload,
     checkpoint_period_s,
     digest_payload,
     signed_interval,
 )
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import SYSTEM_STREAM, AuditAction
 from reconciliation.audit.periods import audit_day_has_events, audit_range_index, subjects_written
 from reconciliation.audit.regions import stream_home
 from reconciliation.audit.repository import AuditRepository

@@ -31,6 +31,7 @@ from reconciliation.claims.models import (
     purge_at,
 )
 from reconciliation.dynamo.errors import ErrorCode
+from reconciliation.dynamo.index_rows import complete_rows
 from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
@@ -363,7 +364,8 @@ class ClaimRepository:
         consumed = 0.0
         for page in self.client.get_paginator("query").paginate(**kwargs):
             consumed += page.get("ConsumedCapacity", {}).get("CapacityUnits", 0)
-            keys.extend(i["pk"]["S"] for i in page.get("Items", []))
+            rows = complete_rows(page.get("Items", []), ("pk",), index="pending_by_expiry")
+            keys.extend(i["pk"]["S"] for i in rows)
         return keys, consumed
 
     # The repository's own translator, as before it moved beside the Claim.

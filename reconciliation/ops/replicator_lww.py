@@ -60,6 +60,9 @@ def digest(image: Image) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+MAX_LAG_MS = 3_600_000
+
+
 @dataclass(frozen=True)
 class Lag:
     """How long a change waits before it is applied to another region: fixed, or drawn
@@ -70,13 +73,16 @@ class Lag:
 
     @classmethod
     def parse(cls, text: str | int) -> Lag:
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+        match = re.fullmatch(r"\s*(\d{1,12})\s*(?:-\s*(\d{1,12})\s*)?", str(text))
         if not match:
-            raise ValueError(f"lag {text!r}: milliseconds, N or LOW-HIGH")
+            raise ValueError(f"lag {str(text)[:40]!r}: milliseconds, N or LOW-HIGH")
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
             raise ValueError(f"lag {text!r}: LOW-HIGH with LOW <= HIGH")
+        if high > MAX_LAG_MS:
+            # A lag is a test of replication, not a pause for days (nor past a float).
+            raise ValueError(f"lag {text!r}: at most {MAX_LAG_MS} ms")
         return cls(low, high)
 
     def draw(self, rng: random.Random) -> float:

@@ -54,6 +54,9 @@ def test_a_loopback_endpoint_in_debug_is_registered_and_its_secret_printed_once(
         ("https://169.254.169.254/latest/meta-data", "metadata"),
         ("https://10.0.0.8/hooks", "private"),
         ("https://[fe80::1]/hooks", "link-local"),
+        ("https://100.64.0.9/hooks", "not a globally routable address"),
+        ("https://[2002:a9fe:a9fe::1]/hooks", "carries 169.254.169.254"),
+        ("https://[fec0::1]/hooks", "site-local"),
         ("ftp://example.org/", "https"),
     ],
 )

@@ -523,3 +523,78 @@ def test_an_older_void_and_an_unknown_shape_show_what_they_hold():
         event_changes({"action": "fund_limit_changed"})[0]
     ]
     assert event_changes({"action": "signed_out", "detail": {"via": "button"}}) == []
+
+
+def _checkpointed_trail() -> list[str]:
+    """Yesterday's and the day before's synthetic events, and the checkpoint task's
+    first run over them: one checkpoint an hour from yesterday's first event to now."""
+    from reconciliation.audit.checkpoints import audit_checkpoint
+
+    seed(60)
+    written = audit_checkpoint(first_store())
+    assert len(written) > 20
+    return written
+
+
+def _days_to_today() -> dict:
+    today = clock.now().date()
+    return {"since": (today - timedelta(days=2)).isoformat(), "until": today.isoformat()}
+
+
+def test_consecutive_checkpoints_are_one_row(ddb, client):
+    """The hourly checkpoints, signed one after another, are one row that says how many
+    and which periods (before: a row each, a day and a half of "Signed checkpoint"
+    pushing the events off the page); the other events keep a row each."""
+    written = _checkpointed_trail()
+    html = unescape(
+        as_user(client, "aud", "auditor").get("/audit/", _days_to_today()).content.decode()
+    )
+    assert html.count('<tr class="folded">') == 1
+    assert f"Signed checkpoint × {len(written)}" in html
+    assert len(re.findall(r"<td>Signed checkpoint(?! ×)", html)) == 0
+    assert html.count("<tr>") > 2  # the header and the seeded events beside the fold
+
+
+def test_system_events_can_be_hidden(ddb, client):
+    """ "Hide system events" leaves the SYSTEM stream (signed checkpoints) out of the
+    page, and out of an export of the same filters."""
+    _checkpointed_trail()
+    auditor = as_user(client, "aud", "auditor")
+    html = unescape(
+        auditor.get("/audit/", {**_days_to_today(), "hide_system": "on"}).content.decode()
+    )
+    assert "Hide system events" in html
+    assert "Signed checkpoint" not in html.split('id="audit-rows"')[1]
+    assert html.split('id="audit-rows"')[1].count("<tr>") > 2
+    export = auditor.get("/audit/export.csv", {**_days_to_today(), "hide_system": "on"})
+    body = b"".join(export.streaming_content).decode()
+    assert "audit_checkpoint" not in body and len(body.splitlines()) > 2
+
+
+def test_case_id_and_actor_filters_ignore_letter_case(ddb, client):
+    """A case id typed in lower case, and an actor's username or address typed in
+    another case than the account's, find the events (before: nothing)."""
+    from reconciliation.audit.append import audit_event_append
+    from reconciliation.audit.models import AuditAction, AuditEvent
+
+    staff_user("Ada.Lovelace", "finance_staff", password="pw-123456789")
+    User.objects.filter(username="Ada.Lovelace").update(email="Ada@Example.org")
+    ada = Actor("Ada.Lovelace", Role.FINANCE_STAFF, "Ada@Example.org")
+    case_id = "C-ABCDEFGHIJKLMNOP-eu-west-1"
+    audit_event_append(
+        first_store(),
+        stream=f"CASE#{case_id}",
+        event=AuditEvent(action=AuditAction.CASE_ASSIGNED, actor=ada, case_id=case_id),
+    )
+    auditor = as_user(client, "aud", "auditor")
+    for query in (
+        {"case_id": "c-abcdefghijklmnop-EU-WEST-1"},
+        {"case_id": case_id},
+        {"actor": "ada.lovelace"},
+        {"actor": "ADA.LOVELACE"},
+        {"actor": "ada@example.org"},
+    ):
+        page = auditor.get("/audit/", query)
+        assert page.status_code == 200
+        assert page.content.decode().count(case_id) >= 1, query
+    assert case_id not in auditor.get("/audit/", {"actor": "ada"}).content.decode()

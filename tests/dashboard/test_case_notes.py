@@ -265,3 +265,56 @@ def test_mention_notifies_only_active_staff_and_marks_them(ddb, client):
     assert '<strong class="mention">@bob</strong>' in page
     assert '<strong class="mention">@aud</strong>' in page
     assert "not @ghost, @old, @nog or me @ann." in page
+
+
+@pytest.mark.engines("moto")
+def test_mentions_match_usernames_in_any_letter_case(ddb, client):
+    """``@Supervisor`` and ``@BOB`` tell ``supervisor`` and ``bob`` (before: nobody), are
+    marked in the timeline as written, and the note stores the accounts' usernames."""
+    staff_user("supervisor", "supervisor")
+    staff_user("bob", "finance_staff")
+    case = stuck_case("note-mention-case")
+    sign_in(client, "finance_staff", username="ann")
+    text = "@Supervisor please check; cc @BOB."
+    assert client.post(f"/cases/{case.case_id}/notes/", {"text": text}).status_code == 302
+    told = sorted(n.recipient.username for n in Notification.objects.all())
+    assert told == ["bob", "supervisor"]
+    [note] = _notes(ddb, case.case_id)
+    assert note["detail"]["mentions"] == ["bob", "supervisor"]
+    page = client.get(f"/cases/{case.case_id}/").content.decode()
+    assert '<strong class="mention">@Supervisor</strong>' in page
+    assert '<strong class="mention">@BOB</strong>' in page
+
+
+@pytest.mark.engines("moto")
+def test_an_exact_username_wins_over_one_in_another_case(ddb, client):
+    """Two accounts that differ only in case: ``@Bob`` tells ``Bob`` alone."""
+    staff_user("bob", "finance_staff")
+    staff_user("Bob", "finance_staff")
+    case = stuck_case("note-mention-exact")
+    sign_in(client, "finance_staff", username="ann")
+    client.post(f"/cases/{case.case_id}/notes/", {"text": "@Bob see this"})
+    assert [n.recipient.username for n in Notification.objects.all()] == ["Bob"]
+
+
+@pytest.mark.engines("moto")
+def test_the_note_form_names_the_mentions_that_told_nobody(ddb, client):
+    """The note is added, and the answer says which ``@name``s told nobody (unknown,
+    inactive, without a staff role); a known name and the author's own are not listed.
+    With htmx the message comes back with the timeline."""
+    staff_user("bob", "finance_staff")
+    staff_user("old", "finance_staff").__class__.objects.filter(username="old").update(
+        is_active=False
+    )
+    case = stuck_case("note-mention-unknown")
+    sign_in(client, "finance_staff", username="ann")
+    text = "@bob, @ghost and @old: and me, @ann."
+    page = client.post(f"/cases/{case.case_id}/notes/", {"text": text}, follow=True)
+    html = page.content.decode()
+    assert "Nobody was notified for @ghost, @old: no active colleague has that username." in html
+    assert [n.recipient.username for n in Notification.objects.all()] == ["bob"]
+    partial = client.post(
+        f"/cases/{case.case_id}/notes/", {"text": "ask @nobody"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "Nobody was notified for @nobody" in partial
+    assert len(_notes(ddb, case.case_id)) == 2

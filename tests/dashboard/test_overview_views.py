@@ -190,8 +190,7 @@ def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
     people made stay in view."""
     from reconciliation.actors import system_actor
     from reconciliation.audit.append import audit_event_append
-    from reconciliation.audit.checkpoints import SYSTEM_STREAM
-    from reconciliation.audit.models import AuditAction, AuditEvent
+    from reconciliation.audit.models import SYSTEM_STREAM, AuditAction, AuditEvent
 
     def checkpoints(n: int) -> None:
         for _ in range(n):

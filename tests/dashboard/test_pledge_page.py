@@ -170,3 +170,77 @@ def test_backfill_gives_older_pledges_their_donor_key(ddb, client, tenant_known)
     again = StringIO()
     call_command("backfill_cases", stdout=again)
     assert "0 given a donor key" in again.getvalue()
+
+
+def as_a_browser_resolves(base: str, href: str) -> str:
+    """``href`` resolved against ``base`` as urljoin does, then its dot segments removed
+    as the URL Standard says a browser does: ``%2e`` counts as ``.`` there."""
+    from urllib.parse import urljoin, urlsplit, urlunsplit
+
+    parts = urlsplit(urljoin(base, href))
+    kept: list[str] = []
+    segments = parts.path.split("/")[1:]
+    for n, segment in enumerate(segments):
+        last = n == len(segments) - 1
+        if segment.lower() in ("..", ".%2e", "%2e.", "%2e%2e"):
+            kept = kept[:-1]
+            if last:
+                kept.append("")
+        elif segment.lower() in (".", "%2e"):
+            if last:
+                kept.append("")
+        else:
+            kept.append(segment)
+    return urlunsplit(parts._replace(path="/" + "/".join(kept)))
+
+
+@pytest.mark.parametrize("key", ["../k", ".", "..", "a/../b", "./x", "%2e%2e"])
+def test_a_key_of_dot_segments_links_to_its_own_page(ddb, client, tenant_known, key):
+    """The search's link for a key made of ``.``, ``..`` and ``/`` lands, once a browser
+    has resolved it, on the page of that very key (before: ``/pledges/acme/../k/`` went to
+    ``/pledges/k/``), and that page answers 200 showing the key."""
+    from urllib.parse import urlsplit
+
+    assert submit(key).kind == OutcomeKind.CREATED
+    sign_in(client)
+    search = f"http://testserver/cases/?q={quote(key, safe='')}"
+    html = client.get(search).content.decode()
+    import html as html_lib
+    import re
+
+    [href] = re.findall(r'href="(/pledges/[^"]+)"', html)
+    landed = as_a_browser_resolves(search, html_lib.unescape(href))
+    parts = urlsplit(landed)
+    page = client.get(parts.path + (f"?{parts.query}" if parts.query else ""))
+    assert page.status_code == 200, landed
+    assert f"<code>{html_lib.escape(key)}</code>" in page.content.decode()
+
+
+def test_a_dot_tenant_or_key_goes_in_the_query(db):
+    """A tenant name may be ``..`` too: either part that a browser would resolve away is
+    carried in the query; any other is one quoted path segment."""
+    from dashboard.staff.links import pledge_url as link
+
+    assert link("..", "k") == "/pledges/?tenant=..&key=k"
+    assert link("acme", ".") == "/pledges/?tenant=acme&key=."
+    assert link("acme", "a/../b\\c") == "/pledges/acme/a%2F..%2Fb%5Cc/"
+
+
+def test_every_pledge_link_is_built_by_pledge_url():
+    """Django's ``{% url 'pledge' %}`` and ``reverse("pledge")`` leave ``/``, ``.`` and
+    ``..`` of a key as they are: no template or view may link the pledge page so; every
+    link goes through ``{% pledge_url %}`` / ``dashboard.staff.links.pledge_url``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"""\{%\s*url\s+['"]pledge['"]|reverse\(\s*['"]pledge['"]""")
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for folder in ("templates", "dashboard", "reconciliation")
+        for path in sorted((root / folder).rglob("*"))
+        if path.suffix in (".html", ".py", ".txt")
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []

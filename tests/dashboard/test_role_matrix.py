@@ -275,6 +275,7 @@ MATRIX: dict[str, Row] = {
     "queues/mine/": Row("GET", actors(200), lambda w: "/queues/mine/"),
     "cases/": Row("GET", viewers(200), lambda w: "/cases/?q=acme%23rm-1"),
     "cases/<case_id:case_id>/": Row("GET", viewers(200), _case()),
+    "pledges/": Row("GET", viewers(200), lambda w: f"/pledges/?tenant=acme&key={w.case_key}"),
     "pledges/<str:tenant>/<path:key>/": Row(
         "GET", viewers(200), lambda w: f"/pledges/acme/{w.case_key}/"
     ),

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue
 from reconciliation.actors import command_actor
+from reconciliation.management.arguments import whole_number
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True)
         parser.add_argument(
             "--expires-in",
-            type=int,
+            type=whole_number(1, 3650),
             metavar="DAYS",
             help="days until the token expires (default: never, until revoked)",
         )
@@ -41,8 +42,6 @@ class Command(BaseCommand):
     def handle(self, *args, tenant: str, expires_in: int | None = None, **options) -> None:
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
-        if expires_in is not None and not 1 <= expires_in <= 3650:
-            raise CommandError("--expires-in must be 1-3650 days")
         try:
             token, raw = token_issue(
                 tenant,

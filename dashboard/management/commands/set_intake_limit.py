@@ -12,6 +12,7 @@ from dashboard.management.commands.issue_api_token import not_recorded
 from dashboard.models import Tenant
 from dashboard.tenant_changes import tenant_intake_limit_set
 from reconciliation.actors import command_actor
+from reconciliation.management.arguments import finite_number, whole_number
 
 
 class Command(BaseCommand):
@@ -19,8 +20,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--tenant", required=True)
-        parser.add_argument("--rate", type=float, help="requests per second (refill), > 0")
-        parser.add_argument("--burst", type=int, help="requests accepted at once, >= 1")
+        parser.add_argument(
+            "--rate", type=finite_number(0.001, 1_000_000), help="requests per second (refill)"
+        )
+        parser.add_argument(
+            "--burst", type=whole_number(1, 1_000_000), help="requests accepted at once"
+        )
         parser.add_argument(
             "--default", action="store_true", help="use INTAKE_RATE_PER_S / INTAKE_BURST"
         )
@@ -36,8 +41,8 @@ class Command(BaseCommand):
     ) -> None:
         if default == (rate is not None or burst is not None):
             raise CommandError("give --rate and --burst, or --default")
-        if not default and (rate is None or burst is None or rate <= 0 or burst < 1):
-            raise CommandError("--rate must be > 0 and --burst >= 1, both given")
+        if not default and (rate is None or burst is None):
+            raise CommandError("give both --rate and --burst")
         owner = Tenant.objects.filter(name=tenant).first()
         if owner is None:
             raise CommandError(f"no tenant {tenant}")

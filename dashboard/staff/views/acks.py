@@ -10,12 +10,12 @@ from __future__ import annotations
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib import messages
 from django.http import HttpResponse, HttpResponseRedirect
-from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from dashboard.models import WebhookEndpoint
 from dashboard.staff.forms import RedeliverForm
+from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
@@ -49,7 +49,7 @@ def redeliver_view(request: StaffRequest) -> HttpResponse:
         status=data["seen_status"],
         audit_seq=data["seen_audit_seq"],
     )
-    page = reverse("pledge", args=[tenant, key]) + "#deliveries"
+    page = pledge_url(tenant, key) + "#deliveries"
     try:
         ack_redeliver(
             store,

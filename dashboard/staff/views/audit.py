@@ -43,12 +43,13 @@ from reconciliation.audit.export.rows import CONTENT_TYPES, FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.search import audit_search
+from reconciliation.audit.staff import staff_spellings
 from reconciliation.audit.tasks import export_enqueue, export_progress
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.stores import every_store, first_store
 
 AUDIT_ROLES = (Role.AUDITOR, Role.SUPERVISOR, Role.FINANCE_STAFF)
-FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id")
+FILTER_FIELDS = ("since", "until", "actor", "action", "case_id", "intent_id", "hide_system")
 
 
 class AuditSearchForm(forms.Form):
@@ -68,6 +69,9 @@ class AuditSearchForm(forms.Form):
         max_length=600,
         label="Intent id or client's key",
         help_text="tenant#key, or the client's own key alone: searched under every tenant.",
+    )
+    hide_system = forms.BooleanField(
+        required=False, label="Hide system events (signed checkpoints)"
     )
 
 
@@ -94,6 +98,8 @@ def _filters(request: StaffRequest, data) -> tuple[AuditSearchForm, AuditFilters
             # A bare key is searched under every tenant the system holds (as the case
             # search does); tenant#key needs none.
             intent_tenants=known_tenants() if "#" not in values["intent_id"] else (),
+            actor_spellings=staff_spellings(values["actor"]),
+            hide_system=values["hide_system"],
         )
     except FilterError as exc:
         return form, None, str(exc)

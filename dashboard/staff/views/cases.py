@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
 from dashboard.notifications import (
-    mentioned_staff,
+    mentions_in,
     notify_assigned,
     notify_mentions,
     notify_override_requested,
@@ -465,7 +465,8 @@ def case_note_view(request: StaffRequest, case_id: str) -> HttpResponse:
         text = form.cleaned_data["text"]
         actor = actor_for(request)
         # Nobody is told about their own note: the author's own @name stays plain.
-        mentions = [name for name in mentioned_staff(text) if name != actor.username]
+        named = mentions_in(text)
+        mentions = [name for name in named.notified if name != actor.username]
         try:
             result = case_note_add(
                 case_id=case_id,
@@ -480,6 +481,14 @@ def case_note_view(request: StaffRequest, case_id: str) -> HttpResponse:
             status, error = case_refusal_status(exc), str(exc)
         else:
             messages.success(request, result.message)
+            if result.applied and named.unknown:
+                # Said, not refused: the note stands, and the author learns that a name
+                # told nobody (a typo, someone who left) instead of assuming it did.
+                unknown = ", ".join(f"@{name}" for name in named.unknown)
+                messages.warning(
+                    request,
+                    f"Nobody was notified for {unknown}: no active colleague has that username.",
+                )
             if result.applied and mentions:
                 notify_mentions(
                     case_id=case_id, usernames=mentions, note=text, actor=actor.username

@@ -67,6 +67,14 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
 
 @require_safe
 @role_required(*VIEWING_ROLES)
+def pledge_query_view(request: StaffRequest) -> HttpResponse:
+    """The pledge page of ``?tenant=…&key=…``: the link for a tenant or key that is ``.``
+    or ``..``, which no path can carry past a browser (dashboard/staff/links.py)."""
+    return pledge_view(request, request.GET.get("tenant", ""), request.GET.get("key", ""))
+
+
+@require_safe
+@role_required(*VIEWING_ROLES)
 def rejected_requests_view(request: StaffRequest) -> HttpResponse:
     """A tenant's refused intake requests (4xx) of one UTC day, newest first, with their
     error codes: those refused before a key was known are listed here only. A bad tenant

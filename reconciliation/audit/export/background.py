@@ -20,7 +20,7 @@ from reconciliation.audit.export.events import (
     new_export_id,
 )
 from reconciliation.audit.export.rows import FORMATS
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import SPELLING_SEPARATOR, AuditFilters
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import audit_search
@@ -158,6 +158,8 @@ def filters_from_dict(values: dict[str, Any]) -> AuditFilters:
         intent_id=values.get("intent_id", ""),
         performed_by=values.get("performed_by", ""),
         intent_tenants=[t for t in values.get("intent_tenants", "").split(",") if t],
+        actor_spellings=values.get("actor_spellings", "").split(SPELLING_SEPARATOR),
+        hide_system=values.get("hide_system") == "yes",
         max_days=None,
     )
 

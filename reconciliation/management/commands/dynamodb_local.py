@@ -14,13 +14,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.dynamo import local
+from reconciliation.management.arguments import whole_number
 
 
 class Command(BaseCommand):
     help = "Run DynamoDB Local (AWS's engine) in memory until interrupted."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=8001)
+        parser.add_argument("--port", type=whole_number(1, 65535), default=8001)
         parser.add_argument(
             "--fetch-only", action="store_true", help="download the engine and exit"
         )

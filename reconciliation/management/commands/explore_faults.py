@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from reconciliation.dynamo.local import LocalEngineError
+from reconciliation.management.arguments import seed_number, whole_number
 from reconciliation.ops.explorer import ExploreConfig, Progress, Result, explore
 
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--depth", type=int, choices=(1, 2), default=1)
-        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed", type=seed_number, default=0)
         parser.add_argument(
             "--actors",
             type=int,
@@ -54,11 +55,14 @@ class Command(BaseCommand):
             "the serial schedules; last line 'explore_faults: N schedules, V violations'",
         )
         parser.add_argument(
-            "--bound", type=int, default=2, help="with --actors 2: pre-emptions per schedule"
+            "--bound",
+            type=whole_number(0, 16),
+            default=2,
+            help="with --actors 2: pre-emptions per schedule",
         )
         parser.add_argument(
             "--per-pair",
-            type=int,
+            type=whole_number(0, 1_000_000),
             default=0,
             help=(
                 "with --actors 2: schedules per pair, a seeded share of each pre-emption "
@@ -67,7 +71,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--per-pair-acks",
-            type=int,
+            type=whole_number(0, 1_000_000),
             default=None,
             help=(
                 "with --actors 2: schedules per pair of an acknowledgement hand (dispatch, "
@@ -76,7 +80,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-schedules",
-            type=int,
+            type=whole_number(0, 100_000_000),
             default=0,
             help="with --actors 2: schedules over the whole run (0: no cap)",
         )
@@ -93,7 +97,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--sample",
-            type=int,
+            type=whole_number(0, 100_000),
             default=0,
             help="with --actors 2: this many pairs, drawn by --seed (0: every pair)",
         )
@@ -117,7 +121,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--workers",
-            type=int,
+            type=whole_number(0, 16),
             default=1,
             help="worker processes, each with its own tables (0: in this process, which "
             "then needs the API token table in the configured database)",
@@ -127,8 +131,6 @@ class Command(BaseCommand):
         if options["actors"] == 2:
             return self._hands(options)
         depth, workers = options["depth"], options["workers"]
-        if not 0 <= workers <= 16:
-            raise CommandError("--workers must be between 0 and 16")
         config = ExploreConfig(
             depth=depth,
             seed=options["seed"],

@@ -24,6 +24,7 @@ from reconciliation.actors import Actor, Role, staff_role
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.staff import staff_spellings
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.dynamo.client import batch_patience
 from reconciliation.stores import every_store
@@ -51,6 +52,7 @@ class Command(BaseCommand):
                 since=o["since"],
                 until=o["until"],
                 actor=o["actor_filter"],
+                actor_spellings=staff_spellings(o["actor_filter"]),
                 action=o["action"],
                 case_id=o["case_id"],
                 intent_id=o["intent_id"],

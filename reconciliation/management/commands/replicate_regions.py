@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.dynamo.client import regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem
+from reconciliation.management.arguments import whole_number
 from reconciliation.ops.replicator import Replicator
 from reconciliation.ops.replicator_lww import Lag
 from reconciliation.ops.replicator_streams import StreamsMissing
@@ -30,7 +31,10 @@ class Command(BaseCommand):
             "per change (default 1000)",
         )
         parser.add_argument(
-            "--poll-ms", type=int, default=50, help="pause between idle stream reads"
+            "--poll-ms",
+            type=whole_number(1, 60_000),
+            default=50,
+            help="pause between idle stream reads",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -18,6 +18,7 @@ from reconciliation.cases.vocabulary import CaseType, Disposition, Override, Rea
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page
+from reconciliation.management.arguments import whole_number
 from reconciliation.ops.drill import drill_run
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
 from reconciliation.stores import case_store, every_store
@@ -31,7 +32,7 @@ class Command(BaseCommand):
     help = "Seed demo data: a simulate run with faults, a drill, escalations, a request."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--pledges", type=int, default=300)
+        parser.add_argument("--pledges", type=whole_number(1, 100_000), default=300)
 
     def handle(self, *args: Any, pledges: int, **options: Any) -> None:
         if os.environ.get("DEMO_MODE") != "1":

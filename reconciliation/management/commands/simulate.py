@@ -12,6 +12,7 @@ from tqdm import tqdm
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.dynamo.faults import parse_faults
+from reconciliation.management.arguments import finite_number, seed_number, whole_number
 from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
 
 DEFAULT_FAULTS = "ambiguous=0.03,ambiguous_no_commit=0.01,throttle=0.05,crash=0.01,conflict=0.05"
@@ -21,17 +22,17 @@ class Command(BaseCommand):
     help = "Send synthetic pledges with injected faults through the service layer."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--pledges", type=int, required=True)
+        parser.add_argument("--pledges", type=whole_number(1, 1_000_000), required=True)
         parser.add_argument(
             "--faults",
             default=DEFAULT_FAULTS,
             help=f"name=probability,… (default {DEFAULT_FAULTS}; '' for none)",
         )
-        parser.add_argument("--seed", type=int, default=None)
-        parser.add_argument("--threads", type=int, default=8)
+        parser.add_argument("--seed", type=seed_number, default=None)
+        parser.add_argument("--threads", type=whole_number(1, 64), default=8)
         parser.add_argument(
             "--peak-rps",
-            type=float,
+            type=finite_number(0.001, 1_000_000),
             default=50.0,
             help="peak new pledges/s to size the WCU budget for (duplicates on top)",
         )
@@ -46,12 +47,6 @@ class Command(BaseCommand):
         peak_rps: float,
         **options: Any,
     ) -> None:
-        if not 1 <= pledges <= 1_000_000:
-            raise CommandError("--pledges must be between 1 and 1000000")
-        if not peak_rps > 0:
-            raise CommandError("--peak-rps must be above 0")
-        if not 1 <= threads <= 64:
-            raise CommandError("--threads must be between 1 and 64")
         try:
             probabilities = parse_faults(faults)
         except ValueError as exc:

@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconciliation.audit.verify import VERIFY_LOOKBACK_DAYS, VERIFY_QUIET_DAYS, audit_verify
 from reconciliation.dynamo.client import batch_patience
+from reconciliation.management.arguments import whole_number
 from reconciliation.stores import every_store
 
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--stream", help="verify this stream only, e.g. CASE#abc")
         parser.add_argument("--since", help="UTC day YYYY-MM-DD: streams touched since then")
-        parser.add_argument("--threads", type=int, default=8)
+        parser.add_argument("--threads", type=whole_number(1, 64), default=8)
 
     def handle(
         self,

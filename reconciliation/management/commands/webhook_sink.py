@@ -16,13 +16,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkSecrets, SinkState, sink_server
+from reconciliation.management.arguments import finite_number, seed_number, whole_number
 
 
 class Command(BaseCommand):
     help = "Receive acknowledgement webhooks on loopback: verify, deduplicate, count."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, required=True)
+        parser.add_argument("--port", type=whole_number(0, 65535), required=True)
         parser.add_argument(
             "--secret",
             action="append",
@@ -44,31 +45,39 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--misbehave-count",
-            type=int,
+            type=whole_number(0, 1_000_000_000),
             default=0,
             help="misbehave on this many deliveries, then behave (default 0: on all)",
         )
         parser.add_argument(
-            "--delay", type=float, default=30.0, help="seconds held by the timeouts and slow"
+            "--delay",
+            type=finite_number(0, 3600),
+            default=30.0,
+            help="seconds held by the timeouts and slow",
         )
         # Random faults per delivery (the reliability run, docs/reliability.md): together
         # at most 1; a delivery --misbehave already misbehaves on draws none.
         parser.add_argument(
-            "--fail-rate", type=float, default=0.0, help="share answered 500, after processing"
+            "--fail-rate",
+            type=finite_number(0, 1),
+            default=0.0,
+            help="share answered 500, after processing",
         )
         parser.add_argument(
             "--timeout-after-processing-rate",
-            type=float,
+            type=finite_number(0, 1),
             default=0.0,
             help="share processed, then held --delay seconds unanswered (a lost answer)",
         )
         parser.add_argument(
             "--timeout-before-processing-rate",
-            type=float,
+            type=finite_number(0, 1),
             default=0.0,
             help="share held --delay seconds unanswered and not processed",
         )
-        parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
+        parser.add_argument(
+            "--seed", type=seed_number, default=None, help="seed of the random faults"
+        )
 
     def handle(
         self, *args: Any, port: int, secret: list[str], secret_file: Path | None, **options: Any

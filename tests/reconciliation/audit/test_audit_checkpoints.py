@@ -1,7 +1,7 @@
-"""Signed checkpoints every ``AUDIT_CHECKPOINT_PERIOD_S`` (defect 2): every
-finished period gets one, empty or not; deleting the newest ones (or all of ``SYSTEM``)
-is reported as missing checkpoints, and deleting or consistently rewriting a stream of a
-checkpointed period is named by its checkpoint.
+"""Signed checkpoints every ``AUDIT_CHECKPOINT_PERIOD_S``: from the period of the first
+event on, every finished period gets one, empty or not; deleting the newest ones (or all
+of ``SYSTEM``) is reported as missing checkpoints, and deleting or consistently rewriting
+a stream of a checkpointed period is named by its checkpoint.
 
 The clock is moved to fixed points after the next hour boundary X, so every test sees
 the same periods whatever the time of day: case A and a pledge in X, case B in X+1, and
@@ -74,8 +74,7 @@ def escalated_case(key: str):
     ).case
 
 
-# The history of each engine and hour X, built once and copied into each test's tables:
-# its first checkpoint run signs every period since yesterday's midnight (seconds).
+# The history of each engine and hour X, built once and copied into each test's tables.
 _HISTORY: dict[tuple[str, datetime], tuple[TablesSnapshot, Any, Any]] = {}
 
 
@@ -83,8 +82,8 @@ _HISTORY: dict[tuple[str, datetime], tuple[TablesSnapshot, Any, Any]] = {}
 def history(ddb):
     """Case A (3 events) and a pledge in period X, case B in X+1, each period
     checkpointed by the task 200 s after it ended; yields X and the two cases with the
-    clock at X+3h+1000 s. (The task's first run, at X+200 s, signs every period since
-    yesterday's midnight at once: late.)"""
+    clock at X+3h+1000 s. (The task's first run, at X+200 s, finds no event: nothing to
+    sign yet.)"""
     now = clock.now()  # today's noon (``midday``), so X is the same for every test today
     x = now.replace(minute=0, second=0, microsecond=0) + HOUR
     kept = _HISTORY.get((ddb.name, x))
@@ -102,7 +101,7 @@ def history(ddb):
 
 def _build_history(x: datetime):
     with at(x + timedelta(seconds=200)):
-        assert write_checkpoints()[-1] == label(x - HOUR)
+        assert write_checkpoints() == []
     with at(x + timedelta(seconds=600)):
         a = escalated_case("ck-a")
         submit("ck-pledge")
@@ -127,8 +126,7 @@ def checkpoint_of(ddb, start: datetime) -> dict:
 
 def test_every_finished_period_gets_a_checkpoint_even_an_empty_one(ddb, history):
     """X lists case A's head (seq 3) and the pledge's, X+1 case B's, X+2 only the SYSTEM
-    head (the previous checkpoint), yesterday's periods nothing at all; the whole trail
-    verifies, and only the first run's checkpoints are reported as signed late."""
+    head (the previous checkpoint); the whole trail verifies without a warning."""
     from reconciliation.audit.verify import audit_verify
 
     x, a, b = history
@@ -139,23 +137,18 @@ def test_every_finished_period_gets_a_checkpoint_even_an_empty_one(ddb, history)
         "SYSTEM",
     ]
     assert [h[0] for h in checkpoint_of(ddb, x + 2 * HOUR)["detail"]["heads"]] == ["SYSTEM"]
-    midnight = datetime.combine(x.date() - timedelta(days=1), datetime.min.time(), x.tzinfo)
-    assert checkpoint_of(ddb, midnight)["detail"]["stream_count"] == 0
     report = audit_verify(store=first_store())
-    assert report.problems == []
-    [warning] = report.warnings
-    # The first run's last period was signed 200 s after it ended: on time.
-    assert warning.startswith(f"checkpoints for {len(late_run(midnight, x - HOUR))} periods, ")
-    assert f"{label(midnight)} to {label(x - 2 * HOUR)}, signed up to " in warning
+    assert (report.problems, report.warnings) == ([], [])
     assert write_checkpoints() == []
 
 
-def late_run(first: datetime, end: datetime) -> list[datetime]:
-    out = []
-    while first < end:
-        out.append(first)
-        first += HOUR
-    return out
+def test_the_first_checkpoint_is_the_first_events_period(ddb, history):
+    """No checkpoint before the period of the first event (before: a fresh install's
+    first run signed every period since yesterday's midnight, a day and a half of empty
+    checkpoints, all reported as signed late)."""
+    x, _, _ = history
+    signed = [e for e in audit_events(ddb, "SYSTEM") if e["action"] == "audit_checkpoint"]
+    assert [e["detail"]["start"] for e in signed] == [clock.iso(x + n * HOUR) for n in range(3)]
 
 
 def test_a_deleted_and_re_signed_checkpoint_is_reported_as_signed_late(ddb, history):
@@ -289,8 +282,9 @@ def test_a_period_that_does_not_divide_a_day_is_refused(settings, value):
 
 
 def test_quarter_hour_periods_and_the_beat_schedule(ddb, settings):
-    """With 900 s periods the first run is due for every quarter hour since yesterday's
-    midnight; the default is an hour, and beat asks every 5 minutes."""
+    """With 900 s periods the first run is due for every quarter hour from the first
+    event's (none while there is no event); the default is an hour, and beat asks every
+    5 minutes."""
     from django.conf import settings as live
 
     from reconciliation.audit.checkpoints import checkpoint_periods_due
@@ -305,9 +299,12 @@ def test_quarter_hour_periods_and_the_beat_schedule(ddb, settings):
     assert entry["schedule"] <= 300
     assert not [e for e in run_checks() if e.id == "reconciliation.E001"]
     settings.AUDIT_CHECKPOINT_PERIOD_S = 900
+    assert checkpoint_periods_due(repositories()) == []
+    with at(clock.now() - 3 * HOUR + timedelta(seconds=420)):  # 09:07
+        submit("quarter")
     due = checkpoint_periods_due(repositories())
-    yesterday = clock.now().date() - timedelta(days=1)
-    assert [p.label for p in due[:2]] == [f"{yesterday}T00:00Z", f"{yesterday}T00:15Z"]
+    today = clock.now().date()
+    assert [p.label for p in due[:2]] == [f"{today}T09:00Z", f"{today}T09:15Z"]
     assert all(p.end - p.start == timedelta(seconds=900) for p in due)
     assert (
         due[-1].end + timedelta(seconds=120)
