@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from tests.helpers import audit_events, claims, pledges, sign_in
 
 # Examples per fuzz test in ``make test``, and in its full-depth twin that ``make
-# test-reliability`` runs (the count every run used before issue 23). The strategies
-# draw from small finite sets on every dimension the views branch on (4-7 queues, 4
-# export targets, 6 actions, 6-8 field names), so 50 examples reach each value with
-# near certainty (a given one of 4 targets is missed with probability (3/4)^50 < 1e-6);
-# the twins keep exploring the long tail of odd values at 150. docs/testing.md.
+# test-reliability`` runs. The strategies draw from small finite sets on every dimension
+# the views branch on (4-7 queues, 4 export targets, 6 actions, 6-8 field names), so 50
+# examples reach each value with near certainty (a given one of 4 targets is missed with
+# probability (3/4)^50 < 1e-6); the twins keep exploring the long tail of odd values at
+# 150. docs/testing.md.
 FUZZ_EXAMPLES = 50
 FUZZ_EXAMPLES_FULL = 150
 
@@ -189,7 +189,7 @@ def test_audit_search_filters_never_500(ddb, supervisor_client, params):
     assert response.status_code in (200, 400), response.status_code
 
 
-# --- every staff form and filter (defect 5) ------------------------------------
+# --- every staff form and filter: odd input is a considered answer, never a 500 -
 
 edge_text = st.one_of(
     query_text,

@@ -1,4 +1,4 @@
-"""Nothing the project starts runs Django's development server (defect 8).
+"""Nothing the project starts runs Django's development server.
 
 ``runserver`` takes a malformed ``Content-Length`` at its word and reads the rest of the
 body as the next request line, so a donor reference ends up in the log. ``make run`` and

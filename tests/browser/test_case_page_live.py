@@ -1,7 +1,7 @@
-"""The case page in a real browser while background work runs (items 2 and 7):
-finance staff accept the suggested "Retry the commit", submit it, and the page, and the
-queue table open beside it, update by themselves when a real Celery worker has run the
-retry; no reload. Screenshots of the case page per state, at 1280 and 800 px."""
+"""The case page in a real browser while background work runs: finance staff accept the
+suggested "Retry the commit", submit it, and the page, and the queue table open beside
+it, update by themselves when a real Celery worker has run the retry; no reload.
+Screenshots of the case page per state, at 1280 and 800 px."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Error pages and the overview's Needs attention block in a real browser (issue 14,
-items 10 and 11): in the layout, readable at 1280 and 800 px, each with a way out that
-works."""
+"""Error pages and the overview's Needs attention block in a real browser: in the
+layout, readable at 1280 and 800 px, each with a way out that works. An error page is
+where staff land when something went wrong; one that strands them turns a refused
+request into a lost session."""
 
 from __future__ import annotations
 

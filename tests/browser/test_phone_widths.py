@@ -1,7 +1,9 @@
-"""Lists on a phone and a long reason on a wide screen (issue 4 of the batch): at 390 px
-no page is wider than the window (the overview measured 482 px) and a case id stays on
-one line (queue ids broke every 4 characters); at 1280 px the Cancelled queue's reason
-is cut short with the whole text on hover, instead of running over the next columns."""
+"""Lists on a phone and a long reason on a wide screen: at 390 px no page is wider than
+the window (the overview measured 482 px) and a case id stays on one line (queue ids
+broke every 4 characters); at 1280 px the Cancelled queue's reason is cut short with the
+whole text on hover, instead of running over the next columns. A column behind a
+sideways scroll goes unread, and an id split across lines cannot be read or compared at
+a glance."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Queue triage in a real browser (items 3–5): sorting a queue by its column
-headers without a reload, the amount at risk, the case search from the navigation, the
-resolved list with a filter, and "My cases"."""
+"""Queue triage in a real browser: sorting a queue by its column headers without a
+reload, the amount at risk, the case search from the navigation, the resolved list with
+a filter, and "My cases"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A screen that stays true (issue 4 of the batch): after an htmx action the queue page's
-header (open count, amount at risk) and its tab counts say what the table shows,
-without a reload."""
+"""A screen that stays true: after an htmx action the queue page's header (open count,
+amount at risk) and its tab counts say what the table shows, without a reload, so staff
+never triage by a count the table beside it already contradicts."""
 
 from __future__ import annotations
 

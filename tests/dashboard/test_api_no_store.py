@@ -1,4 +1,4 @@
-"""Every answer of the intake API says ``Cache-Control: no-store`` (defect 7):
+"""Every answer of the intake API says ``Cache-Control: no-store``:
 a pledge, a replay, a refusal, a 401, a 404, a 405 and a 503 carry donor references or
 say what the store holds right now, so no browser, proxy or CDN may keep one."""
 

@@ -1,5 +1,6 @@
-"""The case page's audit status compares the timeline with the head the case item stores
-(defect 2): a truncated or emptied trail is never "Hash chain intact"."""
+"""The case page's audit status compares the timeline with the head the case item
+stores, so a truncated or emptied trail is never "Hash chain intact": a chain checks
+only the events it holds, and a shorter one is just as intact."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The case page never contradicts itself nor goes stale (items 2 and 7): it
-leads with a resolution once there is one, its banner follows the live evidence, it
-offers only what the services would accept, it says so when the evidence cannot be read,
-it polls while a commit retry runs in the background, and it shows the suggested next
-step with an "Accept suggestion" that pre-fills (never submits) the form."""
+"""The case page never contradicts itself nor goes stale: it leads with a resolution
+once there is one, its banner follows the live evidence, it offers only what the
+services would accept, it says so when the evidence cannot be read, it polls while a
+commit retry runs in the background, and it shows the suggested next step with an
+"Accept suggestion" that pre-fills (never submits) the form."""
 
 from __future__ import annotations
 

@@ -357,8 +357,9 @@ def test_a_withdrawn_currency_is_refused_for_new_pledges_and_still_read(ddb, api
 def test_zeros_beyond_the_minor_units_are_accepted_and_normalised(
     ddb, api, key, amount, currency, answered
 ):
-    """One rule for trailing zeros (defect 6): zeros past the currency's minor
-    units change nothing, so "25.000" USD is recorded as "25.00" like "25.1" as "25.10"."""
+    """One rule for trailing zeros: zeros past the currency's minor units change nothing,
+    so "25.000" USD is recorded as "25.00" like "25.1" as "25.10". The same amount must not
+    be accepted or refused by how many zeros the client happened to write."""
     if currency != "USD":
         _register("acme", "GENERAL", currency, "5000000")
     response = api.post(key, pledge_body(amount=amount, currency=currency))

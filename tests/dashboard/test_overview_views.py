@@ -175,8 +175,8 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
 
 
 def test_head_is_answered_like_get_and_pages_name_their_icon(ddb, client):
-    """HEAD / answers 200 as GET does (it was 405: issue 14, 12), and every page links the
-    site icon."""
+    """HEAD / answers 200 as GET does (monitors and link checkers ask with HEAD; a 405
+    reads as the site being down), and every page links the site icon."""
     sign_in(client, "finance_staff")
     assert client.head("/").status_code == 200
     page = client.get("/").content.decode()

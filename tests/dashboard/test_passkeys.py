@@ -2,7 +2,7 @@
 sign-in is tests/browser/test_passkeys.py (Chromium's virtual authenticator); here: an
 answer that is no valid passkey gets the one answer of every failed sign-in, a
 supervisor's reset removes a colleague's passkeys with the rest of their devices, and
-(issue "3/5 security, third round", item 2) the owner renames and removes their own."""
+the owner renames and removes their own."""
 
 from __future__ import annotations
 

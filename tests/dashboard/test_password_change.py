@@ -1,8 +1,8 @@
-"""Changing a staff member's password (issue "3/5 security, third round", item 1): on the
-profile with the current password and Django's validators, in the administration screen,
-and with ``manage.py changepassword``. Each is a ``staff_password_set`` event on the
-account's STAFF# stream (never the password), ends the account's other sessions and is
-e-mailed to the account."""
+"""Changing a staff member's password: on the profile with the current password and
+Django's validators, in the administration screen, and with
+``manage.py changepassword``. Each is a ``staff_password_set`` event on the account's STAFF# stream
+(never the password), ends the account's other sessions and is e-mailed to the
+account."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The queue page's counts stay true (issue 4 of the batch): when the table reloads
-itself after an action (``queue-changed``) or while a retry runs, the header's open
-count, the amount at risk and the tab counts come along out of band; a filter, a sort
-or "Load more" reads no counter."""
+"""The queue page's counts stay true: when the table reloads itself after an action
+(``queue-changed``) or while a retry runs, the header's open count, the amount at risk
+and the tab counts come along out of band, read at the same moment as the rows, so the
+two cannot disagree; a filter, a sort or "Load more" moves no case, so it reads no
+counter."""
 
 from __future__ import annotations
 

@@ -181,8 +181,8 @@ def test_case_id_column_and_cancelled_reason_column(ddb, client):
 
 
 def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, client):
-    """Cases written before issue 14 (no in_totals, donor_ref or resolved keys) are
-    brought up to date by backfill_cases: the open one's amount joins the totals, the
+    """Cases written before those keys existed (no in_totals, donor_ref or resolved keys)
+    are brought up to date by backfill_cases: the open one's amount joins the totals, the
     donor ref finds it, the resolved one is listed; a second run changes nothing."""
     from django.core.management import call_command
 

@@ -1,6 +1,6 @@
 """Case search at /cases/?q= (by case id, the client's own key under any tenant, or the
 donor ref; nothing or nonsense answers a message, never a 500) and the resolved list at
-/queues/resolved/ (newest first, who, how, when, filters, cursor) — issue 14, items 3, 4."""
+/queues/resolved/ (newest first, who, how, when, filters, cursor)."""
 
 from __future__ import annotations
 

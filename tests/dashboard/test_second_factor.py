@@ -77,7 +77,7 @@ def test_approvers_and_auditors_need_the_code_as_well_as_the_password(ddb, role)
     client = Client()
     refused = sign_in(client, "sam")
     assert refused.status_code == 200 and not signed_in(client)
-    assert "Sign-in failed" in refused.content.decode()  # one message (defect 2)
+    assert "Sign-in failed" in refused.content.decode()  # the one message of every failure
     wrong = sign_in(client, "sam", "000000" if code(device) != "000000" else "111111")
     assert not signed_in(client) and "Sign-in failed" in wrong.content.decode()
     unthrottle(device)

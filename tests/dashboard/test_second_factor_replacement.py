@@ -1,7 +1,7 @@
-"""Replacing one's own authenticator (defect 1): a stolen session alone cannot
-do it. It needs the password and a code from a current device (the app, or a recovery
-code), ends the account's other sessions, is an audit event without any secret in it,
-and is e-mailed to the account."""
+"""Replacing one's own authenticator: a stolen session alone cannot do it. It needs the
+password and a code from a current device (the app, or a recovery code), ends the
+account's other sessions, is an audit event without any secret in it, and is e-mailed to
+the account."""
 
 from __future__ import annotations
 

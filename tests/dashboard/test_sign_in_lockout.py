@@ -1,6 +1,7 @@
-"""Sign-in failures (defects 2 and 3): one message for every failed sign-in,
-wrong codes count toward the lockout, and the lockout is taken atomically before any
-password or code is checked, so concurrent guesses get no more checks than the limit."""
+"""Sign-in failures: one message for every failed sign-in (so a failure never says which
+part was wrong), wrong codes count toward the lockout, and the lockout is taken
+atomically before any password or code is checked, so concurrent guesses get no more
+checks than the limit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Staff pages while DynamoDB is unreachable (defect 4): a clear 503 page that
-says the case store cannot be reached and when to try again, never the generic 500."""
+"""Staff pages while DynamoDB is unreachable: a clear 503 page that says the case store
+cannot be reached and when to try again, never the generic 500, which tells staff
+neither what failed nor whether retrying will help."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The acknowledgements' invariants at rest in the reliability run (issue 26;
-docs/webhooks.md "The promise"), over the pledges' delivery state as stored and what the
-receiver (``webhook_sink``, its ``GET /stats``) says it saw, never over what the
-dispatcher reported.
+"""The acknowledgements' invariants at rest in the reliability run (docs/webhooks.md
+"The promise"), over the pledges' delivery state as stored and what the receiver
+(``webhook_sink``, its ``GET /stats``) says it saw, never over what the dispatcher
+reported.
 
 The rules are the explorer's (reconciliation/ops/ack_invariants.py: g, h, i): nothing
 lost, never processed twice, never for an unrecorded intent, what was processed the

@@ -1,7 +1,7 @@
-"""Staff actions that start or read background work while Redis is unreachable (issue 12,
-defect 4): refused (REDIS_URL at a closed port) or hung (a ``redis-server`` stopped with
-SIGSTOP). Every such request answers within seconds with a clear page, never a 500 and
-never a hang, and no background export is left requested with nothing to complete it."""
+"""Staff actions that start or read background work while Redis is unreachable: refused
+(REDIS_URL at a closed port) or hung (a ``redis-server`` stopped with SIGSTOP). Every
+such request answers within seconds with a clear page, never a 500 and never a hang, and
+no background export is left requested with nothing to complete it."""
 
 from __future__ import annotations
 

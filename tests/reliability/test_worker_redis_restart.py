@@ -1,8 +1,9 @@
-"""A Celery worker holding a countdown task while its Redis restarts (defect 3):
-the worker used to exit with ``AttributeError: 'NoneType' object has no attribute
-'hostname'`` from kombu's restore of unacknowledged messages. Now it stays up, and the
-held task runs exactly once after Redis is back, without waiting for the visibility
-timeout."""
+"""A Celery worker holding a countdown task while its Redis restarts: kombu's own
+restore of unacknowledged messages raises ``AttributeError: 'NoneType' object has no
+attribute 'hostname'`` with Redis down, which Celery treats as unrecoverable, and a
+worker that exits leaves the held task to the visibility timeout (an hour). So the
+worker stays up, and the held task runs exactly once after Redis is back, without
+waiting for that timeout (dashboard/celery_broker.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What acknowledgements cost in write units, measured on DynamoDB Local (which reports
-index units): issue 26 allows at most +4 per typical pledge (docs/capacity.md)."""
+index units): at most +4 per typical pledge, the outbox entry and the record that settles
+it, the budget the capacity plan is sized by (docs/capacity.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Truncating or rewriting the end of the audit trail (defect 2): every subject
-item stores its stream's head, and verification compares them (docs/design.md §7)."""
+"""Truncating or rewriting the end of the audit trail: every subject item stores its
+stream's head, and verification compares them (docs/design.md §7). A chain checks only
+the events it holds, so a trail cut short would otherwise verify as a shorter, intact
+one."""
 
 from __future__ import annotations
 

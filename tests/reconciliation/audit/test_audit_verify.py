@@ -437,7 +437,8 @@ def _delete_stream(ddb, stream: str) -> None:
 def test_a_fresh_cases_only_event_deleted_is_named_by_its_case_item(ddb):
     """A stuck-claim case just opened (one event, no checkpoint yet): its event deleted,
     verification still finds the case through the case table and names it, because the
-    case item stores audit_seq 1 (defect 5)."""
+    case item stores audit_seq 1: with its only event gone, the trail alone would not
+    show the case ever had one."""
     from tests.reconciliation.factories import stuck_case
 
     case = stuck_case("fresh-1")

@@ -1,6 +1,6 @@
-"""Two hands on one case at once (defects 1-5): every case decision is a
-compare-and-set on what its decider read, a resolution stands until an audited reopen, and
-a disposition is only recorded where the evidence allows it.
+"""Two hands on one case at once: every case decision is a compare-and-set on what its
+decider read, a resolution stands until an audited reopen, and a disposition is only
+recorded where the evidence allows it.
 
 Each interleaving is made deterministic by running the second hand from inside the first,
 at the moment named in the test (a wrapper around the call the first hand is about to make).
@@ -116,9 +116,9 @@ def _after_first_case_read(monkeypatch, second_hand):
 
 
 def test_a_retry_delivered_twice_at_once_resolves_the_case_once(ddb, monkeypatch):
-    """Defect 1: two runs of one RETRY_COMMIT (a redelivered task, or the Drill page's
-    inline run beside the queued task) interleave; the case is resolved exactly once, with
-    one retry_commit_succeeded event, and the pledge is recorded once."""
+    """Two runs of one RETRY_COMMIT (a redelivered task, or the Drill page's inline run
+    beside the queued task) interleave; the case is resolved exactly once, with one
+    retry_commit_succeeded event, and the pledge is recorded once."""
     case = _ask_retry(stuck_case("mh-1"), monkeypatch)
     second = []
     _during_commit(
@@ -136,9 +136,9 @@ def test_a_retry_delivered_twice_at_once_resolves_the_case_once(ddb, monkeypatch
 
 
 def test_a_retry_racing_the_recheck_leaves_the_first_resolution_standing(ddb, monkeypatch):
-    """Defect 2: the open-case re-check auto-resolves the case (the pledge is now there)
-    while the retry that recorded it is still finishing; the retry writes nothing, and
-    the re-check's resolution stands."""
+    """The open-case re-check auto-resolves the case (the pledge is now there) while the
+    retry that recorded it is still finishing; the retry writes nothing, and the re-check's
+    resolution stands."""
     case = _ask_retry(stuck_case("mh-2"), monkeypatch)
     _during_commit(monkeypatch, lambda: recheck_open_cases(first_store()))
     retries.retry_commit_run(case.case_id, store=first_store())
@@ -151,10 +151,10 @@ def test_a_retry_racing_the_recheck_leaves_the_first_resolution_standing(ddb, mo
 
 
 def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
-    """Defect 3: RELEASE_CLAIM is asked while a RETRY_COMMIT is queued, and a supervisor
-    approves it while the retry runs. Either the request is refused while the retry is in
-    flight, or the approval stands: never a system resolution over a four-eyes one, and
-    never an orphan case left open for the intent."""
+    """RELEASE_CLAIM is asked while a RETRY_COMMIT is queued, and a supervisor approves it
+    while the retry runs. Either the request is refused while the retry is in flight, or the
+    approval stands: never a system resolution over a four-eyes one, and never an orphan
+    case left open for the intent."""
     case = _ask_retry(stuck_case("mh-3"), monkeypatch)
     try:
         asked = override_request(
@@ -191,8 +191,8 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
 def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_is_decided(
     ddb, monkeypatch
 ):
-    """Defect 3, the redelivery form: a retry ran and was throttled, staff then asked to
-    release the claim, and a redelivered copy of the finished retry runs while the
+    """The same race in its redelivery form: a retry ran and was throttled, staff then asked
+    to release the claim, and a redelivered copy of the finished retry runs while the
     supervisor approves; the old delivery records nothing, the approval stands."""
     case = _ask_retry(stuck_case("mh-3b"), monkeypatch)
     throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
@@ -226,9 +226,9 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
 
 
 def test_a_late_workers_commit_after_the_client_recorded_the_pledge_leaves_no_open_case(ddb):
-    """Defect 4: a worker stalls past its lease; the sweep opens STUCK_PENDING and the
-    client's retry records the pledge; the late worker then commits and is truthfully
-    answered 'replayed'. After the next sweep no case about the intent is left open."""
+    """A worker stalls past its lease; the sweep opens STUCK_PENDING and the client's retry
+    records the pledge; the late worker then commits and is truthfully answered 'replayed'.
+    After the next sweep no case about the intent is left open."""
     key = "mh-4"
     with clock.travel(-200):
         crashed_claim(key)
@@ -256,10 +256,9 @@ def _conflict_case(key: str):
 # request it sees, whatever the fault answers: docs/design.md §10).
 @pytest.mark.engines("dynamodb_local")
 def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
-    """Defect 5: a cancelled transaction that wrote nothing (TransactionConflict, no
-    pledge) is not 'a duplicate correctly rejected': the page does not offer it, the bulk
-    preview says it is not possible and why, and a POST asking anyway is refused and
-    writes nothing."""
+    """A cancelled transaction that wrote nothing (TransactionConflict, no pledge) is not 'a
+    duplicate correctly rejected': the page does not offer it, the bulk preview says it is
+    not possible and why, and a POST asking anyway is refused and writes nothing."""
     case = _conflict_case("mh-5")
     assert PledgeRepository(first_store()).get(case.intent_id, consistent=True) is None
     facts = evidence_facts(case=case, pledge=None, claim=None)

@@ -80,8 +80,9 @@ def own_engine(ddb, settings):
 
 
 def test_missing_indexes_are_added_to_an_existing_table(ddb, own_engine, settings):
-    """A cases table made before issue 14 (two indexes) gets the new ones, one at a
-    time, and keeps its items; a second run does nothing."""
+    """A cases table made with only its first two indexes (an older deployment) gets the
+    new ones, one at a time (DynamoDB adds one index per UpdateTable), and keeps its
+    items; a second run does nothing."""
     from reconciliation.dynamo.tables import table_definitions
 
     settings.DDB_TABLE_PREFIX = "older-" + ddb.tables.cases.split("-")[0] + "-"

@@ -330,8 +330,9 @@ def _unconditional(module, monkeypatch) -> None:
 def test_a_retry_result_written_without_its_version_condition_is_caught(
     dynamodb_local, monkeypatch, pair
 ):
-    """RETRY_COMMIT's result write made unconditional (the defect before issue 22): two
-    deliveries at once, or a retry racing the sweep's re-check, resolve the case twice."""
+    """RETRY_COMMIT's result write made unconditional (its version condition dropped): two
+    deliveries at once, or a retry racing the sweep's re-check, resolve the case twice. The
+    explorer must report it, or it would not notice that condition going missing."""
     from reconciliation.casework import retries
 
     _unconditional(retries, monkeypatch)
@@ -367,10 +368,10 @@ def test_an_override_decision_written_without_its_version_condition_is_caught(
 @pytest.mark.dynamodb_local_only
 @pytest.mark.timeout(300)
 def test_a_retry_that_runs_beside_a_pending_release_is_caught(dynamodb_local, monkeypatch):
-    """Defect 3 brought back: RETRY_COMMIT runs whatever the case's state and however its
-    request ended (``retry_due`` reduced to "the case has a retry"), and writes its result
-    unconditionally. A finished retry redelivered while a supervisor approves RELEASE_CLAIM
-    replaces the four-eyes resolution with its own."""
+    """A retry beside a pending release, brought back: RETRY_COMMIT runs whatever the case's
+    state and however its request ended (``retry_due`` reduced to "the case has a retry"),
+    and writes its result unconditionally. A finished retry redelivered while a supervisor
+    approves RELEASE_CLAIM replaces the four-eyes resolution with its own."""
     from reconciliation.casework import retries
 
     _unconditional(retries, monkeypatch)
