@@ -368,7 +368,8 @@ class ClaimRepository:
             keys.extend(i["pk"]["S"] for i in rows)
         return keys, consumed
 
-    # The repository's own translator, as before it moved beside the Claim.
+    # Claims are written with the model's own translator (beside the Claim), so what the
+    # repository puts and what the model reads back cannot drift apart.
     _to_item = staticmethod(claim_to_item)
 
 

@@ -201,10 +201,10 @@ def _staff(action: str) -> Callable[[World, str], str]:
 
 
 def _asked_retry(world: World, name: str) -> str:
-    """Defect 3's other hand: while the supervisor decides the pending RELEASE_CLAIM,
-    staff post RETRY_COMMIT from a page loaded before the request was asked (no page
-    filter, no seen version: the post decides on the case as read now), and the queue
-    delivers the earlier retry's message again (its request ran and ended; prelude
+    """The retry's hand in the race with a release: while the supervisor decides the pending
+    RELEASE_CLAIM, staff post RETRY_COMMIT from a page loaded before the request was asked
+    (no page filter, no seen version: the post decides on the case as read now), and the
+    queue delivers the earlier retry's message again (its request ran and ended; prelude
     ``Stage.ENDED``), then the retry the post asked for, if it was accepted."""
     try:
         asked = _ask_retry(world, f"hands-{name}-{world.key}")
