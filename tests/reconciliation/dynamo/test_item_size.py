@@ -205,7 +205,7 @@ def test_put_item_units_match_engine_at_1kb(ddb, feature, size, units):
 
 @pytest.mark.dynamodb_local_only
 def test_engine_counts_numbers_by_aligned_pairs_not_the_documented_approximation(ddb):
-    """An item 1,024 bytes by the guide's number rule but 1,025 by the engine's (110.90
+    """An item of 1,024 bytes by the guide's number rule but 1,025 by the engine's (110.90
     is 4 bytes, not 3) costs 2 units on the engine: the engine's count is the one used."""
     pledges = _table(ddb.tables, "pledges")
     item = _padded({"intent_id": {"S": "t#n"}, "amount": {"N": "110.90"}}, 1025)

@@ -219,7 +219,7 @@ def test_double_clicks_show_in_the_budget_as_failed_conditional_writes(ddb):
     assert dict(total.failed) == {"put:idempotency_keys": 12}
     assert dict(total.failed_units) == {"put:idempotency_keys": 12}
     assert report.outcomes["created"] == 12
-    # 11 base units a pledge: the claim 1, the commit's four items 8 and its request log
+    # 11 base units a pledge: the claim 1, the commit's four items, 8, and its request log
     # entry 2; 11 index units: 7, and 2 each for its acks_due and by_donor_key entries
     # (docs/capacity.md).
     assert total.base_write == pytest.approx(12 * 11)
