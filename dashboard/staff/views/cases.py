@@ -427,7 +427,10 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
         )
         if result.applied:
             notify_override_requested(
-                case_id=case_id, override=data["override"], actor=actor.username
+                case_id=case_id,
+                request=result.case.override,
+                override=data["override"],
+                actor=actor.username,
             )
         return result
 
