@@ -5,10 +5,12 @@ shown once, in the answer to the POST that made them, and never stored readable.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
@@ -290,7 +292,20 @@ def recovery_codes_view(request: HttpRequest) -> HttpResponse:
 # --- staff (supervisors) -----------------------------------------------------------------
 
 
-def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class StaffRow:
+    """One account on the staff page: its role, second factor, open sessions, whether it
+    is the viewer's own, and its reset form (bound when a reset of it was refused)."""
+
+    user: AbstractBaseUser
+    role: Role | None
+    mfa: mfa.SecondFactorStatus
+    own: bool
+    sessions: int
+    form: ResetSecondFactorForm
+
+
+def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[StaffRow]:
     forms = forms or {}
     users = (
         get_user_model()
@@ -301,14 +316,14 @@ def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
     me = request.user.get_username()
     counts = staff_sessions.live_session_counts()
     return [
-        {
-            "user": user,
-            "role": user_role(user),
-            "mfa": mfa.status(user),
-            "own": user.get_username() == me,
-            "sessions": counts.get(str(user.pk), 0),
-            "form": forms.get(user.get_username()) or ResetSecondFactorForm(),
-        }
+        StaffRow(
+            user=user,
+            role=user_role(user),
+            mfa=mfa.status(user),
+            own=user.get_username() == me,
+            sessions=counts.get(str(user.pk), 0),
+            form=forms.get(user.get_username()) or ResetSecondFactorForm(),
+        )
         for user in users
     ]
 

@@ -358,3 +358,26 @@ def test_the_staff_page_shows_roles_and_second_factors(ddb):
     assert "another supervisor resets yours" in rows[0]
     assert "Not enrolled" in rows[2] and "required" in rows[2]
     assert sam.username in page
+
+
+def _reset_offered(page: str, username: str) -> bool:
+    return f'action="/accounts/staff/{username}/reset-second-factor/"' in page
+
+
+def test_staff_page_offers_a_reset_only_to_accounts_with_a_second_factor(ddb):
+    """The staff page offers "Reset" for an account with an authenticator or a passkey,
+    and for one with neither says there is nothing to reset instead."""
+    from tests.dashboard.test_passkeys import _passkey
+
+    ann = staff("ann", "supervisor")
+    enrol(staff("app", "supervisor"))
+    _passkey(staff("key", "auditor"))
+    staff("none", "finance_staff")
+    boss = Client()
+    boss.force_login(ann)
+    pass_second_factor(boss, ann)
+    page = boss.get("/accounts/staff/").content.decode()
+    assert _reset_offered(page, "app") and _reset_offered(page, "key")
+    assert not _reset_offered(page, "none")
+    assert "Nothing to reset: no authenticator or passkey" in page
+    assert "<td>1 passkey" in page

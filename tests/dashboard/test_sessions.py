@@ -96,8 +96,8 @@ def test_a_supervisor_ends_a_staff_members_sessions(ddb, ada, client):
     phone = _signed_in("ada", SAFARI, "10.7.7.2")
     sign_in(client, "supervisor", "sam")
     page = client.get("/accounts/staff/")
-    [row] = [r for r in page.context["rows"] if r["user"].username == "ada"]
-    assert row["sessions"] == 2
+    [row] = [r for r in page.context["rows"] if r.user.username == "ada"]
+    assert row.sessions == 2
 
     done = client.post("/accounts/staff/ada/end-sessions/")
     assert done.status_code == 200
