@@ -14,6 +14,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
+from django.urls import reverse
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
@@ -26,6 +27,7 @@ from dashboard.accounts.forms import (
     PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
+    SignOutForm,
     StaffSignInForm,
     TimeZoneForm,
 )
@@ -112,7 +114,15 @@ def time_zone_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 @role_required()
 def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
-    """Sign out every other session of one's account; this one stays."""
+    """Sign out every other session of one's account, once confirmed; this one stays."""
+    if not SignOutForm(request.POST).confirmed:
+        return _sign_out_confirm(
+            request,
+            request.user,
+            own=True,
+            action=reverse("profile-sessions-end-others"),
+            back=reverse("profile"),
+        )
     try:
         ended = staff_sessions.sessions_end(
             request.user, actor=actor_for(request), keep=request.session.session_key
@@ -289,6 +299,25 @@ def recovery_codes_view(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _sign_out_confirm(
+    request: HttpRequest, target, *, own: bool, action: str, back: str
+) -> HttpResponse:
+    """The question before sessions are signed out: whose, which sessions end (this one
+    never), and a confirming post to ``action`` or a way ``back``. Nothing has ended."""
+    current = request.session.session_key
+    sessions = staff_sessions.sessions_seen(target, current_key=current if own else None)
+    ending = [s for s in sessions if not s.current]
+    context = {
+        "username": target.get_username(),
+        "own": own,
+        "ending": ending,
+        "action": action,
+        "back": back,
+        "form": SignOutForm(initial={"confirm": True}),
+    }
+    return render(request, "accounts/sign_out_confirm.html", context)
+
+
 # --- staff (supervisors) -----------------------------------------------------------------
 
 
@@ -375,6 +404,14 @@ def staff_sessions_end_view(request: HttpRequest, username: str) -> HttpResponse
     if target is None or user_role(target) is None:
         raise Http404("no such staff member")
     own = target.pk == request.user.pk
+    if not SignOutForm(request.POST).confirmed:
+        return _sign_out_confirm(
+            request,
+            target,
+            own=own,
+            action=reverse("staff-end-sessions", args=[username]),
+            back=reverse("staff"),
+        )
     try:
         ended = staff_sessions.sessions_end(
             target, actor=actor_for(request), keep=request.session.session_key if own else None
