@@ -14,8 +14,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
-from django.urls import reverse
 from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
