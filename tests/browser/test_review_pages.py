@@ -137,3 +137,38 @@ def test_recovery_codes_come_first(ddb, open_browser, live_server, screenshots, 
     assert headings[0] == "Your recovery codes", headings
     assert page.locator("ol.recovery-codes li").count() == 10
     screenshots.save(page, f"review/{username}-recovery-codes-1280.png")
+
+
+@pytest.mark.parametrize("username", ["staff", "supervisor", "auditor"])
+def test_pledge_page_shows_what_a_reused_key_asked(
+    ddb, open_browser, live_server, screenshots, username
+):
+    """The 422 row of the pledge page shows the refused request's fields beside what the
+    key recorded, the differing amount marked, for every role that opens the page."""
+    from decimal import Decimal
+
+    from reconciliation.claims.outcomes import OutcomeKind
+    from reconciliation.claims.request import PledgeRequest
+    from reconciliation.claims.request_log import intake_request_new
+    from reconciliation.claims.request_log_buffer import intake_request_buffer, request_log_flush
+    from tests.reconciliation.factories import submit
+
+    assert submit("rv-ask").kind == OutcomeKind.CREATED
+    asked = PledgeRequest(donor_ref="D-1001", fund="GENERAL", amount=Decimal("99"), currency="USD")
+    entry = intake_request_new(
+        tenant="acme",
+        idempotency_key="rv-ask",
+        status=422,
+        outcome=OutcomeKind.KEY_REUSED,
+        rejected=True,
+        donor_ref="D-1001",
+        asked=asked,
+    )
+    intake_request_buffer(entry, store=first_store())
+    request_log_flush()
+    page = open_browser(username)
+    page.goto(f"{live_server.url}/pledges/acme/rv-ask/")
+    table = page.locator("table.asked")
+    assert table.locator("tr.differs").all_inner_texts() == ["Amount\t99.00 differs\t25.00"]
+    table.scroll_into_view_if_needed()
+    screenshots.save(page, f"review/{username}-pledge-422-1280.png")
