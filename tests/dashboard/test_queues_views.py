@@ -283,3 +283,18 @@ def test_bulk_menu_offers_only_what_a_listed_case_allows(ddb, client):
     assert client.post(f"/cases/{case.case_id}/dispose/", escalate).status_code == 302
     assert _menu(client.get("/queues/escalated/").content.decode()) == ["RETRY_COMMIT"]
     assert "bulk-form" not in client.get("/queues/mismatch/").content.decode()
+
+
+def test_every_page_with_queue_tabs_counts_them(ddb, client):
+    """The resolved list and "My cases" show each queue tab's open count, as the queue
+    pages do (the drill's cases left out)."""
+    stuck_case("tabs-1")
+    stuck_case("tabs-2")
+    sign_in(client, "finance_staff")
+    for path in ("/queues/stuck/", "/queues/resolved/", "/queues/mine/"):
+        html = client.get(path).content.decode()
+        tabs = html.split('<nav class="tabs"')[1].split("</nav>")[0]
+        assert re.search(
+            r'href="/queues/stuck/[^"]*"[^>]*>Stuck claims <span class="badge">2</span>', tabs
+        ), path
+        assert 'Ambiguous timeouts <span class="badge">0</span>' in tabs, path
