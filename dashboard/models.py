@@ -360,7 +360,9 @@ class NotificationKind(Code):
 
 class NotificationQuerySet(models.QuerySet["Notification"]):
     def unread(self) -> NotificationQuerySet:
-        return self.filter(read_at__isnull=True)
+        """What is new to its recipient: not opened, and not about a request another
+        supervisor has decided since (nothing is left to do about it)."""
+        return self.filter(read_at__isnull=True, settled_by_action="")
 
 
 class Notification(models.Model):
@@ -381,6 +383,13 @@ class Notification(models.Model):
     excerpt = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     read_at = models.DateTimeField(null=True, blank=True)
+    # An approval waiting: the request it is about, and once that request is decided
+    # (approved, rejected, expired: an AuditAction) how and by whom, for every recipient
+    # alike. A request decided is no longer "new" to the supervisors who did not decide
+    # it; ``read_at`` stays what each person did.
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    settled_by_action = models.CharField(max_length=40, blank=True, default="")
+    settled_by = models.CharField(max_length=150, blank=True, default="")
 
     objects = NotificationQuerySet.as_manager()
 
@@ -401,7 +410,17 @@ class Notification(models.Model):
 
     @property
     def is_unread(self) -> bool:
-        return self.read_at is None
+        return self.read_at is None and not self.is_settled
+
+    @property
+    def is_settled(self) -> bool:
+        """An approval waiting whose request has been decided."""
+        return bool(self.settled_by_action)
+
+    @property
+    def settled(self) -> str:
+        """How the request this approval was waiting on was decided, in words."""
+        return AuditAction.words(self.settled_by_action) if self.is_settled else ""
 
     @property
     def decision(self) -> str:

@@ -112,6 +112,7 @@ def _create(
     action: str,
     override: str = "",
     excerpt: str = "",
+    request_id: str = "",
 ) -> None:
     Notification.objects.bulk_create(
         Notification(
@@ -122,6 +123,7 @@ def _create(
             action=action,
             override=override or "",
             excerpt=excerpt[:EXCERPT_LENGTH],
+            request_id=request_id,
         )
         for user in recipients
         if user.username != actor  # never the person who acted
@@ -142,8 +144,11 @@ def notify_assigned(*, case_id: str, assignee: str | None, actor: str) -> None:
 
 
 @never_fails
-def notify_override_requested(*, case_id: str, override: str, actor: str) -> None:
-    """Every active supervisor but the requester may decide it."""
+def notify_override_requested(
+    *, case_id: str, request: OverrideRequest | None, override: str, actor: str
+) -> None:
+    """Every active supervisor but the requester may decide it (``request``: the request
+    as raised, so its decision can settle these notifications)."""
     supervisors = User.objects.filter(is_active=True, groups__name=Role.SUPERVISOR).distinct()
     _create(
         NotificationKind.APPROVAL_WAITING,
@@ -152,15 +157,22 @@ def notify_override_requested(*, case_id: str, override: str, actor: str) -> Non
         actor=actor,
         action=AuditAction.OVERRIDE_REQUESTED,
         override=override,
+        request_id=request.request_id if request else "",
     )
 
 
-@never_fails
 def notify_override_decided(
     *, case_id: str, request: OverrideRequest, action: str, actor: str
 ) -> None:
     """The requester of ``request`` learns it was approved, rejected or expired
-    (``action``, an AuditAction)."""
+    (``action``, an AuditAction), and the supervisors told it was waiting see it decided.
+    Apart, so that one failing leaves the other done."""
+    _tell_requester(case_id=case_id, request=request, action=action, actor=actor)
+    _settle_waiting(case_id=case_id, request=request, action=action, actor=actor)
+
+
+@never_fails
+def _tell_requester(*, case_id: str, request: OverrideRequest, action: str, actor: str) -> None:
     requester = request.requested_by.username
     _create(
         NotificationKind.OVERRIDE_DECIDED,
@@ -170,6 +182,21 @@ def notify_override_decided(
         action=action,
         override=str(request.action or ""),
     )
+
+
+@never_fails
+def _settle_waiting(*, case_id: str, request: OverrideRequest, action: str, actor: str) -> None:
+    """Every "approval waiting" about ``request`` is no longer new to anyone. A row that
+    names no request (written before rows named theirs) is about this request or an
+    earlier one of the case, all decided by now: a case holds one pending request at a
+    time. A newer request's rows name it, so a late decision never settles them."""
+    same_request = Q(request_id=request.request_id) | Q(request_id="")
+    Notification.objects.filter(
+        same_request,
+        kind=NotificationKind.APPROVAL_WAITING,
+        case_id=case_id,
+        settled_by_action="",
+    ).update(settled_by_action=action, settled_by=actor)
 
 
 @never_fails

@@ -146,6 +146,18 @@ class ResetSecondFactorForm(OwnerProofForm):
         return text
 
 
+class SignOutForm(forms.Form):
+    """Signing sessions out: the first post (the page's button) asks, and only the
+    confirmation's post, which carries ``confirm``, acts. A plain form post, so it works
+    without JavaScript, unlike a script's confirm dialog."""
+
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.is_valid() and self.cleaned_data["confirm"]
+
+
 class TimeZoneForm(forms.Form):
     """The zone one's pages show times in; only names this machine's zone database
     knows are accepted."""

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.contrib.auth import logout
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django_otp.models import Device
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
@@ -56,14 +57,24 @@ class SecondFactorRefused(Exception):
 @dataclass(frozen=True)
 class SecondFactorStatus:
     required: bool
-    enrolled: bool
+    enrolled: bool  # an authenticator app
     enrolment_code_open: bool
     recovery_codes_left: int
+    passkeys: int = 0
+
+    @property
+    def has_second_factor(self) -> bool:
+        """An authenticator or a passkey: what a supervisor's reset would take away (an
+        account with neither has nothing to reset)."""
+        return self.enrolled or self.passkeys > 0
 
     @property
     def label(self) -> str:
+        keys = f"{self.passkeys} passkey{pluralize(self.passkeys)}" if self.passkeys else ""
         if self.enrolled:
-            return "Authenticator app"
+            return "Authenticator app" + (f" and {keys}" if keys else "")
+        if keys:
+            return keys[0].upper() + keys[1:]
         if self.enrolment_code_open:
             return "Enrolment code issued"
         return "Not enrolled"
@@ -114,6 +125,7 @@ def status(user) -> SecondFactorStatus:
         .filter(name=ENROLMENT, token_set__isnull=False)
         .exists(),
         recovery_codes_left=recovery.token_set.count() if recovery else 0,
+        passkeys=_confirmed(WebAuthnCredential, user).count(),
     )
 
 

@@ -5,15 +5,18 @@ shown once, in the answer to the POST that made them, and never stored readable.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
 from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 from django_otp import login as otp_login
 
@@ -25,6 +28,7 @@ from dashboard.accounts.forms import (
     PasswordChangeForm,
     ReplaceAuthenticatorForm,
     ResetSecondFactorForm,
+    SignOutForm,
     StaffSignInForm,
     TimeZoneForm,
 )
@@ -121,7 +125,15 @@ def time_zone_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 @role_required()
 def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
-    """Sign out every other session of one's account; this one stays."""
+    """Sign out every other session of one's account, once confirmed; this one stays."""
+    if not SignOutForm(request.POST).confirmed:
+        return _sign_out_confirm(
+            request,
+            request.user,
+            own=True,
+            action=reverse("profile-sessions-end-others"),
+            back=reverse("profile"),
+        )
     try:
         ended = staff_sessions.sessions_end(
             request.user, actor=actor_for(request), keep=request.session.session_key
@@ -298,10 +310,42 @@ def recovery_codes_view(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _sign_out_confirm(
+    request: HttpRequest, target, *, own: bool, action: str, back: str
+) -> HttpResponse:
+    """The question before sessions are signed out: whose, which sessions end (this one
+    never), and a confirming post to ``action`` or a way ``back``. Nothing has ended."""
+    current = request.session.session_key
+    sessions = staff_sessions.sessions_seen(target, current_key=current if own else None)
+    ending = [s for s in sessions if not s.current]
+    context = {
+        "username": target.get_username(),
+        "own": own,
+        "ending": ending,
+        "action": action,
+        "back": back,
+        "form": SignOutForm(initial={"confirm": True}),
+    }
+    return render(request, "accounts/sign_out_confirm.html", context)
+
+
 # --- staff (supervisors) -----------------------------------------------------------------
 
 
-def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class StaffRow:
+    """One account on the staff page: its role, second factor, open sessions, whether it
+    is the viewer's own, and its reset form (bound when a reset of it was refused)."""
+
+    user: AbstractBaseUser
+    role: Role | None
+    mfa: mfa.SecondFactorStatus
+    own: bool
+    sessions: int
+    form: ResetSecondFactorForm
+
+
+def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[StaffRow]:
     forms = forms or {}
     users = (
         get_user_model()
@@ -312,14 +356,14 @@ def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[dict]:
     me = request.user.get_username()
     counts = staff_sessions.live_session_counts()
     return [
-        {
-            "user": user,
-            "role": user_role(user),
-            "mfa": mfa.status(user),
-            "own": user.get_username() == me,
-            "sessions": counts.get(str(user.pk), 0),
-            "form": forms.get(user.get_username()) or ResetSecondFactorForm(),
-        }
+        StaffRow(
+            user=user,
+            role=user_role(user),
+            mfa=mfa.status(user),
+            own=user.get_username() == me,
+            sessions=counts.get(str(user.pk), 0),
+            form=forms.get(user.get_username()) or ResetSecondFactorForm(),
+        )
         for user in users
     ]
 
@@ -371,6 +415,14 @@ def staff_sessions_end_view(request: HttpRequest, username: str) -> HttpResponse
     if target is None or user_role(target) is None:
         raise Http404("no such staff member")
     own = target.pk == request.user.pk
+    if not SignOutForm(request.POST).confirmed:
+        return _sign_out_confirm(
+            request,
+            target,
+            own=own,
+            action=reverse("staff-end-sessions", args=[username]),
+            back=reverse("staff"),
+        )
     try:
         ended = staff_sessions.sessions_end(
             target, actor=actor_for(request), keep=request.session.session_key if own else None

@@ -27,6 +27,7 @@ from reconciliation.claims.outcomes import OutcomeKind, retry_after_s
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
     InvalidRequest,
+    PledgeRequest,
     parse_body,
     parse_idempotency_key,
 )
@@ -125,6 +126,7 @@ class _Answer:
     key: str = ""
     donor_ref: str = ""
     case_id: str = ""
+    asked: PledgeRequest | None = None  # a key reused with another body: what it asked
 
 
 def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
@@ -146,6 +148,7 @@ def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
         correlation_id=getattr(request, "correlation_id", "") or "",
         donor_ref=answer.donor_ref,
         case_id=answer.case_id,
+        asked=answer.asked,
     )
     store = (
         home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, answer.key))
@@ -214,7 +217,8 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         response["Retry-After"] = str(outcome.retry_after)
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.OUTCOME_UNKNOWN, OutcomeKind.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
-    return _Answer(response, str(outcome.kind), key, body.donor_ref, outcome.case_id or "")
+    asked = body if outcome.kind == OutcomeKind.KEY_REUSED else None
+    return _Answer(response, str(outcome.kind), key, body.donor_ref, outcome.case_id or "", asked)
 
 
 @csrf_exempt

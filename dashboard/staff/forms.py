@@ -4,10 +4,10 @@ what is allowed (the choices offered come from ``reconciliation.cases.policy``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -310,6 +310,15 @@ class BulkForm(_ReasonForm):
     queue = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
     field_order = ["disposition", "reason_code", "reason_text"]
     prefix_id = "bulk"
+
+    def __init__(self, *args, offered: Sequence[str] | None = None, **kwargs):
+        """``offered``: the dispositions the page's menu lists (those some listed case
+        allows); every bulk disposition when not given, as when checking a POST (each
+        case is checked by the service)."""
+        super().__init__(*args, **kwargs)
+        if offered is not None:
+            field = cast(forms.ChoiceField, self.fields["disposition"])
+            field.choices = [(d, LABELS[d]) for d in BULK_DISPOSITIONS if d in offered]
 
 
 class CaseSearchForm(IdPrefixedForm):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reconciliation.actors import Role
@@ -112,6 +113,16 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
         # check's checkpoint; a difference found later opens a case of its own.
         return [Override.REOPEN]
     return []
+
+
+def bulk_actions(cases: Iterable[tuple[str, str]], role: Role | None) -> list[str]:
+    """The bulk dispositions that at least one of ``cases`` (each its case type and
+    state) allows ``role`` now, in ``BULK_DISPOSITIONS``' order: a list's bulk menu never
+    offers what every case listed would refuse."""
+    allowed = {
+        a for case_type, state in set(cases) for a in allowed_actions(case_type, state, role)
+    }
+    return [d for d in BULK_DISPOSITIONS if d in allowed]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ so what the case page offers and what the services accept never differ."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from reconciliation import clock
@@ -106,6 +107,30 @@ def evidence_read(
         claim_read=claim_read,
         read_at=read_at,
     )
+
+
+def evidence_of_cases(store: Store, cases: Sequence[Case]) -> dict[str, DecisionEvidence]:
+    """Each case's pledge and claim (all of ``store``'s region), by case id: one
+    BatchGetItem per table per 100 cases, not two reads per case, so a list that shows
+    every row's evidence (the approvals page) costs what its page costs, whatever its
+    length. For display beside a decision: the decision reads again when it is made."""
+    read_at = clock.iso(clock.now())
+    with_intent = [c for c in cases if c.intent_id]
+    pledges = PledgeRepository(store).get_many([c.intent_id for c in with_intent])
+    claims = ClaimRepository(store).get_many([c.claim_pk for c in with_intent])
+    out: dict[str, DecisionEvidence] = {}
+    for case in cases:
+        pledge = pledges.get(case.intent_id)
+        claim = claims.get(case.claim_pk)
+        out[case.case_id] = DecisionEvidence(
+            pledge,
+            claim,
+            evidence_facts(case=case, pledge=pledge, claim=claim),
+            pledge_read=bool(case.intent_id),
+            claim_read=bool(case.intent_id),
+            read_at=read_at,
+        )
+    return out
 
 
 def evidence_check(

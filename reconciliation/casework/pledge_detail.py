@@ -26,6 +26,7 @@ from reconciliation.claims.models import (
 )
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.request import PledgeRequest
 from reconciliation.claims.request_log import IntakeRequest, requests_for_key
 from reconciliation.stores import Store, pledge_stream
 
@@ -48,6 +49,68 @@ class PledgeDetail:
     @property
     def intent_id(self) -> str:
         return intent_id_for(self.tenant, self.idempotency_key)
+
+    @property
+    def recorded_request(self) -> PledgeRequest | None:
+        """What the key holds: the recorded pledge's fields, else the claim's request
+        (a claim not yet committed), else nothing."""
+        if self.pledge is not None:
+            return PledgeRequest.from_normalised(self.pledge.normalised_request())
+        if self.claim is not None and self.claim.request:
+            try:
+                return PledgeRequest.from_normalised(self.claim.request)
+            except (KeyError, ArithmeticError, ValueError, TypeError):
+                return None
+        return None
+
+    @property
+    def answers(self) -> tuple[LoggedAnswer, ...]:
+        """The request log, each refused reuse of the key with its fields beside the
+        key's own."""
+        recorded = self.recorded_request
+        return tuple(
+            LoggedAnswer(r, asked_fields(r.asked, recorded) if r.asked else ())
+            for r in self.requests
+        )
+
+
+@dataclass(frozen=True)
+class AskedField:
+    """One field of a request that reused a key, beside what the key recorded (empty:
+    nothing is recorded under the key any more)."""
+
+    label: str
+    asked: str
+    recorded: str
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.recorded) and self.asked != self.recorded
+
+
+@dataclass(frozen=True)
+class LoggedAnswer:
+    """One answer of the request log, and for a key reused with another body what that
+    request asked for, field by field."""
+
+    entry: IntakeRequest
+    asked: tuple[AskedField, ...] = ()
+
+
+ASKED_LABELS = (
+    ("amount", "Amount"),
+    ("currency", "Currency"),
+    ("fund", "Fund"),
+    ("donor_ref", "Donor ref"),
+)
+
+
+def asked_fields(asked: PledgeRequest, recorded: PledgeRequest | None) -> tuple[AskedField, ...]:
+    """``asked`` field by field beside ``recorded``, both in canonical form (amounts with
+    their currency's places, so 25 and 25.00 USD read the same)."""
+    mine = asked.normalised()
+    theirs = recorded.normalised() if recorded else {}
+    return tuple(AskedField(label, mine[k], theirs.get(k, "")) for k, label in ASKED_LABELS)
 
 
 def pledge_detail(*, tenant: str, idempotency_key: str, store: Store) -> PledgeDetail | None:

@@ -23,7 +23,7 @@ from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import QUEUES, CaseType
-from reconciliation.casework.evidence import DecisionEvidence
+from reconciliation.casework.evidence import DecisionEvidence, evidence_of_cases
 from reconciliation.casework.regions import (
     CursorMismatch,
     Run,
@@ -44,7 +44,7 @@ from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Ple
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.cancellation import DecodedReason
-from reconciliation.stores import Store
+from reconciliation.stores import Store, case_tag
 
 CURSOR_SALT = "reconciliation.queue-cursor"
 MAX_PAGE = 100
@@ -335,6 +335,37 @@ def queue_ageing(
 
 def case_detail(case_id: str, store: Store) -> Case | None:
     return CaseRepository(store).get(case_id)
+
+
+@dataclass(frozen=True)
+class CaseWithEvidence:
+    """A case as stored (its request included, which a queue row leaves out) and what
+    consistent reads of its pledge and claim found."""
+
+    case: Case
+    evidence: DecisionEvidence
+
+
+def cases_with_evidence(
+    case_ids: Sequence[str], *, stores: Sequence[Store]
+) -> dict[str, CaseWithEvidence]:
+    """The cases ``case_ids`` with their pledge and claim, by case id. Per region the
+    cases live in (their ids name it): one BatchGetItem of the cases, one of their
+    pledges and one of their claims, per 100 cases; a case of a region not in
+    ``stores``, or no longer found, is absent."""
+    by_tag = {region.tag: region for region in stores}
+    wanted: dict[str, list[str]] = {}
+    for case_id in dict.fromkeys(case_ids):
+        wanted.setdefault(case_tag(case_id), []).append(case_id)
+    out: dict[str, CaseWithEvidence] = {}
+    for tag, ids in wanted.items():
+        region = by_tag.get(tag)
+        if region is None:
+            continue
+        cases = CaseRepository(region).get_many(ids)
+        evidence = evidence_of_cases(region, cases)
+        out.update({c.case_id: CaseWithEvidence(c, evidence[c.case_id]) for c in cases})
+    return out
 
 
 @dataclass(frozen=True)

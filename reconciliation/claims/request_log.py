@@ -30,6 +30,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.claims.models import Claim
 from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.request import PledgeRequest
 from reconciliation.dynamo.items import from_item, to_item, values
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class IntakeRequest:
     request_id: str
     donor_ref: str = ""
     case_id: str = ""
+    # What a request refused for reusing a key with another body asked for (422): the
+    # key's page shows it beside what the key recorded. ``None`` on every other answer.
+    asked: PledgeRequest | None = None
 
     @property
     def outcome_kind(self) -> OutcomeKind | None:
@@ -106,6 +110,7 @@ def intake_request_new(
     correlation_id: str = "",
     donor_ref: str = "",
     case_id: str = "",
+    asked: PledgeRequest | None = None,
 ) -> IntakeRequest:
     return IntakeRequest(
         tenant=tenant,
@@ -119,6 +124,7 @@ def intake_request_new(
         request_id=uuid.uuid4().hex[:16],
         donor_ref=donor_ref,
         case_id=case_id,
+        asked=asked,
     )
 
 
@@ -160,7 +166,19 @@ def _from_item(item: dict[str, Any]) -> IntakeRequest:
         request_id=data.get("request_id", ""),
         donor_ref=data.get("donor_ref", ""),
         case_id=data.get("case_id", ""),
+        asked=_asked(data.get("asked")),
     )
+
+
+def _asked(stored: Any) -> PledgeRequest | None:
+    """The ``asked`` map as written by :func:`request_log_item`; ``None`` when absent or
+    unreadable (the log is for reading: a bad entry loses that detail, not the page)."""
+    if not isinstance(stored, dict):
+        return None
+    try:
+        return PledgeRequest.from_normalised(stored)
+    except (KeyError, ArithmeticError, ValueError, TypeError):
+        return None
 
 
 def request_log_item(entry: IntakeRequest) -> dict[str, AttributeValueTypeDef]:
@@ -179,6 +197,7 @@ def request_log_item(entry: IntakeRequest) -> dict[str, AttributeValueTypeDef]:
         "request_id": entry.request_id,
         "donor_ref": entry.donor_ref or None,
         "case_id": entry.case_id or None,
+        "asked": entry.asked.normalised() if entry.asked else None,
         # TTL: cost control only (DynamoDB deletes up to 48 h late; nothing reads it to
         # decide anything). Counted from the answer's own time, so the commit's entry is
         # the same on every send; like the claim's purge delay it is a setting every

@@ -120,15 +120,21 @@ def _camel(name: str) -> str:
 
 # What serving does to each table's items, besides Query on the indexes (every index is
 # queried: an index nobody queries would be dead weight on every write). Per table, so
-# the audit trail is never granted UpdateItem or DeleteItem and the claims never a
-# batch read.
+# the audit trail is never granted UpdateItem or DeleteItem.
 def _serving(names: TableNames) -> dict[str, tuple[Action, ...]]:
     a = Action
     return {
-        # The health check describes the claims table; claims are put, fenced and read.
-        names.idempotency_keys: (a.DESCRIBE_TABLE, a.GET_ITEM, a.PUT_ITEM, a.UPDATE_ITEM),
+        # The health check describes the claims table; claims are put, fenced and read,
+        # and read in batches by the approvals page (each request's claim beside it).
+        names.idempotency_keys: (
+            a.DESCRIBE_TABLE,
+            a.GET_ITEM,
+            a.PUT_ITEM,
+            a.UPDATE_ITEM,
+            a.BATCH_GET_ITEM,
+        ),
         # Put by the commit, updated by voids and acknowledgements, read in batches by
-        # audit verification.
+        # audit verification and the approvals page.
         names.pledges: (a.GET_ITEM, a.PUT_ITEM, a.UPDATE_ITEM, a.BATCH_GET_ITEM),
         # Shards updated by the commit and read in batches; the drift checkpoint is put;
         # the drill deletes the probe item it wrote.

@@ -1,7 +1,8 @@
 """The profile's sessions in a browser: each role signed in twice sees both
 sessions, this one marked; the profile photographed at 1280 and 390 px (under
 test-results/screenshots/sessions/), the list not scrolling sideways; "Sign out the others"
-sends the other browser to the sign-in page."""
+asks first (a page of its own, no script needed) and, confirmed, sends the other browser
+to the sign-in page."""
 
 from __future__ import annotations
 
@@ -31,7 +32,14 @@ def test_profile_sessions_for_each_role(ddb, open_browser, live_server, screensh
         )
         assert scroll <= client, f"the sessions list scrolls sideways at {width} px"
 
-    page.get_by_role("button", name="Sign out the others").click()
+    page.get_by_role("button", name="Sign out the others…").click()
+    page.wait_for_load_state()
+    # The browser is asked first, by the server (no script): nothing has ended yet.
+    assert page.get_by_role("heading", name="Sign out your other sessions?").is_visible()
+    screenshots.save(page, f"sessions/{username}-confirm-{PHONE}.png")
+    other.goto(f"{live_server.url}/accounts/profile/")
+    assert "/accounts/login/" not in other.url
+    page.get_by_role("button", name="Sign out the others", exact=True).click()
     page.wait_for_load_state()
     assert page.locator("table.sessions tbody tr").count() == 1
     other.goto(f"{live_server.url}/accounts/profile/")

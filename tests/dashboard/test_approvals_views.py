@@ -190,3 +190,44 @@ def test_decided_elsewhere(ddb, client):
     assert response.status_code == 422
     assert "There is no pending request on this case" in body
     assert "No longer pending: the case is open" in body
+
+
+def _card(html: str, case_id: str) -> str:
+    """The request card of ``case_id`` in an approvals page."""
+    start = html.index(f'<article class="card request" id="req-{case_id}"')
+    return html[start : html.index("</article>", start)]
+
+
+def test_request_cards_show_the_evidence_a_decision_needs(ddb, client):
+    """Each card says whether a pledge is recorded for the intent (and which), where the
+    claim stands, the amount, fund and currency, and who asked and why: a supervisor
+    decides without opening the case."""
+    from tests.reconciliation.factories import ambiguous_case, void_requested
+
+    release = requested("ap-ev-1")
+    void = void_requested(ambiguous_case("ap-ev-2")).case
+    sign_in(client)
+    html = client.get("/approvals/").content.decode()
+
+    none = _card(html, release.case_id)
+    assert "<dt>Pledge</dt><dd><strong>None</strong>" in none
+    assert "No pledge is recorded for this intent." in none
+    assert '<dt>Claim</dt><dd><span class="badge" title=' in none
+    assert ">Pending</span>" in none
+    assert "25.00 USD" in none and "to GENERAL" in none
+    assert "ada" in none and "The client wants to retry." in none
+
+    recorded = _card(html, void.case_id)
+    assert ">Recorded</span>" in recorded
+    assert "The pledge is recorded with this request&#x27;s payload." in recorded
+    assert ">Completed</span>" in recorded
+    assert "Donor withdrew the pledge by phone." in recorded
+
+
+def test_a_refused_decision_shows_the_card_with_its_evidence(ddb, client):
+    """A decision refused for its note answers the card again, the evidence on it."""
+    case = requested("ap-ev-3")
+    sign_in(client)
+    card = client.post(f"/cases/{case.case_id}/approve/", decision(case, reason_text="ok"), **HX)
+    assert card.status_code == 400
+    assert "No pledge is recorded for this intent." in card.content.decode()

@@ -9,6 +9,7 @@ request path, so a failing log write never changes the client's answer."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from botocore.exceptions import ClientError
@@ -36,8 +37,8 @@ def log_items(ddb) -> list[dict]:
 def test_every_answer_for_a_key_is_on_its_pledge_page(ddb, api, settings):
     """201, a replay (200), a reused key (422) and a lookup (200) of one key: four
     entries on its page, newest first, the replay marked once, each with its correlation
-    id; the stored entries hold the donor ref but no amount, fund or body, and a TTL of
-    REQUEST_LOG_TTL_S."""
+    id; the stored entries hold the donor ref but no amount, fund or body (the 422 alone
+    keeps what it asked, as ``asked``), and a TTL of REQUEST_LOG_TTL_S."""
     settings.REQUEST_LOG_TTL_S = 86400 * 3
     first = api.post("log-1", pledge_body(donor_ref="D-LOG"), HTTP_X_REQUEST_ID="req-first-1")
     assert first.status_code == 201
@@ -60,6 +61,7 @@ def test_every_answer_for_a_key_is_on_its_pledge_page(ddb, api, settings):
     assert len(items) == 4
     for item in items:
         assert not {"amount", "fund", "currency", "body", "request"} & set(item)
+        assert ("asked" in item) == (item["outcome"] == "idempotency_key_reused")
         assert item["donor_ref"] == "D-LOG"
         at = clock.parse_iso(item["at"])
         assert int(item["purge_at"]) == int(at.timestamp()) + 86400 * 3
@@ -203,3 +205,23 @@ def test_a_new_pledge_is_recorded_with_its_log_entry_or_not_at_all(ddb, api):
     assert answer.status_code == 503 and answer.json()["error"] == "dynamodb_unavailable"
     assert scan_all(ddb, ddb.tables.pledges) == []
     assert scan_all(ddb, ddb.tables.ledger) == []
+
+
+def test_a_reused_keys_answer_shows_what_it_asked_beside_what_the_key_recorded(ddb, api):
+    """The 422 row on the pledge page lists the refused request's amount, currency, fund
+    and donor ref beside the recorded pledge's, marking the fields that differ."""
+    assert api.post("log-ask", pledge_body(donor_ref="D-ASK")).status_code == 201
+    reused = pledge_body(donor_ref="D-ASK", amount="9.5", fund="GENERAL")
+    assert api.post("log-ask", reused).status_code == 422
+    request_log_flush()
+    html = staff().get("/pledges/acme/log-ask/").content.decode()
+    log = html.split('id="requests-h"')[1].split("</section>")[0]
+    rows = re.findall(r"<tr(?: class=\"differs\")?><th scope=\"row\">(.*?)</tr>", log, re.S)
+    cells = [re.sub(r"<[^>]+>", " ", row).split() for row in rows]
+    assert cells == [
+        ["Amount", "9.50", "differs", "25.00"],
+        ["Currency", "USD", "USD"],
+        ["Fund", "GENERAL", "GENERAL"],
+        ["Donor", "ref", "D-ASK", "D-ASK"],
+    ]
+    assert log.count('class="differs"') == 1

@@ -71,3 +71,27 @@ def test_a_refused_disposition_opens_nothing(ddb, client):
     response = client.post(f"/cases/{case.case_id}/dispose/", form)
     assert response.status_code == 400
     assert repositories().cases.get(case.case_id).version == case.version
+
+
+@pytest.mark.parametrize("htmx", [True, False])
+def test_the_next_case_says_which_case_was_just_decided(ddb, client, htmx):
+    """After "Record and open the next case" the next case's page names the case just
+    decided (its intent, linking back to it), the disposition and reason recorded, and
+    the outcome; the message is said once, there."""
+    with clock.travel(-3600):
+        first = stuck_case("nx-said-1")
+    second = stuck_case("nx-said-2")
+    sign_in(client, "finance_staff", username="ann")
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client.post(
+        f"/cases/{first.case_id}/dispose/", _escalate(first, then_next="STUCK_PENDING"), **headers
+    )
+    url = response["HX-Redirect"] if htmx else response["Location"]
+    assert url == f"/cases/{second.case_id}/"
+    page = client.get(url).content.decode()
+    assert (
+        f'Just decided: <a href="/cases/{first.case_id}/"><span class="intent">'
+        '<span class="tenant">acme</span> <code>nx-said-1</code></span></a>'
+        " — Escalate (Needs a second opinion: “Needs a second look by the team.”). Escalated."
+    ) in page
+    assert page.count("Escalated.</div>") == 1

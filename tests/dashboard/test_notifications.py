@@ -20,7 +20,7 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request, overrides_expire
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import repositories, sign_in, staff_user
+from tests.helpers import pass_second_factor, repositories, sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 # The dashboard's edge; the services' engine semantics are tested in tests/reconciliation.
@@ -227,3 +227,74 @@ def test_nobody_reads_or_marks_anothers_notifications(ddb, client):
     assert Notification.objects.get(pk=theirs.pk).read_at is None
     assert "for bob only" not in client.get("/notifications/").content.decode()
     assert client.get("/notifications/999999/").status_code == 404
+
+
+def _request_by_page(client, key: str):
+    """ann asks for RELEASE_CLAIM on a new stuck case through the case page."""
+    case = stuck_case(key)
+    sign_in(client, "finance_staff", username="ann")
+    form = {"override": "RELEASE_CLAIM", "seen_version": case.version, "action_id": key, **NOTE}
+    assert client.post(f"/cases/{case.case_id}/override/", form).status_code == 302
+    return repositories().cases.get(case.case_id)
+
+
+def _shown_new(client, user) -> tuple[bool, str]:
+    """Whether ``user``'s notifications page shows a "New" badge, and the page."""
+    client.force_login(user)
+    pass_second_factor(client, user)
+    page = client.get("/notifications/").content.decode()
+    return '<span class="badge">New</span>' in page, page
+
+
+@pytest.mark.parametrize(
+    ("decide", "words"),
+    [("approve", "override approved by sam"), ("reject", "override rejected by sam")],
+)
+def test_a_decided_request_is_no_longer_new_to_any_supervisor(ddb, client, decide, words):
+    """Once sam decides ann's request, sky's "approval waiting" about it is no longer
+    new (badge and list) and says how and by whom it was decided; sam's too (the client
+    is signed in as sam when deciding: ``_shown_new`` left it so)."""
+    sam, sky = staff_user("sam", "supervisor"), staff_user("sky", "supervisor")
+    case = _request_by_page(client, f"nt-settle-{decide}")
+    assert _shown_new(client, sky)[0] and _shown_new(client, sam)[0]
+    assert client.post(f"/cases/{case.case_id}/{decide}/", _decision(case)).status_code == 302
+    for user in (sky, sam):
+        new, page = _shown_new(client, user)
+        assert not new, user.username
+        assert f"Decided since: {words}." in page
+        assert 'aria-label="1 unread"' not in page
+    waiting = Notification.objects.filter(kind=NotificationKind.APPROVAL_WAITING)
+    assert waiting.count() == 2 and not waiting.unread().exists()
+
+
+def test_an_expired_request_is_no_longer_new_to_any_supervisor(ddb, client, settings):
+    """The sweep expiring ann's request settles every supervisor's notification of it."""
+    sky = staff_user("sky", "supervisor")
+    case = _request_by_page(client, "nt-settle-expire")
+    with clock.travel(settings.OVERRIDE_TTL_S + 5):
+        assert overrides_expire(store=first_store()) == [case.case_id]
+    new, page = _shown_new(client, sky)
+    assert not new and "Decided since: override request expired by system." in page
+
+
+def test_a_newer_request_stays_new_when_an_older_one_is_decided(ddb, client):
+    """Settling a request leaves another request's notifications on the same case new."""
+    sky = staff_user("sky", "supervisor")
+    case = _request_by_page(client, "nt-settle-newer")
+    from dashboard.notifications import notify_override_decided, notify_override_requested
+
+    newer = case.override.__class__.from_json({**case.override.to_json(), "request_id": "r-2"})
+    notify_override_requested(
+        case_id=case.case_id, request=newer, override="RELEASE_CLAIM", actor="ann"
+    )
+    notify_override_decided(
+        case_id=case.case_id,
+        request=case.override,
+        action=AuditAction.OVERRIDE_REJECTED,
+        actor="sam",
+    )
+    mine = Notification.objects.filter(recipient=sky)
+    assert [(n.request_id, n.is_unread) for n in mine.order_by("id")] == [
+        (case.override.request_id, False),
+        ("r-2", True),
+    ]

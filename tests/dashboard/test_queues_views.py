@@ -255,3 +255,46 @@ def test_my_cases_alone_is_marked_current_on_my_cases(ddb, client):
     assert re.findall(r'<a href="[^"]+" aria-current="page">(Queues|My cases)</a>', html) == [
         "Queues"
     ]
+
+
+def _menu(html: str) -> list[str]:
+    """The values the bulk form's disposition menu offers."""
+    menu = re.search(r'<select name="disposition"[^>]*>(.*?)</select>', html, re.S)
+    return re.findall(r'<option value="([^"]+)"', menu[1]) if menu else []
+
+
+def test_bulk_menu_offers_only_what_a_listed_case_allows(ddb, client):
+    """The stuck queue's bulk menu leaves out "duplicate rejected" (no stuck case allows
+    it); the cancelled queue's offers it; the escalated queue never offers "escalate";
+    a queue listing no case has no bulk form at all."""
+    case = stuck_case("bm-1")
+    key_reuse_case(ddb, "bm-2")
+    sign_in(client, "finance_staff")
+    assert _menu(client.get("/queues/stuck/").content.decode()) == ["RETRY_COMMIT", "ESCALATE"]
+    cancelled = _menu(client.get("/queues/cancelled/").content.decode())
+    assert "DUPLICATE_REJECTED_OK" in cancelled
+    escalate = {
+        "disposition": "ESCALATE",
+        "seen_version": case.version,
+        "action_id": "bm-esc",
+        "reason_code": "NEEDS_REVIEW",
+        "reason_text": "Needs a second look by the team.",
+    }
+    assert client.post(f"/cases/{case.case_id}/dispose/", escalate).status_code == 302
+    assert _menu(client.get("/queues/escalated/").content.decode()) == ["RETRY_COMMIT"]
+    assert "bulk-form" not in client.get("/queues/mismatch/").content.decode()
+
+
+def test_every_page_with_queue_tabs_counts_them(ddb, client):
+    """The resolved list and "My cases" show each queue tab's open count, as the queue
+    pages do (the drill's cases left out)."""
+    stuck_case("tabs-1")
+    stuck_case("tabs-2")
+    sign_in(client, "finance_staff")
+    for path in ("/queues/stuck/", "/queues/resolved/", "/queues/mine/"):
+        html = client.get(path).content.decode()
+        tabs = html.split('<nav class="tabs"')[1].split("</nav>")[0]
+        assert re.search(
+            r'href="/queues/stuck/[^"]*"[^>]*>Stuck claims <span class="badge">2</span>', tabs
+        ), path
+        assert 'Ambiguous timeouts <span class="badge">0</span>' in tabs, path

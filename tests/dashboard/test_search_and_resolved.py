@@ -82,6 +82,17 @@ def test_nav_has_the_search_box(ddb, client):
     assert 'class="nav-search" method="get" action="/cases/"' in client.get("/").content.decode()
 
 
+def test_the_nav_search_box_keeps_the_query_on_the_results_page(ddb, client):
+    """Searching from the navigation's box answers a results page whose navigation box
+    still holds the query, as typed and escaped; other pages' boxes are empty."""
+    sign_in(client)
+    html = client.get("/cases/", {"q": 'D-10"01 <x>'}).content.decode()
+    nav = html.split('class="nav-search"')[1].split("</form>")[0]
+    assert 'value="D-10&quot;01 &lt;x&gt;"' in nav
+    other = client.get("/").content.decode().split('class="nav-search"')[1].split("</form>")[0]
+    assert "value=" not in other
+
+
 def _resolved_world():
     ada, bob = staff_actor("ada"), staff_actor("bob")
     with clock.travel(-40 * 86400):

@@ -358,3 +358,55 @@ def test_the_staff_page_shows_roles_and_second_factors(ddb):
     assert "another supervisor resets yours" in rows[0]
     assert "Not enrolled" in rows[2] and "required" in rows[2]
     assert sam.username in page
+
+
+def _reset_offered(page: str, username: str) -> bool:
+    return f'action="/accounts/staff/{username}/reset-second-factor/"' in page
+
+
+def test_staff_page_offers_a_reset_only_to_accounts_with_a_second_factor(ddb):
+    """The staff page offers "Reset" for an account with an authenticator or a passkey,
+    and for one with neither says there is nothing to reset instead."""
+    from tests.dashboard.test_passkeys import _passkey
+
+    ann = staff("ann", "supervisor")
+    enrol(staff("app", "supervisor"))
+    _passkey(staff("key", "auditor"))
+    staff("none", "finance_staff")
+    boss = Client()
+    boss.force_login(ann)
+    pass_second_factor(boss, ann)
+    page = boss.get("/accounts/staff/").content.decode()
+    assert _reset_offered(page, "app") and _reset_offered(page, "key")
+    assert not _reset_offered(page, "none")
+    assert "Nothing to reset: no authenticator or passkey" in page
+    assert "<td>1 passkey" in page
+
+
+def _sections(html: str) -> list[str]:
+    """The ids of the profile's section headings, in page order."""
+    return re.findall(r'<section class="card[^"]*" aria-labelledby="([\w-]+)"', html)
+
+
+def test_recovery_codes_come_first_on_the_page_that_shows_them(ddb):
+    """Setting up the authenticator answers with the ten codes shown only now as the
+    first section, above the account, sessions and password; new codes issued later
+    are shown first too."""
+    user = staff("fin", "finance_staff")
+    client = Client()
+    client.force_login(user)
+    assert client.get("/accounts/profile/").status_code == 200
+    pending = TOTPDevice.objects.get(user=user, confirmed=False)
+    done = client.post("/accounts/profile/authenticator/", {"otp_token": code(pending)})
+    html = done.content.decode()
+    sections = _sections(html)
+    assert sections[0] == "codes-h", sections
+    assert {"sessions-h", "password-h", "manage-h"} <= set(sections[1:])
+    assert html.index('id="codes-h"') < html.index("<dt>Username</dt>")
+    assert len(re.findall(r"<li>([a-z2-7]{5}-[a-z2-7]{5})</li>", html)) == 10
+
+    unthrottle(pending)
+    fresh = client.post(
+        "/accounts/profile/recovery-codes/", {"recovery-otp_token": code(pending, ahead=1)}
+    )
+    assert _sections(fresh.content.decode())[0] == "codes-h"

@@ -396,3 +396,27 @@ def test_a_disposition_post_makes_at_most_six_calls(
     assert _claim_shown(body) == (ClaimStatus.words(claim.status), claim.version)
     pledge = repositories().pledges.get(case.intent_id)
     assert ("A pledge <strong>is recorded</strong>" in body) is (pledge is not None)
+
+
+@pytest.mark.dynamodb_local_only
+def test_approvals_page_reads_evidence_in_batches(ddb, client):
+    """The approvals page shows each request's pledge and claim at a fixed number of
+    DynamoDB calls: one pending request or four, the same count (batched reads, not a
+    read per card), each what the client sent."""
+    from tests.dashboard.test_approvals_views import requested
+
+    requested("st-ap-1")
+    sign_in(client, "supervisor")
+    sent = _Sent()
+    one = client.get("/approvals/")
+    assert (
+        one.status_code == 200 and "No pledge is recorded for this intent." in one.content.decode()
+    )
+    calls_one = _timing(one)[0]
+    assert calls_one == sent.count
+    for n in range(2, 5):
+        requested(f"st-ap-{n}")
+    sent = _Sent()
+    four = client.get("/approvals/")
+    assert four.content.decode().count("No pledge is recorded for this intent.") == 4
+    assert _timing(four)[0] == calls_one == sent.count

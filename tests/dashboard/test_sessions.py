@@ -6,6 +6,8 @@ another's sessions."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -16,6 +18,8 @@ from tests.helpers import audit_events, sign_in, sign_in_form, staff_user
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
 PASSWORD = "correct-horse-battery-9"
+# What the confirmation's form posts (the first post only asks).
+CONFIRM = {"confirm": "True"}
 FIREFOX = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0"
 SAFARI = (
     "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
@@ -78,7 +82,7 @@ def test_sign_out_the_others_ends_the_other_and_keeps_this_one(ddb, ada):
     assert strict.post("/accounts/profile/sessions/end-others/").status_code == 403
     assert not _gone(laptop)
 
-    done = phone.post("/accounts/profile/sessions/end-others/")
+    done = phone.post("/accounts/profile/sessions/end-others/", CONFIRM)
     assert done.status_code == 200
     assert "1 other session of your account was signed out" in done.content.decode()
     assert [s.current for s in done.context["sessions"]] == [True]
@@ -96,10 +100,10 @@ def test_a_supervisor_ends_a_staff_members_sessions(ddb, ada, client):
     phone = _signed_in("ada", SAFARI, "10.7.7.2")
     sign_in(client, "supervisor", "sam")
     page = client.get("/accounts/staff/")
-    [row] = [r for r in page.context["rows"] if r["user"].username == "ada"]
-    assert row["sessions"] == 2
+    [row] = [r for r in page.context["rows"] if r.user.username == "ada"]
+    assert row.sessions == 2
 
-    done = client.post("/accounts/staff/ada/end-sessions/")
+    done = client.post("/accounts/staff/ada/end-sessions/", CONFIRM)
     assert done.status_code == 200
     assert done.context["done"] == "2 of ada's sessions signed out."
     assert _gone(laptop) and _gone(phone)
@@ -174,3 +178,30 @@ def test_passkey_presses_before_sign_in_leave_no_session_behind(ddb, ada):
     laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
     assert [s.current for s in laptop.get("/accounts/profile/").context["sessions"]] == [True]
     assert Session.objects.count() == 1 and StaffSession.objects.count() == 1
+
+
+def test_signing_out_sessions_asks_first_and_ends_nothing_until_confirmed(ddb, ada, client):
+    """ "Sign out all" on the staff page, and "Sign out the others" on the profile, post a
+    plain form (no script): the answer asks, naming whose sessions and which, and ends
+    nothing; its own form posts the confirmation, which ends them. Cancel goes back."""
+    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    sign_in(client, "supervisor", "sam")
+    asked = client.post("/accounts/staff/ada/end-sessions/")
+    html = asked.content.decode()
+    assert asked.status_code == 200 and not _gone(laptop)
+    assert "Sign out every session of ada?" in html and "Firefox on Windows" in html
+    form = re.search(r'<form method="post" action="([^"]+)".*?</form>', html, re.S)
+    assert form[1] == "/accounts/staff/ada/end-sessions/"
+    assert 'name="confirm" value="True"' in form[0] and ">Sign out all 1</button>" in form[0]
+    assert '<a href="/accounts/staff/">Cancel, keep them signed in</a>' in form[0]
+    assert _events(ddb, "ada", "sessions_ended") == []
+    done = client.post("/accounts/staff/ada/end-sessions/", CONFIRM)
+    assert done.context["done"] == "1 of ada's session signed out." and _gone(laptop)
+
+    phone = _signed_in("ada", SAFARI, "10.7.7.2")
+    other = _signed_in("ada", FIREFOX, "10.7.7.3")
+    own = phone.post("/accounts/profile/sessions/end-others/").content.decode()
+    assert "Sign out your other sessions?" in own and not _gone(other)
+    assert "Firefox on Windows" in own and "Safari on iPhone" not in own
+    phone.post("/accounts/profile/sessions/end-others/", CONFIRM)
+    assert _gone(other) and not _gone(phone)

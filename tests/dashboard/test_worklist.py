@@ -239,3 +239,23 @@ def test_worklist_reads_each_queue_in_one_query(ddb, client):
     )
     many = _worklist_calls(client)
     assert few == many == 1 + len(QUEUES) + 1
+
+
+def test_empty_fields_leave_the_worklist_url(world, client):
+    """The filter form sends every field, empty ones too: a plain GET is redirected to the
+    URL without them (the same list), and the form's htmx request is told to push that
+    URL; an already tidy URL is answered as it is."""
+    sign_in(client)
+    sent = "/worklist/?queue=&case_type=&fund=&currency=USD&sort=amount&min_age_h="
+    plain = client.get(sent)
+    assert plain.status_code == 302 and plain["Location"] == "/worklist/?currency=USD&sort=amount"
+    tidy = client.get(plain["Location"])
+    assert tidy.status_code == 200 and "HX-Push-Url" not in tidy
+    swapped = client.get(sent, **HX)
+    assert swapped.status_code == 200
+    assert swapped["HX-Push-Url"] == "/worklist/?currency=USD&sort=amount"
+    assert listed(swapped.content.decode()) == listed(
+        client.get(plain["Location"], **HX).content.decode()
+    )
+    cleared = client.get("/worklist/?queue=&fund=")
+    assert cleared.status_code == 302 and cleared["Location"] == "/worklist/"

@@ -19,6 +19,7 @@ from django.forms import Form
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
@@ -43,7 +44,7 @@ from dashboard.staff.views.pages import (
     wants_partial,
 )
 from dashboard.statuses import case_refusal_status
-from dashboard.templatetags.dashboard_format import exact
+from dashboard.templatetags.dashboard_format import exact, intent
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status
 from reconciliation.cases.actions import ActionResult, StaffAction
@@ -57,7 +58,7 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
-from reconciliation.cases.vocabulary import CaseState, Queue
+from reconciliation.cases.vocabulary import CaseState, Disposition, Queue, ReasonCode
 from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
 from reconciliation.casework.evidence import Decided, DecisionEvidence, evidence_facts
 from reconciliation.casework.next_case import next_open_case
@@ -340,7 +341,12 @@ def _act(
     case_id: str,
     name: str,
     run: Callable[[dict, Actor], ActionResult],
+    *,
+    announce: bool = True,
 ) -> HttpResponse:
+    """Run the action of form ``name``; ``announce``: say its outcome in a message here
+    (the caller says it otherwise, as "Record and open the next case" does on the next
+    page)."""
     form = FORM_CLASSES[name](request.POST)
     if not form.is_valid():
         messages.error(request, "Nothing was changed: check the highlighted fields.")
@@ -364,10 +370,9 @@ def _act(
         messages.error(request, f"Not applied: {exc}")
         form.add_error("reason_text" if isinstance(exc, InvalidReason) else None, str(exc))
         return _case_response(request, case_id, status=case_refusal_status(exc), bound={name: form})
-    if result.applied:
-        messages.success(request, result.message)
-    else:
-        messages.info(request, result.message)
+    if announce:
+        say = messages.success if result.applied else messages.info
+        say(request, result.message)
     if not wants_partial(request):
         return redirect("case", case_id=case_id)
     return _case_response(request, case_id, after=result)
@@ -376,7 +381,7 @@ def _act(
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
-    recorded: list[ActionResult] = []
+    recorded: list[tuple[ActionResult, dict]] = []
 
     def run(data: dict, actor: Actor) -> ActionResult:
         result = case_dispose(
@@ -385,15 +390,38 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
             staff=staff_action(data, actor),
             store=case_store(case_id),
         )
-        recorded.append(result)
+        recorded.append((result, data))
         return result
 
-    response = _act(request, case_id, "dispose", run)
-    # "Record and open the next case": the button names the queue the case was in.
+    # "Record and open the next case": the button names the queue the case was in. The
+    # page that follows is another case's, so it, not this one, says what was recorded.
     queue = Queue.of(request.POST.get("then_next", ""))
+    response = _act(request, case_id, "dispose", run, announce=queue is None)
     if not recorded or queue is None:
         return response
+    result, data = recorded[0]
+    _say_decided(request, result, data)
     return _open_next(request, case_id, queue)
+
+
+def _say_decided(request: StaffRequest, result: ActionResult, data: dict) -> None:
+    """The message the next page shows about the case just decided: which case, what
+    was recorded and why, and a link back to it (a person moving on still sees what they
+    did, and can return to it)."""
+    case = result.case
+    url = reverse("case", kwargs={"case_id": case.case_id})
+    subject = intent(case.intent_id) if case.intent_id else case.case_id
+    text = format_html(
+        'Just decided: <a href="{}">{}</a> — {} ({}: “{}”). {}',
+        url,
+        subject,
+        Disposition.words(data["disposition"]),
+        ReasonCode.words(data["reason_code"]),
+        data["reason_text"],
+        result.message,
+    )
+    say = messages.success if result.applied else messages.info
+    say(request, text)
 
 
 def _open_next(request: StaffRequest, case_id: str, queue: Queue) -> HttpResponse:
@@ -427,7 +455,10 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
         )
         if result.applied:
             notify_override_requested(
-                case_id=case_id, override=data["override"], actor=actor.username
+                case_id=case_id,
+                request=result.case.override,
+                override=data["override"],
+                actor=actor.username,
             )
         return result
 

@@ -34,6 +34,7 @@ from dashboard.staff.views.pages import (
 )
 from reconciliation import clock
 from reconciliation.cases.models import retry_in_flight
+from reconciliation.cases.policy import bulk_actions
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
 from reconciliation.casework.list_export import CSV_MAX_ROWS, CaseList, CsvCase
@@ -211,6 +212,14 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
             reverse("queue", args=[queue]) + "?" + (f"{query}&{following}" if query else following)
         )
     can_act = request.role in ACTING_ROLES
+    listed = found if found is not None else (page.rows if page else [])
+    # The bulk menu offers only what some case listed allows (the approval queue's
+    # requests are decided on the approvals page, never in bulk).
+    offered = (
+        bulk_actions(((r.case_type, r.state) for r in listed), request.role)
+        if can_act and name != Queue.OVERRIDE_REQUESTED
+        else []
+    )
     sort = (form.cleaned_data.get("sort") if form.is_bound and form.is_valid() else "") or (
         DEFAULT_SORT
     )
@@ -225,17 +234,17 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         "form": form,
         "page": page,
         "found": found,
-        "rows": found if found is not None else (page.rows if page else []),
+        "rows": listed,
         "cursor": cursor,
         "query": query,
         "more_url": more_url,
         "error": error,
         "can_act": can_act,
-        "bulk_offered": can_act and name != Queue.OVERRIDE_REQUESTED,
+        # A later page's rows keep the column the first page drew (its menu is there).
+        "bulk_offered": bool(offered)
+        or (bool(cursor) and can_act and name != Queue.OVERRIDE_REQUESTED),
         # The table reloads itself while a case it lists has a commit retry running.
-        "polling": any(
-            retry_in_flight(r) for r in (found if found is not None else page.rows if page else [])
-        ),
+        "polling": any(retry_in_flight(r) for r in listed),
     }
     whole = not wants_partial(request)
     if whole or _table_refresh(request, cursor) or (not cursor and _drill_toggled(request, form)):
@@ -256,7 +265,7 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         context["counter"] = counters[name]
         context["counts_oob"] = not whole
     if whole:
-        context["bulk_form"] = BulkForm(initial={"queue": queue})
+        context["bulk_form"] = BulkForm(initial={"queue": queue}, offered=offered)
     partial = "next_page" if cursor and page is not None else "results"
     return render_page(request, "queues/queue.html", partial, context, status=status)
 
@@ -326,6 +335,16 @@ def _csv_rows(
         page = next_page(page.next_cursor)
 
 
+def _tab_counts(request: StaffRequest) -> dict[str, int]:
+    """Open cases per queue for the tabs of a whole page, the drill's left out as on the
+    queue pages (one BatchGetItem of counter items per region); none for an htmx
+    fragment, which carries no tabs."""
+    if wants_partial(request):
+        return {}
+    counters = queue_counters(stores=every_store())
+    return {q: c.without_drill().count for q, c in counters.items()}
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def resolved_view(request: StaffRequest) -> HttpResponseBase:
@@ -372,6 +391,7 @@ def resolved_view(request: StaffRequest) -> HttpResponseBase:
         "more_url": more_url,
         "error": error,
         "tabs": QUEUE_SLUGS.items(),
+        "counts": _tab_counts(request),
         "filtered": bool(kept),
     }
     partial = "next_page" if cursor and page is not None else "results"
@@ -401,6 +421,7 @@ def mine_view(request: StaffRequest) -> HttpResponse:
         "more_url": more_url,
         "error": error,
         "tabs": QUEUE_SLUGS.items(),
+        "counts": _tab_counts(request),
         "slug_for_queue": SLUG_FOR_QUEUE,
     }
     partial = "next_page" if cursor and page is not None else "results"

@@ -112,6 +112,9 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         "error": error,
         "left_out": left_out,
         "pledges_left_out": pledges_left_out,
+        # The navigation's search box shows what was searched for, as typed, so a
+        # person refines it there too (the page's own box keeps it the same way).
+        "nav_query": request.GET.get("q", ""),
         "drill_query": urlencode({"q": request.GET.get("q", ""), "drill": "1"}),
         "csv_query": urlencode(
             {"q": request.GET.get("q", ""), **({"drill": "1"} if drill else {}), "format": "csv"}

@@ -24,7 +24,7 @@ from dashboard.staff.views.list_csv import (
     form_problems,
     format_refused,
 )
-from dashboard.staff.views.pages import VIEWING_ROLES, render_page
+from dashboard.staff.views.pages import VIEWING_ROLES, render_page, wants_partial
 from dashboard.staff.worklist_forms import SavedViewForm, WorklistFilterForm, worklist_bound
 from reconciliation.casework.list_export import CaseList, CsvCase
 from reconciliation.casework.notifications import sla_hours
@@ -101,16 +101,35 @@ def _page(
     return render_page(request, "worklist/worklist.html", partial, context, status=status)
 
 
+def _tidy_url(request: StaffRequest) -> str | None:
+    """This URL without its empty fields, when it has any (a GET form sends every field,
+    ``?fund=&min_amount=…``): empty means "not filtered", so the short URL is the same
+    list, and it is the one to keep, bookmark and share. ``None`` when already tidy."""
+    sent = [(k, v) for k, values in request.GET.lists() for v in values]
+    kept = [(k, v) for k, v in sent if v != ""]
+    if len(kept) == len(sent):
+        return None
+    return reverse("worklist") + (f"?{urlencode(kept)}" if kept else "")
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def worklist_view(request: StaffRequest) -> HttpResponseBase:
+    tidy = _tidy_url(request)
+    if tidy is not None and not wants_partial(request):
+        return redirect(tidy)
     form = worklist_bound(request.GET)
     try:
         wants_csv = csv_wanted(request)
     except UnknownFormat:
         return format_refused()
     if not wants_csv:
-        return _page(request, form)
+        page = _page(request, form)
+        if tidy is not None:
+            # The filter form's htmx request pushes its own URL to the address bar: the
+            # tidy one replaces it (htmx takes the answer's HX-Push-Url over the request's).
+            page["HX-Push-Url"] = tidy
+        return page
     if form.is_bound and not form.is_valid():
         return filters_refused(form_problems(form))
     stores = every_store()
