@@ -316,10 +316,16 @@ def celery_results_kept():
     by its id looks, as a worker's are."""
     from dashboard.celery import app
 
-    before = app.conf.get("task_store_eager_result", False)
-    app.conf.task_store_eager_result = True
+    # Each task copies the setting when it is first bound: a task bound before this test
+    # (any earlier test that ran it) keeps the value it copied, so set it on the tasks.
+    app.loader.import_default_modules()
+    tasks = [t for name, t in app.tasks.items() if not name.startswith("celery.")]
+    before = [(t, t.store_eager_result) for t in tasks]
+    for task in tasks:
+        task.store_eager_result = True
     yield
-    app.conf.task_store_eager_result = before
+    for task, value in before:
+        task.store_eager_result = value
 
 
 @pytest.fixture(autouse=True)
