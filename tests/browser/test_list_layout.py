@@ -281,13 +281,13 @@ def test_worklist_filters_fold_on_a_phone(ddb, open_browser, live_server, screen
     page.set_viewport_size({"width": PHONE, "height": 844})
     page.goto(f"{live_server.url}/worklist/")
     screenshots.save(page, f"worklist-folded-{PHONE}.png")
+    top = page.locator("#results tbody tr").first.bounding_box()["y"]
+    assert top < 844, f"the first case starts {top:.0f} px down a 844 px screen"
     fold = page.locator("details.filter-fold")
     expect(fold).to_have_count(1)
     assert fold.get_attribute("open") is None
     expect(fold.locator("summary")).to_have_text("Filters")
     expect(page.get_by_label("Order")).to_be_hidden()
-    top = page.locator("#results tbody tr").first.bounding_box()["y"]
-    assert top < 844, f"the first case starts {top:.0f} px down a 844 px screen"
 
     fold.locator("summary").click()
     page.get_by_label("Order").select_option("amount")
