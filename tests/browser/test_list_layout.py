@@ -233,6 +233,11 @@ def ids_on_one_line(page, path: str) -> int:
     return len(cells)
 
 
+def slug(path: str) -> str:
+    """A page's path as a picture's file name."""
+    return "".join(c if c.isalnum() else "-" for c in path.strip("/?")) or "overview"
+
+
 def test_every_list_fits_1280_with_each_id_on_one_line(
     two_regions, open_browser, live_server, staff_users, screenshots
 ):
@@ -265,10 +270,6 @@ def test_every_list_fits_1280_with_each_id_on_one_line(
             fits(page, path)
             looked_at += ids_on_one_line(page, path)
     assert looked_at >= 40  # the tables had rows: the ids were looked at
-
-
-def slug(path: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in path.strip("/?")) or "overview"
 
 
 def test_worklist_filters_fold_on_a_phone(ddb, open_browser, live_server, screenshots):
