@@ -305,8 +305,8 @@ def delete_event(ddb, stream: str, seq: int) -> None:
 
 
 _ROW_INTENT = re.compile(
-    r'<td[^>]*><a href="/cases/[^"]+/"><span class="intent"><span class="tenant">([^<]+)</span> '
-    r"<code>([^<]+)</code></span></a>"
+    r'<td[^>]*><a href="/cases/[^"]+/"><span class="intent[^"]*">'
+    r'<span class="tenant">([^<]+)</span> <code[^>]*>([^<]+)</code></span></a>'
 )
 
 

@@ -11,14 +11,15 @@ in a ``<time>`` with the same title. Codes: ``words`` (alias ``label``) is any c
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from dashboard.statuses import client_answer_status
 from reconciliation import clock
@@ -437,6 +438,45 @@ def intent(value) -> str:
     return format_html(
         '<span class="intent"><span class="tenant">{}</span> <code>{}</code></span>', tenant, key
     )
+
+
+@register.filter
+def intent_cut(value) -> str:
+    """An intent id in a list's column: as :func:`intent`, the key in a box of its own
+    that the list may cut short with an ellipsis (app.css), its whole value in the title
+    (hover) and still in the text (a copy takes all of it)."""
+    tenant, sep, key = str(value or "").partition("#")
+    if not sep:
+        return format_html('<span class="cut" title="{}">{}</span>', value or "", value or "")
+    return format_html(
+        '<span class="intent cut-intent"><span class="tenant">{}</span> '
+        '<code class="cut" title="{}">{}</code></span>',
+        tenant,
+        key,
+        key,
+    )
+
+
+@register.filter
+def cut(value) -> str:
+    """An id (a donor ref, a client's key, a webhook id) on one line that a list may cut
+    short with an ellipsis (app.css); its whole value in the title and in the copy."""
+    text = str(value or "")
+    return format_html('<span class="cut" title="{}">{}</span>', text, text)
+
+
+# After these a person's username may break onto the next line: it is read as words
+# ("christopher.vandenberghe-okafor"), never cut short.
+_NAME_BREAKS = re.compile(r"([._@:-])(?=.)")
+
+
+@register.filter
+def name_breaks(value) -> str:
+    """A username that may wrap after its dots, hyphens, underscores, colons and at-signs
+    (a ``<wbr>`` after each): a long name takes two or three short lines instead of
+    widening its column, and is never cut short."""
+    parts = _NAME_BREAKS.sub(r"\1<wbr>", str(escape(str(value or ""))))
+    return mark_safe(f'<span class="name">{parts}</span>')  # noqa: S308
 
 
 @register.filter

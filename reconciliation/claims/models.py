@@ -4,11 +4,12 @@
 and :func:`claim_to_item` translate it to and from DynamoDB's attribute values. The
 writes that move a claim between states are in :mod:`reconciliation.claims.repository`.
 
-``expires_at`` is the lease (and the range key of the stuck-claim index); the TTL
-attribute is ``purge_at``, ``CLAIM_PURGE_AFTER_S`` later. Were the lease itself the TTL
-attribute, DynamoDB could delete a stuck PENDING claim before the sweep saw it (DynamoDB
-Local deletes expired items within seconds; AWS within 48 h), and the crash would leave
-no case behind.
+``expires_at`` is the lease of a PENDING claim (and the range key of the stuck-claim
+index), the end of a COMPLETED claim's replay window and of a FAILED claim's cool-off
+(:data:`CLAIM_EXPIRIES` words each); the TTL attribute is ``purge_at``,
+``CLAIM_PURGE_AFTER_S`` later. Were the lease itself the TTL attribute, DynamoDB could
+delete a stuck PENDING claim before the sweep saw it (DynamoDB Local deletes expired
+items within seconds; AWS within 48 h), and the crash would leave no case behind.
 """
 
 from __future__ import annotations
@@ -48,6 +49,37 @@ class ClaimStatus(Code):
         "Failed",
         "Nothing was recorded; the client may retry with the same key.",
     )
+
+
+@dataclass(frozen=True)
+class ClaimExpiry:
+    """What a claim's ``expires_at`` means while the claim is in one status, in the words
+    staff read on the pledge page: the same attribute is a lease, a replay window or a
+    cool-off."""
+
+    label: str
+    help: str
+
+
+CLAIM_EXPIRIES: dict[ClaimStatus, ClaimExpiry] = {
+    ClaimStatus.PENDING: ClaimExpiry(
+        "Lease ends",
+        "The worker holds the key until then; after it a retry may take the key over, "
+        "and the sweep opens a stuck case.",
+    ),
+    ClaimStatus.COMPLETED: ClaimExpiry(
+        "Replay window ends",
+        "Until then a replay of this key is answered from the answer stored on the claim; "
+        "after it, from the durable pledge record.",
+    ),
+    ClaimStatus.FAILED: ClaimExpiry(
+        "Retry allowed after",
+        "A cool-off: until then a replay is asked to retry later; after it the key may "
+        "be claimed again.",
+    ),
+}
+# A status no member names (an item written by hand or by a later version).
+CLAIM_EXPIRY_UNKNOWN = ClaimExpiry("Expires", "When this claim's status ends.")
 
 
 class PledgeStatus(Code):
@@ -105,6 +137,11 @@ class Claim:
     def expired(self, now_epoch: int | None = None) -> bool:
         """TTL deletes up to 48 h late: the clock, not the item's presence, decides."""
         return self.expires_at <= (clock.epoch() if now_epoch is None else now_epoch)
+
+    @property
+    def expiry(self) -> ClaimExpiry:
+        """What ``expires_at`` is in this claim's status (lease, replay window, cool-off)."""
+        return CLAIM_EXPIRIES.get(self.status, CLAIM_EXPIRY_UNKNOWN)
 
     @property
     def token_issued(self) -> datetime:

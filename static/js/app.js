@@ -57,3 +57,11 @@ document.addEventListener("click", function (evt) {
   var open = toggle.getAttribute("aria-expanded") !== "true";
   toggle.setAttribute("aria-expanded", open ? "true" : "false");
 });
+
+// A browser that cannot show a folded <details>' content by CSS (::details-content)
+// unfolds the worklist's filters itself on a screen wider than a phone, where the CSS
+// hides their "Filters" summary (static/css/app.css).
+if (!(window.CSS && CSS.supports && CSS.supports("selector(::details-content)")) &&
+    window.matchMedia("(min-width: 561px)").matches) {
+  document.querySelectorAll("details.filter-fold").forEach(function (fold) { fold.open = true; });
+}

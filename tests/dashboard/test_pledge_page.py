@@ -58,7 +58,7 @@ def test_a_recorded_pledge_page_shows_claim_pledge_ledger_cases_and_events(ddb, 
         "<code>D-PAGE</code>",
         "Recorded",
         "Completed",
-        "Lease ends",
+        "Replay window ends",  # a completed claim's expiry: never "Lease ends"
         "Shard total",
         "Pledges in it",
         "Deliveries",
@@ -76,6 +76,7 @@ def test_a_stuck_key_has_a_page_without_a_pledge(ddb, client):
     html = client.get(pledge_url("page-stuck")).content.decode()
     assert "No pledge is recorded for this key" in html
     assert "Pending" in html and "Nothing was added to the ledger" in html
+    assert "Lease ends" in html  # a pending claim's expiry is its lease
     assert f'href="/cases/{case.case_id}/"' in html
 
 

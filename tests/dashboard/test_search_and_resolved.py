@@ -144,7 +144,7 @@ def test_resolved_list_newest_first_with_who_how_when(ddb, client):
     html = page.content.decode()
     assert page.status_code == 200
     assert found_ids(html) == [b.case_id, a.case_id, old.case_id]
-    resolver = '<td class="resolver" data-label="By">'
+    resolver = '<td class="resolver" data-label="By"><span class="name">'
     assert f"{resolver}bob" in html and f"{resolver}ada" in html
     assert "Duplicate correctly rejected" in html and "Confirmed committed" in html
     assert ">DUPLICATE_REJECTED_OK<" not in html  # the code only as a select value

@@ -228,6 +228,10 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         "sort_words": SORT_WORDS.get(sort, ""),
         "sort_links": _sort_links(queue, form, sort),
         "is_cancelled_queue": name == Queue.CANCELLED_TRANSACTION,
+        # A case type's own queue says its type in the tab: the column only where the
+        # rows mix types (escalated, awaiting approval, an intent's every case).
+        "case_type_column": found is not None
+        or name in (Queue.ESCALATED, Queue.OVERRIDE_REQUESTED),
         "slug": queue,
         "queue": name,
         "tabs": QUEUE_SLUGS.items(),
