@@ -9,6 +9,7 @@ latency only. A woken pass looks at the woken shards only, and once more shortly
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -50,9 +51,7 @@ class Wakeups:
     def _subscription(self) -> redis.client.PubSub | None:
         if self.pubsub is None and time.monotonic() >= self.retry_at:
             try:
-                client = redis.Redis.from_url(
-                    self.url, socket_timeout=2, socket_connect_timeout=1
-                )
+                client = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=1)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(ack_wake_channel())
                 self.pubsub = pubsub
@@ -63,10 +62,8 @@ class Wakeups:
     def _lost(self, exc: Exception) -> None:
         logger.info("acknowledgement wake-ups unavailable, polling only: %s", exc)
         if self.pubsub is not None:
-            try:
+            with contextlib.suppress(redis.RedisError):
                 self.pubsub.close()
-            except redis.RedisError:
-                pass
         self.pubsub = None
         self.retry_at = time.monotonic() + RESUBSCRIBE_S
 
@@ -114,8 +111,6 @@ class Wakeups:
 
     def close(self) -> None:
         if self.pubsub is not None:
-            try:
+            with contextlib.suppress(redis.RedisError):
                 self.pubsub.close()
-            except redis.RedisError:
-                pass
             self.pubsub = None

@@ -55,8 +55,8 @@ from reconciliation.claims.versions import VERSIONS, PledgeVersion
 from reconciliation.dynamo import attempts
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
-from reconciliation.dynamo.tables import ack_shard
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.dynamo.tables import ack_shard
 from reconciliation.stores import Store, home_store, pledge_stream
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
