@@ -536,6 +536,7 @@ def acks_dispatch_once(
     on_breaker: BreakerWatcher = _watch_nothing,
     leases: ShardLeases | None = None,
     workers: int | None = None,
+    gates: Gates | None = None,
 ) -> DispatchReport:
     """Deliver every acknowledgement due now, once each, and return what happened: one
     pass of a :class:`Dispatcher`, waited for to its end.
@@ -547,7 +548,8 @@ def acks_dispatch_once(
     ``owns`` keeps the pledges whose key is homed in ``store``'s region, so only one
     region's dispatcher (whose shard leases are that region's items) sends them.
     ``workers``: the pool's size (``ACK_WORKERS``; ``0`` sends one at a time in the
-    caller's thread)."""
+    caller's thread). ``gates``: the endpoints' gates, kept from one pass to the next
+    (their breakers), or new ones."""
     own = leases is None
     leases = leases or ShardLeases(store)
     dispatcher = Dispatcher(
@@ -555,6 +557,7 @@ def acks_dispatch_once(
         endpoints_for=endpoints_for,
         leases=leases,
         workers=workers,
+        gates=gates,
         rng=rng,
         resolve=resolve,
         sender=sender,

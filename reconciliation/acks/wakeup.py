@@ -43,17 +43,26 @@ class Wakeups:
     def __init__(self, url: str | None = None, *, poll_s: float | None = None):
         self.url = url or settings.REDIS_URL
         self.poll_s = settings.ACK_POLL_S if poll_s is None else poll_s
+        self.client: redis.Redis | None = None
         self.pubsub: redis.client.PubSub | None = None
         self.retry_at = 0.0
         self.last_full = time.monotonic()
         self.again: tuple[float, frozenset[str]] | None = None
 
+    def subscribe(self) -> bool:
+        """Subscribe now (else at the first wait): whether Redis took it."""
+        return self._subscription() is not None
+
     def _subscription(self) -> redis.client.PubSub | None:
         if self.pubsub is None and time.monotonic() >= self.retry_at:
             try:
                 client = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=1)
+                # Kept: a client collected closes its pool, the subscription's too.
+                self.client = client
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(ack_wake_channel())
+                # Its confirmation read: from here on no message is missed.
+                pubsub.get_message(timeout=1.0)
                 self.pubsub = pubsub
             except redis.RedisError as exc:
                 self._lost(exc)

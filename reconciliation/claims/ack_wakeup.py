@@ -73,7 +73,7 @@ class _Publisher:
                     socket_connect_timeout=PUBLISH_TIMEOUT_S,
                 )
             self.client.publish(ack_wake_channel(), message)
-        except redis.RedisError as exc:
+        except Exception as exc:  # noqa: BLE001 - the thread outlives any failure of Redis
             with self.lock:
                 self.quiet_until = time.monotonic() + QUIET_AFTER_FAILURE_S
             logger.info("acknowledgement wake-up not published (the poll finds it): %s", exc)
