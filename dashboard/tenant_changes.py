@@ -135,7 +135,13 @@ def webhook_register(
 
 
 def _limits(endpoint: WebhookEndpoint) -> dict[str, object]:
-    return {"max_in_flight": endpoint.max_in_flight, "rate_per_s": endpoint.rate_per_s}
+    """The delivery limits as the audit event keeps them (the rate as text: DynamoDB
+    numbers are decimals, never floats)."""
+    rate = endpoint.rate_per_s
+    return {
+        "max_in_flight": endpoint.max_in_flight,
+        "rate_per_s": None if rate is None else f"{rate:g}",
+    }
 
 
 def webhook_limits_set(

@@ -24,7 +24,7 @@ import math
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -233,12 +233,17 @@ class Dispatcher:
         self.in_flight: set[str] = set()
         self.busy: Counter[str] = Counter()  # jobs in flight per shard
         self.report = DispatchReport()
+        # Attempts and breaker moves, told to the edge in the thread that drives the
+        # dispatcher (:meth:`tell`), never in a worker: the edge writes them to its own
+        # database, whose connections (and a test's transaction) belong to that thread.
+        self.untold: deque[Attempt | BreakerChange] = deque()
 
     # --- a pass ------------------------------------------------------------------------
 
     def run_pass(self, shards: Iterable[str] | None = None) -> int:
         """Start sending every delivery due now in ``shards`` (all by default) that this
         dispatcher may take; returns how many pledges it took. Does not wait for them."""
+        self.tell()
         every = self.repository.shards()
         share = fair_share(len(every), self.roster.live_count()) if self.roster else len(every)
         leaving = self._over_share(share)
@@ -410,7 +415,7 @@ class Dispatcher:
         message_id = event_id(state.intent_id, delivery.event_type)
         at = clock.now()
         result = _attempt(endpoint, message_id, payload, resolve=self.resolve, sender=self.sender)
-        self.on_attempt(
+        self.untold.append(
             Attempt(
                 endpoint,
                 state.intent_id,
@@ -487,7 +492,18 @@ class Dispatcher:
 
     def _breaker(self, change: BreakerChange | None) -> None:
         if change is not None:
-            self.on_breaker(change)
+            self.untold.append(change)
+
+    def tell(self) -> None:
+        """Tell the edge of each attempt made (once each, in order) and each breaker
+        move since the last call. Called by the thread that drives the dispatcher: at
+        every pass, :meth:`take_report` and :meth:`close`."""
+        while self.untold:
+            told = self.untold.popleft()
+            if isinstance(told, Attempt):
+                self.on_attempt(told)
+            else:
+                self.on_breaker(told)
 
     def _count(self, errors: list[str] | None = None, **counts: int) -> None:
         with self.lock:
@@ -512,6 +528,7 @@ class Dispatcher:
 
     def take_report(self) -> DispatchReport:
         """What ended since the last call (and the passes' counts), starting afresh."""
+        self.tell()
         with self.lock:
             report, self.report = self.report, DispatchReport()
             return report
@@ -520,6 +537,7 @@ class Dispatcher:
         """Wait for the sends under way, then end the workers and the connections."""
         self.wait()
         self.pool.shutdown(wait=True)
+        self.tell()
         if self.keep_alive is not None:
             self.keep_alive.close()
 
