@@ -35,6 +35,12 @@ class Command(BaseCommand):
             default=50.0,
             help="peak new pledges/s to size the WCU budget for (duplicates on top)",
         )
+        parser.add_argument(
+            "--rate",
+            type=float,
+            default=None,
+            help="new intents a second at most, a steady load (default: as fast as it goes)",
+        )
 
     def handle(
         self,
@@ -44,6 +50,7 @@ class Command(BaseCommand):
         seed: int | None,
         threads: int,
         peak_rps: float,
+        rate: float | None = None,
         **options: Any,
     ) -> None:
         if not 1 <= pledges <= 1_000_000:
@@ -52,12 +59,19 @@ class Command(BaseCommand):
             raise CommandError("--peak-rps must be above 0")
         if not 1 <= threads <= 64:
             raise CommandError("--threads must be between 1 and 64")
+        if rate is not None and not rate > 0:
+            raise CommandError("--rate must be above 0")
         try:
             probabilities = parse_faults(faults)
         except ValueError as exc:
             raise CommandError(f"--faults: {exc}") from None
         config = SimulationConfig(
-            pledges=pledges, faults=probabilities, seed=seed, threads=threads, peak_rps=peak_rps
+            pledges=pledges,
+            faults=probabilities,
+            seed=seed,
+            threads=threads,
+            peak_rps=peak_rps,
+            rate_per_s=rate,
         )
         bar = tqdm(total=pledges, unit="intent", disable=not sys.stderr.isatty(), file=sys.stderr)
         try:
