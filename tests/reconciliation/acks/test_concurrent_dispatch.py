@@ -25,7 +25,8 @@ from reconciliation.acks.send import KeepAlive
 from reconciliation.stores import first_store
 from tests.conftest import ApiCaller, pledge_body
 
-pytestmark = pytest.mark.django_db
+# Sends on a pool: moto's in-process backend is not thread-safe.
+pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
 
 PUBLIC = ["93.184.216.34"]  # the stubbed resolver's answer: nothing leaves the machine
 

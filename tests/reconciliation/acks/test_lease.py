@@ -110,6 +110,9 @@ def dispatched_with_first_post(
         resolve=lambda host, port: ["93.184.216.34"],
         sender=answer,
         leases=leases,
+        # One worker: the sends after the first wait for it, so "during the first POST"
+        # is before every other (a pool's case: test_..._mid_pool_... below).
+        workers=1,
     )
     return sent, report
 
@@ -148,6 +151,44 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
     sent, report = dispatched_with_first_post(store, leases, endpoints, during=leases.close)
     assert len(sent) == 1 and report.delivered == 1
     assert_first_recorded_second_due(store, "acme#two-1", endpoints)
+    assert leases.release() == 1
+
+
+@pytest.mark.dynamodb_local_only  # a pool: moto's in-process backend is not thread-safe
+def test_a_dispatcher_asked_to_stop_mid_pool_records_the_sends_under_way(ddb, api):
+    """Four pledges, two POSTs open at once (the endpoint's limit), the other two queued
+    behind them: the stop comes while both are open. Both are answered and recorded;
+    the queued two never start (each finds the lease closed) and stay due as they were."""
+    keys = same_shard_keys(4, prefix="pool")
+    for key in keys:
+        assert api.post(key, pledge_body()).status_code == 201
+    store = first_store()
+    leases = ShardLeases(store, owner="a")
+    both_open, closed = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    sent: list[str] = []
+
+    def answer(target, *, headers, **kwargs):
+        sent.append(headers["webhook-id"])
+        if both_open.wait() == 0:
+            leases.close()  # the signal, while two POSTs are open
+        closed.wait()  # neither answers before it
+        return AttemptResult(200)
+
+    endpoint = Endpoint(
+        "E1", "acme", "https://crm.example.org/hooks", secret_new(), max_in_flight=2
+    )
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: [endpoint],
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+        workers=4,
+    )
+    assert len(sent) == 2 and (report.delivered, report.settled, report.lease_lost) == (2, 2, 0)
+    repository = AckRepository(store)
+    states = [repository.get(f"acme#{k}") for k in keys]
+    assert sum(1 for s in states if s and s.due and not s.deliveries) == 2
     assert leases.release() == 1
 
 
