@@ -174,27 +174,47 @@ class Command(BaseCommand):
         wake = Wake(None)  # the first pass looks at every shard
         try:
             while not stop.asked:
+                taken = 0
                 for store in every_store():
                     if stop.asked:
                         return
-                    dispatcher = dispatchers[store.region_name]
-                    try:
-                        dispatcher.run_pass(wake.shards)
-                    except (BotoCoreError, ClientError) as exc:
-                        # DynamoDB unreachable: nothing was settled, every due pledge stays due.
-                        if once:
-                            raise CommandError(f"DynamoDB could not be read: {exc}") from exc
-                        logger.warning("dispatch_acks pass failed: %s", exc)
-                        continue
-                    if once:
-                        dispatcher.wait()
-                    self._report(dispatcher.take_report(), once=once)
+                    taken += self._pass(dispatchers[store.region_name], wake, once=once)
                 if once or wakeups is None:
                     return
+                if taken:
+                    # A backlog: pass again over every shard once half of this pass's
+                    # pledges are done (a pass takes at most 100 a shard), not at the poll.
+                    self._room(dispatchers.values(), max(1, taken // 2), stop)
+                    wake = Wake(None)
+                    continue
                 wake = wakeups.wait(lambda: stop.asked)
         finally:
             if wakeups is not None:
                 wakeups.close()
+
+    def _pass(self, dispatcher: Dispatcher, wake: Wake, *, once: bool) -> int:
+        try:
+            taken = dispatcher.run_pass(wake.shards)
+        except (BotoCoreError, ClientError) as exc:
+            # DynamoDB unreachable: nothing was settled, every due pledge stays due.
+            if once:
+                raise CommandError(f"DynamoDB could not be read: {exc}") from exc
+            logger.warning("dispatch_acks pass failed: %s", exc)
+            return 0
+        if once:
+            dispatcher.wait()
+        self._report(dispatcher.take_report(), once=once)
+        return taken
+
+    @staticmethod
+    def _room(dispatchers: Iterable[Dispatcher], than: int, stop: StopRequest) -> None:
+        """Until the dispatchers have fewer than ``than`` pledges in flight, the poll
+        interval at most, looking for a stop every tenth of a second."""
+        deadline = time.monotonic() + settings.ACK_POLL_S
+        while not stop.asked and time.monotonic() < deadline:
+            if sum(d.pending() for d in dispatchers) < than:
+                return
+            time.sleep(STOP_LOOK_S)
 
     def _report(self, report: DispatchReport, *, once: bool) -> None:
         for endpoint in endpoints_watch(report.answered, actor=system_actor()):
