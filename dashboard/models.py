@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import DatabaseError, connection, models, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -519,6 +519,26 @@ class WebhookEndpoint(models.Model):
         changes: dict[str, Any] = {"attempts": F("attempts") + 1}
         if ok:
             changes["last_success_at"] = at
+            # Answered after its pause: whichever dispatcher sent it, the breaker the row
+            # shows is closed (the one that opened it may have died before its trial). A
+            # pause still running, another dispatcher's, is left as it is.
+            over = Q(breaker_until__isnull=True) | Q(breaker_until__lte=at)
+            closed = ack_models.BreakerState.CLOSED.value
+            changes["breaker_state"] = Case(
+                When(over, then=Value(closed)),
+                default=F("breaker_state"),
+                output_field=models.CharField(),
+            )
+            changes["breaker_until"] = Case(
+                When(over, then=None),
+                default=F("breaker_until"),
+                output_field=models.DateTimeField(),
+            )
+            changes["breaker_failures"] = Case(
+                When(over, then=Value(0)),
+                default=F("breaker_failures"),
+                output_field=models.PositiveIntegerField(),
+            )
         else:
             changes["failures"] = F("failures") + 1
             changes["last_failure_at"] = at

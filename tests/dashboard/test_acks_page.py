@@ -15,6 +15,7 @@ from dashboard.management.commands.dispatch_acks import (
 )
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import webhook_register
+from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult
 from reconciliation.actors import command_actor
@@ -141,6 +142,25 @@ def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, client, sett
         on_breaker=breaker_noted,
     )
     assert (later.failed, later.deferred) == (0, 1)
+
+    # After the pause a dispatcher whose own breaker never opened (the one that opened
+    # it may be gone) is answered: the row's breaker is closed, the page says so.
+    with clock.travel(settings.ACK_BREAKER_OPEN_S + 1):
+        acks_dispatch_once(
+            first_store(),
+            endpoints_for=endpoints_for,
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=lambda target, **kwargs: AttemptResult(204),
+            on_attempt=attempt_counted,
+        )
+        down.refresh_from_db()
+        assert (down.breaker_state, down.breaker_until, down.breaker_failures) == (
+            "CLOSED",
+            None,
+            0,
+        )
+        html = client.get("/acks/").content.decode()
+    assert "Paused by its circuit breaker" not in html and "<dd>Sending</dd>" in html
 
 
 def test_delivery_limits_are_set_in_the_admin_audited(ddb, client):

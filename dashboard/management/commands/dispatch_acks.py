@@ -32,7 +32,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
-from django.utils import timezone
 
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
@@ -65,7 +64,7 @@ def attempt_counted(attempt: Attempt) -> None:
     refuses it costs a count, never the delivery (recorded in DynamoDB regardless)."""
     try:
         WebhookEndpoint.attempt_count(
-            attempt.endpoint.endpoint_id, ok=attempt.result.ok, at=timezone.now()
+            attempt.endpoint.endpoint_id, ok=attempt.result.ok, at=attempt.at
         )
     except DatabaseError as exc:
         logger.warning("attempt to %s not counted: %s", attempt.endpoint.endpoint_id, exc)
