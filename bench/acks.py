@@ -1,21 +1,28 @@
-"""Commit to the receiver's receipt: how long an acknowledgement takes under the simulate
-load, for a few dispatcher settings, and how fast one dispatcher drains a backlog.
+"""Acknowledgements: how fast dispatchers drain a backlog, how long a pledge waits from
+commit to receipt under a steady load, and whether a tenant whose endpoint hangs slows
+another tenant down.
 
-    python bench/acks.py [--pledges 300] [--seed 26] [--settings all|default] [--write]
+    python bench/acks.py [--pledges 600] [--backlog 3000] [--seed 26]
+        [--only drain|latency|isolation] [--write]
 
-An own DynamoDB Local, a throwaway SQLite database with one endpoint registered for the
-simulator's tenant (``add_webhook --tenant sim``), a real ``webhook_sink`` process (no
-faults of its own) and real ``dispatch_acks`` processes. Per setting, ``manage.py
-simulate`` (its default faults) runs while the dispatchers deliver; once nothing is due
-the latency of each of the run's pledges is the sink's first receipt
-(``received_at``) minus the event's ``recorded_at`` (the pledge's ``created_at``: its
-claim's time, which the commit follows within milliseconds, or after the throttling
-back-off). The drain: simulate runs with no dispatcher, then one (then two) start, and
-the rate is the run's events over the time from their first receipt to their last.
-``--settings default`` runs the first of each alone (a check that the bench works; it
-writes nothing). The processes are started by the reliability run's helpers
-(tests/reliability/procs.py), so the bench and ``tests/reliability/test_acks.py`` start
-them one way.
+An own DynamoDB Local, a throwaway SQLite database, real ``webhook_sink`` processes and
+real ``dispatch_acks`` processes at their default settings (``ACK_POLL_S`` 2 s, the
+wake-up on the Redis at ``REDIS_URL``: give it one, or the dispatchers only poll).
+
+- **Drain**: ``manage.py simulate --pledges BACKLOG`` (no faults) with no dispatcher
+  running, then 1, 2 and 4 dispatchers start (held back until each knows its share);
+  the rate is the run's events over the time from their first receipt to their last,
+  at the loopback sink.
+- **Latency**: ``simulate --rate R`` (no faults: the load, not the throttling back-off)
+  at 10 and 50 pledges/s while one dispatcher delivers; per event the sink's first
+  receipt (``received_at``) minus its ``recorded_at`` (the pledge's claim time, which
+  the commit follows within milliseconds).
+- **Isolation**: the latency at 10 pledges/s of tenant ``sim`` (healthy sink) alone, and
+  again while tenant ``hang`` gets 10 pledges/s too and its endpoint holds every answer
+  past the read timeout.
+
+``--pledges 20 --backlog 40`` runs every part at a tiny size (a check that the bench works). The
+processes are started by the reliability run's helpers (tests/reliability/procs.py).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import os
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,44 +42,36 @@ from _common import machine_line, start_engine, write_section
 
 from reconciliation.dynamo.local import free_port
 from tests.processes import Process, wait_for
-from tests.reliability.procs import (
-    SinkProcess,
-    dispatcher,
-    django_env,
-    manage,
-    sink_registered,
-)
+from tests.reliability.procs import SinkProcess, dispatcher, django_env, manage, sink_registered
+
+DRAIN_DISPATCHERS = (1, 2, 4)
+LATENCY_RATES = (10.0, 50.0)
+ISOLATION_RATE = 10.0
+SIMULATE_THREADS = 16  # enough that a paced run keeps its pace
+SIMULATE_TIMEOUT_S = 1800
+HANG_TENANT = "hang"
+HANG_FUND = "HANGING"
+# The bench holds the shards this long at a time while the dispatchers start.
+HOLD_S = 10
 
 
 @dataclass(frozen=True)
-class Setting:
-    label: str
-    poll_s: float
-    dispatchers: int
-    threads: int = 8  # simulate's threads: how fast pledges come
-
-
-@dataclass(frozen=True)
-class Result:
+class Latency:
     label: str
     events: int
     median_s: float
     p99_s: float
     max_s: float
-    simulate_s: float
-    rate_per_s: float  # the run's events over first-to-last receipt
-    load: float  # the machine's 1-minute load average at the end (other work included)
+    offered_per_s: float  # the run's events over its first to last commit
+    load: float  # the machine's 1-minute load average at the end
 
 
-SETTINGS = (
-    Setting("poll 2 s (the default), 1 dispatcher", 2.0, 1),
-    Setting("poll 0.5 s, 1 dispatcher", 0.5, 1),
-    Setting("poll 0.5 s, 2 dispatchers", 0.5, 2),
-    Setting("poll 0.5 s, 1 dispatcher, simulate at 2 threads", 0.5, 1, threads=2),
-)
-DRAINS = (Setting("backlog, 1 dispatcher", 0.5, 1), Setting("backlog, 2 dispatchers", 0.5, 2))
-# A run of 300 pledges takes 20-30 s on 2 shared cores: a stuck one, not a slow one.
-SIMULATE_TIMEOUT_S = 1800
+@dataclass(frozen=True)
+class Drain:
+    dispatchers: int
+    events: int
+    rate_per_s: float
+    load: float
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -83,138 +83,237 @@ def epoch_of(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
+class HangingLoad:
+    """Pledges of tenant ``hang`` at ``rate`` a second, from this process (the service
+    layer, as simulate submits), until stopped."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.stopped = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from reconciliation.actors import Actor, Role
+        from reconciliation.claims import intake
+        from reconciliation.claims.request import parse_fields
+
+        actor = Actor(username=f"api:{HANG_TENANT}", role=Role.API, address="bench")
+        # A fund of its own: simulate checks its funds' ledger against its own pledges.
+        body = {"donor_ref": "B-1", "fund": HANG_FUND, "amount": "5.00", "currency": "USD"}
+        started = time.monotonic()
+        while not self.stopped.is_set():
+            intake.pledge_submit(
+                tenant=HANG_TENANT,
+                idempotency_key=f"hang-{started:.0f}-{self.sent}",
+                request=parse_fields(body),
+                actor=actor,
+            )
+            self.sent += 1
+            self.stopped.wait(max(0.0, started + self.sent / self.rate - time.monotonic()))
+
+    def __enter__(self) -> HangingLoad:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+
 class Bench:
-    """The sink, the dispatchers and ``manage.py`` as the reliability run starts them
+    """The sinks, the dispatchers and ``manage.py`` as the reliability run starts them
     (tests/reliability/procs.py), in ``env``; their logs in ``tmp``."""
 
-    def __init__(self, env: dict[str, str], tmp: Path, sink: SinkProcess, pledges: int, seed: int):
-        self.env, self.tmp, self.sink, self.pledges, self.seed = env, tmp, sink, pledges, seed
+    def __init__(
+        self,
+        env: dict[str, str],
+        tmp: Path,
+        sink: SinkProcess,
+        pledges: int,
+        backlog: int,
+        seed: int,
+    ):
+        self.env, self.tmp, self.sink, self.seed = env, tmp, sink, seed
+        self.pledges, self.backlog = pledges, backlog
         self.runs = 0
         self.started = 0  # dispatchers started: each logs to a file of its own
 
-    def dispatchers(self, setting: Setting) -> list[Process]:
-        env = {**self.env, "ACK_POLL_S": str(setting.poll_s)}
-        self.started += setting.dispatchers
-        return [
-            dispatcher(env, self.tmp, n).start()
-            for n in range(self.started - setting.dispatchers, self.started)
+    def dispatchers(self, count: int) -> list[Process]:
+        self.started += count
+        running = [
+            dispatcher(self.env, self.tmp, n) for n in range(self.started - count, self.started)
         ]
+        return [process.start() for process in running]
 
-    def simulate(self, threads: int) -> tuple[str, float]:
-        """One simulate run: its run id (the intents' key prefix) and its duration."""
+    def simulate(self, rate: float | None = None, pledges: int | None = None) -> tuple[str, float]:
+        """One simulate run without faults: its run id (the intents' key prefix) and how
+        long it took."""
         self.runs += 1
+        args = ["--pledges", str(pledges or self.pledges), "--seed", str(self.seed + self.runs)]
+        args += ["--faults", "", "--threads", str(SIMULATE_THREADS)]
+        if rate:
+            args += ["--rate", str(rate)]
         started = time.monotonic()
-        args = ["--pledges", str(self.pledges), "--seed", str(self.seed + self.runs)]
-        out = manage(
-            self.env, "simulate", *args, "--threads", str(threads), timeout=SIMULATE_TIMEOUT_S
-        )
+        out = manage(self.env, "simulate", *args, timeout=SIMULATE_TIMEOUT_S)
         first = out.splitlines()[0]  # "run <id>: N intents, …"
         return first.split()[1].rstrip(":"), time.monotonic() - started
 
-    def settled(self, timeout: float = 600) -> None:
+    def settled(self, run_id: str, timeout: float = 600) -> None:
+        """Until no pledge of the run is due any more (another tenant's may be)."""
         from reconciliation import clock
         from reconciliation.acks.repository import AckRepository
         from reconciliation.stores import first_store
 
         repository = AckRepository(first_store())
+        prefix = f"sim#sim-{run_id}-"
 
         def due() -> bool:
             never = clock.epoch() + 10**7  # whenever due
-            return any(repository.due(s, now=never, limit=1) for s in repository.shards())
+            return any(
+                i.startswith(prefix)
+                for s in repository.shards()
+                for i in repository.due(s, now=never, limit=1000)
+            )
 
-        wait_for(lambda: not due(), timeout=timeout, interval=0.5, what="nothing due in acks_due")
+        wait_for(lambda: not due(), timeout=timeout, interval=0.5, what="the run's deliveries")
 
-    def measure(self, setting: Setting, *, backlog: bool) -> Result:
-        started = None if backlog else self.dispatchers(setting)
-        run_id, simulate_s = self.simulate(setting.threads)
-        running = started if started is not None else self.dispatchers(setting)
+    def receipts(self, run_id: str) -> tuple[list[float], list[float], list[float]]:
+        """The run's events at the sink: latencies, receipt times, commit (claim) times."""
+        stats = self.sink.stats()
+        prefix = f"sim-{run_id}-"
+        latencies, received, recorded = [], [], []
+        for message, event in stats["events"].items():
+            if event["data"]["intent_id"].startswith(prefix):
+                received.append(stats["received_at"][message])
+                recorded.append(epoch_of(event["data"]["recorded_at"]))
+                latencies.append(received[-1] - recorded[-1])
+        return latencies, received, recorded
+
+    def drain(self, count: int) -> Drain:
+        """The backlog made with no dispatcher running; then ``count`` start. Until all
+        are up and have read the roster (each knows its share), the bench holds every
+        shard's lease itself; it lets them run out and wakes every shard then, so the
+        dispatchers start on the backlog together, not the first up alone."""
+        from reconciliation.acks.repository import AckRepository
+        from reconciliation.acks.roster import READ_EVERY_S
+        from reconciliation.acks.shard_lease import ShardLeases
+        from reconciliation.claims.ack_wakeup import ack_wake
+        from reconciliation.stores import first_store
+
+        run_id, _ = self.simulate(pledges=self.backlog)
+        shards = AckRepository.shards()
+        hold = ShardLeases(first_store(), owner="bench-hold", lease_s=HOLD_S, attempt_s=0)
+        for shard in shards:
+            hold.hold(shard)
+        running = self.dispatchers(count)
         try:
-            self.settled()
+            ready = time.monotonic() + READ_EVERY_S + 1  # every dispatcher read the roster
+            while time.monotonic() < ready:
+                time.sleep(0.5)
+                for shard in shards:
+                    hold.hold(shard)  # renewed when half of it is gone
+            until = max(lease.until for lease in hold.held.values())
+            time.sleep(max(0.0, until + 0.2 - time.time()))
+            for shard in shards:
+                ack_wake(shard)
+            self.settled(run_id)
         finally:
             for process in running:
                 process.stop()
-        stats = self.sink.stats()
-        prefix = f"sim-{run_id}-"
-        latencies, receipts = [], []
-        for message, event in stats["events"].items():
-            if not event["data"]["intent_id"].startswith(prefix):
-                continue
-            received = stats["received_at"][message]
-            receipts.append(received)
-            latencies.append(received - epoch_of(event["data"]["recorded_at"]))
-        span = max(receipts) - min(receipts)
-        result = Result(
-            label=setting.label,
+        _, received, _ = self.receipts(run_id)
+        span = max(received) - min(received)
+        result = Drain(
+            count, len(received), len(received) / span if span else float("nan"), os.getloadavg()[0]
+        )
+        print(result, flush=True)
+        return result
+
+    def latency(self, label: str, rate: float, *, hanging: bool = False) -> Latency:
+        running = self.dispatchers(1)
+        try:
+            with HangingLoad(rate) if hanging else contextlib.nullcontext():
+                run_id, _ = self.simulate(rate)
+            self.settled(run_id)
+        finally:
+            for process in running:
+                process.stop()
+        latencies, _, recorded = self.receipts(run_id)
+        span = max(recorded) - min(recorded)
+        result = Latency(
+            label=label,
             events=len(latencies),
             median_s=statistics.median(latencies),
             p99_s=percentile(latencies, 0.99),
             max_s=max(latencies),
-            simulate_s=simulate_s,
-            rate_per_s=len(receipts) / span if span else float("nan"),
+            offered_per_s=len(latencies) / span if span else float("nan"),
             load=os.getloadavg()[0],
         )
         print(result, flush=True)
         return result
 
 
-def render(load: list[Result], drains: list[Result], pledges: int) -> str:
+def render(
+    drains: list[Drain],
+    latencies: list[Latency],
+    isolation: list[Latency],
+    pledges: int,
+    backlog: int,
+) -> str:
     lines = [
-        "## Acknowledgements: commit to receipt (`bench/acks.py`)",
+        "## Acknowledgements: drain, commit to receipt, isolation (`bench/acks.py`)",
         "",
-        f"DynamoDB Local; `manage.py simulate --pledges {pledges}` (its default faults, 8",
-        "threads) while real `dispatch_acks` processes deliver to a real `webhook_sink` (no",
-        "faults of its own) on loopback; the retry schedule as in production. Latency: the",
-        "sink's first receipt of each of the run's events minus its `recorded_at` (the",
-        "pledge's claim time; the commit follows within milliseconds, or after the",
-        f"throttling back-off). {machine_line()}.",
+        f"DynamoDB Local; `manage.py simulate --pledges {pledges} --faults ''` a latency run; real",
+        "`dispatch_acks` processes at their default settings (`ACK_POLL_S` 2 s, the commit's",
+        "wake-up on Redis, `ACK_WORKERS` 32, 8 requests at once per endpoint) delivering to",
+        f"real `webhook_sink` processes on loopback. {machine_line()}.",
         "",
-        "| dispatchers | events | median | p99 | max | simulate ran | events/s offered | load |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"Draining a backlog of {backlog} pledges (simulate first, no dispatcher running; then",
+        "they start, and begin together once each knows its share): the run's events over",
+        "the time from their first receipt to their last.",
+        "",
+        "| dispatchers | events | delivered/s | × one | load |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in load:
+    one = drains[0].rate_per_s if drains else float("nan")
+    for d in drains:
         lines.append(
-            f"| {r.label} | {r.events} | {r.median_s:.2f} s | {r.p99_s:.2f} s | {r.max_s:.2f} s "
-            f"| {r.simulate_s:.1f} s | {r.events / r.simulate_s:.1f} | {r.load:.1f} |"
+            f"| {d.dispatchers} | {d.events} | {d.rate_per_s:.0f} | {d.rate_per_s / one:.2f} "
+            f"| {d.load:.1f} |"
         )
     lines += [
         "",
-        "Draining a backlog (simulate first, with no dispatcher; then the dispatchers start):",
-        "the run's events over the time from their first receipt to their last: what the",
-        "dispatchers can do, beside the pace the simulator offers above.",
+        "Commit to receipt under a steady load (`simulate --rate R`), one dispatcher: the",
+        "sink's first receipt of each event minus its `recorded_at`.",
         "",
-        "| dispatchers | events | delivered/s | load |",
-        "| --- | ---: | ---: | ---: |",
-        *(f"| {r.label} | {r.events} | {r.rate_per_s:.1f} | {r.load:.1f} |" for r in drains),
-        "",
-        "Load: the machine's 1-minute load average when the setting's run ended (2 cores;",
-        "other work shares them). The simulator, the dispatchers, the sink and DynamoDB",
-        "Local share those cores. A pass (`reconciliation/acks/dispatch.py` ·",
-        "`acks_dispatch_once`) queries the 8 shards of `acks_due` one after the other and",
-        "sends one pledge at a time; pledges landing in a shard the pass has already",
-        "queried wait for the next pass, which starts only when this one is done (plus the",
-        "poll interval). So when one dispatcher barely keeps up, passes grow long and the",
-        "latency with them; a second dispatcher shares the work (each skips a pledge the",
-        "other holds the lease of).",
+        "| load | events | events/s offered | median | p99 | max | load avg |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    for r in latencies + isolation:
+        lines.append(
+            f"| {r.label} | {r.events} | {r.offered_per_s:.1f} | {r.median_s:.2f} s "
+            f"| {r.p99_s:.2f} s | {r.max_s:.2f} s | {r.load:.1f} |"
+        )
+    if len(isolation) == 2:
+        alone, beside = isolation
+        lines += [
+            "",
+            f"Isolation: tenant `sim`'s median with tenant `{HANG_TENANT}`'s endpoint hanging "
+            f"beside it is {beside.median_s / alone.median_s:.2f} × its median alone.",
+        ]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pledges", type=int, default=300)
+    parser.add_argument("--pledges", type=int, default=600, help="pledges of a latency run")
+    parser.add_argument("--backlog", type=int, default=3000, help="pledges of a drain")
     parser.add_argument("--seed", type=int, default=26)
-    parser.add_argument(
-        "--settings",
-        choices=("all", "default"),
-        default="all",
-        help="default: only the first setting of each table (poll 2 s, 1 dispatcher; a "
-        "backlog, 1 dispatcher), to see the bench work end to end",
-    )
+    parser.add_argument("--only", choices=("drain", "latency", "isolation"), default=None)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    if args.write and args.settings != "all":
-        parser.error("--write replaces the whole section: run --settings all")
-    settings, drains = (SETTINGS, DRAINS) if args.settings == "all" else (SETTINGS[:1], DRAINS[:1])
+    if args.write and args.only:
+        parser.error("--write replaces the whole section: run every part")
     tmp = Path(tempfile.mkdtemp(prefix="bench-acks-"))
     # This process reads acks_due (Bench.settled) with the environment its children get.
     port = free_port()
@@ -224,21 +323,42 @@ def main() -> None:
             tmp,
             endpoint_url=f"http://127.0.0.1:{port}",
             table_prefix="bench-",
-            # simulate and the dispatchers need no Redis: a port where nothing listens.
-            redis_url=f"redis://127.0.0.1:{free_port()}/0",
+            # The wake-up's Redis: the one the system runs (REDIS_URL).
+            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
             AUDIT_SIGNING_KEY="bench-acks-signing-key",
             WEBHOOK_ALLOW_LOOPBACK="1",
         )
     )
+    drains: list[Drain] = []
+    latencies: list[Latency] = []
+    isolation: list[Latency] = []
     with contextlib.ExitStack() as running:
         running.callback(start_engine(port).stop)
         env = dict(os.environ)
         sink = sink_registered(env, tmp, tenant="sim")
         running.callback(sink.stop)
-        bench = Bench(env, tmp, sink.start(), args.pledges, args.seed)
-        load = [bench.measure(s, backlog=False) for s in settings]
-        drain = [bench.measure(s, backlog=True) for s in drains]
-    report = render(load, drain, args.pledges)
+        # Holds every answer past the dispatcher's read timeout (10 s): a hanging endpoint.
+        hanging = sink_registered(
+            env, tmp, tenant=HANG_TENANT, flags=["--misbehave", "timeout", "--delay", "30"]
+        )
+        manage(env, "add_fund", "--tenant", HANG_TENANT, HANG_FUND, "--currency", "USD")
+        running.callback(hanging.stop)
+        bench = Bench(env, tmp, sink.start(), args.pledges, args.backlog, args.seed)
+        if args.only in (None, "drain"):
+            drains = [bench.drain(n) for n in DRAIN_DISPATCHERS]
+        if args.only in (None, "latency"):
+            latencies = [bench.latency(f"{r:g} pledges/s", r) for r in LATENCY_RATES]
+        if args.only in (None, "isolation"):
+            hanging.start()
+            isolation = [
+                bench.latency(f"{ISOLATION_RATE:g}/s, `sim` alone", ISOLATION_RATE),
+                bench.latency(
+                    f"{ISOLATION_RATE:g}/s, `{HANG_TENANT}` hanging beside",
+                    ISOLATION_RATE,
+                    hanging=True,
+                ),
+            ]
+    report = render(drains, latencies, isolation, args.pledges, args.backlog)
     print(report)
     print(f"(process logs in {tmp})")
     if args.write:

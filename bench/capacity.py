@@ -170,6 +170,7 @@ class Scenarios:
                 sender=lambda target, **kwargs: AttemptResult(answer),
                 owns=lambda intent_id: intent_id in intents,
                 leases=leases,
+                workers=0,  # in this thread: capacity is measured per thread
             )
             assert report.leased == len(intents) and not report.errors, report
             return report

@@ -3,7 +3,8 @@ only. An endpoint is registered with ``add_webhook``, which prints its signing s
 once; here the secret is never shown, only its last characters. Its page has a "Rotate
 signing secret" button (``rotate_webhook_secret`` in the admin): confirmed by a POST,
 audited, and the new secret shown on the answer alone. Registered on the admin site by
-dashboard/admin.py importing it."""
+dashboard/admin.py importing it. Its delivery limits (requests at once, deliveries a
+second) are the one thing the page changes, audited (``webhook_limits_set``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.utils.cache import patch_cache_control
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.admin import admin_actor, site
 from dashboard.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_secret_rotate
+from dashboard.tenant_changes import webhook_limits_set, webhook_secret_rotate
 from reconciliation import clock
 
 ROTATE_TEMPLATE = "admin/dashboard/webhookendpoint/rotate.html"
@@ -40,11 +41,16 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         "url",
         "events",
         "enabled",
+        "max_in_flight",
+        "rate_per_s",
+        "breaker_state",
+        "breaker_until",
         "secret_hint",
         "previous_secret_state",
         "created_at",
     )
-    readonly_fields = fields
+    # The delivery limits are the one thing changed here (audited: save_model).
+    readonly_fields = tuple(f for f in fields if f not in ("max_in_flight", "rate_per_s"))
     change_form_template = "admin/dashboard/webhookendpoint/change_form.html"
 
     @admin.display(description="signing secret")
@@ -63,7 +69,20 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         return False  # add_webhook registers (and audits) an endpoint
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+        return super().has_change_permission(request, obj)  # the delivery limits only
+
+    def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form, change: bool) -> None:
+        """The limits through their audited service (never ``obj.save()``): a change the
+        audit trail refused is not made, and the page says so."""
+        try:
+            webhook_limits_set(
+                obj.pk,
+                max_in_flight=obj.max_in_flight,
+                rate_per_s=obj.rate_per_s,
+                actor=admin_actor(request),
+            )
+        except AUDIT_UNAVAILABLE as exc:
+            raise PermissionDenied(NOT_RECORDED) from exc
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -115,6 +115,12 @@ LIMIT_FIELDS = (
 )
 
 
+WEBHOOK_LIMIT_FIELDS = (
+    ("max_in_flight", "Requests at once", _text),
+    ("rate_per_s", "Deliveries per second", lambda v: _text(v) if v else "no limit"),
+)
+
+
 def _pledge(values: Mapping[str, Any]) -> Change | None:
     if "amount" not in values:
         return None
@@ -155,6 +161,8 @@ def event_changes(event: Mapping[str, Any]) -> list[Change]:
                 _text(after.get("secret")),
             )
         ]
+    if action == AuditAction.WEBHOOK_LIMITS_SET:
+        return _compared(before, after, WEBHOOK_LIMIT_FIELDS)
     if action == AuditAction.PLEDGE_RECORDED:
         recorded = _pledge(after)
         return [recorded] if recorded else []

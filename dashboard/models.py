@@ -16,9 +16,9 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import DatabaseError, connection, models, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -450,6 +450,12 @@ class SavedView(models.Model):
         return f"{self.user}: {self.name}"
 
 
+# Bounds of an endpoint's delivery limits (the admin and add_webhook refuse others).
+MAX_IN_FLIGHT_LIMIT = 64
+MIN_RATE_PER_S = 0.01
+MAX_RATE_PER_S = 10_000.0
+
+
 class WebhookEndpoint(models.Model):
     """A tenant's acknowledgement receiver (docs/webhooks.md): where its signed
     ``pledge.recorded`` events are POSTed. The signing secret is shown once, when the
@@ -477,6 +483,28 @@ class WebhookEndpoint(models.Model):
     # it answers. A day of it disables the endpoint (``disabled_at``; docs/webhooks.md).
     failing_since = models.DateTimeField(null=True, blank=True)
     disabled_at = models.DateTimeField(null=True, blank=True)
+    # Delivery limits (docs/webhooks.md, "Isolation"), per dispatcher: requests open to
+    # it at once, and deliveries a second (none: as fast as it answers).
+    max_in_flight = models.PositiveSmallIntegerField(
+        default=ack_models.DEFAULT_MAX_IN_FLIGHT,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_IN_FLIGHT_LIMIT)],
+        help_text="requests one dispatcher keeps open to it at once",
+    )
+    rate_per_s = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_RATE_PER_S), MaxValueValidator(MAX_RATE_PER_S)],
+        help_text="deliveries a second per dispatcher at most; empty: no limit",
+    )
+    # Its circuit breaker as a dispatcher last moved it: shown on the Acknowledgements
+    # page, and read by every dispatcher (an open breaker pauses it for all of them).
+    breaker_state = models.CharField(
+        max_length=10,
+        choices=[(s.value, s.label) for s in ack_models.BreakerState],
+        default=ack_models.BreakerState.CLOSED.value,
+    )
+    breaker_until = models.DateTimeField(null=True, blank=True)
+    breaker_failures = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["tenant__name", "pk"]
@@ -510,6 +538,26 @@ class WebhookEndpoint(models.Model):
         changes: dict[str, Any] = {"attempts": F("attempts") + 1}
         if ok:
             changes["last_success_at"] = at
+            # Answered after its pause: whichever dispatcher sent it, the breaker the row
+            # shows is closed (the one that opened it may have died before its trial). A
+            # pause still running, another dispatcher's, is left as it is.
+            over = Q(breaker_until__isnull=True) | Q(breaker_until__lte=at)
+            closed = ack_models.BreakerState.CLOSED.value
+            changes["breaker_state"] = Case(
+                When(over, then=Value(closed)),
+                default=F("breaker_state"),
+                output_field=models.CharField(),
+            )
+            changes["breaker_until"] = Case(
+                When(over, then=None),
+                default=F("breaker_until"),
+                output_field=models.DateTimeField(),
+            )
+            changes["breaker_failures"] = Case(
+                When(over, then=Value(0)),
+                default=F("breaker_failures"),
+                output_field=models.PositiveIntegerField(),
+            )
         else:
             changes["failures"] = F("failures") + 1
             changes["last_failure_at"] = at
@@ -525,7 +573,45 @@ class WebhookEndpoint(models.Model):
             enabled=self.enabled,
             previous_secret=self.previous_secret,
             previous_secret_until=self.previous_secret_until,
+            max_in_flight=self.max_in_flight,
+            rate_per_s=self.rate_per_s,
+            paused_until=self.breaker_until if self.breaker_open else None,
         )
+
+    @property
+    def breaker(self) -> ack_models.BreakerState:
+        return ack_models.BreakerState.read(self.breaker_state)
+
+    @property
+    def breaker_open(self) -> bool:
+        """Paused by its circuit breaker now (an open breaker past its pause is trying)."""
+        return (
+            self.breaker == ack_models.BreakerState.OPEN
+            and self.breaker_until is not None
+            and self.breaker_until > clock.now()
+        )
+
+    @property
+    def breaker_trying(self) -> bool:
+        """Its pause is over and a trial delivery decides (or is about to)."""
+        return self.breaker != ack_models.BreakerState.CLOSED and not self.breaker_open
+
+    @classmethod
+    def breaker_note(
+        cls,
+        endpoint_id: str,
+        *,
+        state: ack_models.BreakerState,
+        until: datetime | None,
+        failures: int,
+    ) -> None:
+        """Write the breaker's move (one UPDATE): the page shows it, the other
+        dispatchers pause the endpoint while it is open."""
+        pk = endpoint_id.removeprefix("E")
+        if pk.isdigit():
+            cls.objects.filter(pk=int(pk)).update(
+                breaker_state=state, breaker_until=until, breaker_failures=failures
+            )
 
 
 class DeliveryAttempt(models.Model):

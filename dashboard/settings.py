@@ -388,13 +388,23 @@ ACK_READ_TIMEOUT_S = float(os.environ.get("ACK_READ_TIMEOUT_S", "10"))
 # Multiplies every delay of the retry schedule (reconciliation/acks/schedule.py): 1 in
 # production; tests and the reliability run shrink days to seconds (0.01: 57 minutes).
 ACK_RETRY_SCALE = float(os.environ.get("ACK_RETRY_SCALE", "1.0"))
-# How long dispatch_acks (without --once) sleeps between passes.
+# How long dispatch_acks (without --once) waits between passes when no commit wakes it
+# (a message on Redis after each commit does: docs/webhooks.md, "Wake-up").
 ACK_POLL_S = float(os.environ.get("ACK_POLL_S", "2"))
 # Rows of the delivery attempt log (dashboard/models.py · DeliveryAttempt) older than this
 # are deleted by a daily task: the log is for looking back over an outage, not an archive
 # (each resend's audit event is kept with the audit trail).
 DELIVERY_ATTEMPT_RETENTION_DAYS = env_int("DELIVERY_ATTEMPT_RETENTION_DAYS", 30)
 DELIVERY_ATTEMPT_PRUNE_HOUR = env_int("DELIVERY_ATTEMPT_PRUNE_HOUR", 3)
+# Whether a commit publishes that wake-up (best effort; off: the poll alone).
+ACK_WAKE = env_bool("ACK_WAKE", True)
+# One dispatcher's workers: POSTs (and their records) under way at once, over every
+# endpoint; each endpoint has at most its own max_in_flight of them.
+ACK_WORKERS = env_int("ACK_WORKERS", 32)
+# An endpoint whose last ACK_BREAKER_FAILURES attempts all failed is paused (its circuit
+# breaker opens) for ACK_BREAKER_OPEN_S, doubled after each failed trial up to 10 minutes.
+ACK_BREAKER_FAILURES = env_int("ACK_BREAKER_FAILURES", 5)
+ACK_BREAKER_OPEN_S = float(os.environ.get("ACK_BREAKER_OPEN_S", "30"))
 
 # Funds (docs/design.md §3, §8 add_fund): intake accepts only a tenant's registered funds, each
 # in one currency up to its largest single amount. A new tenant starts with DEFAULT_FUNDS,

@@ -96,12 +96,19 @@ def token_issue(
 
 
 def webhook_register(
-    name: str, url: str, *, events: tuple[str, ...], actor: Actor, secret: str = ""
+    name: str,
+    url: str,
+    *,
+    events: tuple[str, ...],
+    actor: Actor,
+    secret: str = "",
+    max_in_flight: int = ack_models.DEFAULT_MAX_IN_FLIGHT,
+    rate_per_s: float | None = None,
 ) -> WebhookEndpoint:
     """Register an acknowledgement endpoint for ``name`` (the tenant created first if
     new) with a new signing secret, returned on the row once (or ``secret``: one
-    receiver's for several tenants); the audit event names the URL, the events and the
-    secret's last characters, never the secret."""
+    receiver's for several tenants); the audit event names the URL, the events, the
+    delivery limits and the secret's last characters, never the secret."""
     with transaction.atomic():
         tenant = tenant_provision(name, actor=actor)
         endpoint = WebhookEndpoint(
@@ -109,15 +116,63 @@ def webhook_register(
             url=url,
             events=",".join(events),
             secret=secret or ack_models.secret_new(),
+            max_in_flight=max_in_flight,
+            rate_per_s=rate_per_s,
         )
+        endpoint.full_clean(exclude=["tenant", "url", "events", "secret"])
         tenant_event(
             name,
             AuditAction.WEBHOOK_ADDED,
             actor=actor,
-            after={"url": url, "events": list(events), "secret": endpoint.secret_hint},
+            after={
+                "url": url,
+                "events": list(events),
+                "secret": endpoint.secret_hint,
+                **_limits(endpoint),
+            },
         )
         endpoint.save()
         return endpoint
+
+
+def _limits(endpoint: WebhookEndpoint) -> dict[str, object]:
+    """The delivery limits as the audit event keeps them (the rate as text: DynamoDB
+    numbers are decimals, never floats)."""
+    rate = endpoint.rate_per_s
+    return {
+        "max_in_flight": endpoint.max_in_flight,
+        "rate_per_s": None if rate is None else f"{rate:g}",
+    }
+
+
+def webhook_limits_set(
+    endpoint_id: int, *, max_in_flight: int, rate_per_s: float | None, actor: Actor
+) -> WebhookEndpoint | None:
+    """Set the endpoint's delivery limits (the admin), audited with the limits before and
+    after; ``None``: no such endpoint. Out of bounds: ``ValidationError``, nothing
+    written. The dispatchers read them at their next pass."""
+    with transaction.atomic():
+        row = (
+            WebhookEndpoint.objects.select_for_update()
+            .select_related("tenant")
+            .filter(pk=endpoint_id)
+            .first()
+        )
+        if row is None:
+            return None
+        before = _limits(row)
+        row.max_in_flight, row.rate_per_s = max_in_flight, rate_per_s
+        row.full_clean(exclude=["tenant", "url", "events", "secret"])
+        tenant_event(
+            row.tenant.name,
+            AuditAction.WEBHOOK_LIMITS_SET,
+            actor=actor,
+            before={"url": row.url, **before},
+            after={"url": row.url, **_limits(row)},
+            detail={"endpoint": f"E{row.pk}"},
+        )
+        row.save(update_fields=["max_in_flight", "rate_per_s"])
+        return row
 
 
 def webhook_secret_rotate(endpoint_id: int, *, actor: Actor) -> WebhookEndpoint | None:

@@ -36,6 +36,26 @@ class EventType(Code):
 
 # Events an endpoint receives when registered without ``--events``.
 DEFAULT_EVENTS = (EventType.PLEDGE_RECORDED, EventType.PLEDGE_VOIDED)
+# Requests one dispatcher has open to one endpoint at most, unless the endpoint says
+# otherwise: enough to keep a healthy receiver busy, few enough that one that hangs holds
+# only this many of the dispatcher's workers (reconciliation/acks/gates.py).
+DEFAULT_MAX_IN_FLIGHT = 8
+
+
+class BreakerState(Code):
+    """An endpoint's circuit breaker (reconciliation/acks/gates.py)."""
+
+    CLOSED = "CLOSED", "Sending", "Deliveries go out as they come due."
+    OPEN = (
+        "OPEN",
+        "Paused",
+        "Its last attempts all failed: deliveries wait, spending no attempt, until a trial.",
+    )
+    HALF_OPEN = (
+        "HALF_OPEN",
+        "Trying",
+        "One trial delivery is under way: its answer opens or closes the breaker.",
+    )
 
 
 class DeliveryStatus(Code):
@@ -72,6 +92,13 @@ class Endpoint:
     # The secret the last rotation replaced, valid until ``previous_secret_until``.
     previous_secret: str = ""
     previous_secret_until: datetime | None = None
+    # At most this many requests open to it at once, per dispatcher.
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    # Deliveries a second at most, per dispatcher (``None``: as fast as it answers).
+    rate_per_s: float | None = None
+    # A circuit breaker opened by some dispatcher (its row's ``breaker_until``): every
+    # dispatcher leaves it alone until then.
+    paused_until: datetime | None = None
 
     def previous_secret_at(self, at: datetime) -> str | None:
         """The previous secret while it is still valid at ``at`` (deliveries are then

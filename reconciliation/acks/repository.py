@@ -12,6 +12,8 @@ pledge before a redelivery, can never record over the newer write.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from reconciliation.stores import Store
 
 ACKS_DUE_INDEX = "acks_due"
+BATCH_GET_MAX = 100  # DynamoDB's limit of keys per BatchGetItem
+# Pages of due pledges read past those in flight, at most (a pass's bound on reads).
+MAX_DUE_PAGES = 20
+UNPROCESSED_PAUSE_S = 0.05
 
 
 class LeaseLost(Exception):
@@ -44,24 +50,68 @@ class AckRepository:
     def shards() -> list[str]:
         return [f"A#{n}" for n in range(ACK_SHARDS)]
 
-    def due(self, shard: str, *, now: int, limit: int = 100) -> list[str]:
-        """Intent ids in ``shard`` whose acknowledgement is due by ``now`` (a Query of
-        the sparse index: its cost grows with due events, not with all pledges)."""
-        response = self.client.query(
-            TableName=self.table,
-            IndexName=ACKS_DUE_INDEX,
-            KeyConditionExpression="ack_shard = :shard AND ack_due_at <= :now",
-            ExpressionAttributeValues=values(shard=shard, now=now),
-            Limit=limit,
-        )
-        rows = complete_rows(response.get("Items", []), ("intent_id",), index=ACKS_DUE_INDEX)
-        return [str(item["intent_id"]["S"]) for item in rows]
+    def due(
+        self,
+        shard: str,
+        *,
+        now: int,
+        limit: int = 100,
+        skip: Callable[[str], bool] = lambda intent_id: False,
+    ) -> list[str]:
+        """Up to ``limit`` intent ids in ``shard`` whose acknowledgement is due by
+        ``now``, leaving out those ``skip`` names (a Query of the sparse index: its cost
+        grows with due events, not with all pledges). The pledges a dispatcher still has
+        in flight are skipped by reading on, a page at a time (at most ``MAX_DUE_PAGES``),
+        so a slow endpoint's pledges, the oldest due, never hide the newer ones behind
+        them."""
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        for _ in range(MAX_DUE_PAGES):
+            query: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": ACKS_DUE_INDEX,
+                "KeyConditionExpression": "ack_shard = :shard AND ack_due_at <= :now",
+                "ExpressionAttributeValues": values(shard=shard, now=now),
+                "Limit": limit,
+            }
+            if start:
+                query["ExclusiveStartKey"] = start
+            response = self.client.query(**query)
+            rows = complete_rows(response.get("Items", []), ("intent_id",), index=ACKS_DUE_INDEX)
+            for item in rows:
+                intent_id = str(item["intent_id"]["S"])
+                if not skip(intent_id):
+                    found.append(intent_id)
+            start = response.get("LastEvaluatedKey")
+            if len(found) >= limit or not start:
+                break
+        return found[:limit]
 
     def get(self, intent_id: str) -> AckState | None:
         item = self.client.get_item(
             TableName=self.table, Key={"intent_id": {"S": intent_id}}, ConsistentRead=True
         ).get("Item")
         return ack_state_from_item(item) if item else None
+
+    def get_many(self, intent_ids: list[str]) -> list[AckState]:
+        """The pledges ``intent_ids``, read consistently, as :meth:`get` reads one: one
+        BatchGetItem per 100 (a pass's due pledges at a round trip per hundred, not
+        per pledge). Keys DynamoDB leaves unprocessed (throttling) are asked again."""
+        states: list[AckState] = []
+        for start in range(0, len(intent_ids), BATCH_GET_MAX):
+            keys: list[dict[str, Any]] = [
+                {"intent_id": {"S": i}} for i in intent_ids[start : start + BATCH_GET_MAX]
+            ]
+            while keys:
+                answer = self.client.batch_get_item(
+                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+                )
+                states += [ack_state_from_item(i) for i in answer["Responses"].get(self.table, [])]
+                unprocessed: Any = answer.get("UnprocessedKeys") or {}
+                keys = list((unprocessed.get(self.table) or {}).get("Keys") or [])
+                if keys:
+                    time.sleep(UNPROCESSED_PAUSE_S)  # throttled: a moment before asking again
+        return states
 
     def record(
         self,

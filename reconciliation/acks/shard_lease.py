@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,7 +48,12 @@ SHARD_LEASE_PREFIX = "#ACKLEASE#"
 
 
 class ShardLeaseHeld(LeaseLost):
-    """Another dispatcher holds the shard's lease (or took it over from us)."""
+    """Another dispatcher holds the shard's lease (or took it over from us), until
+    ``until`` (epoch seconds) when known."""
+
+    def __init__(self, message: str, *, until: int | None = None):
+        super().__init__(message)
+        self.until = until
 
 
 class DispatcherStopping(ShardLeaseHeld):
@@ -115,8 +121,10 @@ class ShardLeaseRepository:
         except ClientError as exc:
             if error_code(exc) == ErrorCode.CONDITION_FAILED:
                 other = from_item(exc.response.get("Item")) or {}
+                until = other.get("lease_until")
                 raise ShardLeaseHeld(
-                    f"{shard}: held by {other.get('lease_owner')} until {other.get('lease_until')}"
+                    f"{shard}: held by {other.get('lease_owner')} until {until}",
+                    until=None if until is None else int(until),
                 ) from exc
             raise
         return ShardLease(
@@ -149,7 +157,8 @@ def dispatcher_owner() -> str:
 
 
 class ShardLeases:
-    """The shard leases one dispatcher holds, kept across its passes."""
+    """The shard leases one dispatcher holds, kept across its passes. Thread-safe: the
+    dispatcher's workers check (and renew) a lease before each POST they start."""
 
     def __init__(
         self,
@@ -179,7 +188,10 @@ class ShardLeases:
         # Renewed when less than this is left: half the lease, at least one attempt.
         self.renew_below = max(self.lease_s / 2, min(longest, self.lease_s))
         self.held: dict[str, ShardLease] = {}
+        # Shards another dispatcher was seen holding, until when: not asked again before.
+        self.others: dict[str, int] = {}
         self.closed = False
+        self.lock = threading.RLock()
 
     def close(self) -> None:
         """Stop taking leases (the dispatcher was asked to stop): from now on
@@ -193,30 +205,67 @@ class ShardLeases:
         :class:`DispatcherStopping` once :meth:`close` was called."""
         if self.closed:
             raise DispatcherStopping(f"{shard}: this dispatcher is stopping")
-        now = clock.epoch()
-        held = self.held.get(shard)
-        if held is not None and held.left(now) >= self.renew_below:
-            return held
-        try:
-            lease = self.repository.take(
-                shard,
-                owner=self.owner,
-                held=held,
-                now=now,
-                lease_s=self.lease_s,
-            )
-        except ShardLeaseHeld:
-            self.held.pop(shard, None)
-            raise
-        self.held[shard] = lease
-        return lease
+        with self.lock:
+            now = clock.epoch()
+            held = self.held.get(shard)
+            if held is not None and held.left(now) >= self.renew_below:
+                return held
+            try:
+                lease = self.repository.take(
+                    shard,
+                    owner=self.owner,
+                    held=held,
+                    now=now,
+                    lease_s=self.lease_s,
+                )
+            except ShardLeaseHeld as exc:
+                self.held.pop(shard, None)
+                if exc.until is not None:
+                    self.others[shard] = exc.until
+                raise
+            self.held[shard] = lease
+            self.others.pop(shard, None)
+            return lease
+
+    def holding(self, shard: str) -> bool:
+        """Whether ``shard``'s lease is ours and still running."""
+        with self.lock:
+            lease = self.held.get(shard)
+            return lease is not None and lease.left(clock.epoch()) > 0
+
+    def active(self) -> list[str]:
+        """The shards whose leases are ours and still running."""
+        with self.lock:
+            now = clock.epoch()
+            return sorted(s for s, lease in self.held.items() if lease.left(now) > 0)
+
+    def held_by_other(self, shard: str) -> bool:
+        """Whether another dispatcher was seen holding ``shard`` with time left (so a
+        pass does not query it, or try to take it, meanwhile)."""
+        with self.lock:
+            return self.others.get(shard, 0) > clock.epoch()
+
+    def let_go(self, shard: str) -> None:
+        """Give back one lease (more than our fair share): one write, so another
+        dispatcher takes the shard at once."""
+        with self.lock:
+            lease = self.held.pop(shard, None)
+            if lease is None:
+                return
+            try:
+                self.repository.release(lease)
+            except (BotoCoreError, ClientError) as exc:
+                logger.warning("shard lease %s not released: %s", shard, exc, extra=log_fields(exc))
 
     def release(self) -> int:
         """Give up every lease held (a dispatcher that stops; one that dies leaves its
         leases to run out): one write each, so the next dispatcher need not wait. Returns
         how many were held."""
-        count = len(self.held)
-        for lease in list(self.held.values()):
+        with self.lock:
+            leases = list(self.held.values())
+            self.held.clear()
+        count = len(leases)
+        for lease in leases:
             try:
                 self.repository.release(lease)
             except (BotoCoreError, ClientError) as exc:
@@ -224,5 +273,4 @@ class ShardLeases:
                 logger.warning(
                     "shard lease %s not released: %s", lease.shard, exc, extra=log_fields(exc)
                 )
-        self.held.clear()
         return count

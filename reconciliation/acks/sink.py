@@ -212,6 +212,10 @@ class SinkState:
 
 def sink_server(state: SinkState, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
+        # Keep-alive, as a production receiver does: a dispatcher's connection carries
+        # one POST after another (every answer has its content-length).
+        protocol_version = "HTTP/1.1"
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -240,6 +244,7 @@ def sink_server(state: SinkState, port: int, host: str = "127.0.0.1") -> Threadi
                 status, misbehave = state.receive(body, headers)
                 if misbehave in (Misbehaviour.TIMEOUT, Misbehaviour.TIMEOUT_BEFORE):
                     time.sleep(state.delay_s)
+                    self.close_connection = True
                     return  # the answer is lost: the sender has given up by now
                 if misbehave == Misbehaviour.SLOW:
                     time.sleep(state.delay_s)

@@ -97,6 +97,11 @@ class AuditAction(Code):
         "Webhook signing secret rotated",
         "A new secret signs its deliveries; the previous one signs them too until it expires.",
     )
+    WEBHOOK_LIMITS_SET = (
+        "webhook_limits_set",
+        "Webhook delivery limits set",
+        "How many requests a dispatcher keeps open to it, and how many a second it sends.",
+    )
     WEBHOOK_DISABLED = (
         "webhook_disabled",
         "Webhook endpoint disabled",

@@ -30,6 +30,7 @@ TENANT_ACTIONS = frozenset(
         AuditAction.INTAKE_LIMIT_CHANGED,
         AuditAction.WEBHOOK_ADDED,
         AuditAction.WEBHOOK_SECRET_ROTATED,
+        AuditAction.WEBHOOK_LIMITS_SET,
         AuditAction.WEBHOOK_DISABLED,
     }
 )

@@ -28,6 +28,7 @@ from reconciliation import clock, metrics
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, AuditRepository, audit_event_build
+from reconciliation.claims.ack_wakeup import ack_wake
 from reconciliation.claims.commit_outcomes import commit_failed, pledge_receipt_actor
 from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
 from reconciliation.claims.models import (
@@ -55,6 +56,7 @@ from reconciliation.dynamo import attempts
 from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.dynamo.tables import ack_shard
 from reconciliation.stores import Store, home_store, pledge_stream
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
@@ -269,6 +271,8 @@ def pledge_commit(store: Store, claim: Claim, *, fresh: bool = False) -> IntakeO
         except (BotoCoreError, ClientError, RetriesExhausted) as exc:
             failure: BotoCoreError | ClientError | RetriesExhausted = exc
         else:
+            # The dispatchers hear of it now rather than at their next poll (best effort).
+            ack_wake(ack_shard(pledge.intent_id))
             return IntakeOutcome(OutcomeKind.CREATED, pledge=pledge.api_body())
     return commit_failed(store, claim, items, failure, fresh=fresh, maybe=log.maybe_applied)
 

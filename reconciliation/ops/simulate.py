@@ -67,6 +67,9 @@ class SimulationConfig:
     peak_rps: float = 50.0
     lease_s: int = 2
     client_retries: int = 3
+    # New intents a second at most (``None``: as fast as the threads go): intent n starts
+    # no earlier than n / rate seconds into the run, a steady load (bench/acks.py).
+    rate_per_s: float | None = None
 
 
 @dataclass
@@ -134,6 +137,7 @@ class _Traffic:
         self.actor = Actor(username=f"api:{TENANT}", role=Role.API, address="simulator")
         # The run's own clients: its faults reach its intents' calls and no others.
         self.stores = FaultStores()
+        self.started = time.monotonic()
 
     def store(self, key: str) -> Store:
         return self.stores.home(claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key))
@@ -171,6 +175,8 @@ class _Traffic:
         return kind
 
     def intent(self, n: int) -> None:
+        if self.config.rate_per_s:
+            time.sleep(max(0.0, self.started + n / self.config.rate_per_s - time.monotonic()))
         rng = random.Random(f"{self.config.seed}-{n}" if self.config.seed is not None else None)
         key = f"sim-{self.run}-{n}"
         body = self.body(rng)

@@ -8,9 +8,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.management.commands.dispatch_acks import attempt_counted, endpoints_for
+from dashboard.management.commands.dispatch_acks import (
+    attempt_counted,
+    breaker_noted,
+    endpoints_for,
+)
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import webhook_register
+from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult
 from reconciliation.actors import command_actor
@@ -93,3 +98,87 @@ def test_the_page_with_no_endpoint_says_how_to_register_one(client):
     sign_in(client)
     html = client.get("/acks/").content.decode()
     assert "No tenant has registered an acknowledgement endpoint" in html
+
+
+def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, client, settings):
+    """An endpoint answering 500: after ``ACK_BREAKER_FAILURES`` failed attempts in a row
+    its breaker opens; the dispatcher writes it to the row (``breaker_noted``), the page
+    says it is paused, until when and why, and every dispatcher reading the row defers
+    its deliveries (``paused_until``) with no attempt spent."""
+    settings.ACK_BREAKER_FAILURES = 2
+    actor = command_actor("test")
+    down = webhook_register(
+        "acme", "https://down.example.org/h", events=("pledge.recorded",), actor=actor
+    )
+    for n in range(4):
+        submit(f"br-{n}")
+    report = acks_dispatch_once(
+        first_store(),
+        endpoints_for=endpoints_for,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        on_attempt=attempt_counted,
+        on_breaker=breaker_noted,
+        workers=0,  # one at a time: the breaker opens after exactly two
+    )
+    assert (report.failed, report.deferred) == (2, 2)
+    down.refresh_from_db()
+    assert down.breaker_open and down.breaker_failures == 2
+    assert down.as_endpoint().paused_until == down.breaker_until
+
+    sign_in(client, "auditor")
+    html = client.get("/acks/").content.decode()
+    assert "Paused by its circuit breaker" in html
+    assert "<strong>Paused</strong> until" in html and "after 2 failed attempts in a row" in html
+    assert "at most 8 requests at once, no rate limit" in html
+
+    # Another dispatcher (fresh gates) reads the row: it sends nothing while paused.
+    submit("br-late")
+    later = acks_dispatch_once(
+        first_store(),
+        endpoints_for=endpoints_for,
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        on_breaker=breaker_noted,
+    )
+    assert (later.failed, later.deferred) == (0, 1)
+
+    # After the pause a dispatcher whose own breaker never opened (the one that opened
+    # it may be gone) is answered: the row's breaker is closed, the page says so.
+    with clock.travel(settings.ACK_BREAKER_OPEN_S + 1):
+        acks_dispatch_once(
+            first_store(),
+            endpoints_for=endpoints_for,
+            resolve=lambda host, port: ["93.184.216.34"],
+            sender=lambda target, **kwargs: AttemptResult(204),
+            on_attempt=attempt_counted,
+        )
+        down.refresh_from_db()
+        assert (down.breaker_state, down.breaker_until, down.breaker_failures) == (
+            "CLOSED",
+            None,
+            0,
+        )
+        html = client.get("/acks/").content.decode()
+    assert "Paused by its circuit breaker" not in html and "<dd>Sending</dd>" in html
+
+
+def test_delivery_limits_are_set_in_the_admin_audited(ddb, client):
+    """A superuser sets an endpoint's limits on its admin page: saved, with a
+    ``webhook_limits_set`` audit event naming them before and after; the rest of the
+    page stays read-only."""
+    from tests.dashboard.test_rotate_webhook_secret import superuser_client
+    from tests.helpers import audit_events
+
+    endpoint = webhook_register(
+        "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
+    )
+    client = superuser_client(client)
+    page = f"/admin/dashboard/webhookendpoint/{endpoint.pk}/change/"
+    assert 'name="max_in_flight"' in client.get(page).content.decode()
+    answer_ = client.post(page, {"max_in_flight": "3", "rate_per_s": "1.5"})
+    assert answer_.status_code == 302, answer_.content.decode()[:2000]
+    endpoint.refresh_from_db()
+    assert (endpoint.max_in_flight, endpoint.rate_per_s) == (3, 1.5)
+    [event] = [e for e in audit_events(ddb, "TENANT#acme") if e["action"] == "webhook_limits_set"]
+    assert event["before"]["max_in_flight"] == 8 and event["after"]["rate_per_s"] == "1.5"

@@ -43,8 +43,37 @@ def test_a_loopback_endpoint_in_debug_is_registered_and_its_secret_printed_once(
         "url": "http://127.0.0.1:9911/hooks",
         "events": ["pledge.recorded", "pledge.voided"],
         "secret": "…" + secret[-4:],
+        "max_in_flight": 8,
+        "rate_per_s": None,
     }
     assert secret not in str(audit_events(ddb))
+
+
+def test_an_endpoint_is_registered_with_its_delivery_limits(ddb, settings):
+    """``--max-in-flight`` and ``--rate`` are kept on the row, reach the dispatcher's
+    endpoint and are named in the audit event."""
+    settings.WEBHOOK_ALLOW_LOOPBACK = True
+    lines = add_webhook(
+        "--tenant", "acme", "http://127.0.0.1:9912/hooks", "--max-in-flight", "3", "--rate", "2.5"
+    )
+    assert "at most 3 requests at once, 2.5/s" in lines[0]
+    [endpoint] = WebhookEndpoint.objects.all()
+    plain = endpoint.as_endpoint()
+    assert (plain.max_in_flight, plain.rate_per_s) == (3, 2.5)
+    [event] = [e for e in audit_events(ddb, "TENANT#acme") if e["action"] == "webhook_added"]
+    assert (event["after"]["max_in_flight"], event["after"]["rate_per_s"]) == (3, "2.5")
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [("--max-in-flight", "0"), ("--max-in-flight", "65"), ("--rate", "0"), ("--rate", "-1")],
+)
+def test_delivery_limits_out_of_bounds_register_nothing(ddb, settings, limits):
+    """A limit out of bounds is refused with its reason; nothing is registered."""
+    settings.WEBHOOK_ALLOW_LOOPBACK = True
+    with pytest.raises(CommandError, match=limits[0]):
+        add_webhook("--tenant", "acme", "http://127.0.0.1:9913/hooks", *limits)
+    assert not WebhookEndpoint.objects.exists()
 
 
 @pytest.mark.parametrize(

@@ -195,3 +195,137 @@ def test_acks_exactly_once_through_sink_faults_and_two_dispatcher_kills(
     assert EventType.PLEDGE_RECORDED in endpoint.events
     figures["invariants"] = assert_invariants(ddb).figures()
     record("acks", figures)
+
+
+def lease_owner_pid(store, intent_id: str) -> int | None:
+    """The pid of the dispatcher holding the shard lease of ``intent_id``'s pledge (the
+    owner's name is ``host:pid:random``: reconciliation/acks/shard_lease.py)."""
+    from reconciliation.acks.shard_lease import shard_lease_key
+    from reconciliation.dynamo.tables import ack_shard
+
+    item = store.client.get_item(
+        TableName=store.tables.cases,
+        Key={"case_id": {"S": shard_lease_key(store.region_name, ack_shard(intent_id))}},
+        ConsistentRead=True,
+    ).get("Item")
+    owner = (item or {}).get("lease_owner", {}).get("S", "")
+    parts = owner.split(":")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def held_by(sink: SinkProcess, store, dispatchers: list[Process]) -> tuple[Process, str] | None:
+    """A dispatcher with a send held open at the sink right now, and the send's id
+    (processed, its answer held: the payload names the pledge, whose shard's lease names
+    the dispatcher)."""
+    held = held_request(sink)
+    if held is None:
+        return None
+    event = sink.stats()["events"].get(held)
+    if event is None:
+        return None
+    pid = lease_owner_pid(store, f"{event['data']['tenant']}#{event['data']['intent_id']}")
+    victim = next((p for p in dispatchers if p.alive() and p.pid == pid), None)
+    return (victim, held) if victim is not None else None
+
+
+@pytest.mark.timeout(600)
+def test_acks_exactly_once_with_dispatchers_sharing_rebalancing_and_killed_mid_pool(
+    ddb, tmp_path, log_dir, record
+):
+    """200 simulated intents with faults, the sink failing as above; two dispatchers
+    share the shards (each sends on its pool); a third starts mid-run (the shards are
+    rebalanced while sends are under way); then the dispatcher holding a send open is
+    SIGKILLed mid-pool and the rest take its shards: 0 lost, 0 processed twice, 0 sent
+    for an unrecorded intent, 0 given up; the killed send sent again, same id."""
+    env = django_env(
+        tmp_path,
+        endpoint_url=ddb.endpoint_url,
+        table_prefix=settings.DDB_TABLE_PREFIX,
+        # The wake-up's Redis: this worker's database (a lost wake-up costs latency only).
+        redis_url=settings.REDIS_URL,
+        WEBHOOK_ALLOW_LOOPBACK="1",
+        ACK_POLL_S="0.2",
+        ACK_CONNECT_TIMEOUT_S="1",
+        ACK_READ_TIMEOUT_S=str(READ_TIMEOUT_S),
+        ACK_LEASE_S="3",  # and the roster's heartbeat: a killed dispatcher is gone in 3 s
+        ACK_RETRY_SCALE="0.001",
+        ACK_WORKERS="8",
+        # Past the retry schedule's first attempts: the breaker must not pause the one sink.
+        ACK_BREAKER_FAILURES="50",
+    )
+    sink = sink_registered(
+        env,
+        log_dir,
+        tenant="sim",
+        flags=[
+            "--fail-rate",
+            str(FAIL_RATE),
+            "--timeout-after-processing-rate",
+            str(TIMEOUT_AFTER_RATE),
+            "--delay",
+            str(HOLD_S),
+            "--seed",
+            str(SEED + 1),
+        ],
+    ).start()
+    endpoint = endpoint_of(tmp_path / "db.sqlite3")
+    simulate = Process(
+        [sys.executable, "manage.py", "simulate", "--pledges", str(INTENTS)]
+        + ["--faults", SIMULATE_FAULTS, "--seed", str(SEED + 1), "--threads", "4"],
+        env=env,
+        log_path=log_dir / "simulate-shared.log",
+    )
+    store = first_store()
+    dispatchers = [dispatcher(env, log_dir, n).start() for n in (10, 11)]
+    killed: list[str] = []
+    try:
+        simulate.start()
+        floor = processed(sink) + 20
+        wait_for(lambda: processed(sink) >= floor, timeout=180, what="deliveries")
+        dispatchers.append(dispatcher(env, log_dir, 12).start())  # a rebalance mid-send
+        floor = processed(sink) + 20
+        wait_for(lambda: processed(sink) >= floor, timeout=180, what="deliveries")
+        victim, held = wait_for(
+            lambda: held_by(sink, store, dispatchers),
+            timeout=180,
+            interval=0.05,
+            what="a held send",
+        )
+        victim.stop(signal.SIGKILL)  # mid-pool: its other workers' sends die with it
+        killed.append(held)
+        wait_for(lambda: not simulate.alive(), timeout=300, what="simulate to finish")
+        assert simulate.proc is not None and simulate.proc.returncode == 0, simulate.tail()
+        wait_for(
+            lambda: due_now() == 0 and not sink.stats(brief=True)["in_flight"],
+            timeout=180,
+            interval=0.5,
+            what="every acknowledgement settled",
+        )
+        for process in dispatchers:
+            process.stop()
+        stats = sink.stats()
+    finally:
+        for process in dispatchers:
+            process.stop()
+        sink.stop()
+
+    seen = SinkSeen.from_stats(stats)
+    report = ack_check(
+        ack_states(ddb, first_store()), seen, endpoint=endpoint, cases=undelivered_cases(ddb)
+    )
+    sent = Counter(seen.ids_seen)
+    figures = {
+        "intents": INTENTS,
+        **report.figures(),
+        "sink_misbehaved": stats["misbehaved"],
+        "killed_mid_pool": killed,
+        "killed_sends_seen": [sent[k] for k in killed],
+        "dispatcher_lines": [
+            line for p in dispatchers for line in p.log().splitlines() if "dispatch_acks:" in line
+        ][-6:],
+    }
+    assert report.problems == [], [str(problem) for problem in report.problems[:30]]
+    # The sends open when the dispatcher died were sent again (same id), processed once.
+    assert killed and all(sent[k] >= 2 for k in killed), figures
+    assert report.recorded > 0
+    record("acks_shared", figures)

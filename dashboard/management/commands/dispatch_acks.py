@@ -1,8 +1,15 @@
 """``manage.py dispatch_acks [--once]`` (docs/webhooks.md): deliver the acknowledgements
 that are due, in the foreground; ``--once`` delivers what is due now and exits.
 
+Running, it keeps one :class:`~reconciliation.acks.dispatch.Dispatcher` per region (its
+workers, gates and kept-alive connections), starts a pass whenever a commit's wake-up
+names a shard (reconciliation/acks/wakeup.py) and over every shard each ``ACK_POLL_S``,
+and keeps its heartbeat in the region's roster, so several dispatchers share the shards
+(reconciliation/acks/roster.py).
+
 Asked to stop (SIGTERM, as a process manager or a deploy does; SIGINT, Ctrl-C), it ends
-the send under way, starts no other, gives back its shard leases and exits 0: the next
+the sends under way, starts no other, gives back its shard leases, leaves the roster
+and exits 0: the next
 dispatcher sends at once instead of waiting ``ACK_LEASE_S`` for them to run out. A
 dispatcher killed (SIGKILL, a crash) leaves them to run out.
 
@@ -19,29 +26,29 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from types import FrameType
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
-from django.utils import timezone
 
 from dashboard.delivery_log import attempt_log
 from dashboard.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
-from reconciliation.acks.dispatch import acks_dispatch_once
+from reconciliation.acks.dispatch import Dispatcher, DispatchReport
+from reconciliation.acks.gates import BreakerChange
 from reconciliation.acks.models import Attempt, Endpoint
+from reconciliation.acks.roster import Roster
 from reconciliation.acks.shard_lease import ShardLeases
+from reconciliation.acks.wakeup import STOP_LOOK_S, Wake, Wakeups
 from reconciliation.actors import system_actor
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
 from reconciliation.stores import Store, every_store
 
 logger = logging.getLogger(__name__)
-
-# How often a dispatcher waiting between passes looks whether it was asked to stop.
-STOP_LOOK_S = 0.1
 
 
 def homed_in(store: Store) -> Callable[[str], bool]:
@@ -59,7 +66,7 @@ def attempt_counted(attempt: Attempt) -> None:
     refuses it costs a count, never the delivery (recorded in DynamoDB regardless)."""
     try:
         WebhookEndpoint.attempt_count(
-            attempt.endpoint.endpoint_id, ok=attempt.result.ok, at=timezone.now()
+            attempt.endpoint.endpoint_id, ok=attempt.result.ok, at=attempt.at
         )
     except DatabaseError as exc:
         logger.warning("attempt to %s not counted: %s", attempt.endpoint.endpoint_id, exc)
@@ -70,6 +77,25 @@ def attempt_recorded(attempt: Attempt) -> None:
     attempt log (dashboard/delivery_log.py), each failing alone and costing no delivery."""
     attempt_counted(attempt)
     attempt_log(attempt)
+
+
+def breaker_noted(change: BreakerChange) -> None:
+    """The breaker's move on the endpoint's row (the page; the other dispatchers); a
+    database that refuses it costs the display, never a delivery."""
+    until = datetime.fromtimestamp(change.until, UTC) if change.until is not None else None
+    try:
+        WebhookEndpoint.breaker_note(
+            change.endpoint_id, state=change.state, until=until, failures=change.failures
+        )
+    except DatabaseError as exc:
+        logger.warning("breaker of %s not noted: %s", change.endpoint_id, exc)
+    if change.until is not None:
+        logger.warning(
+            "acknowledgements to %s paused until %s: %s failed attempts in a row",
+            change.endpoint_id,
+            until,
+            change.failures,
+        )
 
 
 def endpoints_for(tenant: str) -> list[Endpoint]:
@@ -116,42 +142,93 @@ class Command(BaseCommand):
         # This dispatcher's shard leases, one set per region, kept from pass to pass: a
         # lease held costs no write until it is near its end (docs/capacity.md). Given
         # back when it stops (the end of --once, or asked to by a signal).
-        leases = {store.region_name: ShardLeases(store) for store in every_store()}
+        stores = list(every_store())
+        leases = {store.region_name: ShardLeases(store) for store in stores}
+        rosters = {
+            store.region_name: Roster(
+                store, owner=leases[store.region_name].owner, ttl_s=settings.ACK_LEASE_S
+            )
+            for store in stores
+        }
+        dispatchers = {
+            store.region_name: Dispatcher(
+                store,
+                endpoints_for=endpoints_for,
+                leases=leases[store.region_name],
+                # --once takes every shard it can: it runs alone, briefly.
+                roster=None if once else rosters[store.region_name],
+                owns=homed_in(store),
+                on_attempt=attempt_recorded,
+                on_breaker=breaker_noted,
+            )
+            for store in stores
+        }
         stop = StopRequest(leases.values())
         with _signals_call(stop.ask, signal.SIGTERM, signal.SIGINT):
             try:
-                self._passes(once=once, leases=leases, stop=stop)
+                self._passes(once=once, dispatchers=dispatchers, stop=stop)
             finally:
+                for dispatcher in dispatchers.values():
+                    dispatcher.close()  # the sends under way end; no other starts
                 released = sum(held.release() for held in leases.values())
+                if not once:
+                    for roster in rosters.values():
+                        roster.leave()
         if stop.asked:
             self.stdout.write(f"dispatch_acks: stopped; {released} shard leases released")
 
-    def _passes(self, *, once: bool, leases: dict[str, ShardLeases], stop: StopRequest) -> None:
-        while not stop.asked:
-            for store in every_store():
-                if stop.asked:
+    def _passes(self, *, once: bool, dispatchers: dict[str, Dispatcher], stop: StopRequest) -> None:
+        wakeups = None if once else Wakeups()
+        wake = Wake(None)  # the first pass looks at every shard
+        try:
+            while not stop.asked:
+                taken = 0
+                for store in every_store():
+                    if stop.asked:
+                        return
+                    taken += self._pass(dispatchers[store.region_name], wake, once=once)
+                if once or wakeups is None:
                     return
-                try:
-                    report = acks_dispatch_once(
-                        store,
-                        endpoints_for=endpoints_for,
-                        owns=homed_in(store),
-                        on_attempt=attempt_recorded,
-                        leases=leases[store.region_name],
-                    )
-                except (BotoCoreError, ClientError) as exc:
-                    # DynamoDB unreachable: nothing was settled, every due pledge stays due.
-                    if once:
-                        raise CommandError(f"DynamoDB could not be read: {exc}") from exc
-                    logger.warning("dispatch_acks pass failed: %s", exc)
+                if taken:
+                    # A backlog: pass again over every shard once half of this pass's
+                    # pledges are done (a pass takes at most 100 a shard), not at the poll.
+                    self._room(dispatchers.values(), max(1, taken // 2), stop)
+                    wake = Wake(None)
                     continue
-                for endpoint in endpoints_watch(report.answered, actor=system_actor()):
-                    self.stdout.write(f"disabled after a day of failures: {endpoint}")
-                if once or report.leased:
-                    self.stdout.write(report.line())
+                wake = wakeups.wait(lambda: stop.asked)
+        finally:
+            if wakeups is not None:
+                wakeups.close()
+
+    def _pass(self, dispatcher: Dispatcher, wake: Wake, *, once: bool) -> int:
+        try:
+            taken = dispatcher.run_pass(wake.shards)
+        except (BotoCoreError, ClientError) as exc:
+            # DynamoDB unreachable: nothing was settled, every due pledge stays due.
             if once:
+                raise CommandError(f"DynamoDB could not be read: {exc}") from exc
+            logger.warning("dispatch_acks pass failed: %s", exc)
+            return 0
+        if once:
+            dispatcher.wait()
+        self._report(dispatcher.take_report(), once=once)
+        return taken
+
+    @staticmethod
+    def _room(dispatchers: Iterable[Dispatcher], than: int, stop: StopRequest) -> None:
+        """Until the dispatchers have fewer than ``than`` pledges in flight, the poll
+        interval at most, looking for a stop every tenth of a second."""
+        deadline = time.monotonic() + settings.ACK_POLL_S
+        while not stop.asked and time.monotonic() < deadline:
+            if sum(d.pending() for d in dispatchers) < than:
                 return
-            stop.wait(settings.ACK_POLL_S)
+            time.sleep(STOP_LOOK_S)
+
+    def _report(self, report: DispatchReport, *, once: bool) -> None:
+        for endpoint in endpoints_watch(report.answered, actor=system_actor()):
+            self.stdout.write(f"disabled after a day of failures: {endpoint}")
+        if once or report.leased or report.delivered or report.failed:
+            self.stdout.write(report.line())
 
 
 @contextlib.contextmanager

@@ -36,6 +36,12 @@ class Command(BaseCommand):
             default=50.0,
             help="peak new pledges/s to size the WCU budget for (duplicates on top)",
         )
+        parser.add_argument(
+            "--rate",
+            type=finite_number(0.001, 1_000_000),
+            default=None,
+            help="new intents a second at most, a steady load (default: as fast as it goes)",
+        )
 
     def handle(
         self,
@@ -45,6 +51,7 @@ class Command(BaseCommand):
         seed: int | None,
         threads: int,
         peak_rps: float,
+        rate: float | None = None,
         **options: Any,
     ) -> None:
         try:
@@ -52,7 +59,12 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--faults: {exc}") from None
         config = SimulationConfig(
-            pledges=pledges, faults=probabilities, seed=seed, threads=threads, peak_rps=peak_rps
+            pledges=pledges,
+            faults=probabilities,
+            seed=seed,
+            threads=threads,
+            peak_rps=peak_rps,
+            rate_per_s=rate,
         )
         bar = tqdm(total=pledges, unit="intent", disable=not sys.stderr.isatty(), file=sys.stderr)
         try:

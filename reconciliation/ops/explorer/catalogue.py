@@ -12,7 +12,8 @@ finished retry redelivered while a RELEASE_CLAIM awaits a supervisor (the late
 retry's other hand), a supervisor's approval or rejection of a pending RELEASE_CLAIM,
 the expiry of that request, the cases backfill, and the acknowledgement's hands: the dispatcher
 (``acks_dispatch_once``, sending to the world's in-process receiver, :mod:`.receiver`),
-a second dispatcher over a recorded pledge, and a supervisor approving a VOID_PLEDGE (so
+a second dispatcher over a recorded pledge, a third that keeps to its fair share of the
+shards by the dispatchers' roster, and a supervisor approving a VOID_PLEDGE (so
 ``pledge.voided`` is due).
 
 The prelude puts the world where the pair's two hands find it: the worker's claim, then as
@@ -318,11 +319,42 @@ def dispatch_pass(world: World) -> DispatchReport:
         resolve=_loopback,
         sender=world.receiver,
         owns=lambda intent_id: intent_id == world.intent_id,
+        # Every send and record in the hand's own thread: each call a point of its
+        # schedule (a pool's workers are no hand, and would run out of turn).
+        workers=0,
     )
 
 
 def _dispatch(world: World, name: str) -> str:
     return dispatch_pass(world).line()
+
+
+def _dispatch_shared(world: World, name: str) -> str:
+    """A dispatcher that keeps to its fair share (its heartbeat in the region's roster,
+    reconciliation/acks/roster.py), as ``dispatch_acks`` runs: the roster's writes and
+    reads are points of its schedule beside the other hand's lease and record."""
+    from reconciliation.acks.dispatch import Dispatcher
+    from reconciliation.acks.roster import Roster
+    from reconciliation.acks.shard_lease import ShardLeases
+
+    leases = ShardLeases(world.store, owner=name)
+    dispatcher = Dispatcher(
+        world.store,
+        endpoints_for=endpoints_for,
+        leases=leases,
+        roster=Roster(world.store, owner=name, ttl_s=settings.ACK_LEASE_S),
+        workers=0,  # in the hand's thread, as dispatch_pass
+        rng=random.Random(0),
+        resolve=_loopback,
+        sender=world.receiver,
+        owns=lambda intent_id: intent_id == world.intent_id,
+    )
+    try:
+        dispatcher.run_pass()
+    finally:
+        dispatcher.close()
+    leases.release()
+    return dispatcher.take_report().line()
 
 
 @dataclass(frozen=True)
@@ -359,6 +391,14 @@ def catalogue() -> list[ActorSpec]:
         ActorSpec("dispatch", _dispatch, faulted_reads=True, acks=True),
         ActorSpec(
             "dispatch2", _dispatch, frozenset({Stage.RECORDED}), faulted_reads=True, acks=True
+        ),
+        # A dispatcher sharing the shards by the roster (dispatch_acks's way), beside them.
+        ActorSpec(
+            "dispatch-shared",
+            _dispatch_shared,
+            frozenset({Stage.RECORDED}),
+            faulted_reads=True,
+            acks=True,
         ),
         # A supervisor approves the VOID_PLEDGE: pledge.voided becomes due.
         ActorSpec("approve-void", _decide(True), frozenset({Stage.VOID}), acks=True),

@@ -26,6 +26,8 @@ def dispatch(leases: ShardLeases, answer: int = 200):
         resolve=lambda host, port: ["93.184.216.34"],
         sender=lambda target, **kwargs: AttemptResult(answer),
         leases=leases,
+        # In this thread: capacity.measuring counts the calls of the thread it runs in.
+        workers=0,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -109,6 +110,9 @@ def dispatched_with_first_post(
         resolve=lambda host, port: ["93.184.216.34"],
         sender=answer,
         leases=leases,
+        # One worker: the sends after the first wait for it, so "during the first POST"
+        # is before every other (a pool's case: test_..._mid_pool_... below).
+        workers=1,
     )
     return sent, report
 
@@ -147,6 +151,44 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
     sent, report = dispatched_with_first_post(store, leases, endpoints, during=leases.close)
     assert len(sent) == 1 and report.delivered == 1
     assert_first_recorded_second_due(store, "acme#two-1", endpoints)
+    assert leases.release() == 1
+
+
+@pytest.mark.dynamodb_local_only  # a pool: moto's in-process backend is not thread-safe
+def test_a_dispatcher_asked_to_stop_mid_pool_records_the_sends_under_way(ddb, api):
+    """Four pledges, two POSTs open at once (the endpoint's limit), the other two queued
+    behind them: the stop comes while both are open. Both are answered and recorded;
+    the queued two never start (each finds the lease closed) and stay due as they were."""
+    keys = same_shard_keys(4, prefix="pool")
+    for key in keys:
+        assert api.post(key, pledge_body()).status_code == 201
+    store = first_store()
+    leases = ShardLeases(store, owner="a")
+    both_open, closed = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    sent: list[str] = []
+
+    def answer(target, *, headers, **kwargs):
+        sent.append(headers["webhook-id"])
+        if both_open.wait() == 0:
+            leases.close()  # the signal, while two POSTs are open
+        closed.wait()  # neither answers before it
+        return AttemptResult(200)
+
+    endpoint = Endpoint(
+        "E1", "acme", "https://crm.example.org/hooks", secret_new(), max_in_flight=2
+    )
+    report = acks_dispatch_once(
+        store,
+        endpoints_for=lambda t: [endpoint],
+        resolve=lambda host, port: ["93.184.216.34"],
+        sender=answer,
+        leases=leases,
+        workers=4,
+    )
+    assert len(sent) == 2 and (report.delivered, report.settled, report.lease_lost) == (2, 2, 0)
+    repository = AckRepository(store)
+    states = [repository.get(f"acme#{k}") for k in keys]
+    assert sum(1 for s in states if s and s.due and not s.deliveries) == 2
     assert leases.release() == 1
 
 
@@ -279,11 +321,14 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
         raise Killed
 
     def dispatch(sender):
+        # Sends in this thread (workers=0): the exception that stands for the process
+        # dying ends the pass right there, as a kill would.
         return acks_dispatch_once(
             first_store(),
             endpoints_for=lambda t: [endpoint],
             resolve=lambda host, port: ["93.184.216.34"],
             sender=sender,
+            workers=0,
         )
 
     with pytest.raises(Killed):
@@ -333,27 +378,30 @@ def test_no_post_starts_on_a_shard_lease_that_could_run_out_during_it(ddb, api, 
 @pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
 def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
     """Two dispatchers, each with leases of its own, start a pass at once over a shard
-    with three pledges due. The one holding the shard's lease keeps its first POST open
+    with three pledges due. The one holding the shard's lease keeps its POSTs open
     until the other's pass is over: the other sent nothing meanwhile (the shard was
-    held); each pledge was sent once, never two at a time."""
+    held); each pledge was sent once, never two at a time (one dispatcher sends several
+    pledges at once: its pool)."""
     keys = same_shard_keys(3, prefix="race")
     for key in keys:
         assert api.post(key, pledge_body()).status_code == 201
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
     lock = threading.Lock()
     sent: list[str] = []
-    in_flight: list[int] = [0, 0]  # now, most at once
+    in_flight: Counter[str] = Counter()  # per pledge's event, now
+    most: Counter[str] = Counter()  # per pledge's event, most at once
     done = {"a": threading.Event(), "b": threading.Event()}
 
     def dispatcher(name: str, other: str):
         def answer(target, *, headers, **kwargs):
+            message = headers["webhook-id"]
             with lock:
-                sent.append(headers["webhook-id"])
-                in_flight[0] += 1
-                in_flight[1] = max(in_flight)
+                sent.append(message)
+                in_flight[message] += 1
+                most[message] = max(most[message], in_flight[message])
             done[other].wait(timeout=10)  # were both sending, each would wait here
             with lock:
-                in_flight[0] -= 1
+                in_flight[message] -= 1
             return AttemptResult(200)
 
         try:
@@ -370,7 +418,7 @@ def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
     reports = race(lambda: dispatcher("a", "b"), lambda: dispatcher("b", "a"))
     assert sorted((r.delivered, r.shards_busy) for r in reports) == [(0, 1), (3, 0)]
     assert sorted(sent) == sorted(event_id(f"acme#{k}", "pledge.recorded") for k in keys)
-    assert in_flight == [0, 1]
+    assert set(most.values()) == {1}
 
 
 def test_the_retry_scale_setting_reaches_the_dispatcher(ddb, api, settings):

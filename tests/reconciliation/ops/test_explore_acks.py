@@ -80,6 +80,19 @@ def test_two_dispatchers_one_lease(session):
 
 
 @pytest.mark.parametrize(
+    "prefix", [(), ("dispatch-shared",), ("dispatch2", "dispatch-shared", "dispatch2")]
+)
+def test_a_dispatcher_keeping_to_its_share_beside_another_sends_once(session, prefix):
+    """A dispatcher that beats in the roster and keeps to its fair share, beside one that
+    does not (dispatch2), in either order and pre-empted between dispatch2's calls: the
+    event is processed once, nothing lost; the roster's calls are points of the schedule."""
+    result = session.run(_pair("dispatch2", "dispatch-shared"), prefix)
+    labels = [c.label for c in result.calls if c.hand == "dispatch-shared"]
+    assert any("cases" in label for label in labels), labels
+    assert not result.problems, result.problems
+
+
+@pytest.mark.parametrize(
     "fault",
     [
         ("dispatch send#1", "refused"),
