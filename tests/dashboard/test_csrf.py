@@ -25,6 +25,7 @@ SAMPLE = {
     "notification_id": "1",
     "passkey_id": "1",
     "view_id": "1",
+    "endpoint_id": "1",
 }
 
 
