@@ -46,6 +46,9 @@ NUMERIC_OPTIONS = [
     ("webhook_sink", ["--port", "0"], "--timeout-before-processing-rate"),
     ("webhook_sink", ["--port", "0"], "--seed"),
     ("seed_demo", [], "--pledges"),
+    ("simulate", ["--pledges", "1"], "--rate"),
+    ("add_webhook", ["--tenant", "acme", "https://crm.example.org/h"], "--max-in-flight"),
+    ("add_webhook", ["--tenant", "acme", "https://crm.example.org/h"], "--rate"),
 ]
 
 

@@ -156,12 +156,12 @@ def test_the_dispatch_acks_command_logs_its_attempts(ddb, monkeypatch):
         "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
     )
     submit("log-cmd")
-    real = command.acks_dispatch_once
+    real = command.Dispatcher
 
     def offline(store, **kwargs):
         return real(store, resolve=lambda host, port: ["93.184.216.34"], sender=answer, **kwargs)
 
-    monkeypatch.setattr(command, "acks_dispatch_once", offline)
+    monkeypatch.setattr(command, "Dispatcher", offline)
     call_command("dispatch_acks", "--once")
 
     [row] = DeliveryAttempt.objects.filter(endpoint=endpoint)
