@@ -202,14 +202,28 @@ class StaffPaths:
 
 
 def under_load(
-    server_port: int, intake: Intake, users, case_ids, seconds: float, think_s: float
+    server_port: int,
+    intake: Intake,
+    users,
+    case_ids,
+    seconds: float,
+    think_s: float,
+    *,
+    alone: bool = False,
 ) -> dict:
+    """(b): the staff's pages while the intake clients run flat out, or ``alone`` (no
+    intake; its committed pledges are still the pledge pages'), for the split between
+    a page's own time and its wait for the cores the intake load keeps busy."""
     stop = threading.Event()
     pages: dict = {}
     staff = staff_load(server_port, users, StaffPaths(case_ids, intake), stop, pages, think_s)
     timer = threading.Timer(seconds, stop.set)
     timer.start()
-    mixed = run_mixed(intake.one, intake.committed, "load", 0, stop=stop)
+    if alone:
+        stop.wait()
+        mixed = {"rps": 0.0}
+    else:
+        mixed = run_mixed(intake.one, intake.committed, "load", 0, stop=stop)
     for thread in staff:
         thread.join()
     summary = {"intake_rps": mixed["rps"], "errors": pages.get("errors", [])[:5]}
@@ -395,6 +409,9 @@ def main() -> None:
             for rtt in (float(x) for x in args.rtt_ms.split(",") if x.strip())
         }
         load = under_load(server.port, intake, users, case_ids, args.load_s, args.think_s)
+        load_alone = under_load(
+            server.port, intake, users, case_ids, args.load_s, args.think_s, alone=True
+        )
         print(json.dumps(load, indent=1), flush=True)
         server.stop()
         server = None
@@ -414,6 +431,7 @@ def main() -> None:
         "rounds": results,
         "rounds_rtt": rtt_results,
         "load": load,
+        "load_alone": load_alone,
         "profile": profile,
         "layers": layers,
         "machine": machine_line(),
