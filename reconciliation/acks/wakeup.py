@@ -99,6 +99,16 @@ class Wakeups:
                 return Wake(woken)
         return Wake(None)
 
+    def woken_within(self, timeout: float) -> Wake | None:
+        """The woken shards if a commit's message comes within ``timeout`` (their second
+        look kept for the next wait), else ``None``: a dispatcher pacing a backlog
+        listens between its looks at how far the sends got."""
+        woken = self._listen(timeout)
+        if not woken:
+            return None
+        self.again = (time.monotonic() + INDEX_LAG_S, woken)
+        return Wake(woken)
+
     def _listen(self, timeout: float) -> frozenset[str]:
         """The shards named by the messages that came within ``timeout`` (all of them
         waiting, not only the first: a burst is one pass)."""

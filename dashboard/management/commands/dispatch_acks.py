@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -190,10 +191,11 @@ class Command(BaseCommand):
                 if once or wakeups is None:
                     return
                 if taken:
-                    # A backlog: pass again over every shard once half of this pass's
-                    # pledges are done (a pass takes at most 100 a shard), not at the poll.
-                    self._room(dispatchers.values(), max(1, taken // 2), stop)
-                    wake = Wake(None)
+                    # A backlog: pass again once half of this pass's pledges are done (a
+                    # pass takes at most 100 a shard) or a commit wakes it, not at the poll.
+                    wake = self._room(
+                        dispatchers.values(), done=max(1, taken // 2), stop=stop, wakeups=wakeups
+                    )
                     continue
                 wake = wakeups.wait(lambda: stop.asked)
         finally:
@@ -215,20 +217,38 @@ class Command(BaseCommand):
         return taken
 
     @staticmethod
-    def _room(dispatchers: Iterable[Dispatcher], than: int, stop: StopRequest) -> None:
-        """Until the dispatchers have fewer than ``than`` pledges in flight, the poll
-        interval at most, looking for a stop every tenth of a second."""
+    def _room(
+        dispatchers: Iterable[InFlight], *, done: int, stop: StopRequest, wakeups: Woken
+    ) -> Wake:
+        """Until ``done`` of the pledges in flight have finished, or a commit wakes the
+        dispatcher, the poll interval at most, looking for a stop every tenth of a
+        second: what the next pass looks at. Progress, not an emptier pool: a hanging
+        endpoint's pledges stay in flight through its timeouts, and waiting for the pool
+        to fall under a count held every other tenant's next pass to the poll."""
+        pools = list(dispatchers)
+        before = sum(d.pending() for d in pools)
         deadline = time.monotonic() + settings.ACK_POLL_S
         while not stop.asked and time.monotonic() < deadline:
-            if sum(d.pending() for d in dispatchers) < than:
-                return
-            time.sleep(STOP_LOOK_S)
+            if before - sum(d.pending() for d in pools) >= done:
+                break
+            woken = wakeups.woken_within(STOP_LOOK_S)
+            if woken is not None:
+                return woken
+        return Wake(None)
 
     def _report(self, report: DispatchReport, *, once: bool) -> None:
         for endpoint in endpoints_watch(report.answered, actor=system_actor()):
             self.stdout.write(f"disabled after a day of failures: {endpoint}")
         if once or report.leased or report.delivered or report.failed:
             self.stdout.write(report.line())
+
+
+class InFlight(Protocol):
+    def pending(self) -> int: ...
+
+
+class Woken(Protocol):
+    def woken_within(self, timeout: float) -> Wake | None: ...
 
 
 @contextlib.contextmanager
