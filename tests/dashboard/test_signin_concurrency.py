@@ -23,7 +23,8 @@ from tests.processes import Process, wait_for
 from tests.reliability.procs import django_env, manage
 from tests.staff_http import Conn, Reply, sign_in
 
-pytestmark = [pytest.mark.dynamodb_local_only]
+# A gunicorn of its own per test: handed out first under xdist.
+pytestmark = [pytest.mark.dynamodb_local_only, pytest.mark.long]
 
 PEOPLE = 20
 PASSWORD = "Concurrent-sign-in-2026!"

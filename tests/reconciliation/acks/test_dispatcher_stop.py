@@ -18,7 +18,8 @@ from tests.helpers import scan_all
 from tests.processes import wait_for
 from tests.reliability.procs import dispatcher, django_env, sink_registered
 
-pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
+# Whole process sets (a receiver, dispatchers): handed out first under xdist.
+pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only, pytest.mark.long]
 
 
 def shard_leases(ddb) -> list[dict]:
