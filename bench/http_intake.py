@@ -163,7 +163,9 @@ def staff_load(
         ready.wait()
         rng = random.Random(100 + n)
         i = n  # each starts at another kind, so every kind is open at any time
-        while not stop.is_set():
+        # Every person opens each kind once even when ``stop`` comes first: a short run on
+        # a slow machine (the smoke run while profiling) still reports every kind.
+        while not stop.is_set() or i - n < len(PAGE_KINDS):
             kind = PAGE_KINDS[i % len(PAGE_KINDS)][0]
             path = paths.path(kind, i // len(PAGE_KINDS) + n, rng)
             status, headers, _body, seconds = conn.request("GET", path)
