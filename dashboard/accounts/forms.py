@@ -27,7 +27,7 @@ class StaffSignInForm(AuthenticationForm):
         "or a recovery or enrolment code.",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "spellcheck": "false"}),
     )
-    # A passkey's answer to the sign-in page's challenge (dashboard/passkeys.py), in
+    # A passkey's answer to the sign-in page's challenge (dashboard/accounts/passkeys.py), in
     # place of the code: JSON the page's script puts here.
     passkey = forms.CharField(required=False, max_length=8192, widget=forms.HiddenInput)
     # One message for every failed sign-in (docs/security.md): which part was wrong —
@@ -42,7 +42,7 @@ class StaffSignInForm(AuthenticationForm):
     }
 
     def clean(self):
-        # The password (after the lockout has counted this attempt: dashboard/lockout.py):
+        # The password (after the lockout has counted this attempt: dashboard/accounts/lockout.py):
         # a wrong one raises invalid_login before any code is looked at.
         cleaned = super().clean()
         user = self.get_user()

@@ -2,7 +2,7 @@
 "Passkeys"): supervisors and auditors may enrol one on their profile, and sign in with
 it in place of the app's code. The ceremonies and their cryptography are
 django-otp-webauthn's (its ``WebAuthnHelper``, its ``WebAuthnCredential`` device); this
-module only fits them to the one-POST sign-in (dashboard/forms.py · ``StaffSignInForm``):
+module only fits them to the one-POST sign-in (dashboard/accounts/forms.py · ``StaffSignInForm``):
 
 - the sign-in page asks for a challenge (``sign_in_options``) naming no account, so it
   tells nobody which names have passkeys; the browser signs it with a discoverable
