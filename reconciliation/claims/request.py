@@ -15,7 +15,6 @@ from typing import Any
 
 from reconciliation.currencies import (
     ISO_4217,
-    LEGACY_PLACES,
     WITHDRAWN,
     amount_text,
     decimal_places,
@@ -107,18 +106,6 @@ class PledgeRequest:
     @property
     def payload_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
-
-    def hash_matches(self, stored: str) -> bool:
-        """Whether a claim's stored ``payload_hash`` is this request's. Before minor
-        units were per currency every amount was hashed with two places ("1000.00" JPY):
-        a claim written then still answers its replays. For USD and every other
-        two-place currency both forms are one and the same."""
-        if stored == self.payload_hash:
-            return True
-        if minor_units(self.currency) == LEGACY_PLACES:
-            return False
-        legacy = self.canonical_json(LEGACY_PLACES)
-        return stored == hashlib.sha256(legacy.encode()).hexdigest()
 
     @classmethod
     def from_normalised(cls, data: dict[str, Any]) -> PledgeRequest:

@@ -19,48 +19,62 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reconciliation.claims.request import InvalidRequest, PledgeRequest
+from reconciliation.currencies import LEGACY_PLACES
 
 VERSION_HEADER = "Pledge-Version"
 VERSION_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+Rules = Callable[[PledgeRequest], dict[str, str]]
 
 
 def _first_rules(request: PledgeRequest) -> dict[str, str]:
     return request.normalised()
 
 
+def _two_places(request: PledgeRequest) -> dict[str, str]:
+    """Every amount with two places ("1000.00" JPY), as hashed before minor units were
+    per currency; for USD and every other two-place currency the same as the first rules."""
+    return request.normalised(LEGACY_PLACES)
+
+
+def _digest(canonical: dict[str, str]) -> str:
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class PledgeVersion:
-    """One schema version: its name (``2026-12-01``), what it changed, and its
-    normalisation rules (a request's canonical form, which is hashed and stored)."""
+    """One schema version: its name (``2026-12-01``), what it changed, its normalisation
+    rules (a request's canonical form, which is hashed and stored), and the earlier forms
+    a hash stored under its name may still be in. This is the one compatibility rule of
+    stored hashes: a claim is judged by the rules of the version it names."""
 
     name: str
     summary: str
-    normalise: Callable[[PledgeRequest], dict[str, str]]
-    # The first version also recognises a hash written before minor units were per
-    # currency ("1000.00" JPY), as ``PledgeRequest.hash_matches`` does.
-    legacy_places: bool = False
+    normalise: Rules
+    earlier: tuple[Rules, ...] = ()
 
     def canonical_json(self, request: PledgeRequest) -> str:
         return json.dumps(self.normalise(request), sort_keys=True, separators=(",", ":"))
 
     def payload_hash(self, request: PledgeRequest) -> str:
-        return hashlib.sha256(self.canonical_json(request).encode()).hexdigest()
+        return _digest(self.normalise(request))
 
     def hash_matches(self, request: PledgeRequest, stored: str) -> bool:
         """Whether ``stored`` (a claim's ``payload_hash``) is ``request`` hashed by this
-        version's rules."""
-        if stored == self.payload_hash(request):
-            return True
-        return self.legacy_places and request.hash_matches(stored)
+        version's rules or one of its earlier forms."""
+        return any(stored == _digest(rules(request)) for rules in (self.normalise, *self.earlier))
 
 
 # The rules of the intake before versions existed, exactly: every payload hash already
-# stored is this version's (tests/reconciliation/claims/test_pledge_versions.py).
+# stored is this version's (tests/reconciliation/claims/test_pledge_versions.py). Claims
+# written before minor units were per currency hashed every amount with two places.
 FIRST = PledgeVersion(
     name="2026-12-01",
     summary="Codes upper-case, the amount in its currency's minor units.",
     normalise=_first_rules,
-    legacy_places=True,
+    earlier=(_two_places,),
 )
 
 
