@@ -58,3 +58,9 @@ def database_at(url: str) -> dj_database_url.DBConfig:
 
 if os.environ.get("TEST_DATABASE") == "postgres" and os.environ.get("TEST_DATABASE_URL"):
     DATABASES = {"default": database_at(os.environ["TEST_DATABASE_URL"])}
+
+# Tests turn fault injection on and off at run time (tests/fault_helpers.py), so the
+# simulation app is installed whatever ALLOW_FAULT_INJECTION said at start; it attaches
+# faults only while the settings allow and ask for them.
+if "reconciliation.simulation" not in INSTALLED_APPS:  # noqa: F405
+    INSTALLED_APPS = [*INSTALLED_APPS, "reconciliation.simulation"]  # noqa: F405
