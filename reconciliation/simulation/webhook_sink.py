@@ -127,7 +127,7 @@ class SinkState:
     misbehaved: Counter[str] = field(default_factory=Counter)
     # Requests received and not yet answered: ticket -> (webhook-id, monotonic arrival).
     in_flight: dict[int, tuple[str, float]] = field(default_factory=dict)
-    tickets: itertools.count = field(default_factory=itertools.count)
+    tickets: itertools.count[int] = field(default_factory=itertools.count)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stats(self, *, brief: bool = False) -> dict[str, Any]:
