@@ -62,7 +62,7 @@ def run(endpoint_url: str) -> str:
     from dashboard.celery import app
     from reconciliation.dynamo.client import batch_patience, dynamodb_client, table_names
     from reconciliation.dynamo.tables import table_definitions
-    from reconciliation.ops.fault_stores import FaultStores
+    from reconciliation.simulation.fault_stores import FaultStores
 
     # Tasks (RETRY_COMMIT) run inline, as in tests: their writes are the disposition's.
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
@@ -220,7 +220,7 @@ class Scenarios:
     def cases(self) -> None:
         from reconciliation import clock
         from reconciliation.casework.sweeps import sweep_stuck_claims
-        from reconciliation.dynamo import faults
+        from reconciliation.simulation import faults
         from reconciliation.stores import every_store, home_store
 
         injected = self.faulty.injected

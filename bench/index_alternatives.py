@@ -140,8 +140,8 @@ def make_stuck(tag: str) -> None:
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
     from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
-    from reconciliation.dynamo import faults
-    from reconciliation.ops.fault_stores import FaultStores
+    from reconciliation.simulation import faults
+    from reconciliation.simulation.fault_stores import FaultStores
 
     # The crash point is skipped on the shared stores: these go through stores of their own.
     crashing = FaultStores()
@@ -314,7 +314,7 @@ def measure(meter: Meter, key: str, args) -> dict:
 def explore_with(key: str, endpoint_url: str) -> dict:
     """The fault explorer at depth 1 with alternative ``key`` applied, in this process: its
     last line and, per invariant broken, how many scenarios broke it and one example."""
-    from reconciliation.ops.explorer import ExploreConfig, explore
+    from reconciliation.simulation.explorer import ExploreConfig, explore
 
     with alt.applied(key):
         exploration = explore(ExploreConfig(workers=0, endpoint_url=endpoint_url))

@@ -54,8 +54,8 @@ def make_stuck(n: int, tag: str) -> None:
     from reconciliation.claims.intake import pledge_submit
     from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
     from reconciliation.claims.request import parse_fields
-    from reconciliation.dynamo import faults
-    from reconciliation.ops.fault_stores import FaultStores
+    from reconciliation.simulation import faults
+    from reconciliation.simulation.fault_stores import FaultStores
 
     actor = Actor(username="api:bench", role=Role.API)
     request = parse_fields(

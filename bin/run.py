@@ -244,7 +244,7 @@ def demo_tenants(env: dict, *, sink: str, secret_file: Path) -> None:
     )
 
 
-# The demo data's tenant (reconciliation/ops/simulate.py · TENANT) and the one docs/api.md's
+# The demo data's tenant (reconciliation/simulation/simulate.py · TENANT) and the one docs/api.md's
 # curl lines post as: their acknowledgements go to a development receiver that `make run`
 # starts and registers once for each.
 SINK_TENANTS = ("sim", "acme")

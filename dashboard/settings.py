@@ -455,6 +455,10 @@ INTAKE_RATE_LIMIT_PREFIX = os.environ.get("INTAKE_RATE_LIMIT_PREFIX", "intake-ra
 # Fault injection is honoured only in debug or with an explicit opt-in (docs/design.md §11).
 FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
 ALLOW_FAULT_INJECTION = DEBUG or env_bool("ALLOW_FAULT_INJECTION", False)
+# Where it is, the simulation app attaches it to the DynamoDB clients and the tasks
+# (reconciliation/simulation/apps.py); a production process never loads fault code.
+if ALLOW_FAULT_INJECTION:
+    INSTALLED_APPS = [*INSTALLED_APPS, "reconciliation.simulation"]
 
 # --- Redis and Celery -----------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -38,6 +38,7 @@ if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
 
 from dashboard.settings import *  # noqa: E402,F403
 from dashboard.settings import DATABASES as _PRODUCTION_DATABASES  # noqa: E402
+from dashboard.settings import INSTALLED_APPS as _PRODUCTION_APPS  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -58,3 +59,9 @@ def database_at(url: str) -> dj_database_url.DBConfig:
 
 if os.environ.get("TEST_DATABASE") == "postgres" and os.environ.get("TEST_DATABASE_URL"):
     DATABASES = {"default": database_at(os.environ["TEST_DATABASE_URL"])}
+
+# Tests turn fault injection on and off at run time (tests/fault_helpers.py), so the
+# simulation app is installed whatever ALLOW_FAULT_INJECTION said at start; it attaches
+# faults only while the settings allow and ask for them.
+if "reconciliation.simulation" not in _PRODUCTION_APPS:
+    INSTALLED_APPS = [*_PRODUCTION_APPS, "reconciliation.simulation"]

@@ -21,18 +21,6 @@ class ReconciliationConfig(AppConfig):
         import reconciliation.casework.tasks
         import reconciliation.ops.tasks  # noqa: F401
 
-        task_faults_install()
-
-
-def task_faults_install() -> None:
-    """Where fault injection is configured, the task-level faults (``slow_task`` holds up
-    the retry task's start); in production nothing is connected, so no task runs fault
-    code."""
-    from reconciliation.casework.retries import RETRY_COMMIT_TASK
-    from reconciliation.dynamo import faults
-
-    faults.task_faults_install(frozenset({RETRY_COMMIT_TASK}))
-
 
 def audit_checkpoint_period_check(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any

@@ -33,7 +33,7 @@ from reconciliation.dynamo.client import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from reconciliation.dynamo.faults import FaultScope
+    from reconciliation.dynamo.client_hooks import CodeFaults
 
 # The tag separators in keys that belong to one region (docs/design.md §3): a case id
 # ``C-…-<region>``, a pledge stream ``PLEDGE#@<region>#<intent>``.
@@ -52,7 +52,7 @@ class Store:
     client: DynamoDBClient
     tables: TableNames
     region: Region | None = field(default=None, compare=False)
-    faults: FaultScope | None = field(default=None, compare=False)
+    faults: CodeFaults | None = field(default=None, compare=False)
 
     @property
     def tag(self) -> str:

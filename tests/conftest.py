@@ -19,10 +19,10 @@ import moto  # noqa: F401 (before any boto3 session: its stub is one of botocore
 import pytest
 from django.db.backends.signals import connection_created
 
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
+from reconciliation.simulation import faults
 from tests import databases
 from tests.iam_recorder import ENGINE_SKIP, IamRecorderPlugin, Recorder, install
 from tests.table_pool import TablePool, unique_names

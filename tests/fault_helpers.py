@@ -11,7 +11,7 @@ from botocore.exceptions import ConnectionClosedError
 from botocore.httpsession import URLLib3Session
 from django.test.utils import override_settings
 
-from reconciliation.dynamo import faults
+from reconciliation.simulation import faults
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

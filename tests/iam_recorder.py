@@ -56,13 +56,13 @@ WORKEROUTPUT_KEY = "iam_recorded"
 TOOLING = (
     "tests/",
     "bench/",
-    "reconciliation/ops/explorer/",
-    "reconciliation/ops/simulate.py",
-    "reconciliation/ops/invariants.py",
-    "reconciliation/ops/hands_invariants.py",
-    "reconciliation/ops/ack_invariants.py",
-    "reconciliation/ops/replicator.py",
-    "reconciliation/ops/replicator_streams.py",
+    "reconciliation/simulation/explorer/",
+    "reconciliation/simulation/simulate.py",
+    "reconciliation/simulation/invariants.py",
+    "reconciliation/simulation/hands_invariants.py",
+    "reconciliation/simulation/ack_invariants.py",
+    "reconciliation/simulation/replicator.py",
+    "reconciliation/simulation/replicator_streams.py",
     # Drops scratch tables (tests, the explorer's oracle): nothing deletes a table in
     # production.
     "reconciliation/dynamo/tables.py::drop_tables",

@@ -469,7 +469,7 @@ def test_the_receiver_is_registered_for_the_demo_tenants_once(ddb, tmp_path):
     file kept) it registers again."""
     from dashboard.models import WebhookEndpoint
     from reconciliation.actors import command_actor
-    from reconciliation.ops.simulate import TENANT
+    from reconciliation.simulation.simulate import TENANT
 
     run = _run_module()
     assert set(run.SINK_TENANTS) == {TENANT, "acme"}

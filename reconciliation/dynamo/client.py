@@ -5,9 +5,10 @@ Clients are configured explicitly (docs/design.md §4): standard retry mode, a b
 few seconds instead of botocore's legacy 10 attempts and ~25 s of backoff.
 
 The shared clients (:func:`dynamodb_client`), which serve the API, the pages and the
-tasks, carry no fault hook in production; only :func:`fault_injecting_client` builds one
-that does (the drill's, the simulator's), and every client does in a process where fault
-injection is configured (``reconciliation.dynamo.faults.configured``).
+tasks, carry no fault hook in production: fault injection attaches to them only through
+:mod:`reconciliation.dynamo.client_hooks`, where the simulation app registers a hook in a
+process that allows it. The drill and the simulator build clients of their own on
+:func:`build_client` and hook those (``reconciliation.simulation.fault_hooks``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from reconciliation.dynamo.faults import FaultScope
+    from reconciliation.dynamo.client_hooks import CodeFaults
 
 _shared: dict[tuple[object, ...], SharedClient] = {}
 _lock = threading.Lock()
@@ -209,11 +210,8 @@ def client_config(wait: Patience | None = None) -> Config:
     )
 
 
-def build_client(
-    region: Region, wait: Patience | None = None, *, faults: FaultScope | None = None
-) -> DynamoDBClient:
-    """A new client for ``region``, instrumented; with the fault hooks, consulting
-    ``faults``, only when given one (never for production traffic)."""
+def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient:
+    """A new client for ``region``, instrumented, with no fault hook."""
     global _session
     kwargs: dict[str, Any] = {"region_name": region.name, "config": client_config(wait)}
     with _session_lock:
@@ -232,30 +230,17 @@ def build_client(
     metrics.instrument_client(client)
     failed_writes.install(client)
     attempts.install(client)
-    if faults is not None:
-        from reconciliation.dynamo import fault_hooks
-
-        fault_hooks.install(client, faults)
     return client
-
-
-def fault_injecting_client(
-    region: Region, faults: FaultScope, *, wait: Patience | None = None
-) -> DynamoDBClient:
-    """A client of its own for ``region`` with the fault hooks, consulting ``faults``: for
-    the drill and the simulator, which inject faults into their own calls beside live
-    traffic. Never cached, never shared."""
-    return build_client(region, wait, faults=faults)
 
 
 @dataclass(frozen=True)
 class SharedClient:
-    """A shared client and the fault scope it was built with: ``None`` (no fault hook)
-    unless fault injection is configured in this process. Decided once, when the client
-    is built, so no request path asks again."""
+    """A shared client and the faults its stores carry: ``None`` (no fault hook) unless
+    fault injection attached to it (:mod:`reconciliation.dynamo.client_hooks`). Decided
+    once, when the client is built, so no request path asks again."""
 
     client: DynamoDBClient
-    faults: FaultScope | None
+    faults: CodeFaults | None
 
 
 def shared_client(region: Region | None = None, *, wait: Patience | None = None) -> SharedClient:
@@ -283,12 +268,10 @@ def shared_client(region: Region | None = None, *, wait: Patience | None = None)
 
 
 def _shared_build(region: Region, wait: Patience) -> SharedClient:
-    from reconciliation.dynamo import faults
+    from reconciliation.dynamo.client_hooks import shared_client_hooks_run
 
-    if (settings.FAULT_INJECTION or "").strip() and not settings.ALLOW_FAULT_INJECTION:
-        faults.warn_ignored()
-    scope = faults.process_faults()
-    return SharedClient(build_client(region, wait, faults=scope), scope)
+    client = build_client(region, wait)
+    return SharedClient(client, shared_client_hooks_run(client))
 
 
 def dynamodb_client(

@@ -3,7 +3,7 @@
 
 Each scenario submits fresh synthetic intents for tenant ``drill`` into a fund of the
 run's own, injects faults for its own block only, into the drill's own calls (its
-clients are built for injecting faults, :mod:`reconciliation.ops.fault_stores`; the
+clients are built for injecting faults, :mod:`reconciliation.simulation.fault_stores`; the
 process's shared clients, serving the traffic beside it, carry no fault hook), and
 records one :class:`~reconciliation.ops.drill_report.DrillRow`.
 """
@@ -38,12 +38,12 @@ from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import parse_fields
 from reconciliation.claims.versions import VERSIONS
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
-from reconciliation.ops.fault_stores import FaultStores
+from reconciliation.simulation import faults
+from reconciliation.simulation.fault_stores import FaultStores
 from reconciliation.stores import Store, every_store, pledge_stream
 
 TENANT = DRILL_TENANT

@@ -10,7 +10,7 @@ from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.request import parse_fields
-from reconciliation.dynamo import faults
+from reconciliation.simulation import faults
 from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
 from tests.conftest import pledge_body

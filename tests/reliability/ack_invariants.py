@@ -3,7 +3,7 @@
 (``webhook_sink``, its ``GET /stats``) says it saw, never over what the dispatcher
 reported.
 
-The rules are the explorer's (reconciliation/ops/ack_invariants.py: g, h, i): nothing
+The rules are the explorer's (reconciliation/simulation/ack_invariants.py: g, h, i): nothing
 lost, never processed twice, never for an unrecorded intent, what was processed the
 pledge's own payload, nothing waiting at rest. This module only translates the sink's
 ``/stats`` into :class:`Receipt` s, counts the run's figures from the problems' faults,
@@ -26,14 +26,14 @@ from typing import Any
 from reconciliation.acks.models import AckState, DeliveryStatus, Endpoint, EventType, event_id
 from reconciliation.acks.repository import AckRepository
 from reconciliation.cases.vocabulary import CaseType
-from reconciliation.ops.ack_invariants import (
+from reconciliation.simulation.ack_invariants import (
     AckFault,
     Receipt,
     ack_problems,
     due_events,
     owed_events,
 )
-from reconciliation.ops.invariants import Problem
+from reconciliation.simulation.invariants import Problem
 from reconciliation.stores import Store
 from tests.helpers import scan_all
 

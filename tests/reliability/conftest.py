@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import LocalEngine, LocalEngineError, start_dynamodb_local
+from reconciliation.simulation import faults
 from tests.conftest import OUTPUT_DIR, Engine, fresh_tables, local_engine_unavailable
 from tests.reliability.procs import RedisServer
 

@@ -23,8 +23,8 @@ from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims import intake
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.request import parse_fields
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.local import LocalEngine, start_dynamodb_local
+from reconciliation.simulation import faults
 from reconciliation.stores import (
     case_store,
     every_store,

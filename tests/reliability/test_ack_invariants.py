@@ -1,6 +1,6 @@
 """The acknowledgements' invariant checker as the reliability run uses it
 (tests/reliability/ack_invariants.py: the sink's ``/stats`` translated for the checker of
-reconciliation/ops/ack_invariants.py, and its own rule, none given up) is not vacuous: a
+reconciliation/simulation/ack_invariants.py, and its own rule, none given up) is not vacuous: a
 consistent world passes, and each invariant broken on purpose is reported and counted in
 the run's figures. Plain data, no engine: part of ``make test``, in well under a second."""
 
@@ -15,7 +15,7 @@ import pytest
 from reconciliation.acks.dispatch import body_bytes, event_payload
 from reconciliation.acks.models import AckState, Delivery, DeliveryStatus, Endpoint, event_id
 from reconciliation.claims.models import Pledge, PledgeStatus
-from reconciliation.ops.ack_invariants import NONE_UNRECORDED, ONE_DELIVERY, PROCESSED_ONCE
+from reconciliation.simulation.ack_invariants import NONE_UNRECORDED, ONE_DELIVERY, PROCESSED_ONCE
 from tests.reliability.ack_invariants import NONE_GIVEN_UP, AckReport, SinkSeen, ack_check
 
 ENDPOINT = Endpoint("E1", "sim", "http://127.0.0.1:9/hooks", "whsec_x")

@@ -4,7 +4,7 @@ pledges with its default faults, a real ``dispatch_acks`` delivers them to a rea
 dispatcher's read timeout after processing 5 %, and the dispatcher is killed (SIGKILL)
 mid-send twice and started again. At rest: every recorded pledge's event processed
 exactly once by the sink, none sent for an unrecorded intent, none given up, nothing
-lost (reconciliation/ops/ack_invariants.py, through tests/reliability/ack_invariants.py),
+lost (reconciliation/simulation/ack_invariants.py, through tests/reliability/ack_invariants.py),
 and the pledge invariants still hold."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.ledger import ledger_key_for
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
+from reconciliation.simulation.simulate import TENANT, SimulationConfig, simulate_run
 from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
 from tests.helpers import cases, repositories

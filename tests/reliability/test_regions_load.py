@@ -28,11 +28,11 @@ import pytest
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseType
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import TableNames, dynamodb_client, regions, reset_clients
 from reconciliation.dynamo.local import LocalEngineError, free_port
 from reconciliation.dynamo.tables import ensure_tables
-from reconciliation.ops.replicator import ReplicationTimeout, wait_converged
+from reconciliation.simulation import faults
+from reconciliation.simulation.replicator import ReplicationTimeout, wait_converged
 from reconciliation.stores import case_tag, every_store, home_store
 from tests.conftest import local_engine_unavailable
 from tests.helpers import sign_in

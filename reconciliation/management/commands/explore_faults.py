@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from reconciliation.dynamo.local import LocalEngineError
 from reconciliation.management.arguments import seed_number, whole_number
-from reconciliation.ops.explorer import ExploreConfig, Progress, Result, explore
+from reconciliation.simulation.explorer import ExploreConfig, Progress, Result, explore
 
 
 class _Report(Protocol):
@@ -144,7 +144,7 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def _hands(self, options: dict[str, Any]) -> None:
-        from reconciliation.ops.explorer.hands_search import HandsConfig, explore_hands
+        from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
 
         config = HandsConfig(
             bound=options["bound"],

@@ -1,6 +1,6 @@
 """``manage.py replicate_regions [--lag-ms N|LOW-HIGH]``: the Global Tables stand-in
 between the engines of ``DDB_REGIONS``, until SIGINT or SIGTERM (then exit 0 with a
-ReplicationLatency summary). What it models: ``reconciliation/ops/replicator.py``."""
+ReplicationLatency summary). What it models: ``reconciliation/simulation/replicator.py``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reconciliation.dynamo.client import regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.management.arguments import whole_number
-from reconciliation.ops.replicator import Replicator
-from reconciliation.ops.replicator_lww import Lag
-from reconciliation.ops.replicator_streams import StreamsMissing
+from reconciliation.simulation.replicator import Replicator
+from reconciliation.simulation.replicator_lww import Lag
+from reconciliation.simulation.replicator_streams import StreamsMissing
 
 
 class Command(BaseCommand):

@@ -20,7 +20,7 @@ from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import queue_page
 from reconciliation.management.arguments import whole_number
 from reconciliation.ops.drill import drill_run
-from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
+from reconciliation.simulation.simulate import SimulationConfig, simulate_run, summary_lines
 from reconciliation.stores import case_store, every_store
 
 DEMO_STAFF = Actor(

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
-from reconciliation.dynamo.faults import parse_faults
 from reconciliation.management.arguments import finite_number, seed_number, whole_number
-from reconciliation.ops.simulate import SimulationConfig, simulate_run, summary_lines
+from reconciliation.simulation.faults import parse_faults
+from reconciliation.simulation.simulate import SimulationConfig, simulate_run, summary_lines
 
 DEFAULT_FAULTS = "ambiguous=0.03,ambiguous_no_commit=0.01,throttle=0.05,crash=0.01,conflict=0.05"
 

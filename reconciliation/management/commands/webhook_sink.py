@@ -15,8 +15,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
-from reconciliation.acks.sink import FaultRates, Misbehaviour, SinkSecrets, SinkState, sink_server
 from reconciliation.management.arguments import finite_number, seed_number, whole_number
+from reconciliation.simulation.webhook_sink import (
+    FaultRates,
+    Misbehaviour,
+    SinkSecrets,
+    SinkState,
+    sink_server,
+)
 
 
 class Command(BaseCommand):

@@ -33,7 +33,7 @@ from reconciliation.dynamo.batch import batch_writer
 from reconciliation.dynamo.cancellation import Branch, _explain
 from reconciliation.dynamo.client import home_region
 from reconciliation.dynamo.items import from_item, to_item
-from reconciliation.ops.invariants import Snapshot, audit_problems, ledger_problems
+from reconciliation.simulation.invariants import Snapshot, audit_problems, ledger_problems
 from reconciliation.stores import Store, every_store, first_store, home_store, stream_tag
 from tests.helpers import run_verify
 from tests.reconciliation.factories import crashed_claim, submit

@@ -22,7 +22,7 @@ from reconciliation.claims.models import (
     intent_id_for,
 )
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.dynamo import faults
+from reconciliation.simulation import faults
 from reconciliation.stores import every_store, first_store, home_store
 from tests import fault_helpers
 from tests.fault_helpers import response_lost

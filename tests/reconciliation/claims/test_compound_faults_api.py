@@ -22,8 +22,8 @@ from dashboard.statuses import INTAKE as STATUS
 from reconciliation import clock
 from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
+from reconciliation.simulation import faults
 from reconciliation.stores import every_store, home_store
 from tests.conftest import pledge_body
 from tests.fault_helpers import plan_everywhere

@@ -18,9 +18,9 @@ from reconciliation.claims.models import ClaimStatus
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import PledgeRequest, parse_fields
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
+from reconciliation.simulation import faults
 from reconciliation.stores import first_store
 from tests import fault_helpers
 from tests.conftest import pledge_body

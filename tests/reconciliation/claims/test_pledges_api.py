@@ -11,9 +11,9 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.claims.models import ClaimStatus
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
+from reconciliation.simulation import faults
 from tests.conftest import pledge_body
 from tests.fault_helpers import plan_everywhere
 from tests.helpers import (

@@ -19,8 +19,8 @@ from botocore.exceptions import ConnectionClosedError
 from botocore.httpsession import URLLib3Session
 
 from reconciliation import metrics
-from reconciliation.dynamo import faults
 from reconciliation.dynamo.client import dynamodb_client
+from reconciliation.simulation import faults
 from tests.conftest import pledge_body
 from tests.fault_helpers import plan_everywhere
 from tests.helpers import cases, claims, ledger_total, pledges

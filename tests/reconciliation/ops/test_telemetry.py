@@ -9,7 +9,7 @@ import pytest
 
 from reconciliation import metrics
 from reconciliation.claims.models import intent_id_for
-from reconciliation.ops.simulate import TENANT, SimulationConfig, simulate_run
+from reconciliation.simulation.simulate import TENANT, SimulationConfig, simulate_run
 from tests.helpers import repositories
 
 pytestmark = pytest.mark.django_db(databases=[])
