@@ -31,6 +31,7 @@ from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
     from django_htmx.middleware import HtmxDetails
 
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
@@ -50,9 +51,11 @@ class CorrelatedRequest(HttpRequest):
 
 
 class StaffRequest(CorrelatedRequest):
-    """A request a :func:`role_required` view receives: it also carries ``role``."""
+    """A request a :func:`role_required` view receives: it also carries ``role``, and its
+    user is signed in."""
 
     role: Role
+    user: User
 
 
 def user_role(user: Any) -> Role | None:
