@@ -15,6 +15,8 @@ here deletes a tenant.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django import forms
 from django.conf import settings
@@ -26,7 +28,10 @@ from django.contrib.auth.models import Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import ManyToManyField, QuerySet
+from django.forms import BaseFormSet, ModelMultipleChoiceField
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -45,7 +50,14 @@ from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 from reconciliation.audit.models import AuditAction
 from reconciliation.claims import funds as fund_rules
 
+if TYPE_CHECKING:
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.admin.options import InlineModelAdmin
+    from django.contrib.auth.models import User
+
 TENANT_RE = r"^[A-Za-z0-9_.-]{1,64}$"
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
 
 
 class SuperuserAdminSite(admin.AdminSite):
@@ -59,22 +71,24 @@ class SuperuserAdminSite(admin.AdminSite):
         user = request.user
         return bool(user.is_active and user.is_superuser)
 
-    def admin_view(self, view, cacheable=False):
+    def admin_view(self, view: _View, cacheable: bool = False) -> _View:
         """Anonymous: to the staff sign-in; signed in without the right: 403 (the admin
         would send both to its own login form)."""
         inner = super().admin_view(view, cacheable)
 
         @functools.wraps(view)
-        def gate(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        def gate(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not self.has_permission(request):
                 if request.user.is_authenticated:
                     raise PermissionDenied
                 return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
             return inner(request, *args, **kwargs)
 
-        return gate
+        return cast(_View, gate)  # functools.wraps: it is called as ``view`` is
 
-    def login(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+    def login(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         """The staff sign-in, with its second factor, instead of the admin's own form;
         a signed-in person who is not a superuser is refused outright."""
         if request.user.is_authenticated:
@@ -92,11 +106,16 @@ def admin_actor(request: HttpRequest) -> Actor:
     return actor_for_user(request, request.user, role=Role.ADMIN)
 
 
-class AuditedAdmin(admin.ModelAdmin):
+# Django's ModelAdmin, TabularInline, ModelForm, UserChangeForm and UserAdmin are generic
+# in django-stubs only: subscripted as base classes they fail at run time, so they are
+# left bare (``ModelAdmin[Any]`` to mypy) and the object each method takes is typed.
+class AuditedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only
     """Every view that changes something answers a refused audit append with a page that
     says nothing was changed (the transaction is rolled back), never a 500."""
 
-    def _guarded(self, view, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def _guarded(
+        self, view: Callable[..., HttpResponse], request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
         try:
             with transaction.atomic():
                 return view(request, *args, **kwargs)
@@ -108,24 +127,36 @@ class AuditedAdmin(admin.ModelAdmin):
                 status=503,
             )
 
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         return self._guarded(super().changeform_view, request, object_id, form_url, extra_context)
 
-    def delete_view(self, request, object_id, extra_context=None):
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         return self._guarded(super().delete_view, request, object_id, extra_context)
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         return self._guarded(super().changelist_view, request, extra_context)
 
 
 # --- tenants and funds ------------------------------------------------------------------
 
 
-def _tenant_event(request, tenant: str, action: AuditAction, **fields) -> None:
+def _tenant_event(
+    request: HttpRequest, tenant: str, action: AuditAction, **fields: dict[str, Any] | None
+) -> None:
     tenant_event(tenant, action, actor=admin_actor(request), **fields)
 
 
-class FundInline(admin.TabularInline):
+class FundInline(admin.TabularInline):  # type: ignore[type-arg]  # generic in django-stubs only
     """A tenant's funds, read here; added and changed on the Funds page."""
 
     model = Fund
@@ -137,7 +168,7 @@ class FundInline(admin.TabularInline):
     show_change_link = True
 
 
-class TenantForm(forms.ModelForm):
+class TenantForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only
     name = forms.RegexField(
         regex=TENANT_RE,
         max_length=64,
@@ -157,10 +188,14 @@ class TenantAdmin(AuditedAdmin):
     readonly_fields = ("created_at",)
     inlines = (FundInline,)
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: Tenant | None = None
+    ) -> tuple[str, ...]:
         return ("name", "created_at") if obj else ("created_at",)
 
-    def get_inlines(self, request, obj):
+    def get_inlines(
+        self, request: HttpRequest, obj: Tenant | None
+    ) -> tuple[type[InlineModelAdmin[Any, Any]], ...]:
         return self.inlines if obj else ()
 
     @admin.display(description="funds")
@@ -182,10 +217,10 @@ class TenantAdmin(AuditedAdmin):
     def active_tokens(self, obj: Tenant) -> int:
         return ApiToken.objects.live().filter(tenant=obj.name).count()
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Tenant | None = None) -> bool:
         return False  # tokens and audit streams name the tenant: it stays
 
-    def save_model(self, request, obj: Tenant, form, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Tenant, form: TenantForm, change: bool) -> None:
         if change:
             return  # the name is read-only; nothing else to change
         tenant = tenant_provision(obj.name, actor=admin_actor(request))
@@ -193,7 +228,7 @@ class TenantAdmin(AuditedAdmin):
         obj._state.adding = False
 
 
-class FundForm(forms.ModelForm):
+class FundForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only
     class Meta:
         model = Fund
         fields = ("tenant", "code", "currency", "max_amount")
@@ -204,7 +239,7 @@ class FundForm(forms.ModelForm):
             "major units and minor units (0 places for JPY, 3 for BHD).",
         }
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         code = cleaned.get("code", self.instance.code or "")
         currency = cleaned.get("currency", self.instance.currency or "")
@@ -233,12 +268,12 @@ class FundAdmin(AuditedAdmin):
     def largest_single_amount(self, obj: Fund) -> str:
         return obj.as_rule().max_amount_text
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Fund | None = None) -> tuple[str, ...]:
         # Only the limit changes: another code or currency is another fund (another
         # ledger), registered as such.
         return ("tenant", "code", "currency", "created_at") if obj else ("created_at",)
 
-    def save_model(self, request, obj: Fund, form, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Fund, form: FundForm, change: bool) -> None:
         if change:
             before = Fund.objects.get(pk=obj.pk)
             if before.max_amount != obj.max_amount:
@@ -255,10 +290,10 @@ class FundAdmin(AuditedAdmin):
             )
         super().save_model(request, obj, form, change)
 
-    def delete_model(self, request, obj: Fund) -> None:
+    def delete_model(self, request: HttpRequest, obj: Fund) -> None:
         fund_remove(obj, actor=admin_actor(request))
 
-    def delete_queryset(self, request, queryset) -> None:
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Fund]) -> None:
         for fund in queryset.select_related("tenant"):
             self.delete_model(request, fund)
 
@@ -268,15 +303,15 @@ class FundAdmin(AuditedAdmin):
 ROLE_NAMES = [str(r) for r in STAFF_ROLES]
 
 
-class StaffChangeForm(UserChangeForm):
-    def clean_groups(self):
+class StaffChangeForm(UserChangeForm):  # type: ignore[type-arg]  # generic in django-stubs only
+    def clean_groups(self) -> QuerySet[Group] | None:
         groups = self.cleaned_data.get("groups")
         if groups is not None and groups.count() > 1:
             raise forms.ValidationError("A staff member has one role: choose one group.")
         return groups
 
 
-def _staff_snapshot(user) -> dict:
+def _staff_snapshot(user: User) -> dict[str, str | bool]:
     forget_role(user)  # its groups may have changed in this request
     names = set(user.groups.values_list("name", flat=True)) if user.pk else set()
     return {
@@ -287,7 +322,7 @@ def _staff_snapshot(user) -> dict:
     }
 
 
-class StaffAdmin(AuditedAdmin, UserAdmin):
+class StaffAdmin(AuditedAdmin, UserAdmin):  # type: ignore[type-arg]  # generic in django-stubs only
     form = StaffChangeForm
     list_display = ("username", "email", "role", "is_active", "is_superuser", "last_login")
     list_filter = ("is_active", "is_superuser", "groups")
@@ -308,13 +343,15 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
     filter_horizontal = ()
 
     @admin.display(description="role")
-    def role(self, obj) -> str:
+    def role(self, obj: User) -> str:
         return str(staff_role(g.name for g in obj.groups.all()) or "–")
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         return super().get_queryset(request).prefetch_related("groups")
 
-    def formfield_for_manytomany(self, db_field, request, **kwargs):
+    def formfield_for_manytomany(
+        self, db_field: ManyToManyField[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelMultipleChoiceField[Any] | None:
         if db_field.name == "groups":
             for name in ROLE_NAMES:
                 Group.objects.get_or_create(name=name)
@@ -322,12 +359,21 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
             kwargs["widget"] = forms.CheckboxSelectMultiple
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: User, form: StaffChangeForm, change: bool
+    ) -> None:
         if change:
-            request._staff_before = _staff_snapshot(type(obj).objects.get(pk=obj.pk))
+            # Read back in save_related, once the groups are saved too.
+            request._staff_before = _staff_snapshot(type(obj).objects.get(pk=obj.pk))  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
 
-    def save_related(self, request, form, formsets, change: bool) -> None:
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: StaffChangeForm,
+        formsets: list[BaseFormSet[Any]],
+        change: bool,
+    ) -> None:
         super().save_related(request, form, formsets, change)
         user = form.instance
         after = _staff_snapshot(user)
@@ -348,14 +394,18 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
             after=after,
         )
 
-    def user_change_password(self, request, id, form_url=""):
+    def user_change_password(
+        self, request: HttpRequest, id: str, form_url: str = ""
+    ) -> HttpResponse:
         before = request.session.session_key
         response = self._guarded(super().user_change_password, request, id, form_url)
         # One's own password: Django keeps this session under a new key; its row follows.
         staff_sessions.session_rekeyed(before, request.session.session_key)
         return response
 
-    def log_change(self, request, obj, message):
+    def log_change(
+        self, request: HttpRequest, obj: User, message: str | list[dict[str, Any]]
+    ) -> LogEntry:
         if request.path.rstrip("/").endswith("/password"):
             # Django's form has set it; the event, the sessions it ends and the e-mail
             # are the same as every other way a password is set (accounts/passwords.py).
@@ -369,7 +419,7 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
             )
         return super().log_change(request, obj, message)
 
-    def delete_model(self, request, obj) -> None:
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
         account_event_append(
             obj,
             action=AuditAction.STAFF_DELETED,
@@ -378,7 +428,7 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
         )
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request, queryset) -> None:
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
         for user in queryset:
             self.delete_model(request, user)
 

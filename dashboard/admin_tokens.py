@@ -8,18 +8,22 @@ Split from dashboard/admin.py (behaviour unchanged).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
-from dashboard.models import ApiToken, Tenant
+from dashboard.models import ApiToken, ApiTokenQuerySet, Tenant
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
 
 
@@ -41,10 +45,14 @@ class TokenStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
-    def lookups(self, request, model_admin):
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> tuple[tuple[str, str], ...]:
         return (("active", "active"), ("expired", "expired"), ("revoked", "revoked"))
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[ApiToken]:
+        # The changelist's queryset is ApiToken.objects', with its own methods.
+        queryset = cast("ApiTokenQuerySet[ApiToken]", queryset)
         if self.value() == "active":
             return queryset.live()
         if self.value() == "expired":
@@ -79,13 +87,15 @@ class ApiTokenAdmin(AuditedAdmin):
     def status(self, obj: ApiToken) -> str:
         return obj.state
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False  # a token is issued or revoked, never edited
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False  # revoked tokens stay, for the record
 
-    def get_actions(self, request):
+    def get_actions(
+        self, request: HttpRequest
+    ) -> dict[str, tuple[Callable[..., str], str, str] | None]:
         # Actions are offered only where the model may be changed; revoking is the one
         # change a token takes.
         actions = super().get_actions(request)
@@ -93,7 +103,7 @@ class ApiTokenAdmin(AuditedAdmin):
         return actions
 
     @admin.action(description="Revoke the selected API tokens")
-    def revoke_tokens(self, request, queryset) -> None:
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         actor = admin_actor(request)
         revoked = sum(token_revoke(token, actor=actor) for token in queryset.order_by("pk"))
         self.message_user(
@@ -105,7 +115,9 @@ class ApiTokenAdmin(AuditedAdmin):
             messages.SUCCESS if revoked else messages.WARNING,
         )
 
-    def add_view(self, request, form_url="", extra_context=None):
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         """Issue a token: the answer shows it this once (never stored, never redirected
         to, never kept in the session)."""
         if not self.has_add_permission(request):

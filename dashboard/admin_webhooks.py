@@ -8,12 +8,13 @@ second) are the one thing the page changes, audited (``webhook_limits_set``)."""
 
 from __future__ import annotations
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import URLPattern, path
 from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
@@ -30,7 +31,7 @@ def _duration(seconds: int) -> str:
 
 
 @admin.register(WebhookEndpoint, site=site)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only
     list_display = ("tenant", "url", "events", "enabled", "secret_hint", "created_at")
     list_filter = ("enabled",)
     search_fields = ("tenant__name", "url")
@@ -71,7 +72,13 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return super().has_change_permission(request, obj)  # the delivery limits only
 
-    def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form, change: bool) -> None:
+    def save_model(
+        self,
+        request: HttpRequest,
+        obj: WebhookEndpoint,
+        form: forms.ModelForm[WebhookEndpoint],
+        change: bool,
+    ) -> None:
         """The limits through their audited service (never ``obj.save()``): a change the
         audit trail refused is not made, and the page says so."""
         try:
@@ -87,7 +94,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         rotate = self.admin_site.admin_view(self.rotate_view)
         return [
             path("<int:endpoint_id>/rotate/", rotate, name="dashboard_webhookendpoint_rotate"),

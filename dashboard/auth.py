@@ -30,6 +30,8 @@ from django.utils.cache import patch_cache_control
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
 
 if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
     from django_htmx.middleware import HtmxDetails
 
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
@@ -49,9 +51,11 @@ class CorrelatedRequest(HttpRequest):
 
 
 class StaffRequest(CorrelatedRequest):
-    """A request a :func:`role_required` view receives: it also carries ``role``."""
+    """A request a :func:`role_required` view receives: it also carries ``role``, and its
+    user is signed in."""
 
     role: Role
+    user: User
 
 
 def user_role(user: Any) -> Role | None:
@@ -91,7 +95,7 @@ def actor_for_user(request: HttpRequest | None, user: Any, *, role: Role) -> Act
     )
 
 
-def client_address(request) -> str | None:
+def client_address(request: HttpRequest) -> str | None:
     """The address of the client, for the sign-in lockout (``AXES_CLIENT_IP_CALLABLE``)
     and audit events.
 
@@ -126,11 +130,15 @@ class RoleRefused(PermissionDenied):
         self.roles = roles
 
 
-def role_required(*roles: Role) -> Callable:
+# A view as URLconfs take it, once role_required has wrapped it.
+View = Callable[..., HttpResponseBase]
+
+
+def role_required(*roles: Role) -> Callable[[View], View]:
     """Admit signed-in users whose role is one of ``roles`` (default: any staff role)."""
     allowed = set(roles or STAFF_ROLES)
 
-    def decorator(view: Callable) -> Callable:
+    def decorator(view: View) -> View:
         @functools.wraps(view)
         def wrapped(request: StaffRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.is_authenticated:
@@ -157,7 +165,7 @@ def role_required(*roles: Role) -> Callable:
 class CorrelationIdMiddleware:
     """One correlation id per request, shared by every audit event it causes."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: CorrelatedRequest) -> HttpResponse:
@@ -168,7 +176,7 @@ class CorrelationIdMiddleware:
         return response
 
 
-def role_context(request: HttpRequest) -> dict:
+def role_context(request: HttpRequest) -> dict[str, str]:
     role = user_role(getattr(request, "user", None))
     return {"user_role": str(role) if role else ""}
 
@@ -181,7 +189,7 @@ class SessionTimeoutMiddleware:
     once a minute, so a busy page does not write the session on every request.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -216,7 +224,12 @@ def to_sign_in(request: HttpRequest) -> HttpResponse:
 
 
 @receiver(user_logged_in)
-def _mark_sign_in(sender, request, user, **kwargs) -> None:
+def _mark_sign_in(
+    sender: type[AbstractBaseUser],
+    request: HttpRequest | None,
+    user: AbstractBaseUser,
+    **kwargs: object,
+) -> None:
     if request is not None and hasattr(request, "session"):
         now = int(time.time())
         request.session[SESSION_STARTED] = request.session[SESSION_SEEN] = now

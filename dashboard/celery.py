@@ -18,7 +18,7 @@ app.autodiscover_tasks(
 
 
 @app.on_after_configure.connect
-def redbeat_settings_named(sender: Celery, **kwargs) -> None:
+def redbeat_settings_named(sender: Celery, **kwargs: object) -> None:
     """RedBeat looks its settings up by their own names (``redbeat_redis_url``) and finds
     no ``CELERY_``-prefixed key among them: it read them all the same, but warned at every
     start that it fell back on the broker's. Named as RedBeat asks, once configured."""
@@ -34,7 +34,7 @@ def redbeat_settings_named(sender: Celery, **kwargs) -> None:
 
 @signals.worker_init.connect
 @signals.beat_init.connect
-def refuse_a_differing_configuration(**kwargs) -> None:
+def refuse_a_differing_configuration(**kwargs: object) -> None:
     """The worker and beat refuse to start with a configuration that differs from the
     one ``ddb_setup`` recorded (reconciliation/ops/config.py), before they consume or
     schedule anything."""

@@ -27,8 +27,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from kombu.transport import redis as kombu_redis
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +49,7 @@ def _held_take() -> list[str]:
         return tags
 
 
-def _held_keep(tags) -> None:
+def _held_keep(tags: Iterable[str]) -> None:
     with _held_lock:
         _held_tags.update(tags)
 
@@ -61,7 +66,7 @@ os.register_at_fork(after_in_child=_held_forget_in_child)
 
 
 class QoS(kombu_redis.QoS):
-    def restore_unacked(self, client=None):
+    def restore_unacked(self, client: Redis | None = None) -> None:
         delivered = self._delivered
         tags = list(delivered or ())
         if delivered is None or not tags:
@@ -88,7 +93,7 @@ class QoS(kombu_redis.QoS):
 class Channel(kombu_redis.Channel):
     QoS = QoS
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # connects (PING), or raises a connection error
         tags = _held_take()
         restored = 0

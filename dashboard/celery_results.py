@@ -11,16 +11,21 @@ waits at most the configured socket timeouts (settings ``CELERY_REDIS_SOCKET_*``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from celery.backends.redis import RedisBackend
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+if TYPE_CHECKING:
+    from kombu import Producer
+
 
 class RequestSafeRedisBackend(RedisBackend):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # celery's stubs omit ``connparams``, set by RedisBackend.__init__.
         self.connparams["retry"] = Retry(NoBackoff(), 0)  # type: ignore[attr-defined]
 
-    def on_task_call(self, producer, task_id):
+    def on_task_call(self, producer: Producer, task_id: str) -> None:
         """Never subscribe on publish: states are read by polling (see module doc)."""

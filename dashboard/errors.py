@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 
 from django.http import (
     HttpRequest,
@@ -61,7 +62,7 @@ def _json(request: HttpRequest, status: int, code: str, detail: str) -> JsonResp
     return response
 
 
-def _page(request: HttpRequest, template: str, context: dict) -> str:
+def _page(request: HttpRequest, template: str, context: Mapping[str, object]) -> str:
     """``template`` with the request's context (navigation for a signed-in person); when
     that fails (the session store or database is down), without it."""
     context = {"correlation_id": correlation_id(request), "path": request.path, **context}

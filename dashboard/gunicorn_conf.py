@@ -11,6 +11,11 @@ served by whitenoise from ``STATIC_ROOT`` (``bin/run.py`` runs ``collectstatic``
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gunicorn.arbiter import Arbiter
+    from gunicorn.workers.base import Worker
 
 bind = f"127.0.0.1:{os.environ.get('WEB_PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
@@ -33,7 +38,7 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
 errorlog = "-"
 
 
-def worker_exit(server, worker) -> None:
+def worker_exit(server: Arbiter, worker: Worker) -> None:
     """In the worker, as it exits (a restart, a stop): the intake request log's entries
     it still buffers are written before it goes (atexit would too; this runs first, while
     the worker's clients are certainly alive). A worker killed outright loses them."""
@@ -42,7 +47,7 @@ def worker_exit(server, worker) -> None:
     request_log_close()
 
 
-def child_exit(server, worker) -> None:
+def child_exit(server: Arbiter, worker: Worker) -> None:
     """With several workers /metrics sums every process's counters
     (``PROMETHEUS_MULTIPROC_DIR``); a worker that exits leaves its files for the sum
     but must be marked dead for live gauges."""

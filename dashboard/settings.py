@@ -11,6 +11,7 @@ import secrets
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
@@ -509,13 +510,13 @@ LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
 LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)
 
 
-def _every(task: str, seconds: float) -> dict:
+def _every(task: str, seconds: float) -> dict[str, Any]:
     """A beat entry run every ``seconds``; a run the workers have not started by the time
     the next is due expires, so a backlog never piles up runs of the same task."""
     return {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds)}}
 
 
-CELERY_BEAT_SCHEDULE: dict = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "sweep": _every("reconciliation.tasks.cases.sweep_task", SWEEP_INTERVAL_S),
     "expire-overrides": _every("reconciliation.tasks.cases.expire_overrides_task", 60),
     "supervisor-digest": {

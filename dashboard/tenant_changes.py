@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -31,7 +32,7 @@ from reconciliation.claims import funds as fund_rules
 from reconciliation.stores import first_store
 
 
-def fund_snapshot(fund: Fund | fund_rules.Fund) -> dict:
+def fund_snapshot(fund: Fund | fund_rules.Fund) -> dict[str, str]:
     max_amount = fund.max_amount
     if isinstance(max_amount, Decimal):
         max_amount = max_amount.normalize()
@@ -39,7 +40,9 @@ def fund_snapshot(fund: Fund | fund_rules.Fund) -> dict:
     return {"fund": rule.code, "currency": rule.currency, "max_amount": rule.max_amount_text}
 
 
-def tenant_event(tenant: str, action: AuditAction, *, actor: Actor, **fields) -> None:
+def tenant_event(
+    tenant: str, action: AuditAction, *, actor: Actor, **fields: dict[str, Any] | None
+) -> None:
     tenant_event_append(first_store(), tenant=tenant, action=action, actor=actor, **fields)
 
 
@@ -238,7 +241,7 @@ def token_revoke(token: ApiToken, *, actor: Actor) -> bool:
         return token.revoke()
 
 
-def _limit_snapshot(rate_per_s: float | None, burst: int | None) -> dict:
+def _limit_snapshot(rate_per_s: float | None, burst: int | None) -> dict[str, str | int | None]:
     # The rate as text: DynamoDB numbers are exact decimals, and a float is refused.
     return {"rate_per_s": None if rate_per_s is None else f"{rate_per_s:g}", "burst": burst}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.sessions.models import Session
 from django.core.mail import send_mail
@@ -24,12 +24,15 @@ from dashboard.accounts.staff_sessions import live_sessions, sessions_delete
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 logger = logging.getLogger(__name__)
 
 
 @contextmanager
 def account_change(
-    user,
+    user: User,
     *,
     action: AuditAction,
     actor: Actor,
@@ -59,7 +62,7 @@ def account_change(
     owner_tell(user, subject=subject, change=change, actor=actor, ended=len(sessions))
 
 
-def owner_tell(user, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+def owner_tell(user: User, *, subject: str, change: str, actor: Actor, ended: int) -> None:
     """E-mail the account about a change to its second factor or password (no code, no
     secret). The change is made already: a mail server that refuses is logged, not
     undone."""

@@ -4,6 +4,8 @@ factor, one's own password, the time zone pages show times in."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal
+
 from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import AuthenticationForm
@@ -12,6 +14,10 @@ from django.core.exceptions import ValidationError
 
 from dashboard.accounts import mfa, passkeys
 from reconciliation.cases.policy import MAX_REASON_LENGTH, MIN_REASON_LENGTH, visible_length
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_otp.models import Device
 
 
 class StaffSignInForm(AuthenticationForm):
@@ -41,7 +47,7 @@ class StaffSignInForm(AuthenticationForm):
         "Ask a supervisor to reset it: they will give you a one-time enrolment code.",
     }
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         # The password (after the lockout has counted this attempt: dashboard/accounts/lockout.py):
         # a wrong one raises invalid_login before any code is looked at.
         cleaned = super().clean()
@@ -67,7 +73,9 @@ class StaffSignInForm(AuthenticationForm):
             user.otp_device = device  # type: ignore[attr-defined]  # django-otp's attribute
         return cleaned
 
-    def _second_factor(self, user, token: str, passkey: str = ""):
+    def _second_factor(
+        self, user: User, token: str, passkey: str = ""
+    ) -> Device | Literal[False] | None:
         """The device the code (or passkey) opened, None when none is needed, False when
         refused."""
         has_device = mfa.has_any_device(user)
@@ -111,7 +119,7 @@ class OwnerProofForm(forms.Form):
     )
     code_label = "Code from your app, or a recovery code"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["current_token"].label = self.code_label
 
@@ -140,7 +148,7 @@ class ResetSecondFactorForm(OwnerProofForm):
     field_order = ["reason_text", "password", "current_token"]
 
     def clean_reason_text(self) -> str:
-        text = self.cleaned_data["reason_text"]
+        text: str = self.cleaned_data["reason_text"]
         if visible_length(text) < MIN_REASON_LENGTH:
             raise ValidationError(f"At least {MIN_REASON_LENGTH} visible characters.")
         return text
@@ -164,7 +172,7 @@ class TimeZoneForm(forms.Form):
 
     time_zone = forms.ChoiceField(label="Time zone", choices=())
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         from dashboard.accounts.timezones import zone_names
 
         super().__init__(*args, **kwargs)
@@ -195,11 +203,11 @@ class PasswordChangeForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
 
-    def __init__(self, user, *args, **kwargs):
+    def __init__(self, user: User, *args: Any, **kwargs: Any) -> None:
         self.user = user
         super().__init__(*args, **kwargs)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         new, again = cleaned.get("new_password1"), cleaned.get("new_password2")
         if new and again and new != again:

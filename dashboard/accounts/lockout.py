@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username, get_failure_limit
 from django.conf import settings
+from django.http import HttpRequest
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +91,7 @@ def attempts_clear(*, username: str | None = None, address: str | None = None) -
 
 
 def password_check(
-    user, password: str, *, address: str | None, refused: type[Exception], wrong: str
+    user: User, password: str, *, address: str | None, refused: type[Exception], wrong: str
 ) -> None:
     """A form beyond sign-in that asks for ``user``'s password: the attempt takes its
     number first, as a sign-in does, so the form cannot be used to guess it. Raises
@@ -100,10 +104,19 @@ def password_check(
         raise refused(wrong)
 
 
-class AtomicLockoutHandler(AxesDatabaseHandler):
+class AxesRequest(HttpRequest):
+    """A request as axes' handler sees it, for the type checker only: AxesMiddleware
+    reads ``axes_locked_out``; axes sets ``axes_ip_address``."""
+
+    axes_locked_out: bool
+    axes_ip_address: str | None
+
+
+# django-axes ships no type information, so its handler is Any to mypy.
+class AtomicLockoutHandler(AxesDatabaseHandler):  # type: ignore[misc]
     """``AXES_HANDLER``: axes' database handler, with the count taken first."""
 
-    def is_allowed(self, request, credentials: dict[str, Any] | None = None) -> bool:
+    def is_allowed(self, request: AxesRequest, credentials: dict[str, Any] | None = None) -> bool:
         if not super().is_allowed(request, credentials):
             setattr(request, REFUSED_UNCHECKED, True)
             return False
@@ -118,7 +131,9 @@ class AtomicLockoutHandler(AxesDatabaseHandler):
         setattr(request, ATTEMPT_NUMBER, number)
         return True
 
-    def user_logged_in(self, sender, request, user, **kwargs):
+    def user_logged_in(
+        self, sender: type[User], request: HttpRequest, user: User, **kwargs: object
+    ) -> None:
         super().user_logged_in(sender, request, user, **kwargs)
         if settings.AXES_RESET_ON_SUCCESS:
             attempts_clear(
@@ -132,7 +147,7 @@ class AtomicLockoutHandler(AxesDatabaseHandler):
         username: str | None = None,
         ip_or_username: bool = False,
     ) -> int:
-        count = super().reset_attempts(
+        count: int = super().reset_attempts(
             ip_address=ip_address, username=username, ip_or_username=ip_or_username
         )
         if ip_or_username:

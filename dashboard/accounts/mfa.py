@@ -20,13 +20,16 @@ from __future__ import annotations
 import logging
 import secrets
 from base64 import b32encode
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import segno
 from django.conf import settings
 from django.contrib.auth import logout
 from django.db import transaction
-from django.http import HttpResponse, HttpResponseRedirect
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django_otp.models import Device
@@ -40,6 +43,9 @@ from dashboard.accounts.events import account_event_append
 from dashboard.auth import UNGATED_PATHS, to_sign_in, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.models import AuditAction
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 AUTHENTICATOR = "authenticator"
 RECOVERY = "recovery"
@@ -83,7 +89,7 @@ class SecondFactorStatus:
 # --- policy ------------------------------------------------------------------------------
 
 
-def mfa_required(user) -> bool:
+def mfa_required(user: User) -> bool:
     """Whether ``user`` must pass a second factor at sign-in: supervisors, auditors and
     superusers (who reach the administration screen, /admin/)."""
     if not settings.STAFF_MFA_REQUIRED:
@@ -93,7 +99,7 @@ def mfa_required(user) -> bool:
     )
 
 
-def has_any_device(user) -> bool:
+def has_any_device(user: User) -> bool:
     return (
         _confirmed(TOTPDevice, user).exists()
         or StaticToken.objects.filter(device__user=user, device__confirmed=True).exists()
@@ -101,22 +107,22 @@ def has_any_device(user) -> bool:
     )
 
 
-def authenticator(user) -> TOTPDevice | None:
+def authenticator(user: User) -> TOTPDevice | None:
     return _confirmed(TOTPDevice, user).first()
 
 
-def needs_enrolment(request) -> bool:
+def needs_enrolment(request: HttpRequest) -> bool:
     """Signed in as a role that requires an authenticator, without one (first sign-in
     with a supervisor's enrolment code, or an account older than the requirement)."""
     user = request.user
-    if not mfa_required(user):
+    if not user.is_authenticated or not mfa_required(user):
         return False
     if isinstance(getattr(user, "otp_device", None), TOTPDevice):
         return False  # verified by the authenticator this session: no query
     return authenticator(user) is None
 
 
-def status(user) -> SecondFactorStatus:
+def status(user: User) -> SecondFactorStatus:
     recovery = _confirmed(StaticDevice, user).filter(name=RECOVERY).first()
     return SecondFactorStatus(
         required=mfa_required(user),
@@ -132,7 +138,7 @@ def status(user) -> SecondFactorStatus:
 # --- sign-in -----------------------------------------------------------------------------
 
 
-def device_for_token(user, token: str) -> Device | None:
+def device_for_token(user: User, token: str) -> Device | None:
     """The confirmed device of ``user`` that accepts ``token`` (consuming it), or None.
 
     Six digits are tried against the authenticator, anything else against the single-use
@@ -173,7 +179,7 @@ def normalise(token: str) -> str:
 # --- enrolment ---------------------------------------------------------------------------
 
 
-def pending_authenticator(user) -> TOTPDevice:
+def pending_authenticator(user: User) -> TOTPDevice:
     """The unconfirmed authenticator being enrolled (created on first call)."""
     device = TOTPDevice.objects.filter(user=user, name=AUTHENTICATOR, confirmed=False).first()
     return device or TOTPDevice.objects.create(user=user, name=AUTHENTICATOR, confirmed=False)
@@ -190,7 +196,7 @@ def secret_text(device: TOTPDevice) -> str:
     return " ".join(text[i : i + 4] for i in range(0, len(text), 4))
 
 
-def authenticator_confirm(user, token: str, *, actor: Actor) -> tuple[TOTPDevice, list[str]]:
+def authenticator_confirm(user: User, token: str, *, actor: Actor) -> tuple[TOTPDevice, list[str]]:
     """Confirm the pending authenticator with a code from the app; it replaces any
     earlier one, the enrolment code is spent, and fresh recovery codes are returned
     (shown once) with the device. Raises :class:`SecondFactorRefused` on a wrong code."""
@@ -222,7 +228,7 @@ REPLACE_REFUSED = (
 
 
 def authenticator_replace(
-    user,
+    user: User,
     *,
     password: str,
     current_token: str,
@@ -265,7 +271,7 @@ def authenticator_replace(
     return device, codes, len(sessions)
 
 
-def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
+def authenticator_enrol_now(user: User, *, actor: Actor) -> tuple[str, list[str]]:
     """Enrol at account creation (``add_staff``): a confirmed authenticator whose URI
     the new colleague scans, and recovery codes; returns both."""
     with transaction.atomic():
@@ -281,7 +287,7 @@ def authenticator_enrol_now(user, *, actor: Actor) -> tuple[str, list[str]]:
         return device.config_url, _recovery_codes_replace(user)
 
 
-def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
+def recovery_codes_issue(user: User, token: str, *, actor: Actor) -> list[str]:
     """New recovery codes (the old ones stop working), after a code from the app."""
     device = authenticator(user)
     if device is None or not _verify(device, normalise(token)):
@@ -296,7 +302,7 @@ def recovery_codes_issue(user, token: str, *, actor: Actor) -> list[str]:
         return _recovery_codes_replace(user)
 
 
-def owner_confirm(user, *, password: str, current_token: str, address: str | None) -> Device:
+def owner_confirm(user: User, *, password: str, current_token: str, address: str | None) -> Device:
     """The step a session alone cannot take (it may be stolen): ``user``'s password and
     a code from one of their current devices (the app, or a recovery code). Counted by
     the sign-in lockout first, so it cannot be used to guess the password; a wrong
@@ -321,7 +327,13 @@ def proof_words(proof: Device) -> str:
 
 
 def mfa_reset(
-    target, *, actor: Actor, reason: str, confirmer=None, password: str = "", current_token=""
+    target: User,
+    *,
+    actor: Actor,
+    reason: str,
+    confirmer: User | None = None,
+    password: str = "",
+    current_token: str = "",
 ) -> str:
     """A supervisor resets a colleague's second factor: every device goes, and one
     enrolment code is returned for the supervisor to hand over in person. With it and
@@ -374,7 +386,7 @@ def _new_code() -> str:
     return b32encode(secrets.token_bytes(10)).decode()[:10].lower()
 
 
-def _recovery_codes_replace(user) -> list[str]:
+def _recovery_codes_replace(user: User) -> list[str]:
     StaticDevice.objects.filter(user=user, name=RECOVERY).delete()
     device = StaticDevice.objects.create(user=user, name=RECOVERY, confirmed=True)
     codes = [_new_code() for _ in range(RECOVERY_CODE_COUNT)]
@@ -382,16 +394,19 @@ def _recovery_codes_replace(user) -> list[str]:
     return [format_code(c) for c in codes]
 
 
-def _confirmed(model, user):
-    return model.objects.filter(user=user, confirmed=True)
+def _confirmed(model: type[Device], user: User) -> QuerySet[Device]:
+    # django-otp ships no type information: its managers are Any to mypy.
+    confirmed: QuerySet[Device] = model.objects.filter(user=user, confirmed=True)
+    return confirmed
 
 
-def _device_count(user) -> int:
-    return (
+def _device_count(user: User) -> int:
+    count: int = (  # the device models are Any to mypy (no type information shipped)
         TOTPDevice.objects.filter(user=user).count()
         + StaticDevice.objects.filter(user=user).count()
         + WebAuthnCredential.objects.filter(user=user).count()
     )
+    return count
 
 
 # --- the gate ----------------------------------------------------------------------------
@@ -407,10 +422,10 @@ class SecondFactorMiddleware:
     authenticator, reaches only the profile page until one is enrolled.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
         if (
             user is not None
@@ -426,7 +441,7 @@ class SecondFactorMiddleware:
         return self.get_response(request)
 
 
-def redirect_to(request, url: str) -> HttpResponse:
+def redirect_to(request: HttpRequest, url: str) -> HttpResponse:
     if getattr(request, "htmx", False):
         response = HttpResponse(status=204)
         response["HX-Redirect"] = url

@@ -26,9 +26,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port
 from django.views.decorators.cache import never_cache
@@ -41,10 +43,13 @@ from webauthn.helpers.structs import ResidentKeyRequirement
 from dashboard.accounts import mfa, passkey_challenges
 from dashboard.accounts.account_changes import account_change
 from dashboard.accounts.events import account_event_append
-from dashboard.auth import actor_for, role_required, user_role
+from dashboard.auth import StaffRequest, actor_for, role_required, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +78,8 @@ def where_passkeys_work(request: HttpRequest) -> str:
     return f"{scheme}://localhost{':' + port if port else ''}/"
 
 
-class Helper(WebAuthnHelper):
+# django-otp-webauthn ships no type information, so its helper is Any to mypy.
+class Helper(WebAuthnHelper):  # type: ignore[misc]
     """The library's helper: origin from the request, discoverable credentials only (the
     sign-in challenge names no account)."""
 
@@ -85,15 +91,19 @@ class Helper(WebAuthnHelper):
         return ResidentKeyRequirement.REQUIRED
 
 
-def may_enrol(user) -> bool:
+def may_enrol(user: User) -> bool:
     return user_role(user) in PASSKEY_ROLES
 
 
-def passkeys_of(user):
-    return WebAuthnCredential.objects.filter(user=user, confirmed=True).order_by("created_at")
+def passkeys_of(user: User) -> QuerySet[WebAuthnCredential]:
+    # django-otp-webauthn ships no type information: its managers are Any to mypy.
+    passkeys: QuerySet[WebAuthnCredential] = WebAuthnCredential.objects.filter(
+        user=user, confirmed=True
+    ).order_by("created_at")
+    return passkeys
 
 
-def has_passkey(user) -> bool:
+def has_passkey(user: User) -> bool:
     return passkeys_of(user).exists()
 
 
@@ -115,7 +125,9 @@ def sign_in_options(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def sign_in_device(request, user, answer: str) -> WebAuthnCredential | None:
+def sign_in_device(
+    request: HttpRequest | None, user: User, answer: str
+) -> WebAuthnCredential | None:
     """The passkey of ``user`` that signed this browser's challenge in ``answer``, or
     None (no challenge, a malformed answer, another account's or a disabled passkey, a
     wrong signature). The challenge is spent either way."""
@@ -145,7 +157,7 @@ def _verified(request: HttpRequest) -> bool:
 @require_POST
 @never_cache
 @role_required(Role.SUPERVISOR, Role.AUDITOR)
-def enrol_begin(request: HttpRequest) -> HttpResponse:
+def enrol_begin(request: StaffRequest) -> HttpResponse:
     if not _verified(request):
         return JsonResponse({"detail": "Sign in with your second factor first."}, status=403)
     options, state = Helper(request).register_begin(user=request.user)
@@ -156,7 +168,7 @@ def enrol_begin(request: HttpRequest) -> HttpResponse:
 @require_POST
 @never_cache
 @role_required(Role.SUPERVISOR, Role.AUDITOR)
-def enrol_complete(request: HttpRequest) -> HttpResponse:
+def enrol_complete(request: StaffRequest) -> HttpResponse:
     state = request.session.pop(ENROL_STATE, None)
     request.session.save()  # the challenge is spent even if what follows fails
     if not state or not _verified(request):
@@ -201,7 +213,7 @@ class LastSecondFactor(mfa.SecondFactorRefused):
     """Removing it would leave a role that requires a second factor without one."""
 
 
-def passkey_of(user, passkey_id: int) -> WebAuthnCredential:
+def passkey_of(user: User, passkey_id: int) -> WebAuthnCredential:
     """``user``'s own passkey by its id; another person's is not found, like none."""
     found = passkeys_of(user).filter(pk=passkey_id).first()
     if found is None:
@@ -209,7 +221,7 @@ def passkey_of(user, passkey_id: int) -> WebAuthnCredential:
     return found
 
 
-def passkey_rename(user, *, passkey_id: int, name: str, actor: Actor) -> WebAuthnCredential:
+def passkey_rename(user: User, *, passkey_id: int, name: str, actor: Actor) -> WebAuthnCredential:
     """Rename one's own passkey (``name`` already 1-64 characters, the form's rule); the
     event first, in the transaction."""
     with transaction.atomic():
@@ -226,7 +238,7 @@ def passkey_rename(user, *, passkey_id: int, name: str, actor: Actor) -> WebAuth
 
 
 def passkey_remove(
-    user,
+    user: User,
     *,
     passkey_id: int,
     password: str,

@@ -12,10 +12,15 @@ passes Django's validators (``AUTH_PASSWORD_VALIDATORS``) in the form.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dashboard.accounts import lockout
 from dashboard.accounts.account_changes import account_change
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 WRONG_CURRENT = "Your current password is not right: nothing was changed."
 
@@ -25,7 +30,7 @@ class PasswordRefused(Exception):
 
 
 def password_change(
-    user, *, current_password: str, new_password: str, actor: Actor, keep_session: str | None
+    user: User, *, current_password: str, new_password: str, actor: Actor, keep_session: str | None
 ) -> int:
     """The owner changes their password: the current one first (counted by the lockout),
     then :func:`password_set`. Returns how many other sessions ended; raises
@@ -41,7 +46,7 @@ def password_change(
 
 
 def password_set(
-    user, *, new_password: str | None, actor: Actor, keep_session: str | None, via: str
+    user: User, *, new_password: str | None, actor: Actor, keep_session: str | None, via: str
 ) -> int:
     """Set ``user``'s password (``None``: Django's own form has just set it, in the
     caller's transaction), end every session of the account but ``keep_session``, and

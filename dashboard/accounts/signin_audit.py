@@ -14,6 +14,7 @@ goes ahead, and the server log says what was not recorded.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -28,10 +29,14 @@ from dashboard.auth import actor_for_user, user_role
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.http import HttpRequest
+
 logger = logging.getLogger(__name__)
 
 
-def _append(request, user, action: str, detail: dict) -> None:
+def _append(request: HttpRequest, user: User, action: str, detail: dict[str, Any]) -> None:
     role = user_role(user)
     if role is None:
         return
@@ -47,7 +52,9 @@ def _append(request, user, action: str, detail: dict) -> None:
         )
 
 
-def _signed_in(sender, request, user, **kwargs) -> None:
+def _signed_in(
+    sender: type[User], request: HttpRequest | None, user: User, **kwargs: object
+) -> None:
     if request is None or getattr(request, "method", None) != "POST":
         return
     device = getattr(user, "otp_device", None)
@@ -59,7 +66,12 @@ def _signed_in(sender, request, user, **kwargs) -> None:
     _append(request, user, AuditAction.SIGN_IN_SUCCEEDED, {"second_factor": factor})
 
 
-def _sign_in_failed(sender, credentials, request=None, **kwargs) -> None:
+def _sign_in_failed(
+    sender: str,
+    credentials: dict[str, Any] | None,
+    request: HttpRequest | None = None,
+    **kwargs: object,
+) -> None:
     if request is None or getattr(request, REFUSED_UNCHECKED, False):
         return
     username = (credentials or {}).get("username")
@@ -78,7 +90,7 @@ def _sign_in_failed(sender, credentials, request=None, **kwargs) -> None:
         )
 
 
-def _locks_out(request) -> bool:
+def _locks_out(request: HttpRequest) -> bool:
     """Whether this failed attempt is the one that locks the name out: the attempt that
     took the number AXES_FAILURE_LIMIT from the atomic counter (dashboard/accounts/
     lockout.py). Failures sent at once each read axes' recorded count before the others

@@ -20,14 +20,17 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.contrib.sessions.models import Session
 from django.db import DatabaseError, transaction
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dashboard.accounts.events import account_event_append
@@ -36,6 +39,9 @@ from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +101,7 @@ def device_words(user_agent: str) -> str:
     return browser or system or "Unknown device"
 
 
-def live_sessions(user) -> list[Session]:
+def live_sessions(user: User) -> list[Session]:
     """The account's Django sessions that have not expired."""
     live = Session.objects.filter(expire_date__gt=timezone.now())
     return [s for s in live if str(s.get_decoded().get(SESSION_KEY)) == str(user.pk)]
@@ -111,7 +117,7 @@ def live_session_counts() -> dict[str, int]:
     return counts
 
 
-def sessions_seen(user, *, current_key: str | None) -> list[SessionSeen]:
+def sessions_seen(user: User, *, current_key: str | None) -> list[SessionSeen]:
     """The account's live sessions, the current one first, then the most recently seen;
     a session opened before this list existed shows as an unknown device."""
     hashes = {key_hash(s.session_key): s for s in live_sessions(user)}
@@ -141,7 +147,7 @@ def sessions_seen(user, *, current_key: str | None) -> list[SessionSeen]:
 # --- ending them -------------------------------------------------------------------------
 
 
-def sessions_end(user, *, actor: Actor, keep: str | None) -> int:
+def sessions_end(user: User, *, actor: Actor, keep: str | None) -> int:
     """End every live session of ``user`` but ``keep`` (the one asking, when the owner
     asks): their Django rows are deleted, so their next request must sign in again. The
     ``sessions_ended`` event is appended first, in the transaction; if the trail refuses
@@ -179,7 +185,7 @@ def session_rekeyed(old_key: str | None, new_key: str | None) -> None:
         StaffSession.objects.filter(key_hash=key_hash(old_key)).update(key_hash=key_hash(new_key))
 
 
-def _record(request, user) -> None:
+def _record(request: HttpRequest, user: User) -> None:
     """Keep the session's record: one upsert, no read-then-write (the row is the
     session's own, so nothing else races for it but its own concurrent requests, and
     the last of those wins with the same values). Bookkeeping: a database that cannot
@@ -217,10 +223,10 @@ class StaffSessionMiddleware:
     opened before the list existed); ``last_seen`` written at most once a minute. After
     the timeouts and the second-factor gate, so a session they end is not seen."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
         session = getattr(request, "session", None)
         if (
@@ -235,12 +241,16 @@ class StaffSessionMiddleware:
         return self.get_response(request)
 
 
-def _signed_in(sender, request, user, **kwargs) -> None:
+def _signed_in(
+    sender: type[User], request: HttpRequest | None, user: User, **kwargs: object
+) -> None:
     if request is not None and hasattr(request, "session"):
         _record(request, user)
 
 
-def _signed_out(sender, request, user, **kwargs) -> None:
+def _signed_out(
+    sender: type[User] | None, request: HttpRequest | None, user: User | None, **kwargs: object
+) -> None:
     """Before the session is flushed: its record goes, and the event says how it ended."""
     if user is None or request is None:
         return

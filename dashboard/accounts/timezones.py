@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 
 @cache
@@ -29,7 +33,7 @@ def default_zone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-def zone_of(user) -> str:
+def zone_of(user: User | AnonymousUser | None) -> str:
     """The zone ``user`` chose, or the default (no profile yet, or a name this machine
     no longer knows)."""
     from dashboard.models import StaffProfile
@@ -40,7 +44,7 @@ def zone_of(user) -> str:
     return name if isinstance(name, str) and is_zone(name) else default_zone()
 
 
-def zone_set(user, name: str) -> None:
+def zone_set(user: User, name: str) -> None:
     """Store ``name`` (already validated) as ``user``'s zone."""
     from dashboard.models import StaffProfile
 
@@ -58,7 +62,7 @@ class TimeZoneMiddleware:
     """Activates the signed-in person's zone for the request (one indexed read of their
     profile), so the time filters render their local time."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:

@@ -2,7 +2,7 @@
 the supervisors' list of colleagues (``/accounts/``)."""
 
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from dashboard.accounts import passkeys, views
 
@@ -13,7 +13,7 @@ passkey_urls = [
 ]
 
 # One's own profile: ``/accounts/profile/…``.
-profile_urls = [
+profile_urls: list[URLPattern | URLResolver] = [
     path("", views.profile_view, name="profile"),
     path("passkeys/begin/", passkeys.enrol_begin, name="profile-passkey-begin"),
     path("passkeys/complete/", passkeys.enrol_complete, name="profile-passkey-complete"),

@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
 from django.template.defaultfilters import pluralize
@@ -32,7 +32,7 @@ from dashboard.accounts.forms import (
     StaffSignInForm,
     TimeZoneForm,
 )
-from dashboard.auth import actor_for, role_required, user_role
+from dashboard.auth import StaffRequest, actor_for, role_required, user_role
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.append import AuditAppendContended
 
@@ -71,7 +71,7 @@ class StaffLoginView(auth_views.LoginView):
         return "" if asked == resolve_url("overview") else asked
 
 
-def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
+def _profile(request: StaffRequest, *, status: int = 200, **extra: object) -> HttpResponse:
     user = request.user
     state = mfa.status(user)
     enrolling = not state.enrolled or request.GET.get("replace") == "1" or "code_form" in extra
@@ -105,13 +105,13 @@ def _profile(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespons
 
 @require_safe
 @role_required()
-def profile_view(request: HttpRequest) -> HttpResponse:
+def profile_view(request: StaffRequest) -> HttpResponse:
     return _profile(request)
 
 
 @require_POST
 @role_required()
-def time_zone_view(request: HttpRequest) -> HttpResponse:
+def time_zone_view(request: StaffRequest) -> HttpResponse:
     """Set the zone one's pages show times in; an unknown name is refused, nothing saved."""
     form = TimeZoneForm(request.POST)
     if not form.is_valid():
@@ -124,7 +124,7 @@ def time_zone_view(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @role_required()
-def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
+def sessions_end_others_view(request: StaffRequest) -> HttpResponse:
     """Sign out every other session of one's account, once confirmed; this one stays."""
     if not SignOutForm(request.POST).confirmed:
         return _sign_out_confirm(
@@ -145,7 +145,7 @@ def sessions_end_others_view(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @role_required()
-def password_change_view(request: HttpRequest) -> HttpResponse:
+def password_change_view(request: StaffRequest) -> HttpResponse:
     """Change one's own password: the current one, the new one twice; every other
     session of the account ends, this one stays."""
     form = PasswordChangeForm(request.user, request.POST)
@@ -173,7 +173,7 @@ def password_change_view(request: HttpRequest) -> HttpResponse:
     return _profile(request, done=done)
 
 
-def _own_passkey(request: HttpRequest, passkey_id: int) -> None:
+def _own_passkey(request: StaffRequest, passkey_id: int) -> None:
     try:
         passkeys.passkey_of(request.user, passkey_id)
     except passkeys.PasskeyNotFound as exc:
@@ -182,7 +182,7 @@ def _own_passkey(request: HttpRequest, passkey_id: int) -> None:
 
 @require_POST
 @role_required(Role.SUPERVISOR, Role.AUDITOR)
-def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+def passkey_rename_view(request: StaffRequest, passkey_id: int) -> HttpResponse:
     """Rename one's own passkey; another person's is not found (404)."""
     form = PasskeyRenameForm(request.POST)
     if not form.is_valid():
@@ -204,7 +204,7 @@ def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
 
 @require_POST
 @role_required(Role.SUPERVISOR, Role.AUDITOR)
-def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+def passkey_remove_view(request: StaffRequest, passkey_id: int) -> HttpResponse:
     """Remove one's own passkey with the password and a current code; the other sessions
     end, this one stays (verified by the device the code came from)."""
     _own_passkey(request, passkey_id)  # another person's: 404
@@ -237,7 +237,7 @@ def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
 
 
 def _code_step(
-    request: HttpRequest, *, form_key: str, step: Callable[[str], list[str]], done: str
+    request: StaffRequest, *, form_key: str, step: Callable[[str], list[str]], done: str
 ) -> HttpResponse:
     """A step taken with a code from the app: the form, the step, and the page that
     shows the recovery codes it issued (once), or says why it was refused."""
@@ -256,7 +256,7 @@ def _code_step(
 
 @require_POST
 @role_required()
-def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
+def authenticator_confirm_view(request: StaffRequest) -> HttpResponse:
     if mfa.status(request.user).enrolled:
         return _authenticator_replace(request)
 
@@ -272,7 +272,7 @@ def authenticator_confirm_view(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _authenticator_replace(request: HttpRequest) -> HttpResponse:
+def _authenticator_replace(request: StaffRequest) -> HttpResponse:
     """Replace the enrolled authenticator: password, a current code and the new app's."""
     form = ReplaceAuthenticatorForm(request.POST)
     if not form.is_valid():
@@ -301,7 +301,7 @@ def _authenticator_replace(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @role_required()
-def recovery_codes_view(request: HttpRequest) -> HttpResponse:
+def recovery_codes_view(request: StaffRequest) -> HttpResponse:
     def issue(token: str) -> list[str]:
         return mfa.recovery_codes_issue(request.user, token, actor=actor_for(request))
 
@@ -311,7 +311,7 @@ def recovery_codes_view(request: HttpRequest) -> HttpResponse:
 
 
 def _sign_out_confirm(
-    request: HttpRequest, target, *, own: bool, action: str, back: str
+    request: StaffRequest, target: User, *, own: bool, action: str, back: str
 ) -> HttpResponse:
     """The question before sessions are signed out: whose, which sessions end (this one
     never), and a confirming post to ``action`` or a way ``back``. Nothing has ended."""
@@ -345,7 +345,9 @@ class StaffRow:
     form: ResetSecondFactorForm
 
 
-def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[StaffRow]:
+def _staff_rows(
+    request: StaffRequest, forms: dict[str, ResetSecondFactorForm] | None = None
+) -> list[StaffRow]:
     forms = forms or {}
     users = (
         get_user_model()
@@ -368,20 +370,26 @@ def _staff_rows(request: HttpRequest, forms: dict | None = None) -> list[StaffRo
     ]
 
 
-def _staff(request: HttpRequest, *, status: int = 200, forms=None, **extra) -> HttpResponse:
+def _staff(
+    request: StaffRequest,
+    *,
+    status: int = 200,
+    forms: dict[str, ResetSecondFactorForm] | None = None,
+    **extra: object,
+) -> HttpResponse:
     context = {"rows": _staff_rows(request, forms), **extra}
     return render(request, "accounts/staff.html", context, status=status)
 
 
 @require_safe
 @role_required(Role.SUPERVISOR)
-def staff_view(request: HttpRequest) -> HttpResponse:
+def staff_view(request: StaffRequest) -> HttpResponse:
     return _staff(request)
 
 
 @require_POST
 @role_required(Role.SUPERVISOR)
-def second_factor_reset_view(request: HttpRequest, username: str) -> HttpResponse:
+def second_factor_reset_view(request: StaffRequest, username: str) -> HttpResponse:
     target = get_user_model().objects.filter(username=username).first()
     if target is None or user_role(target) is None:
         raise Http404("no such staff member")
@@ -409,7 +417,7 @@ def second_factor_reset_view(request: HttpRequest, username: str) -> HttpRespons
 
 @require_POST
 @role_required(Role.SUPERVISOR)
-def staff_sessions_end_view(request: HttpRequest, username: str) -> HttpResponse:
+def staff_sessions_end_view(request: StaffRequest, username: str) -> HttpResponse:
     """A supervisor signs out every session of a staff member (their own: every other)."""
     target = get_user_model().objects.filter(username=username).first()
     if target is None or user_role(target) is None:

@@ -8,6 +8,8 @@ carry the header too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.utils.cache import patch_cache_control
@@ -16,7 +18,7 @@ API_PREFIX = "/api/"
 
 
 class ApiNoStoreMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:

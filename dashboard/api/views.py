@@ -38,7 +38,7 @@ from reconciliation.metrics import INTAKE_RATE_LIMITED
 from reconciliation.stores import first_store, home_store
 
 
-def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
+def _error(status: int, code: str, detail: str, **extra: object) -> JsonResponse:
     return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
 
 

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import date
 from decimal import Decimal
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 
@@ -29,6 +29,11 @@ from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 from reconciliation.claims.funds import fund_parse
 
+if TYPE_CHECKING:
+    from django.forms import BoundField
+
+    from dashboard.staff.views.cases import Withheld
+
 REASON_CHOICES = [("", "Choose a reason…"), *REASON_CODES.items()]
 
 
@@ -49,10 +54,10 @@ def fund_filter(value: str) -> str:
 class FundFilterField(forms.CharField):
     """A list's filter by fund: optional, cleaned by :func:`fund_filter`."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(required=False, max_length=32, label="Fund", **kwargs)
 
-    def clean(self, value) -> str:
+    def clean(self, value: str | None) -> str:
         return fund_filter(super().clean(value))
 
 
@@ -99,7 +104,7 @@ class IdPrefixedForm(forms.Form):
 
     prefix_id: str
 
-    def __init__(self, *args, prefix_id: str | None = None, **kwargs):
+    def __init__(self, *args: Any, prefix_id: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("auto_id", f"{prefix_id or self.prefix_id}_%s")
         super().__init__(*args, **kwargs)
 
@@ -147,7 +152,7 @@ class QueueFilterForm(IdPrefixedForm):
         )
 
     def clean_q(self) -> str:
-        value = self.cleaned_data["q"].strip()
+        value: str = self.cleaned_data["q"].strip()
         if value and "#" not in value:
             raise forms.ValidationError("Enter the intent id as tenant#key, e.g. acme#42.")
         return value
@@ -166,7 +171,7 @@ class _ReasonForm(IdPrefixedForm):
     # The prefix of the form's element ids: several reason forms share one page.
     prefix_id = "reason"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         initial = kwargs.setdefault("initial", {})
         initial.setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
@@ -179,12 +184,12 @@ class _ChoiceReasonForm(_ReasonForm):
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
     @property
-    def choice(self):
+    def choice(self) -> BoundField:
         """The bound radio field, whichever the form names it."""
         return self[self.choice_field]
 
     # Actions the evidence rules out, shown disabled with their reason (views/cases.py).
-    withheld: list = []
+    withheld: list[Withheld] = []
 
     def offer(self, offered: list[str]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
@@ -239,7 +244,7 @@ class AssignForm(IdPrefixedForm):
     assignee = forms.ChoiceField(required=False, choices=(), label="Assign to")
     prefix_id = "assign"
 
-    def __init__(self, *args, staff: list[str] | None = None, **kwargs):
+    def __init__(self, *args: Any, staff: list[str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
         names = assignable_staff() if staff is None else staff
@@ -270,7 +275,7 @@ class NoteForm(IdPrefixedForm):
     action_id = forms.CharField(widget=forms.HiddenInput, max_length=64, required=False)
     prefix_id = "note"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {}).setdefault("action_id", new_action_id())
         super().__init__(*args, **kwargs)
 
@@ -280,7 +285,7 @@ class DecisionForm(_ReasonForm):
 
     request_id = forms.CharField(widget=forms.HiddenInput, max_length=64)
 
-    def __init__(self, *args, case_id: str = "", **kwargs):
+    def __init__(self, *args: Any, case_id: str = "", **kwargs: Any) -> None:
         kwargs.setdefault("prefix_id", f"decide_{case_id}")
         super().__init__(*args, **kwargs)
         self.fields["reason_text"].label = "Note"
@@ -297,7 +302,7 @@ class RedeliverForm(_ReasonForm):
     seen_status = forms.CharField(widget=forms.HiddenInput, max_length=32)
     seen_audit_seq = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
-    def __init__(self, *args, index: int = 0, **kwargs):
+    def __init__(self, *args: Any, index: int = 0, **kwargs: Any) -> None:
         kwargs.setdefault("prefix_id", f"redeliver_{index}")
         super().__init__(*args, **kwargs)
 
@@ -311,7 +316,7 @@ class BulkForm(_ReasonForm):
     field_order = ["disposition", "reason_code", "reason_text"]
     prefix_id = "bulk"
 
-    def __init__(self, *args, offered: Sequence[str] | None = None, **kwargs):
+    def __init__(self, *args: Any, offered: Sequence[str] | None = None, **kwargs: Any) -> None:
         """``offered``: the dispositions the page's menu lists (those some listed case
         allows); every bulk disposition when not given, as when checking a POST (each
         case is checked by the service)."""
@@ -339,7 +344,7 @@ class CaseSearchForm(IdPrefixedForm):
     prefix_id = "search"
 
     def clean_q(self) -> str:
-        value = self.cleaned_data["q"]
+        value: str = self.cleaned_data["q"]
         if any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise forms.ValidationError("Printable characters only, on one line.")
         return value
@@ -377,9 +382,10 @@ class ResolvedFilterForm(IdPrefixedForm):
     prefix_id = "resolved"
 
     def clean_resolved_by(self) -> str:
-        return self.cleaned_data["resolved_by"].strip()
+        resolved_by: str = self.cleaned_data["resolved_by"]
+        return resolved_by.strip()
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         since, until = data.get("since"), data.get("until")
         for name, day in (("since", since), ("until", until)):
@@ -441,7 +447,7 @@ class FundForm(IdPrefixedForm):
     currency = forms.CharField(max_length=3, label="Currency (ISO 4217)")
     max_amount = forms.CharField(max_length=40, label="Largest single amount")
 
-    def clean(self) -> dict:
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data

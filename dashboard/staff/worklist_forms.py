@@ -4,6 +4,7 @@ view (a name and the filters' query string, docs/worklist.md)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
@@ -85,18 +86,18 @@ class WorklistFilterForm(IdPrefixedForm):
     prefix_id = "wl"
 
     def clean_currency(self) -> str:
-        value = self.cleaned_data["currency"].strip().upper()
+        value: str = self.cleaned_data["currency"].strip().upper()
         if value and not re.fullmatch(r"[A-Z]{3}", value):
             raise forms.ValidationError("a three-letter currency code, e.g. GBP")
         return value
 
     def clean_assignee(self) -> str:
-        value = self.cleaned_data["assignee"].strip()
+        value: str = self.cleaned_data["assignee"].strip()
         if value and not _USERNAME.fullmatch(value):
             raise forms.ValidationError("a username, “me” or “unassigned”")
         return value
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         low, high = data.get("min_amount"), data.get("max_amount")
         if low is not None and high is not None and low > high:

@@ -3,6 +3,8 @@ kept, and the ``@name`` of each colleague it notified marked (other names stay p
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -14,7 +16,7 @@ register = template.Library()
 
 
 @register.filter
-def note_html(event: dict) -> SafeString:
+def note_html(event: dict[str, Any]) -> SafeString:
     text = note_of(event).replace("\r\n", "\n")
     # Matched as the note was: a name in any letter case (``@Supervisor``) told the account.
     notified = {name.casefold() for name in (event.get("detail") or {}).get("mentions") or []}

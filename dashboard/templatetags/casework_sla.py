@@ -13,7 +13,7 @@ register = template.Library()
 
 
 @register.filter
-def past_sla(row) -> bool:
+def past_sla(row: object) -> bool:
     queue = queue_for(getattr(row, "case_type", ""), getattr(row, "state", ""))
     if queue is None:
         return False

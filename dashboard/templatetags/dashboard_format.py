@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import template
 from django.utils import timezone
@@ -43,6 +44,11 @@ from reconciliation.claims.versions import VERSIONS
 from reconciliation.codes import Code, find_code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from _typeshed import ConvertibleToInt
+
+    from reconciliation.audit.search import AuditRow
 
 # Which enum speaks first for a code several name (a case state and a queue share
 # OVERRIDE_REQUESTED; a case type and a queue share STUCK_PENDING): the generic filter
@@ -82,7 +88,7 @@ def _duration(seconds: int) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def _parse(value) -> datetime | None:
+def _parse(value: object) -> datetime | None:
     if isinstance(value, datetime):
         return value
     if isinstance(value, (int, float, Decimal)):
@@ -99,7 +105,7 @@ def _parse(value) -> datetime | None:
 
 
 @register.filter
-def duration(seconds) -> str:
+def duration(seconds: ConvertibleToInt) -> str:
     """``5400`` → ``1 h 30 min``."""
     try:
         return _duration(int(seconds))
@@ -108,7 +114,7 @@ def duration(seconds) -> str:
 
 
 @register.filter
-def pledge_version(name) -> SafeString:
+def pledge_version(name: str | None) -> SafeString:
     """A stored ``Pledge-Version`` as its date in ``<code>``, its rules in the title; none
     (stored before versions existed) reads as the first version, and says so."""
     version = VERSIONS.get(str(name)) if name else VERSIONS.first
@@ -121,7 +127,7 @@ def pledge_version(name) -> SafeString:
 
 
 @register.filter
-def age(value) -> str:
+def age(value: object) -> str:
     """How long ago an ISO time (or epoch seconds) was: ``3 h 12 min``."""
     at = _parse(value)
     if at is None:
@@ -130,7 +136,7 @@ def age(value) -> str:
 
 
 @register.filter
-def until(value) -> str:
+def until(value: object) -> str:
     """How long until a time: ``in 23 h 10 min`` or ``expired 5 min ago``."""
     at = _parse(value)
     if at is None:
@@ -169,7 +175,7 @@ def _is_utc_active() -> bool:
 
 
 @register.filter
-def when(value) -> str:
+def when(value: object) -> str:
     """An instant (ISO string, epoch seconds or datetime) in the reader's zone, as a
     ``<time>`` whose title is the exact UTC instant; empty for anything else."""
     at = _parse(value)
@@ -180,7 +186,7 @@ utc = register.filter("utc", when)
 
 
 @register.filter
-def when_exact(value) -> str:
+def when_exact(value: object) -> str:
     """For detail pages: the local time and, beside it, the exact UTC instant (once,
     when the reader's zone is UTC itself)."""
     at = _parse(value)
@@ -194,14 +200,14 @@ def when_exact(value) -> str:
 
 
 @register.filter
-def exact(value) -> str:
+def exact(value: object) -> str:
     """``2026-11-29 23:23:48 UTC``: the exact UTC instant as plain text (attributes)."""
     at = _parse(value)
     return _exact(at) if at else ""
 
 
 @register.filter
-def ago(value) -> str:
+def ago(value: object) -> str:
     """``3 h 12 min ago`` in a ``<time>`` whose title is the exact UTC instant."""
     at = _parse(value)
     if at is None:
@@ -220,7 +226,7 @@ def current_zone() -> str:
 
 
 @register.filter
-def amount(value, currency: str = "") -> str:
+def amount(value: object, currency: str = "") -> str:
     """``25`` → ``25.00`` (two places, thousands separated), with the currency if given."""
     try:
         number = Decimal(str(value))
@@ -231,17 +237,17 @@ def amount(value, currency: str = "") -> str:
 
 
 @register.filter
-def pretty_json(value) -> str:
+def pretty_json(value: object) -> str:
     if value in (None, "", {}, []):
         return ""
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def _action(code) -> Disposition | Override | None:
+def _action(code: object) -> Disposition | Override | None:
     return Disposition.of(code) or Override.of(code)
 
 
-def _code(value) -> Code | None:
+def _code(value: object) -> Code | None:
     if value is None or value == "":
         return None
     for enum in WORDS_ORDER:
@@ -252,7 +258,7 @@ def _code(value) -> Code | None:
 
 
 @register.filter
-def words(code) -> str:
+def words(code: object) -> str:
     """Any stored code in words (``OVERRIDE_REQUESTED`` → ``Override requested``); an
     unknown code as given, and nothing for nothing."""
     member = _code(code)
@@ -263,14 +269,14 @@ label = register.filter("label", words)
 
 
 @register.filter
-def explain(code) -> str:
+def explain(code: object) -> str:
     """A code's one-line explanation, or nothing."""
     member = _code(code)
     return member.help if member is not None else ""
 
 
 @register.filter
-def code_words(code) -> str:
+def code_words(code: object) -> str:
     """A code in words, with its explanation (or the code itself) on hover."""
     member = _code(code)
     if member is None:
@@ -279,19 +285,19 @@ def code_words(code) -> str:
 
 
 @register.filter
-def retry_words(status) -> str:
+def retry_words(status: object) -> str:
     member = RetryStatus.of(status) or OutcomeKind.of(status)
     return member.label if member is not None else str(status or "")
 
 
 @register.filter
-def action_help(code) -> str:
+def action_help(code: object) -> str:
     action = _action(code)
     return action.help if action else ""
 
 
 @register.filter
-def window_left(token_age_s) -> str:
+def window_left(token_age_s: ConvertibleToInt) -> str:
     """Time left in the ClientRequestToken window for a token ``token_age_s`` old."""
     try:
         return _duration(TOKEN_WINDOW_S - int(token_age_s))
@@ -325,7 +331,7 @@ for _name, _vocabulary in WORDS_FILTERS.items():
 
 
 @register.filter
-def action_words(action) -> str:
+def action_words(action: str | None) -> str:
     known = AuditAction.of(action)
     return known.label if known else (action or "").replace("_", " ").capitalize()
 
@@ -352,14 +358,14 @@ def answer_status(entry: IntakeRequest) -> int | None:
 
 
 @register.filter
-def get_item(mapping, key):
+def get_item(mapping: object, key: Hashable) -> object:
     if isinstance(mapping, dict):
         return mapping.get(key)
     return None
 
 
 @register.filter
-def plain(value) -> str:
+def plain(value: object) -> str:
     """One cell of a compared item: strings bare, everything else as compact JSON."""
     if value is None:
         return "—"
@@ -368,13 +374,24 @@ def plain(value) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
+class ComparedItem(TypedDict):
+    """One row of :func:`compare_items`."""
+
+    key: str
+    old: object
+    attempted: object
+    differs: bool
+
+
 @register.simple_tag
-def compare_items(old: dict | None, attempted: dict | None) -> list[dict]:
+def compare_items(
+    old: dict[str, Any] | None, attempted: dict[str, Any] | None
+) -> list[ComparedItem]:
     """Rows of attribute / returned old value / attempted value, marking differences, so
     the old item DynamoDB returned sits side by side with the write that was refused."""
     old = old or {}
     attempted = attempted or {}
-    rows = []
+    rows: list[ComparedItem] = []
     for key in sorted(set(old) | set(attempted)):
         before, after = old.get(key), attempted.get(key)
         rows.append(
@@ -388,15 +405,28 @@ def compare_items(old: dict | None, attempted: dict | None) -> list[dict]:
     return rows
 
 
+class Segment(TypedDict):
+    """One segment of :func:`stack_segments`' bar."""
+
+    n: int
+    label: str
+    count: int
+    x: str
+    width: str
+
+
 @register.simple_tag
-def stack_segments(buckets, largest) -> list[dict]:
+def stack_segments(
+    buckets: Iterable[tuple[str, int]] | None, largest: ConvertibleToInt
+) -> list[Segment]:
     """Segments of one stacked bar as SVG percentages (``x``, ``width``): presentation
     only. SVG attributes rather than inline styles, which the CSP forbids."""
     try:
         largest = int(largest)
     except (TypeError, ValueError):
         return []
-    segments, x = [], 0.0
+    segments: list[Segment] = []
+    x = 0.0
     for number, (label, count) in enumerate(buckets or [], start=1):
         if largest <= 0 or not count:
             continue
@@ -428,7 +458,7 @@ STREAM_KINDS = {
 
 
 @register.filter
-def intent(value) -> str:
+def intent(value: object) -> str:
     """An intent id as people read it: its tenant, then the client's key exactly as sent
     (in ``<code>``), never the stored ``tenant#key``. Anything else (a fund ledger's
     subject) is shown as it is."""
@@ -441,7 +471,7 @@ def intent(value) -> str:
 
 
 @register.filter
-def intent_cut(value) -> str:
+def intent_cut(value: object) -> str:
     """An intent id in a list's column: as :func:`intent`, the key in a box of its own
     that the list may cut short with an ellipsis (app.css), its whole value in the title
     (hover) and still in the text (a copy takes all of it)."""
@@ -458,7 +488,7 @@ def intent_cut(value) -> str:
 
 
 @register.filter
-def cut(value) -> str:
+def cut(value: object) -> str:
     """An id (a donor ref, a client's key, a webhook id) on one line that a list may cut
     short with an ellipsis (app.css); its whole value in the title and in the copy."""
     text = str(value or "")
@@ -471,7 +501,7 @@ _NAME_BREAKS = re.compile(r"([._@:-])(?=.)")
 
 
 @register.filter
-def name_breaks(value) -> str:
+def name_breaks(value: object) -> str:
     """A username that may wrap after its dots, hyphens, underscores, colons and at-signs
     (a ``<wbr>`` after each): a long name takes two or three short lines instead of
     widening its column, and is never cut short."""
@@ -480,7 +510,7 @@ def name_breaks(value) -> str:
 
 
 @register.filter
-def stream_words(stream) -> str:
+def stream_words(stream: object) -> str:
     """An audit stream as people read it: ``Case C-…``, ``Pledge acme order-1``,
     ``Staff account ada``; the system's own stream is "System"."""
     name = str(stream or "")
@@ -503,13 +533,13 @@ EXPORT_FORMATS = {"csv": "CSV", "jsonl": "JSON Lines"}
 
 
 @register.filter
-def export_format(fmt) -> str:
+def export_format(fmt: object) -> str:
     """An audit export's file format by its name: CSV, JSON Lines."""
     return EXPORT_FORMATS.get(str(fmt), str(fmt))
 
 
 @register.filter
-def export_filters(values) -> list[str]:
+def export_filters(values: Mapping[str, str] | None) -> list[str]:
     """An export's stored filters (``AuditFilters.as_dict``) as a person says them: the
     days it covers, then each other filter by its label."""
     values = dict(values or {})
@@ -535,7 +565,7 @@ def export_filters(values) -> list[str]:
 
 
 @register.filter
-def audit_changes(row) -> list[str]:
+def audit_changes(row: AuditRow) -> list[str]:
     """What an audit page row's event changed, a line each ("Role: Finance staff →
     Supervisor"): ``dashboard.audit_changes``, from the event as stored."""
     from dashboard.audit_changes import event_changes

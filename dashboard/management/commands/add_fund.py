@@ -9,8 +9,11 @@ defaults to ``FUND_DEFAULT_CURRENCY`` and the largest single amount, for a new f
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
@@ -24,7 +27,7 @@ from reconciliation.claims.funds import fund_parse
 class Command(BaseCommand):
     help = "Register a fund (code, currency, largest single amount) for a tenant."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("code")
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--currency", help="ISO 4217 code (default FUND_DEFAULT_CURRENCY)")
@@ -34,7 +37,15 @@ class Command(BaseCommand):
             "(default FUND_DEFAULT_MAX_AMOUNT for a new fund; unchanged for an existing one)",
         )
 
-    def handle(self, *args, code: str, tenant: str, currency, max_amount, **options) -> None:
+    def handle(
+        self,
+        *args: Any,
+        code: str,
+        tenant: str,
+        currency: str | None,
+        max_amount: str | Decimal | None,
+        **options: Any,
+    ) -> None:
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
         currency = currency or settings.FUND_DEFAULT_CURRENCY

@@ -15,24 +15,25 @@ enrolled now: recovery codes are printed, then the ``otpauth://`` URI on the las
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from dashboard.accounts import mfa, passwords
 from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
-from reconciliation.actors import STAFF_ROLES, command_actor
+from reconciliation.actors import STAFF_ROLES, Actor, command_actor
 from reconciliation.audit.models import AuditAction
 
 
 class Command(BaseCommand):
     help = "Create or update a staff user in exactly one role group (audited)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--role", required=True, choices=[str(r) for r in STAFF_ROLES])
         parser.add_argument("--password", help="default: a random one, printed once")
@@ -49,7 +50,15 @@ class Command(BaseCommand):
             "(with a second factor where one applies)",
         )
 
-    def handle(self, *args, username: str, role: str, password, email: str, **opts) -> None:
+    def handle(
+        self,
+        *args: Any,
+        username: str,
+        role: str,
+        password: str | None,
+        email: str,
+        **opts: Any,
+    ) -> None:
         username = username.strip()
         if not username or len(username) > 150:
             raise CommandError("USERNAME must be 1-150 characters")
@@ -66,7 +75,15 @@ class Command(BaseCommand):
         for line in lines:
             self.stdout.write(line)
 
-    def _apply(self, username, role, password, email, actor, opts) -> list[str]:
+    def _apply(
+        self,
+        username: str,
+        role: str,
+        password: str | None,
+        email: str,
+        actor: Actor,
+        opts: dict[str, Any],
+    ) -> list[str]:
         user, created = get_user_model().objects.get_or_create(username=username)
         before = (
             {

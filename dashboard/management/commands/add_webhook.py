@@ -13,8 +13,10 @@ nothing is registered.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import TENANT_RE, not_recorded
@@ -29,7 +31,7 @@ from reconciliation.management.arguments import finite_number, whole_number
 class Command(BaseCommand):
     help = "Register an acknowledgement webhook endpoint; prints its signing secret once."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("url")
         parser.add_argument("--tenant", required=True)
         parser.add_argument(
@@ -54,13 +56,13 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
+        *args: Any,
         url: str,
         tenant: str,
         events: list[str],
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         rate: float | None = None,
-        **options,
+        **options: Any,
     ) -> None:
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")

@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Protocol
+from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from dashboard.delivery_log import attempt_log
@@ -136,10 +136,10 @@ class StopRequest:
 class Command(BaseCommand):
     help = "Deliver due acknowledgement webhooks (Standard Webhooks, signed)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="deliver what is due now, exit")
 
-    def handle(self, *args, once: bool = False, **options) -> None:
+    def handle(self, *args: Any, once: bool = False, **options: Any) -> None:
         # This dispatcher's shard leases, one set per region, kept from pass to pass: a
         # lease held costs no write until it is near its end (docs/capacity.md). Given
         # back when it stops (the end of --once, or asked to by a signal).

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue
@@ -30,7 +31,7 @@ def not_recorded(exc: Exception) -> CommandError:
 class Command(BaseCommand):
     help = "Issue an intake API bearer token for a tenant. Only its hash is stored."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument(
             "--expires-in",
@@ -39,7 +40,9 @@ class Command(BaseCommand):
             help="days until the token expires (default: never, until revoked)",
         )
 
-    def handle(self, *args, tenant: str, expires_in: int | None = None, **options) -> None:
+    def handle(
+        self, *args: Any, tenant: str, expires_in: int | None = None, **options: Any
+    ) -> None:
         if not TENANT_RE.match(tenant):
             raise CommandError("--tenant must be 1-64 letters, digits, '.', '_' or '-'")
         try:

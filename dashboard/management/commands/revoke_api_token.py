@@ -5,7 +5,9 @@ Each revocation is an audit event on ``TENANT#NAME``; the rows stay, with ``revo
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.template.defaultfilters import pluralize
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
@@ -18,12 +20,12 @@ from reconciliation.actors import command_actor
 class Command(BaseCommand):
     help = "Revoke API tokens by their last characters (--hint) or all of a tenant's."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         group = parser.add_mutually_exclusive_group(required=True)
         group.add_argument("--hint")
         group.add_argument("--tenant")
 
-    def handle(self, *args, hint: str | None, tenant: str | None, **options) -> None:
+    def handle(self, *args: Any, hint: str | None, tenant: str | None, **options: Any) -> None:
         tokens = ApiToken.objects.active()
         tokens = tokens.filter(hint=hint) if hint else tokens.filter(tenant=tenant)
         actor = command_actor("revoke_api_token")

@@ -11,8 +11,9 @@ delivery refused. The rotation is an audit event on ``TENANT#T``
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import not_recorded
@@ -34,10 +35,10 @@ def endpoint_pk(text: str) -> int:
 class Command(BaseCommand):
     help = "Rotate a webhook endpoint's signing secret; prints the new one once."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("endpoint", help="the endpoint's id: 7 or E7")
 
-    def handle(self, *args, endpoint: str, **options) -> None:
+    def handle(self, *args: Any, endpoint: str, **options: Any) -> None:
         pk = endpoint_pk(endpoint)
         try:
             row = webhook_secret_rotate(pk, actor=command_actor("rotate_webhook_secret"))

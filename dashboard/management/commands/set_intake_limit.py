@@ -5,7 +5,9 @@ tenant's intake rate limit (docs/security.md), or return it to ``INTAKE_RATE_PER
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import not_recorded
@@ -18,7 +20,7 @@ from reconciliation.management.arguments import finite_number, whole_number
 class Command(BaseCommand):
     help = "Set a tenant's intake rate limit (requests per second and burst)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument(
             "--rate", type=finite_number(0.001, 1_000_000), help="requests per second (refill)"
@@ -32,12 +34,12 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
+        *args: Any,
         tenant: str,
         rate: float | None,
         burst: int | None,
         default: bool,
-        **options,
+        **options: Any,
     ) -> None:
         if default == (rate is not None or burst is not None):
             raise CommandError("give --rate and --burst, or --default")

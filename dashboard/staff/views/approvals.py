@@ -85,7 +85,7 @@ def _evidence(case_ids: list[str]) -> dict[str, DecisionEvidence]:
 
 
 def _approvals_response(
-    request: HttpRequest, *, status: int = 200, failed: dict | None = None
+    request: HttpRequest, *, status: int = 200, failed: dict[str, DecisionForm] | None = None
 ) -> HttpResponse:
     cursor = request.GET.get("cursor") or None
     form = DrillForm(request.GET if "drill" in request.GET else None)

@@ -18,6 +18,7 @@ from django.http import (
     Http404,
     HttpResponse,
     HttpResponseBadRequest,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.http.response import HttpResponseBase
@@ -80,7 +81,9 @@ def _own_only(request: StaffRequest) -> str:
     return audit_visible_performer(request.role, request.user.get_username())
 
 
-def _filters(request: StaffRequest, data) -> tuple[AuditSearchForm, AuditFilters | None, str]:
+def _filters(
+    request: StaffRequest, data: QueryDict
+) -> tuple[AuditSearchForm, AuditFilters | None, str]:
     """The bound form, the filters it describes (None when invalid) and an error."""
     form = AuditSearchForm(data)
     if not form.is_valid():

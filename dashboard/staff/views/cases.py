@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.contrib import messages
@@ -129,7 +130,7 @@ class EvidenceRead:
         )
 
 
-def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict:
+def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict[str, dict[str, Any]]:
     """What "Accept suggestion" pre-fills: the suggested choice and reason, in the form
     that takes it, when ``?accept=`` names the action suggested now (a stale link
     pre-fills nothing). The person still reviews and submits it."""
@@ -147,7 +148,7 @@ def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict:
     }
 
 
-def _offered(case: Case, role, facts: EvidenceFacts | None) -> list[str]:
+def _offered(case: Case, role: Role, facts: EvidenceFacts | None) -> list[str]:
     """The actions this role is offered on this case now. Only what the evidence lets
     through (``facts``; ``None``: unknown, so what the role may start, and the services
     check the evidence themselves), and no second retry while one runs."""
@@ -165,7 +166,7 @@ class Withheld:
     reason: str
 
 
-def _withheld(case: Case, role, facts: EvidenceFacts | None) -> list[Withheld]:
+def _withheld(case: Case, role: Role, facts: EvidenceFacts | None) -> list[Withheld]:
     """What the evidence rules out on this case now, each with its one-line reason."""
     refused = withheld_actions(
         case.case_type, case.state, role, facts, retry_running=retry_in_flight(case)
@@ -173,25 +174,33 @@ def _withheld(case: Case, role, facts: EvidenceFacts | None) -> list[Withheld]:
     return [Withheld(action, LABELS[action], why) for action, why in refused.items()]
 
 
-def _offer_key(case: Case, role, facts: EvidenceFacts | None) -> str:
+def _offer_key(case: Case, role: Role, facts: EvidenceFacts | None) -> str:
     """What the actions card offers, as a short key the page sends back when it refreshes
     the evidence: while the key still holds, the card is left alone, so a reason being
     typed or a choice filled in from the suggestion is not wiped by a fresh read."""
     return f"{case.version}:{int(facts is None)}:{','.join(_offered(case, role, facts))}"
 
 
-def _forms(case: Case, role, bound: dict, keep: dict, facts: EvidenceFacts | None) -> dict:
+def _forms(
+    case: Case,
+    role: Role,
+    bound: dict[str, Form],
+    keep: dict[str, dict[str, Any]],
+    facts: EvidenceFacts | None,
+) -> dict[str, Form]:
     """The action forms this role is offered on this case now (:func:`_offered`): a
     bound form when it is being re-shown with errors, else a fresh one (current version,
     new action id)."""
     allowed = _offered(case, role, facts)
-    forms: dict = {}
+    forms: dict[str, Form] = {}
     withheld = _withheld(case, role, facts)
     for name, kinds in (("dispose", DISPOSITIONS), ("override", OVERRIDES)):
         offered = [a for a in allowed if a in kinds]
         if not offered:
             continue
-        form = bound.get(name) or CHOICE_FORM_CLASSES[name](
+        # A form bound under "dispose" or "override" was made by CHOICE_FORM_CLASSES[name].
+        re_shown = cast("DispositionForm | OverrideRequestForm | None", bound.get(name))
+        form = re_shown or CHOICE_FORM_CLASSES[name](
             initial={**keep.get(name, {}), "seen_version": case.version}
         )
         form.offer(offered)
@@ -213,8 +222,8 @@ def _case_response(
     case_id: str,
     *,
     status: int = 200,
-    bound: dict | None = None,
-    keep: dict | None = None,
+    bound: dict[str, Form] | None = None,
+    keep: dict[str, dict[str, Any]] | None = None,
     conflict: Case | None = None,
     partial: str = "case",
     send_messages: bool = False,
@@ -251,7 +260,7 @@ def _case_response(
 
 def _timeline_context(
     request: StaffRequest, case: Case, store: Store, note_form: NoteForm | None
-) -> dict:
+) -> dict[str, object]:
     """The audit timeline with its chain check, and the note form for those who act."""
     timeline = case_timeline(case.case_id, store=store)
     return {
@@ -269,7 +278,7 @@ def _timeline_context(
 
 def _live_context(
     request: StaffRequest, case: Case, read: EvidenceRead, suggestion: Suggestion | None
-) -> dict:
+) -> dict[str, object]:
     """What the parts of the page that follow the evidence need: the banner, the
     suggestion, the evidence panel and the poller."""
     return {
@@ -340,7 +349,7 @@ def _act(
     request: StaffRequest,
     case_id: str,
     name: str,
-    run: Callable[[dict, Actor], ActionResult],
+    run: Callable[[dict[str, Any], Actor], ActionResult],
     *,
     announce: bool = True,
 ) -> HttpResponse:
@@ -381,9 +390,9 @@ def _act(
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
-    recorded: list[tuple[ActionResult, dict]] = []
+    recorded: list[tuple[ActionResult, dict[str, Any]]] = []
 
-    def run(data: dict, actor: Actor) -> ActionResult:
+    def run(data: dict[str, Any], actor: Actor) -> ActionResult:
         result = case_dispose(
             case_id=case_id,
             disposition=data["disposition"],
@@ -404,7 +413,7 @@ def case_dispose_view(request: StaffRequest, case_id: str) -> HttpResponse:
     return _open_next(request, case_id, queue)
 
 
-def _say_decided(request: StaffRequest, result: ActionResult, data: dict) -> None:
+def _say_decided(request: StaffRequest, result: ActionResult, data: dict[str, Any]) -> None:
     """The message the next page shows about the case just decided: which case, what
     was recorded and why, and a link back to it (a person moving on still sees what they
     did, and can return to it)."""
@@ -446,7 +455,7 @@ def _open_next(request: StaffRequest, case_id: str, queue: Queue) -> HttpRespons
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
-    def run(data: dict, actor: Actor) -> ActionResult:
+    def run(data: dict[str, Any], actor: Actor) -> ActionResult:
         result = override_request(
             case_id=case_id,
             override=data["override"],
@@ -468,7 +477,7 @@ def case_override_view(request: StaffRequest, case_id: str) -> HttpResponse:
 @require_POST
 @role_required(*ACTING_ROLES)
 def case_assign_view(request: StaffRequest, case_id: str) -> HttpResponse:
-    def run(data: dict, actor: Actor) -> ActionResult:
+    def run(data: dict[str, Any], actor: Actor) -> ActionResult:
         staff, store = staff_action(data, actor), case_store(case_id)
         if data["unassign"]:
             return case_unassign(case_id=case_id, staff=staff, store=store)

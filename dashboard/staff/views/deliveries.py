@@ -152,7 +152,7 @@ def endpoint_resend_view(request: StaffRequest, endpoint_id: int) -> HttpRespons
 
 def _preview(request: StaffRequest, endpoint: WebhookEndpoint) -> HttpResponse:
     form = ResendPreviewForm(request.POST)
-    context: dict = {"endpoint": endpoint, "preview_form": form, "step": "preview"}
+    context: dict[str, object] = {"endpoint": endpoint, "preview_form": form, "step": "preview"}
     if not form.is_valid():
         return render_page(request, "acks/resend.html", None, context, status=400)
     since = form.since_utc()
@@ -183,7 +183,7 @@ def _preview(request: StaffRequest, endpoint: WebhookEndpoint) -> HttpResponse:
 
 def _confirm(request: StaffRequest, endpoint: WebhookEndpoint) -> HttpResponse:
     form = ResendConfirmForm(request.POST)
-    context: dict = {"endpoint": endpoint, "confirm_form": form, "step": "confirm"}
+    context: dict[str, object] = {"endpoint": endpoint, "confirm_form": form, "step": "confirm"}
     items = None
     if form.is_valid():
         try:

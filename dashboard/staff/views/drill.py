@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery.result import AsyncResult
 from django.contrib import messages
 from django.http import HttpResponse
@@ -26,7 +28,7 @@ def drill_page(request: StaffRequest) -> HttpResponse:
     running = False
     notice = ""
     if task_id:
-        result: AsyncResult[dict] = AsyncResult(task_id)
+        result: AsyncResult[dict[str, Any]] = AsyncResult(task_id)
         try:
             running = not result.ready()
             failed = not running and result.failed()

@@ -94,7 +94,7 @@ def _bucket_totals(ageing: dict[str, list[tuple[str, int]]]) -> list[tuple[str, 
     return list(totals.items())
 
 
-def _attention(digest: Digest) -> dict:
+def _attention(digest: Digest) -> dict[str, object]:
     past = [
         {
             "queue": breach.queue,

@@ -3,6 +3,7 @@ page or, for htmx, the named partial of the same template."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from django.http import HttpRequest, HttpResponse
@@ -45,7 +46,7 @@ def render_page(
     request: HttpRequest,
     template: str,
     partial: str | None,
-    context: dict,
+    context: Mapping[str, object],
     *,
     status: int = 200,
 ) -> HttpResponse:

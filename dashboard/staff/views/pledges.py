@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
@@ -67,7 +68,7 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
 
 @require_safe
 @role_required(*VIEWING_ROLES)
-def pledge_query_view(request: StaffRequest) -> HttpResponse:
+def pledge_query_view(request: StaffRequest) -> HttpResponseBase:
     """The pledge page of ``?tenant=…&key=…``: the link for a tenant or key that is ``.``
     or ``..``, which no path can carry past a browser (dashboard/staff/links.py)."""
     return pledge_view(request, request.GET.get("tenant", ""), request.GET.get("key", ""))

@@ -80,7 +80,7 @@ def _filter_query(form: QueueFilterForm, *, sort: bool = True) -> str:
     return urlencode(kept)
 
 
-def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dict]:
+def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dict[str, str]]:
     """Per sortable column: the link that orders by it (a second click reverses it) and
     its ``aria-sort`` when it is the current order. A new order starts at the first
     page: a cursor belongs to the order it came from."""

@@ -4,6 +4,7 @@ views, and ``?format=csv``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import cast
 from urllib.parse import urlencode
 
@@ -140,7 +141,7 @@ def worklist_view(request: StaffRequest) -> HttpResponseBase:
     except InvalidFilter as exc:
         return filters_refused(exc.problems)
 
-    def rows():
+    def rows() -> Iterator[CsvCase]:
         for start in range(0, len(worklist.rows), 100):
             for row in donor_refs_add(worklist.rows[start : start + 100], stores=stores):
                 yield CsvCase(row.case, row.donor_ref, row.sla.label, row.breach_in_s)

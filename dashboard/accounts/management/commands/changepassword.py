@@ -8,6 +8,7 @@ the password stays as it was. (``dashboard.accounts`` is listed before
 from __future__ import annotations
 
 import getpass
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.management.commands import changepassword
@@ -20,7 +21,7 @@ from reconciliation.actors import Actor, Role
 
 
 class Command(changepassword.Command):
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> str:
         username = options["username"] or getpass.getuser()
         actor = Actor(
             username="system", role=Role.SYSTEM, address=f"manage.py changepassword ({_os_user()})"

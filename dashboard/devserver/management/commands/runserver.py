@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import CommandError
-from whitenoise.runserver_nostatic.management.commands.runserver import (
-    Command as WhitenoiseRunserver,
-)
+
+if TYPE_CHECKING:
+    # whitenoise ships no type information. Its command subclasses the runserver of the
+    # apps listed after whitenoise.runserver_nostatic, and that app is not installed here,
+    # so the search ends at its fallback: Django's own.
+    from django.core.management.commands.runserver import Command as WhitenoiseRunserver
+else:
+    from whitenoise.runserver_nostatic.management.commands.runserver import (
+        Command as WhitenoiseRunserver,
+    )
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -37,7 +45,7 @@ def refusal(*, debug: bool, demo_mode: str, endpoints: Iterable[str | None]) -> 
 class Command(WhitenoiseRunserver):
     help = "Development server for demo data only; everything else uses `make run` (gunicorn)."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> str | None:
         from reconciliation.dynamo.client import regions
 
         problem = refusal(
