@@ -13,8 +13,6 @@ import subprocess
 import tokenize
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
 # `some/path.ext` (with a directory), optionally followed by " · `Name.attr`".
@@ -69,10 +67,8 @@ def code_references() -> list[tuple[str, str, str | None]]:
     found = []
     for name in names:
         source = (ROOT / name).read_text()
-        if name.endswith(".py"):
-            prose = python_prose(source)
-        else:
-            prose = TEMPLATE_COMMENT.findall(source)
+        is_python = name.endswith(".py")
+        prose = python_prose(source) if is_python else TEMPLATE_COMMENT.findall(source)
         for text in prose:
             for match in CODE_REFERENCE.finditer(text):
                 found.append((name, match["path"], match["name"]))
