@@ -63,7 +63,7 @@ def ack_redeliver(
     if actor.role not in STAFF:
         raise RedeliverRefused("Only finance staff and supervisors may redeliver.")
     try:
-        code, text = check_reason(reason_code, reason_text)
+        reason = check_reason(reason_code, reason_text)
     except InvalidReason as exc:
         raise RedeliverRefused(str(exc)) from exc
     state = AckRepository(store).get(intent_id)
@@ -88,8 +88,8 @@ def ack_redeliver(
             intent_id=intent_id,
             before={"status": str(delivery.status), "attempts": delivery.attempts},
             after={"status": str(DeliveryStatus.PENDING), "next_at": now},
-            reason_code=code,
-            reason_text=text,
+            reason_code=reason.code,
+            reason_text=reason.text,
             detail={
                 "endpoint": delivery.endpoint_id,
                 "event_type": str(delivery.event_type),

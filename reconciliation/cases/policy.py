@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from reconciliation.actors import Role
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
@@ -79,19 +80,34 @@ def visible_length(text: str) -> int:
     )
 
 
+class Permission(StrEnum):
+    """What a role may be allowed to do to a case (``ACTIONS`` says which roles may);
+    the value is the words a refusal uses, underscores read as spaces."""
+
+    ASSIGN = "assign"
+    NOTE = "note"
+    DISPOSE = "dispose"
+    OVERRIDE_REQUEST = "override_request"
+    OVERRIDE_APPROVE = "override_approve"
+    OVERRIDE_REJECT = "override_reject"
+    OVERRIDE_EXPIRE = "override_expire"
+    RETRY_RUN = "retry_run"
+    OPEN = "open"
+
+
 # Actions a role may take. Auditors read and export only; system is the sweeps.
 STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})
-ACTIONS = {
-    "assign": STAFF,
+ACTIONS: dict[Permission, frozenset[Role]] = {
+    Permission.ASSIGN: STAFF,
     # A note is a staff action like any other: auditors stay read-only.
-    "note": STAFF,
-    "dispose": STAFF | {Role.SYSTEM},
-    "override_request": STAFF,
-    "override_approve": frozenset({Role.SUPERVISOR}),
-    "override_reject": frozenset({Role.SUPERVISOR}),
-    "override_expire": frozenset({Role.SYSTEM}),
-    "retry_run": STAFF | {Role.SYSTEM},
-    "open": frozenset({Role.SYSTEM, Role.API}),
+    Permission.NOTE: STAFF,
+    Permission.DISPOSE: STAFF | {Role.SYSTEM},
+    Permission.OVERRIDE_REQUEST: STAFF,
+    Permission.OVERRIDE_APPROVE: frozenset({Role.SUPERVISOR}),
+    Permission.OVERRIDE_REJECT: frozenset({Role.SUPERVISOR}),
+    Permission.OVERRIDE_EXPIRE: frozenset({Role.SYSTEM}),
+    Permission.RETRY_RUN: STAFF | {Role.SYSTEM},
+    Permission.OPEN: frozenset({Role.SYSTEM, Role.API}),
 }
 
 # States from which each kind of change may start.
@@ -299,8 +315,8 @@ def withheld_actions(
     return {a: why for a, why in refusals.items() if why is not None}
 
 
-def may(role: Role | None, action: str) -> bool:
-    return role is not None and role in ACTIONS.get(action, frozenset())
+def may(role: Role | None, permission: Permission) -> bool:
+    return role is not None and role in ACTIONS.get(permission, frozenset())
 
 
 def audit_visible_performer(role: Role | None, username: str) -> str:

@@ -34,7 +34,14 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import Case, ClientOutcome, CommitRetry
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseType, Disposition, ErrorKind, Queue, RetryStatus
+from reconciliation.cases.vocabulary import (
+    CaseType,
+    Disposition,
+    ErrorKind,
+    Queue,
+    ReasonCode,
+    RetryStatus,
+)
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
@@ -45,7 +52,7 @@ from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
-AUTO_REASON = "EVIDENCE_CONFIRMS"
+AUTO_REASON = ReasonCode.EVIDENCE_CONFIRMS
 AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this request."
 # Every queue an open case about an intent can sit in. Whatever its type, a claim case
 # asks whether the donor's intent is recorded: once a consistent read finds the pledge
