@@ -17,6 +17,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
+    CASE_ACTIONS,
     DISPOSITIONS,
     LABELS,
     MAX_REASON_LENGTH,
@@ -24,7 +25,7 @@ from reconciliation.cases.policy import (
     OVERRIDES,
     REASON_CODES,
 )
-from reconciliation.cases.vocabulary import Disposition, Override
+from reconciliation.cases.vocabulary import CaseAction, Disposition, Override, ReasonCode
 from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 from reconciliation.claims.funds import fund_parse
@@ -154,7 +155,9 @@ class QueueFilterForm(IdPrefixedForm):
 
 
 class _ReasonForm(IdPrefixedForm):
-    reason_code = forms.ChoiceField(choices=REASON_CHOICES, label="Reason code")
+    reason_code = forms.TypedChoiceField(
+        choices=REASON_CHOICES, coerce=ReasonCode, label="Reason code"
+    )
     reason_text = forms.CharField(
         label="Reason",
         min_length=MIN_REASON_LENGTH,
@@ -186,7 +189,7 @@ class _ChoiceReasonForm(_ReasonForm):
     # Actions the evidence rules out, shown disabled with their reason (views/cases.py).
     withheld: list = []
 
-    def offer(self, offered: list[str]) -> None:
+    def offer(self, offered: list[CaseAction]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
         field = self.fields[self.choice_field]
         if not isinstance(field, forms.ChoiceField):
@@ -196,8 +199,9 @@ class _ChoiceReasonForm(_ReasonForm):
 
 class DispositionForm(_ChoiceReasonForm):
     choice_field = "disposition"
-    disposition = forms.ChoiceField(
+    disposition = forms.TypedChoiceField(
         choices=[(d, LABELS[d]) for d in DISPOSITIONS],
+        coerce=Disposition,
         widget=forms.RadioSelect,
         label="Disposition",
     )
@@ -207,8 +211,9 @@ class DispositionForm(_ChoiceReasonForm):
 
 class OverrideRequestForm(_ChoiceReasonForm):
     choice_field = "override"
-    override = forms.ChoiceField(
+    override = forms.TypedChoiceField(
         choices=[(o, LABELS[o]) for o in OVERRIDES],
+        coerce=Override,
         widget=forms.RadioSelect,
         label="Override",
     )
@@ -303,15 +308,17 @@ class RedeliverForm(_ReasonForm):
 
 
 class BulkForm(_ReasonForm):
-    disposition = forms.ChoiceField(
-        choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS], label="Apply to the selected cases"
+    disposition = forms.TypedChoiceField(
+        choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS],
+        coerce=Disposition,
+        label="Apply to the selected cases",
     )
     step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
     queue = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
     field_order = ["disposition", "reason_code", "reason_text"]
     prefix_id = "bulk"
 
-    def __init__(self, *args, offered: Sequence[str] | None = None, **kwargs):
+    def __init__(self, *args, offered: Sequence[Disposition] | None = None, **kwargs):
         """``offered``: the dispositions the page's menu lists (those some listed case
         allows); every bulk disposition when not given, as when checking a POST (each
         case is checked by the service)."""
@@ -349,7 +356,7 @@ class CaseSearchForm(IdPrefixedForm):
 # REOPEN), labelled.
 RESOLVED_HOW = [
     (code, LABELS[code])
-    for code in (*DISPOSITIONS, *OVERRIDES)
+    for code in CASE_ACTIONS
     if code not in (Disposition.ESCALATE, Override.REOPEN)
 ]
 

@@ -25,6 +25,7 @@ from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.actions import check_reason
 from reconciliation.cases.changes import InvalidReason
 from reconciliation.cases.policy import STAFF
+from reconciliation.cases.vocabulary import ReasonCode
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items, values
@@ -52,7 +53,7 @@ def ack_redeliver(
     intent_id: str,
     seen: RedeliverSeen,
     actor: Actor,
-    reason_code: str,
+    reason_code: ReasonCode,
     reason_text: str,
     bulk_id: str = "",
 ) -> None:

@@ -34,7 +34,7 @@ from reconciliation.cases.models import (
     is_case_id,
     resolved_month,
 )
-from reconciliation.cases.vocabulary import QUEUES, CaseState, queue_for
+from reconciliation.cases.vocabulary import QUEUES, CaseState, Queue, queue_for
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
@@ -341,7 +341,7 @@ class CaseRepository:
 
     def query_queue(
         self,
-        queue: str,
+        queue: Queue,
         *,
         limit: int,
         start_key: dict[str, Any] | None = None,
@@ -389,7 +389,7 @@ class CaseRepository:
 
     def walk_queue(
         self,
-        queue: str,
+        queue: Queue,
         *,
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
@@ -416,7 +416,7 @@ class CaseRepository:
 
     def count_range(
         self,
-        queue: str,
+        queue: Queue,
         *,
         before: str | None = None,
         after: str | None = None,

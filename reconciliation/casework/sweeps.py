@@ -61,10 +61,10 @@ AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this re
 # stalled worker itself is an operational signal (metrics, logs), not casework. A fund's
 # LEDGER_DRIFT case is never closed automatically: only finance records answer it.
 RECHECK_QUEUES = (
-    CaseType.STUCK_PENDING,
-    CaseType.AMBIGUOUS_TIMEOUT,
-    CaseType.CANCELLED_TRANSACTION,
-    CaseType.TOKEN_MISMATCH,
+    Queue.STUCK_PENDING,
+    Queue.AMBIGUOUS_TIMEOUT,
+    Queue.CANCELLED_TRANSACTION,
+    Queue.TOKEN_MISMATCH,
     Queue.ESCALATED,
 )
 
@@ -235,7 +235,7 @@ def redispatch_stale_retries(
 
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
-    for queue in (*CASE_TYPES, Queue.ESCALATED):
+    for queue in (*(Queue(t) for t in CASE_TYPES), Queue.ESCALATED):
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
             retry: CommitRetry | None = row.get("retry")
             if (

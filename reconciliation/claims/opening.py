@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 def case_build(
     *,
-    case_type: str,
+    case_type: CaseType,
     claim: Claim,
     evidence: dict[str, Any],
     decoded: Sequence[DecodedReason] = (),
