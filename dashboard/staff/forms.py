@@ -25,7 +25,13 @@ from reconciliation.cases.policy import (
     OVERRIDES,
     REASON_CODES,
 )
-from reconciliation.cases.vocabulary import CaseAction, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import (
+    CaseAction,
+    Disposition,
+    Override,
+    ReasonCode,
+    case_action,
+)
 from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 from reconciliation.claims.funds import fund_parse
@@ -365,7 +371,13 @@ class ResolvedFilterForm(IdPrefixedForm):
     """Filters of ``/queues/resolved/``: who, how, fund and a range of UTC days."""
 
     resolved_by = forms.CharField(required=False, max_length=150, label="Resolved by")
-    how = forms.ChoiceField(required=False, choices=[("", "Any way"), *RESOLVED_HOW], label="How")
+    how = forms.TypedChoiceField(
+        required=False,
+        choices=[("", "Any way"), *RESOLVED_HOW],
+        coerce=case_action,
+        empty_value="",
+        label="How",
+    )
     fund = FundFilterField()
     since = forms.DateField(
         required=False,

@@ -138,6 +138,11 @@ class Override(Code):
 CaseAction: TypeAlias = Disposition | Override
 
 
+def case_action(value: str) -> CaseAction:
+    """The disposition or override named ``value``; ``ValueError`` for any other."""
+    return Disposition.of(value) or Override(value)
+
+
 class ReasonCode(Code):
     """Why an action was taken; every action carries one, and a written reason."""
 

@@ -24,7 +24,14 @@ from reconciliation.cases.policy import (
     visible_length,
     withheld_actions,
 )
-from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import (
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    ReasonCode,
+    case_action,
+)
 from tests.unit.records import actor
 
 STUCK, DRIFT = CaseType.STUCK_PENDING, CaseType.LEDGER_DRIFT
@@ -174,3 +181,11 @@ def test_a_checked_reason_is_its_code_and_stripped_text():
     reason = check_reason(" DONOR_REQUEST ", "  The donor asked for it.  ")
     assert reason.code is ReasonCode.DONOR_REQUEST
     assert reason.text == "The donor asked for it."
+
+
+def test_a_case_action_is_read_from_its_code():
+    """A form's code names a disposition or an override; anything else is refused."""
+    assert case_action("RETRY_COMMIT") is Disposition.RETRY_COMMIT
+    assert case_action("REOPEN") is Override.REOPEN
+    with pytest.raises(ValueError):
+        case_action("DROP_TABLE")
