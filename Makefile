@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run manage test test-postgres test-reliability bench-smoke lint format install bench clean
+.PHONY: run manage test test-unit test-postgres test-reliability bench-smoke lint format install bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not reliability" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+## The pure unit layer alone (tests/unit/: policy, evidence rules, suggestions, case
+## transitions, money): no store, database, DynamoDB Local or Redis; seconds, one process.
+## make test runs these too.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -n 0 tests/unit
 
 ## Every test that touches Django's database (tests/databases.py), on a throw-away
 ## PostgreSQL cluster the run starts and removes (tests/postgres.py; Debian's package

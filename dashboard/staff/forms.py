@@ -17,6 +17,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.policy import (
     BULK_DISPOSITIONS,
+    CASE_ACTIONS,
     DISPOSITIONS,
     LABELS,
     MAX_REASON_LENGTH,
@@ -24,7 +25,13 @@ from reconciliation.cases.policy import (
     OVERRIDES,
     REASON_CODES,
 )
-from reconciliation.cases.vocabulary import Disposition, Override
+from reconciliation.cases.vocabulary import (
+    CaseAction,
+    Disposition,
+    Override,
+    ReasonCode,
+    case_action,
+)
 from reconciliation.casework.notes import MAX_NOTE_LENGTH
 from reconciliation.casework.selectors import DEFAULT_SORT, SORT_WORDS, QueueFilters
 from reconciliation.claims.funds import fund_parse
@@ -159,7 +166,9 @@ class QueueFilterForm(IdPrefixedForm):
 
 
 class _ReasonForm(IdPrefixedForm):
-    reason_code = forms.ChoiceField(choices=REASON_CHOICES, label="Reason code")
+    reason_code = forms.TypedChoiceField(
+        choices=REASON_CHOICES, coerce=ReasonCode, label="Reason code"
+    )
     reason_text = forms.CharField(
         label="Reason",
         min_length=MIN_REASON_LENGTH,
@@ -191,7 +200,7 @@ class _ChoiceReasonForm(_ReasonForm):
     # Actions the evidence rules out, shown disabled with their reason (views/cases.py).
     withheld: list[Withheld] = []
 
-    def offer(self, offered: list[str]) -> None:
+    def offer(self, offered: list[CaseAction]) -> None:
         """Show only these choices, in this order (what the role may do on the case now)."""
         field = self.fields[self.choice_field]
         if not isinstance(field, forms.ChoiceField):
@@ -201,8 +210,9 @@ class _ChoiceReasonForm(_ReasonForm):
 
 class DispositionForm(_ChoiceReasonForm):
     choice_field = "disposition"
-    disposition = forms.ChoiceField(
+    disposition = forms.TypedChoiceField(
         choices=[(d, LABELS[d]) for d in DISPOSITIONS],
+        coerce=Disposition,
         widget=forms.RadioSelect,
         label="Disposition",
     )
@@ -212,8 +222,9 @@ class DispositionForm(_ChoiceReasonForm):
 
 class OverrideRequestForm(_ChoiceReasonForm):
     choice_field = "override"
-    override = forms.ChoiceField(
+    override = forms.TypedChoiceField(
         choices=[(o, LABELS[o]) for o in OVERRIDES],
+        coerce=Override,
         widget=forms.RadioSelect,
         label="Override",
     )
@@ -308,15 +319,19 @@ class RedeliverForm(_ReasonForm):
 
 
 class BulkForm(_ReasonForm):
-    disposition = forms.ChoiceField(
-        choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS], label="Apply to the selected cases"
+    disposition = forms.TypedChoiceField(
+        choices=[(d, LABELS[d]) for d in BULK_DISPOSITIONS],
+        coerce=Disposition,
+        label="Apply to the selected cases",
     )
     step = forms.ChoiceField(choices=[("preview", "Preview"), ("apply", "Apply")])
     queue = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput)
     field_order = ["disposition", "reason_code", "reason_text"]
     prefix_id = "bulk"
 
-    def __init__(self, *args: Any, offered: Sequence[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, offered: Sequence[Disposition] | None = None, **kwargs: Any
+    ) -> None:
         """``offered``: the dispositions the page's menu lists (those some listed case
         allows); every bulk disposition when not given, as when checking a POST (each
         case is checked by the service)."""
@@ -354,7 +369,7 @@ class CaseSearchForm(IdPrefixedForm):
 # REOPEN), labelled.
 RESOLVED_HOW = [
     (code, LABELS[code])
-    for code in (*DISPOSITIONS, *OVERRIDES)
+    for code in CASE_ACTIONS
     if code not in (Disposition.ESCALATE, Override.REOPEN)
 ]
 
@@ -363,7 +378,13 @@ class ResolvedFilterForm(IdPrefixedForm):
     """Filters of ``/queues/resolved/``: who, how, fund and a range of UTC days."""
 
     resolved_by = forms.CharField(required=False, max_length=150, label="Resolved by")
-    how = forms.ChoiceField(required=False, choices=[("", "Any way"), *RESOLVED_HOW], label="How")
+    how = forms.TypedChoiceField(
+        required=False,
+        choices=[("", "Any way"), *RESOLVED_HOW],
+        coerce=case_action,
+        empty_value="",
+        label="How",
+    )
     fund = FundFilterField()
     since = forms.DateField(
         required=False,

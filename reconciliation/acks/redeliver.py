@@ -25,6 +25,7 @@ from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.actions import check_reason
 from reconciliation.cases.changes import InvalidReason
 from reconciliation.cases.policy import STAFF
+from reconciliation.cases.vocabulary import ReasonCode
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items, values
@@ -52,7 +53,7 @@ def ack_redeliver(
     intent_id: str,
     seen: RedeliverSeen,
     actor: Actor,
-    reason_code: str,
+    reason_code: ReasonCode,
     reason_text: str,
     bulk_id: str = "",
 ) -> None:
@@ -63,7 +64,7 @@ def ack_redeliver(
     if actor.role not in STAFF:
         raise RedeliverRefused("Only finance staff and supervisors may redeliver.")
     try:
-        code, text = check_reason(reason_code, reason_text)
+        reason = check_reason(reason_code, reason_text)
     except InvalidReason as exc:
         raise RedeliverRefused(str(exc)) from exc
     state = AckRepository(store).get(intent_id)
@@ -88,8 +89,8 @@ def ack_redeliver(
             intent_id=intent_id,
             before={"status": str(delivery.status), "attempts": delivery.attempts},
             after={"status": str(DeliveryStatus.PENDING), "next_at": now},
-            reason_code=code,
-            reason_text=text,
+            reason_code=reason.code,
+            reason_text=reason.text,
             detail={
                 "endpoint": delivery.endpoint_id,
                 "event_type": str(delivery.event_type),

@@ -24,6 +24,7 @@ from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import check_reason
 from reconciliation.cases.changes import InvalidReason
+from reconciliation.cases.vocabulary import ReasonCode
 from reconciliation.codes import Code
 from reconciliation.stores import Store
 
@@ -111,7 +112,7 @@ def acks_resend(
     *,
     store_for: StoreFor,
     actor: Actor,
-    reason_code: str,
+    reason_code: ReasonCode,
     reason_text: str,
     bulk_id: str,
 ) -> list[ResendResult]:

@@ -1,6 +1,6 @@
 """What every action on a case starts with (docs/design.md §6): the role and reason checks, the
-case and version read, the resolution record and the result handed back to the page.
-Shared by dispositions, overrides and retries."""
+case and version read, the grounds its transition is made on, and the result handed back
+to the page. Shared by dispositions, overrides and retries."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from reconciliation import clock
 from reconciliation.actors import Actor
 from reconciliation.cases.changes import InvalidReason, NotAllowed, case_load
-from reconciliation.cases.models import Case, Resolution
+from reconciliation.cases.models import Case
 from reconciliation.cases.policy import (
     MAX_REASON_LENGTH,
     MIN_REASON_LENGTH,
-    REASON_CODES,
+    Permission,
     may,
     visible_length,
 )
-from reconciliation.cases.vocabulary import Disposition, Override
+from reconciliation.cases.transitions import Grounds
+from reconciliation.cases.vocabulary import ReasonCode
 from reconciliation.stores import Store
 
 
@@ -29,21 +30,42 @@ class StaffAction:
     same id changes nothing)."""
 
     actor: Actor
-    reason_code: str | None = None
+    # The form's choice; a code no member names (an old or forged form) is refused by
+    # check_reason, as is none.
+    reason_code: ReasonCode | str | None = None
     reason_text: str | None = None
     seen_version: int | None = None
     action_id: str | None = None
+
+    def grounds(self, reason: Reason | None = None) -> Grounds:
+        """The grounds of a change made now on this action: ``reason`` as checked (none
+        for a change that records no reason, as an assignment)."""
+        return Grounds(
+            actor=self.actor,
+            at=clock.now(),
+            action_id=self.action_id,
+            reason_code=reason.code if reason else None,
+            reason_text=reason.text if reason else None,
+        )
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A mandatory reason as checked: a known code and a text a reader can see."""
+
+    code: ReasonCode
+    text: str
 
 
 @dataclass(frozen=True)
 class ActionStart:
     """What :func:`action_begin` found: the case as read, whether this action id was
-    already applied to it, and the reason as checked (stripped)."""
+    already applied to it, the reason as checked, and the grounds of the change."""
 
     case: Case
     done: bool
-    reason_code: str
-    reason_text: str
+    reason: Reason
+    grounds: Grounds
 
 
 @dataclass(frozen=True)
@@ -53,48 +75,32 @@ class ActionResult:
     message: str
 
 
-def check_role(actor: Actor, action: str) -> None:
-    if not may(actor.role, action):
-        raise NotAllowed(f"The {actor.role} role may not {action.replace('_', ' ')}.")
+def check_role(actor: Actor, permission: Permission) -> None:
+    if not may(actor.role, permission):
+        raise NotAllowed(f"The {actor.role} role may not {permission.replace('_', ' ')}.")
 
 
-def check_reason(reason_code: str | None, reason_text: str | None) -> tuple[str, str]:
-    code = (reason_code or "").strip()
+def check_reason(reason_code: ReasonCode | str | None, reason_text: str | None) -> Reason:
+    code = ReasonCode.of((reason_code or "").strip())
     text = (reason_text or "").strip()
-    if code not in REASON_CODES:
+    if code is None:
         raise InvalidReason("Choose a reason code from the list.")
     if visible_length(text) < MIN_REASON_LENGTH:
         raise InvalidReason(f"Explain the reason in at least {MIN_REASON_LENGTH} characters.")
     if len(text) > MAX_REASON_LENGTH:
         raise InvalidReason(f"Keep the reason under {MAX_REASON_LENGTH} characters.")
-    return code, text
-
-
-def resolution_for(
-    disposition: str,
-    actor: Actor,
-    *,
-    requested_by: str | None = None,
-    outcome: str | None = None,
-    asked_by: str | None = None,
-) -> Resolution:
-    return Resolution(
-        disposition=Disposition.of(disposition) or Override.read(disposition),
-        by=actor.username,
-        at=clock.iso(clock.now()),
-        requested_by=requested_by,
-        outcome=outcome,
-        asked_by=asked_by,
-    )
+    return Reason(code, text)
 
 
 def already_applied(case: Case) -> ActionResult:
     return ActionResult(case, False, "That action was already applied; nothing changed.")
 
 
-def action_begin(store: Store, *, case_id: str, staff: StaffAction, permission: str) -> ActionStart:
+def action_begin(
+    store: Store, *, case_id: str, staff: StaffAction, permission: Permission
+) -> ActionStart:
     """The checks every reasoned action starts with: role, reason, case and version."""
     check_role(staff.actor, permission)
-    code, text = check_reason(staff.reason_code, staff.reason_text)
+    reason = check_reason(staff.reason_code, staff.reason_text)
     loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
-    return ActionStart(loaded.case, loaded.done, code, text)
+    return ActionStart(loaded.case, loaded.done, reason, staff.grounds(reason))

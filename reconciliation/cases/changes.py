@@ -14,12 +14,13 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditEvent
+from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
-from reconciliation.cases.models import Case, Resolution, resolved_month
-from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseState, queue_for
+from reconciliation.cases.models import Case
+from reconciliation.cases.repository import CaseRepository, case_indexed
+from reconciliation.cases.transitions import CaseEvent
+from reconciliation.cases.vocabulary import CaseState
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import transact_items
@@ -113,42 +114,6 @@ def case_load(
     return CaseLoad(case, False)
 
 
-def _case_next(
-    case: Case, changes: dict[str, Any], *, actor: Actor, at: str, action_id: str | None
-) -> Case:
-    """``case`` with ``changes`` applied: the next version, the queue of its new state
-    (keeping its place in the queue), and who acted last."""
-    state = changes.get("state", case.state)
-    queue = queue_for(case.case_type, state)
-    # A resolved case leaves ``open_by_queue`` and enters ``resolved_by_time`` (keyed by
-    # the month it was resolved in, newest first), in this same write; reopening takes
-    # it out again. A case that goes back to RESOLVED without a new resolution (a
-    # request to reopen it declined or expired) keeps the one it had: who, how and when
-    # stay those of the resolution, not of the decline.
-    resolved = state == CaseState.RESOLVED
-    new: Resolution | None = changes.get("resolution")
-    kept = case.resolution
-    carried = resolved and not new and kept is not None
-    resolved_at = (kept.at or at) if carried and kept else at
-    how = kept if carried else new
-    return replace(
-        case,
-        **changes,
-        version=case.version + 1,
-        queue=queue,
-        queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
-        resolved_month=resolved_month(resolved_at) if resolved else None,
-        resolved_sort=f"{resolved_at}#{case.case_id}" if resolved else None,
-        resolved_by=(kept.by or actor.username if carried and kept else actor.username)
-        if resolved
-        else None,
-        resolved_how=how.disposition if resolved and how else None,
-        last_actor=actor.username,
-        last_action_at=at,
-        last_action_id=action_id,
-    )
-
-
 def _case_write_cancelled(
     store: Store,
     case: Case,
@@ -157,7 +122,7 @@ def _case_write_cancelled(
     codes: list[str],
     *,
     actor: Actor,
-    action: str,
+    action: AuditAction,
     action_id: str | None,
 ) -> Case:
     """After a cancelled case transaction: the case as stored if this very action
@@ -198,70 +163,49 @@ class AlreadyResolved(CaseError):
     code = "already_resolved"
 
 
-def _resolution_stands(case: Case, changes: dict[str, Any]) -> None:
-    new: Resolution | None = changes.get("resolution")
-    if new and case.resolution and new != case.resolution:
-        last = case.resolution
+def _resolution_stands(read: Case, updated: Case) -> None:
+    """A resolution stands (docs/design.md §6): a change that would write a resolution
+    over the one the case carries is refused; only a reopen, which clears it first, lets
+    a case be resolved again."""
+    new, last = updated.resolution, read.resolution
+    if new and last and new != last:
         raise AlreadyResolved(
-            f"Case {case.case_id} is already resolved ({last.disposition} by "
+            f"Case {read.case_id} is already resolved ({last.disposition} by "
             f"{last.by} at {clock.plain(last.at)}); a resolution is only "
             "changed by an approved reopen."
         )
 
 
-def case_commit_change(
-    store: Store,
-    case: Case,
-    *,
-    actor: Actor,
-    action: str,
-    changes: dict[str, Any],
-    action_id: str | None,
-    disposition: str | None = None,
-    reason_code: str | None = None,
-    reason_text: str | None = None,
-    detail: dict[str, Any] | None = None,
-    extra_items: list[dict[str, Any]] | None = None,
-    extra_events: list[dict[str, Any]] | None = None,
-) -> Case:
-    """Apply ``changes`` to ``case`` in one transaction with its audit event.
+def case_commit_change(store: Store, read: Case, updated: Case, event: CaseEvent) -> Case:
+    """Write ``updated``, the next record of the case ``read`` (a transition's, in
+    :mod:`reconciliation.cases.transitions`), in one transaction with ``event`` placed
+    in the case's audit stream and what rides on it (``event.writes``,
+    ``event.events``): they commit or fail together.
 
     The case write is conditioned on the version read, so of two people acting at once
-    exactly one commits; the loser gets :class:`CaseChanged` naming the winner. Items
-    in ``extra_items`` (claim, pledge, ledger writes) commit or fail with it.
-
-    A resolution stands (docs/design.md §6): a change that would write a resolution over the
-    one ``case`` carries is refused here, before anything is sent; only a reopen, which
-    clears it first, lets a case be resolved again."""
-    _resolution_stands(case, changes)
-    now = clock.now()
-    updated = _case_next(case, changes, actor=actor, at=clock.iso(now), action_id=action_id)
-    event = audit_event_build(
-        AuditEvent(
-            action=action,
-            actor=actor,
-            at=now,
-            case_id=case.case_id,
-            intent_id=case.intent_id,
-            before=case.summary(),
-            after=updated.summary(),
-            disposition=disposition,
-            reason_code=reason_code,
-            reason_text=reason_text,
-            detail=detail,
-        ),
-        stream=f"CASE#{case.case_id}",
-        seq=case.audit_seq + 1,
-        prev_hash=case.audit_head,
+    exactly one commits; the loser gets :class:`CaseChanged` naming the winner. A change
+    that would write a resolution over the one ``read`` carries is refused here, before
+    anything is sent."""
+    if updated.case_id != read.case_id or updated.version != read.version + 1:
+        raise ValueError("a case change writes the next version of the case it read")
+    _resolution_stands(read, updated)
+    updated = case_indexed(updated)
+    placed = audit_event_build(
+        event.audit(read, updated),
+        stream=f"CASE#{read.case_id}",
+        seq=read.audit_seq + 1,
+        prev_hash=read.audit_head,
     )
-    updated = replace(updated, audit_seq=event["seq"], audit_head=event["hash"])
+    updated = replace(updated, audit_seq=placed["seq"], audit_head=placed["hash"])
+    audit = AuditRepository(store)
     items = [
-        CaseRepository(store).replace_item(updated, seen_version=case.version),
-        AuditRepository(store).put_item(event),
-        *(extra_items or []),
-        *(AuditRepository(store).put_item(e) for e in extra_events or []),
+        CaseRepository(store).replace_item(updated, seen_version=read.version),
+        audit.put_item(placed),
+        *event.writes,
+        *(audit.put_item(e) for e in event.events),
     ]
-    write = CaseWrite(store, case.case_id, counter_moves(case, case.queue, updated.queue))
+    write = CaseWrite(store, read.case_id, counter_moves(read, read.queue, updated.queue))
+    action, actor = event.action, event.grounds.actor
     try:
         write.send(items)
     except ClientError as exc:
@@ -269,7 +213,14 @@ def case_commit_change(
         if not codes:
             raise
         return _case_write_cancelled(
-            store, case, write, exc, codes, actor=actor, action=action, action_id=action_id
+            store,
+            read,
+            write,
+            exc,
+            codes,
+            actor=actor,
+            action=action,
+            action_id=event.grounds.action_id,
         )
-    logger.info("case %s: %s by %s", case.case_id, action, actor.role)
+    logger.info("case %s: %s by %s", read.case_id, action, actor.role)
     return updated

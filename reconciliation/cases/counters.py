@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reconciliation.cases.vocabulary import QUEUES
+from reconciliation.cases.vocabulary import QUEUES, Queue
 
 if TYPE_CHECKING:
     from reconciliation.cases.models import Case
@@ -27,7 +27,7 @@ COUNTER_PREFIX = "#COUNT#"
 COUNTER_SHARDS = 8
 
 
-def counter_key(queue: str, shard: int, region_tag: str = "") -> str:
+def counter_key(queue: Queue, shard: int, region_tag: str = "") -> str:
     where = f"@{region_tag}" if region_tag else ""
     return f"{COUNTER_PREFIX}{queue}{where}#{shard % COUNTER_SHARDS}"
 
@@ -63,14 +63,14 @@ class CounterMove:
     """One queue's counter move in a case transaction: the count by ``delta`` and, when
     the case is in the totals (``Case.in_totals``), its amount in its currency."""
 
-    queue: str
+    queue: Queue
     delta: int
     currency: str = ""
     amount: Decimal | None = None
     drill: bool = False  # the drill's share moves too (``Case.drill_tallied``)
 
 
-def counter_moves(case: Case, before: str | None, after: str | None) -> list[CounterMove]:
+def counter_moves(case: Case, before: Queue | None, after: Queue | None) -> list[CounterMove]:
     """The counter moves of ``case`` going from queue ``before`` to ``after``."""
     moves: list[CounterMove] = []
     if before == after:

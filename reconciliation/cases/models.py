@@ -352,7 +352,7 @@ CASE_ID_PATTERN = "C-[A-Z2-7]{16}(?:-[a-z][a-z0-9-]{0,31})?"
 _CASE_ID_RE = re.compile(CASE_ID_PATTERN)
 
 
-def case_id_for(source: str, version: int, case_type: str, region_tag: str = "") -> str:
+def case_id_for(source: str, version: int, case_type: CaseType, region_tag: str = "") -> str:
     """Stable id from the source (claim key + version) and the question the case asks:
     ``C-`` and 16 base32 characters, then the region the case lives in unless it is the
     first (``region_tag``, ``Store.tag``). A late worker's TOKEN_MISMATCH on a claim

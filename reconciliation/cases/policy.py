@@ -6,13 +6,22 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from reconciliation.actors import Role
-from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import (
+    CaseAction,
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    ReasonCode,
+)
 from reconciliation.codes import Code
 
 DISPOSITIONS = tuple(Disposition)
 OVERRIDES = tuple(Override)
+CASE_ACTIONS: tuple[CaseAction, ...] = (*DISPOSITIONS, *OVERRIDES)
 BULK_DISPOSITIONS = (
     Disposition.RETRY_COMMIT,
     Disposition.DUPLICATE_REJECTED_OK,
@@ -20,19 +29,19 @@ BULK_DISPOSITIONS = (
 )
 
 # Every action's label by its code (the enums hold them).
-LABELS: dict[str, str] = {code: code.label for code in (*Disposition, *Override)}
+LABELS: dict[CaseAction, str] = {code: code.label for code in (*Disposition, *Override)}
 
 # Which evidence-based dispositions and overrides make sense for each case type. Every
 # case asks "did it commit?"; a cancelled or token-mismatched one may also be a correctly
 # refused duplicate.
-_DID_IT_COMMIT = (
+_DID_IT_COMMIT: tuple[CaseAction, ...] = (
     Disposition.CONFIRMED_COMMITTED,
     Disposition.RETRY_COMMIT,
     Disposition.ESCALATE,
     Override.RELEASE_CLAIM,
     Override.VOID_PLEDGE,
 )
-BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
+BY_CASE_TYPE: dict[CaseType, tuple[CaseAction, ...]] = {
     CaseType.STUCK_PENDING: _DID_IT_COMMIT,
     CaseType.AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
     CaseType.CANCELLED_TRANSACTION: (Disposition.DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
@@ -55,7 +64,7 @@ BY_CASE_TYPE: dict[str, tuple[str, ...]] = {
     ),
 }
 
-REASON_CODES: dict[str, str] = {code: code.label for code in ReasonCode}
+REASON_CODES: dict[ReasonCode, str] = {code: code.label for code in ReasonCode}
 MIN_REASON_LENGTH = 10
 MAX_REASON_LENGTH = 2000
 
@@ -79,19 +88,34 @@ def visible_length(text: str) -> int:
     )
 
 
+class Permission(StrEnum):
+    """What a role may be allowed to do to a case (``ACTIONS`` says which roles may);
+    the value is the words a refusal uses, underscores read as spaces."""
+
+    ASSIGN = "assign"
+    NOTE = "note"
+    DISPOSE = "dispose"
+    OVERRIDE_REQUEST = "override_request"
+    OVERRIDE_APPROVE = "override_approve"
+    OVERRIDE_REJECT = "override_reject"
+    OVERRIDE_EXPIRE = "override_expire"
+    RETRY_RUN = "retry_run"
+    OPEN = "open"
+
+
 # Actions a role may take. Auditors read and export only; system is the sweeps.
 STAFF = frozenset({Role.FINANCE_STAFF, Role.SUPERVISOR})
-ACTIONS = {
-    "assign": STAFF,
+ACTIONS: dict[Permission, frozenset[Role]] = {
+    Permission.ASSIGN: STAFF,
     # A note is a staff action like any other: auditors stay read-only.
-    "note": STAFF,
-    "dispose": STAFF | {Role.SYSTEM},
-    "override_request": STAFF,
-    "override_approve": frozenset({Role.SUPERVISOR}),
-    "override_reject": frozenset({Role.SUPERVISOR}),
-    "override_expire": frozenset({Role.SYSTEM}),
-    "retry_run": STAFF | {Role.SYSTEM},
-    "open": frozenset({Role.SYSTEM, Role.API}),
+    Permission.NOTE: STAFF,
+    Permission.DISPOSE: STAFF | {Role.SYSTEM},
+    Permission.OVERRIDE_REQUEST: STAFF,
+    Permission.OVERRIDE_APPROVE: frozenset({Role.SUPERVISOR}),
+    Permission.OVERRIDE_REJECT: frozenset({Role.SUPERVISOR}),
+    Permission.OVERRIDE_EXPIRE: frozenset({Role.SYSTEM}),
+    Permission.RETRY_RUN: STAFF | {Role.SYSTEM},
+    Permission.OPEN: frozenset({Role.SYSTEM, Role.API}),
 }
 
 # States from which each kind of change may start.
@@ -99,7 +123,7 @@ ACTIVE_STATES = (CaseState.OPEN, CaseState.ESCALATED)
 REOPENABLE_STATES = (CaseState.RESOLVED,)
 
 
-def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
+def allowed_actions(case_type: CaseType, state: CaseState, role: Role | None) -> list[CaseAction]:
     """The dispositions and override requests this role may start on this case now."""
     if role not in STAFF:
         return []
@@ -115,7 +139,9 @@ def allowed_actions(case_type: str, state: str, role: Role | None) -> list[str]:
     return []
 
 
-def bulk_actions(cases: Iterable[tuple[str, str]], role: Role | None) -> list[str]:
+def bulk_actions(
+    cases: Iterable[tuple[CaseType, CaseState]], role: Role | None
+) -> list[Disposition]:
     """The bulk dispositions that at least one of ``cases`` (each its case type and
     state) allows ``role`` now, in ``BULK_DISPOSITIONS``' order: a list's bulk menu never
     offers what every case listed would refuse."""
@@ -175,7 +201,7 @@ class EvidenceNeed(Code):
 
 # Disposition × evidence: the one table (docs/architecture.md shows it, and a test holds
 # the two together). Which case types offer each action is ``BY_CASE_TYPE``.
-EVIDENCE_NEEDED: dict[str, EvidenceNeed] = {
+EVIDENCE_NEEDED: dict[CaseAction, EvidenceNeed] = {
     Disposition.CONFIRMED_COMMITTED: EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD,
     Disposition.RETRY_COMMIT: EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD,
     Disposition.DUPLICATE_REJECTED_OK: EvidenceNeed.A_DURABLE_RECORD,
@@ -191,15 +217,15 @@ EVIDENCE_NEEDED: dict[str, EvidenceNeed] = {
 _CONSULTS_CLAIM = frozenset({EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM})
 
 
-def evidence_need(action: str) -> EvidenceNeed:
+def evidence_need(action: CaseAction) -> EvidenceNeed:
     return EVIDENCE_NEEDED.get(action, EvidenceNeed.NOTHING)
 
 
-def needs_pledge(action: str) -> bool:
+def needs_pledge(action: CaseAction) -> bool:
     return evidence_need(action) != EvidenceNeed.NOTHING
 
 
-def needs_claim(action: str) -> bool:
+def needs_claim(action: CaseAction) -> bool:
     return evidence_need(action) in _CONSULTS_CLAIM
 
 
@@ -210,7 +236,7 @@ _OTHER_PAYLOAD = (
 )
 
 
-def evidence_refusal(action: str, facts: EvidenceFacts) -> str | None:
+def evidence_refusal(action: CaseAction, facts: EvidenceFacts) -> str | None:
     """Why ``action`` is ruled out by what the evidence says, or ``None``: the one
     statement of ``EVIDENCE_NEEDED``. The services raise it, the case page shows it
     beside the option it disables, the bulk preview per case."""
@@ -260,13 +286,13 @@ def evidence_line(facts: EvidenceFacts) -> str:
 
 
 def offered_actions(
-    case_type: str,
-    state: str,
+    case_type: CaseType,
+    state: CaseState,
     role: Role | None,
     facts: EvidenceFacts | None,
     *,
     retry_running: bool = False,
-) -> list[str]:
+) -> list[CaseAction]:
     """What the case page offers: what ``role`` may start on the case now, less what the
     evidence rules out, and while a commit retry runs neither a second retry nor an
     override (its outcome decides whether there is anything to release or void).
@@ -281,13 +307,13 @@ def offered_actions(
 
 
 def withheld_actions(
-    case_type: str,
-    state: str,
+    case_type: CaseType,
+    state: CaseState,
     role: Role | None,
     facts: EvidenceFacts | None,
     *,
     retry_running: bool = False,
-) -> dict[str, str]:
+) -> dict[CaseAction, str]:
     """The actions the role could start on this case now that the evidence rules out,
     each with its one-line reason (the page shows them disabled, with the reason)."""
     if facts is None:
@@ -299,8 +325,8 @@ def withheld_actions(
     return {a: why for a, why in refusals.items() if why is not None}
 
 
-def may(role: Role | None, action: str) -> bool:
-    return role is not None and role in ACTIONS.get(action, frozenset())
+def may(role: Role | None, permission: Permission) -> bool:
+    return role is not None and role in ACTIONS.get(permission, frozenset())
 
 
 def audit_visible_performer(role: Role | None, username: str) -> str:

@@ -12,7 +12,7 @@ by every case change (a burst of openings would otherwise conflict on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import ClientError
@@ -32,8 +32,9 @@ from reconciliation.cases.models import (
     case_to_item,
     decoded_row,
     is_case_id,
+    resolved_month,
 )
-from reconciliation.cases.vocabulary import QUEUES
+from reconciliation.cases.vocabulary import QUEUES, CaseState, Queue, queue_for
 from reconciliation.dynamo.batch import batch_get
 from reconciliation.dynamo.cancellation import DecodedReason
 from reconciliation.dynamo.client import regions
@@ -60,6 +61,38 @@ class CountersAnd:
 # Leaves out one tenant's cases (``:without_tenant``, the drill's). A case written before
 # tenants were stored has none: it is not the drill's, so it stays.
 _WITHOUT_TENANT = "(attribute_not_exists(#tenant) OR #tenant <> :without_tenant)"
+
+
+def case_indexed(case: Case) -> Case:
+    """``case`` with the attributes that key its indexes derived from the record: the
+    one place they are made, for every write of a case item.
+
+    While unresolved it sits in ``open_by_queue`` under the queue of its type and state,
+    keeping its place in the queue. A resolved case leaves that index and enters
+    ``resolved_by_time``, keyed by the month it was resolved in, with who resolved it
+    and how (its resolution; a case resolved without one, by whoever acted last, then).
+    A case that goes back to RESOLVED without a new resolution (a request to reopen it
+    declined or expired) keeps the one it had, so who, how and when stay those of the
+    resolution, not of the decline."""
+    queue = queue_for(case.case_type, case.state)
+    queued = replace(
+        case,
+        queue=queue,
+        queue_sort=(case.queue_sort or f"{case.opened_at}#{case.case_id}") if queue else None,
+    )
+    if case.state != CaseState.RESOLVED:
+        return replace(
+            queued, resolved_month=None, resolved_sort=None, resolved_by=None, resolved_how=None
+        )
+    how = case.resolution
+    at = (how.at if how else "") or case.last_action_at
+    return replace(
+        queued,
+        resolved_month=resolved_month(at),
+        resolved_sort=f"{at}#{case.case_id}",
+        resolved_by=(how.by if how else "") or case.last_actor,
+        resolved_how=how.disposition if how else None,
+    )
 
 
 class QueryPage(NamedTuple):
@@ -158,7 +191,7 @@ class CaseRepository:
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": case_to_item(case),
+                "Item": case_to_item(case_indexed(case)),
                 # The id derives from the source: a second opening is a no-op.
                 "ConditionExpression": "attribute_not_exists(case_id)",
             }
@@ -179,7 +212,7 @@ class CaseRepository:
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": case_to_item(case),
+                "Item": case_to_item(case_indexed(case)),
                 # version = :seen: two people acting on one case, exactly one wins.
                 "ConditionExpression": f"version = :seen AND {totals}",
                 "ExpressionAttributeValues": values(**vals),
@@ -308,7 +341,7 @@ class CaseRepository:
 
     def query_queue(
         self,
-        queue: str,
+        queue: Queue,
         *,
         limit: int,
         start_key: dict[str, Any] | None = None,
@@ -356,7 +389,7 @@ class CaseRepository:
 
     def walk_queue(
         self,
-        queue: str,
+        queue: Queue,
         *,
         limit: int | None = None,
         on_units: Callable[[float], None] | None = None,
@@ -383,7 +416,7 @@ class CaseRepository:
 
     def count_range(
         self,
-        queue: str,
+        queue: Queue,
         *,
         before: str | None = None,
         after: str | None = None,

@@ -5,6 +5,8 @@ that use them are :mod:`reconciliation.cases.models`."""
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from reconciliation.codes import Code
 
 
@@ -132,6 +134,15 @@ class Override(Code):
     REOPEN = "REOPEN", "Reopen", "Open the resolved case again."
 
 
+# What a person may start on a case: a disposition, or an override request.
+CaseAction: TypeAlias = Disposition | Override
+
+
+def case_action(value: str) -> CaseAction:
+    """The disposition or override named ``value``; ``ValueError`` for any other."""
+    return Disposition.of(value) or Override(value)
+
+
 class ReasonCode(Code):
     """Why an action was taken; every action carries one, and a written reason."""
 
@@ -191,12 +202,12 @@ QUEUES = tuple(Queue)
 DID_IT_COMMIT = frozenset({CaseType.STUCK_PENDING, CaseType.AMBIGUOUS_TIMEOUT})
 
 
-def case_question(case_type: str) -> str:
+def case_question(case_type: CaseType) -> str:
     """The question a case of ``case_type`` asks; one case per question and claim version."""
     return "did_it_commit" if case_type in DID_IT_COMMIT else case_type
 
 
-def queue_for(case_type: str, state: str) -> Queue | None:
+def queue_for(case_type: CaseType, state: CaseState) -> Queue | None:
     if state == CaseState.RESOLVED:
         return None
     if state == CaseState.ESCALATED:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict, Unpack
+from typing import Any
 
 from django.conf import settings
 
 from reconciliation import clock
-from reconciliation.actors import Actor, Role
-from reconciliation.audit.models import AuditAction
+from reconciliation.actors import Role
 from reconciliation.cases.actions import (
     ActionResult,
     StaffAction,
@@ -30,12 +29,26 @@ from reconciliation.cases.actions import (
     already_applied,
     check_reason,
     check_role,
-    resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change, case_load
 from reconciliation.cases.models import Case, CommitRetry, retry_in_flight
-from reconciliation.cases.policy import BULK_DISPOSITIONS, LABELS, allowed_actions, evidence_refusal
+from reconciliation.cases.policy import (
+    BULK_DISPOSITIONS,
+    LABELS,
+    Permission,
+    allowed_actions,
+    evidence_refusal,
+)
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.transitions import (
+    CaseChange,
+    Grounds,
+    case_assigned,
+    case_disposed,
+    case_escalated,
+    case_redelivery_asked,
+    case_retry_asked,
+)
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, RetryStatus
 from reconciliation.casework.evidence import (
     Decided,
@@ -56,20 +69,10 @@ __all__ = ["BulkRow", "case_assign", "case_dispose", "case_unassign", "cases_bul
 # --- evidence-based dispositions --------------------------------------------------------
 
 
-class _ChangeCommon(TypedDict):
-    """What every change a disposition makes passes on to ``case_commit_change``."""
-
-    actor: Actor
-    action_id: str | None
-    disposition: str
-    reason_code: str
-    reason_text: str
-
-
 def case_dispose(
     *,
     case_id: str,
-    disposition: str,
+    disposition: Disposition,
     staff: StaffAction,
     store: Store,
 ) -> ActionResult:
@@ -77,7 +80,7 @@ def case_dispose(
     DUPLICATE_REJECTED_OK or ESCALATE; on a LEDGER_DRIFT case, DRIFT_EXPLAINED or
     DRIFT_CORRECTED; on an ACK_UNDELIVERED case, REDELIVER or ACK_CLOSED
     (``policy.BY_CASE_TYPE``)."""
-    start = action_begin(store, case_id=case_id, staff=staff, permission="dispose")
+    start = action_begin(store, case_id=case_id, staff=staff, permission=Permission.DISPOSE)
     case, actor = start.case, staff.actor
     if start.done:
         return already_applied(case)
@@ -91,51 +94,38 @@ def case_dispose(
         )
     if actor.role == Role.SYSTEM and case.state not in (CaseState.OPEN, CaseState.ESCALATED):
         raise CaseError(f"The case is {CaseState.words(case.state).lower()}.")
-    # The evidence this disposition needs, read now (consistent), whoever decides; and
-    # the claim of a disposition that writes it, in the same reads (never twice).
-    evidence = evidence_check(store, case, disposition, claim_too=disposition in _WRITES_CLAIM)
-    common = _ChangeCommon(
-        actor=actor,
-        action_id=staff.action_id,
-        disposition=disposition,
-        reason_code=start.reason_code,
-        reason_text=start.reason_text,
-    )
     handler = _DISPOSITION_HANDLERS.get(disposition)
     if handler is None:
         raise CaseError(f"Unknown disposition {disposition}.")
-    return handler(store, case, evidence, **common)
+    # The evidence this disposition needs, read now (consistent), whoever decides; and
+    # the claim of a disposition that writes it, in the same reads (never twice).
+    evidence = evidence_check(store, case, disposition, claim_too=disposition in _WRITES_CLAIM)
+    return handler(_Disposing(store, case, evidence, start.grounds, Disposition(disposition)))
 
 
-def _resolved(
-    store: Store,
-    case: Case,
-    *,
-    detail: dict[str, Any] | None = None,
-    extra_items: list[dict[str, Any]] | None = None,
-    **common: Unpack[_ChangeCommon],
-) -> Case:
-    """The case resolved by the disposition in ``common``, in one audited change."""
-    return case_commit_change(
-        store,
-        case,
-        action=AuditAction.DISPOSITION_RECORDED,
-        changes={
-            "state": CaseState.RESOLVED,
-            "resolution": resolution_for(common["disposition"], common["actor"]),
-        },
-        detail=detail,
-        extra_items=extra_items,
-        **common,
-    )
+@dataclass(frozen=True)
+class _Disposing:
+    """A disposition whose role, reason, case state and evidence are checked: what its
+    handler changes the case with."""
+
+    store: Store
+    case: Case
+    evidence: DecisionEvidence
+    grounds: Grounds
+    disposition: Disposition
+
+    def commit(self, change: CaseChange) -> Case:
+        return case_commit_change(self.store, self.case, *change)
+
+    def resolve(self, *, detail: dict[str, Any] | None = None) -> CaseChange:
+        """The case resolved by this disposition."""
+        return case_disposed(self.case, self.grounds, self.disposition, detail=detail)
 
 
-def _duplicate_rejected_ok(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
-    updated = _resolved(store, case, detail=_evidence_detail(evidence), **common)
+def _duplicate_rejected_ok(d: _Disposing) -> ActionResult:
+    updated = d.commit(d.resolve(detail=_evidence_detail(d.evidence)))
     return Decided(
-        updated, True, "Recorded: the duplicate was correctly rejected.", evidence=evidence
+        updated, True, "Recorded: the duplicate was correctly rejected.", evidence=d.evidence
     )
 
 
@@ -157,13 +147,11 @@ def _evidence_detail(evidence: DecisionEvidence) -> dict[str, Any]:
     }
 
 
-def _drift_resolved(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _drift_resolved(d: _Disposing) -> ActionResult:
     """A LEDGER_DRIFT case closed with what staff found (its reason says how). Only the
     case changes: money is corrected by finance's own adjustment, never from here."""
-    updated = _resolved(store, case, **common)
-    return ActionResult(updated, True, _DRIFT_MESSAGES[Disposition(common["disposition"])])
+    updated = d.commit(d.resolve())
+    return ActionResult(updated, True, _DRIFT_MESSAGES[d.disposition])
 
 
 def _ack_delivery(case: Case) -> str:
@@ -173,16 +161,15 @@ def _ack_delivery(case: Case) -> str:
     return f"{ack.get('endpoint_id', '')}/{ack.get('event_type', '')}"
 
 
-def _redeliver(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _redeliver(d: _Disposing) -> ActionResult:
     """Send the acknowledgement again: one transaction of the case's audited change and
     the pledge item's delivery made due now with fresh attempts, conditioned on the
     delivery read here (still given up, no record since: the pledge's fence). The case
     stays open: whoever works it closes it once the delivery shows delivered, and if the
     dispatcher gives up again the case is already there."""
+    case = d.case
     delivery = _ack_delivery(case)
-    pledges = PledgeRepository(store)
+    pledges = PledgeRepository(d.store)
     seen = pledges.ack_delivery_read(case.intent_id, delivery)
     now = clock.epoch()
     if seen is None:
@@ -192,17 +179,11 @@ def _redeliver(
             "The acknowledgement is not given up now (already redelivered, or sending): "
             "nothing was queued again."
         )
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.DISPOSITION_RECORDED,
-        changes={},
-        detail={"delivery": delivery, "attempts_before": seen.attempts},
-        extra_items=[
-            pledges.ack_redeliver_item(case.intent_id, delivery=delivery, seen=seen, now=now)
-        ],
-        **common,
+    change = case_redelivery_asked(
+        case, d.grounds, detail={"delivery": delivery, "attempts_before": seen.attempts}
     )
+    redeliver = pledges.ack_redeliver_item(case.intent_id, delivery=delivery, seen=seen, now=now)
+    updated = d.commit(change.along(redeliver))
     return ActionResult(
         updated,
         True,
@@ -211,30 +192,19 @@ def _redeliver(
     )
 
 
-def _ack_closed(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _ack_closed(d: _Disposing) -> ActionResult:
     """An ACK_UNDELIVERED case closed without sending anything (its reason says why)."""
-    updated = _resolved(store, case, detail={"delivery": _ack_delivery(case)}, **common)
+    updated = d.commit(d.resolve(detail={"delivery": _ack_delivery(d.case)}))
     return ActionResult(updated, True, "Closed: the acknowledgement will not be sent again.")
 
 
-def _escalate(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.CASE_ESCALATED,
-        changes={"state": CaseState.ESCALATED},
-        **common,
-    )
-    return Decided(updated, True, "Escalated.", evidence=evidence)
+def _escalate(d: _Disposing) -> ActionResult:
+    updated = d.commit(case_escalated(d.case, d.grounds))
+    return Decided(updated, True, "Escalated.", evidence=d.evidence)
 
 
-def _retry_commit(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _retry_commit(d: _Disposing) -> ActionResult:
+    case = d.case
     if retry_in_flight(case):
         asked = (case.retry.requested_by if case.retry else None) or "someone"
         raise CaseError(
@@ -243,25 +213,22 @@ def _retry_commit(
         )
     retry = CommitRetry(
         status=RetryStatus.QUEUED,
-        requested_by=common["actor"].username,
-        requested_at=clock.iso(clock.now()),
-        request_id=common["action_id"] or str(uuid.uuid4()),
+        requested_by=d.grounds.actor.username,
+        requested_at=d.grounds.at_text,
+        request_id=d.grounds.action_id or str(uuid.uuid4()),
     )
-    updated = case_commit_change(
-        store, case, action=AuditAction.RETRY_COMMIT_REQUESTED, changes={"retry": retry}, **common
-    )
+    updated = d.commit(case_retry_asked(case, d.grounds, retry))
     enqueue_retry(updated.case_id, retry.request_id)
     return Decided(
         updated,
         True,
         "The commit will be retried in the background with the same token.",
-        evidence=evidence,
+        evidence=d.evidence,
     )
 
 
-def _confirm_committed(
-    store: Store, case: Case, evidence: DecisionEvidence, **common: Unpack[_ChangeCommon]
-) -> ActionResult:
+def _confirm_committed(d: _Disposing) -> ActionResult:
+    evidence = d.evidence
     pledge, claim = evidence.pledge, evidence.claim  # both read consistently just now
     if pledge is None:  # pragma: no cover - evidence_check refuses it
         raise CaseError("No pledge.")
@@ -271,7 +238,7 @@ def _confirm_committed(
         # the page after it shows the claim as this transaction leaves it (same values).
         at, body, ttl = clock.now(), pledge.api_body(), settings.CLAIM_COMPLETED_TTL_S
         extra.append(
-            ClaimRepository(store).finalise_item(
+            ClaimRepository(d.store).finalise_item(
                 claim,
                 status=ClaimStatus.COMPLETED,
                 response_body=body,
@@ -284,13 +251,8 @@ def _confirm_committed(
             claim, status=ClaimStatus.COMPLETED, response_body=body, expires_in_s=ttl, at=at
         )
         evidence = evidence.with_claim(finalised)
-    updated = _resolved(
-        store,
-        case,
-        extra_items=extra,
-        detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)},
-        **common,
-    )
+    change = d.resolve(detail={**_evidence_detail(evidence), "claim_finalised": bool(extra)})
+    updated = d.commit(change.along(*extra))
     return Decided(updated, True, "Confirmed committed: the pledge is recorded.", evidence=evidence)
 
 
@@ -298,7 +260,7 @@ def _confirm_committed(
 _WRITES_CLAIM = frozenset({Disposition.CONFIRMED_COMMITTED})
 
 # What each evidence-based disposition does, once the case, role and reason are checked.
-_DISPOSITION_HANDLERS: dict[str, Callable[..., ActionResult]] = {
+_DISPOSITION_HANDLERS: dict[Disposition, Callable[[_Disposing], ActionResult]] = {
     Disposition.CONFIRMED_COMMITTED: _confirm_committed,
     Disposition.DUPLICATE_REJECTED_OK: _duplicate_rejected_ok,
     Disposition.DRIFT_EXPLAINED: _drift_resolved,
@@ -345,7 +307,7 @@ def _assignment(
     """Who works the case becomes ``target`` (``None``: nobody). No reason is asked:
     ``staff``'s reason, if any, is not recorded."""
     actor = staff.actor
-    check_role(actor, "assign")
+    check_role(actor, Permission.ASSIGN)
     loaded = case_load(store, case_id, seen_version=staff.seen_version, action_id=staff.action_id)
     case = loaded.case
     if loaded.done:
@@ -364,27 +326,7 @@ def _assignment(
     if target == case.assignee:
         who = "you" if target == actor.username else (target or "nobody")
         return ActionResult(case, False, f"Already assigned to {who}; nothing changed.")
-    changes: dict[str, Any] = {"assignee": target}
-    override = case.override
-    if (
-        case.state == CaseState.OVERRIDE_REQUESTED
-        and override
-        and override.pinned_version == case.version
-    ):
-        # Who works the case is not what a pending override depends on: the pin moves
-        # with the assignment, in the same conditional write, so approval still applies.
-        # It moves only while current: after a material change (state, evidence,
-        # resolution) it stays behind and approval is refused as before.
-        changes["override"] = replace(override, pinned_version=case.version + 1)
-    updated = case_commit_change(
-        store,
-        case,
-        actor=actor,
-        action=AuditAction.CASE_UNASSIGNED if unassign else AuditAction.CASE_ASSIGNED,
-        action_id=staff.action_id,
-        changes=changes,
-        detail={"assignee": target, "previous_assignee": case.assignee},
-    )
+    updated = case_commit_change(store, case, *case_assigned(case, staff.grounds(), target))
     if unassign:
         message = "Unassigned."
     elif target == actor.username:
@@ -413,7 +355,7 @@ class BulkRow:
 def cases_bulk(
     *,
     case_ids: list[str],
-    disposition: str,
+    disposition: Disposition,
     staff: StaffAction,
     dry_run: bool,
     store_for: Callable[[str], Store],
@@ -426,10 +368,10 @@ def cases_bulk(
     applying refuses the same cases. Each case is acted on at the version read here;
     ``staff.action_id`` (if any) is suffixed with the case id for each."""
     actor, action_id = staff.actor, staff.action_id
-    check_role(actor, "dispose")
+    check_role(actor, Permission.DISPOSE)
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
-    code, text = check_reason(staff.reason_code, staff.reason_text)
+    reason = check_reason(staff.reason_code, staff.reason_text)
     rows: list[BulkRow] = []
     for case_id in dict.fromkeys(case_ids):
         store = store_for(case_id)
@@ -477,8 +419,8 @@ def cases_bulk(
                 disposition=disposition,
                 staff=replace(
                     staff,
-                    reason_code=code,
-                    reason_text=text,
+                    reason_code=reason.code,
+                    reason_text=reason.text,
                     seen_version=case.version,
                     action_id=f"{action_id}:{case_id}" if action_id else None,
                 ),

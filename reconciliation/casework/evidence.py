@@ -20,6 +20,7 @@ from reconciliation.cases.policy import (
     needs_claim,
     needs_pledge,
 )
+from reconciliation.cases.vocabulary import CaseAction
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
@@ -90,7 +91,7 @@ class Decided(ActionResult):
 
 
 def evidence_read(
-    store: Store, case: Case, action: str, *, claim_too: bool = False
+    store: Store, case: Case, action: CaseAction, *, claim_too: bool = False
 ) -> DecisionEvidence:
     """Consistent reads of what ``action``'s evidence rule consults, nothing more; the
     claim also with ``claim_too`` (an action that writes it, fenced on what it read)."""
@@ -134,7 +135,7 @@ def evidence_of_cases(store: Store, cases: Sequence[Case]) -> dict[str, Decision
 
 
 def evidence_check(
-    store: Store, case: Case, action: str, *, claim_too: bool = False
+    store: Store, case: Case, action: CaseAction, *, claim_too: bool = False
 ) -> DecisionEvidence:
     """The evidence ``action`` needs on ``case``, read now (see :func:`evidence_read`);
     :class:`EvidenceRefused` with the one-line reason when it is missing."""

@@ -73,7 +73,7 @@ class CsvCase:
 
     def cells(self) -> list[str]:
         c = self.case
-        queue = queue_for(str(_attr(c, "case_type")), str(_attr(c, "state")))
+        queue = queue_for(CaseType.read(_attr(c, "case_type")), CaseState.read(_attr(c, "state")))
         return [
             _attr(c, "case_id"),
             CaseType.words(_attr(c, "case_type")),

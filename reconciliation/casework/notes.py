@@ -22,7 +22,7 @@ from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.actions import ActionResult, StaffAction, already_applied, check_role
 from reconciliation.cases.changes import CaseError, CaseNotFound
-from reconciliation.cases.policy import visible_length
+from reconciliation.cases.policy import Permission, visible_length
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
@@ -72,7 +72,7 @@ def case_note_add(
     note. The same ``staff.action_id`` (a form submitted twice) adds the note once. A
     note takes no case version and no reason (its text is its own)."""
     actor, action_id = staff.actor, staff.action_id
-    check_role(actor, "note")
+    check_role(actor, Permission.NOTE)
     body = note_text(text)
     named = sorted(set(mentions))
     cases, audit = CaseRepository(store), AuditRepository(store)

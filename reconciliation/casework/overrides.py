@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from django.conf import settings
 
@@ -20,19 +19,20 @@ from reconciliation.cases.actions import (
     StaffAction,
     action_begin,
     already_applied,
-    resolution_for,
 )
 from reconciliation.cases.changes import CaseError, NotAllowed, case_commit_change
-from reconciliation.cases.models import (
-    Case,
-    OverrideRequest,
-    Requester,
-    Resolution,
-    retry_in_flight,
-)
-from reconciliation.cases.policy import LABELS, OVERRIDES, allowed_actions
+from reconciliation.cases.models import Case, OverrideRequest, Requester, retry_in_flight
+from reconciliation.cases.policy import LABELS, OVERRIDES, Permission, allowed_actions
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override, ReasonCode
+from reconciliation.cases.transitions import (
+    CaseChange,
+    Grounds,
+    case_override_approved,
+    case_override_expired,
+    case_override_rejected,
+    case_override_requested,
+)
+from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override
 from reconciliation.casework.evidence import Decided, evidence_check
 from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
@@ -46,15 +46,17 @@ from reconciliation.stores import Store, pledge_stream
 def override_request(
     *,
     case_id: str,
-    override: str,
+    override: Override,
     staff: StaffAction,
     store: Store,
 ) -> ActionResult:
     """Ask for RELEASE_CLAIM, VOID_PLEDGE or REOPEN; a different supervisor must approve."""
     if override not in OVERRIDES:
         raise CaseError(f"Unknown override {override}.")
-    start = action_begin(store, case_id=case_id, staff=staff, permission="override_request")
-    case, actor, code, text = start.case, staff.actor, start.reason_code, start.reason_text
+    start = action_begin(
+        store, case_id=case_id, staff=staff, permission=Permission.OVERRIDE_REQUEST
+    )
+    case, actor, grounds, reason = start.case, staff.actor, start.grounds, start.reason
     if start.done:
         return already_applied(case)
     if override not in allowed_actions(case.case_type, case.state, actor.role):
@@ -74,13 +76,13 @@ def override_request(
     evidence = evidence_check(store, case, override)
     release = override == Override.RELEASE_CLAIM and evidence.claim is not None
     void = override == Override.VOID_PLEDGE and evidence.pledge is not None
-    now = clock.now()
+    now = grounds.at
     request = OverrideRequest(
         request_id=str(uuid.uuid4()),
-        action=Override.read(override),
+        action=Override(override),
         requested_by=Requester.from_json(actor.as_audit()),
-        reason_code=ReasonCode.read(code),
-        reason_text=text,
+        reason_code=reason.code,
+        reason_text=reason.text,
         requested_at=clock.iso(now),
         expires_at=clock.epoch(now) + settings.OVERRIDE_TTL_S,
         # The version after this request; only an assignment carries it forward
@@ -90,17 +92,7 @@ def override_request(
         claim_version=evidence.claim.version if release and evidence.claim else None,
         pledge_audit_seq=evidence.pledge.audit_seq if void and evidence.pledge else None,
     )
-    updated = case_commit_change(
-        store,
-        case,
-        actor=actor,
-        action=AuditAction.OVERRIDE_REQUESTED,
-        action_id=staff.action_id,
-        disposition=override,
-        reason_code=code,
-        reason_text=text,
-        changes={"state": CaseState.OVERRIDE_REQUESTED, "override": request},
-    )
+    updated = case_commit_change(store, case, *case_override_requested(case, grounds, request))
     return Decided(
         updated,
         True,
@@ -129,14 +121,13 @@ class _Decision:
 
     case: Case
     override: OverrideRequest
-    reason_code: str
-    reason_text: str
+    grounds: Grounds
 
 
 def _decide(
     store: Store,
     *,
-    permission: str,
+    permission: Permission,
     case_id: str,
     request_id: str | None,
     staff: StaffAction,
@@ -155,7 +146,7 @@ def _decide(
     override = _pending_override(start.case, request_id)
     if override.requested_by.username == staff.actor.username:
         raise NotAllowed("You requested this override; a different supervisor must decide it.")
-    decision = _Decision(start.case, override, start.reason_code, start.reason_text)
+    decision = _Decision(start.case, override, start.grounds)
     return then(store, staff, decision)
 
 
@@ -166,7 +157,7 @@ def override_approve(
     applies only at the case version it pinned and before it expires."""
     return _decide(
         store,
-        permission="override_approve",
+        permission=Permission.OVERRIDE_APPROVE,
         case_id=case_id,
         request_id=request_id,
         staff=staff,
@@ -180,7 +171,7 @@ def override_reject(
     """Reject the pending request: the case goes back where it was."""
     return _decide(
         store,
-        permission="override_reject",
+        permission=Permission.OVERRIDE_REJECT,
         case_id=case_id,
         request_id=request_id,
         staff=staff,
@@ -197,75 +188,44 @@ def _approved(store: Store, staff: StaffAction, decision: _Decision) -> ActionRe
         )
     if override.expired(clock.epoch()):
         raise CaseError("The request has expired; ask for it again if it is still needed.")
-    action = override.action
     # The evidence the override needs, read again now: approval is a decision of its own.
-    evidence_check(store, case, action)
-    common = dict(
-        actor=staff.actor,
-        action_id=staff.action_id,
-        disposition=action,
-        reason_code=decision.reason_code,
-        reason_text=decision.reason_text,
-        detail={"request": override.to_json()},
-    )
-    resolution = resolution_for(action, staff.actor, requested_by=override.requested_by.username)
-    if action == Override.REOPEN:
-        return _reopen(store, case, **common)
-    if action == Override.RELEASE_CLAIM:
-        return _release(store, case, override, resolution, **common)
-    if action == Override.VOID_PLEDGE:
-        return _void(store, case, override, resolution, **common)
-    raise CaseError(f"Unknown override {action}.")
+    evidence_check(store, case, override.action)
+    change = case_override_approved(case, decision.grounds, override)
+    if override.action == Override.REOPEN:
+        updated = case_commit_change(store, case, *change)
+        return ActionResult(updated, True, "Approved: the case is open again.")
+    if override.action == Override.RELEASE_CLAIM:
+        return _release(store, decision, change)
+    if override.action == Override.VOID_PLEDGE:
+        return _void(store, decision, change)
+    raise CaseError(f"Unknown override {override.action}.")
 
 
-def _reopen(store: Store, case: Case, **common: Any) -> ActionResult:
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.OVERRIDE_APPROVED,
-        changes={"state": CaseState.OPEN, "override": None, "resolution": None},
-        **common,
-    )
-    return ActionResult(updated, True, "Approved: the case is open again.")
-
-
-def _release(
-    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common: Any
-) -> ActionResult:
+def _release(store: Store, decision: _Decision, change: CaseChange) -> ActionResult:
     """Resolve the case and, in the same transaction, fail its claim (if it still exists,
     at the version the request saw) so the client may retry."""
+    case, override = decision.case, decision.override
     claim = ClaimRepository(store).get(case.claim_pk)
-    extra = []
     if claim is not None:
         if claim.version != override.claim_version:
             raise CaseError(
                 f"The claim changed since the request (now {claim.status} at version "
                 f"{claim.version}); releasing it could undo a newer attempt."
             )
-        extra.append(
-            ClaimRepository(store).finalise_item(
-                claim,
-                status=ClaimStatus.FAILED,
-                error_code=ErrorKind.RELEASED_BY_OVERRIDE,
-                expires_in_s=0,
-                require_pending=False,
-            )
+        release = ClaimRepository(store).finalise_item(
+            claim,
+            status=ClaimStatus.FAILED,
+            error_code=ErrorKind.RELEASED_BY_OVERRIDE,
+            expires_in_s=0,
+            require_pending=False,
         )
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.OVERRIDE_APPROVED,
-        extra_items=extra,
-        changes={"state": CaseState.RESOLVED, "override": None, "resolution": resolution},
-        **common,
-    )
+        change = change.along(release)
+    updated = case_commit_change(store, case, *change)
     return ActionResult(updated, True, "Approved: the claim is released; the client may retry.")
 
 
-def _void(
-    store: Store, case: Case, override: OverrideRequest, resolution: Resolution, **common: Any
-) -> ActionResult:
-    actor = common["actor"]
+def _void(store: Store, decision: _Decision, change: CaseChange) -> ActionResult:
+    case, override, grounds = decision.case, decision.override, decision.grounds
     pledge = PledgeRepository(store).get(case.intent_id)
     if pledge is None or pledge.status != PledgeStatus.RECORDED:
         raise CaseError("The pledge is no longer RECORDED; nothing to void.")
@@ -275,15 +235,15 @@ def _void(
     event = audit_event_build(
         AuditEvent(
             action=AuditAction.PLEDGE_VOIDED,
-            actor=actor,
+            actor=grounds.actor,
             at=now,
             case_id=case.case_id,
             intent_id=pledge.intent_id,
             before={"status": pledge.status},
             after={"status": PledgeStatus.VOIDED},
             disposition=Override.VOID_PLEDGE,
-            reason_code=common["reason_code"],
-            reason_text=common["reason_text"],
+            reason_code=grounds.reason_code,
+            reason_text=grounds.reason_text,
             # The pledge voided, so its audit row says what (docs/audit.md): since
             # "before/after in audit rows"; earlier voids show the status only.
             detail={
@@ -297,46 +257,26 @@ def _void(
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
     )
-    extra = [
-        PledgeRepository(store).void_item(
-            pledge, voided_at=clock.iso(now), audit_head=event["hash"]
-        ),
-        # The void subtracts in the same transaction that marks the pledge VOIDED, so the
-        # ledger always equals the sum of RECORDED pledges.
-        LedgerRepository(store).add_item(
-            pledge.ledger_key,
-            fund=pledge.fund,
-            currency=pledge.currency,
-            amount=-pledge.amount,
-            count=-1,
-        ),
-    ]
-    updated = case_commit_change(
-        store,
-        case,
-        action=AuditAction.OVERRIDE_APPROVED,
-        extra_items=extra,
-        extra_events=[event],
-        changes={"state": CaseState.RESOLVED, "override": None, "resolution": resolution},
-        **common,
+    void = PledgeRepository(store).void_item(
+        pledge, voided_at=clock.iso(now), audit_head=event["hash"]
     )
+    # The void subtracts in the same transaction that marks the pledge VOIDED, so the
+    # ledger always equals the sum of RECORDED pledges.
+    subtract = LedgerRepository(store).add_item(
+        pledge.ledger_key,
+        fund=pledge.fund,
+        currency=pledge.currency,
+        amount=-pledge.amount,
+        count=-1,
+    )
+    updated = case_commit_change(store, case, *change.along(void, subtract, events=(event,)))
     return ActionResult(updated, True, "Approved: the pledge is voided and the ledger adjusted.")
 
 
 def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionResult:
-    case, override = decision.case, decision.override
-    updated = case_commit_change(
-        store,
-        case,
-        actor=staff.actor,
-        action=AuditAction.OVERRIDE_REJECTED,
-        action_id=staff.action_id,
-        disposition=override.action,
-        reason_code=decision.reason_code,
-        reason_text=decision.reason_text,
-        detail={"request": override.to_json()},
-        changes={"state": override.return_state, "override": None},
-    )
+    case = decision.case
+    change = case_override_rejected(case, decision.grounds, decision.override)
+    updated = case_commit_change(store, case, *change)
     return ActionResult(updated, True, "Rejected: the case is back where it was.")
 
 
@@ -361,16 +301,8 @@ def overrides_expire(*, store: Store) -> list[str]:
         if not override.expired(now):
             continue
         try:
-            case_commit_change(
-                store,
-                case,
-                actor=actor,
-                action=AuditAction.OVERRIDE_EXPIRED,
-                action_id=f"expire-{override.request_id}",
-                disposition=override.action,
-                detail={"request": override.to_json()},
-                changes={"state": override.return_state, "override": None},
-            )
+            grounds = Grounds(actor, clock.now(), f"expire-{override.request_id}")
+            case_commit_change(store, case, *case_override_expired(case, grounds, override))
             expired.append(case.case_id)
         except CaseError:
             continue  # someone decided it meanwhile

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.repository import CaseRepository, CountersAnd
-from reconciliation.cases.vocabulary import QUEUES
+from reconciliation.cases.vocabulary import QUEUES, Queue
 from reconciliation.dynamo.items import RawItem, from_item, to_item
 from reconciliation.stores import Store, case_tag
 
@@ -73,7 +73,7 @@ def merged_counters_and(stores: Sequence[Store], *ids: str) -> CountersAnd:
 
 def open_count(
     stores: Sequence[Store],
-    queue: str,
+    queue: Queue,
     *,
     before: str | None = None,
     after: str | None = None,

@@ -11,12 +11,11 @@ from typing import Any
 
 from reconciliation import clock
 from reconciliation.actors import system_actor
-from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import resolution_for
 from reconciliation.cases.changes import CaseChanged, case_commit_change
 from reconciliation.cases.models import Case, CommitRetry
 from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
+from reconciliation.cases.transitions import Grounds, case_retry_failed, case_retry_resolved
 from reconciliation.cases.vocabulary import CaseState, Disposition, RetryStatus
 from reconciliation.casework.evidence import pledge_matches_case
 from reconciliation.claims.models import Claim, ClaimStatus
@@ -150,46 +149,23 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
             superseded_by = successor.case_id
         elif kind not in SUCCESS:
             _keep_claim_with_case(store, claim, case_id)
-    finished_at = clock.iso(clock.now())
+    now = clock.now()
+    finished_at = clock.iso(now)
     retry = (
         replace(case.retry, status=kind, finished_at=finished_at)
         if case.retry
         else CommitRetry(status=kind, finished_at=finished_at)
     )
-    action_id = f"retry-{retry.request_id}"
+    grounds = Grounds(actor, now, f"retry-{retry.request_id}")
     if kind in (*SUCCESS, RetryStatus.ALREADY_COMMITTED) or superseded_by:
-        resolution = resolution_for(
-            Disposition.RETRY_COMMIT, actor, outcome=kind, asked_by=retry.requested_by
-        )
-        if superseded_by:
-            resolution = replace(resolution, superseded_by=superseded_by)
-        case_commit_change(
-            store,
-            case,
-            actor=actor,
-            action=AuditAction.RETRY_COMMIT_FAILED
-            if superseded_by
-            else AuditAction.RETRY_COMMIT_SUCCEEDED,
-            action_id=action_id,
-            disposition=Disposition.RETRY_COMMIT,
-            changes={"state": CaseState.RESOLVED, "retry": retry, "resolution": resolution},
-            detail={"outcome": kind, "superseded_by": superseded_by} if superseded_by else None,
-        )
+        change = case_retry_resolved(case, grounds, retry, superseded_by=superseded_by)
+        case_commit_change(store, case, *change)
         if superseded_by:
             return RetryOutcome(kind)
         return RetryOutcome(
             RetryStatus.COMMITTED if kind == OutcomeKind.CREATED else RetryStatus.ALREADY_COMMITTED
         )
-    case_commit_change(
-        store,
-        case,
-        actor=actor,
-        action=AuditAction.RETRY_COMMIT_FAILED,
-        action_id=action_id,
-        disposition=Disposition.RETRY_COMMIT,
-        changes={"retry": retry},
-        detail={"outcome": kind},
-    )
+    case_commit_change(store, case, *case_retry_failed(case, grounds, retry))
     return RetryOutcome(kind)
 
 

@@ -11,14 +11,15 @@ from decimal import Decimal
 from typing import Any
 
 from reconciliation.cases.models import CommitRetry, OverrideRequest, Resolution
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.dynamo.cancellation import DecodedReason
 
 
 @dataclass(frozen=True)
 class CaseRow:
     case_id: str
-    case_type: str
-    state: str
+    case_type: CaseType
+    state: CaseState
     version: int
     intent_id: str
     tenant: str
@@ -62,8 +63,8 @@ def _row(item: dict[str, Any]) -> CaseRow:
     """A row from an index item as ``decoded_row`` reads it (its parts already records)."""
     return CaseRow(
         case_id=item["case_id"],
-        case_type=item.get("case_type", ""),
-        state=item.get("state", ""),
+        case_type=CaseType.read(item.get("case_type", "")),
+        state=CaseState.read(item.get("state", "")),
         version=int(item.get("version", 0)),
         intent_id=item.get("intent_id", ""),
         tenant=item.get("tenant", ""),

@@ -22,7 +22,7 @@ from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import QUEUES, CaseType
+from reconciliation.cases.vocabulary import QUEUES, CaseType, Queue
 from reconciliation.casework.evidence import DecisionEvidence, evidence_of_cases
 from reconciliation.casework.regions import (
     CursorMismatch,
@@ -208,7 +208,7 @@ def queue_page(
         run = Run(region, start, last_key=start)
         while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE:
             items, run.last_key, units = CaseRepository(region).query_queue(
-                queue,
+                Queue.read(queue),
                 limit=limit - len(run.rows),
                 start_key=run.last_key,
                 opened_before=opened_before,
@@ -290,7 +290,7 @@ def _oldest_owned(queue: str, store: Store) -> dict[str, Any] | None:
     limit, start = 1, None
     while True:
         items, start, _ = repo.query_queue(
-            queue, limit=limit, start_key=start, without_tenant=DRILL_TENANT
+            Queue.read(queue), limit=limit, start_key=start, without_tenant=DRILL_TENANT
         )
         mine = owned(items, store)
         if mine or not start:
@@ -327,7 +327,9 @@ def queue_ageing(
         for label, young, old in AGE_BUCKETS:
             newest = clock.iso(now - timedelta(seconds=young))
             oldest = clock.iso(now - timedelta(seconds=old)) if old else None
-            n = open_count(regions, queue, before=newest, after=oldest, without_tenant=DRILL_TENANT)
+            n = open_count(
+                regions, Queue.read(queue), before=newest, after=oldest, without_tenant=DRILL_TENANT
+            )
             buckets.append((label, n))
         result[queue] = buckets
     return result

@@ -18,6 +18,7 @@ from reconciliation.actors import Role
 from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import DISPOSITIONS, LABELS, OVERRIDES, offered_actions
 from reconciliation.cases.vocabulary import (
+    CaseAction,
     CaseState,
     CaseType,
     Disposition,
@@ -69,9 +70,9 @@ class Suggestion:
     """``action`` is a disposition or override code, or ``None`` when the next step is to
     wait; ``why`` is one line; ``reason_code`` and ``reason_text`` pre-fill the form."""
 
-    action: str | None
+    action: CaseAction | None
     why: str
-    reason_code: str = ""
+    reason_code: ReasonCode | None = None
     reason_text: str = ""
 
     @property
@@ -257,7 +258,7 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
     if case.state == CaseState.OVERRIDE_REQUESTED:
         override = case.override
         asked = (override.requested_by.username if override else "") or "someone"
-        what = LABELS.get(override.action if override else "", "an override")
+        what = LABELS.get(override.action, "an override") if override else "an override"
         return Suggestion(
             None, f"Waiting for a supervisor's decision on {what} (asked by {asked})."
         )
@@ -297,7 +298,7 @@ def case_suggestion(case: Case, evidence: Evidence | None) -> Suggestion | None:
 _SETTLED = (Disposition.CONFIRMED_COMMITTED, Disposition.DUPLICATE_REJECTED_OK)
 
 
-def _offered(case: Case, evidence: Evidence) -> list[str]:
+def _offered(case: Case, evidence: Evidence) -> list[CaseAction]:
     facts = evidence_facts(case=case, pledge=evidence.pledge, claim=evidence.claim)
     return offered_actions(
         case.case_type, case.state, Role.FINANCE_STAFF, facts, retry_running=retry_in_flight(case)

@@ -34,7 +34,14 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import Case, ClientOutcome, CommitRetry
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseType, Disposition, ErrorKind, Queue, RetryStatus
+from reconciliation.cases.vocabulary import (
+    CaseType,
+    Disposition,
+    ErrorKind,
+    Queue,
+    ReasonCode,
+    RetryStatus,
+)
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
@@ -45,7 +52,7 @@ from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
-AUTO_REASON = "EVIDENCE_CONFIRMS"
+AUTO_REASON = ReasonCode.EVIDENCE_CONFIRMS
 AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this request."
 # Every queue an open case about an intent can sit in. Whatever its type, a claim case
 # asks whether the donor's intent is recorded: once a consistent read finds the pledge
@@ -54,10 +61,10 @@ AUTO_TEXT = "Automatic: a consistent read found the pledge recorded with this re
 # stalled worker itself is an operational signal (metrics, logs), not casework. A fund's
 # LEDGER_DRIFT case is never closed automatically: only finance records answer it.
 RECHECK_QUEUES = (
-    CaseType.STUCK_PENDING,
-    CaseType.AMBIGUOUS_TIMEOUT,
-    CaseType.CANCELLED_TRANSACTION,
-    CaseType.TOKEN_MISMATCH,
+    Queue.STUCK_PENDING,
+    Queue.AMBIGUOUS_TIMEOUT,
+    Queue.CANCELLED_TRANSACTION,
+    Queue.TOKEN_MISMATCH,
     Queue.ESCALATED,
 )
 
@@ -228,7 +235,7 @@ def redispatch_stale_retries(
 
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
-    for queue in (*CASE_TYPES, Queue.ESCALATED):
+    for queue in (*(Queue(t) for t in CASE_TYPES), Queue.ESCALATED):
         for row in CaseRepository(store).walk_queue(queue, limit=limit, on_units=report.add_units):
             retry: CommitRetry | None = row.get("retry")
             if (

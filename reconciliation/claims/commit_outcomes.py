@@ -332,7 +332,7 @@ def _case_for_pending_claim(
     store: Store,
     claim: Claim,
     exc: BaseException,
-    case_type: str,
+    case_type: CaseType,
     kind: OutcomeKind,
     detail: str,
 ) -> IntakeOutcome:
@@ -373,7 +373,7 @@ def pledge_receipt_actor(claim: Claim) -> Actor:
 def open_case(
     store: Store,
     claim: Claim,
-    case_type: str,
+    case_type: CaseType,
     *,
     decoded: list[DecodedReason],
     error: BaseException,

@@ -24,8 +24,8 @@ from reconciliation.cases.models import (
     Evidence,
     case_id_for,
 )
-from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseState, CaseType, queue_for
+from reconciliation.cases.repository import CaseRepository, case_indexed
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import cancellation_codes
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 def case_build(
     *,
-    case_type: str,
+    case_type: CaseType,
     claim: Claim,
     evidence: dict[str, Any],
     decoded: Sequence[DecodedReason] = (),
@@ -60,7 +60,6 @@ def case_build(
     case_id = case_id_for(claim.pk, claim.version, case_type, region_tag)
     request = claim.request or {}
     opened_at = clock.iso(now)
-    queue = queue_for(case_type, CaseState.OPEN)
     return Case(
         case_id=case_id,
         case_type=CaseType(case_type),
@@ -78,8 +77,6 @@ def case_build(
         token_issued_at=claim.token_issued_at,
         audit_seq=0,
         audit_head=GENESIS_HASH,
-        queue=queue,
-        queue_sort=f"{opened_at}#{case_id}",
         decoded=tuple(decoded),
         evidence=Evidence.from_json({**claim.token_evidence(now), **evidence}),
         client_outcome=client_outcome or ClientOutcome(),
@@ -104,6 +101,7 @@ def case_open(
     created it; opening an existing case id is a no-op that returns the stored case and
     leaves the claim to the caller.
     """
+    case = case_indexed(case)  # its queue, as its event and counters name it
     event = audit_event_build(
         AuditEvent(
             action=AuditAction.CASE_OPENED,

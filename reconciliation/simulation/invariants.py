@@ -35,7 +35,7 @@ from reconciliation.audit.chains import chain_check
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.counters import COUNTER_PREFIX
-from reconciliation.cases.vocabulary import CaseState, case_question
+from reconciliation.cases.vocabulary import CaseState, CaseType, case_question
 from reconciliation.claims.models import ClaimStatus, PledgeStatus
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import from_item
@@ -324,7 +324,7 @@ def case_type_problems(case_opens: Iterable[tuple[str, str]]) -> list[Problem]:
     types: dict[str, set[str]] = defaultdict(set)
     for case_id, case_type in case_opens:
         # Types asking one question (STUCK_PENDING, AMBIGUOUS_TIMEOUT) share their case.
-        types[case_id].add(case_question(case_type))
+        types[case_id].add(case_question(CaseType.read(case_type)))
     return [
         Problem(ONE_PROBLEM, f"case {case_id} was opened as {' and '.join(sorted(kinds))}")
         for case_id, kinds in sorted(types.items())

@@ -10,7 +10,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
-from reconciliation.cases.models import OverrideRequest, Resolution
+from reconciliation.cases.models import OverrideRequest
 from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
@@ -190,32 +190,22 @@ def test_resolved_list_pages_with_a_cursor(ddb, client):
 
 def test_reopen_takes_a_case_out_of_the_resolved_list(ddb):
     """The resolved index keys exist only while the case is resolved."""
-    from dataclasses import replace
-
-    from reconciliation.cases.changes import _case_next
+    from reconciliation.cases.repository import case_indexed
+    from reconciliation.cases.transitions import Grounds, case_disposed, case_override_approved
 
     case = stuck_case("r-x")
     ada = staff_actor("ada")
-    resolved = _case_next(
-        case,
-        {"state": "RESOLVED", "resolution": Resolution.from_json({"disposition": "RETRY_COMMIT"})},
-        actor=ada,
-        at="2026-12-01T10:00:00.000000Z",
-        action_id=None,
-    )
+    at = clock.parse_iso("2026-12-01T10:00:00.000000Z")
+    resolved = case_indexed(case_disposed(case, Grounds(ada, at), Disposition.RETRY_COMMIT).case)
     assert (resolved.resolved_month, resolved.resolved_by, resolved.resolved_how) == (
         "R#2026-12",
         "ada",
         "RETRY_COMMIT",
     )
     assert resolved.queue is None
-    reopened = _case_next(
-        replace(resolved),
-        {"state": "OPEN", "resolution": None},
-        actor=ada,
-        at="2026-12-01T11:00:00.000000Z",
-        action_id=None,
-    )
+    reopen = OverrideRequest.from_json({"action": "REOPEN"})
+    later = clock.parse_iso("2026-12-01T11:00:00.000000Z")
+    reopened = case_indexed(case_override_approved(resolved, Grounds(ada, later), reopen).case)
     assert reopened.resolved_month is None and reopened.resolved_sort is None and reopened.queue
 
 
@@ -223,39 +213,31 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
     """A request to reopen a resolved case, declined (or expired), returns it to RESOLVED
     with no new resolution: the resolved list keeps who resolved it, how and when, not
     the supervisor who declined, the time of the decline and an empty 'how'."""
-    from reconciliation.cases.changes import _case_next
+    from reconciliation.cases.repository import case_indexed
+    from reconciliation.cases.transitions import (
+        Grounds,
+        case_disposed,
+        case_override_rejected,
+        case_override_requested,
+    )
 
     case = stuck_case("r-declined")
     ada, sam = staff_actor("ada"), staff_actor("sam")
-    resolved = _case_next(
-        case,
-        {
-            "state": "RESOLVED",
-            "resolution": Resolution(
-                disposition=Disposition.CONFIRMED_COMMITTED, by="ada", at="2026-11-30T09:00:00Z"
-            ),
-        },
-        actor=ada,
-        at="2026-11-30T09:00:00Z",
-        action_id=None,
+    at = clock.parse_iso("2026-11-30T09:00:00.000000Z")
+    resolved = case_indexed(
+        case_disposed(case, Grounds(ada, at), Disposition.CONFIRMED_COMMITTED).case
     )
-    asked = _case_next(
-        resolved,
-        {
-            "state": "OVERRIDE_REQUESTED",
-            "override": OverrideRequest.from_json({"action": "REOPEN"}),
-        },
-        actor=ada,
-        at="2026-12-01T10:00:00Z",
-        action_id=None,
+    reopen = OverrideRequest.from_json({"action": "REOPEN", "prior_state": "RESOLVED"})
+    asked = case_indexed(
+        case_override_requested(
+            resolved, Grounds(ada, clock.parse_iso("2026-12-01T10:00:00.000000Z")), reopen
+        ).case
     )
     assert asked.resolved_month is None
-    declined = _case_next(
-        asked,
-        {"state": "RESOLVED", "override": None},
-        actor=sam,
-        at="2026-12-01T11:00:00Z",
-        action_id=None,
+    declined = case_indexed(
+        case_override_rejected(
+            asked, Grounds(sam, clock.parse_iso("2026-12-01T11:00:00.000000Z")), reopen
+        ).case
     )
     assert (
         declined.resolved_month,
@@ -264,7 +246,7 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
         declined.resolved_how,
     ) == (
         "R#2026-11",
-        f"2026-11-30T09:00:00Z#{case.case_id}",
+        f"2026-11-30T09:00:00.000000Z#{case.case_id}",
         "ada",
         "CONFIRMED_COMMITTED",
     )

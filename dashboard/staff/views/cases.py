@@ -59,7 +59,7 @@ from reconciliation.cases.policy import (
     offered_actions,
     withheld_actions,
 )
-from reconciliation.cases.vocabulary import CaseState, Disposition, Queue, ReasonCode
+from reconciliation.cases.vocabulary import CaseAction, CaseState, Disposition, Queue, ReasonCode
 from reconciliation.casework.dispositions import case_assign, case_dispose, case_unassign
 from reconciliation.casework.evidence import Decided, DecisionEvidence, evidence_facts
 from reconciliation.casework.next_case import next_open_case
@@ -142,13 +142,13 @@ def _accepted(request: StaffRequest, suggestion: Suggestion | None) -> dict[str,
     return {
         name: {
             choice: suggestion.action,
-            "reason_code": suggestion.reason_code,
+            "reason_code": suggestion.reason_code or "",
             "reason_text": suggestion.reason_text,
         }
     }
 
 
-def _offered(case: Case, role: Role, facts: EvidenceFacts | None) -> list[str]:
+def _offered(case: Case, role: Role, facts: EvidenceFacts | None) -> list[CaseAction]:
     """The actions this role is offered on this case now. Only what the evidence lets
     through (``facts``; ``None``: unknown, so what the role may start, and the services
     check the evidence themselves), and no second retry while one runs."""
@@ -161,7 +161,7 @@ def _offered(case: Case, role: Role, facts: EvidenceFacts | None) -> list[str]:
 class Withheld:
     """An action the role could start but the evidence rules out: shown disabled."""
 
-    action: str
+    action: CaseAction
     label: str
     reason: str
 

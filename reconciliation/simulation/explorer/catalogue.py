@@ -190,10 +190,13 @@ def _staff(action: str) -> Callable[[World, str], str]:
         try:
             if action in OVERRIDES:
                 return override_request(
-                    case_id=world.case_id, override=action, staff=staff, store=world.store
+                    case_id=world.case_id, override=Override(action), staff=staff, store=world.store
                 ).message
             return case_dispose(
-                case_id=world.case_id, disposition=action, staff=staff, store=world.store
+                case_id=world.case_id,
+                disposition=Disposition(action),
+                staff=staff,
+                store=world.store,
             ).message
         except CaseError as exc:
             return f"refused: {exc}"  # the 409 page; nothing to do again

@@ -411,15 +411,13 @@ def material_change(case_id: str):
     """A change of the case's evidence while a request is pending (a background retry's
     outcome recorded by the system)."""
     from reconciliation.cases.changes import case_commit_change
+    from reconciliation.cases.transitions import Grounds, case_retry_failed
 
     repos = repositories()
+    case = repos.cases.get(case_id)
+    retry = CommitRetry(status="throttled", request_id="bg")
     return case_commit_change(
-        repos,
-        repos.cases.get(case_id),
-        actor=system_actor(),
-        action="retry_commit_failed",
-        action_id=None,
-        changes={"retry": CommitRetry(status="throttled", request_id="bg")},
+        repos, case, *case_retry_failed(case, Grounds(system_actor(), clock.now()), retry)
     )
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
-from reconciliation.cases.actions import StaffAction, resolution_for
+from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import case_commit_change
+from reconciliation.cases.transitions import Grounds, case_disposed
+from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import recheck_open_cases, sweep_all
 from reconciliation.claims import intake
@@ -261,18 +263,9 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     mismatch_case = repos.cases.get(mismatch.case_id)
     # The evidence rule now refuses this disposition without a pledge, so the old
     # resolution is written as it was stored then, through the one change service.
-    case_commit_change(
-        first_store(),
-        mismatch_case,
-        actor=STAFF,
-        action="disposition_recorded",
-        action_id=None,
-        disposition="DUPLICATE_REJECTED_OK",
-        changes={
-            "state": "RESOLVED",
-            "resolution": resolution_for("DUPLICATE_REJECTED_OK", STAFF),
-        },
-    )
+    refused = Disposition.DUPLICATE_REJECTED_OK
+    resolved = case_disposed(mismatch_case, Grounds(STAFF, clock.now()), refused)
+    case_commit_change(first_store(), mismatch_case, *resolved)
     stuck = repos.cases.get(stuck_id)
     case_dispose(
         case_id=stuck_id,

@@ -316,11 +316,13 @@ def _unconditional(module, monkeypatch) -> None:
 
     real = changes.case_commit_change
 
-    def last_writer_wins(store, case, **kwargs):
+    def last_writer_wins(store, case, updated, event):
         current = CaseRepository(store).get(case.case_id) or case
-        return real(store, dataclasses.replace(current), **kwargs)
+        return real(
+            store, current, dataclasses.replace(updated, version=current.version + 1), event
+        )
 
-    monkeypatch.setattr(changes, "_resolution_stands", lambda case, changes_: None)
+    monkeypatch.setattr(changes, "_resolution_stands", lambda read, updated: None)
     monkeypatch.setattr(module, "case_commit_change", last_writer_wins)
 
 
