@@ -222,7 +222,7 @@ def demo_tenants(env: dict, *, sink: str, secret_file: Path) -> None:
     `manage.py shell`: each costs a Django start-up)."""
     script = (
         "from dashboard.management.commands.issue_api_token import command_actor;"
-        "from dashboard.models import default_funds;"
+        "from dashboard.tenancy.models import default_funds;"
         "from dashboard.tenant_changes import tenant_funds_complete;"
         "actor = command_actor('make run');"
         f"[print(t, len(tenant_funds_complete(t, default_funds(), actor=actor))) "

@@ -34,7 +34,7 @@ from dashboard.accounts import passwords, staff_sessions
 from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import actor_for_user, forget_role
-from dashboard.models import ApiToken, Fund, Tenant
+from dashboard.tenancy.models import ApiToken, Fund, Tenant
 from dashboard.tenant_changes import (
     fund_remove,
     fund_snapshot,

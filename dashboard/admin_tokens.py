@@ -19,7 +19,7 @@ from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
-from dashboard.models import ApiToken, Tenant
+from dashboard.tenancy.models import ApiToken, Tenant
 from dashboard.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
 
 

@@ -18,7 +18,7 @@ from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.admin import admin_actor, site
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenant_changes import webhook_limits_set, webhook_secret_rotate
 from reconciliation import clock
 
@@ -90,7 +90,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     def get_urls(self):
         rotate = self.admin_site.admin_view(self.rotate_view)
         return [
-            path("<int:endpoint_id>/rotate/", rotate, name="dashboard_webhookendpoint_rotate"),
+            path("<int:endpoint_id>/rotate/", rotate, name="tenancy_webhookendpoint_rotate"),
             *super().get_urls(),
         ]
 

@@ -19,7 +19,7 @@ from enum import StrEnum
 from django.db import DatabaseError
 from django.db.models import Max, Q, QuerySet
 
-from dashboard.models import DeliveryAttempt, WebhookEndpoint
+from dashboard.tenancy.models import DeliveryAttempt, WebhookEndpoint
 from reconciliation.acks.models import Attempt, EventType
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.casework.hooks import DisabledEndpoint, disabled_endpoints_asked
 
 

@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
-from dashboard.models import Notification, NotificationKind
+from dashboard.staff.models import Notification, NotificationKind
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import OverrideRequest

@@ -89,6 +89,11 @@ INSTALLED_APPS = [
     "django_otp.plugins.otp_static",
     "django_otp_webauthn",  # passkeys (dashboard/accounts/passkeys.py)
     "reconciliation",
+    # Tenants, tokens, funds, endpoints: read by the API and the staff pages alike.
+    "dashboard.tenancy",
+    "dashboard.api",
+    "dashboard.staff",
+    # The project's own: the models' history before the faces held them, template tags.
     "dashboard",
 ]
 

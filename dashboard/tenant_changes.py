@@ -14,7 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 
-from dashboard.models import (
+from dashboard.tenancy.models import (
     MAX_LIVE_TOKENS,
     ApiToken,
     Fund,

@@ -32,7 +32,7 @@ def default_zone() -> str:
 def zone_of(user) -> str:
     """The zone ``user`` chose, or the default (no profile yet, or a name this machine
     no longer knows)."""
-    from dashboard.models import StaffProfile
+    from dashboard.accounts.models import StaffProfile
 
     if user is None or not user.is_authenticated:
         return default_zone()
@@ -42,7 +42,7 @@ def zone_of(user) -> str:
 
 def zone_set(user, name: str) -> None:
     """Store ``name`` (already validated) as ``user``'s zone."""
-    from dashboard.models import StaffProfile
+    from dashboard.accounts.models import StaffProfile
 
     StaffProfile.objects.update_or_create(user=user, defaults={"time_zone": name})
 

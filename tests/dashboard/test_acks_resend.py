@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.management.commands.dispatch_acks import attempt_recorded, endpoints_for
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once

@@ -422,7 +422,7 @@ def test_intent_filter_accepts_the_clients_key_alone(ddb, client):
     """The intent filter wanted ``tenant#key``; a bare key (what staff are told) now
     matches that key under every tenant the system holds, ``tenant#key`` still only that
     tenant's, and nothing else (``k-420``)."""
-    from dashboard.models import Tenant
+    from dashboard.tenancy.models import Tenant
 
     for name in ("acme", "beta"):
         Tenant.objects.create(name=name)
@@ -468,7 +468,7 @@ def test_rows_say_what_changed(ddb, client, settings):
     """Rows of events that change something say what, in words, from the event as
     stored: a staff role, a fund's limit, a pledge recorded and voided (amount and fund),
     a case's state and queue (they showed only the action's name)."""
-    from dashboard.models import Tenant
+    from dashboard.tenancy.models import Tenant
     from dashboard.tenant_changes import fund_register
     from reconciliation.audit.models import AuditAction
     from reconciliation.audit.staff import staff_event_append

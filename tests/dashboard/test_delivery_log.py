@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from dashboard.delivery_log import delivery_attempts_prune
 from dashboard.management.commands.dispatch_acks import attempt_recorded, endpoints_for
-from dashboard.models import DeliveryAttempt
 from dashboard.tasks import delivery_attempts_prune_task
+from dashboard.tenancy.models import DeliveryAttempt
 from dashboard.tenant_changes import webhook_register
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id

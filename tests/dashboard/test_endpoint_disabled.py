@@ -11,7 +11,7 @@ import pytest
 from django.core import mail
 
 from dashboard.management.commands.dispatch_acks import endpoints_for
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch, webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once

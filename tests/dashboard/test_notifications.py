@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.models import Notification, NotificationKind
+from dashboard.staff.models import Notification, NotificationKind
 from reconciliation import clock
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import StaffAction

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from dashboard.auth import SESSION_SEEN, SESSION_STARTED
-from dashboard.models import ApiToken, hash_token
+from dashboard.tenancy.models import ApiToken, hash_token
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.tables import drop_tables
 from tests.helpers import sign_in_form, staff_user

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import TENANT_RE, not_recorded
-from dashboard.models import Fund
+from dashboard.tenancy.models import Fund
 from dashboard.tenant_changes import fund_register, tenant_provision
 from reconciliation.actors import command_actor
 from reconciliation.claims.funds import fund_parse

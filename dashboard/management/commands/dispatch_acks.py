@@ -36,7 +36,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from dashboard.delivery_log import attempt_log
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import Dispatcher, DispatchReport
 from reconciliation.acks.gates import BreakerChange

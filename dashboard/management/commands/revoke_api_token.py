@@ -10,7 +10,7 @@ from django.template.defaultfilters import pluralize
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import not_recorded
-from dashboard.models import ApiToken
+from dashboard.tenancy.models import ApiToken
 from dashboard.tenant_changes import token_revoke
 from reconciliation.actors import command_actor
 

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.management.commands.issue_api_token import not_recorded
-from dashboard.models import Tenant
+from dashboard.tenancy.models import Tenant
 from dashboard.tenant_changes import tenant_intake_limit_set
 from reconciliation.actors import command_actor
 from reconciliation.management.arguments import finite_number, whole_number

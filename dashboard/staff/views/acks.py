@@ -13,10 +13,10 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.models import WebhookEndpoint
 from dashboard.staff.forms import RedeliverForm
 from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.stores import home_store

@@ -31,7 +31,6 @@ from dashboard.delivery_log import (
     endpoint_attempts_all,
     endpoint_failures_since,
 )
-from dashboard.models import WebhookEndpoint
 from dashboard.staff.delivery_forms import (
     AttemptFilterForm,
     ResendConfirmForm,
@@ -46,6 +45,7 @@ from dashboard.staff.views.list_csv import (
     format_refused,
 )
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.redeliver import RedeliverRefused
 from reconciliation.acks.resend import (
     RESEND_MAX,
