@@ -53,9 +53,8 @@ NUMERIC_OPTIONS = [
 
 
 def our_commands() -> dict[str, str]:
-    return {
-        name: app for name, app in get_commands().items() if app in ("dashboard", "reconciliation")
-    }
+    ours = ("dashboard.accounts", "dashboard.tenancy", "reconciliation")
+    return {name: app for name, app in get_commands().items() if app in ours}
 
 
 def parse_only(name: str):

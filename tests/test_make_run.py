@@ -413,9 +413,9 @@ def test_demo_tenants_get_every_demo_fund_and_keep_what_was_changed(ddb, setting
     `make run`; a limit someone changed stays, and a second run registers nothing."""
     from decimal import Decimal
 
-    from dashboard.management.commands.issue_api_token import command_actor
+    from dashboard.tenancy.management.commands.issue_api_token import command_actor
     from dashboard.tenancy.models import Fund, default_funds
-    from dashboard.tenant_changes import tenant_funds_complete, tenant_provision
+    from dashboard.tenancy.tenant_changes import tenant_funds_complete, tenant_provision
 
     run = _run_module()
     actor = command_actor("test")

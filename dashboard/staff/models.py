@@ -37,7 +37,7 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
 class Notification(models.Model):
     """One thing one person is told about one case, kept in Django's database (the case
     lives in DynamoDB). Read state is per person: opening it or "mark all read" sets
-    ``read_at``. Created by dashboard/notifications.py after the action succeeded."""
+    ``read_at``. Created by dashboard/staff/notifications.py after the action succeeded."""
 
     recipient = models.ForeignKey(
         "auth.User", on_delete=models.CASCADE, related_name="notifications"

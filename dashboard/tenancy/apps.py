@@ -5,3 +5,8 @@ class TenancyConfig(AppConfig):
     name = "dashboard.tenancy"
     label = "tenancy"
     verbose_name = "Tenants"
+
+    def ready(self) -> None:
+        from dashboard.tenancy import disabled_endpoints
+
+        disabled_endpoints.connect()  # the supervisors' daily e-mail asks for them

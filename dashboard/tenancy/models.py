@@ -483,7 +483,7 @@ class WebhookEndpoint(models.Model):
 
 class DeliveryAttempt(models.Model):
     """One POST of one pledge's event to one endpoint, as the dispatcher made it: the
-    attempt log staff read per endpoint and per pledge (dashboard/delivery_log.py).
+    attempt log staff read per endpoint and per pledge (dashboard/tenancy/delivery_log.py).
 
     Written by the dispatcher's edge after each attempt; the delivery's own state stays
     on the pledge item in DynamoDB, so a row lost here costs a line of history, never a

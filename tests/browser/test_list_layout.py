@@ -158,7 +158,7 @@ def two_region_world(two_regions, staff_users) -> None:
 def attempts_logged() -> int:
     """An endpoint with a long URL and a failed attempt per pledge key; its id."""
     from dashboard.tenancy.models import DeliveryAttempt
-    from dashboard.tenant_changes import webhook_register
+    from dashboard.tenancy.tenant_changes import webhook_register
     from reconciliation.acks.models import event_id
 
     endpoint = webhook_register(

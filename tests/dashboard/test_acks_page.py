@@ -8,13 +8,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.management.commands.dispatch_acks import (
+from dashboard.tenancy.management.commands.dispatch_acks import (
     attempt_counted,
     breaker_noted,
     endpoints_for,
 )
 from dashboard.tenancy.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult

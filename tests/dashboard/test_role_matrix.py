@@ -194,7 +194,7 @@ def _endpoint(suffix: str = "") -> Callable[[World], str]:
 
     def path(w: World) -> str:
         from dashboard.tenancy.models import WebhookEndpoint
-        from dashboard.tenant_changes import webhook_register
+        from dashboard.tenancy.tenant_changes import webhook_register
         from reconciliation.actors import command_actor
 
         endpoint = WebhookEndpoint.objects.first() or webhook_register(

@@ -13,10 +13,10 @@ from botocore.exceptions import ClientError
 from django.core.management import CommandError, call_command
 from standardwebhooks.webhooks import Webhook
 
-from dashboard import tenant_changes
-from dashboard.management.commands.dispatch_acks import endpoints_for
+from dashboard.tenancy import tenant_changes
+from dashboard.tenancy.management.commands.dispatch_acks import endpoints_for
 from dashboard.tenancy.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import SECRET_PREFIX, AttemptResult
@@ -208,9 +208,7 @@ def test_a_rotation_the_audit_trail_refused_changes_nothing(ddb, client, monkeyp
     monkeypatch.setattr(tenant_changes, "tenant_event", refused)
     with pytest.raises(CommandError, match="nothing was changed"):
         rotate(f"E{endpoint.pk}")
-    answer = superuser_client(client).post(
-        f"/admin/tenancy/webhookendpoint/{endpoint.pk}/rotate/"
-    )
+    answer = superuser_client(client).post(f"/admin/tenancy/webhookendpoint/{endpoint.pk}/rotate/")
     assert answer.status_code == 503 and b"nothing was changed" in answer.content
     endpoint.refresh_from_db()
     assert (endpoint.secret, endpoint.previous_secret) == (old, "")

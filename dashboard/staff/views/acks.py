@@ -1,6 +1,6 @@
 """The Acknowledgements page (``/acks/``, docs/webhooks.md): per tenant its registered
 endpoints with their failure rate and last success, from the counters the dispatcher
-keeps on each endpoint (dashboard/models.py · WebhookEndpoint.attempt_count): one query
+keeps on each endpoint (dashboard/tenancy/models.py · WebhookEndpoint.attempt_count): one query
 of the Django database, never a scan of pledges. Every staff role reads it; nothing on it
 changes anything (redelivery is on the pledge page; each endpoint's attempts and the
 bulk resend on its Deliveries page, dashboard/staff/views/deliveries.py)."""

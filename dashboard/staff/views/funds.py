@@ -16,7 +16,7 @@ from dashboard.auth import StaffRequest, actor_for, role_required
 from dashboard.staff.forms import FundForm
 from dashboard.staff.views.pages import render_page
 from dashboard.tenancy.models import Tenant
-from dashboard.tenant_changes import fund_register
+from dashboard.tenancy.tenant_changes import fund_register
 from reconciliation.actors import Role
 
 READERS = (Role.SUPERVISOR, Role.AUDITOR)

@@ -1,5 +1,5 @@
 """Celery tasks of the dashboard's own database: the daily prune of the delivery attempt
-log (dashboard/delivery_log.py)."""
+log (dashboard/tenancy/delivery_log.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from dashboard.delivery_log import delivery_attempts_prune
+from dashboard.tenancy.delivery_log import delivery_attempts_prune
 from reconciliation import clock
 
 logger = logging.getLogger(__name__)

@@ -38,4 +38,4 @@ def _asked(sender: Any, **kwargs: Any) -> list[DisabledEndpoint]:
 
 
 def connect() -> None:
-    disabled_endpoints_asked.connect(_asked, dispatch_uid="dashboard.disabled_endpoints")
+    disabled_endpoints_asked.connect(_asked, dispatch_uid="dashboard.tenancy.disabled_endpoints")

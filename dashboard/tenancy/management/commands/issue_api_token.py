@@ -16,7 +16,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.tenant_changes import TooManyLiveTokens, token_issue
+from dashboard.tenancy.tenant_changes import TooManyLiveTokens, token_issue
 from reconciliation.actors import command_actor
 from reconciliation.management.arguments import whole_number
 

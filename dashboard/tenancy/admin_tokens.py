@@ -1,9 +1,9 @@
 """The API token admin (docs/design.md §11): tokens are issued here as by
 ``issue_api_token`` (the new token is shown once, on the page that answers the form,
 and only its hash and last characters are kept) and revoked (``revoked_at`` is set;
-nothing is deleted). Registered on the admin site by dashboard/admin.py importing it.
+nothing is deleted). Registered on the admin site by dashboard/tenancy/admin.py importing it.
 
-Split from dashboard/admin.py (behaviour unchanged).
+Split from dashboard/tenancy/admin.py (behaviour unchanged).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
-from dashboard.admin import TENANT_RE, AuditedAdmin, admin_actor, site
+from dashboard.tenancy.admin import TENANT_RE, AuditedAdmin, admin_actor, site
 from dashboard.tenancy.models import ApiToken, Tenant
-from dashboard.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
+from dashboard.tenancy.tenant_changes import TooManyLiveTokens, token_issue, token_revoke
 
 
 class TokenIssueForm(forms.Form):

@@ -7,7 +7,7 @@ is an audit event, appended inside the database transaction that makes the chang
 change the audit trail refused is rolled back and the page says so: staff accounts on
 their ``STAFF#username`` stream, tenants, funds and tokens on ``TENANT#name``.
 
-API tokens (dashboard/admin_tokens.py, registered on ``site`` by the import at the end
+API tokens (dashboard/tenancy/admin_tokens.py, registered on ``site`` by the import at the end
 of this module) are issued as by ``issue_api_token`` and revoked, never deleted; nothing
 here deletes a tenant.
 """
@@ -35,7 +35,7 @@ from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
 from dashboard.auth import actor_for_user, forget_role
 from dashboard.tenancy.models import ApiToken, Fund, Tenant
-from dashboard.tenant_changes import (
+from dashboard.tenancy.tenant_changes import (
     fund_remove,
     fund_snapshot,
     tenant_event,
@@ -386,4 +386,4 @@ class StaffAdmin(AuditedAdmin, UserAdmin):
 site.register(get_user_model(), StaffAdmin)
 
 # The API token and webhook admins register themselves on ``site`` when imported.
-from dashboard import admin_tokens, admin_webhooks  # noqa: E402, F401
+from dashboard.tenancy import admin_tokens, admin_webhooks  # noqa: E402, F401

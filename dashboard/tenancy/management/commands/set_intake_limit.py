@@ -8,9 +8,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.management.commands.issue_api_token import not_recorded
+from dashboard.tenancy.management.commands.issue_api_token import not_recorded
 from dashboard.tenancy.models import Tenant
-from dashboard.tenant_changes import tenant_intake_limit_set
+from dashboard.tenancy.tenant_changes import tenant_intake_limit_set
 from reconciliation.actors import command_actor
 from reconciliation.management.arguments import finite_number, whole_number
 

@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.template.defaultfilters import pluralize
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.management.commands.issue_api_token import not_recorded
+from dashboard.tenancy.management.commands.issue_api_token import not_recorded
 from dashboard.tenancy.models import ApiToken
-from dashboard.tenant_changes import token_revoke
+from dashboard.tenancy.tenant_changes import token_revoke
 from reconciliation.actors import command_actor
 
 

@@ -15,8 +15,8 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.management.commands.issue_api_token import not_recorded
-from dashboard.tenant_changes import webhook_secret_rotate
+from dashboard.tenancy.management.commands.issue_api_token import not_recorded
+from dashboard.tenancy.tenant_changes import webhook_secret_rotate
 from reconciliation import clock
 from reconciliation.actors import command_actor
 

@@ -14,9 +14,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.management.commands.issue_api_token import TENANT_RE, not_recorded
+from dashboard.tenancy.management.commands.issue_api_token import TENANT_RE, not_recorded
 from dashboard.tenancy.models import Fund
-from dashboard.tenant_changes import fund_register, tenant_provision
+from dashboard.tenancy.tenant_changes import fund_register, tenant_provision
 from reconciliation.actors import command_actor
 from reconciliation.claims.funds import fund_parse
 

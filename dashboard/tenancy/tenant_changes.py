@@ -2,7 +2,7 @@
 ``TENANT#name`` (reconciliation.audit.tenants), appended first inside the database
 transaction that makes the change: a change the audit trail refused is rolled back.
 
-One place for the administration screen (dashboard/admin.py) and the commands
+One place for the administration screen (dashboard/tenancy/admin.py) and the commands
 (``issue_api_token``, ``revoke_api_token``, ``add_fund``), so both leave the same trail.
 """
 

@@ -218,7 +218,7 @@ def _expired(sender: Any, *, case_id: str, request: OverrideRequest, **kwargs: A
 
 
 def connect() -> None:
-    override_expired.connect(_expired, dispatch_uid="dashboard.notifications.expired")
+    override_expired.connect(_expired, dispatch_uid="dashboard.staff.notifications.expired")
 
 
 def unread_count(user: Any) -> int:

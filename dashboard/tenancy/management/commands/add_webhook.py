@@ -17,9 +17,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
-from dashboard.management.commands.issue_api_token import TENANT_RE, not_recorded
+from dashboard.tenancy.management.commands.issue_api_token import TENANT_RE, not_recorded
 from dashboard.tenancy.models import MAX_IN_FLIGHT_LIMIT, MAX_RATE_PER_S, MIN_RATE_PER_S
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation.acks.addresses import UrlRefused, url_check
 from reconciliation.acks.models import DEFAULT_EVENTS, DEFAULT_MAX_IN_FLIGHT, EventType
 from reconciliation.actors import command_actor

@@ -35,9 +35,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from dashboard.delivery_log import attempt_log
+from dashboard.tenancy.delivery_log import attempt_log
 from dashboard.tenancy.models import WebhookEndpoint
-from dashboard.tenant_changes import endpoints_watch
+from dashboard.tenancy.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import Dispatcher, DispatchReport
 from reconciliation.acks.gates import BreakerChange
 from reconciliation.acks.models import Attempt, Endpoint
@@ -75,7 +75,7 @@ def attempt_counted(attempt: Attempt) -> None:
 
 def attempt_recorded(attempt: Attempt) -> None:
     """What the edge keeps of each attempt: the endpoint's counters and a row of its
-    attempt log (dashboard/delivery_log.py), each failing alone and costing no delivery."""
+    attempt log (dashboard/tenancy/delivery_log.py), each failing alone and costing no delivery."""
     attempt_counted(attempt)
     attempt_log(attempt)
 

@@ -3,7 +3,7 @@ only. An endpoint is registered with ``add_webhook``, which prints its signing s
 once; here the secret is never shown, only its last characters. Its page has a "Rotate
 signing secret" button (``rotate_webhook_secret`` in the admin): confirmed by a POST,
 audited, and the new secret shown on the answer alone. Registered on the admin site by
-dashboard/admin.py importing it. Its delivery limits (requests at once, deliveries a
+dashboard/tenancy/admin.py importing it. Its delivery limits (requests at once, deliveries a
 second) are the one thing the page changes, audited (``webhook_limits_set``)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from django.urls import path
 from django.utils.cache import patch_cache_control
 
 from dashboard.accounts.views import AUDIT_UNAVAILABLE, NOT_RECORDED
-from dashboard.admin import admin_actor, site
+from dashboard.tenancy.admin import admin_actor, site
 from dashboard.tenancy.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_limits_set, webhook_secret_rotate
+from dashboard.tenancy.tenant_changes import webhook_limits_set, webhook_secret_rotate
 from reconciliation import clock
 
 ROTATE_TEMPLATE = "admin/dashboard/webhookendpoint/rotate.html"
