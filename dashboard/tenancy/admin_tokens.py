@@ -130,21 +130,21 @@ class ApiTokenAdmin(AuditedAdmin):
             except TooManyLiveTokens as exc:
                 context["error"] = str(exc)
                 return TemplateResponse(
-                    request, "admin/dashboard/apitoken/issue.html", context, status=409
+                    request, "admin/tenancy/apitoken/issue.html", context, status=409
                 )
             except AUDIT_UNAVAILABLE:
                 context["error"] = NOT_RECORDED
                 return TemplateResponse(
-                    request, "admin/dashboard/apitoken/issue.html", context, status=503
+                    request, "admin/tenancy/apitoken/issue.html", context, status=503
                 )
             response = TemplateResponse(
                 request,
-                "admin/dashboard/apitoken/issued.html",
+                "admin/tenancy/apitoken/issued.html",
                 {**context, "title": "API token issued", "token": token, "raw": raw},
             )
             patch_cache_control(response, no_store=True, private=True)
             return response
         status = 400 if request.method == "POST" else 200
         return TemplateResponse(
-            request, "admin/dashboard/apitoken/issue.html", context, status=status
+            request, "admin/tenancy/apitoken/issue.html", context, status=status
         )

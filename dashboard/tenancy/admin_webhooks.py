@@ -22,7 +22,7 @@ from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_limits_set, webhook_secret_rotate
 from reconciliation import clock
 
-ROTATE_TEMPLATE = "admin/dashboard/webhookendpoint/rotate.html"
+ROTATE_TEMPLATE = "admin/tenancy/webhookendpoint/rotate.html"
 
 
 def _duration(seconds: int) -> str:
@@ -51,7 +51,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     )
     # The delivery limits are the one thing changed here (audited: save_model).
     readonly_fields = tuple(f for f in fields if f not in ("max_in_flight", "rate_per_s"))
-    change_form_template = "admin/dashboard/webhookendpoint/change_form.html"
+    change_form_template = "admin/tenancy/webhookendpoint/change_form.html"
 
     @admin.display(description="signing secret")
     def secret_hint(self, obj: WebhookEndpoint) -> str:
