@@ -21,8 +21,8 @@ class StaffProfile(models.Model):
 
 
 class StaffSession(models.Model):
-    """A signed-in session as its owner sees it on the profile page (dashboard/
-    staff_sessions.py): the device and address it was opened from, when it was last seen.
+    """A signed-in session as its owner sees it on the profile page (staff_sessions.py):
+    the device and address it was opened from, when it was last seen.
     Only the SHA-256 of the session key is kept; the session itself is Django's row, and
     ending a session deletes that."""
 
