@@ -83,7 +83,7 @@ def _marks(raw: dict) -> dict[str, float]:
     lookup = sum(
         v[3]
         for (filename, _l, name), v in raw.items()
-        if filename.endswith("dashboard/models.py")
+        if filename.endswith("dashboard/tenancy/models.py")
         and name in ("authenticate", "registered", "caller")
     )
     retry_total = sum(

@@ -24,7 +24,7 @@ from reconciliation.cases.actions import StaffAction
 
 TYPICAL = {"donor_ref": "D-1001", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
 # The longest of everything the API accepts (claims/request.py, claims/funds.py,
-# dashboard/models.py, dashboard/auth.py): tenant 64, Idempotency-Key 255, donor_ref 64,
+# dashboard/tenancy/models.py, dashboard/auth.py): tenant 64, Idempotency-Key 255, donor_ref 64,
 # fund 32. The amount with the most bytes under MAX_AMOUNT: 3 places in a currency with
 # 3 minor units (999999999999.989 is 9 bytes as a number; 999999999999.99 is 8).
 LARGEST = {

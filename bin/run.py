@@ -221,9 +221,9 @@ def demo_tenants(env: dict, *, sink: str, secret_file: Path) -> None:
     """Every demo fund for the demo tenants, and the receiver's registration (one
     `manage.py shell`: each costs a Django start-up)."""
     script = (
-        "from dashboard.management.commands.issue_api_token import command_actor;"
-        "from dashboard.models import default_funds;"
-        "from dashboard.tenant_changes import tenant_funds_complete;"
+        "from dashboard.tenancy.management.commands.issue_api_token import command_actor;"
+        "from dashboard.tenancy.models import default_funds;"
+        "from dashboard.tenancy.tenant_changes import tenant_funds_complete;"
         "actor = command_actor('make run');"
         f"[print(t, len(tenant_funds_complete(t, default_funds(), actor=actor))) "
         f"for t in {DEMO_TENANTS!r}]\n" + sink_keep_script(sink, secret_file)
@@ -277,11 +277,11 @@ def sink_url(port: int) -> str:
 
 def sink_keep_script(url: str, secret_file: Path) -> str:
     """Python for `manage.py shell -c`: keep the receiver's registration for each demo
-    tenant (dashboard/tenant_changes.py · webhook_keep), or register it, one secret for
+    tenant (dashboard/tenancy/tenant_changes.py · webhook_keep), or register it, one secret for
     all, kept under var/ (readable by this user only)."""
     return (
         "import os, pathlib\n"
-        "from dashboard.tenant_changes import webhook_keep\n"
+        "from dashboard.tenancy.tenant_changes import webhook_keep\n"
         "from reconciliation.acks.models import DEFAULT_EVENTS\n"
         f"f = pathlib.Path({str(secret_file)!r})\n"
         "kept = f.read_text().strip() if f.exists() else ''\n"

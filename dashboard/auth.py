@@ -145,7 +145,7 @@ def role_required(*roles: Role) -> Callable[[View], View]:
                 return redirect_to_login(request.get_full_path())
             role = user_role(request.user)
             if role is None or role not in allowed:
-                # Answered by the 403 page in the layout (dashboard/errors.py),
+                # Answered by the 403 page in the layout (dashboard/lib/errors.py),
                 # which names the roles this page admits.
                 raise RoleRefused(allowed)
             request.role = role

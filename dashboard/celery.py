@@ -13,7 +13,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # Each domain package keeps its tasks in its own ``tasks`` module; the dashboard's are
 # those of its own database (the delivery attempt log's prune).
 app.autodiscover_tasks(
-    ["reconciliation.audit", "reconciliation.casework", "reconciliation.ops", "dashboard"]
+    ["reconciliation.audit", "reconciliation.casework", "reconciliation.ops", "dashboard.tenancy"]
 )
 
 

@@ -74,7 +74,7 @@ INSTALLED_APPS = [
     # Before django.contrib.auth, so its `changepassword` wins: audited, and it ends the
     # account's sessions like every password set (dashboard/accounts/passwords.py).
     "dashboard.accounts",
-    # /admin/ (dashboard/admin.py, superusers only); no autodiscovery: dashboard.urls.
+    # /admin/ (dashboard/tenancy/admin.py, superusers only); no autodiscovery: dashboard.urls.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -90,6 +90,11 @@ INSTALLED_APPS = [
     "django_otp.plugins.otp_static",
     "django_otp_webauthn",  # passkeys (dashboard/accounts/passkeys.py)
     "reconciliation",
+    # Tenants, tokens, funds, endpoints: read by the API and the staff pages alike.
+    "dashboard.tenancy",
+    "dashboard.api",
+    "dashboard.staff",
+    # The project's own: the models' history before the faces held them, template tags.
     "dashboard",
 ]
 
@@ -224,7 +229,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 # A refused form answers a page in the layout saying how to go on (JSON on the API).
-CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "dashboard.lib.errors.csrf_failure"
 # Absolute session lifetime; the idle timeout is enforced by SessionTimeoutMiddleware.
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_TIMEOUT_S", 8 * 3600)
 SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 30 * 60)
@@ -392,7 +397,7 @@ ACK_RETRY_SCALE = float(os.environ.get("ACK_RETRY_SCALE", "1.0"))
 # How long dispatch_acks (without --once) waits between passes when no commit wakes it
 # (a message on Redis after each commit does: docs/webhooks.md, "Wake-up").
 ACK_POLL_S = float(os.environ.get("ACK_POLL_S", "2"))
-# Rows of the delivery attempt log (dashboard/models.py · DeliveryAttempt) older than this
+# Rows of the delivery attempt log (dashboard/tenancy/models.py · DeliveryAttempt) older than this
 # are deleted by a daily task: the log is for looking back over an outage, not an archive
 # (each resend's audit event is kept with the audit trail).
 DELIVERY_ATTEMPT_RETENTION_DAYS = env_int("DELIVERY_ATTEMPT_RETENTION_DAYS", 30)

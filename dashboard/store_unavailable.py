@@ -23,7 +23,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control
 from django.utils.deprecation import MiddlewareMixin
 
-from dashboard.errors import _json, _page, correlation_id, is_machine_path
+from dashboard.lib.errors import _json, _page, correlation_id, is_machine_path
 from reconciliation.dynamo.retry import RetriesExhausted
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic.base import RedirectView
 
-from dashboard import admin, ops
+from dashboard.api import ops
+from dashboard.tenancy import admin
 
 urlpatterns = [
     path("accounts/", include("dashboard.accounts.urls")),
@@ -18,8 +19,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
 ]
 
-# Error pages in the layout, JSON on the machine paths (dashboard/errors.py).
-handler400 = "dashboard.errors.bad_request"
-handler403 = "dashboard.errors.permission_denied"
-handler404 = "dashboard.errors.page_not_found"
-handler500 = "dashboard.errors.server_error"
+# Error pages in the layout, JSON on the machine paths (dashboard/lib/errors.py).
+handler400 = "dashboard.lib.errors.bad_request"
+handler403 = "dashboard.lib.errors.permission_denied"
+handler404 = "dashboard.lib.errors.page_not_found"
+handler500 = "dashboard.lib.errors.server_error"

@@ -298,7 +298,7 @@ class ApiCaller:
 
 @pytest.fixture
 def api(db, client) -> ApiCaller:
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     _, raw = ApiToken.issue("acme")
     return ApiCaller(client, raw, "acme")

@@ -53,9 +53,8 @@ NUMERIC_OPTIONS = [
 
 
 def our_commands() -> dict[str, str]:
-    return {
-        name: app for name, app in get_commands().items() if app in ("dashboard", "reconciliation")
-    }
+    ours = ("dashboard.accounts", "dashboard.tenancy", "reconciliation")
+    return {name: app for name, app in get_commands().items() if app in ours}
 
 
 def parse_only(name: str):
@@ -102,7 +101,7 @@ def test_every_numeric_option_of_every_command_has_a_range():
 @pytest.mark.django_db
 def test_a_nan_rate_leaves_the_tenants_limit_as_it_was(ddb):
     """The case that switched a limit off: ``--rate nan`` is refused, nothing is saved."""
-    from dashboard.models import Tenant
+    from dashboard.tenancy.models import Tenant
 
     tenant = Tenant.objects.create(name="acme", intake_rate_per_s=5.0, intake_burst=10)
     with pytest.raises(CommandError, match="--rate"):
@@ -124,7 +123,7 @@ def test_replicate_regions_refuses_a_lag_past_an_hour(lag):
 def test_add_fund_refuses_a_non_finite_or_absurd_largest_amount(ddb, amount):
     """``--max-amount`` is a decimal amount, read by the fund's own parser: the same
     numbers are one-line refusals and nothing is registered."""
-    from dashboard.models import Fund
+    from dashboard.tenancy.models import Fund
 
     with pytest.raises(CommandError) as refused:
         call_command("add_fund", "GENERAL", "--tenant", "acme", "--max-amount", amount)

@@ -413,9 +413,9 @@ def test_demo_tenants_get_every_demo_fund_and_keep_what_was_changed(ddb, setting
     `make run`; a limit someone changed stays, and a second run registers nothing."""
     from decimal import Decimal
 
-    from dashboard.management.commands.issue_api_token import command_actor
-    from dashboard.models import Fund, default_funds
-    from dashboard.tenant_changes import tenant_funds_complete, tenant_provision
+    from dashboard.tenancy.management.commands.issue_api_token import command_actor
+    from dashboard.tenancy.models import Fund, default_funds
+    from dashboard.tenancy.tenant_changes import tenant_funds_complete, tenant_provision
 
     run = _run_module()
     actor = command_actor("test")
@@ -467,7 +467,7 @@ def test_the_receiver_is_registered_for_the_demo_tenants_once(ddb, tmp_path):
     hand got no acknowledgement before), with one secret kept under var/; run again (a
     restart) it registers nothing new, and after RESET=1 (the database gone, the secret
     file kept) it registers again."""
-    from dashboard.models import WebhookEndpoint
+    from dashboard.tenancy.models import WebhookEndpoint
     from reconciliation.actors import command_actor
     from reconciliation.simulation.simulate import TENANT
 

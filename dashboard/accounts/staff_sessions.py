@@ -34,8 +34,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dashboard.accounts.events import account_event_append
+from dashboard.accounts.models import StaffSession
 from dashboard.auth import UNGATED_PATHS, actor_for_user, client_address, user_role
-from dashboard.models import StaffSession
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
 from reconciliation.audit.models import AuditAction

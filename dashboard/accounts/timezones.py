@@ -36,7 +36,7 @@ def default_zone() -> str:
 def zone_of(user: User | AnonymousUser | None) -> str:
     """The zone ``user`` chose, or the default (no profile yet, or a name this machine
     no longer knows)."""
-    from dashboard.models import StaffProfile
+    from dashboard.accounts.models import StaffProfile
 
     if user is None or not user.is_authenticated:
         return default_zone()
@@ -46,7 +46,7 @@ def zone_of(user: User | AnonymousUser | None) -> str:
 
 def zone_set(user: User, name: str) -> None:
     """Store ``name`` (already validated) as ``user``'s zone."""
-    from dashboard.models import StaffProfile
+    from dashboard.accounts.models import StaffProfile
 
     StaffProfile.objects.update_or_create(user=user, defaults={"time_zone": name})
 

@@ -3,7 +3,7 @@
 from django.urls import path, register_converter
 
 from dashboard.api import views
-from dashboard.converters import AnyKeyConverter
+from dashboard.lib.converters import AnyKeyConverter
 
 register_converter(AnyKeyConverter, "anykey")
 

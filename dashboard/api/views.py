@@ -17,8 +17,8 @@ from django.views.decorators.http import require_http_methods, require_safe
 
 from dashboard.api.intake_limit import intake_take
 from dashboard.auth import CorrelatedRequest, client_address
-from dashboard.models import ApiToken, Caller, TokenRefusal
-from dashboard.statuses import INTAKE
+from dashboard.lib.statuses import INTAKE
+from dashboard.tenancy.models import ApiToken, Caller, TokenRefusal
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.funds import fund_check

@@ -10,8 +10,8 @@ from typing import Any
 from django import forms
 from django.core import signing
 
-from dashboard.delivery_log import AttemptFilters, AttemptOutcome
 from dashboard.staff.forms import IdPrefixedForm, _ReasonForm
+from dashboard.tenancy.delivery_log import AttemptFilters, AttemptOutcome
 from reconciliation.acks.models import EventType
 from reconciliation.acks.redeliver import RedeliverSeen
 from reconciliation.acks.resend import ResendItem

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 
-from dashboard.models import Tenant
+from dashboard.tenancy.models import Tenant
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import StaffAction

@@ -3,7 +3,7 @@
 
 from django.urls import include, path, register_converter
 
-from dashboard.converters import CaseIdConverter
+from dashboard.lib.converters import CaseIdConverter
 from dashboard.staff.views import (
     acks,
     approvals,

@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from dashboard.notifications import MENTION_RE
+from dashboard.staff.notifications import MENTION_RE
 from reconciliation.casework.notes import note_of
 
 register = template.Library()

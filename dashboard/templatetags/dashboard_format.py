@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from dashboard.statuses import client_answer_status
+from dashboard.lib.statuses import client_answer_status
 from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
@@ -567,8 +567,8 @@ def export_filters(values: Mapping[str, str] | None) -> list[str]:
 @register.filter
 def audit_changes(row: AuditRow) -> list[str]:
     """What an audit page row's event changed, a line each ("Role: Finance staff →
-    Supervisor"): ``dashboard.audit_changes``, from the event as stored."""
-    from dashboard.audit_changes import event_changes
+    Supervisor"): ``dashboard.staff.audit_changes``, from the event as stored."""
+    from dashboard.staff.audit_changes import event_changes
 
     event = {
         "action": row.action,

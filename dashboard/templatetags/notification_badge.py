@@ -1,11 +1,11 @@
 """``{% unread_notifications as n %}``: the navigation's badge, one indexed COUNT of the
-signed-in person's unread notifications (dashboard/notifications.py)."""
+signed-in person's unread notifications (dashboard/staff/notifications.py)."""
 
 from __future__ import annotations
 
 from django import template
 
-from dashboard.notifications import unread_count
+from dashboard.staff.notifications import unread_count
 
 register = template.Library()
 

@@ -2,7 +2,7 @@
 largest single amount intake accepts for it. One fund code may be registered in several
 currencies; each is its own ledger (``CODE#CURRENCY``).
 
-The registry itself is kept by the edge (Django's database, ``dashboard.models.Fund``);
+The registry itself is kept by the edge (Django's database, ``dashboard.tenancy.models.Fund``);
 the rules are here, on plain values, so intake refuses the same things wherever the
 registry lives.
 """

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from dashboard.models import Tenant
+from dashboard.tenancy.models import Tenant
 from tests.browser.conftest import PASSWORD, authenticator_code
 from tests.helpers import audit_events, staff_user
 
@@ -69,7 +69,7 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         page.wait_for_url(f"{live_server.url}/admin/")
         assert page.get_by_role("link", name="API tokens").first.is_visible()
 
-        page.goto(f"{live_server.url}/admin/dashboard/apitoken/add/")
+        page.goto(f"{live_server.url}/admin/tenancy/apitoken/add/")
         page.locator("#id_tenant").fill("acme")
         page.get_by_role("button", name="Issue token").click()
         page.get_by_text("shown this once").wait_for()
@@ -79,7 +79,7 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
 
         assert _post_pledge(live_server.url, raw, "admin-browser-1") == 201
 
-        page.goto(f"{live_server.url}/admin/dashboard/apitoken/")
+        page.goto(f"{live_server.url}/admin/tenancy/apitoken/")
         assert raw not in page.content()
         screenshots.save(page, "admin-tokens-1280.png")
         page.locator("input[name=_selected_action]").first.check()
@@ -95,9 +95,9 @@ def test_superuser_issues_sees_once_uses_and_revokes_a_token(
         tenant = Tenant.objects.get(name="acme")
         for path in (
             f"/admin/auth/user/{root.pk}/change/",
-            "/admin/dashboard/fund/add/",
-            f"/admin/dashboard/tenant/{tenant.pk}/change/",
-            "/admin/dashboard/fund/",
+            "/admin/tenancy/fund/add/",
+            f"/admin/tenancy/tenant/{tenant.pk}/change/",
+            "/admin/tenancy/fund/",
         ):
             page.goto(f"{live_server.url}{path}")
             page.locator("#content").wait_for()

@@ -157,8 +157,8 @@ def two_region_world(two_regions, staff_users) -> None:
 
 def attempts_logged() -> int:
     """An endpoint with a long URL and a failed attempt per pledge key; its id."""
-    from dashboard.models import DeliveryAttempt
-    from dashboard.tenant_changes import webhook_register
+    from dashboard.tenancy.models import DeliveryAttempt
+    from dashboard.tenancy.tenant_changes import webhook_register
     from reconciliation.acks.models import event_id
 
     endpoint = webhook_register(
@@ -246,7 +246,7 @@ def test_every_list_fits_1280_with_each_id_on_one_line(
     cases, the search results, the acknowledgements list and an endpoint's attempts are
     no wider than the window, every table fits its box, and every id is on one line."""
     two_region_world(two_regions, staff_users)
-    from dashboard.models import WebhookEndpoint
+    from dashboard.tenancy.models import WebhookEndpoint
 
     endpoint = WebhookEndpoint.objects.get().pk
     pages = (

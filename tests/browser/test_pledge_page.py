@@ -33,7 +33,7 @@ def _world() -> None:
     """A pledge whose commit answer was lost (so it has a case; its commit wrote the
     pledge's own request log entry), then a replay, a reused key and a request with no
     key through the real API, their buffered log entries written."""
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
     from reconciliation.claims.request_log_buffer import request_log_flush
 
     ambiguous_case(LONG_KEY, donor_ref=DONOR)

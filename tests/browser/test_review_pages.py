@@ -35,7 +35,7 @@ def _release_requested(key: str):
 
 def _notified(pending, decided) -> None:
     """Supervisors told of two requests; the second decided by supervisor2."""
-    from dashboard.notifications import notify_override_decided, notify_override_requested
+    from dashboard.staff.notifications import notify_override_decided, notify_override_requested
     from reconciliation.audit.models import AuditAction
 
     for case in (pending, decided):

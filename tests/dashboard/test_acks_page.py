@@ -8,13 +8,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.management.commands.dispatch_acks import (
+from dashboard.tenancy.management.commands.dispatch_acks import (
     attempt_counted,
     breaker_noted,
     endpoints_for,
 )
-from dashboard.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.models import WebhookEndpoint
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult
@@ -174,7 +174,7 @@ def test_delivery_limits_are_set_in_the_admin_audited(ddb, client):
         "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
     )
     client = superuser_client(client)
-    page = f"/admin/dashboard/webhookendpoint/{endpoint.pk}/change/"
+    page = f"/admin/tenancy/webhookendpoint/{endpoint.pk}/change/"
     assert 'name="max_in_flight"' in client.get(page).content.decode()
     answer_ = client.post(page, {"max_in_flight": "3", "rate_per_s": "1.5"})
     assert answer_.status_code == 302, answer_.content.decode()[:2000]

@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.management.commands.dispatch_acks import attempt_recorded, endpoints_for
-from dashboard.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.models import WebhookEndpoint
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id

@@ -9,7 +9,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.models import WebhookEndpoint
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.models import SECRET_PREFIX
 from tests.helpers import audit_events, pass_second_factor, staff_user
 
@@ -110,13 +110,13 @@ def test_the_admin_lists_endpoints_without_their_secret(ddb, client, settings):
     client.force_login(user)
     pass_second_factor(client, user)
 
-    listing = client.get("/admin/dashboard/webhookendpoint/")
+    listing = client.get("/admin/tenancy/webhookendpoint/")
     endpoint = WebhookEndpoint.objects.get()
-    detail = client.get(f"/admin/dashboard/webhookendpoint/{endpoint.pk}/change/")
+    detail = client.get(f"/admin/tenancy/webhookendpoint/{endpoint.pk}/change/")
 
     assert listing.status_code == 200 and detail.status_code == 200
     for page in (listing, detail):
         text = page.content.decode()
         assert "http://127.0.0.1:9912/hooks" in text and secret[-4:] in text
         assert secret not in text
-    assert client.get("/admin/dashboard/webhookendpoint/add/").status_code == 403
+    assert client.get("/admin/tenancy/webhookendpoint/add/").status_code == 403

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Group
 
-from dashboard.models import ApiToken, Fund, Tenant
+from dashboard.tenancy.models import ApiToken, Fund, Tenant
 from tests.conftest import ApiCaller, pledge_body
 from tests.helpers import audit_events, pass_second_factor, sign_in, staff_user
 
@@ -34,7 +34,7 @@ def test_staff_roles_never_reach_admin(client, role):
     """Signed in as finance staff, a supervisor or an auditor: 403 on every admin page,
     and the admin's own login form is never served."""
     sign_in(client, role)
-    for path in ("/admin/", "/admin/dashboard/apitoken/", "/admin/login/?next=/admin/"):
+    for path in ("/admin/", "/admin/tenancy/apitoken/", "/admin/login/?next=/admin/"):
         assert client.get(path).status_code == 403, path
 
 
@@ -44,9 +44,9 @@ def test_anonymous_is_sent_to_the_staff_sign_in(client):
     response = client.get("/admin/")
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/")
-    login = client.get("/admin/login/?next=/admin/dashboard/fund/")
+    login = client.get("/admin/login/?next=/admin/tenancy/fund/")
     assert login.status_code == 302
-    assert login["Location"] == "/accounts/login/?next=/admin/dashboard/fund/"
+    assert login["Location"] == "/accounts/login/?next=/admin/tenancy/fund/"
 
 
 @pytest.mark.django_db
@@ -83,9 +83,9 @@ def test_issue_token_shows_it_once_and_revoke_keeps_the_row(ddb, client):
     works against the API, the revoke action sets revoked_at and keeps the row, and
     each is an audit event on TENANT#acme."""
     superuser(client)
-    form = client.get("/admin/dashboard/apitoken/add/")
+    form = client.get("/admin/tenancy/apitoken/add/")
     assert form.status_code == 200 and b'name="tenant"' in form.content
-    issued = client.post("/admin/dashboard/apitoken/add/", {"tenant": "acme"})
+    issued = client.post("/admin/tenancy/apitoken/add/", {"tenant": "acme"})
     assert issued.status_code == 200
     assert "no-store" in issued["Cache-Control"]
     raw = issued.context["raw"]
@@ -94,14 +94,14 @@ def test_issue_token_shows_it_once_and_revoke_keeps_the_row(ddb, client):
     assert token.hint == raw[-6:] and raw not in (token.token_hash, token.hint)
     assert Tenant.objects.filter(name="acme").exists()  # created with its default funds
     # The token's page never shows it again.
-    detail = client.get(f"/admin/dashboard/apitoken/{token.pk}/change/")
+    detail = client.get(f"/admin/tenancy/apitoken/{token.pk}/change/")
     assert detail.status_code == 200 and raw.encode() not in detail.content
 
     api = ApiCaller(client, raw, "acme")
     assert api.post("adm-1", pledge_body()).status_code == 201
 
     revoke = client.post(
-        "/admin/dashboard/apitoken/",
+        "/admin/tenancy/apitoken/",
         {"action": "revoke_tokens", "_selected_action": [token.pk]},
     )
     assert revoke.status_code == 302
@@ -125,10 +125,10 @@ def test_tokens_cannot_be_deleted_or_edited(ddb, client):
     """No delete (button, view or bulk action) and no edit of a token."""
     superuser(client)
     token, _ = ApiToken.issue("acme")
-    assert client.post(f"/admin/dashboard/apitoken/{token.pk}/delete/").status_code == 403
-    page = client.get("/admin/dashboard/apitoken/")
+    assert client.post(f"/admin/tenancy/apitoken/{token.pk}/delete/").status_code == 403
+    page = client.get("/admin/tenancy/apitoken/")
     assert b"delete_selected" not in page.content
-    client.post(f"/admin/dashboard/apitoken/{token.pk}/change/", {"tenant": "other", "hint": "x"})
+    client.post(f"/admin/tenancy/apitoken/{token.pk}/change/", {"tenant": "other", "hint": "x"})
     token.refresh_from_db()
     assert token.tenant == "acme" and token.hint != "x"
 
@@ -139,21 +139,21 @@ def test_fund_registered_changed_and_removed_are_audited(ddb, client):
     superuser(client)
     tenant = Tenant.objects.provision("acme")
     refused = client.post(
-        "/admin/dashboard/fund/add/",
+        "/admin/tenancy/fund/add/",
         {"tenant": tenant.pk, "code": "relief", "currency": "JPY", "max_amount": "10.5"},
     )
     assert refused.status_code == 200 and b"JPY takes at most 0 decimal places" in refused.content
     added = client.post(
-        "/admin/dashboard/fund/add/",
+        "/admin/tenancy/fund/add/",
         {"tenant": tenant.pk, "code": "relief", "currency": "jpy", "max_amount": "50000"},
     )
     assert added.status_code == 302, added.content
     fund = Fund.objects.get(tenant=tenant, code="RELIEF", currency="JPY")
-    changed = client.post(f"/admin/dashboard/fund/{fund.pk}/change/", {"max_amount": "70000"})
+    changed = client.post(f"/admin/tenancy/fund/{fund.pk}/change/", {"max_amount": "70000"})
     assert changed.status_code == 302
     fund.refresh_from_db()
     assert fund.max_amount == Decimal("70000")
-    removed = client.post(f"/admin/dashboard/fund/{fund.pk}/delete/", {"post": "yes"})
+    removed = client.post(f"/admin/tenancy/fund/{fund.pk}/delete/", {"post": "yes"})
     assert removed.status_code == 302
     assert not Fund.objects.filter(pk=fund.pk).exists()
     events = tenant_events(ddb, "acme")
@@ -171,7 +171,7 @@ def test_tenant_added_in_admin_starts_with_default_funds(ddb, client, settings):
     """A tenant created here gets DEFAULT_FUNDS, and the event lists them."""
     settings.DEFAULT_FUNDS = "GENERAL:USD:100,RELIEF:EUR:50"
     superuser(client)
-    response = client.post("/admin/dashboard/tenant/add/", {"name": "globex"})
+    response = client.post("/admin/tenancy/tenant/add/", {"name": "globex"})
     assert response.status_code == 302, response.content
     funds = sorted(Fund.objects.filter(tenant__name="globex").values_list("code", "currency"))
     assert funds == [("GENERAL", "USD"), ("RELIEF", "EUR")]
@@ -184,7 +184,7 @@ def test_tenant_added_in_admin_starts_with_default_funds(ddb, client, settings):
     }
     assert (
         client.post(
-            f"/admin/dashboard/tenant/{Tenant.objects.get(name='globex').pk}/delete/"
+            f"/admin/tenancy/tenant/{Tenant.objects.get(name='globex').pk}/delete/"
         ).status_code
         == 403
     )
@@ -234,11 +234,11 @@ def test_admin_change_refused_by_the_audit_trail_changes_nothing(db, client, set
     settings.DDB_APP_RETRY_ATTEMPTS = 1
     reset_clients()
     try:
-        response = client.post("/admin/dashboard/apitoken/add/", {"tenant": "acme"})
+        response = client.post("/admin/tenancy/apitoken/add/", {"tenant": "acme"})
         assert response.status_code == 503
         assert b"nothing was changed" in response.content
         assert not ApiToken.objects.exists() and not Tenant.objects.exists()
-        fund = client.post("/admin/dashboard/tenant/add/", {"name": "globex"})
+        fund = client.post("/admin/tenancy/tenant/add/", {"name": "globex"})
         assert fund.status_code == 503 and not Tenant.objects.exists()
     finally:
         reset_clients()

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
-from dashboard.models import ApiToken, Fund
+from dashboard.tenancy.models import ApiToken, Fund
 from tests.conftest import pledge_body
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.statuses import INTAKE as STATUS
+from dashboard.lib.statuses import INTAKE as STATUS
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 
 
@@ -16,7 +16,7 @@ def test_every_case_refusal_kind_has_a_status():
     """Each kind of refused case action (``CaseError.code``) maps to one status at the
     edge, and the domain's errors carry no status of their own."""
     import reconciliation.casework.evidence  # noqa: F401  (declares EvidenceRefused)
-    from dashboard.statuses import CASE_REFUSAL
+    from dashboard.lib.statuses import CASE_REFUSAL
     from reconciliation.cases.changes import CaseError
 
     def kinds_of(cls: type[CaseError]) -> list[type[CaseError]]:

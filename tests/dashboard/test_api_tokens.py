@@ -10,7 +10,7 @@ import pytest
 from django.contrib.admin.utils import display_for_field
 from django.core.management import CommandError, call_command
 
-from dashboard.models import ApiToken
+from dashboard.tenancy.models import ApiToken
 from reconciliation import clock
 from tests.conftest import ApiCaller, pledge_body
 from tests.helpers import audit_events, pass_second_factor, staff_user
@@ -132,7 +132,7 @@ def test_the_admin_shows_last_use_and_expiry(ddb, client):
     client.force_login(user)
     pass_second_factor(client, user)
 
-    page = client.get("/admin/dashboard/apitoken/")
+    page = client.get("/admin/tenancy/apitoken/")
 
     assert page.status_code == 200
     text = page.content.decode()

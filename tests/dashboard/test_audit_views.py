@@ -422,7 +422,7 @@ def test_intent_filter_accepts_the_clients_key_alone(ddb, client):
     """The intent filter wanted ``tenant#key``; a bare key (what staff are told) now
     matches that key under every tenant the system holds, ``tenant#key`` still only that
     tenant's, and nothing else (``k-420``)."""
-    from dashboard.models import Tenant
+    from dashboard.tenancy.models import Tenant
 
     for name in ("acme", "beta"):
         Tenant.objects.create(name=name)
@@ -468,8 +468,8 @@ def test_rows_say_what_changed(ddb, client, settings):
     """Rows of events that change something say what, in words, from the event as
     stored: a staff role, a fund's limit, a pledge recorded and voided (amount and fund),
     a case's state and queue (they showed only the action's name)."""
-    from dashboard.models import Tenant
-    from dashboard.tenant_changes import fund_register
+    from dashboard.tenancy.models import Tenant
+    from dashboard.tenancy.tenant_changes import fund_register
     from reconciliation.audit.models import AuditAction
     from reconciliation.audit.staff import staff_event_append
     from reconciliation.claims.funds import Fund
@@ -510,7 +510,7 @@ def test_rows_say_what_changed(ddb, client, settings):
 def test_an_older_void_and_an_unknown_shape_show_what_they_hold():
     """A void recorded before voids kept their amount says its status change only; an
     event of a shape the page does not know shows no line rather than an error."""
-    from dashboard.audit_changes import event_changes
+    from dashboard.staff.audit_changes import event_changes
 
     old_void = {
         "action": "pledge_voided",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.models import Notification, NotificationKind
+from dashboard.staff.models import Notification, NotificationKind
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, NotAllowed

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from dashboard.delivery_log import delivery_attempts_prune
-from dashboard.management.commands.dispatch_acks import attempt_recorded, endpoints_for
-from dashboard.models import DeliveryAttempt
-from dashboard.tasks import delivery_attempts_prune_task
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.delivery_log import delivery_attempts_prune
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.models import DeliveryAttempt
+from dashboard.tenancy.tasks import delivery_attempts_prune_task
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id
 from reconciliation.acks.repository import AckRepository
@@ -138,7 +138,7 @@ def test_a_page_cursor_keeps_the_exact_microsecond():
     page compares times for equality."""
     from datetime import UTC, datetime
 
-    from dashboard.delivery_log import Cursor
+    from dashboard.tenancy.delivery_log import Cursor
 
     for micro in (436490, 999999, 1, 0):
         at = datetime(2026, 12, 5, 13, 49, 47, micro, tzinfo=UTC)
@@ -150,7 +150,7 @@ def test_the_dispatch_acks_command_logs_its_attempts(ddb, monkeypatch):
     the endpoint and logs it; the receiver and resolver are stand-ins (no network)."""
     from django.core.management import call_command
 
-    from dashboard.management.commands import dispatch_acks as command
+    from dashboard.tenancy.management.commands import dispatch_acks as command
 
     endpoint = webhook_register(
         "acme", "https://crm.example.org/h", events=("pledge.recorded",), actor=command_actor("t")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dashboard.management.commands.dispatch_acks import Command, StopRequest
+from dashboard.tenancy.management.commands.dispatch_acks import Command, StopRequest
 from reconciliation.acks.wakeup import Wake
 
 

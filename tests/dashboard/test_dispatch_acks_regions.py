@@ -4,7 +4,7 @@ dispatcher only: the one its key is homed in (replicas of it sit in every region
 
 from __future__ import annotations
 
-from dashboard.management.commands.dispatch_acks import homed_in
+from dashboard.tenancy.management.commands.dispatch_acks import homed_in
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region, reset_clients
 from reconciliation.stores import every_store

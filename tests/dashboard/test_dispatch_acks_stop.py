@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from dashboard.management.commands.dispatch_acks import StopRequest
+from dashboard.tenancy.management.commands.dispatch_acks import StopRequest
 from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.stores import first_store
 

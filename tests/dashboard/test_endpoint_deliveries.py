@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.delivery_log import ATTEMPT_CSV_COLUMNS, PAGE_SIZE
-from dashboard.management.commands.dispatch_acks import attempt_recorded, endpoints_for
-from dashboard.models import DeliveryAttempt, WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy.delivery_log import ATTEMPT_CSV_COLUMNS, PAGE_SIZE
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.models import DeliveryAttempt, WebhookEndpoint
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, event_id
 from reconciliation.actors import command_actor

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from dashboard.models import Fund, Tenant
+from dashboard.tenancy.models import Fund, Tenant
 from tests.helpers import audit_events, sign_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.models import ApiToken, Fund, Tenant
+from dashboard.tenancy.models import ApiToken, Fund, Tenant
 from reconciliation import clock
 from reconciliation.claims.request import parse_fields
 from tests.conftest import ApiCaller, pledge_body

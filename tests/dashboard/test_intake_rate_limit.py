@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from prometheus_client import REGISTRY
 
-from dashboard.models import ApiToken, Tenant
+from dashboard.tenancy.models import ApiToken, Tenant
 from tests.conftest import ApiCaller, pledge_body
 from tests.helpers import audit_events, claims, pledges
 

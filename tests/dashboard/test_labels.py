@@ -266,7 +266,7 @@ def test_times_show_in_the_zone_with_the_utc_instant_in_the_title(settings):
 def test_profile_time_zone_is_validated_saved_and_applied(client):
     """A zone the database does not know is refused (400, nothing saved); a known one is
     saved on the profile and every later page shows times in it."""
-    from dashboard.models import StaffProfile
+    from dashboard.accounts.models import StaffProfile
     from tests.helpers import sign_in
 
     user = sign_in(client)

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.models import Notification, NotificationKind
+from dashboard.staff.models import Notification, NotificationKind
 from reconciliation import clock
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import StaffAction
@@ -142,7 +142,7 @@ def test_a_failed_notification_fails_no_action(ddb, client, monkeypatch, caplog)
 
     monkeypatch.setattr(Notification.objects, "bulk_create", refuse)
     form = {"seen_version": case.version, "action_id": "a-1", "assignee": "fay"}
-    with caplog.at_level(logging.ERROR, logger="dashboard.notifications"):
+    with caplog.at_level(logging.ERROR, logger="dashboard.staff.notifications"):
         response = client.post(f"/cases/{case.case_id}/assign/", form)
     assert response.status_code == 302
     assert repositories().cases.get(case.case_id).assignee == "fay"
@@ -286,7 +286,7 @@ def test_a_newer_request_stays_new_when_an_older_one_is_decided(ddb, client):
     """Settling a request leaves another request's notifications on the same case new."""
     sky = staff_user("sky", "supervisor")
     case = _request_by_page(client, "nt-settle-newer")
-    from dashboard.notifications import notify_override_decided, notify_override_requested
+    from dashboard.staff.notifications import notify_override_decided, notify_override_requested
 
     newer = case.override.__class__.from_json({**case.override.to_json(), "request_id": "r-2"})
     notify_override_requested(

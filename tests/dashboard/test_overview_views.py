@@ -107,7 +107,7 @@ def test_screen_reader_only_text_is_hidden_by_the_stylesheet():
 
     css = (settings.BASE_DIR / "static/css/app.css").read_text()
     templates = [
-        (settings.BASE_DIR / "templates" / name).read_text()
+        (settings.BASE_DIR / "dashboard/staff/templates" / name).read_text()
         for name in ("overview.html", "audit/search.html")
     ]
     assert all('class="visually-hidden"' in t for t in templates)

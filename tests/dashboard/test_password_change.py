@@ -12,7 +12,7 @@ from django.core import mail
 from django.core.management import call_command
 from django.test import Client
 
-from dashboard.models import StaffSession
+from dashboard.accounts.models import StaffSession
 from tests.helpers import audit_events, pass_second_factor, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]

@@ -20,7 +20,7 @@ ROLES = ["finance_staff", "supervisor", "auditor"]
 
 @pytest.fixture
 def tenant_known(db):
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
 

@@ -127,7 +127,7 @@ def test_my_cases_resolved_and_approvals_list_both_regions(two_regions, client, 
 
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
 def test_search_finds_second_region_cases(two_regions, client, replicated):
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
     ids = open_cases()

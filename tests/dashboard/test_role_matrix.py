@@ -193,8 +193,8 @@ def _endpoint(suffix: str = "") -> Callable[[World], str]:
     """A page of the tenant's one acknowledgement endpoint (registered on first use)."""
 
     def path(w: World) -> str:
-        from dashboard.models import WebhookEndpoint
-        from dashboard.tenant_changes import webhook_register
+        from dashboard.tenancy.models import WebhookEndpoint
+        from dashboard.tenancy.tenant_changes import webhook_register
         from reconciliation.actors import command_actor
 
         endpoint = WebhookEndpoint.objects.first() or webhook_register(
@@ -235,7 +235,7 @@ def _bulk(w: World) -> dict:
 
 def _own_notification(w: World) -> str:
     """A notification of the signed-in user (none signed in: an id nobody has)."""
-    from dashboard.models import Notification, NotificationKind
+    from dashboard.staff.models import Notification, NotificationKind
 
     user = User.objects.filter(username=w.username).first()
     if user is None:
@@ -249,7 +249,7 @@ def _own_notification(w: World) -> str:
 def _own_view(w: World) -> str:
     """The delete URL of a saved view owned by the signed-in user (by rm-target when
     nobody is signed in: the request is refused before the view is looked up)."""
-    from dashboard.models import SavedView
+    from dashboard.staff.models import SavedView
 
     owner = User.objects.filter(username=w.username).first() or User.objects.get(
         username="rm-target"
@@ -260,7 +260,7 @@ def _own_view(w: World) -> str:
 
 def _fund(w: World) -> dict:
     """A fund of a tenant that exists (the world's cases do not make one)."""
-    from dashboard.models import Tenant
+    from dashboard.tenancy.models import Tenant
 
     Tenant.objects.provision("acme")
     return {"tenant": "acme", "code": "GENERAL", "currency": "USD", "max_amount": "900"}

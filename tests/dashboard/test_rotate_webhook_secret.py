@@ -13,10 +13,10 @@ from botocore.exceptions import ClientError
 from django.core.management import CommandError, call_command
 from standardwebhooks.webhooks import Webhook
 
-from dashboard import tenant_changes
-from dashboard.management.commands.dispatch_acks import endpoints_for
-from dashboard.models import WebhookEndpoint
-from dashboard.tenant_changes import webhook_register
+from dashboard.tenancy import tenant_changes
+from dashboard.tenancy.management.commands.dispatch_acks import endpoints_for
+from dashboard.tenancy.models import WebhookEndpoint
+from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import SECRET_PREFIX, AttemptResult
@@ -148,8 +148,8 @@ def test_the_admin_rotates_after_a_confirmation_and_shows_the_secret_once(ddb, c
     endpoint = register()
     old = endpoint.secret
     admin = superuser_client(client)
-    change = f"/admin/dashboard/webhookendpoint/{endpoint.pk}/change/"
-    rotate_url = f"/admin/dashboard/webhookendpoint/{endpoint.pk}/rotate/"
+    change = f"/admin/tenancy/webhookendpoint/{endpoint.pk}/change/"
+    rotate_url = f"/admin/tenancy/webhookendpoint/{endpoint.pk}/rotate/"
 
     page = admin.get(change)
     assert page.status_code == 200 and rotate_url in page.content.decode()
@@ -171,7 +171,7 @@ def test_the_admin_rotates_after_a_confirmation_and_shows_the_secret_once(ddb, c
     [event] = rotations(ddb)
     assert event["actor"]["username"] == "root" and event["actor"]["role"] == "admin"
 
-    for later in (admin.get(change), admin.get("/admin/dashboard/webhookendpoint/")):
+    for later in (admin.get(change), admin.get("/admin/tenancy/webhookendpoint/")):
         text = later.content.decode()
         assert later.status_code == 200 and new not in text and old not in text
         assert new[-4:] in text
@@ -191,8 +191,8 @@ def test_the_admin_rotates_after_a_confirmation_and_shows_the_secret_once(ddb, c
 def test_the_admin_rotation_of_an_unknown_endpoint_is_a_404(ddb, client):
     """No such endpoint: 404 on the confirmation and on the POST; nothing audited."""
     admin = superuser_client(client)
-    assert admin.get("/admin/dashboard/webhookendpoint/999/rotate/").status_code == 404
-    assert admin.post("/admin/dashboard/webhookendpoint/999/rotate/").status_code == 404
+    assert admin.get("/admin/tenancy/webhookendpoint/999/rotate/").status_code == 404
+    assert admin.post("/admin/tenancy/webhookendpoint/999/rotate/").status_code == 404
     assert rotations(ddb) == []
 
 
@@ -208,9 +208,7 @@ def test_a_rotation_the_audit_trail_refused_changes_nothing(ddb, client, monkeyp
     monkeypatch.setattr(tenant_changes, "tenant_event", refused)
     with pytest.raises(CommandError, match="nothing was changed"):
         rotate(f"E{endpoint.pk}")
-    answer = superuser_client(client).post(
-        f"/admin/dashboard/webhookendpoint/{endpoint.pk}/rotate/"
-    )
+    answer = superuser_client(client).post(f"/admin/tenancy/webhookendpoint/{endpoint.pk}/rotate/")
     assert answer.status_code == 503 and b"nothing was changed" in answer.content
     endpoint.refresh_from_db()
     assert (endpoint.secret, endpoint.previous_secret) == (old, "")

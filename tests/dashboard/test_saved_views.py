@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.models import SavedView
+from dashboard.staff.models import SavedView
 from tests.helpers import sign_in, staff_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]

@@ -30,7 +30,7 @@ def found_ids(html: str) -> list[str]:
 def test_search_by_case_id_client_key_and_donor_ref(ddb, client):
     """One box finds a case by its id (any case), by the client's own key without the
     tenant, and by donor ref; each row says what matched."""
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
     a = stuck_case("order-77", donor_ref="D-555")

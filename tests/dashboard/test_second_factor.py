@@ -331,7 +331,7 @@ def test_add_staff_changes_nothing_when_the_audit_trail_is_down(ddb, monkeypatch
     from botocore.exceptions import EndpointConnectionError
     from django.core.management import CommandError
 
-    import dashboard.management.commands.add_staff as command
+    import dashboard.accounts.management.commands.add_staff as command
 
     def unreachable(*args, **kwargs):
         raise EndpointConnectionError(endpoint_url="http://dynamodb")

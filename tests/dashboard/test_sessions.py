@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from dashboard.accounts import staff_sessions
-from dashboard.models import StaffSession
+from dashboard.accounts.models import StaffSession
 from tests.helpers import audit_events, sign_in, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+ROOT = Path(__file__).resolve().parents[2]
+# The layout's own folder and each app's.
+TEMPLATE_DIRS = [ROOT / "templates", *sorted(ROOT.glob("dashboard/*/templates"))]
 # A link, form or htmx request to a path of ours spelled out; static files excepted.
 SPELLED_PATH = re.compile(r'(?:href|action|hx-get|hx-post|hx-put|hx-delete)="/(?!static/)')
 
@@ -14,8 +16,9 @@ SPELLED_PATH = re.compile(r'(?:href|action|hx-get|hx-post|hx-put|hx-delete)="/(?
 def test_no_template_spells_a_path():
     """Every page template reaches the project's routes through {% url %}, by name."""
     spelled = [
-        f"{path.relative_to(TEMPLATES)}:{number}: {line.strip()}"
-        for path in sorted(TEMPLATES.rglob("*.html"))
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for folder in TEMPLATE_DIRS
+        for path in sorted(folder.rglob("*.html"))
         for number, line in enumerate(path.read_text().splitlines(), start=1)
         if SPELLED_PATH.search(line)
     ]

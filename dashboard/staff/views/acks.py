@@ -1,6 +1,6 @@
 """The Acknowledgements page (``/acks/``, docs/webhooks.md): per tenant its registered
 endpoints with their failure rate and last success, from the counters the dispatcher
-keeps on each endpoint (dashboard/models.py · WebhookEndpoint.attempt_count): one query
+keeps on each endpoint (dashboard/tenancy/models.py · WebhookEndpoint.attempt_count): one query
 of the Django database, never a scan of pledges. Every staff role reads it; nothing on it
 changes anything (redelivery is on the pledge page; each endpoint's attempts and the
 bulk resend on its Deliveries page, dashboard/staff/views/deliveries.py)."""
@@ -13,10 +13,10 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.models import WebhookEndpoint
 from dashboard.staff.forms import RedeliverForm
 from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.stores import home_store

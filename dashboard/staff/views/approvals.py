@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import actor_for, role_required
-from dashboard.notifications import notify_override_decided
+from dashboard.lib.statuses import case_refusal_status
 from dashboard.staff.forms import DecisionForm, DrillForm, staff_action
+from dashboard.staff.notifications import notify_override_decided
 from dashboard.staff.views.pages import render_page, wants_partial
-from dashboard.statuses import case_refusal_status
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.actions import ActionResult

@@ -11,9 +11,9 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
 from dashboard.auth import StaffRequest, actor_for, role_required
+from dashboard.lib.statuses import case_refusal_status
 from dashboard.staff.forms import BulkForm, new_action_id, staff_action
 from dashboard.staff.views.pages import ACTING_ROLES, QUEUE_SLUGS, render_page, wants_partial
-from dashboard.statuses import case_refusal_status
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.policy import LABELS
 from reconciliation.casework.dispositions import cases_bulk

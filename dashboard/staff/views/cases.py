@@ -24,18 +24,19 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.notifications import (
-    mentions_in,
-    notify_assigned,
-    notify_mentions,
-    notify_override_requested,
-)
+from dashboard.lib.statuses import case_refusal_status
 from dashboard.staff.forms import (
     AssignForm,
     DispositionForm,
     NoteForm,
     OverrideRequestForm,
     staff_action,
+)
+from dashboard.staff.notifications import (
+    mentions_in,
+    notify_assigned,
+    notify_mentions,
+    notify_override_requested,
 )
 from dashboard.staff.views.pages import (
     ACTING_ROLES,
@@ -44,7 +45,6 @@ from dashboard.staff.views.pages import (
     render_page,
     wants_partial,
 )
-from dashboard.statuses import case_refusal_status
 from dashboard.templatetags.dashboard_format import exact, intent
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.chains import SubjectHead, case_chain_status

@@ -1,5 +1,5 @@
 """An endpoint's Deliveries page (``/acks/<endpoint_id>/``, docs/webhooks.md): its
-attempts from the attempt log (dashboard/delivery_log.py), filtered by the URL, newest
+attempts from the attempt log (dashboard/tenancy/delivery_log.py), filtered by the URL, newest
 first with "Load more", and ``?format=csv``; every staff role reads it. Supervisors resend
 its failed deliveries since a time (``POST /acks/<endpoint_id>/resend/``): a preview,
 then a confirm, then the outcome per delivery."""
@@ -21,17 +21,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.delivery_log import (
-    ATTEMPT_CSV_COLUMNS,
-    AttemptPage,
-    BadCursor,
-    CsvAttempt,
-    Cursor,
-    endpoint_attempts,
-    endpoint_attempts_all,
-    endpoint_failures_since,
-)
-from dashboard.models import WebhookEndpoint
 from dashboard.staff.delivery_forms import (
     AttemptFilterForm,
     ResendConfirmForm,
@@ -46,6 +35,17 @@ from dashboard.staff.views.list_csv import (
     format_refused,
 )
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
+from dashboard.tenancy.delivery_log import (
+    ATTEMPT_CSV_COLUMNS,
+    AttemptPage,
+    BadCursor,
+    CsvAttempt,
+    Cursor,
+    endpoint_attempts,
+    endpoint_attempts_all,
+    endpoint_failures_since,
+)
+from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.redeliver import RedeliverRefused
 from reconciliation.acks.resend import (
     RESEND_MAX,

@@ -13,10 +13,10 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, actor_for, role_required
-from dashboard.models import Tenant
 from dashboard.staff.forms import FundForm
 from dashboard.staff.views.pages import render_page
-from dashboard.tenant_changes import fund_register
+from dashboard.tenancy.models import Tenant
+from dashboard.tenancy.tenant_changes import fund_register
 from reconciliation.actors import Role
 
 READERS = (Role.SUPERVISOR, Role.AUDITOR)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.models import Notification, NotificationQuerySet
+from dashboard.staff.models import Notification, NotificationQuerySet
 from dashboard.staff.views.pages import VIEWING_ROLES, render_page, wants_partial
 
 SHOWN = 100

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.disabled_endpoints import disabled_endpoints
 from dashboard.staff.views.pages import QUEUE_SLUGS, SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from dashboard.tenancy.disabled_endpoints import disabled_endpoints
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.notifications import Digest

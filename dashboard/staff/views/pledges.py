@@ -11,10 +11,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.delivery_log import pledge_attempts
 from dashboard.staff.forms import RedeliverForm, RejectedRequestsForm
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.staff.views.search import known_tenants
+from dashboard.tenancy.delivery_log import pledge_attempts
 from reconciliation.acks.deliveries import DeliveryRow, pledge_acks
 from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk

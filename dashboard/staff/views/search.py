@@ -39,7 +39,7 @@ MATCHED_WORDS = {
 def known_tenants() -> list[str]:
     """Every tenant the dashboard knows: registered ones and those holding API tokens
     (a key is searched under each, since staff are told the key, not the tenant)."""
-    from dashboard.models import ApiToken, Tenant
+    from dashboard.tenancy.models import ApiToken, Tenant
 
     names = set(Tenant.objects.values_list("name", flat=True))
     names.update(ApiToken.objects.values_list("tenant", flat=True).distinct())

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.auth import StaffRequest, role_required
-from dashboard.models import SavedView
+from dashboard.staff.models import SavedView
 from dashboard.staff.views.list_csv import (
     UnknownFormat,
     csv_download,

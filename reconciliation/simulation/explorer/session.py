@@ -198,7 +198,7 @@ class Session:
         # The explorer is a client of the HTTP edge and needs a bearer token; the token
         # model is the edge's, reached through the app registry: reconciliation never
         # imports dashboard (docs/design.md §2).
-        api_token = apps.get_model("dashboard", "ApiToken")
+        api_token = apps.get_model("tenancy", "ApiToken")
         token, raw = api_token.issue(TENANT)
         stack.callback(token.delete)
         hosts = [h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")]

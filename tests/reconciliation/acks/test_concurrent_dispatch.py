@@ -40,7 +40,7 @@ def endpoint(name: str, tenant: str = "acme", **limits) -> Endpoint:
 @pytest.fixture
 def beta(db, client) -> ApiCaller:
     """The intake API as a second tenant, ``beta``."""
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     _, raw = ApiToken.issue("beta")
     return ApiCaller(client, raw, "beta")
@@ -200,7 +200,7 @@ def test_connections_to_an_endpoint_are_kept_alive(ddb, api, acme_sink):
     sink = acme_sink()
     for n in range(10):
         assert api.post(f"alive-{n}", pledge_body()).status_code == 201
-    from dashboard.models import WebhookEndpoint
+    from dashboard.tenancy.models import WebhookEndpoint
 
     row = WebhookEndpoint.objects.get()
     sender = KeepAlive()

@@ -42,7 +42,7 @@ def two_attempts(monkeypatch):
 
 
 def endpoints():
-    from dashboard.management.commands.dispatch_acks import endpoints_for
+    from dashboard.tenancy.management.commands.dispatch_acks import endpoints_for
 
     listed = endpoints_for("acme")
     return lambda tenant: listed if tenant == "acme" else []

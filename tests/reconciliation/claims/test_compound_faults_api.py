@@ -18,7 +18,7 @@ from decimal import Decimal
 import pytest
 from django.conf import settings
 
-from dashboard.statuses import INTAKE as STATUS
+from dashboard.lib.statuses import INTAKE as STATUS
 from reconciliation import clock
 from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.casework.sweeps import sweep_all

@@ -56,7 +56,7 @@ def test_32_threads_same_key_and_body_record_one_pledge(ddb, settings):
     one pledge and one ledger increment per round; every answer 201, 200-replay or 409.
     (640 requests in a few seconds: the tenant's intake rate limit, 100 a second after a
     burst of 200, is lifted here; a quick run met it and answered 429.)"""
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     settings.INTAKE_RATE_PER_S = 1_000_000
     settings.INTAKE_BURST = 1_000_000

@@ -244,7 +244,7 @@ def test_ambiguous_timeout_is_202_outcome_unknown_and_get_recovers(ddb, api, set
 
 def test_get_unknown_pledge_is_404_and_other_tenant_cannot_read(ddb, api):
     """GET of a key never committed is 404; another tenant's token never sees the pledge."""
-    from dashboard.models import ApiToken
+    from dashboard.tenancy.models import ApiToken
 
     assert api.get("nope").status_code == 404
     api.post("shared-key", pledge_body())

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class StaffConfig(AppConfig):
+    name = "dashboard.staff"
+    label = "staff"
+    verbose_name = "Staff pages"
+
+    def ready(self) -> None:
+        from dashboard.staff import notifications
+
+        notifications.connect()  # the override expiry, announced by casework
