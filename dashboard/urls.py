@@ -2,7 +2,7 @@
 staff pages at the root), beside the admin and the machine endpoints."""
 
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
 from dashboard.api import ops
@@ -10,6 +10,12 @@ from dashboard.tenancy import admin
 
 urlpatterns = [
     path("accounts/", include("dashboard.accounts.urls")),
+    # Tokens, tenants, funds and webhook endpoints were administered under the project's
+    # own label; a bookmark or a runbook link to the old address still arrives.
+    re_path(
+        r"^admin/dashboard/(?P<rest>(?:apitoken|tenant|fund|webhookendpoint|deliveryattempt)/.*)$",
+        RedirectView.as_view(url="/admin/tenancy/%(rest)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("dashboard.api.urls")),
     path("", include("dashboard.staff.urls")),

@@ -296,3 +296,24 @@ def test_superusers_see_the_administration_link_in_the_navigation(ddb, client):
     sign_in(client, "supervisor", "plain-supervisor")
     page = client.get("/queues/stuck/")
     assert page.status_code == 200 and b"Administration</a>" not in page.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("/admin/dashboard/apitoken/", "/admin/tenancy/apitoken/"),
+        (
+            "/admin/dashboard/fund/?tenant__id__exact=acme",
+            "/admin/tenancy/fund/?tenant__id__exact=acme",
+        ),
+        ("/admin/dashboard/webhookendpoint/3/change/", "/admin/tenancy/webhookendpoint/3/change/"),
+    ],
+)
+def test_the_old_admin_addresses_lead_to_the_tenancy_pages(client, old, new):
+    """Tokens, tenants, funds and endpoints moved to their own app's admin label; an old
+    link is sent on, query string kept, and Django's own admin paths are not caught."""
+    response = client.get(old)
+    assert response.status_code == 301
+    assert response["Location"] == new
+    assert client.get("/admin/dashboard/").status_code != 301
