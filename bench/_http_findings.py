@@ -6,7 +6,7 @@ FINDINGS = """
 
 - **Intake's token and fund lookups** were two ORM queries whose SQL Django compiles anew
   on every request: about 3 ms per request under cProfile, a fifth of the request and
-  more than the service's own Python. `ApiToken.caller` (dashboard/tenancy/models.py) now reads
+  more than the service's own Python. `ApiToken.authenticate` (dashboard/tenancy/models.py) now reads
   the token and its tenant's funds in one SQL statement written once: one query per
   intake request instead of two (on PostgreSQL also one round trip instead of two).
 - **`with_retry`** built a tenacity `Retrying` and a `Random` seeded from the OS for every

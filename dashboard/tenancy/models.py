@@ -177,13 +177,6 @@ class ApiToken(models.Model):
             burst=int(burst) if burst is not None else int(settings.INTAKE_BURST),
         )
 
-    @classmethod
-    def caller(cls, raw: str) -> tuple[str, list[fund_rules.Fund]] | None:
-        """The tenant for ``raw`` and every fund it registered, or ``None`` for a token
-        the API refuses (unknown, revoked or expired)."""
-        found = cls.authenticate(raw)
-        return (found.tenant, found.funds) if isinstance(found, Caller) else None
-
 
 def _db_datetime(value: datetime | str | None) -> datetime | None:
     """A datetime column read by the raw cursor: SQLite hands back a naive UTC datetime

@@ -1,5 +1,5 @@
 """Intake reads its caller and the caller's funds in one database query
-(``ApiToken.caller``), with the same answers as the token and fund lookups it replaces."""
+(``ApiToken.authenticate``), with the same answers as the token and fund lookups it replaces."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
-from dashboard.tenancy.models import ApiToken, Fund
+from dashboard.tenancy.models import ApiToken, Caller, Fund, TokenRefusal
 from tests.conftest import pledge_body
 
 pytestmark = pytest.mark.django_db
 
 
 def registered(tenant: str) -> list:
-    """The tenant's funds as the ORM reads them (the lookup ``caller`` replaced)."""
+    """The tenant's funds as the ORM reads them (the lookup ``authenticate`` replaced)."""
     return [f.as_rule() for f in Fund.objects.filter(tenant__name=tenant)]
 
 
@@ -27,6 +27,12 @@ def test_a_replay_makes_one_database_query(ddb, api, django_assert_num_queries):
         assert api.post("q-1", pledge_body()).status_code == 200
 
 
+def _funds(raw: str) -> list:
+    found = ApiToken.authenticate(raw)
+    assert isinstance(found, Caller)
+    return found.funds
+
+
 @pytest.mark.engines("moto")
 def test_caller_matches_the_token_and_the_registered_funds(ddb):
     """Funds in several currencies and limits with minor units come back as
@@ -35,8 +41,9 @@ def test_caller_matches_the_token_and_the_registered_funds(ddb):
     call_command("add_fund", "RELIEF", tenant="acme", currency="BHD", max_amount="12.345")
     call_command("add_fund", "BUILDING", tenant="acme", currency="JPY", max_amount="1000")
     call_command("add_fund", "BUILDING", tenant="acme", currency="EUR", max_amount="50000.5")
-    tenant, funds = ApiToken.caller(raw)
-    assert tenant == "acme"
+    found = ApiToken.authenticate(raw)
+    assert isinstance(found, Caller) and found.tenant == "acme"
+    funds = found.funds
     assert funds == registered("acme")
     assert [(f.code, f.currency, f.max_amount) for f in funds] == [
         ("BUILDING", "EUR", Decimal("50000.5")),
@@ -44,9 +51,9 @@ def test_caller_matches_the_token_and_the_registered_funds(ddb):
         ("GENERAL", "USD", Decimal("1000000")),
         ("RELIEF", "BHD", Decimal("12.345")),
     ]
-    assert ApiToken.caller(raw + "x") is None
+    assert ApiToken.authenticate(raw + "x") is TokenRefusal.UNKNOWN
     token.revoke()
-    assert ApiToken.caller(raw) is None
+    assert ApiToken.authenticate(raw) is TokenRefusal.REVOKED
 
 
 @pytest.mark.engines("moto")
@@ -55,7 +62,8 @@ def test_a_tenant_without_funds_is_still_its_caller(ddb):
     fund, or replays a known key), with no funds."""
     _, raw = ApiToken.issue("bare")
     Fund.objects.filter(tenant__name="bare").delete()
-    assert ApiToken.caller(raw) == ("bare", [])
+    found = ApiToken.authenticate(raw)
+    assert isinstance(found, Caller) and (found.tenant, found.funds) == ("bare", [])
 
 
 @pytest.mark.engines("moto")
@@ -69,6 +77,6 @@ def test_limits_past_fifteen_digits_read_as_the_orm_reads_them(ddb):
         max_amount=Decimal("9999999999999.999")
     )
 
-    _, funds = ApiToken.caller(raw)
+    funds = _funds(raw)
 
     assert funds == registered("wide")

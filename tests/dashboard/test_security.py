@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from dashboard.auth import SESSION_SEEN, SESSION_STARTED
-from dashboard.tenancy.models import ApiToken, hash_token
+from dashboard.tenancy.models import ApiToken, TokenRefusal, hash_token
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.tables import drop_tables
 from tests.helpers import sign_in_form, staff_user
@@ -171,8 +171,10 @@ def test_api_tokens_are_stored_hashed_and_revocable(ddb, client, capsys):
     raw = capsys.readouterr().out.strip().splitlines()[-1]
     stored = ApiToken.objects.get(tenant="acme")
     assert stored.token_hash == hash_token(raw) and raw not in stored.token_hash
-    assert ApiToken.caller(raw)[0] == "acme"
-    assert ApiToken.caller(raw[:-1] + ("x" if raw[-1] != "x" else "y")) is None
+    assert ApiToken.authenticate(raw).tenant == "acme"
+    assert (
+        ApiToken.authenticate(raw[:-1] + ("x" if raw[-1] != "x" else "y")) is TokenRefusal.UNKNOWN
+    )
     call_command("revoke_api_token", "--tenant", "acme", stdout=io.StringIO())
     response = client.get("/api/v1/pledges/k", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 401
