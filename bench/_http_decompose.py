@@ -21,6 +21,7 @@ def decompose(token: str, raw_client, tables, *, n: int = 150, rounds: int = 3) 
 
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.models import pledge_home
     from reconciliation.claims.request import parse_fields
 
     handler = WSGIHandler()
@@ -53,7 +54,11 @@ def decompose(token: str, raw_client, tables, *, n: int = 150, rounds: int = 3) 
     layers = {
         "raw boto3": lambda key: raw_write(raw_client, tables, key),
         "service (pledge_submit)": lambda key: pledge_submit(
-            tenant="bench", idempotency_key=key, request=request, actor=actor
+            pledge_home("bench", key),
+            tenant="bench",
+            idempotency_key=key,
+            request=request,
+            actor=actor,
         ),
         "Django handler (middleware + view + service)": django,
     }

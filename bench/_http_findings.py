@@ -6,9 +6,10 @@ FINDINGS = """
 
 - **Intake's token and fund lookups** were two ORM queries whose SQL Django compiles anew
   on every request: about 3 ms per request under cProfile, a fifth of the request and
-  more than the service's own Python. `ApiToken.authenticate` (dashboard/tenancy/models.py) now reads
-  the token and its tenant's funds in one SQL statement written once: one query per
-  intake request instead of two (on PostgreSQL also one round trip instead of two).
+  more than the service's own Python. `ApiToken.authenticate`
+  (dashboard/tenancy/models.py) now reads the token and its tenant's funds in one SQL
+  statement written once: one query per intake request instead of two (on PostgreSQL
+  also one round trip instead of two).
 - **`with_retry`** built a tenacity `Retrying` and a `Random` seeded from the OS for every
   DynamoDB call and ran each call inside tenacity's loop (about 0.4 ms per request under
   cProfile). The first attempt now runs bare; the loop starts only after a transient

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from _common import machine_line, start_engine, write_section
 
+from reconciliation.claims.models import pledge_home
 from reconciliation.dynamo.local import free_port
 from tests.processes import Process, wait_for
 from tests.reliability.procs import SinkProcess, dispatcher, django_env, manage, sink_registered
@@ -104,6 +105,7 @@ class HangingLoad:
         started = time.monotonic()
         while not self.stopped.is_set():
             intake.pledge_submit(
+                pledge_home(HANG_TENANT, f"hang-{started:.0f}-{self.sent}"),
                 tenant=HANG_TENANT,
                 idempotency_key=f"hang-{started:.0f}-{self.sent}",
                 request=parse_fields(body),

@@ -108,10 +108,15 @@ def _request():
 def submit(key: str):
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.models import pledge_home
     from reconciliation.claims.outcomes import OutcomeKind
 
     outcome = pledge_submit(
-        tenant="bench", idempotency_key=key, request=_request(), actor=Actor("api:bench", Role.API)
+        pledge_home("bench", key),
+        tenant="bench",
+        idempotency_key=key,
+        request=_request(),
+        actor=Actor("api:bench", Role.API),
     )
     assert outcome.kind == OutcomeKind.CREATED, outcome
     return outcome

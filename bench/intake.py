@@ -192,6 +192,7 @@ def run(args, label: str) -> str:
 
     from reconciliation.actors import Actor, Role
     from reconciliation.claims.intake import pledge_submit
+    from reconciliation.claims.models import pledge_home
     from reconciliation.claims.outcomes import OutcomeKind
     from reconciliation.claims.request import parse_fields
     from reconciliation.dynamo.client import dynamodb_client, table_names
@@ -231,7 +232,13 @@ def run(args, label: str) -> str:
         return raw_calls(client, tables, key)
 
     def service_write(key: str) -> str:
-        return pledge_submit(tenant="bench", idempotency_key=key, request=request, actor=actor).kind
+        return pledge_submit(
+            pledge_home("bench", key),
+            tenant="bench",
+            idempotency_key=key,
+            request=request,
+            actor=actor,
+        ).kind
 
     variants = {
         "service layer": (service_write, OutcomeKind.CREATED, OutcomeKind.REPLAYED),

@@ -116,10 +116,12 @@ def _pledge() -> tuple[str, str]:
     its tenant and key, for the pledge page."""
     from reconciliation.actors import Actor, Role
     from reconciliation.claims import intake
+    from reconciliation.claims.models import pledge_home
     from reconciliation.claims.request import parse_fields
 
     tenant, key = "acme", "bench-pledge-1"
     intake.pledge_submit(
+        pledge_home(tenant, key),
         tenant=tenant,
         idempotency_key=key,
         request=parse_fields(

@@ -22,7 +22,7 @@ from dashboard.tenancy.models import ApiToken, Caller, TokenRefusal
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.funds import fund_check
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import pledge_home
 from reconciliation.claims.outcomes import OutcomeKind, retry_after_s
 from reconciliation.claims.request import (
     MAX_BODY_BYTES,
@@ -35,7 +35,7 @@ from reconciliation.claims.request_log import intake_request_new
 from reconciliation.claims.request_log_buffer import intake_request_buffer
 from reconciliation.claims.versions import VERSION_HEADER, parse_pledge_version
 from reconciliation.metrics import INTAKE_RATE_LIMITED
-from reconciliation.stores import first_store, home_store
+from reconciliation.stores import Store, first_store
 
 
 def _error(status: int, code: str, detail: str, **extra: object) -> JsonResponse:
@@ -77,7 +77,7 @@ def _unauthorized(refusal: TokenRefusal | None) -> JsonResponse:
     return response
 
 
-def _rate_limited(caller: Caller, key: str) -> JsonResponse | None:
+def _rate_limited(caller: Caller, key: str, store: Store) -> JsonResponse | None:
     """429 for a new key beyond the tenant's rate, before anything is written; ``None``
     to go on. The bucket is asked first (Redis, cheap); only a refusal pays for the
     consistent read that tells a key already claimed or recorded, which is never refused:
@@ -86,7 +86,7 @@ def _rate_limited(caller: Caller, key: str) -> JsonResponse | None:
     take = intake_take(tenant=caller.tenant, rate_per_s=caller.rate_per_s, burst=caller.burst)
     if take is None or take.taken:
         return None
-    if intake.pledge_key_known(tenant=caller.tenant, idempotency_key=key):
+    if intake.pledge_key_known(store, tenant=caller.tenant, idempotency_key=key):
         return None
     INTAKE_RATE_LIMITED.labels(caller.tenant).inc()
     response = _error(
@@ -127,6 +127,7 @@ class _Answer:
     donor_ref: str = ""
     case_id: str = ""
     asked: PledgeRequest | None = None  # a key reused with another body: what it asked
+    store: Store | None = None  # the key's home region, when the request got that far
 
 
 def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
@@ -150,11 +151,10 @@ def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
         case_id=answer.case_id,
         asked=answer.asked,
     )
-    store = (
-        home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, answer.key))
-        if answer.key
-        else first_store()
-    )
+    if answer.store is not None:
+        store = answer.store
+    else:
+        store = pledge_home(tenant, answer.key) if answer.key else first_store()
     intake_request_buffer(entry, store=store)
 
 
@@ -184,9 +184,11 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         body = parse_body(request.body)
     except InvalidRequest as exc:
         return _Answer(_invalid(exc), exc.code, key)
-    limited = _rate_limited(caller, key)
+    # The key's home region, resolved once for every read and write of this request.
+    store = pledge_home(tenant, key)
+    limited = _rate_limited(caller, key, store)
     if limited is not None:
-        return _Answer(limited, "rate_limited", key, body.donor_ref)
+        return _Answer(limited, "rate_limited", key, body.donor_ref, store=store)
     try:
         # Only the tenant's registered funds (read with the token), up to each one's
         # largest single amount, refused before anything is written; but a key already
@@ -194,9 +196,10 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         # its limit lowered since (the reads are made on this refusal path only).
         fund_check(body, funds)
     except InvalidRequest as exc:
-        if not intake.pledge_key_known(tenant=tenant, idempotency_key=key):
-            return _Answer(_invalid(exc), exc.code, key, body.donor_ref)
+        if not intake.pledge_key_known(store, tenant=tenant, idempotency_key=key):
+            return _Answer(_invalid(exc), exc.code, key, body.donor_ref, store=store)
     outcome = intake.pledge_submit(
+        store,
         tenant=tenant,
         idempotency_key=key,
         request=body,
@@ -218,7 +221,9 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.OUTCOME_UNKNOWN, OutcomeKind.REPLAYED):
         response["Location"] = f"/api/v1/pledges/{quote(key, safe='')}"
     asked = body if outcome.kind == OutcomeKind.KEY_REUSED else None
-    return _Answer(response, str(outcome.kind), key, body.donor_ref, outcome.case_id or "", asked)
+    return _Answer(
+        response, str(outcome.kind), key, body.donor_ref, outcome.case_id or "", asked, store
+    )
 
 
 @csrf_exempt
@@ -237,8 +242,9 @@ def _pledge_lookup(tenant: str, intent_id: str) -> _Answer:
         key = parse_idempotency_key(intent_id)
     except InvalidRequest as exc:
         return _Answer(_invalid(exc), exc.code)
+    store = pledge_home(tenant, key)
     try:
-        pledge = intake.pledge_get(tenant=tenant, idempotency_key=key)
+        pledge = intake.pledge_get(store, tenant=tenant, idempotency_key=key)
     except intake.StoreUnavailable:
         response = _error(
             INTAKE[OutcomeKind.UNAVAILABLE],
@@ -247,8 +253,9 @@ def _pledge_lookup(tenant: str, intent_id: str) -> _Answer:
             intent_id=key,
         )
         response["Retry-After"] = str(retry_after_s())
-        return _Answer(response, OutcomeKind.UNAVAILABLE, key)
+        return _Answer(response, OutcomeKind.UNAVAILABLE, key, store=store)
     if pledge is None:
         missing = _error(404, "not_found", "No pledge is recorded under this key.", intent_id=key)
-        return _Answer(missing, "not_found", key)
-    return _Answer(JsonResponse(pledge), "found", key, str(pledge.get("donor_ref", "")))
+        return _Answer(missing, "not_found", key, store=store)
+    donor_ref = str(pledge.get("donor_ref", ""))
+    return _Answer(JsonResponse(pledge), "found", key, donor_ref, store=store)

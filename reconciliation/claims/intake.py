@@ -57,12 +57,13 @@ from reconciliation.dynamo.errors import error_code
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.dynamo.tables import ack_shard
-from reconciliation.stores import Store, home_store, pledge_stream
+from reconciliation.stores import Store, pledge_stream
 
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
 
 def pledge_submit(
+    store: Store,
     *,
     tenant: str,
     idempotency_key: str,
@@ -70,16 +71,14 @@ def pledge_submit(
     actor: Actor,
     lease_s: int | None = None,
     version: PledgeVersion | None = None,
-    store: Store | None = None,
 ) -> IntakeOutcome:
     """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
     held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``); a new claim is hashed
     by ``version``'s rules (default the current version) and stores its name. ``store``:
-    the key's home region's tables, on a client of the caller's (the drill's and the
-    simulator's inject faults); default the shared one."""
+    the key's home region (``pledge_home``), resolved by the caller, on a client of its
+    own where it injects faults (the drill, the simulator)."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    store = store or home_store(pk)
     version = version or VERSIONS.current
     try:
         outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s, version)
@@ -281,20 +280,18 @@ class StoreUnavailable(Exception):
     """DynamoDB could not be read; the answer is unknown, not 'absent'."""
 
 
-def pledge_get(*, tenant: str, idempotency_key: str) -> dict[str, Any] | None:
+def pledge_get(store: Store, *, tenant: str, idempotency_key: str) -> dict[str, Any] | None:
     """The durable record, read consistently: the recovery path after a 202. Raises
     :class:`StoreUnavailable` rather than answering 'not found' when DynamoDB is down."""
     intent_id = intent_id_for(tenant, idempotency_key)
-    pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     try:
-        store = home_store(pk)
         pledge = with_retry(lambda: PledgeRepository(store).get(intent_id, consistent=True))
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         raise StoreUnavailable(error_code(exc)) from exc
     return pledge.api_body() if pledge else None
 
 
-def pledge_key_known(*, tenant: str, idempotency_key: str) -> bool:
+def pledge_key_known(store: Store, *, tenant: str, idempotency_key: str) -> bool:
     """Whether this key was ever claimed or recorded, read consistently. A request for a
     known key is answered from what exists (replay, key reused, in progress, a retry of
     an unclear commit), never refused by a rule that came later, such as a fund removed
@@ -304,7 +301,6 @@ def pledge_key_known(*, tenant: str, idempotency_key: str) -> bool:
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     intent_id = intent_id_for(tenant, idempotency_key)
     try:
-        store = home_store(pk)
         if with_retry(lambda: ClaimRepository(store).get(pk)) is not None:
             return True
         # A claim removed by TTL: the durable record still answers for the key.

@@ -28,6 +28,7 @@ from reconciliation.codes import Code
 from reconciliation.currencies import amount_text
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.dynamo.tables import PENDING_SHARDS
+from reconciliation.stores import Store, home_store
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -95,6 +96,13 @@ TOKEN_WINDOW_S = 600
 
 def claim_pk(tenant: str, operation: str, idempotency_key: str) -> str:
     return f"{tenant}#{operation}#{idempotency_key}"
+
+
+def pledge_home(tenant: str, idempotency_key: str) -> Store:
+    """The region that is home to a pledge's key (docs/regions.md): its claim, pledge and
+    request-log entries live there. The edge (a view, a command, a task) resolves it once
+    and hands it down; the services take the store they are given."""
+    return home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key))
 
 
 def purge_at(expires_at: int) -> int:

@@ -32,6 +32,7 @@ from reconciliation.claims.models import (
     ClaimStatus,
     claim_pk,
     intent_id_for,
+    pledge_home,
 )
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
@@ -268,7 +269,7 @@ class Drill:
         key = self.key()
         with self.stores.injected({"ambiguous_after_commit": 1.0}):
             outcome = self.submit(key)
-        pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
+        pledge = intake.pledge_get(pledge_home(TENANT, key), tenant=TENANT, idempotency_key=key)
         observed = [
             OutcomeKind.words(outcome.kind),
             f"durable record {'found' if pledge else 'absent'}",
@@ -340,7 +341,7 @@ class Drill:
                 request_id=result.case.retry.request_id if result.case.retry else None,
             )
         self.cases[case.case_id] = CaseState.RESOLVED
-        if intake.pledge_get(tenant=TENANT, idempotency_key=key):
+        if intake.pledge_get(pledge_home(TENANT, key), tenant=TENANT, idempotency_key=key):
             self.committed.append(key)
         return result.applied, CaseRepository(store).get(case.case_id)
 
@@ -377,7 +378,7 @@ class Drill:
         total = self.ledger()
         recorded = Decimal("0")
         for key in self.committed:
-            pledge = intake.pledge_get(tenant=TENANT, idempotency_key=key)
+            pledge = intake.pledge_get(pledge_home(TENANT, key), tenant=TENANT, idempotency_key=key)
             recorded += Decimal(pledge["amount"]) if pledge else 0
         self.row(
             "ledger = intended commitments",

@@ -36,7 +36,13 @@ from reconciliation.cases.vocabulary import CASE_TYPES
 from reconciliation.casework.sweeps import sweep_claims_and_cases
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, Claim, claim_pk, intent_id_for
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    Claim,
+    claim_pk,
+    intent_id_for,
+    pledge_home,
+)
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
@@ -204,7 +210,7 @@ class _Traffic:
             time.sleep(0.05)
             kind = self.submit(key, body, duplicate=True)
         if kind == OutcomeKind.OUTCOME_UNKNOWN:
-            found = intake.pledge_get(tenant=TENANT, idempotency_key=key)
+            found = intake.pledge_get(pledge_home(TENANT, key), tenant=TENANT, idempotency_key=key)
             with self.lock:
                 self.report.outcomes["recovered_by_get" if found else "get_not_found"] += 1
         if rng.random() < self.config.conflicting_retry_ratio:

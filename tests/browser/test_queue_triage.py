@@ -11,6 +11,7 @@ import pytest
 from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
+from reconciliation.claims.models import pledge_home
 from reconciliation.stores import first_store
 from tests.conftest import staff_actor
 from tests.reconciliation.factories import ambiguous_case, stuck_case
@@ -130,6 +131,7 @@ def test_show_drill_data_checkbox(ddb, open_browser, live_server):
     robot = Actor(username=f"api:{DRILL_TENANT}", role=Role.API, address="127.0.0.1")
     with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
         drill = intake.pledge_submit(
+            pledge_home(DRILL_TENANT, "drill-b1"),
             tenant=DRILL_TENANT,
             idempotency_key="drill-b1",
             request=parse_fields(pledge_body()),

@@ -8,6 +8,7 @@ from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims import intake
+from reconciliation.claims.models import pledge_home
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.request import parse_fields
 from reconciliation.simulation import faults
@@ -19,6 +20,7 @@ from tests.helpers import repositories
 
 def submit(key: str, *, tenant: str = "acme", **overrides) -> IntakeOutcome:
     return intake.pledge_submit(
+        pledge_home(tenant, key),
         tenant=tenant,
         idempotency_key=key,
         request=parse_fields(pledge_body(**overrides)),

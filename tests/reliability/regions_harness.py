@@ -21,7 +21,7 @@ from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims import intake
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pledge_home
 from reconciliation.claims.request import parse_fields
 from reconciliation.dynamo.local import LocalEngine, start_dynamodb_local
 from reconciliation.simulation import faults
@@ -241,7 +241,12 @@ def crash_in_each_region(tenant: str, per_region: int) -> list[str]:
             with fault_helpers.injected({"crash_after_claim": 1.0}):
                 try:
                     intake.pledge_submit(
-                        tenant=tenant, idempotency_key=key, request=request, actor=actor, lease_s=1
+                        pledge_home(tenant, key),
+                        tenant=tenant,
+                        idempotency_key=key,
+                        request=request,
+                        actor=actor,
+                        lease_s=1,
                     )
                 except faults.SimulatedCrash:
                     keys.append(key)

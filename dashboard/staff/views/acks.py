@@ -18,8 +18,7 @@ from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.tenancy.models import WebhookEndpoint
 from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
-from reconciliation.stores import home_store
+from reconciliation.claims.models import intent_id_for, pledge_home
 
 
 @require_safe
@@ -42,7 +41,7 @@ def redeliver_view(request: StaffRequest) -> HttpResponse:
         return HttpResponse(f"Not sent again: {errors}", status=400, content_type="text/plain")
     data = form.cleaned_data
     tenant, key = data["tenant"], data["key"]
-    store = home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))
+    store = pledge_home(tenant, key)
     seen = RedeliverSeen(
         key=data["delivery"],
         attempts=data["seen_attempts"],

@@ -55,8 +55,8 @@ from reconciliation.acks.resend import (
 )
 from reconciliation.actors import Role
 from reconciliation.casework.list_export import CaseList
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.stores import Store, home_store
+from reconciliation.claims.models import pledge_home
+from reconciliation.stores import Store
 
 COLUMNS = 7
 # The preview's window starts, by default, this long before now.
@@ -66,7 +66,7 @@ DEFAULT_WINDOW_H = 24
 def intent_store(intent_id: str) -> Store:
     """An intent's home region (its claim key decides it, as for the pledge page)."""
     tenant, _, key = intent_id.partition("#")
-    return home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))
+    return pledge_home(tenant, key)
 
 
 def _endpoint(endpoint_id: int) -> WebhookEndpoint:

@@ -17,9 +17,9 @@ from dashboard.staff.views.search import known_tenants
 from dashboard.tenancy.delivery_log import pledge_attempts
 from reconciliation.acks.deliveries import DeliveryRow, pledge_acks
 from reconciliation.casework.pledge_detail import PledgeDetail, pledge_detail
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import pledge_home
 from reconciliation.claims.request_log import rejections_on
-from reconciliation.stores import every_store, home_store
+from reconciliation.stores import every_store
 
 # An idempotency key's limit (docs/api.md); a longer one cannot have been stored.
 MAX_KEY_LENGTH = 255
@@ -33,7 +33,7 @@ def pledge_view(request: StaffRequest, tenant: str, key: str) -> HttpResponse:
     and offers the search."""
     detail: PledgeDetail | None = None
     if 0 < len(key) <= MAX_KEY_LENGTH and key.isprintable():
-        store = home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key))
+        store = pledge_home(tenant, key)
         detail = pledge_detail(tenant=tenant, idempotency_key=key, store=store)
     if detail is None:
         missing = {"tenant": tenant, "key": key}

@@ -51,8 +51,8 @@ from reconciliation.casework.selectors import (
     queue_page,
 )
 from reconciliation.casework.worklist import donor_refs_of, sla_of
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
-from reconciliation.stores import Store, every_store, first_store, home_store
+from reconciliation.claims.models import pledge_home
+from reconciliation.stores import Store, every_store, first_store
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -100,7 +100,7 @@ def _sort_links(slug: str, form: QueueFilterForm, current: str) -> dict[str, dic
 def _intent_home(intent_id: str) -> Store:
     """Where an intent's cases live: its idempotency key's home region."""
     tenant, sep, key = intent_id.partition("#")
-    return home_store(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if sep else first_store()
+    return pledge_home(tenant, key) if sep else first_store()
 
 
 def _queue_csv(

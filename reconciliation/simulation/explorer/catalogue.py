@@ -42,7 +42,12 @@ from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    claim_pk,
+    intent_id_for,
+    pledge_home,
+)
 from reconciliation.claims.outcomes import IntakeOutcome
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.simulation.explorer.receiver import Receiver
@@ -131,7 +136,11 @@ def _client(world: World, name: str) -> str:
     from reconciliation.claims import intake
 
     outcome = intake.pledge_submit(
-        tenant=TENANT, idempotency_key=world.key, request=_request(), actor=CLIENT
+        pledge_home(TENANT, world.key),
+        tenant=TENANT,
+        idempotency_key=world.key,
+        request=_request(),
+        actor=CLIENT,
     )
     return _answer(world, name, outcome)
 

@@ -14,7 +14,7 @@ from django.test import Client
 from reconciliation import clock, metrics
 from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
-from reconciliation.claims.models import ClaimStatus
+from reconciliation.claims.models import ClaimStatus, pledge_home
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.claims.request import PledgeRequest, parse_fields
@@ -45,7 +45,11 @@ def _request(**overrides) -> PledgeRequest:
 
 def _submit(key: str, **overrides) -> IntakeOutcome:
     return intake.pledge_submit(
-        tenant="acme", idempotency_key=key, request=_request(**overrides), actor=ACTOR
+        pledge_home("acme", key),
+        tenant="acme",
+        idempotency_key=key,
+        request=_request(**overrides),
+        actor=ACTOR,
     )
 
 

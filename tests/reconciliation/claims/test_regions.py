@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reconciliation.claims import intake
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pledge_home
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import (
     dynamodb_client,
@@ -45,7 +45,12 @@ def test_every_key_lives_only_in_its_home_region(two_regions):
         assert not _has(other, names.idempotency_keys, claim_key)
         assert not _has(other, names.pledges, pledge_key)
         assert not _has(other, names.audit_events, receipt_key)
-        assert intake.pledge_get(tenant="acme", idempotency_key=key)["amount"] == "25.00"
+        assert (
+            intake.pledge_get(pledge_home("acme", key), tenant="acme", idempotency_key=key)[
+                "amount"
+            ]
+            == "25.00"
+        )
         assert submit(key).kind == OutcomeKind.REPLAYED
     assert homes == {"us-east-1", "eu-west-1"}
 

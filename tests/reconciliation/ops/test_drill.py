@@ -7,6 +7,7 @@ import io
 import pytest
 from django.core.management import call_command
 
+from reconciliation.claims.models import pledge_home
 from reconciliation.ops.drill import drill_last
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -94,7 +95,11 @@ def test_drill_crash_lease_and_faults_are_the_drill_claims_alone(ddb, monkeypatc
             )
             other = Actor(username="api:acme", role=Role.API, address="10.0.0.9")
             outcome = intake.pledge_submit(
-                tenant="acme", idempotency_key="other-1", request=request, actor=other
+                pledge_home("acme", "other-1"),
+                tenant="acme",
+                idempotency_key="other-1",
+                request=request,
+                actor=other,
             )
             others.append(outcome.kind)
             leases["drill"] = leases[claim_pk(drill_scenarios.TENANT, OPERATION_CREATE_PLEDGE, key)]
