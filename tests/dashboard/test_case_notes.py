@@ -15,9 +15,17 @@ from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.notes import MAX_NOTE_LENGTH, case_note_add
 from reconciliation.casework.overrides import override_approve, override_request
-from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, race, repositories, run_verify, sign_in, staff_user
+from tests.helpers import (
+    AS_SYSTEM,
+    acting,
+    audit_events,
+    race,
+    repositories,
+    run_verify,
+    sign_in,
+    staff_user,
+)
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db]
@@ -102,12 +110,7 @@ def test_exactly_2000_characters_is_a_note(ddb):
     """The bound is inclusive: 2,000 characters are kept whole."""
     case = stuck_case("note-max")
     text = "y" * MAX_NOTE_LENGTH
-    case_note_add(
-        case_id=case.case_id,
-        text=text,
-        staff=StaffAction(actor=staff_actor("ann")),
-        store=first_store(),
-    )
+    case_note_add(text=text, **acting("ann").on(case, seen_version=None))
     assert [n["detail"]["note"] for n in _notes(ddb, case.case_id)] == [text]
 
 
@@ -123,10 +126,7 @@ def test_auditor_may_not_note(ddb, client):
     assert response.status_code == 403
     with pytest.raises(NotAllowed):
         case_note_add(
-            case_id=case.case_id,
-            text="I see a problem.",
-            staff=StaffAction(actor=staff_actor("aud", "auditor")),
-            store=first_store(),
+            text="I see a problem.", **acting("aud", "auditor").on(case, seen_version=None)
         )
     assert _notes(ddb, case.case_id) == []
 
@@ -156,7 +156,7 @@ def test_verify_audit_passes_with_notes_between_changes_and_after_resolution(ddb
     one on the resolved case: the override stays approvable (a note takes no version),
     every event chains, and ``verify_audit`` finds the case item in step with its
     stream."""
-    store = first_store()
+    store = AS_SYSTEM.store
     ann, sue, sam = (
         staff_actor("ann"),
         staff_actor("sue", "supervisor"),
@@ -203,7 +203,7 @@ def test_notes_racing_a_disposition_keep_one_chain(ddb):
     and appends after the winner (so at least two of three land: three tries each); the
     disposition lands or, if a note took its seq first, is refused as a changed case
     with nothing written; the stream and the case's stored head stay one chain."""
-    store = first_store()
+    store = AS_SYSTEM.store
     case = stuck_case("note-race")
 
     def note(n: int):

@@ -7,7 +7,6 @@ so may the collapsed "Technical detail" blocks kept for the expert."""
 from __future__ import annotations
 
 import re
-import uuid
 from html.parser import HTMLParser
 from zoneinfo import ZoneInfo
 
@@ -35,9 +34,8 @@ from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import Code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
-from tests.helpers import sign_in, spend_token
+from tests.helpers import AS_SYSTEM, client_as, sign_in, token_spent_elsewhere
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("dynamodb_local")]
@@ -118,26 +116,14 @@ def visible_text(html: str) -> str:
 
 def _reuse_foreign_token(ddb, key: str):
     """A TOKEN_MISMATCH case: the commit goes out under a token another transaction used."""
-    foreign = str(uuid.uuid4())
-    spend_token(ddb, foreign)
-
-    def reuse_token(params, **_kwargs):
-        if "ClientRequestToken" in params:
-            params["ClientRequestToken"] = foreign
-
-    event = "before-parameter-build.dynamodb.TransactWriteItems"
-    ddb.client.meta.events.register(event, reuse_token)
-    try:
-        outcome = submit(key)
-    finally:
-        ddb.client.meta.events.unregister(event, reuse_token)
-    return outcome.case_id
+    with token_spent_elsewhere(ddb):
+        return submit(key).case_id
 
 
 def seed_every_kind(ddb, settings) -> list[str]:
     """Cases of every type, and in every state, with retries, overrides and conflicts."""
     settings.AUTO_RESOLVE_COMMITTED = False
-    store = first_store()
+    store = AS_SYSTEM.store
     ada = staff_actor("ada")
     ids = []
     open_stuck = stuck_case("lb-stuck")
@@ -203,9 +189,8 @@ def pages(case_ids: list[str]) -> list[str]:
 
 
 def signed_in(role: str) -> Client:
-    client = Client()
-    sign_in(client, role, username=f"lb-{role.split('_')[0]}")
-    return client
+    """``role``'s client, its user named as no code is (``lb-finance``)."""
+    return client_as(role, f"lb-{role.split('_')[0]}")
 
 
 def test_no_raw_code_or_microsecond_timestamp_reaches_a_page(ddb, settings):
@@ -267,7 +252,6 @@ def test_profile_time_zone_is_validated_saved_and_applied(client):
     """A zone the database does not know is refused (400, nothing saved); a known one is
     saved on the profile and every later page shows times in it."""
     from dashboard.models import StaffProfile
-    from tests.helpers import sign_in
 
     user = sign_in(client)
     for bad in ("Mars/Olympus_Mons", "", "x" * 5000, "../../etc/passwd"):
