@@ -31,8 +31,7 @@ from reconciliation.dynamo.client import dynamodb_client, home_region
 from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
 from tests.browser.conftest import PASSWORD, WIDE
-from tests.conftest import staff_actor
-from tests.helpers import Acting, staff_user
+from tests.helpers import acting, staff_user
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -112,14 +111,14 @@ def two_region_world(two_regions, staff_users) -> None:
         make = uuid_key if n % 2 else long_key
         ids.append(open_stuck(region, make, age_h=30 - n, amount="1234567.89", donor_ref=DONOR))
     ids.append(cancelled_case(two_regions, "eu-west-1"))
-    boss = staff_actor(SUPERVISOR, "supervisor")
+    boss = acting(SUPERVISOR, "supervisor")
     for case_id in (*ids[:4], ids[-1]):
-        case_assign(assignee=CLERK, **Acting(boss).on_id(case_id, seen_version=1))
-    clerk = staff_actor(CLERK)
-    case_dispose(disposition="ESCALATE", **Acting(clerk).on_id(ids[4], seen_version=1, **WHY))
+        case_assign(assignee=CLERK, **boss.on_id(case_id, seen_version=1))
+    clerk = acting(CLERK)
+    case_dispose(disposition="ESCALATE", **clerk.on_id(ids[4], seen_version=1, **WHY))
     override_request(
         override="RELEASE_CLAIM",
-        **Acting(clerk).on_id(
+        **clerk.on_id(
             ids[5],
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client says the request never reached them.",
@@ -128,7 +127,7 @@ def two_region_world(two_regions, staff_users) -> None:
     )
     case_dispose(
         disposition="RETRY_COMMIT",
-        **Acting(clerk).on_id(
+        **clerk.on_id(
             ids[6],
             reason_code="TRANSIENT_FAILURE",
             reason_text="The worker died before committing; retry it.",

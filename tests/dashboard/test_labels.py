@@ -16,7 +16,6 @@ from django.test import Client
 from dashboard.templatetags import dashboard_format
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
@@ -34,8 +33,8 @@ from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import Code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
-from tests.conftest import pledge_body, staff_actor
-from tests.helpers import AS_SYSTEM, client_as, sign_in, token_spent_elsewhere
+from tests.conftest import pledge_body
+from tests.helpers import acting, client_as, sign_in, token_spent_elsewhere
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("dynamodb_local")]
@@ -123,44 +122,23 @@ def _reuse_foreign_token(ddb, key: str):
 def seed_every_kind(ddb, settings) -> list[str]:
     """Cases of every type, and in every state, with retries, overrides and conflicts."""
     settings.AUTO_RESOLVE_COMMITTED = False
-    store = AS_SYSTEM.store
-    ada = staff_actor("ada")
+    ada = acting("ada")
     ids = []
     open_stuck = stuck_case("lb-stuck")
     ids.append(open_stuck.case_id)
     escalated = stuck_case("lb-escalated")
-    case_dispose(
-        case_id=escalated.case_id,
-        disposition="ESCALATE",
-        staff=StaffAction(actor=ada, seen_version=escalated.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="ESCALATE", **ada.on(escalated, **WHY))
     ids.append(escalated.case_id)
     awaiting = stuck_case("lb-awaiting")
-    override_request(
-        case_id=awaiting.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(actor=ada, seen_version=awaiting.version, action_id="req", **WHY),
-        store=store,
-    )
+    override_request(override="RELEASE_CLAIM", **ada.on(awaiting, action_id="req", **WHY))
     ids.append(awaiting.case_id)
     retried = stuck_case("lb-retried")
-    case_dispose(
-        case_id=retried.case_id,
-        disposition="RETRY_COMMIT",
-        staff=StaffAction(actor=ada, seen_version=retried.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="RETRY_COMMIT", **ada.on(retried, **WHY))
     ids.append(retried.case_id)
     ambiguous = ambiguous_case("lb-ambiguous")
     ids.append(ambiguous.case_id)
     confirmed = ambiguous_case("lb-confirmed")
-    case_dispose(
-        case_id=confirmed.case_id,
-        disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(actor=ada, seen_version=confirmed.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="CONFIRMED_COMMITTED", **ada.on(confirmed, **WHY))
     ids.append(confirmed.case_id)
     ids.append(key_reuse_case(ddb, "lb-reuse").case_id)
     ids.append(_reuse_foreign_token(ddb, "lb-token"))

@@ -10,12 +10,12 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.selectors import queue_counters
-from tests.conftest import staff_actor
-from tests.helpers import AS_SYSTEM, Acting, repositories, shown_intents
+from tests.helpers import AS_SYSTEM, acting, repositories, shown_intents
 from tests.reconciliation.factories import key_reuse_case, stuck_case
+
+ADA = acting("ada")
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -103,13 +103,12 @@ def test_amount_at_risk_per_currency_moves_with_open_resolve_and_reassign(ddb, s
         ("EUR", Decimal("7.00")),
         ("USD", Decimal("150.25")),
     ]
-    ada = staff_actor("ada")
-    a = case_assign(**Acting(ada).on(a)).case
+    a = case_assign(**ADA.on(a)).case
     assert queue_counters(store=AS_SYSTEM.store)["STUCK_PENDING"].amounts["USD"] == Decimal(
         "150.25"
     )
     why = {"reason_code": "NEEDS_REVIEW", "reason_text": "These need a closer look."}
-    a = case_dispose(disposition="ESCALATE", **Acting(ada).on(a, **why)).case
+    a = case_dispose(disposition="ESCALATE", **ADA.on(a, **why)).case
     counters = queue_counters(store=AS_SYSTEM.store)
     assert counters["STUCK_PENDING"].amounts["USD"] == Decimal("50.25")
     assert counters["ESCALATED"].shown_amounts() == [("USD", Decimal("100.00"))]
@@ -179,14 +178,9 @@ def test_backfill_brings_older_cases_into_totals_search_and_history(ddb, staff_c
     open_case = stuck_case("old-open", amount="300.00", donor_ref="D-OLD")
     done = ambiguous_case("old-done")
     dispose(
-        store=store,
-        case_id=done.case_id,
         disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
-            seen_version=done.version,
+        **ADA.on(
+            done, reason_code="EVIDENCE_CONFIRMS", reason_text="The pledge read back is there."
         ),
     )
     for case_id in (open_case.case_id, done.case_id):
@@ -316,14 +310,9 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
     )
     with pytest.raises(CaseChanged):
         dispose(
-            store=store,
-            case_id=stale.case_id,
             disposition="ESCALATE",
-            staff=StaffAction(
-                actor=staff_actor("ada"),
-                reason_code="NEEDS_REVIEW",
-                reason_text="A closer look is needed here.",
-                seen_version=stale.version,
+            **ADA.on(
+                stale, reason_code="NEEDS_REVIEW", reason_text="A closer look is needed here."
             ),
         )
     monkeypatch.undo()
@@ -333,15 +322,8 @@ def test_totals_never_drift_when_backfill_races_a_change_or_itself(ddb, monkeypa
     # From a fresh read the change goes through and the amount moves with the case.
     fresh = repositories().cases.get(case.case_id)
     dispose(
-        store=store,
-        case_id=fresh.case_id,
         disposition="ESCALATE",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            reason_code="NEEDS_REVIEW",
-            reason_text="A closer look is needed here.",
-            seen_version=fresh.version,
-        ),
+        **ADA.on(fresh, reason_code="NEEDS_REVIEW", reason_text="A closer look is needed here."),
     )
     counters = queue_counters(store=store)
     assert counters["STUCK_PENDING"].amounts.get("USD", Decimal(0)) == Decimal(0)

@@ -219,7 +219,7 @@ def test_a_process_that_exits_writes_what_it_buffered(ddb, tmp_path):
         "from reconciliation.stores import first_store\n"
         "intake_request_buffer(intake_request_new(tenant='acme', idempotency_key='atexit-1',"
         " status=200, outcome='replayed', rejected=False, replayed=True),"
-        " store=AS_SYSTEM.store)\n"
+        " store=first_store())\n"
         "print('buffered')\n"
     )
     env = dict(os.environ)
