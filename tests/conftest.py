@@ -383,6 +383,30 @@ def staff_actor(username: str = "ada", role: str = "finance_staff"):
     )
 
 
+@pytest.fixture
+def staff_client(db):
+    """A client signed in as ``finance_staff``, a user of that role."""
+    from tests.helpers import client_as
+
+    return client_as("finance_staff")
+
+
+@pytest.fixture
+def supervisor_client(db):
+    """A client signed in as ``supervisor``, with its second factor passed."""
+    from tests.helpers import client_as
+
+    return client_as("supervisor")
+
+
+@pytest.fixture
+def auditor_client(db):
+    """A client signed in as ``auditor``, with its second factor passed."""
+    from tests.helpers import client_as
+
+    return client_as("auditor")
+
+
 @pytest.fixture(autouse=True)
 def signin_lockout_isolated(settings):
     """Each test counts sign-in attempts under keys of its own (dashboard/accounts/lockout.py):

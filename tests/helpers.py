@@ -1,12 +1,15 @@
 """Helpers shared by the tests: readers of whole tables (tests may Scan; no request path
-does), staff users and their sign-in, and the audit trail's seeding and verification."""
+does), who acts on the tables, staff users and their sign-in, and the audit trail's
+seeding and verification."""
 
 from __future__ import annotations
 
 import io
 import re
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
@@ -14,6 +17,7 @@ from functools import cached_property
 from html import unescape
 from typing import TYPE_CHECKING, Any
 
+from reconciliation.actors import system_actor
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.claims.ledger import LedgerRepository
@@ -25,6 +29,74 @@ from reconciliation.stores import Store, first_store, home_store
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.test import Client
+
+    from reconciliation.actors import Actor
+    from reconciliation.cases.actions import StaffAction
+    from reconciliation.cases.models import Case
+
+
+class _Current:
+    """The version of the case handed to :meth:`Acting.on`: what the person saw."""
+
+
+CURRENT = _Current()
+
+
+@dataclass(frozen=True)
+class Acting:
+    """Someone acting on the first region's tables, as a test's service calls name them:
+    ``store=ada.store``, ``actor=ada.actor``, and for a case service ``**ada.on(case,
+    **WHY)``. The store is looked up at each use, from the test's settings (its own
+    tables), so an ``Acting`` can be made once, at import time."""
+
+    actor: Actor
+
+    @property
+    def store(self) -> Store:
+        return first_store()
+
+    def staff(self, seen_version: int | None = None, **grounds: Any) -> StaffAction:
+        """The person's :class:`StaffAction` with ``grounds`` (reason, action id)."""
+        from reconciliation.cases.actions import StaffAction
+
+        return StaffAction(actor=self.actor, seen_version=seen_version, **grounds)
+
+    def on(
+        self, case: Case, *, seen_version: int | None | _Current = CURRENT, **grounds: Any
+    ) -> dict[str, Any]:
+        """A case service's ``case_id``, ``staff`` and ``store`` for acting on ``case``
+        as seen at its version (or at ``seen_version``; ``None``: whatever is current)."""
+        version = case.version if isinstance(seen_version, _Current) else seen_version
+        return {
+            "case_id": case.case_id,
+            "staff": self.staff(version, **grounds),
+            "store": self.store,
+        }
+
+    def on_id(
+        self, case_id: str, *, seen_version: int | None = None, **grounds: Any
+    ) -> dict[str, Any]:
+        """The same for the case ``case_id`` in the region it lives in, by its id (with
+        several regions, not necessarily the first)."""
+        from reconciliation.stores import case_store
+
+        return {
+            "case_id": case_id,
+            "staff": self.staff(seen_version, **grounds),
+            "store": case_store(case_id),
+        }
+
+
+def acting(username: str = "ada", role: str = "finance_staff") -> Acting:
+    """``username`` in ``role`` acting on the first region's tables."""
+    from tests.conftest import staff_actor
+
+    return Acting(staff_actor(username, role))
+
+
+AS_SYSTEM = Acting(system_actor())
+"""The system itself (a sweep, a task, a command) on the first region's tables: what a
+test that acts as nobody in particular passes as ``store=AS_SYSTEM.store``."""
 
 
 class Repos(Store):
@@ -177,6 +249,34 @@ def sign_in(
     return user
 
 
+def client_as(role: str | None = "finance_staff", username: str | None = None) -> Client:
+    """A browser of its own signed in as a user in ``role``'s group (named ``username``,
+    default the role), past its second factor: several people at once in one test."""
+    from django.test import Client
+
+    client = Client()
+    sign_in(client, role, username)
+    return client
+
+
+def form_signed_in(
+    username: str,
+    password: str,
+    *,
+    address: str = "10.1.1.1",
+    agent: str | None = None,
+    otp_token: str | None = None,
+) -> Client:
+    """A new browser (``agent``, from ``address``) signed in through the sign-in form,
+    which accepted it (a redirect)."""
+    from django.test import Client
+
+    client = Client(HTTP_USER_AGENT=agent) if agent else Client()
+    answer = sign_in_form(client, username, password, otp_token=otp_token, address=address)
+    assert answer.status_code == 302, answer.status_code
+    return client
+
+
 def overview_get(client, **headers):
     """The overview (``GET /``) with its summary as a worker leaves it after everything
     done so far: no view computes the summary itself, a view only asks a worker for it
@@ -218,6 +318,25 @@ def spend_token(ddb, token: str) -> None:
         ],
         ClientRequestToken=token,
     )
+
+
+@contextmanager
+def token_spent_elsewhere(ddb) -> Iterator[str]:
+    """Within it every commit goes out under a token another transaction already used
+    (:func:`spend_token`): DynamoDB refuses it, a TOKEN_MISMATCH. Yields the token."""
+    foreign = str(uuid.uuid4())
+    spend_token(ddb, foreign)
+
+    def reuse_token(params, **_kwargs):
+        if "ClientRequestToken" in params:
+            params["ClientRequestToken"] = foreign
+
+    event = "before-parameter-build.dynamodb.TransactWriteItems"
+    ddb.client.meta.events.register(event, reuse_token)
+    try:
+        yield foreign
+    finally:
+        ddb.client.meta.events.unregister(event, reuse_token)
 
 
 def race(*calls: Callable[[], Any]) -> list[Any]:

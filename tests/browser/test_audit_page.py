@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers import audit_seed
+from tests.helpers import AS_SYSTEM, audit_seed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,11 +44,10 @@ def test_my_exports_fits_a_phone(ddb, open_browser, live_server):
     from reconciliation.actors import Actor, Role
     from reconciliation.audit.export.background import export_request
     from reconciliation.audit.filters import AuditFilters
-    from reconciliation.stores import first_store
 
     auditor = Actor("auditor", Role.AUDITOR, "auditor@example.org")
     filters = AuditFilters.build(action="case_opened")
-    export_request(filters=filters, fmt="jsonl", actor=auditor, store=first_store())
+    export_request(filters=filters, fmt="jsonl", actor=auditor, store=AS_SYSTEM.store)
     page = open_browser("auditor", width=390)
     page.goto(f"{live_server.url}/audit/exports/")
     expect(page.get_by_text("In progress")).to_be_visible()

@@ -10,11 +10,9 @@ import re
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.retries import RETRY_COMMIT_TASK
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
+from tests.helpers import acting
 from tests.processes import celery_worker
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
@@ -115,16 +113,13 @@ def test_case_page_states_for_each_role(ddb, open_browser, live_server, screensh
     cancelled = key_reuse_case(ddb, "live-5001")
     waiting = stuck_case("live-5002")
     override_request(
-        case_id=waiting.case_id,
         override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("staff2"),
+        **acting("staff2").on(
+            waiting,
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client will send the pledge again.",
-            seen_version=waiting.version,
             action_id="live-5002",
         ),
-        store=first_store(),
     )
     staff = open_browser("staff")
     staff.goto(f"{live_server.url}/cases/{cancelled.case_id}/")

@@ -22,18 +22,16 @@ from playwright.sync_api import expect
 
 from reconciliation import clock
 from reconciliation.actors import command_actor
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import dynamodb_client, home_region
-from reconciliation.stores import case_store, every_store, home_store
+from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
 from tests.browser.conftest import PASSWORD, WIDE
-from tests.conftest import staff_actor
-from tests.helpers import staff_user
+from tests.helpers import acting, staff_user
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -113,42 +111,28 @@ def two_region_world(two_regions, staff_users) -> None:
         make = uuid_key if n % 2 else long_key
         ids.append(open_stuck(region, make, age_h=30 - n, amount="1234567.89", donor_ref=DONOR))
     ids.append(cancelled_case(two_regions, "eu-west-1"))
-    boss = staff_actor(SUPERVISOR, "supervisor")
+    boss = acting(SUPERVISOR, "supervisor")
     for case_id in (*ids[:4], ids[-1]):
-        case_assign(
-            case_id=case_id,
-            staff=StaffAction(actor=boss, seen_version=1),
-            assignee=CLERK,
-            store=case_store(case_id),
-        )
-    clerk = staff_actor(CLERK)
-    case_dispose(
-        case_id=ids[4],
-        disposition="ESCALATE",
-        staff=StaffAction(actor=clerk, seen_version=1, **WHY),
-        store=case_store(ids[4]),
-    )
+        case_assign(assignee=CLERK, **boss.on_id(case_id, seen_version=1))
+    clerk = acting(CLERK)
+    case_dispose(disposition="ESCALATE", **clerk.on_id(ids[4], seen_version=1, **WHY))
     override_request(
-        case_id=ids[5],
         override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=clerk,
+        **clerk.on_id(
+            ids[5],
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client says the request never reached them.",
             seen_version=1,
         ),
-        store=case_store(ids[5]),
     )
     case_dispose(
-        case_id=ids[6],
         disposition="RETRY_COMMIT",
-        staff=StaffAction(
-            actor=clerk,
+        **clerk.on_id(
+            ids[6],
             reason_code="TRANSIENT_FAILURE",
             reason_text="The worker died before committing; retry it.",
             seen_version=1,
         ),
-        store=case_store(ids[6]),
     )
     with fault_helpers.injected({"ambiguous_after_commit": 1.0}):
         submit(key_homed("eu-west-1", uuid_key), donor_ref=DONOR)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
+from tests.helpers import acting
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -76,15 +74,10 @@ def test_no_page_wider_than_a_phone(ddb, open_browser, live_server, screenshots)
     key_reuse_case(ddb, "p-3-a-longer-client-key-for-the-cancelled-queue")
     done = ambiguous_case("p-4")
     case_dispose(
-        case_id=done.case_id,
         disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("staff"),
-            seen_version=done.version,
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
+        **acting("staff").on(
+            done, reason_code="EVIDENCE_CONFIRMS", reason_text="The pledge read back is there."
         ),
-        store=first_store(),
     )
     page = open_browser("staff", width=PHONE)
     for path in PAGES:

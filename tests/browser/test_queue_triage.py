@@ -9,11 +9,9 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims.models import pledge_home
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
+from tests.helpers import acting
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -77,20 +75,10 @@ def test_resolved_list_and_filter(ddb, open_browser, live_server, screenshots):
     narrows the list in place."""
     why = {"reason_code": "EVIDENCE_CONFIRMS", "reason_text": "The pledge read back is there."}
     first = ambiguous_case("done-1")
-    case_dispose(
-        case_id=first.case_id,
-        disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(actor=staff_actor("ada"), seen_version=first.version, **why),
-        store=first_store(),
-    )
+    case_dispose(disposition="CONFIRMED_COMMITTED", **acting("ada").on(first, **why))
     with clock.travel(30):
         second = ambiguous_case("done-2")
-        case_dispose(
-            case_id=second.case_id,
-            disposition="CONFIRMED_COMMITTED",
-            staff=StaffAction(actor=staff_actor("bob"), seen_version=second.version, **why),
-            store=first_store(),
-        )
+        case_dispose(disposition="CONFIRMED_COMMITTED", **acting("bob").on(second, **why))
     page = open_browser("supervisor")
     page.goto(f"{live_server.url}/queues/resolved/")
     assert page.locator("td.case-id").all_inner_texts() == [second.case_id, first.case_id]

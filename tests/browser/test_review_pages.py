@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
+from tests.helpers import AS_SYSTEM, acting
 from tests.reconciliation.factories import ambiguous_case, stuck_case, void_requested
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,12 +22,7 @@ def _release_requested(key: str):
     """A stuck case with a RELEASE_CLAIM request by finance staff "staff"."""
     case = stuck_case(key)
     return override_request(
-        case_id=case.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("staff"), seen_version=case.version, action_id=key, **WHY
-        ),
-        store=first_store(),
+        override="RELEASE_CLAIM", **acting("staff").on(case, action_id=key, **WHY)
     ).case
 
 
@@ -164,7 +157,7 @@ def test_pledge_page_shows_what_a_reused_key_asked(
         donor_ref="D-1001",
         asked=asked,
     )
-    intake_request_buffer(entry, store=first_store())
+    intake_request_buffer(entry, store=AS_SYSTEM.store)
     request_log_flush()
     page = open_browser(username)
     page.goto(f"{live_server.url}/pledges/acme/rv-ask/")

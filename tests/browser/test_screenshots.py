@@ -5,17 +5,14 @@ to look at (tests/browser/conftest.py · Camera)."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.overrides import override_request
-from reconciliation.stores import first_store
 from tests.browser.conftest import NARROW
 from tests.conftest import staff_actor
-from tests.helpers import spend_token
+from tests.helpers import AS_SYSTEM, token_spent_elsewhere
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,26 +23,15 @@ WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Screenshot tour reason tex
 
 def token_mismatch_case(ddb, key: str) -> str:
     """A TOKEN_MISMATCH case: the commit goes out under a token another transaction used."""
-    foreign = str(uuid.uuid4())
-    spend_token(ddb, foreign)
-
-    def reuse_token(params, **_kwargs):
-        if "ClientRequestToken" in params:
-            params["ClientRequestToken"] = foreign
-
-    event = "before-parameter-build.dynamodb.TransactWriteItems"
-    ddb.client.meta.events.register(event, reuse_token)
-    try:
+    with token_spent_elsewhere(ddb):
         return submit(key).case_id
-    finally:
-        ddb.client.meta.events.unregister(event, reuse_token)
 
 
 def seed(ddb, settings) -> dict[str, str]:
     """A case of each type, one escalated, one awaiting approval and one resolved; the
     page names of the case pages, by case id."""
     settings.AUTO_RESOLVE_COMMITTED = False
-    store, ada = first_store(), staff_actor("ada")
+    store, ada = AS_SYSTEM.store, staff_actor("ada")
     escalated = stuck_case("shot-escalated")
     case_dispose(
         case_id=escalated.case_id,

@@ -17,9 +17,9 @@ from reconciliation.acks.models import AttemptResult, DeliveryStatus, Endpoint, 
 from reconciliation.acks.repository import AckRepository
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
 from tests.dashboard.test_labels import CODE_RE, MICROSECONDS, signed_in, visible_text
+from tests.helpers import AS_SYSTEM
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def ack_case(ddb, api, monkeypatch) -> str:
 
     def dispatch() -> None:
         acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda tenant: [endpoint],
             resolve=lambda host, port: ["93.184.216.34"],
             sender=lambda *a, **k: AttemptResult(500),
@@ -43,7 +43,7 @@ def ack_case(ddb, api, monkeypatch) -> str:
     dispatch()
     with clock.travel(60):
         dispatch()
-    repository = CaseRepository(first_store())
+    repository = CaseRepository(AS_SYSTEM.store)
     [case_id] = repository.ids_for_intent("acme#pg-1")
     return case_id
 
@@ -82,7 +82,7 @@ def test_the_case_its_queue_and_the_overview_speak_words(ack_case, role):
 
 
 def _dispose(client: Client, case_id: str, disposition: str, reason: str, version=None):
-    case = CaseRepository(first_store()).get(case_id)
+    case = CaseRepository(AS_SYSTEM.store).get(case_id)
     assert case is not None
     return client.post(
         f"/cases/{case_id}/dispose/",
@@ -103,12 +103,12 @@ def test_redeliver_and_close_through_the_form(ack_case):
     assert stale.status_code == 409
     done = _dispose(client, ack_case, "REDELIVER", "Receiver fixed today.")
     assert done.status_code == 302
-    state = AckRepository(first_store()).get("acme#pg-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#pg-1")
     assert state is not None and state.due
     assert state.deliveries["E7/pledge.recorded"].status == DeliveryStatus.PENDING
-    case = CaseRepository(first_store()).get(ack_case)
+    case = CaseRepository(AS_SYSTEM.store).get(ack_case)
     assert case is not None and case.state == CaseState.OPEN
     closed = _dispose(client, ack_case, "ACK_CLOSED", "Tenant confirmed it got it by mail.")
     assert closed.status_code == 302
-    case = CaseRepository(first_store()).get(ack_case)
+    case = CaseRepository(AS_SYSTEM.store).get(ack_case)
     assert case is not None and case.state == CaseState.RESOLVED

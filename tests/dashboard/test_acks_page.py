@@ -11,16 +11,13 @@ from django.test.utils import CaptureQueriesContext
 from dashboard.tenancy.management.commands.dispatch_acks import (
     attempt_counted,
     breaker_noted,
-    endpoints_for,
 )
 from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult
 from reconciliation.actors import command_actor
-from reconciliation.stores import first_store
-from tests.helpers import sign_in
+from tests.dashboard.dispatch import dispatch_acks
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -30,7 +27,9 @@ def answer(target, *, headers, body, **kwargs) -> AttemptResult:
     return AttemptResult(503 if target.host == "down.example.org" else 204)
 
 
-def test_the_dispatcher_counts_each_attempt_and_the_page_shows_rate_and_last_success(ddb, client):
+def test_the_dispatcher_counts_each_attempt_and_the_page_shows_rate_and_last_success(
+    ddb, auditor_client
+):
     """Two pledges to two endpoints of acme: the one answering 503 shows a 100 % failure
     rate and no success, the one answering 204 0 % and its last success; a tenant with no
     attempt yet says so. Reading the page is one query of endpoints, whatever the pledges."""
@@ -45,13 +44,7 @@ def test_the_dispatcher_counts_each_attempt_and_the_page_shows_rate_and_last_suc
     submit("ap-1")
     submit("ap-2")
 
-    acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        on_attempt=attempt_counted,
-    )
+    dispatch_acks(answer, on_attempt=attempt_counted)
 
     down.refresh_from_db()
     up.refresh_from_db()
@@ -60,9 +53,8 @@ def test_the_dispatcher_counts_each_attempt_and_the_page_shows_rate_and_last_suc
     assert (up.attempts, up.failures, up.failure_rate) == (2, 0, 0.0)
     assert up.last_success_at is not None and up.last_failure_at is None
 
-    sign_in(client, "auditor")
     with CaptureQueriesContext(connection) as queries:
-        page = client.get("/acks/")
+        page = auditor_client.get("/acks/")
     html = page.content.decode()
     assert page.status_code == 200
     assert sum("dashboard_webhookendpoint" in q["sql"] for q in queries.captured_queries) == 1
@@ -94,13 +86,12 @@ def test_counting_is_an_increment_not_a_read_and_write(ddb):
     assert endpoint.last_success_at == now
 
 
-def test_the_page_with_no_endpoint_says_how_to_register_one(client):
-    sign_in(client)
-    html = client.get("/acks/").content.decode()
+def test_the_page_with_no_endpoint_says_how_to_register_one(staff_client):
+    html = staff_client.get("/acks/").content.decode()
     assert "No tenant has registered an acknowledgement endpoint" in html
 
 
-def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, client, settings):
+def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, auditor_client, settings):
     """An endpoint answering 500: after ``ACK_BREAKER_FAILURES`` failed attempts in a row
     its breaker opens; the dispatcher writes it to the row (``breaker_noted``), the page
     says it is paused, until when and why, and every dispatcher reading the row defers
@@ -112,11 +103,8 @@ def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, client, sett
     )
     for n in range(4):
         submit(f"br-{n}")
-    report = acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
+    report = dispatch_acks(
+        answer,
         on_attempt=attempt_counted,
         on_breaker=breaker_noted,
         workers=0,  # one at a time: the breaker opens after exactly two
@@ -126,40 +114,27 @@ def test_an_endpoint_paused_by_its_breaker_says_so_on_the_page(ddb, client, sett
     assert down.breaker_open and down.breaker_failures == 2
     assert down.as_endpoint().paused_until == down.breaker_until
 
-    sign_in(client, "auditor")
-    html = client.get("/acks/").content.decode()
+    html = auditor_client.get("/acks/").content.decode()
     assert "Paused by its circuit breaker" in html
     assert "<strong>Paused</strong> until" in html and "after 2 failed attempts in a row" in html
     assert "at most 8 requests at once, no rate limit" in html
 
     # Another dispatcher (fresh gates) reads the row: it sends nothing while paused.
     submit("br-late")
-    later = acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        on_breaker=breaker_noted,
-    )
+    later = dispatch_acks(answer, on_breaker=breaker_noted)
     assert (later.failed, later.deferred) == (0, 1)
 
     # After the pause a dispatcher whose own breaker never opened (the one that opened
     # it may be gone) is answered: the row's breaker is closed, the page says so.
     with clock.travel(settings.ACK_BREAKER_OPEN_S + 1):
-        acks_dispatch_once(
-            first_store(),
-            endpoints_for=endpoints_for,
-            resolve=lambda host, port: ["93.184.216.34"],
-            sender=lambda target, **kwargs: AttemptResult(204),
-            on_attempt=attempt_counted,
-        )
+        dispatch_acks(lambda target, **kwargs: AttemptResult(204), on_attempt=attempt_counted)
         down.refresh_from_db()
         assert (down.breaker_state, down.breaker_until, down.breaker_failures) == (
             "CLOSED",
             None,
             0,
         )
-        html = client.get("/acks/").content.decode()
+        html = auditor_client.get("/acks/").content.decode()
     assert "Paused by its circuit breaker" not in html and "<dd>Sending</dd>" in html
 
 

@@ -12,20 +12,20 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded
 from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id
 from reconciliation.acks.redeliver import RedeliverSeen, ack_redeliver
 from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import command_actor
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.stores import first_store, pledge_stream
+from reconciliation.stores import pledge_stream
 from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.dashboard.dispatch import dispatch_acks
+from tests.helpers import AS_SYSTEM, sign_in
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -46,23 +46,17 @@ class Receiver:
 
 
 def dispatch(receiver: Receiver) -> None:
-    acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=receiver,
-        on_attempt=attempt_recorded,
-    )
+    dispatch_acks(receiver, on_attempt=attempt_recorded)
 
 
 def delivery(intent_id: str, endpoint: WebhookEndpoint):
-    state = AckRepository(first_store()).get(intent_id)
+    state = AckRepository(AS_SYSTEM.store).get(intent_id)
     assert state is not None
     return state.deliveries[f"E{endpoint.pk}/pledge.recorded"]
 
 
 def redelivered_events(intent_id: str) -> list[dict]:
-    events = AuditRepository(first_store()).stream_events(pledge_stream(intent_id))
+    events = AuditRepository(AS_SYSTEM.store).stream_events(pledge_stream(intent_id))
     return [e for e in events if e["action"] == "ack_redelivered"]
 
 
@@ -78,10 +72,10 @@ def outage(ddb):
         submit(key)
     dispatch(receiver)
     seen = delivery("acme#rs-3", endpoint)
-    pledge = PledgeRepository(first_store()).get("acme#rs-3")
+    pledge = PledgeRepository(AS_SYSTEM.store).get("acme#rs-3")
     assert pledge is not None
     ack_redeliver(
-        first_store(),
+        AS_SYSTEM.store,
         intent_id="acme#rs-3",
         seen=RedeliverSeen(seen.key, seen.attempts, str(seen.status), pledge.audit_seq),
         actor=staff_actor(),
@@ -109,17 +103,16 @@ def confirm_form(html: str) -> dict:
     return hidden | REASON
 
 
-def test_a_supervisor_previews_confirms_and_each_resend_keeps_its_id(outage, client):
+def test_a_supervisor_previews_confirms_and_each_resend_keeps_its_id(outage, supervisor_client):
     """The preview lists the two undelivered pledges (not the one delivered since) and
     says one was delivered since; the confirm makes both due now, one audited event each
     (with the reason and the bulk's id), the outcome of each shown; the next dispatch
     sends them with their same ``webhook-id``."""
     endpoint, receiver = outage
-    sign_in(client, "supervisor")
-    page = client.get(f"/acks/{endpoint.pk}/").content.decode()
+    page = supervisor_client.get(f"/acks/{endpoint.pk}/").content.decode()
     assert "Resend failed deliveries" in page
 
-    shown = preview(client, endpoint)
+    shown = preview(supervisor_client, endpoint)
     html = shown.content.decode()
 
     assert shown.status_code == 200
@@ -128,14 +121,14 @@ def test_a_supervisor_previews_confirms_and_each_resend_keeps_its_id(outage, cli
     assert "/pledges/acme/rs-3/" not in html
     assert redelivered_events("acme#rs-1") == []  # a preview writes nothing
 
-    done = client.post(f"/acks/{endpoint.pk}/resend/", confirm_form(html))
+    done = supervisor_client.post(f"/acks/{endpoint.pk}/resend/", confirm_form(html))
 
     result = done.content.decode()
     assert done.status_code == 200 and "2 of 2 resent" in result
     assert result.count('class="resend-resent"') == 2
     bulk_ids = set()
     for intent_id in ("acme#rs-1", "acme#rs-2"):
-        state = AckRepository(first_store()).get(intent_id)
+        state = AckRepository(AS_SYSTEM.store).get(intent_id)
         assert state is not None and state.due and (state.due_at or 0) <= clock.epoch()
         assert delivery(intent_id, endpoint).status == DeliveryStatus.PENDING
         [event] = redelivered_events(intent_id)
@@ -154,16 +147,15 @@ def test_a_supervisor_previews_confirms_and_each_resend_keeps_its_id(outage, cli
     )
 
 
-def test_a_confirm_replayed_resends_nothing_twice(outage, client):
+def test_a_confirm_replayed_resends_nothing_twice(outage, supervisor_client):
     """The same confirm posted twice (a double click, a second supervisor's identical
     preview): the second finds each delivery moved on since its preview and leaves it;
     one audited event per pledge in all."""
     endpoint, _ = outage
-    sign_in(client, "supervisor")
-    form = confirm_form(preview(client, endpoint).content.decode())
+    form = confirm_form(preview(supervisor_client, endpoint).content.decode())
 
-    first = client.post(f"/acks/{endpoint.pk}/resend/", form).content.decode()
-    second = client.post(f"/acks/{endpoint.pk}/resend/", form).content.decode()
+    first = supervisor_client.post(f"/acks/{endpoint.pk}/resend/", form).content.decode()
+    second = supervisor_client.post(f"/acks/{endpoint.pk}/resend/", form).content.decode()
 
     assert "2 of 2 resent" in first
     assert "0 of 2 resent" in second and second.count('class="resend-changed"') == 2
@@ -186,36 +178,34 @@ def test_only_supervisors_resend(outage, client):
     assert redelivered_events("acme#rs-1") == []
 
 
-def test_bad_input_answers_400_and_writes_nothing(outage, client):
+def test_bad_input_answers_400_and_writes_nothing(outage, supervisor_client):
     """No time, a tampered preview, another endpoint's preview, a missing reason: 400,
     a page that says why, nothing resent."""
     endpoint, _ = outage
     other = webhook_register(
         "acme", "https://other.example.org/h", events=("pledge.recorded",), actor=command_actor("t")
     )
-    sign_in(client, "supervisor")
     url = f"/acks/{endpoint.pk}/resend/"
-    form = confirm_form(preview(client, endpoint).content.decode())
+    form = confirm_form(preview(supervisor_client, endpoint).content.decode())
 
-    assert client.post(url, {"step": "preview", "since": "yesterday"}).status_code == 400
-    tampered = client.post(url, form | {"preview": form["preview"][:-2] + "xx"})
+    assert supervisor_client.post(url, {"step": "preview", "since": "yesterday"}).status_code == 400
+    tampered = supervisor_client.post(url, form | {"preview": form["preview"][:-2] + "xx"})
     assert tampered.status_code == 400 and "Not a preview of this page" in tampered.content.decode()
-    elsewhere = client.post(f"/acks/{other.pk}/resend/", form)
+    elsewhere = supervisor_client.post(f"/acks/{other.pk}/resend/", form)
     assert (
         elsewhere.status_code == 400
         and "Not a preview of this endpoint" in elsewhere.content.decode()
     )
-    assert client.post(url, form | {"reason_text": ""}).status_code == 400
-    assert client.post("/acks/999999/resend/", form).status_code == 404
+    assert supervisor_client.post(url, form | {"reason_text": ""}).status_code == 400
+    assert supervisor_client.post("/acks/999999/resend/", form).status_code == 404
     assert [redelivered_events(i) for i in ("acme#rs-1", "acme#rs-2")] == [[], []]
 
 
-def test_a_window_after_the_failures_previews_nothing(outage, client):
+def test_a_window_after_the_failures_previews_nothing(outage, supervisor_client):
     """Failures before the chosen time are not listed: nothing to resend."""
     endpoint, _ = outage
-    sign_in(client, "supervisor")
     ahead = (timezone.now() + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
-    html = client.post(
+    html = supervisor_client.post(
         f"/acks/{endpoint.pk}/resend/", {"step": "preview", "since": ahead}
     ).content.decode()
     assert "0 deliveries to resend" in html and "Nothing to resend" in html

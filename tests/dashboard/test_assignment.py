@@ -9,11 +9,8 @@ import re
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, repositories, sign_in, staff_user
+from tests.helpers import acting, audit_events, repositories, sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -78,11 +75,7 @@ def test_finance_staff_take_and_release_only_their_own(ddb, client):
     released = client.post(f"/cases/{case.case_id}/assign/", {**_form(case), "unassign": "on"})
     assert released.status_code == 302 and repositories().cases.get(case.case_id).assignee is None
     other = stuck_case("as-4")
-    other = case_assign(
-        store=first_store(),
-        case_id=other.case_id,
-        staff=StaffAction(actor=staff_actor("fay"), seen_version=other.version),
-    ).case
+    other = case_assign(**acting("fay").on(other)).case
     refused = client.post(f"/cases/{other.case_id}/assign/", {**_form(other), "unassign": "on"})
     assert refused.status_code == 403
     assert repositories().cases.get(other.case_id).assignee == "fay"
@@ -98,11 +91,7 @@ def test_finance_staff_take_and_release_only_their_own(ddb, client):
 def test_supervisor_releases_a_colleagues_case(ddb, client):
     """A supervisor may release a case someone else holds."""
     case = stuck_case("as-5")
-    case = case_assign(
-        store=first_store(),
-        case_id=case.case_id,
-        staff=StaffAction(actor=staff_actor("fay"), seen_version=case.version),
-    ).case
+    case = case_assign(**acting("fay").on(case)).case
     sign_in(client, "supervisor", username="boss")
     page = client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Release from fay" in page
@@ -116,16 +105,8 @@ def test_my_cases_lists_open_cases_assigned_to_me_in_every_queue(ddb, client):
     the navigation offers it to finance staff and supervisors."""
     mine = stuck_case("my-1")
     theirs = stuck_case("my-2")
-    case_assign(
-        store=first_store(),
-        case_id=mine.case_id,
-        staff=StaffAction(actor=staff_actor("ann"), seen_version=mine.version),
-    )
-    case_assign(
-        store=first_store(),
-        case_id=theirs.case_id,
-        staff=StaffAction(actor=staff_actor("fay"), seen_version=theirs.version),
-    )
+    case_assign(**acting("ann").on(mine))
+    case_assign(**acting("fay").on(theirs))
     sign_in(client, "finance_staff", username="ann")
     html = client.get("/queues/mine/").content.decode()
     assert re.findall(r'<td class="mono case-id"><a href="/cases/([^/]+)/">', html) == [
@@ -134,13 +115,12 @@ def test_my_cases_lists_open_cases_assigned_to_me_in_every_queue(ddb, client):
     assert 'href="/queues/mine/"' in html
 
 
-def test_auditor_is_offered_neither_assigned_to_me_nor_my_cases(ddb, client):
+def test_auditor_is_offered_neither_assigned_to_me_nor_my_cases(ddb, auditor_client):
     """Auditors are read-only: no "Assigned to me" filter, no "My cases" link, 403 on
     the list, and no assignment form on a case."""
     case = stuck_case("au-1")
-    sign_in(client, "auditor")
-    queue = client.get("/queues/stuck/").content.decode()
+    queue = auditor_client.get("/queues/stuck/").content.decode()
     assert "Assigned to me" not in queue and 'href="/queues/mine/"' not in queue
-    assert client.get("/queues/mine/").status_code == 403
-    page = client.get(f"/cases/{case.case_id}/").content.decode()
+    assert auditor_client.get("/queues/mine/").status_code == 403
+    page = auditor_client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Assign to me" not in page and 'name="assignee"' not in page

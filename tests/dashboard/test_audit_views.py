@@ -24,8 +24,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.background import export_request
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.tasks import audit_export_task
-from reconciliation.stores import first_store
-from tests.helpers import audit_events, audit_seed, pass_second_factor, staff_user
+from tests.helpers import AS_SYSTEM, audit_events, audit_seed, pass_second_factor, staff_user
 from tests.processes import celery_worker, wait_for
 
 # Views only: search, paging and export over both engines are tested in tests/reconciliation;
@@ -239,7 +238,7 @@ def test_progress_bar_polls_until_the_export_is_done(
     owner = as_user(client, "aud", "auditor")
     actor = Actor("aud", Role.AUDITOR, "aud@example.org")
     export_id = export_request(
-        filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor, store=first_store()
+        filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor, store=AS_SYSTEM.store
     )
     backend = audit_export_task.backend
     backend.store_result(export_id, {"rows": 1200, "percent": 40.0}, "PROGRESS")
@@ -251,7 +250,7 @@ def test_progress_bar_polls_until_the_export_is_done(
         assert 'value="40.0"' in html and "1200 events so far" in html
         from reconciliation.audit.export.background import export_run_requested
 
-        export_run_requested(export_id, store=first_store())
+        export_run_requested(export_id, store=AS_SYSTEM.store)
         done = owner.get(f"/audit/exports/{export_id}/", HTTP_HX_REQUEST="true").content
         assert b"hx-trigger" not in done
         assert f"/audit/exports/{export_id}/download".encode() in done
@@ -284,7 +283,7 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
         owner = as_user(client, "aud", "auditor")
         actor = Actor("aud", Role.AUDITOR, "aud@example.org")
         export_id = export_request(
-            filters=AuditFilters.build(**rng()), fmt="csv", actor=actor, store=first_store()
+            filters=AuditFilters.build(**rng()), fmt="csv", actor=actor, store=AS_SYSTEM.store
         )
         audit_export_task.apply_async(args=[export_id], task_id=export_id, queue=queue)
         states: list[str] = []
@@ -322,11 +321,11 @@ def test_my_exports_lists_your_own_background_exports_newest_first(ddb, client, 
 
     aud, other = (Actor(n, Role.AUDITOR, f"{n}@example.org") for n in ("aud", "aud2"))
     filters = AuditFilters.build(**rng())
-    first = export_request(filters=filters, fmt="csv", actor=aud, store=first_store())
-    export_run_requested(first, store=first_store())
+    first = export_request(filters=filters, fmt="csv", actor=aud, store=AS_SYSTEM.store)
+    export_run_requested(first, store=AS_SYSTEM.store)
     with clock.travel(5):
-        second = export_request(filters=filters, fmt="jsonl", actor=aud, store=first_store())
-        theirs = export_request(filters=filters, fmt="csv", actor=other, store=first_store())
+        second = export_request(filters=filters, fmt="jsonl", actor=aud, store=AS_SYSTEM.store)
+        theirs = export_request(filters=filters, fmt="csv", actor=other, store=AS_SYSTEM.store)
     with clock.travel(6):
         page = as_user(client, "aud", "auditor").get("/audit/exports/")
     html = page.content.decode()
@@ -378,8 +377,8 @@ def test_an_export_page_says_its_filters_in_words(ddb, client, settings, tmp_pat
 
     aud = Actor("aud", Role.AUDITOR, "aud@example.org")
     filters = AuditFilters.build(**rng(), action="case_opened")
-    export_id = export_request(filters=filters, fmt="csv", actor=aud, store=first_store())
-    export_run_requested(export_id, store=first_store())
+    export_id = export_request(filters=filters, fmt="csv", actor=aud, store=AS_SYSTEM.store)
+    export_run_requested(export_id, store=AS_SYSTEM.store)
     html = unescape(
         as_user(client, "aud", "auditor").get(f"/audit/exports/{export_id}/").content.decode()
     )
@@ -408,7 +407,7 @@ def _intent_events() -> None:
 
     for intent in ("acme#k-42", "beta#k-42", "acme#k-420"):
         audit_event_append(
-            first_store(),
+            AS_SYSTEM.store,
             stream=f"CLAIM#{intent}",
             event=AuditEvent(action=AuditAction.DRILL_RUN, actor=system_actor(), intent_id=intent),
         )
@@ -479,7 +478,7 @@ def test_rows_say_what_changed(ddb, client, settings):
     settings.AUTO_RESOLVE_COMMITTED = False
     admin = staff_actor("root", "admin")
     staff_event_append(
-        first_store(),
+        AS_SYSTEM.store,
         username="ada",
         action=AuditAction.STAFF_ROLE_CHANGED,
         actor=admin,
@@ -531,7 +530,7 @@ def _checkpointed_trail() -> list[str]:
     from reconciliation.audit.checkpoints import audit_checkpoint
 
     seed(60)
-    written = audit_checkpoint(first_store())
+    written = audit_checkpoint(AS_SYSTEM.store)
     assert len(written) > 20
     return written
 
@@ -582,7 +581,7 @@ def test_case_id_and_actor_filters_ignore_letter_case(ddb, client):
     ada = Actor("Ada.Lovelace", Role.FINANCE_STAFF, "Ada@Example.org")
     case_id = "C-ABCDEFGHIJKLMNOP-eu-west-1"
     audit_event_append(
-        first_store(),
+        AS_SYSTEM.store,
         stream=f"CASE#{case_id}",
         event=AuditEvent(action=AuditAction.CASE_ASSIGNED, actor=ada, case_id=case_id),
     )

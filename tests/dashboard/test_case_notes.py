@@ -9,15 +9,21 @@ import pytest
 
 from dashboard.staff.models import Notification, NotificationKind
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import ActionResult, StaffAction
+from reconciliation.cases.actions import ActionResult
 from reconciliation.cases.changes import CaseChanged, CaseError, NotAllowed
 from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.notes import MAX_NOTE_LENGTH, case_note_add
 from reconciliation.casework.overrides import override_approve, override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, race, repositories, run_verify, sign_in, staff_user
+from tests.helpers import (
+    acting,
+    audit_events,
+    race,
+    repositories,
+    run_verify,
+    sign_in,
+    staff_user,
+)
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db]
@@ -102,12 +108,7 @@ def test_exactly_2000_characters_is_a_note(ddb):
     """The bound is inclusive: 2,000 characters are kept whole."""
     case = stuck_case("note-max")
     text = "y" * MAX_NOTE_LENGTH
-    case_note_add(
-        case_id=case.case_id,
-        text=text,
-        staff=StaffAction(actor=staff_actor("ann")),
-        store=first_store(),
-    )
+    case_note_add(text=text, **acting("ann").on(case, seen_version=None))
     assert [n["detail"]["note"] for n in _notes(ddb, case.case_id)] == [text]
 
 
@@ -123,10 +124,7 @@ def test_auditor_may_not_note(ddb, client):
     assert response.status_code == 403
     with pytest.raises(NotAllowed):
         case_note_add(
-            case_id=case.case_id,
-            text="I see a problem.",
-            staff=StaffAction(actor=staff_actor("aud", "auditor")),
-            store=first_store(),
+            text="I see a problem.", **acting("aud", "auditor").on(case, seen_version=None)
         )
     assert _notes(ddb, case.case_id) == []
 
@@ -156,34 +154,23 @@ def test_verify_audit_passes_with_notes_between_changes_and_after_resolution(ddb
     one on the resolved case: the override stays approvable (a note takes no version),
     every event chains, and ``verify_audit`` finds the case item in step with its
     stream."""
-    store = first_store()
-    ann, sue, sam = (
-        staff_actor("ann"),
-        staff_actor("sue", "supervisor"),
-        staff_actor("sam", "supervisor"),
-    )
+    ann, sue, sam = acting("ann"), acting("sue", "supervisor"), acting("sam", "supervisor")
     case = stuck_case("note-chain")
 
     def note(text: str, actor=ann) -> None:
-        case_note_add(case_id=case.case_id, text=text, staff=StaffAction(actor=actor), store=store)
+        case_note_add(text=text, **actor.on(case, seen_version=None))
 
     note("First look.")
-    assigned = case_assign(
-        case_id=case.case_id, staff=StaffAction(actor=ann, seen_version=case.version), store=store
-    )
+    assigned = case_assign(**ann.on(case))
     note("Taking it.")
     requested = override_request(
-        case_id=case.case_id,
         override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=ann, seen_version=assigned.case.version, **WHY),
-        store=store,
+        **ann.on(case, seen_version=assigned.case.version, **WHY),
     )
     note("@sue please approve.", sue)
     approved = override_approve(
-        case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=sam, **WHY),
-        store=store,
+        **sam.on(case, seen_version=None, **WHY),
     )
     assert approved.applied and approved.case.is_resolved
     note("Closed; donor told.")
@@ -203,24 +190,15 @@ def test_notes_racing_a_disposition_keep_one_chain(ddb):
     and appends after the winner (so at least two of three land: three tries each); the
     disposition lands or, if a note took its seq first, is refused as a changed case
     with nothing written; the stream and the case's stored head stay one chain."""
-    store = first_store()
     case = stuck_case("note-race")
 
     def note(n: int):
         return lambda: case_note_add(
-            case_id=case.case_id,
-            text=f"Note {n}.",
-            staff=StaffAction(actor=staff_actor(f"s{n}")),
-            store=store,
+            text=f"Note {n}.", **acting(f"s{n}").on(case, seen_version=None)
         )
 
     def dispose():
-        return case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.ESCALATE,
-            staff=StaffAction(actor=staff_actor("ann"), seen_version=case.version, **WHY),
-            store=store,
-        )
+        return case_dispose(disposition=Disposition.ESCALATE, **acting("ann").on(case, **WHY))
 
     *noted, disposed = race(note(1), note(2), note(3), dispose)
     landed = [f"Note {n}." for n, o in enumerate(noted, 1) if isinstance(o, ActionResult)]

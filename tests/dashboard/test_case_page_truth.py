@@ -12,15 +12,14 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.policy import allowed_actions
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.retries import retry_commit_run
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import every_store, home_store
 from tests.conftest import staff_actor
-from tests.helpers import repositories, sign_in, spend_token
+from tests.helpers import AS_SYSTEM, acting, repositories, spend_token
 from tests.reconciliation.factories import (
     ambiguous_case,
     crashed_claim,
@@ -48,15 +47,8 @@ def headline(html: str) -> str:
 
 def dispose(case, disposition: str, **extra):
     return case_dispose(
-        case_id=case.case_id,
         disposition=disposition,
-        staff=StaffAction(
-            actor=staff_actor(),
-            seen_version=case.version,
-            action_id=str(uuid.uuid4()),
-            **{**WHY, **extra},
-        ),
-        store=first_store(),
+        **acting().on(case, action_id=str(uuid.uuid4()), **{**WHY, **extra}),
     )
 
 
@@ -66,15 +58,14 @@ def queue_retry_without_running_it(monkeypatch, case):
     return dispose(case, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE").case
 
 
-def test_resolved_case_leads_with_the_resolution_and_gives_no_live_advice(ddb, client):
+def test_resolved_case_leads_with_the_resolution_and_gives_no_live_advice(ddb, staff_client):
     """A stuck case resolved by its background retry: the page leads with who resolved
     it, how and when; no red "no outcome recorded" banner, no "inside the window: retry"
     advice, no suggested next step."""
     case = stuck_case("truth-resolved-1")
     dispose(case, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE")  # tasks run inline
     assert repositories().cases.get(case.case_id).state == "RESOLVED"
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     head = headline(html)
     assert "Resolved" in head and "Retry the commit" in head
     assert "by <strong>system</strong>" in head and "<time" in head
@@ -86,14 +77,13 @@ def test_resolved_case_leads_with_the_resolution_and_gives_no_live_advice(ddb, c
     assert 'id="suggestion"' not in html
 
 
-def test_cancelled_case_banner_follows_a_recorded_pledge(ddb, client, settings):
+def test_cancelled_case_banner_follows_a_recorded_pledge(ddb, staff_client, settings):
     """The key came back with another body and the durable key refused it: the pledge of
     the first request is recorded, so the banner does not say "Nothing was written"; a
     cancelled case with no pledge still does."""
     settings.AUTO_RESOLVE_COMMITTED = False
     case = key_reuse_case(ddb, "truth-cancel-1")
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     head = headline(html)
     assert "is recorded</strong> for this intent" in html  # the evidence
     assert "Nothing was written" not in html
@@ -101,13 +91,13 @@ def test_cancelled_case_banner_follows_a_recorded_pledge(ddb, client, settings):
     # The pledge goes (voided by hand here): the banner follows the next read.
     repos = repositories()
     ddb.client.delete_item(TableName=ddb.tables.pledges, Key={"intent_id": {"S": case.intent_id}})
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     assert "Nothing was written" in headline(html)
     assert repos.pledges.get(case.intent_id) is None
 
 
 @pytest.mark.engines("dynamodb_local")  # a token mismatch needs the engine's token rules
-def test_token_mismatch_banner_follows_the_evidence(ddb, client):
+def test_token_mismatch_banner_follows_the_evidence(ddb, staff_client):
     """A late worker's commit met a spent token (TOKEN_MISMATCH), then the stuck case's
     retry recorded the pledge: the mismatch case's banner says the pledge is recorded,
     never "Nothing was written" beside evidence saying "A pledge is recorded"."""
@@ -123,34 +113,32 @@ def test_token_mismatch_banner_follows_the_evidence(ddb, client):
     spend_token(ddb, claim.request_token)
     late = intake.pledge_commit(repos, claim)
     assert late.kind == OutcomeKind.TOKEN_PARAMETER_MISMATCH
-    sign_in(client)
-    before = client.get(f"/cases/{late.case_id}/").content.decode()
+    before = staff_client.get(f"/cases/{late.case_id}/").content.decode()
     assert "Nothing was written" in headline(before)
     with travel(11 * 60):  # past the spent token's window: the retry is a new attempt
         dispose(repos.cases.get(stuck_id), "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE")
     assert repos.pledges.get(claim.intent_id) is not None
-    html = client.get(f"/cases/{late.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{late.case_id}/").content.decode()
     assert "is recorded</strong> for this intent" in html
     assert "Nothing was written" not in html
     assert "A pledge is recorded" in headline(html)
 
 
-def test_actions_offered_follow_the_evidence(ddb, client, settings):
+def test_actions_offered_follow_the_evidence(ddb, staff_client, settings):
     """No pledge: neither "Confirmed committed" nor "Void the pledge" is offered (the
     services refuse both). A committed pledge with its claim COMPLETED: "Release the
     claim" is not offered (refused: nothing to release)."""
     settings.AUTO_RESOLVE_COMMITTED = False
     stuck = stuck_case("truth-offer-1")
     committed = ambiguous_case("truth-offer-2")
-    sign_in(client)
-    html = client.get(f"/cases/{stuck.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{stuck.case_id}/").content.decode()
     assert radios(html, "disposition") == ["RETRY_COMMIT", "ESCALATE"]
     assert radios(html, "override") == ["RELEASE_CLAIM"]
-    html = client.get(f"/cases/{committed.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{committed.case_id}/").content.decode()
     assert radios(html, "disposition") == ["CONFIRMED_COMMITTED", "RETRY_COMMIT", "ESCALATE"]
     assert radios(html, "override") == ["VOID_PLEDGE"]
     # What is not offered is what the server refuses, in the same words.
-    refused = client.post(
+    refused = staff_client.post(
         f"/cases/{stuck.case_id}/dispose/",
         {
             "seen_version": stuck.version,
@@ -164,7 +152,9 @@ def test_actions_offered_follow_the_evidence(ddb, client, settings):
     assert "finds no pledge for this intent" in refused.content.decode()
 
 
-def test_unknown_evidence_is_said_and_the_server_accepted_actions_offered(ddb, client, monkeypatch):
+def test_unknown_evidence_is_said_and_the_server_accepted_actions_offered(
+    ddb, staff_client, monkeypatch
+):
     """The consistent reads fail: the page (and the evidence fragment) says the evidence
     is unknown, offers what the server would accept (it checks again), never a 500."""
     from dashboard.staff.views import cases as case_views
@@ -175,8 +165,7 @@ def test_unknown_evidence_is_said_and_the_server_accepted_actions_offered(ddb, c
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "GetItem")
 
     monkeypatch.setattr(case_views, "case_evidence", failing)
-    sign_in(client)
-    page = client.get(f"/cases/{case.case_id}/")
+    page = staff_client.get(f"/cases/{case.case_id}/")
     html = page.content.decode()
     assert page.status_code == 200
     assert "Evidence unknown" in html and "AccessDeniedException" in html
@@ -184,18 +173,17 @@ def test_unknown_evidence_is_said_and_the_server_accepted_actions_offered(ddb, c
     allowed = allowed_actions(case.case_type, case.state, staff_actor().role)
     assert radios(html, "disposition") + radios(html, "override") == allowed
     assert "could not be read" in html  # the suggestion says why it suggests nothing
-    fragment = client.get(f"/cases/{case.case_id}/evidence/", **HX)
+    fragment = staff_client.get(f"/cases/{case.case_id}/evidence/", **HX)
     assert fragment.status_code == 200 and "Evidence unknown" in fragment.content.decode()
 
 
-def test_case_page_polls_while_a_retry_runs_and_stops_when_it_ends(ddb, client, monkeypatch):
+def test_case_page_polls_while_a_retry_runs_and_stops_when_it_ends(ddb, staff_client, monkeypatch):
     """RETRY_COMMIT queued: the page carries a poller (every 2 s) that the server re-arms
     while the retry is in flight; once the task has run, the poll answers the whole fresh
     case (retargeted to #case), resolved, with no poller left."""
     case = stuck_case("truth-poll-1")
     queued = queue_retry_without_running_it(monkeypatch, case)
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     poller = re.search(r'<div id="case-live"[^>]*>', html)
     assert poller and 'hx-trigger="every 2s"' in poller.group(0)
     assert f'hx-get="/cases/{case.case_id}/"' in poller.group(0)
@@ -204,14 +192,14 @@ def test_case_page_polls_while_a_retry_runs_and_stops_when_it_ends(ddb, client, 
     with monkeypatch.context() as cheap:  # a poll while the retry runs reads the case only
         cheap.setattr(case_views, "case_evidence", lambda *a, **k: pytest.fail("evidence read"))
         cheap.setattr(case_views, "case_timeline", lambda *a, **k: pytest.fail("timeline read"))
-        again = client.get(f"/cases/{case.case_id}/", **POLL)
+        again = staff_client.get(f"/cases/{case.case_id}/", **POLL)
     body = again.content.decode()
     assert again.status_code == 200 and body.lstrip().startswith('<div id="case-live"')
     assert 'hx-trigger="every 2s"' in body and "HX-Retarget" not in again
     assert queued.state == "OPEN"
     assert 'id="suggestion"' not in html  # the poller says what to wait for
-    assert retry_commit_run(case.case_id, store=first_store()).kind == "committed"
-    done = client.get(f"/cases/{case.case_id}/", **POLL)
+    assert retry_commit_run(case.case_id, store=AS_SYSTEM.store).kind == "committed"
+    done = staff_client.get(f"/cases/{case.case_id}/", **POLL)
     body = done.content.decode()
     assert done["HX-Retarget"] == "#case" and done["HX-Reswap"] == "outerHTML"
     assert body.lstrip().startswith('<div id="case"')
@@ -222,34 +210,34 @@ def test_case_page_polls_while_a_retry_runs_and_stops_when_it_ends(ddb, client, 
     assert "The commit retry has ended: the case is resolved." in oob
 
 
-def test_queue_table_polls_while_a_listed_case_has_a_retry_in_flight(ddb, client, monkeypatch):
+def test_queue_table_polls_while_a_listed_case_has_a_retry_in_flight(
+    ddb, staff_client, monkeypatch
+):
     """The queue table reloads itself every 2 s while any case it lists has a retry in
     flight, and stops once none has."""
     case = stuck_case("truth-queue-1")
-    sign_in(client)
-    idle = client.get("/queues/stuck/").content.decode()
+    idle = staff_client.get("/queues/stuck/").content.decode()
     assert "every 2s" not in idle
     queue_retry_without_running_it(monkeypatch, case)
-    busy = client.get("/queues/stuck/").content.decode()
+    busy = staff_client.get("/queues/stuck/").content.decode()
     results = re.search(r'<section id="results"[^>]*>', busy)
     assert results and "every 2s" in results.group(0)
-    retry_commit_run(case.case_id, store=first_store())
-    assert "every 2s" not in client.get("/queues/stuck/", **HX).content.decode()
+    retry_commit_run(case.case_id, store=AS_SYSTEM.store)
+    assert "every 2s" not in staff_client.get("/queues/stuck/", **HX).content.decode()
 
 
-def test_suggestion_is_shown_and_accepting_prefills_the_form(ddb, client):
+def test_suggestion_is_shown_and_accepting_prefills_the_form(ddb, staff_client):
     """An open stuck case with no pledge inside its token window: the page suggests
     "Retry the commit" with its why; "Accept suggestion" answers the page with that
     choice checked and the reason pre-filled and editable; nothing is applied."""
     case = stuck_case("truth-suggest-1")
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     section = re.search(r'<section id="suggestion".*?</section>', html, re.S)
     assert section, "no suggestion shown"
     assert "No pledge exists and the attempt&#x27;s token window is open" in section.group(0)
     accept = f"/cases/{case.case_id}/?accept=RETRY_COMMIT"
     assert f'href="{accept}#act"' in section.group(0) and "Accept suggestion" in section.group(0)
-    accepted = client.get(accept, **HX).content.decode()
+    accepted = staff_client.get(accept, **HX).content.decode()
     assert re.search(r'value="RETRY_COMMIT"[^>]*checked', accepted)
     assert re.search(r'<option value="TRANSIENT_FAILURE" selected>', accepted)
     assert "finds no pledge for acme#truth-suggest-1" in accepted
@@ -257,50 +245,44 @@ def test_suggestion_is_shown_and_accepting_prefills_the_form(ddb, client):
     stored = repositories().cases.get(case.case_id)
     assert stored.version == case.version and stored.retry is None
     # A stale or foreign accept pre-fills nothing.
-    other = client.get(f"/cases/{case.case_id}/?accept=VOID_PLEDGE").content.decode()
+    other = staff_client.get(f"/cases/{case.case_id}/?accept=VOID_PLEDGE").content.decode()
     assert not re.search(r'value="VOID_PLEDGE"[^>]*checked', other)
 
 
-def test_auditor_sees_the_suggestion_without_a_button(ddb, client):
+def test_auditor_sees_the_suggestion_without_a_button(ddb, auditor_client):
     """Auditors read the suggested next step, but are offered no button to accept it."""
     case = stuck_case("truth-suggest-2")
-    sign_in(client, "auditor")
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = auditor_client.get(f"/cases/{case.case_id}/").content.decode()
     assert 'id="suggestion"' in html and "Retry the commit" in html
     assert "Accept suggestion" not in html
 
 
-def test_awaiting_approval_suggests_waiting_for_a_supervisor(ddb, client):
+def test_awaiting_approval_suggests_waiting_for_a_supervisor(ddb, staff_client):
     """An override request pending: the suggestion is to wait for a supervisor."""
     from reconciliation.casework.overrides import override_request
 
     case = stuck_case("truth-suggest-3")
-    override_request(
-        case_id=case.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(actor=staff_actor(), seen_version=case.version, action_id="r", **WHY),
-        store=first_store(),
-    )
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    override_request(override="RELEASE_CLAIM", **acting().on(case, action_id="r", **WHY))
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     section = re.search(r'<section id="suggestion".*?</section>', html, re.S)
     assert section and "waiting for a supervisor&#x27;s decision" in section.group(0).lower()
     assert "Accept suggestion" not in html
 
 
-def test_evidence_refresh_updates_banner_and_suggestion_out_of_band(ddb, client, settings):
+def test_evidence_refresh_updates_banner_and_suggestion_out_of_band(ddb, staff_client, settings):
     """Refreshing the evidence also refreshes the banner and the suggestion (out of band),
     so a fresh read never sits beside a stale verdict."""
     case = stuck_case("truth-refresh-1")
-    sign_in(client)
-    body = client.get(f"/cases/{case.case_id}/evidence/", **HX).content.decode()
+    body = staff_client.get(f"/cases/{case.case_id}/evidence/", **HX).content.decode()
     assert body.lstrip().startswith('<section id="evidence"')
     assert re.search(r'<section id="headline"[^>]*hx-swap-oob="true"', body)
     assert re.search(r'<section id="suggestion"[^>]*hx-swap-oob="true"', body)
     assert re.search(r'<section id="act"[^>]*hx-swap-oob="true"', body)
 
 
-def test_a_second_retry_is_neither_offered_nor_queued_while_one_runs(ddb, client, monkeypatch):
+def test_a_second_retry_is_neither_offered_nor_queued_while_one_runs(
+    ddb, staff_client, monkeypatch
+):
     """RETRY_COMMIT queued and not yet run: the page no longer offers "Retry the commit",
     and asking again (a second tab, a stale form) is refused with a clear message rather
     than queueing the same work twice; once the retry has run, the case is resolved."""
@@ -308,33 +290,31 @@ def test_a_second_retry_is_neither_offered_nor_queued_while_one_runs(ddb, client
 
     case = stuck_case("truth-second-retry")
     queued = queue_retry_without_running_it(monkeypatch, case)
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     assert 'value="RETRY_COMMIT"' not in html
     with pytest.raises(CaseError, match="has not finished yet"):
         dispose(queued, "RETRY_COMMIT", reason_code="TRANSIENT_FAILURE")
     assert repositories().cases.get(case.case_id).version == queued.version
-    assert retry_commit_run(case.case_id, store=first_store()).kind == "committed"
+    assert retry_commit_run(case.case_id, store=AS_SYSTEM.store).kind == "committed"
 
 
 def test_evidence_refresh_leaves_the_actions_card_alone_while_its_offer_holds(
-    ddb, client, monkeypatch
+    ddb, staff_client, monkeypatch
 ):
     """The page sends the key of the actions card it shows; while the fresh read offers
     the same actions on the same case version, the card is not swapped, so a reason
     being typed survives "Refresh evidence". When the offer changes (a retry was queued
     meanwhile, from another tab), the card is replaced."""
     case = stuck_case("truth-refresh-keep")
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     key = re.search(r'<input type="hidden" id="offer-key" name="offer" value="([^"]*)"', html)
     assert key and 'hx-include="#offer-key"' in html
-    same = client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
+    same = staff_client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
     body = same.content.decode()
     assert re.search(r'<section id="headline"[^>]*hx-swap-oob="true"', body)
     assert 'id="act"' not in body
     queue_retry_without_running_it(monkeypatch, case)
-    changed = client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
+    changed = staff_client.get(f"/cases/{case.case_id}/evidence/", {"offer": key.group(1)}, **HX)
     body = changed.content.decode()
     assert re.search(r'<section id="act"[^>]*hx-swap-oob="true"', body)
     assert 'value="RETRY_COMMIT"' not in body

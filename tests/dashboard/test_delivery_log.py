@@ -12,15 +12,15 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from dashboard.tenancy.delivery_log import delivery_attempts_prune
-from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded
 from dashboard.tenancy.models import DeliveryAttempt
 from dashboard.tenancy.tasks import delivery_attempts_prune_task
 from dashboard.tenancy.tenant_changes import webhook_register
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id
 from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import command_actor
-from reconciliation.stores import first_store
+from tests.dashboard.dispatch import dispatch_acks
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -33,13 +33,7 @@ def answer(target, *, headers, body, **kwargs) -> AttemptResult:
 
 
 def dispatch() -> None:
-    acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        on_attempt=attempt_recorded,
-    )
+    dispatch_acks(answer, on_attempt=attempt_recorded)
 
 
 def test_each_attempt_is_one_row_with_its_answer_and_duration(ddb):
@@ -91,7 +85,7 @@ def test_a_log_the_database_refuses_costs_no_delivery(ddb, monkeypatch):
     dispatch()
     dispatch()
 
-    state = AckRepository(first_store()).get("acme#log-2")
+    state = AckRepository(AS_SYSTEM.store).get("acme#log-2")
     assert state is not None and not state.due
     (delivery,) = state.deliveries.values()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERED, 1)

@@ -12,14 +12,14 @@ import time
 
 from dashboard.tenancy.management.commands.dispatch_acks import StopRequest
 from reconciliation.acks.shard_lease import ShardLeases
-from reconciliation.stores import first_store
+from tests.helpers import AS_SYSTEM
 
 
 def test_a_stop_asked_between_any_two_lines_of_the_poll_wait_ends_it_at_once():
     """The handler run at every line of the wait between passes (and of what it calls,
     as a signal may land there): the wait returns at once and the leases are closed;
     a handler taking a lock the wait holds (``threading.Event.set``) would hang here."""
-    leases = ShardLeases(first_store(), owner="a")
+    leases = ShardLeases(AS_SYSTEM.store, owner="a")
     stop = StopRequest([leases])
 
     def signal_at_every_line(frame, event, arg):

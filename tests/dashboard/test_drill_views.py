@@ -9,25 +9,26 @@ from tests.helpers import sign_in
 
 @pytest.mark.engines("dynamodb_local")
 @pytest.mark.django_db
-def test_supervisor_runs_the_drill_and_sees_its_table(ddb, client, celery_results_kept):
+def test_supervisor_runs_the_drill_and_sees_its_table(ddb, supervisor_client, celery_results_kept):
     """POST starts the drill (inline in tests); the page then shows every scenario passed,
     and no longer that it is running (a notice outside the polled report said so after
     the result was in)."""
-    sign_in(client, "supervisor")
-    page = client.get("/drill/")
+    page = supervisor_client.get("/drill/")
     assert page.status_code == 200 and b"No drill has run yet" in page.content
-    started = client.post("/drill/run")
+    started = supervisor_client.post("/drill/run")
     assert started.status_code == 302
-    page = client.get("/drill/")
+    page = supervisor_client.get("/drill/")
     body = page.content.decode()
     assert "1 first commit" in body and "every audit chain verifies" in body
     assert "FAIL" not in body and "passed" in body
     # Its result shown, nothing on the page says it is still running.
     assert "running" not in body.lower()
-    partial = client.get("/drill/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="drill-report")
+    partial = supervisor_client.get(
+        "/drill/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="drill-report"
+    )
     assert b'id="drill-report"' in partial.content and b"<html" not in partial.content
     # An htmx request that is not the report's own polling gets the whole page.
-    whole = client.get("/drill/", HTTP_HX_REQUEST="true")
+    whole = supervisor_client.get("/drill/", HTTP_HX_REQUEST="true")
     assert b"<html" in whole.content and b"Run the drill now" in whole.content
 
 

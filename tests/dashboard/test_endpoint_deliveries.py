@@ -12,13 +12,12 @@ import pytest
 from django.utils import timezone
 
 from dashboard.tenancy.delivery_log import ATTEMPT_CSV_COLUMNS, PAGE_SIZE
-from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded, endpoints_for
+from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded
 from dashboard.tenancy.models import DeliveryAttempt, WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_register
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, event_id
 from reconciliation.actors import command_actor
-from reconciliation.stores import first_store
+from tests.dashboard.dispatch import dispatch_acks
 from tests.helpers import audit_events, sign_in
 from tests.reconciliation.factories import submit
 
@@ -38,13 +37,7 @@ def register(host: str) -> WebhookEndpoint:
 
 
 def dispatch() -> None:
-    acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=answer,
-        on_attempt=attempt_recorded,
-    )
+    dispatch_acks(answer, on_attempt=attempt_recorded)
 
 
 def logged(endpoint: WebhookEndpoint, n: int, *, ok: bool = False) -> list[DeliveryAttempt]:
@@ -91,7 +84,7 @@ def test_the_page_lists_each_attempt_with_its_answer_and_links_the_pledge(ddb, c
     assert staff_page.count("Send again…") == 2 and "Resend failed deliveries" not in staff_page
 
 
-def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, client):
+def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, staff_client):
     """Outcome, client key and time narrow the list; an unknown outcome, a time window
     that ends before it starts, a cursor the page did not make and an unknown format
     answer 400; an unknown endpoint 404."""
@@ -99,16 +92,17 @@ def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, client):
     submit("fl-1")
     submit("fl-2")
     dispatch()
-    sign_in(client)
     base = f"/acks/{up.pk}/"
 
-    assert client.get(base + "?outcome=succeeded").content.decode().count('class="attempt"') == 2
-    failed = client.get(base + "?outcome=failed").content.decode()
+    assert (
+        staff_client.get(base + "?outcome=succeeded").content.decode().count('class="attempt"') == 2
+    )
+    failed = staff_client.get(base + "?outcome=failed").content.decode()
     assert "No attempt matches these filters" in failed
-    one = client.get(base + "?key=fl-2").content.decode()
+    one = staff_client.get(base + "?key=fl-2").content.decode()
     assert "/pledges/acme/fl-2/" in one and "/pledges/acme/fl-1/" not in one
     later = (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
-    assert "No attempt matches" in client.get(base + f"?since={later}").content.decode()
+    assert "No attempt matches" in staff_client.get(base + f"?since={later}").content.decode()
 
     for bad in (
         "?outcome=maybe",
@@ -116,25 +110,24 @@ def test_filters_narrow_the_attempts_and_a_bad_filter_answers_400(ddb, client):
         "?before=x.1",
         "?key=a%00b",
     ):
-        response = client.get(base + bad)
+        response = staff_client.get(base + bad)
         assert response.status_code == 400, bad
         assert 'class="attempt' not in response.content.decode()
-    assert client.get(base + "?format=xml").status_code == 400
-    assert client.get("/acks/999999/").status_code == 404
+    assert staff_client.get(base + "?format=xml").status_code == 400
+    assert staff_client.get("/acks/999999/").status_code == 404
 
 
-def test_pages_follow_one_another_without_gap_or_overlap(ddb, client):
+def test_pages_follow_one_another_without_gap_or_overlap(ddb, staff_client):
     """More attempts than a page: the first page holds the newest ``PAGE_SIZE`` and a
     "Load more" link; following it (as htmx does) gives the rest, and no further link."""
     endpoint = register("crm.example.org")
     rows = logged(endpoint, PAGE_SIZE + 7)
-    sign_in(client)
 
-    first = client.get(f"/acks/{endpoint.pk}/").content.decode()
+    first = staff_client.get(f"/acks/{endpoint.pk}/").content.decode()
     shown = [r.client_key for r in rows if f"/pledges/acme/{r.client_key}/" in first]
     assert shown == [r.client_key for r in rows[7:]]
     more_url = first.split('id="load-more"')[1].split('href="')[1].split('"')[0]
-    rest = client.get(more_url.replace("&amp;", "&"), HTTP_HX_REQUEST="true").content.decode()
+    rest = staff_client.get(more_url.replace("&amp;", "&"), HTTP_HX_REQUEST="true").content.decode()
 
     assert "<h1>" not in rest  # the rows alone, for the table
     assert [r.client_key for r in rows if f"/pledges/acme/{r.client_key}/" in rest] == [
@@ -173,16 +166,15 @@ def test_the_csv_holds_the_filtered_attempts_and_is_audited(ddb, client):
     assert event["detail"]["filters"] == {"outcome": "failed"}
 
 
-def test_the_pledge_page_lists_the_pledges_attempts(ddb, client):
+def test_the_pledge_page_lists_the_pledges_attempts(ddb, auditor_client):
     """A pledge sent to two endpoints: its page lists both attempts, each with its
     endpoint (linked to its Deliveries page) and answer; another pledge's are not there."""
     down, up = register("down.example.org"), register("crm.example.org")
     submit("pa-1")
     submit("pa-2")
     dispatch()
-    sign_in(client, "auditor")
 
-    html = client.get("/pledges/acme/pa-1/").content.decode()
+    html = auditor_client.get("/pledges/acme/pa-1/").content.decode()
     section = html.split('id="attempts-h"')[1]
 
     assert section.count('<tr class="attempt') == 2

@@ -10,19 +10,17 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from dashboard.tenancy.management.commands.dispatch_acks import endpoints_for
 from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import endpoints_watch, webhook_register
 from reconciliation import clock
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult
 from reconciliation.actors import system_actor
 from reconciliation.casework.hooks import disabled_endpoints_asked
 from reconciliation.casework.notifications import digest_send
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
+from tests.dashboard.dispatch import dispatch_acks
 from tests.dashboard.test_labels import signed_in, visible_text
-from tests.helpers import audit_events, staff_user
+from tests.helpers import AS_SYSTEM, audit_events, staff_user
 
 pytestmark = pytest.mark.django_db
 
@@ -33,12 +31,7 @@ def dispatch(codes: list[int]) -> dict[str, bool]:
     def send(*args, **kwargs) -> AttemptResult:
         return AttemptResult(codes.pop(0) if codes else 500)
 
-    report = acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=send,
-    )
+    report = dispatch_acks(send)
     endpoints_watch(report.answered, actor=system_actor())
     return report.answered
 
@@ -75,12 +68,7 @@ def test_a_day_of_failed_deliveries_disables_the_endpoint_and_the_overview_says_
     # Its deliveries wait: nothing more is sent to it.
     sent: list[int] = []
     with clock.travel(10 * 86400):
-        acks_dispatch_once(
-            first_store(),
-            endpoints_for=endpoints_for,
-            resolve=lambda host, port: ["93.184.216.34"],
-            sender=lambda *a, **k: sent.append(1) or AttemptResult(500),
-        )
+        dispatch_acks(lambda *a, **k: sent.append(1) or AttemptResult(500))
     assert sent == []
 
     for role in ("supervisor", "finance_staff"):
@@ -124,7 +112,7 @@ def test_the_supervisors_daily_email_lists_disabled_endpoints(ddb, settings):
     disable(older, days_ago=3, last_success_days_ago=5)
     disable(newer, days_ago=1, last_success_days_ago=None)
 
-    sent = digest_send(store=first_store())
+    sent = digest_send(store=AS_SYSTEM.store)
 
     [message] = mail.outbox
     assert message.subject.endswith(", 2 webhook endpoints disabled")
@@ -159,7 +147,7 @@ def test_a_failing_source_of_disabled_endpoints_costs_its_lines_not_the_email(dd
 
     disabled_endpoints_asked.connect(broken, dispatch_uid="test.broken")
     try:
-        digest_send(store=first_store())
+        digest_send(store=AS_SYSTEM.store)
     finally:
         disabled_endpoints_asked.disconnect(dispatch_uid="test.broken")
     [message] = mail.outbox

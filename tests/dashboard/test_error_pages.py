@@ -30,11 +30,10 @@ def in_layout(response) -> str:
     return html
 
 
-def test_404_in_layout_offers_overview_and_case_search(client):
+def test_404_in_layout_offers_overview_and_case_search(staff_client):
     """An unknown case address answers 404 in the layout, with the navigation, a link to
     the overview and the case search prefilled with what was typed."""
-    sign_in(client, "finance_staff")
-    response = client.get("/cases/NOPE-123/")
+    response = staff_client.get("/cases/NOPE-123/")
     assert response.status_code == 404
     html = in_layout(response)
     assert NAV in html and "Sign out" in html
@@ -116,10 +115,9 @@ def test_500_renders_when_the_template_context_is_broken(settings):
     assert '<a href="/">Go to the overview</a>' in html
 
 
-def test_400_in_layout(client):
+def test_400_in_layout(staff_client):
     """A malformed request answers 400 in the layout with a way back."""
-    sign_in(client, "finance_staff")
-    response = client.get("/suspicious/")
+    response = staff_client.get("/suspicious/")
     assert response.status_code == 400
     html = in_layout(response)
     assert NAV in html and "nothing was recorded" in html
@@ -159,12 +157,11 @@ def test_machine_paths_answer_json_never_html(method, path, status, code):
     assert body["error"] == code and body["correlation_id"] == response["X-Request-ID"]
 
 
-def test_a_refusal_is_one_log_line_without_a_traceback(client, caplog):
+def test_a_refusal_is_one_log_line_without_a_traceback(staff_client, caplog):
     """A 403 is an expected answer, not an error: one warning line naming the path and
     the account, never a stack trace (each refusal wrote two full tracebacks)."""
-    sign_in(client, "finance_staff")
     with caplog.at_level("INFO"):
-        response = client.get("/approvals/")
+        response = staff_client.get("/approvals/")
     assert response.status_code == 403
     lines = [r for r in caplog.records if "/approvals/" in r.getMessage()]
     assert len(lines) == 1, [r.getMessage() for r in lines]

@@ -12,7 +12,7 @@ import pytest
 
 from reconciliation.cases.counters import COUNTER_PREFIX, counter_key
 from reconciliation.cases.vocabulary import QUEUES
-from tests.helpers import audit_events, cases, sign_in
+from tests.helpers import audit_events, cases
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = pytest.mark.django_db
@@ -56,30 +56,28 @@ def counters_everywhere(ddb) -> None:
 
 
 @pytest.mark.parametrize("case_id", NOT_CASE_IDS, ids=range(len(NOT_CASE_IDS)))
-def test_ids_that_are_not_case_ids_answer_404_on_every_case_url(ddb, client, case_id):
+def test_ids_that_are_not_case_ids_answer_404_on_every_case_url(ddb, supervisor_client, case_id):
     """Queue counter items (sharded and the old unsharded one) and ids over DynamoDB's
     2,048-byte key limit: 404 on the page, its evidence and every action, never read as a
     case, and nothing written."""
     stuck_case("hi-1")
     counters_everywhere(ddb)
     before = (cases(ddb), audit_events(ddb))
-    sign_in(client, "supervisor")
     path = f"/cases/{quote(case_id, safe='')}/"
-    assert client.get(path).status_code == 404
-    assert client.get(path + "evidence/").status_code == 404
+    assert supervisor_client.get(path).status_code == 404
+    assert supervisor_client.get(path + "evidence/").status_code == 404
     for action in ACTIONS:
         for extra in ({}, {"HTTP_HX_REQUEST": "true"}):
-            response = client.post(path + f"{action}/", action_form(action), **extra)
+            response = supervisor_client.post(path + f"{action}/", action_form(action), **extra)
             assert response.status_code == 404, (action, response.status_code)
     assert (cases(ddb), audit_events(ddb)) == before
 
 
-def test_bulk_action_on_counter_items_and_oversized_ids_reports_no_such_case(ddb, client):
+def test_bulk_action_on_counter_items_and_oversized_ids_reports_no_such_case(ddb, staff_client):
     """Bulk preview and apply with counter ids and oversized ids among real cases: those
     rows say "No such case.", the real cases are handled, no 500."""
     real = stuck_case("hi-2")
     counters_everywhere(ddb)
-    sign_in(client)
     ids = [real.case_id, *NOT_CASE_IDS]
     for step in ("preview", "apply"):
         data = {
@@ -90,7 +88,7 @@ def test_bulk_action_on_counter_items_and_oversized_ids_reports_no_such_case(ddb
             "action_id": str(uuid.uuid4()),
             **WHY,
         }
-        response = client.post("/cases/bulk/", data, HTTP_HX_REQUEST="true")
+        response = staff_client.post("/cases/bulk/", data, HTTP_HX_REQUEST="true")
         body = response.content.decode()
         assert response.status_code == 200, body
         assert body.count("No such case.") == len(NOT_CASE_IDS)
@@ -99,11 +97,10 @@ def test_bulk_action_on_counter_items_and_oversized_ids_reports_no_such_case(ddb
 
 @pytest.mark.engines("moto")
 @pytest.mark.parametrize("value", ["1E-200", "1E+200", "1E-7", "0.001"])
-def test_queue_min_amount_out_of_range_is_the_forms_error(ddb, client, value):
+def test_queue_min_amount_out_of_range_is_the_forms_error(ddb, staff_client, value):
     """A minimum amount DynamoDB cannot hold (decimal underflow or overflow) or finer
     than a cent: 400 with the error beside the field; the page still renders."""
-    sign_in(client)
-    response = client.get("/queues/stuck/", {"min_amount": value})
+    response = staff_client.get("/queues/stuck/", {"min_amount": value})
     html = response.content.decode()
     assert response.status_code == 400
     field = re.search(r'<p class="filter-min_amount">(.*?)</p>', html, re.S)
@@ -121,18 +118,17 @@ def test_queue_min_amount_out_of_range_is_the_forms_error(ddb, client, value):
         {"since": "0001-01-03"},
     ],
 )
-def test_audit_dates_at_the_ends_of_the_calendar_are_form_errors(ddb, client, dates):
+def test_audit_dates_at_the_ends_of_the_calendar_are_form_errors(ddb, auditor_client, dates):
     """Year 1 (or 9999) in audit search, both exports and a background export: 400 with a
     clear message, no export started and no event written."""
-    sign_in(client, "auditor")
-    search = client.get("/audit/", dates)
+    search = auditor_client.get("/audit/", dates)
     assert search.status_code == 400
     assert "errorlist" in search.content.decode() or "range" in search.content.decode()
     for url in ("/audit/export.csv", "/audit/export.jsonl"):
-        response = client.get(url, dates)
+        response = auditor_client.get(url, dates)
         assert response.status_code == 400, url
         assert b"Invalid filters" in response.content
-    started = client.post("/audit/exports/", {**dates, "format": "csv"})
+    started = auditor_client.post("/audit/exports/", {**dates, "format": "csv"})
     assert started.status_code == 400
     assert b"Invalid export request" in started.content
     assert audit_events(ddb) == []

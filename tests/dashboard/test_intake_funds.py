@@ -21,39 +21,50 @@ def _register(tenant: str, code: str, currency: str, max_amount: str) -> None:
     call_command("add_fund", code, tenant=tenant, currency=currency, max_amount=max_amount)
 
 
-def test_unknown_fund_is_400_and_writes_nothing(ddb, api):
-    """A misspelt fund (``GENERLA``) is refused naming the registered funds: no claim, no
-    pledge, no ledger item, no audit event."""
-    response = api.post("typo-1", pledge_body(fund="GENERLA"))
+@pytest.mark.parametrize(
+    ("key", "change", "error", "fields"),
+    [
+        pytest.param(
+            "typo-1",
+            {"fund": "GENERLA"},
+            "unknown_fund",
+            {"fund": "GENERLA is not a registered fund (registered: GENERAL USD)"},
+            id="misspelt-fund",
+        ),
+        pytest.param(
+            "eur-1",
+            {"currency": "EUR"},
+            "unknown_fund",
+            {"fund": "GENERAL is not registered in EUR (registered in USD)"},
+            id="fund-in-another-currency",
+        ),
+        pytest.param(
+            "big-1",
+            {"amount": "99999999999.00"},
+            "amount_over_limit",
+            {"amount": "larger than the largest single amount of GENERAL in USD: 1000000.00"},
+            id="amount-over-the-limit",
+        ),
+    ],
+)
+def test_money_the_tenant_did_not_register_is_400_and_writes_nothing(
+    ddb, api, key, change, error, fields
+):
+    """Refused with its own code, saying what is registered, and nothing written (no
+    claim, no pledge, no ledger item, no audit event): a misspelt fund (``GENERLA``)
+    names the registered funds; GENERAL, registered in USD only, in EUR names the
+    currencies it is registered in; 99,999,999,999.00 USD is over GENERAL's largest
+    single amount (1,000,000)."""
+    response = api.post(key, pledge_body(**change))
     assert response.status_code == 400
     body = response.json()
-    assert body["error"] == "unknown_fund"
-    assert body["fields"] == {"fund": "GENERLA is not a registered fund (registered: GENERAL USD)"}
+    assert body["error"] == error
+    assert body["fields"] == fields
     assert nothing_written(ddb)
 
 
-def test_fund_registered_in_another_currency_is_unknown_in_this_one(ddb, api):
-    """GENERAL is registered in USD only: a GENERAL pledge in EUR is refused, and the
-    error says in which currencies GENERAL is registered."""
-    response = api.post("eur-1", pledge_body(currency="EUR"))
-    assert response.status_code == 400
-    assert response.json()["error"] == "unknown_fund"
-    assert response.json()["fields"] == {
-        "fund": "GENERAL is not registered in EUR (registered in USD)"
-    }
-    assert nothing_written(ddb)
-
-
-def test_amount_over_the_funds_limit_is_400_and_writes_nothing(ddb, api):
-    """99,999,999,999.00 USD to GENERAL (largest single amount 1,000,000) is refused with
-    its own code; exactly the limit is accepted."""
-    response = api.post("big-1", pledge_body(amount="99999999999.00"))
-    assert response.status_code == 400
-    assert response.json()["error"] == "amount_over_limit"
-    assert response.json()["fields"] == {
-        "amount": "larger than the largest single amount of GENERAL in USD: 1000000.00"
-    }
-    assert nothing_written(ddb)
+def test_exactly_the_funds_limit_is_accepted(ddb, api):
+    """1,000,000.00 USD, GENERAL's largest single amount, is accepted."""
     assert api.post("big-2", pledge_body(amount="1000000.00")).status_code == 201
 
 

@@ -17,9 +17,8 @@ from django.test import Client
 
 from reconciliation import clock
 from reconciliation.claims.request_log_buffer import request_log_flush
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
-from tests.helpers import scan_all, sign_in
+from tests.helpers import AS_SYSTEM, scan_all, sign_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 
@@ -132,7 +131,7 @@ def test_a_failing_log_write_never_changes_the_answer(ddb, api, caplog):
 
     created = api.post("log-fail", pledge_body())
     assert created.status_code == 201
-    _refuse_batch_writes(first_store().client)
+    _refuse_batch_writes(AS_SYSTEM.store.client)
     request_log_buffer._first_failure_logged.clear()
     counted = INTAKE_REQUEST_LOG_FAILED.labels("ResourceNotFoundException")
     before = counted._value.get()
@@ -160,7 +159,7 @@ def test_a_new_pledges_log_entry_is_an_item_of_its_commit(ddb, api):
     def seen(params, model, **_kwargs):
         sent.append((model.name, params))
 
-    first_store().client.meta.events.register("provide-client-params.dynamodb", seen)
+    AS_SYSTEM.store.client.meta.events.register("provide-client-params.dynamodb", seen)
     assert api.post("log-tx", pledge_body(donor_ref="D-TX")).status_code == 201
     [commit] = [p for name, p in sent if name == "TransactWriteItems"]
     tables = [next(iter(item.values()))["TableName"] for item in commit["TransactItems"]]

@@ -7,7 +7,6 @@ so may the collapsed "Technical detail" blocks kept for the expert."""
 from __future__ import annotations
 
 import re
-import uuid
 from html.parser import HTMLParser
 from zoneinfo import ZoneInfo
 
@@ -17,7 +16,6 @@ from django.test import Client
 from dashboard.templatetags import dashboard_format
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
@@ -35,9 +33,8 @@ from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import Code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
 from reconciliation.dynamo.errors import ErrorCode
-from reconciliation.stores import first_store
-from tests.conftest import pledge_body, staff_actor
-from tests.helpers import sign_in, spend_token
+from tests.conftest import pledge_body
+from tests.helpers import acting, client_as, sign_in, token_spent_elsewhere
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("dynamodb_local")]
@@ -118,63 +115,30 @@ def visible_text(html: str) -> str:
 
 def _reuse_foreign_token(ddb, key: str):
     """A TOKEN_MISMATCH case: the commit goes out under a token another transaction used."""
-    foreign = str(uuid.uuid4())
-    spend_token(ddb, foreign)
-
-    def reuse_token(params, **_kwargs):
-        if "ClientRequestToken" in params:
-            params["ClientRequestToken"] = foreign
-
-    event = "before-parameter-build.dynamodb.TransactWriteItems"
-    ddb.client.meta.events.register(event, reuse_token)
-    try:
-        outcome = submit(key)
-    finally:
-        ddb.client.meta.events.unregister(event, reuse_token)
-    return outcome.case_id
+    with token_spent_elsewhere(ddb):
+        return submit(key).case_id
 
 
 def seed_every_kind(ddb, settings) -> list[str]:
     """Cases of every type, and in every state, with retries, overrides and conflicts."""
     settings.AUTO_RESOLVE_COMMITTED = False
-    store = first_store()
-    ada = staff_actor("ada")
+    ada = acting("ada")
     ids = []
     open_stuck = stuck_case("lb-stuck")
     ids.append(open_stuck.case_id)
     escalated = stuck_case("lb-escalated")
-    case_dispose(
-        case_id=escalated.case_id,
-        disposition="ESCALATE",
-        staff=StaffAction(actor=ada, seen_version=escalated.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="ESCALATE", **ada.on(escalated, **WHY))
     ids.append(escalated.case_id)
     awaiting = stuck_case("lb-awaiting")
-    override_request(
-        case_id=awaiting.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(actor=ada, seen_version=awaiting.version, action_id="req", **WHY),
-        store=store,
-    )
+    override_request(override="RELEASE_CLAIM", **ada.on(awaiting, action_id="req", **WHY))
     ids.append(awaiting.case_id)
     retried = stuck_case("lb-retried")
-    case_dispose(
-        case_id=retried.case_id,
-        disposition="RETRY_COMMIT",
-        staff=StaffAction(actor=ada, seen_version=retried.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="RETRY_COMMIT", **ada.on(retried, **WHY))
     ids.append(retried.case_id)
     ambiguous = ambiguous_case("lb-ambiguous")
     ids.append(ambiguous.case_id)
     confirmed = ambiguous_case("lb-confirmed")
-    case_dispose(
-        case_id=confirmed.case_id,
-        disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(actor=ada, seen_version=confirmed.version, **WHY),
-        store=store,
-    )
+    case_dispose(disposition="CONFIRMED_COMMITTED", **ada.on(confirmed, **WHY))
     ids.append(confirmed.case_id)
     ids.append(key_reuse_case(ddb, "lb-reuse").case_id)
     ids.append(_reuse_foreign_token(ddb, "lb-token"))
@@ -203,9 +167,8 @@ def pages(case_ids: list[str]) -> list[str]:
 
 
 def signed_in(role: str) -> Client:
-    client = Client()
-    sign_in(client, role, username=f"lb-{role.split('_')[0]}")
-    return client
+    """``role``'s client, its user named as no code is (``lb-finance``)."""
+    return client_as(role, f"lb-{role.split('_')[0]}")
 
 
 def test_no_raw_code_or_microsecond_timestamp_reaches_a_page(ddb, settings):
@@ -267,7 +230,6 @@ def test_profile_time_zone_is_validated_saved_and_applied(client):
     """A zone the database does not know is refused (400, nothing saved); a known one is
     saved on the profile and every later page shows times in it."""
     from dashboard.accounts.models import StaffProfile
-    from tests.helpers import sign_in
 
     user = sign_in(client)
     for bad in ("Mars/Olympus_Mons", "", "x" * 5000, "../../etc/passwd"):

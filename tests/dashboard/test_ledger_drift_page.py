@@ -17,8 +17,9 @@ from reconciliation.cases.vocabulary import CaseState
 from reconciliation.casework.drift import ledger_drift_check
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import every_store, home_store
 from tests.dashboard.test_labels import CODE_RE, MICROSECONDS, signed_in, visible_text
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
@@ -76,7 +77,7 @@ def test_the_drift_page_shows_the_finding_in_words(duplicate_case, role):
 
 
 def _dispose(client: Client, case_id: str, disposition: str, reason: str):
-    case = CaseRepository(first_store()).get(case_id)
+    case = CaseRepository(AS_SYSTEM.store).get(case_id)
     assert case is not None
     return client.post(
         f"/cases/{case_id}/dispose/",
@@ -96,10 +97,10 @@ def test_staff_record_what_they_found_and_no_money_moves(duplicate_case):
     refused = _dispose(client, duplicate_case, "DRIFT_CORRECTED", "")
     assert refused.status_code == 400  # a reason is required
     assert _dispose(client, duplicate_case, "ESCALATE", "Two regions; ask.").status_code == 302
-    assert CaseRepository(first_store()).get(duplicate_case).state == CaseState.ESCALATED
+    assert CaseRepository(AS_SYSTEM.store).get(duplicate_case).state == CaseState.ESCALATED
     supervisor = signed_in("supervisor")
     done = _dispose(supervisor, duplicate_case, "DRIFT_CORRECTED", "Reversed by journal J-17.")
     assert done.status_code == 302
-    case = CaseRepository(first_store()).get(duplicate_case)
+    case = CaseRepository(AS_SYSTEM.store).get(duplicate_case)
     assert case.state == CaseState.RESOLVED and case.resolution.disposition == "DRIFT_CORRECTED"
     assert fund_total(every_store(), "GENERAL", "USD") == before

@@ -10,11 +10,8 @@ import io
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, sign_in
+from tests.helpers import acting, audit_events, sign_in
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -75,14 +72,13 @@ def test_worklist_csv_has_the_filtered_rows_formula_safe_and_audited(ddb, client
     }
 
 
-def test_queue_csv_keeps_the_queue_filters(ddb, client, cases):
+def test_queue_csv_keeps_the_queue_filters(ddb, auditor_client, cases):
     """A queue's CSV holds that queue's rows with the page's filters (here a minimum
     amount), and its event names the queue."""
     _, plain = cases
-    sign_in(client, "auditor")
-    rows, response = download(client, "/queues/stuck/?min_amount=460&format=csv")
+    rows, response = download(auditor_client, "/queues/stuck/?min_amount=460&format=csv")
     assert [r["case_id"] for r in rows] == [cases[0].case_id]
-    rows, response = download(client, "/queues/stuck/?sort=amount&format=csv")
+    rows, response = download(auditor_client, "/queues/stuck/?sort=amount&format=csv")
     assert [r["case_id"] for r in rows] == [plain.case_id, cases[0].case_id]
     assert rows[1]["client_key"] == "'" + FORMULA_KEY
     detail = export_event(ddb, response)["detail"]
@@ -93,33 +89,26 @@ def test_queue_csv_keeps_the_queue_filters(ddb, client, cases):
     )
 
 
-def test_case_search_csv_has_the_found_cases(ddb, client, cases):
+def test_case_search_csv_has_the_found_cases(ddb, supervisor_client, cases):
     """Case search's CSV holds what the search found (by donor ref here), audited."""
     risky, _ = cases
-    sign_in(client, "supervisor")
-    rows, response = download(client, f"/cases/?q={DONOR}&format=csv")
+    rows, response = download(supervisor_client, f"/cases/?q={DONOR}&format=csv")
     assert [r["case_id"] for r in rows] == [risky.case_id]
     assert rows[0]["client_key"] == "'" + FORMULA_KEY
     detail = export_event(ddb, response)["detail"]
     assert (detail["list"], detail["filters"]) == ("search", {"q": DONOR})
 
 
-def test_resolved_csv_has_who_resolved_and_how(ddb, client):
+def test_resolved_csv_has_who_resolved_and_how(ddb, staff_client):
     """The resolved history's CSV lists the resolved case with who and how, audited."""
     case = ambiguous_case("csv-resolved", donor_ref="D-9")
     case_dispose(
-        case_id=case.case_id,
         disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("bob"),
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
-            seen_version=case.version,
+        **acting("bob").on(
+            case, reason_code="EVIDENCE_CONFIRMS", reason_text="The pledge read back is there."
         ),
-        store=first_store(),
     )
-    sign_in(client)
-    rows, response = download(client, "/queues/resolved/?resolved_by=bob&format=csv")
+    rows, response = download(staff_client, "/queues/resolved/?resolved_by=bob&format=csv")
     assert [(r["case_id"], r["resolved_by"], r["donor_ref"]) for r in rows] == [
         (case.case_id, "bob", "D-9")
     ]
@@ -137,20 +126,18 @@ def test_resolved_csv_has_who_resolved_and_how(ddb, client):
         "/cases/?q=a%0Ab&format=csv",
     ],
 )
-def test_bad_filters_on_a_csv_are_a_message_and_no_export(ddb, client, url):
+def test_bad_filters_on_a_csv_are_a_message_and_no_export(ddb, staff_client, url):
     """A bad filter or format on a list's CSV is a 400 that says what is wrong, and no
     export event is written."""
-    sign_in(client)
-    response = client.get(url)
+    response = staff_client.get(url)
     assert response.status_code == 400
     assert response.content.decode().strip()
     assert audit_events(ddb, "EXPORT#") == []
 
 
-def test_each_list_page_links_its_csv_with_its_filters(ddb, client, cases):
+def test_each_list_page_links_its_csv_with_its_filters(ddb, staff_client, cases):
     """The worklist and a queue page link their CSV with the filters in force."""
-    sign_in(client)
-    worklist = client.get("/worklist/?currency=GBP").content.decode()
+    worklist = staff_client.get("/worklist/?currency=GBP").content.decode()
     assert 'href="/worklist/?currency=GBP&amp;format=csv">CSV</a>' in worklist
-    queue = client.get("/queues/stuck/?min_amount=10").content.decode()
+    queue = staff_client.get("/queues/stuck/?min_amount=10").content.decode()
     assert 'href="/queues/stuck/?min_amount=10&amp;format=csv">CSV</a>' in queue

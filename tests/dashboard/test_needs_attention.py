@@ -8,12 +8,9 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.overrides import override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import overview_get, sign_in
+from tests.helpers import AS_SYSTEM, acting, overview_get, sign_in
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
@@ -27,7 +24,7 @@ def attention_block(html: str) -> str:
 
 
 @pytest.mark.engines("moto")
-def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, settings):
+def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, supervisor_client, settings):
     """A stuck case open 3 h is past a 2 h SLA and linked with the queue page narrowed to
     it; a fresh one is not named; the waiting override request is named and linked."""
     settings.QUEUE_SLA_HOURS = "stuck=2"
@@ -36,19 +33,15 @@ def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, se
     fresh = stuck_case("na-new")
     asked = stuck_case("na-ask")
     override_request(
-        case_id=asked.case_id,
         override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
+        **acting("ada").on(
+            asked,
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client wants to retry.",
-            seen_version=asked.version,
             action_id="na",
         ),
-        store=first_store(),
     )
-    sign_in(client, "supervisor")
-    page = overview_get(client)
+    page = overview_get(supervisor_client)
     assert page.status_code == 200
     block = attention_block(page.content.decode())
     assert "Needs attention" in block and 'class="card attention needs"' in page.content.decode()
@@ -64,16 +57,15 @@ def test_overview_highlights_waiting_requests_and_cases_past_sla(ddb, client, se
     assert f'href="/cases/{old.case_id}/"' in block and "(open 3 h" in block
     assert fresh.case_id not in block
     # The htmx refresh carries the block too.
-    fragment = client.get("/", HTTP_HX_REQUEST="true").content.decode()
+    fragment = supervisor_client.get("/", HTTP_HX_REQUEST="true").content.decode()
     assert "Needs attention" in attention_block(fragment)
 
 
 @pytest.mark.engines("moto")
-def test_overview_says_nothing_needs_attention(ddb, client):
+def test_overview_says_nothing_needs_attention(ddb, staff_client):
     """With nothing waiting and nothing past SLA the block says so, without a warning."""
     stuck_case("na-fresh")
-    sign_in(client, "finance_staff")
-    html = overview_get(client).content.decode()
+    html = overview_get(staff_client).content.decode()
     block = attention_block(html)
     assert "Nothing: no override request is waiting" in block
     assert 'class="card attention"' in html
@@ -87,7 +79,7 @@ def test_overview_reads_stay_bounded_with_many_cases_past_sla(ddb, client, setti
     with clock.travel(-2 * HOUR):
         opened = [stuck_case(f"na-many-{n}") for n in range(6)]
     calls = []
-    client_ddb = first_store().client
+    client_ddb = AS_SYSTEM.store.client
     original = client_ddb.query
 
     def counting(**kwargs):
@@ -107,15 +99,14 @@ def test_overview_reads_stay_bounded_with_many_cases_past_sla(ddb, client, setti
 
 
 @pytest.mark.engines("moto")
-def test_queue_page_marks_rows_past_sla(ddb, client, settings):
+def test_queue_page_marks_rows_past_sla(ddb, staff_client, settings):
     """On the queue page the row of a case open longer than the queue's SLA is marked,
     a younger one is not."""
     settings.QUEUE_SLA_HOURS = "stuck=2"
     with clock.travel(-3 * HOUR):
         old = stuck_case("na-q-old")
     fresh = stuck_case("na-q-new")
-    sign_in(client, "finance_staff")
-    html = client.get("/queues/stuck/").content.decode()
+    html = staff_client.get("/queues/stuck/").content.decode()
     rows = {
         case_id: row
         for row in re.findall(r"<tr[^>]*>.*?</tr>", html, re.S)

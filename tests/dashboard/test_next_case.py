@@ -7,11 +7,8 @@ from __future__ import annotations
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import repositories, sign_in
+from tests.helpers import acting, repositories, sign_in
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -38,11 +35,7 @@ def test_records_then_opens_the_next_case_nobody_else_has(ddb, client):
     with clock.travel(-2 * 3600):
         taken = stuck_case("nx-2")
     third = stuck_case("nx-3")
-    case_assign(
-        case_id=taken.case_id,
-        staff=StaffAction(actor=staff_actor("bob"), seen_version=taken.version),
-        store=first_store(),
-    )
+    case_assign(**acting("bob").on(taken))
     sign_in(client, "finance_staff", username="ann")
     page = client.get(f"/cases/{first.case_id}/").content.decode()
     assert 'name="then_next" value="STUCK_PENDING"' in page

@@ -16,11 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from dashboard.staff.models import Notification, NotificationKind
 from reconciliation import clock
 from reconciliation.audit.models import AuditAction
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request, overrides_expire
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import pass_second_factor, repositories, sign_in, staff_user
+from tests.helpers import AS_SYSTEM, acting, pass_second_factor, repositories, sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 # The dashboard's edge; the services' engine semantics are tested in tests/reconciliation.
@@ -40,12 +37,7 @@ def _told() -> list[tuple[str, str, str, str, str]]:
 def _requested(key: str, by: str = "ann", role: str = "finance_staff"):
     case = stuck_case(key)
     return override_request(
-        case_id=case.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor(by, role), seen_version=case.version, action_id=f"req-{key}", **NOTE
-        ),
-        store=first_store(),
+        override="RELEASE_CLAIM", **acting(by, role).on(case, action_id=f"req-{key}", **NOTE)
     ).case
 
 
@@ -118,7 +110,7 @@ def test_expiry_tells_the_requester(ddb, settings):
     staff_user("ann", "finance_staff")
     case = _requested("nt-expire")
     with clock.travel(settings.OVERRIDE_TTL_S + 5):
-        assert overrides_expire(store=first_store()) == [case.case_id]
+        assert overrides_expire(store=AS_SYSTEM.store) == [case.case_id]
     assert _told() == [
         (
             "ann",
@@ -277,7 +269,7 @@ def test_an_expired_request_is_no_longer_new_to_any_supervisor(ddb, client, sett
     sky = staff_user("sky", "supervisor")
     case = _request_by_page(client, "nt-settle-expire")
     with clock.travel(settings.OVERRIDE_TTL_S + 5):
-        assert overrides_expire(store=first_store()) == [case.case_id]
+        assert overrides_expire(store=AS_SYSTEM.store) == [case.case_id]
     new, page = _shown_new(client, sky)
     assert not new and "Decided since: override request expired by system." in page
 

@@ -8,12 +8,9 @@ import re
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_timeline, recent_audit_events
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import overview_get, sign_in
+from tests.helpers import AS_SYSTEM, acting, overview_get, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]
@@ -22,15 +19,14 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.mark.engines("moto")
-def test_overview_page_and_fragment(ddb, client):
+def test_overview_page_and_fragment(ddb, supervisor_client):
     """Counts and oldest case per queue, the ageing chart as SVG bars with the numbers
     beside them, and the latest events; htmx gets the #overview fragment."""
     with clock.travel(-2 * 3600):
         old = stuck_case("ov-1")
     stuck_case("ov-2")
     key_reuse_case(ddb, "ov-3")
-    sign_in(client, "supervisor")  # finance staff would see only their own events
-    page = overview_get(client)
+    page = overview_get(supervisor_client)
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
     assert "HX-Request" in page["Vary"]
@@ -45,7 +41,7 @@ def test_overview_page_and_fragment(ddb, client):
     )
     assert "style=" not in html  # the CSP forbids inline styles: bars are SVG attributes
     assert "Latest audit events" in html and "Case opened" in html
-    fragment = client.get("/", **HX).content.decode()
+    fragment = supervisor_client.get("/", **HX).content.decode()
     assert fragment.lstrip().startswith('<div id="overview"') and "<html" not in fragment
 
 
@@ -55,16 +51,13 @@ def test_overview_lists_pending_override_requests(ddb, client):
     link goes to the approvals page for supervisors, to the queue for others."""
     case = stuck_case("ov-4")
     override_request(
-        case_id=case.case_id,
         override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
+        **acting("ada").on(
+            case,
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client wants to retry.",
-            seen_version=case.version,
             action_id="r",
         ),
-        store=first_store(),
     )
     sign_in(client, "supervisor")
     html = overview_get(client).content.decode()
@@ -84,18 +77,18 @@ def test_recent_audit_events_newest_first_across_two_days(ddb):
         stuck_case("ov-yesterday")
     for n in range(3):
         stuck_case(f"ov-today-{n}")
-    events = recent_audit_events(limit=50, stores=[first_store()])
+    events = recent_audit_events(limit=50, stores=[AS_SYSTEM.store])
     stamps = [e["at"] for e in events]
     assert stamps == sorted(stamps, reverse=True)
     assert any(e.get("intent_id") == "acme#ov-yesterday" for e in events)
-    assert len(recent_audit_events(limit=2, stores=[first_store()])) == 2
-    assert recent_audit_events(limit=2, stores=[first_store()])[0]["at"] == stamps[0]
+    assert len(recent_audit_events(limit=2, stores=[AS_SYSTEM.store])) == 2
+    assert recent_audit_events(limit=2, stores=[AS_SYSTEM.store])[0]["at"] == stamps[0]
 
 
 def test_case_timeline_is_the_case_stream(ddb):
     """The timeline selector returns the case's own stream in seq order."""
     case = stuck_case("ov-5")
-    events = case_timeline(case.case_id, store=first_store())
+    events = case_timeline(case.case_id, store=AS_SYSTEM.store)
     assert [e["seq"] for e in events] == [1]
     assert events[0]["action"] == "case_opened" and events[0]["stream"] == f"CASE#{case.case_id}"
 
@@ -131,10 +124,10 @@ def test_empty_queues_cost_no_query(ddb, monkeypatch):
             return _real(self, queue, *args, **kwargs)
 
         monkeypatch.setattr(CaseRepository, method, spy)
-    counts = queue_counts(store=first_store())
+    counts = queue_counts(store=AS_SYSTEM.store)
     oldest, ageing = (
-        queue_oldest(counts, store=first_store()),
-        queue_ageing(counts, store=first_store()),
+        queue_oldest(counts, store=AS_SYSTEM.store),
+        queue_ageing(counts, store=AS_SYSTEM.store),
     )
     assert set(asked) == {"STUCK_PENDING"}
     assert oldest["STUCK_PENDING"] is not None and oldest["ESCALATED"] is None
@@ -154,16 +147,8 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
 
     mine, theirs = stuck_case("ov-vis-1"), stuck_case("ov-vis-2")
     if role != "auditor":  # auditors take no action, so have no events of their own
-        case_assign(
-            case_id=mine.case_id,
-            staff=StaffAction(actor=staff_actor("viewer", role), seen_version=1),
-            store=first_store(),
-        )
-    case_assign(
-        case_id=theirs.case_id,
-        staff=StaffAction(actor=staff_actor("ben"), seen_version=1),
-        store=first_store(),
-    )
+        case_assign(**acting("viewer", role).on(mine, seen_version=1))
+    case_assign(**acting("ben").on(theirs, seen_version=1))
     sign_in(client, role, username="viewer")
     html = overview_get(client).content.decode()
     events = html[html.index('<table class="events">') :]
@@ -174,17 +159,16 @@ def test_overview_events_follow_the_audit_page_visibility_rule(ddb, client, role
     assert ("Your own actions only." in html) is not sees_others
 
 
-def test_head_is_answered_like_get_and_pages_name_their_icon(ddb, client):
+def test_head_is_answered_like_get_and_pages_name_their_icon(ddb, staff_client):
     """HEAD / answers 200 as GET does (monitors and link checkers ask with HEAD; a 405
     reads as the site being down), and every page links the site icon."""
-    sign_in(client, "finance_staff")
-    assert client.head("/").status_code == 200
-    page = client.get("/").content.decode()
+    assert staff_client.head("/").status_code == 200
+    page = staff_client.get("/").content.decode()
     assert re.search(r'<link rel="icon" href="/static/favicon[^"]*\.svg"', page)
 
 
 @pytest.mark.engines("moto")
-def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
+def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, supervisor_client):
     """A quiet trail's signed checkpoints (14-20 of the 20 latest events on a fresh
     install) are one row per run ("12 signed checkpoints, from – to"), so the events
     people made stay in view."""
@@ -195,7 +179,7 @@ def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
     def checkpoints(n: int) -> None:
         for _ in range(n):
             audit_event_append(
-                first_store(),
+                AS_SYSTEM.store,
                 stream=SYSTEM_STREAM,
                 event=AuditEvent(action=AuditAction.AUDIT_CHECKPOINT, actor=system_actor()),
             )
@@ -207,8 +191,7 @@ def test_consecutive_checkpoints_are_one_row_on_the_overview(ddb, client):
     with clock.travel(-3600):
         stuck_case("ov-cp-2")
         checkpoints(25)
-    sign_in(client, "supervisor")
-    html = overview_get(client).content.decode()
+    html = overview_get(supervisor_client).content.decode()
     events = html[html.index('<table class="events">') :]
     rows = re.findall(r"<tr[ >].*?</tr>", events[events.index("<tbody>") :], re.S)
     assert "Signed checkpoint" not in events
@@ -233,16 +216,17 @@ class _Asks:
 
 
 @pytest.mark.engines("moto")
-def test_overview_without_a_summary_shows_the_counters_and_asks_once(ddb, client, monkeypatch):
+def test_overview_without_a_summary_shows_the_counters_and_asks_once(
+    ddb, supervisor_client, monkeypatch
+):
     """A new install's overview, before any worker kept a summary, shows the live counts
     and amounts, says the oldest, ageing, attention and events are being computed, and
     queues one recomputation however many views find none."""
     asks = _Asks(monkeypatch)
     stuck_case("ov-new-1")
     stuck_case("ov-new-2")
-    sign_in(client, "supervisor")
     for _ in range(3):
-        html = client.get("/").content.decode()
+        html = supervisor_client.get("/").content.decode()
         row = re.search(
             r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html
         )
@@ -254,7 +238,9 @@ def test_overview_without_a_summary_shows_the_counters_and_asks_once(ddb, client
 
 
 @pytest.mark.engines("moto")
-def test_a_stale_summary_is_shown_with_its_age_and_asked_for_once(ddb, client, monkeypatch):
+def test_a_stale_summary_is_shown_with_its_age_and_asked_for_once(
+    ddb, supervisor_client, monkeypatch
+):
     """A summary a worker kept 3 minutes ago, older than the 30 s it stays fresh, is
     shown as it is, "as of 3 min ago", marked as being brought up to date; the views
     that find it stale queue one recomputation between them."""
@@ -265,9 +251,8 @@ def test_a_stale_summary_is_shown_with_its_age_and_asked_for_once(ddb, client, m
         old = stuck_case("ov-stale-1")
         overview_summary_refresh(stores=every_store())
     asks = _Asks(monkeypatch)
-    sign_in(client, "supervisor")
     for _ in range(3):
-        html = client.get("/").content.decode()
+        html = supervisor_client.get("/").content.decode()
         age = html[html.index('class="muted summary-age"') :]
         assert re.match(r'class="muted summary-age">[^<]* as of <time [^>]*>3 min ago</time>', age)
         assert "being brought up to date" in age

@@ -13,19 +13,13 @@ from django.core.management import call_command
 from django.test import Client
 
 from dashboard.accounts.models import StaffSession
-from tests.helpers import audit_events, pass_second_factor, sign_in_form, staff_user
+from tests.helpers import audit_events, form_signed_in, pass_second_factor, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
 PASSWORD = "correct-horse-battery-9"
 NEW = "staple-lantern-orbit-42"
 URL = "/accounts/profile/password/"
-
-
-def _signed_in(name: str, address: str = "10.4.4.1") -> Client:
-    client = Client()
-    assert sign_in_form(client, name, PASSWORD, address=address).status_code == 302
-    return client
 
 
 def _gone(client: Client) -> bool:
@@ -52,7 +46,7 @@ def ada():
 
 def test_the_profile_offers_a_password_change(ddb, ada):
     """The profile page has the form: current password, the new one twice."""
-    page = _signed_in("ada").get("/accounts/profile/")
+    page = form_signed_in("ada", PASSWORD, address="10.4.4.1").get("/accounts/profile/")
     html = page.content.decode()
     assert f'action="{URL}"' in html
     for name in ("current_password", "new_password1", "new_password2"):
@@ -73,8 +67,8 @@ def test_a_refused_change_changes_nothing(ddb, ada, form, says):
     """A wrong current password, two different new ones, or a new one Django's validators
     refuse: 400 saying why, the password, the sessions, the trail and the mailbox as
     they were."""
-    other = _signed_in("ada", "10.4.4.2")
-    mine = _signed_in("ada")
+    other = form_signed_in("ada", PASSWORD, address="10.4.4.2")
+    mine = form_signed_in("ada", PASSWORD, address="10.4.4.1")
     refused = mine.post(URL, form)
     assert refused.status_code == 400
     assert says in refused.content.decode()
@@ -86,7 +80,7 @@ def test_a_refused_change_changes_nothing(ddb, ada, form, says):
 def test_a_wrong_current_password_counts_toward_the_lockout(ddb, ada, settings):
     """The form cannot be used to guess the password: past the limit even the right
     current password is refused."""
-    mine = _signed_in("ada")
+    mine = form_signed_in("ada", PASSWORD, address="10.4.4.1")
     for _ in range(settings.AXES_FAILURE_LIMIT):
         assert mine.post(URL, _form("wrong-password-1", NEW)).status_code == 400
     refused = mine.post(URL, _form(PASSWORD, NEW))
@@ -99,8 +93,8 @@ def test_changing_ones_password_is_audited_ends_the_others_and_is_mailed(ddb, ad
     session stays, every other session of the account ends, a staff_password_set event
     (by the owner, how many ended; no password) is on the stream, and the account is
     told by e-mail."""
-    other = _signed_in("ada", "10.4.4.2")
-    mine = _signed_in("ada")
+    other = form_signed_in("ada", PASSWORD, address="10.4.4.2")
+    mine = form_signed_in("ada", PASSWORD, address="10.4.4.1")
     done = mine.post(URL, _form(PASSWORD, NEW), REMOTE_ADDR="10.4.4.1")
     assert done.status_code == 200, done.content.decode()
     assert "Your password is changed" in done.content.decode()
@@ -128,7 +122,7 @@ def test_changing_ones_password_is_audited_ends_the_others_and_is_mailed(ddb, ad
 def test_a_password_set_in_the_admin_ends_the_accounts_sessions_and_is_mailed(ddb, ada):
     """A superuser sets a colleague's password in the administration screen: every
     session of the colleague ends, the event says so, and the colleague is e-mailed."""
-    colleague = _signed_in("ada", "10.4.4.2")
+    colleague = form_signed_in("ada", PASSWORD, address="10.4.4.2")
     root = staff_user("root", "supervisor", email="root@example.org")
     root.is_superuser = root.is_staff = True
     root.save()
@@ -156,7 +150,7 @@ def test_changepassword_is_audited_and_ends_every_session(ddb, ada, monkeypatch)
     of the account ended, and the account e-mailed."""
     from django.contrib.auth.management.commands import changepassword
 
-    session = _signed_in("ada")
+    session = form_signed_in("ada", PASSWORD, address="10.4.4.1")
     monkeypatch.setattr(changepassword.getpass, "getpass", lambda prompt="": NEW)
     call_command("changepassword", "ada")
     assert User.objects.get(username="ada").check_password(NEW)

@@ -11,8 +11,7 @@ import pytest
 from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, Endpoint, event_id, secret_new
 from reconciliation.acks.repository import AckRepository
-from reconciliation.stores import first_store
-from tests.helpers import sign_in
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -27,26 +26,25 @@ def answer(target, *, headers, body, **kwargs) -> AttemptResult:
 
 def dispatch() -> None:
     acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [FAILING, WORKING],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=answer,
     )
 
 
-def test_each_delivery_shows_its_status_answer_next_attempt_id_and_signature(ddb, client):
+def test_each_delivery_shows_its_status_answer_next_attempt_id_and_signature(ddb, auditor_client):
     """One endpoint answered 503 (waiting, a next attempt), one 200 (delivered, none):
     both with the labels, the answer, the id the receiver deduplicates on, and the
     signature header of the last attempt, as stored with the attempt."""
     submit("dl-1")
     dispatch()
-    stored = AckRepository(first_store()).get("acme#dl-1")
+    stored = AckRepository(AS_SYSTEM.store).get("acme#dl-1")
     assert stored is not None
     signatures = {d.endpoint_id: d.last_signature for d in stored.deliveries.values()}
     assert all(s.startswith("v1,") for s in signatures.values()), signatures
 
-    sign_in(client, "auditor")
-    html = client.get("/pledges/acme/dl-1/").content.decode()
+    html = auditor_client.get("/pledges/acme/dl-1/").content.decode()
     section = html.split('id="deliveries"', 1)[1].split("</section>", 1)[0]
     assert section.count('class="delivery"') == 2
     failing, working = section.split('class="delivery"')[1:]
@@ -63,9 +61,8 @@ def test_each_delivery_shows_its_status_answer_next_attempt_id_and_signature(ddb
     assert "PENDING" not in html and "DELIVERED" not in html
 
 
-def test_a_pledge_not_yet_dispatched_says_its_acknowledgement_is_due(ddb, client):
+def test_a_pledge_not_yet_dispatched_says_its_acknowledgement_is_due(ddb, staff_client):
     """Recorded, no dispatcher pass yet: due, no attempt (never invented rows)."""
     submit("dl-2")
-    sign_in(client)
-    html = client.get("/pledges/acme/dl-2/").content.decode()
+    html = staff_client.get("/pledges/acme/dl-2/").content.decode()
     assert "no attempt made yet" in html and 'class="delivery"' not in html

@@ -29,27 +29,25 @@ def pledge_url(key: str, tenant: str = "acme") -> str:
     return f"/pledges/{tenant}/{quote(key, safe='')}/"
 
 
-def test_a_clean_pledge_is_found_by_its_key_and_donor_ref(ddb, client, tenant_known):
+def test_a_clean_pledge_is_found_by_its_key_and_donor_ref(ddb, staff_client, tenant_known):
     """A pledge answered 201, with no case, is found by its key, by ``tenant#key`` and by
     its donor ref in another letter case, each row linking to its page (before: "No case
     has that id…")."""
     assert submit("clean-201", donor_ref="SYN-2653567").kind == OutcomeKind.CREATED
-    sign_in(client)
     for typed in ("clean-201", "acme%23clean-201", "syn-2653567", "SYN-2653567"):
-        html = client.get(f"/cases/?q={typed}").content.decode()
+        html = staff_client.get(f"/cases/?q={typed}").content.decode()
         assert html.count('href="/pledges/acme/clean-201/"') == 1, typed
-    by_key = client.get("/cases/?q=clean-201").content.decode()
+    by_key = staff_client.get("/cases/?q=clean-201").content.decode()
     assert "matched by client&#x27;s idempotency key" in by_key
-    assert "matched by donor ref" in client.get("/cases/?q=syn-2653567").content.decode()
+    assert "matched by donor ref" in staff_client.get("/cases/?q=syn-2653567").content.decode()
 
 
-def test_a_recorded_pledge_page_shows_claim_pledge_ledger_cases_and_events(ddb, client):
+def test_a_recorded_pledge_page_shows_claim_pledge_ledger_cases_and_events(ddb, auditor_client):
     """An ambiguous write that did commit: the page shows the pledge (amount with
     currency, fund, donor ref, status, time), the completed claim with its labels, the
     ledger shard's totals, the case (linked) and the pledge's audit receipt."""
     case = ambiguous_case("page-amb", donor_ref="D-PAGE", amount="42.50", fund="GENERAL")
-    sign_in(client, "auditor")
-    page = client.get(pledge_url("page-amb"))
+    page = auditor_client.get(pledge_url("page-amb"))
     html = page.content.decode()
     assert page.status_code == 200
     for shown in (
@@ -68,12 +66,11 @@ def test_a_recorded_pledge_page_shows_claim_pledge_ledger_cases_and_events(ddb, 
     assert "No events in the pledge" not in html  # its receipt is listed
 
 
-def test_a_stuck_key_has_a_page_without_a_pledge(ddb, client):
+def test_a_stuck_key_has_a_page_without_a_pledge(ddb, staff_client):
     """A crashed write: a pending claim, no pledge, nothing on the ledger, its stuck
     case linked."""
     case = stuck_case("page-stuck")
-    sign_in(client)
-    html = client.get(pledge_url("page-stuck")).content.decode()
+    html = staff_client.get(pledge_url("page-stuck")).content.decode()
     assert "No pledge is recorded for this key" in html
     assert "Pending" in html and "Nothing was added to the ledger" in html
     assert "Lease ends" in html  # a pending claim's expiry is its lease
@@ -104,30 +101,28 @@ def test_no_role_no_page(ddb, client):
     assert client.get(pledge_url("page-norole")).status_code == 403
 
 
-def test_a_key_with_slashes_and_marks_round_trips_percent_encoded(ddb, client, tenant_known):
+def test_a_key_with_slashes_and_marks_round_trips_percent_encoded(ddb, staff_client, tenant_known):
     """A key holding ``/``, ``#``, ``?``, ``%`` and a space reaches its own page from the
     search's link, and the key is shown in ``<code>``."""
     key = "order/7 #?%x"
     assert submit(key).kind == OutcomeKind.CREATED
-    sign_in(client)
-    html = client.get("/cases/?" + f"q={quote(key, safe='')}").content.decode()
+    html = staff_client.get("/cases/?" + f"q={quote(key, safe='')}").content.decode()
     import re
 
     [href] = re.findall(r'href="(/pledges/acme/[^"]+)"', html)
-    page = client.get(href)
+    page = staff_client.get(href)
     assert page.status_code == 200
     assert "<code>order/7 #?%x</code>" in page.content.decode()
 
 
-def test_the_case_page_links_to_the_pledge_page(ddb, client):
+def test_the_case_page_links_to_the_pledge_page(ddb, staff_client):
     """The case page's summary links its key's pledge page."""
     case = stuck_case("page-link")
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     assert 'href="/pledges/acme/page-link/"' in html
 
 
-def test_the_page_and_the_search_never_scan(ddb, client, tenant_known, monkeypatch):
+def test_the_page_and_the_search_never_scan(ddb, staff_client, tenant_known, monkeypatch):
     """Every read of the page and of the search is a GetItem, BatchGetItem or Query."""
     import botocore.client
 
@@ -140,15 +135,14 @@ def test_the_page_and_the_search_never_scan(ddb, client, tenant_known, monkeypat
         return real(self, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", spy)
-    sign_in(client)
-    assert client.get(pledge_url("page-noscan")).status_code == 200
-    assert client.get("/cases/?q=d-noscan").status_code == 200
-    assert client.get("/cases/?q=page-noscan").status_code == 200
+    assert staff_client.get(pledge_url("page-noscan")).status_code == 200
+    assert staff_client.get("/cases/?q=d-noscan").status_code == 200
+    assert staff_client.get("/cases/?q=page-noscan").status_code == 200
     assert calls and "Scan" not in calls
     assert set(calls) <= {"GetItem", "Query", "BatchGetItem"}, set(calls)
 
 
-def test_backfill_gives_older_pledges_their_donor_key(ddb, client, tenant_known):
+def test_backfill_gives_older_pledges_their_donor_key(ddb, staff_client, tenant_known):
     """A pledge written before ``donor_key`` is not found by its donor ref; after
     ``backfill_cases`` it is, in any letter case, and a second run changes nothing."""
     from io import StringIO
@@ -161,13 +155,12 @@ def test_backfill_gives_older_pledges_their_donor_key(ddb, client, tenant_known)
         Key={"intent_id": {"S": "acme#old-pledge"}},
         UpdateExpression="REMOVE donor_key",
     )
-    sign_in(client)
     link = 'href="/pledges/acme/old-pledge/"'
-    assert link not in client.get("/cases/?q=old-donor-7").content.decode()
+    assert link not in staff_client.get("/cases/?q=old-donor-7").content.decode()
     out = StringIO()
     call_command("backfill_cases", stdout=out)
     assert "1 given a donor key" in out.getvalue()
-    assert link in client.get("/cases/?q=old-donor-7").content.decode()
+    assert link in staff_client.get("/cases/?q=old-donor-7").content.decode()
     again = StringIO()
     call_command("backfill_cases", stdout=again)
     assert "0 given a donor key" in again.getvalue()
@@ -196,23 +189,22 @@ def as_a_browser_resolves(base: str, href: str) -> str:
 
 
 @pytest.mark.parametrize("key", ["../k", ".", "..", "a/../b", "./x", "%2e%2e"])
-def test_a_key_of_dot_segments_links_to_its_own_page(ddb, client, tenant_known, key):
+def test_a_key_of_dot_segments_links_to_its_own_page(ddb, staff_client, tenant_known, key):
     """The search's link for a key made of ``.``, ``..`` and ``/`` lands, once a browser
     has resolved it, on the page of that very key (before: ``/pledges/acme/../k/`` went to
     ``/pledges/k/``), and that page answers 200 showing the key."""
     from urllib.parse import urlsplit
 
     assert submit(key).kind == OutcomeKind.CREATED
-    sign_in(client)
     search = f"http://testserver/cases/?q={quote(key, safe='')}"
-    html = client.get(search).content.decode()
+    html = staff_client.get(search).content.decode()
     import html as html_lib
     import re
 
     [href] = re.findall(r'href="(/pledges/[^"]+)"', html)
     landed = as_a_browser_resolves(search, html_lib.unescape(href))
     parts = urlsplit(landed)
-    page = client.get(parts.path + (f"?{parts.query}" if parts.query else ""))
+    page = staff_client.get(parts.path + (f"?{parts.query}" if parts.query else ""))
     assert page.status_code == 200, landed
     assert f"<code>{html_lib.escape(key)}</code>" in page.content.decode()
 

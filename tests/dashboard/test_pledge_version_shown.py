@@ -21,13 +21,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
 SHOWN = f'<code title="{escape(FIRST.summary)}">{FIRST.name}</code>'
 
 
-def test_the_case_page_shows_the_claims_request_version(ddb, client):
+def test_the_case_page_shows_the_claims_request_version(ddb, staff_client):
     """A case opened for a claim stored under the first version names it beside the
     request; the case record keeps it (``case.request.pledge_version``)."""
     case = stuck_case("ver-case")
     assert case.request.pledge_version == FIRST.name
-    sign_in(client)
-    html = client.get(f"/cases/{case.case_id}/").content.decode()
+    html = staff_client.get(f"/cases/{case.case_id}/").content.decode()
     assert "<dt>Request version</dt>" in html and SHOWN in html
     assert "stored before versions" not in html
 
@@ -41,15 +40,14 @@ def test_a_case_of_a_claim_stored_under_a_later_version_names_that_version(ddb, 
     assert f'<code title="{escape(LATER.summary)}">{LATER.name}</code>' in html
 
 
-def test_the_pledge_page_shows_the_version_of_pledge_and_claim(ddb, client):
+def test_the_pledge_page_shows_the_version_of_pledge_and_claim(ddb, staff_client):
     submit("ver-page")
-    sign_in(client)
-    html = client.get(f"/pledges/acme/{quote('ver-page')}/").content.decode()
+    html = staff_client.get(f"/pledges/acme/{quote('ver-page')}/").content.decode()
     assert html.count("<dt>Request version</dt>") == 2  # the pledge's and the claim's
     assert html.count(SHOWN) == 2
 
 
-def test_records_stored_before_versions_read_as_the_first_version(ddb, client):
+def test_records_stored_before_versions_read_as_the_first_version(ddb, staff_client):
     """A claim and a pledge without ``pledge_version`` show the first version, marked as
     read rather than stored."""
     submit("ver-old")
@@ -63,13 +61,12 @@ def test_records_stored_before_versions_read_as_the_first_version(ddb, client):
         Key={"intent_id": {"S": intent_id_for("acme", "ver-old")}},
         UpdateExpression="REMOVE pledge_version",
     )
-    sign_in(client)
-    html = client.get("/pledges/acme/ver-old/").content.decode()
+    html = staff_client.get("/pledges/acme/ver-old/").content.decode()
     assert html.count("stored before versions: the first") == 2
     assert html.count(SHOWN) == 2
 
 
-def test_the_drill_records_and_shows_the_version_it_sent(ddb, client):
+def test_the_drill_records_and_shows_the_version_it_sent(ddb, supervisor_client):
     """The drill's record names the version its requests were sent under, as its first
     commit's claim and pledge stored it; the Drill page shows it."""
     from reconciliation.ops.drill import drill_last, drill_run
@@ -81,6 +78,5 @@ def test_the_drill_records_and_shows_the_version_it_sent(ddb, client):
     [first] = [r for r in last["rows"] if r["scenario"] == "1 first commit"]
     assert first["status"] == "pass"
     assert f"store version {FIRST.name} and {FIRST.name}" in first["observed"]
-    sign_in(client, "supervisor")
-    html = client.get("/drill/").content.decode()
+    html = supervisor_client.get("/drill/").content.decode()
     assert "request version" in html and SHOWN in html

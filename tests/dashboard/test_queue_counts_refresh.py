@@ -10,11 +10,8 @@ import re
 
 import pytest
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import sign_in
+from tests.helpers import acting
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -23,25 +20,17 @@ REFRESH = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TRIGGER": "results"}
 FILTER = {"HTTP_HX_REQUEST": "true"}
 
 
-def test_table_reload_carries_the_counts(ddb, client):
+def test_table_reload_carries_the_counts(ddb, staff_client):
     """After a case left the queue, the table's own reload shows the new open count,
     amount at risk and tab counts in an out-of-band ``#queue-counts``."""
     stuck_case("cr-1", amount="20.00")
     gone = stuck_case("cr-2", amount="500.00")
-    sign_in(client)
-    assert "Stuck claims: 2 open" in client.get("/queues/stuck/").content.decode()
+    assert "Stuck claims: 2 open" in staff_client.get("/queues/stuck/").content.decode()
     case_dispose(
-        case_id=gone.case_id,
         disposition="ESCALATE",
-        staff=StaffAction(
-            actor=staff_actor(),
-            seen_version=gone.version,
-            reason_code="NEEDS_REVIEW",
-            reason_text="A closer look.",
-        ),
-        store=first_store(),
+        **acting().on(gone, reason_code="NEEDS_REVIEW", reason_text="A closer look."),
     )
-    body = client.get("/queues/stuck/", **REFRESH).content.decode()
+    body = staff_client.get("/queues/stuck/", **REFRESH).content.decode()
     assert body.lstrip().startswith('<section id="results"')
     counts = re.search(r'<div id="queue-counts" hx-swap-oob="true">.*?</nav>', body, re.S)
     assert counts, body
@@ -50,11 +39,10 @@ def test_table_reload_carries_the_counts(ddb, client):
     assert "Stuck claims 1" in text and "Escalated 1" in text
 
 
-def test_filtering_reads_no_counter(ddb, client):
+def test_filtering_reads_no_counter(ddb, staff_client):
     """A filter or sort (the form or a header asked, not the table) moves no case: the
     fragment is the table alone, with no counts."""
     stuck_case("cr-3")
-    sign_in(client)
-    body = client.get("/queues/stuck/?sort=amount", **FILTER).content.decode()
+    body = staff_client.get("/queues/stuck/?sort=amount", **FILTER).content.decode()
     assert body.lstrip().startswith('<section id="results"')
     assert "queue-counts" not in body and "hx-swap-oob" not in body

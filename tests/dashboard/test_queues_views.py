@@ -10,11 +10,8 @@ import uuid
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, repositories, shown_intents, sign_in
+from tests.helpers import acting, audit_events, repositories, shown_intents, sign_in
 from tests.reconciliation.factories import key_reuse_case, stuck_case
 
 # Views only: the services' engine semantics are tested on both engines in tests/reconciliation.
@@ -29,74 +26,69 @@ def shown(html: str) -> list[str]:
     return shown_intents(html)
 
 
-def test_queue_page_full_and_fragment(ddb, client):
+def test_queue_page_full_and_fragment(ddb, staff_client):
     """The full page has tabs with counts, filters and the table; htmx gets the
     #results fragment only; the answer varies on HX-Request."""
     stuck_case("q-1", fund="BUILDING")
     stuck_case("q-2")
-    sign_in(client)
-    page = client.get("/queues/stuck/")
+    page = staff_client.get("/queues/stuck/")
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
     assert 'aria-current="page">Stuck claims <span class="badge">2</span>' in html
     assert 'action="/queues/stuck/"' in html and 'hx-push-url="true"' in html
     assert shown(html) == ["acme#q-1", "acme#q-2"]
     assert "HX-Request" in page["Vary"]
-    fragment = client.get("/queues/stuck/", **HX).content.decode()
+    fragment = staff_client.get("/queues/stuck/", **HX).content.decode()
     assert fragment.lstrip().startswith('<section id="results"')
     assert "<html" not in fragment and 'class="tabs"' not in fragment
     assert shown(fragment) == ["acme#q-1", "acme#q-2"]
 
 
-def test_every_tab_renders(ddb, client):
+def test_every_tab_renders(ddb, auditor_client):
     """Each of the six queue slugs has a page; an unknown slug is 404."""
-    sign_in(client, "auditor")
     for slug in ("stuck", "ambiguous", "cancelled", "mismatch", "escalated", "approval"):
-        response = client.get(f"/queues/{slug}/")
+        response = auditor_client.get(f"/queues/{slug}/")
         assert response.status_code == 200, slug
         assert "No open cases match" in response.content.decode()
-    assert client.get("/queues/nope/").status_code == 404
+    assert auditor_client.get("/queues/nope/").status_code == 404
 
 
-def test_filters_fund_amount_age_narrow_the_table(ddb, client):
+def test_filters_fund_amount_age_narrow_the_table(ddb, staff_client):
     """Fund, minimum amount and minimum age filter the table; the filter values stay in
     the form and in the tab links so the page can be shared."""
     with clock.travel(-5 * 3600):
         stuck_case("q-old", amount="500.00")
     stuck_case("q-new", fund="BUILDING", amount="10.00")
     stuck_case("q-mid", amount="75.00")
-    sign_in(client)
-    assert shown(client.get("/queues/stuck/?fund=building", **HX).content.decode()) == [
+    assert shown(staff_client.get("/queues/stuck/?fund=building", **HX).content.decode()) == [
         "acme#q-new"
     ]
-    big = client.get("/queues/stuck/?min_amount=50").content.decode()
+    big = staff_client.get("/queues/stuck/?min_amount=50").content.decode()
     assert shown(big) == ["acme#q-old", "acme#q-mid"]
     assert 'value="50"' in big and 'href="/queues/ambiguous/?min_amount=50"' in big
-    old = client.get("/queues/stuck/?min_age_h=4", **HX).content.decode()
+    old = staff_client.get("/queues/stuck/?min_age_h=4", **HX).content.decode()
     assert shown(old) == ["acme#q-old"]
 
 
-def test_invalid_filters_are_400_with_field_errors(ddb, client):
+def test_invalid_filters_are_400_with_field_errors(ddb, staff_client):
     """A malformed filter answers 400 and names the field, as a page and a fragment."""
-    sign_in(client)
-    page = client.get("/queues/stuck/?min_amount=lots")
+    page = staff_client.get("/queues/stuck/?min_amount=lots")
     assert page.status_code == 400
     assert "a non-negative number" in page.content.decode()
-    fragment = client.get("/queues/stuck/?min_age_h=-3", **HX)
+    fragment = staff_client.get("/queues/stuck/?min_age_h=-3", **HX)
     assert fragment.status_code == 400
     assert "Check the highlighted filters" in fragment.content.decode()
 
 
-def test_search_by_intent_id_finds_cases_in_any_queue(ddb, client):
+def test_search_by_intent_id_finds_cases_in_any_queue(ddb, staff_client):
     """Searching tenant#key lists every case of that intent, whatever queue it is in;
     a bare key without the tenant is refused with a hint."""
     case = key_reuse_case(ddb, "q-search")
     stuck_case("q-other")
-    sign_in(client)
-    html = client.get("/queues/stuck/?q=acme%23q-search", **HX).content.decode()
+    html = staff_client.get("/queues/stuck/?q=acme%23q-search", **HX).content.decode()
     assert shown(html) == ["acme#q-search"]
     assert f"/cases/{case.case_id}/" in html and "in any queue or state: 1 found" in html
-    bare = client.get("/queues/stuck/?q=q-search")
+    bare = staff_client.get("/queues/stuck/?q=q-search")
     assert bare.status_code == 400
     assert "tenant#key" in bare.content.decode()
 
@@ -105,18 +97,14 @@ def test_assigned_to_me(ddb, client):
     """ "Assigned to me" keeps only the signed-in user's cases."""
     mine = stuck_case("q-mine")
     stuck_case("q-theirs")
-    case_assign(
-        case_id=mine.case_id,
-        staff=StaffAction(actor=staff_actor("ada"), seen_version=1, action_id="a"),
-        store=first_store(),
-    )
+    case_assign(**acting("ada").on(mine, seen_version=1, action_id="a"))
     sign_in(client, username="ada")
     html = client.get("/queues/stuck/?mine=on", **HX).content.decode()
     assert shown(html) == ["acme#q-mine"]
     assert client.get("/queues/stuck/?mine=on").content.decode().count("checked") >= 1
 
 
-def test_load_more_follows_the_opaque_cursor(ddb, client, monkeypatch):
+def test_load_more_follows_the_opaque_cursor(ddb, staff_client, monkeypatch):
     """With more cases than a page, "Load more" carries the cursor: htmx gets the next
     rows and the next button only; without htmx the link is a full page of the next
     rows. A tampered cursor is refused."""
@@ -125,33 +113,31 @@ def test_load_more_follows_the_opaque_cursor(ddb, client, monkeypatch):
     monkeypatch.setattr(queues, "PAGE_SIZE", 2)
     for n in range(5):
         stuck_case(f"q-page-{n}")
-    sign_in(client)
-    first = client.get("/queues/stuck/").content.decode()
+    first = staff_client.get("/queues/stuck/").content.decode()
     assert shown(first) == ["acme#q-page-0", "acme#q-page-1"]
     href = re.search(r'<a class="button" href="([^"]+)" hx-get="\1"', first).group(1)
     href = href.replace("&amp;", "&")
     assert "cursor=" in href
-    more = client.get(href, **HX).content.decode()
+    more = staff_client.get(href, **HX).content.decode()
     assert more.lstrip().startswith("<tr>") and 'id="results"' not in more
     assert shown(more) == ["acme#q-page-2", "acme#q-page-3"]
     assert 'id="load-more"' in more
-    plain = client.get(href).content.decode()
+    plain = staff_client.get(href).content.decode()
     assert "<!doctype html>" in plain and "back to the first" in plain
     assert 'aria-current="page">Stuck claims <span class="badge">5</span>' in plain
     assert shown(plain) == ["acme#q-page-2", "acme#q-page-3"]
     last = re.search(r'hx-get="([^"]+)"\s+hx-target="#load-more"', more).group(1)
-    tail = client.get(last.replace("&amp;", "&"), **HX).content.decode()
+    tail = staff_client.get(last.replace("&amp;", "&"), **HX).content.decode()
     assert shown(tail) == ["acme#q-page-4"] and 'id="load-more"' not in tail
-    forged = client.get(href[:-4] + "abcd", **HX)
+    forged = staff_client.get(href[:-4] + "abcd", **HX)
     assert forged.status_code == 400
     assert "not a cursor this server issued" in forged.content.decode()
 
 
-def test_auditors_get_no_bulk_controls(ddb, client):
+def test_auditors_get_no_bulk_controls(ddb, auditor_client):
     """Auditors see the table without selection boxes or the bulk form."""
     stuck_case("q-aud")
-    sign_in(client, "auditor")
-    html = client.get("/queues/stuck/").content.decode()
+    html = auditor_client.get("/queues/stuck/").content.decode()
     assert shown(html) == ["acme#q-aud"]
     assert 'name="case_ids"' not in html and "bulk-form" not in html
 
@@ -168,17 +154,16 @@ def _bulk(ids: list[str], **extra) -> dict:
     }
 
 
-def test_bulk_preview_then_apply(ddb, client):
+def test_bulk_preview_then_apply(ddb, staff_client):
     """Preview says what each selected case would become and writes nothing; applying
     changes each case in its own audited event and reports per case; the queue table is
     told to reload."""
     one, two = stuck_case("q-b1"), stuck_case("q-b2")
     cancelled = key_reuse_case(ddb, "q-b3")
-    sign_in(client)
-    html = client.get("/queues/stuck/").content.decode()
+    html = staff_client.get("/queues/stuck/").content.decode()
     assert f'name="case_ids" value="{one.case_id}" form="bulk-form"' in html
     ids = [one.case_id, two.case_id, "C-NOPE"]
-    preview = client.post("/cases/bulk/", _bulk(ids), **HX)
+    preview = staff_client.post("/cases/bulk/", _bulk(ids), **HX)
     body = preview.content.decode()
     assert preview.status_code == 200
     assert body.lstrip().startswith('<div id="bulk-panel"')
@@ -197,7 +182,7 @@ def test_bulk_preview_then_apply(ddb, client):
         data.setdefault(name, []).append(value)
     data = {k: v if k == "case_ids" else v[0] for k, v in data.items()}
     data["reason_text"] = WHY["reason_text"]  # HTML-escaped in the page
-    applied = client.post("/cases/bulk/", data, **HX)
+    applied = staff_client.post("/cases/bulk/", data, **HX)
     body = applied.content.decode()
     assert applied.status_code == 200 and applied["HX-Trigger"] == "queue-changed"
     assert "Result per case" in body and body.count(">done</span>") == 2
@@ -208,50 +193,47 @@ def test_bulk_preview_then_apply(ddb, client):
             "case_opened",
             "case_escalated",
         ]
-    again = client.post("/cases/bulk/", data, **HX).content.decode()  # a double submit
+    again = staff_client.post("/cases/bulk/", data, **HX).content.decode()  # a double submit
     assert again.count("Not available for a stuck claim case, escalated") == 2
     assert len(audit_events(ddb, f"CASE#{one.case_id}")) == 2
     assert repositories().cases.get(cancelled.case_id).state == "OPEN"
 
 
-def test_bulk_without_htmx_is_a_page(ddb, client):
+def test_bulk_without_htmx_is_a_page(ddb, staff_client):
     """The bulk form also works without JavaScript: preview and result are full pages
     with a way back to the queue."""
     case = stuck_case("q-b4")
-    sign_in(client)
-    page = client.post("/cases/bulk/", _bulk([case.case_id]))
+    page = staff_client.post("/cases/bulk/", _bulk([case.case_id]))
     html = page.content.decode()
     assert page.status_code == 200 and "<!doctype html>" in html
     assert "Preview: nothing has changed yet" in html and 'href="/queues/stuck/"' in html
-    done = client.post("/cases/bulk/", _bulk([case.case_id], step="apply")).content.decode()
+    done = staff_client.post("/cases/bulk/", _bulk([case.case_id], step="apply")).content.decode()
     assert "Result per case" in done and "HX-Trigger" not in done
     assert repositories().cases.get(case.case_id).state == "ESCALATED"
 
 
-def test_bulk_needs_a_selection_and_a_reason(ddb, client):
+def test_bulk_needs_a_selection_and_a_reason(ddb, staff_client):
     """No case selected, or no reason: 400, nothing changed, the reasons listed."""
     case = stuck_case("q-b5")
-    sign_in(client)
-    empty = client.post("/cases/bulk/", _bulk([]), **HX)
+    empty = staff_client.post("/cases/bulk/", _bulk([]), **HX)
     assert empty.status_code == 400
     assert "Select at least one case" in empty.content.decode()
-    unexplained = client.post(
+    unexplained = staff_client.post(
         "/cases/bulk/", _bulk([case.case_id], reason_code="", step="apply"), **HX
     )
     assert unexplained.status_code == 400
     assert "Nothing was changed" in unexplained.content.decode()
-    not_bulk = client.post("/cases/bulk/", _bulk([case.case_id], disposition="VOID_PLEDGE"))
+    not_bulk = staff_client.post("/cases/bulk/", _bulk([case.case_id], disposition="VOID_PLEDGE"))
     assert not_bulk.status_code == 400
     assert repositories().cases.get(case.case_id).state == "OPEN"
 
 
-def test_my_cases_alone_is_marked_current_on_my_cases(ddb, client):
+def test_my_cases_alone_is_marked_current_on_my_cases(ddb, staff_client):
     """On /queues/mine/ the navigation marks "My cases", not "Queues" as well."""
-    sign_in(client)
-    html = client.get("/queues/mine/").content.decode()
+    html = staff_client.get("/queues/mine/").content.decode()
     current = re.findall(r'<a href="[^"]+" aria-current="page">([^<]+)</a>', html)
     assert current == ["My cases"]
-    html = client.get("/queues/stuck/").content.decode()
+    html = staff_client.get("/queues/stuck/").content.decode()
     assert re.findall(r'<a href="[^"]+" aria-current="page">(Queues|My cases)</a>', html) == [
         "Queues"
     ]
@@ -263,15 +245,17 @@ def _menu(html: str) -> list[str]:
     return re.findall(r'<option value="([^"]+)"', menu[1]) if menu else []
 
 
-def test_bulk_menu_offers_only_what_a_listed_case_allows(ddb, client):
+def test_bulk_menu_offers_only_what_a_listed_case_allows(ddb, staff_client):
     """The stuck queue's bulk menu leaves out "duplicate rejected" (no stuck case allows
     it); the cancelled queue's offers it; the escalated queue never offers "escalate";
     a queue listing no case has no bulk form at all."""
     case = stuck_case("bm-1")
     key_reuse_case(ddb, "bm-2")
-    sign_in(client, "finance_staff")
-    assert _menu(client.get("/queues/stuck/").content.decode()) == ["RETRY_COMMIT", "ESCALATE"]
-    cancelled = _menu(client.get("/queues/cancelled/").content.decode())
+    assert _menu(staff_client.get("/queues/stuck/").content.decode()) == [
+        "RETRY_COMMIT",
+        "ESCALATE",
+    ]
+    cancelled = _menu(staff_client.get("/queues/cancelled/").content.decode())
     assert "DUPLICATE_REJECTED_OK" in cancelled
     escalate = {
         "disposition": "ESCALATE",
@@ -280,19 +264,18 @@ def test_bulk_menu_offers_only_what_a_listed_case_allows(ddb, client):
         "reason_code": "NEEDS_REVIEW",
         "reason_text": "Needs a second look by the team.",
     }
-    assert client.post(f"/cases/{case.case_id}/dispose/", escalate).status_code == 302
-    assert _menu(client.get("/queues/escalated/").content.decode()) == ["RETRY_COMMIT"]
-    assert "bulk-form" not in client.get("/queues/mismatch/").content.decode()
+    assert staff_client.post(f"/cases/{case.case_id}/dispose/", escalate).status_code == 302
+    assert _menu(staff_client.get("/queues/escalated/").content.decode()) == ["RETRY_COMMIT"]
+    assert "bulk-form" not in staff_client.get("/queues/mismatch/").content.decode()
 
 
-def test_every_page_with_queue_tabs_counts_them(ddb, client):
+def test_every_page_with_queue_tabs_counts_them(ddb, staff_client):
     """The resolved list and "My cases" show each queue tab's open count, as the queue
     pages do (the drill's cases left out)."""
     stuck_case("tabs-1")
     stuck_case("tabs-2")
-    sign_in(client, "finance_staff")
     for path in ("/queues/stuck/", "/queues/resolved/", "/queues/mine/"):
-        html = client.get(path).content.decode()
+        html = staff_client.get(path).content.decode()
         tabs = html.split('<nav class="tabs"')[1].split("</nav>")[0]
         assert re.search(
             r'href="/queues/stuck/[^"]*"[^>]*>Stuck claims <span class="badge">2</span>', tabs

@@ -14,8 +14,8 @@ from reconciliation.acks.models import AttemptResult, Endpoint, event_id, secret
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.stores import first_store, pledge_stream
-from tests.helpers import sign_in
+from reconciliation.stores import pledge_stream
+from tests.helpers import AS_SYSTEM, sign_in
 from tests.reconciliation.factories import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -30,7 +30,7 @@ def dispatch(sent: list[str]) -> None:
         return AttemptResult(200)
 
     acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [ENDPOINT],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=answer,
@@ -38,8 +38,8 @@ def dispatch(sent: list[str]) -> None:
 
 
 def form(intent_id: str, **overrides) -> dict:
-    state = AckRepository(first_store()).get(intent_id)
-    pledge = PledgeRepository(first_store()).get(intent_id)
+    state = AckRepository(AS_SYSTEM.store).get(intent_id)
+    pledge = PledgeRepository(AS_SYSTEM.store).get(intent_id)
     assert state is not None and pledge is not None
     delivery = state.deliveries[KEY]
     data = {
@@ -58,56 +58,54 @@ def form(intent_id: str, **overrides) -> dict:
 
 
 def pledge_events(intent_id: str) -> list[dict]:
-    return AuditRepository(first_store()).stream_events(pledge_stream(intent_id))
+    return AuditRepository(AS_SYSTEM.store).stream_events(pledge_stream(intent_id))
 
 
-def test_staff_send_a_delivered_event_again_audited_with_the_same_id(ddb, client):
+def test_staff_send_a_delivered_event_again_audited_with_the_same_id(ddb, staff_client):
     """Delivered once; a member of staff sends it again: due now (back in ``acks_due``),
     one audit event with the reason; the next pass sends it, with the same webhook-id."""
     submit("rd-1")
     sent: list[str] = []
     dispatch(sent)
-    assert AckRepository(first_store()).get("acme#rd-1").due is False  # type: ignore[union-attr]
-    sign_in(client, "finance_staff")
-    page = client.get("/pledges/acme/rd-1/").content.decode()
+    assert AckRepository(AS_SYSTEM.store).get("acme#rd-1").due is False  # type: ignore[union-attr]
+    page = staff_client.get("/pledges/acme/rd-1/").content.decode()
     assert "Send again now" in page
 
-    answer = client.post("/acks/redeliver/", form("acme#rd-1"))
+    answer = staff_client.post("/acks/redeliver/", form("acme#rd-1"))
 
     assert answer.status_code == 302 and answer["Location"] == "/pledges/acme/rd-1/#deliveries"
-    state = AckRepository(first_store()).get("acme#rd-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#rd-1")
     assert state is not None and state.due
     assert str(state.deliveries[KEY].status) == "PENDING"
     events = pledge_events("acme#rd-1")
     assert events[-1]["action"] == "ack_redelivered"
     assert events[-1]["reason_text"] == "The CRM lost the receipt; send it again."
-    pledge = PledgeRepository(first_store()).get("acme#rd-1")
+    pledge = PledgeRepository(AS_SYSTEM.store).get("acme#rd-1")
     assert pledge is not None and pledge.audit_head == events[-1]["hash"]
-    assert "The delivery is due now" in client.get(answer["Location"]).content.decode()
+    assert "The delivery is due now" in staff_client.get(answer["Location"]).content.decode()
 
     dispatch(sent)
     assert sent == [event_id("acme#rd-1", "pledge.recorded")] * 2
-    settled = AckRepository(first_store()).get("acme#rd-1")
+    settled = AckRepository(AS_SYSTEM.store).get("acme#rd-1")
     assert settled is not None and not settled.due
     assert settled.deliveries[KEY].attempts == 2
 
 
-def test_a_stale_page_changes_nothing(ddb, client):
+def test_a_stale_page_changes_nothing(ddb, supervisor_client):
     """The page read one attempt; the dispatcher made another since: refused, nothing
     written, no audit event, the page says why."""
     submit("rd-2")
     dispatch([])
     stale = form("acme#rd-2", seen_attempts=0)
     before = pledge_events("acme#rd-2")
-    sign_in(client, "supervisor")
 
-    answer = client.post("/acks/redeliver/", stale, follow=True)
+    answer = supervisor_client.post("/acks/redeliver/", stale, follow=True)
 
     assert "Not sent again: The delivery changed since the page was read" in (
         answer.content.decode()
     )
     assert pledge_events("acme#rd-2") == before
-    state = AckRepository(first_store()).get("acme#rd-2")
+    state = AckRepository(AS_SYSTEM.store).get("acme#rd-2")
     assert state is not None and not state.due
 
 
@@ -123,17 +121,18 @@ def test_auditors_cannot_and_a_bad_form_is_a_400(ddb, client):
     assert pledge_events("acme#rd-3")[-1]["action"] == "pledge_recorded"
 
 
-def test_a_dispatcher_that_read_before_the_redelivery_cannot_record_on_that_read(ddb, client):
+def test_a_dispatcher_that_read_before_the_redelivery_cannot_record_on_that_read(
+    ddb, supervisor_client
+):
     """The redelivery moves the pledge's fence on: a dispatcher holding a read from before
     it (one may be sending right now: no per-pledge lease stops a redelivery) has its
     record refused instead of settling over the change; the next pass sends it."""
     submit("rd-4")
-    repository = AckRepository(first_store())
+    repository = AckRepository(AS_SYSTEM.store)
     dispatch([])
     before = repository.get("acme#rd-4")
     assert before is not None and not before.due
-    sign_in(client, "supervisor")
-    client.post("/acks/redeliver/", form("acme#rd-4"))
+    supervisor_client.post("/acks/redeliver/", form("acme#rd-4"))
     with pytest.raises(LeaseLost):
         repository.record(
             "acme#rd-4",

@@ -11,14 +11,17 @@ from collections import Counter
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_request
 from reconciliation.casework.selectors import case_detail
 from reconciliation.stores import case_store, case_tag
-from tests.conftest import staff_actor
-from tests.helpers import overview_get, sign_in
-from tests.reconciliation.casework.test_regions_listings import open_cases, replicate
+from tests.helpers import acting, overview_get, sign_in
+from tests.reconciliation.casework.test_regions_listings import (
+    RELEASE,
+    RETRY,
+    open_cases,
+    replicate,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
 
@@ -43,33 +46,31 @@ def both_regions(ids: list[str]) -> None:
 
 
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
-def test_queue_page_lists_and_counts_both_regions(two_regions, client, replicated):
+def test_queue_page_lists_and_counts_both_regions(two_regions, staff_client, replicated):
     ids = open_cases()
     both_regions(ids)
     if replicated:
         replicate()
-    sign_in(client)
-    page = client.get("/queues/stuck/")
+    page = staff_client.get("/queues/stuck/")
     html = page.content.decode()
     assert page.status_code == 200
     assert 'aria-current="page">Stuck claims <span class="badge">6</span>' in html
     assert_listed_once_each(html, ids)
     for sort in ("newest", "amount_desc", "fund"):
-        fragment = client.get(f"/queues/stuck/?sort={sort}", **HX).content.decode()
+        fragment = staff_client.get(f"/queues/stuck/?sort={sort}", **HX).content.decode()
         assert_listed_once_each(fragment, ids)
-    arts = client.get("/queues/stuck/?fund=ARTS", **HX).content.decode()
+    arts = staff_client.get("/queues/stuck/?fund=ARTS", **HX).content.decode()
     assert_listed_once_each(arts, [ids[1], ids[4]])
 
 
-def test_queue_page_follows_its_cursor_over_both_regions(two_regions, client, monkeypatch):
+def test_queue_page_follows_its_cursor_over_both_regions(two_regions, staff_client, monkeypatch):
     """ "Load more" pages through both regions: every case once; a forged cursor is 400."""
     monkeypatch.setattr("dashboard.staff.views.queues.PAGE_SIZE", 2)
     ids = open_cases()
-    sign_in(client)
     seen: Counter = Counter()
     url = "/queues/stuck/"
     for _ in range(5):
-        html = client.get(url, **HX).content.decode()
+        html = staff_client.get(url, **HX).content.decode()
         rows = re.findall(r'<td class="mono case-id"><a href="/cases/(C-[A-Za-z0-9-]+)/">', html)
         seen.update(rows)
         more = re.search(r'hx-get="(/queues/stuck/\?[^"]*cursor=[^"]+)"', html)
@@ -77,41 +78,19 @@ def test_queue_page_follows_its_cursor_over_both_regions(two_regions, client, mo
             break
         url = more.group(1).replace("&amp;", "&")
     assert seen == Counter(ids)
-    assert client.get("/queues/stuck/?cursor=forged").status_code == 400
+    assert staff_client.get("/queues/stuck/?cursor=forged").status_code == 400
 
 
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
 def test_my_cases_resolved_and_approvals_list_both_regions(two_regions, client, replicated):
     ids = open_cases()
-    ada = staff_actor("ada")
+    ada = acting("ada")
     for case_id in ids[:2]:
-        case_assign(
-            case_id=case_id, staff=StaffAction(actor=ada, seen_version=1), store=case_store(case_id)
-        )
+        case_assign(**ada.on_id(case_id, seen_version=1))
     for case_id in ids[2:4]:
-        case_dispose(
-            case_id=case_id,
-            disposition="RETRY_COMMIT",
-            staff=StaffAction(
-                actor=ada,
-                reason_code="TRANSIENT_FAILURE",
-                reason_text="The worker died before committing; retry it.",
-                seen_version=1,
-            ),
-            store=case_store(case_id),
-        )
+        case_dispose(disposition="RETRY_COMMIT", **ada.on_id(case_id, **RETRY, seen_version=1))
     for case_id in ids[4:]:
-        override_request(
-            case_id=case_id,
-            override="RELEASE_CLAIM",
-            staff=StaffAction(
-                actor=ada,
-                reason_code="CLIENT_CONFIRMED",
-                reason_text="The client says the request never reached them.",
-                seen_version=1,
-            ),
-            store=case_store(case_id),
-        )
+        override_request(override="RELEASE_CLAIM", **ada.on_id(case_id, **RELEASE, seen_version=1))
     if replicated:
         replicate()
     sign_in(client, "finance_staff", username="ada")
@@ -126,7 +105,7 @@ def test_my_cases_resolved_and_approvals_list_both_regions(two_regions, client, 
 
 
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
-def test_search_finds_second_region_cases(two_regions, client, replicated):
+def test_search_finds_second_region_cases(two_regions, staff_client, replicated):
     from dashboard.tenancy.models import ApiToken
 
     ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
@@ -135,38 +114,32 @@ def test_search_finds_second_region_cases(two_regions, client, replicated):
         replicate()
     second = ids[1]
     assert case_tag(second) == "eu-west-1"
-    sign_in(client)
-    assert_listed_once_each(client.get(f"/cases/?q={second.lower()}").content.decode(), [second])
+    assert_listed_once_each(
+        staff_client.get(f"/cases/?q={second.lower()}").content.decode(), [second]
+    )
     key = case_detail(second, store=case_store(second)).idempotency_key
-    assert_listed_once_each(client.get(f"/cases/?q={key}").content.decode(), [second])
+    assert_listed_once_each(staff_client.get(f"/cases/?q={key}").content.decode(), [second])
     # The queue page's intent-id search reads the intent's home region.
-    assert_listed_once_each(client.get(f"/queues/stuck/?q=acme%23{key}").content.decode(), [second])
-    donors = client.get("/cases/?q=D-1").content.decode()  # odd specs: all in eu-west-1
+    assert_listed_once_each(
+        staff_client.get(f"/queues/stuck/?q=acme%23{key}").content.decode(), [second]
+    )
+    donors = staff_client.get("/cases/?q=D-1").content.decode()  # odd specs: all in eu-west-1
     assert_listed_once_each(donors, ids[1::2])
 
 
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
 def test_overview_counts_totals_and_attention_over_both_regions(
-    two_regions, client, settings, replicated
+    two_regions, supervisor_client, settings, replicated
 ):
     settings.QUEUE_SLA_HOURS = "stuck=5.5"
     ids = open_cases()
     for case_id in ids[:2]:
         override_request(
-            case_id=case_id,
-            override="RELEASE_CLAIM",
-            staff=StaffAction(
-                actor=staff_actor("ada"),
-                reason_code="CLIENT_CONFIRMED",
-                reason_text="The client says the request never reached them.",
-                seen_version=1,
-            ),
-            store=case_store(case_id),
+            override="RELEASE_CLAIM", **acting("ada").on_id(case_id, **RELEASE, seen_version=1)
         )
     if replicated:
         replicate()
-    sign_in(client, "supervisor")
-    html = overview_get(client).content.decode()
+    html = overview_get(supervisor_client).content.decode()
     row = re.search(r'<a href="/queues/stuck/">Stuck claims</a></th>\s*<td class="num">(\d+)', html)
     assert row.group(1) == "4"
     assert f'<a href="/cases/{ids[2]}/" title="opened' in html  # the oldest of either region

@@ -20,11 +20,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_otp.oath import totp
 
 from dashboard.accounts import mfa
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.overrides import override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import TablesSnapshot, sign_in, staff_user
+from tests.helpers import TablesSnapshot, acting, sign_in, staff_user
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -78,12 +75,7 @@ def _world() -> World:
     case = stuck_case(case_key)
     pending = stuck_case(f"rm-{uuid.uuid4().hex[:8]}")
     result = override_request(
-        case_id=pending.case_id,
-        override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("ada"), seen_version=pending.version, action_id="req", **WHY
-        ),
-        store=first_store(),
+        override="RELEASE_CLAIM", **acting("ada").on(pending, action_id="req", **WHY)
     )
     staff_user("rm-target", "finance_staff", email="t@example.org")
     return World(case.case_id, pending.case_id, result.case.override.request_id, case_key=case_key)

@@ -14,14 +14,12 @@ from django.core.management import CommandError, call_command
 from standardwebhooks.webhooks import Webhook
 
 from dashboard.tenancy import tenant_changes
-from dashboard.tenancy.management.commands.dispatch_acks import endpoints_for
 from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
-from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import SECRET_PREFIX, AttemptResult
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
+from tests.dashboard.dispatch import dispatch_acks
 from tests.dashboard.test_labels import visible_text
 from tests.helpers import audit_events, pass_second_factor, staff_user
 
@@ -93,12 +91,7 @@ def signatures_sent(api, key: str) -> list[str]:
         seen.append({**headers, "body": body.decode()})
         return AttemptResult(200)
 
-    acks_dispatch_once(
-        first_store(),
-        endpoints_for=endpoints_for,
-        resolve=lambda host, port: ["93.184.216.34"],
-        sender=send,
-    )
+    dispatch_acks(send)
     [headers] = seen
     return [headers["webhook-signature"], headers["webhook-id"], headers["webhook-timestamp"]] + [
         headers["body"]

@@ -27,12 +27,11 @@ def test_save_then_listed_as_a_link_with_the_filters(ddb, client):
     assert '<a href="/worklist/?currency=GBP&amp;sort=amount">GBP by amount</a>' in page
 
 
-def test_only_ones_own_views_are_listed(ddb, client):
+def test_only_ones_own_views_are_listed(ddb, staff_client):
     """A colleague's saved view is not on one's worklist."""
     other = staff_user("sv-other")
     SavedView.objects.create(user=other, name="Not yours", query="currency=USD")
-    sign_in(client)
-    assert "Not yours" not in client.get("/worklist/").content.decode()
+    assert "Not yours" not in staff_client.get("/worklist/").content.decode()
 
 
 def test_delete_own_view(ddb, client):
@@ -64,21 +63,19 @@ def test_another_users_view_cannot_be_deleted_by_id(ddb, client):
         ({"name": "Bad sort", "query": "sort=random"}, "an order this page offers"),
     ],
 )
-def test_bad_input_is_a_form_error_and_writes_nothing(ddb, client, form, message):
+def test_bad_input_is_a_form_error_and_writes_nothing(ddb, staff_client, form, message):
     """A missing or long name, an unknown filter, a bad value or a repeated filter is a
     400 with the form's message; nothing is saved."""
-    sign_in(client)
-    response = client.post("/worklist/views/", form)
+    response = staff_client.post("/worklist/views/", form)
     assert response.status_code == 400
     assert message in response.content.decode()
     assert SavedView.objects.count() == 0
 
 
-def test_a_second_view_with_the_same_name_is_refused(ddb, client):
+def test_a_second_view_with_the_same_name_is_refused(ddb, staff_client):
     """One person's views have distinct names: the second is refused, the first kept."""
-    sign_in(client)
-    client.post("/worklist/views/", {"name": "Daily", "query": "currency=GBP"})
-    response = client.post("/worklist/views/", {"name": "Daily", "query": "currency=USD"})
+    staff_client.post("/worklist/views/", {"name": "Daily", "query": "currency=GBP"})
+    response = staff_client.post("/worklist/views/", {"name": "Daily", "query": "currency=USD"})
     assert response.status_code == 400
     assert "already have a view with this name" in response.content.decode()
     assert list(SavedView.objects.values_list("query", flat=True)) == ["currency=GBP"]

@@ -14,7 +14,7 @@ from reconciliation.cases.models import OverrideRequest
 from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_dispose
 from tests.conftest import staff_actor
-from tests.helpers import repositories, sign_in
+from tests.helpers import AS_SYSTEM, repositories
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -27,7 +27,7 @@ def found_ids(html: str) -> list[str]:
     return re.findall(r'<td class="mono case-id"><a href="/cases/([^/]+)/">', html)
 
 
-def test_search_by_case_id_client_key_and_donor_ref(ddb, client):
+def test_search_by_case_id_client_key_and_donor_ref(ddb, staff_client):
     """One box finds a case by its id (any case), by the client's own key without the
     tenant, and by donor ref; each row says what matched."""
     from dashboard.tenancy.models import ApiToken
@@ -35,61 +35,60 @@ def test_search_by_case_id_client_key_and_donor_ref(ddb, client):
     ApiToken.objects.create(tenant="acme", token_hash="x" * 64, hint="xxxx")
     a = stuck_case("order-77", donor_ref="D-555")
     b = stuck_case("order-78", donor_ref="D-999")
-    sign_in(client)
-    by_id = client.get(f"/cases/?q={a.case_id.lower()}").content.decode()
+    by_id = staff_client.get(f"/cases/?q={a.case_id.lower()}").content.decode()
     assert found_ids(by_id) == [a.case_id] and "case id" in by_id
-    by_key = client.get("/cases/?q=order-78").content.decode()
+    by_key = staff_client.get("/cases/?q=order-78").content.decode()
     assert found_ids(by_key) == [b.case_id]
     assert "client&#x27;s idempotency key" in by_key and "(acme)" in by_key
-    by_donor = client.get("/cases/?q=D-555", **HX).content.decode()
+    by_donor = staff_client.get("/cases/?q=D-555", **HX).content.decode()
     assert by_donor.lstrip().startswith('<section id="results"')
     assert found_ids(by_donor) == [a.case_id] and "donor ref" in by_donor
-    assert found_ids(client.get("/cases/?q=acme%23order-77").content.decode()) == [a.case_id]
+    assert found_ids(staff_client.get("/cases/?q=acme%23order-77").content.decode()) == [a.case_id]
 
 
-def test_donor_ref_search_ignores_case(ddb, client):
+def test_donor_ref_search_ignores_case(ddb, staff_client):
     """A donor ref typed in another case finds the case stored with it as given
     (``syn-2653567`` finds the case of ``SYN-2653567``), and the page still shows the
     ref as the client sent it."""
     a = stuck_case("order-case", donor_ref="SYN-2653567")
-    sign_in(client)
     for typed in ("syn-2653567", "SYN-2653567", "Syn-2653567"):
-        html = client.get(f"/cases/?q={typed}").content.decode()
+        html = staff_client.get(f"/cases/?q={typed}").content.decode()
         assert found_ids(html) == [a.case_id], typed
         assert "donor ref" in html
     assert repositories().cases.get(a.case_id).donor_ref == "SYN-2653567"
 
 
-def test_search_for_nothing_or_nonsense_answers_a_message(ddb, client):
+def test_search_for_nothing_or_nonsense_answers_a_message(ddb, auditor_client):
     """No query shows the form; an empty one says what to type; an unknown one says
     nothing matched; an oversized or multi-line one is 400 with a message — never 500."""
-    sign_in(client, "auditor")
-    blank = client.get("/cases/")
+    blank = auditor_client.get("/cases/")
     assert blank.status_code == 200 and 'name="q"' in blank.content.decode()
-    empty = client.get("/cases/?q=+++")
+    empty = auditor_client.get("/cases/?q=+++")
     assert empty.status_code == 200 and "Type a case id" in empty.content.decode()
-    none = client.get("/cases/?q=nobody-knows")
+    none = auditor_client.get("/cases/?q=nobody-knows")
     assert none.status_code == 200 and "No case has that id" in none.content.decode()
     for bad in ("x" * 300, "a%0Ab", "C-" + "A" * 3000):
-        response = client.get(f"/cases/?q={bad}")
+        response = auditor_client.get(f"/cases/?q={bad}")
         assert response.status_code == 400, bad
         assert 'role="alert"' in response.content.decode()
 
 
-def test_nav_has_the_search_box(ddb, client):
+def test_nav_has_the_search_box(ddb, staff_client):
     """Every page's navigation carries the case search."""
-    sign_in(client)
-    assert 'class="nav-search" method="get" action="/cases/"' in client.get("/").content.decode()
+    assert (
+        'class="nav-search" method="get" action="/cases/"' in staff_client.get("/").content.decode()
+    )
 
 
-def test_the_nav_search_box_keeps_the_query_on_the_results_page(ddb, client):
+def test_the_nav_search_box_keeps_the_query_on_the_results_page(ddb, staff_client):
     """Searching from the navigation's box answers a results page whose navigation box
     still holds the query, as typed and escaped; other pages' boxes are empty."""
-    sign_in(client)
-    html = client.get("/cases/", {"q": 'D-10"01 <x>'}).content.decode()
+    html = staff_client.get("/cases/", {"q": 'D-10"01 <x>'}).content.decode()
     nav = html.split('class="nav-search"')[1].split("</form>")[0]
     assert 'value="D-10&quot;01 &lt;x&gt;"' in nav
-    other = client.get("/").content.decode().split('class="nav-search"')[1].split("</form>")[0]
+    other = (
+        staff_client.get("/").content.decode().split('class="nav-search"')[1].split("</form>")[0]
+    )
     assert "value=" not in other
 
 
@@ -130,17 +129,15 @@ def _resolved_world():
 
 
 def _store():
-    from reconciliation.stores import first_store
 
-    return first_store()
+    return AS_SYSTEM.store
 
 
-def test_resolved_list_newest_first_with_who_how_when(ddb, client):
+def test_resolved_list_newest_first_with_who_how_when(ddb, auditor_client):
     """Resolved cases are listed newest first across months, with who resolved them and
     how in words; open cases are not listed."""
     old, a, b = _resolved_world()
-    sign_in(client, "auditor")
-    page = client.get("/queues/resolved/")
+    page = auditor_client.get("/queues/resolved/")
     html = page.content.decode()
     assert page.status_code == 200
     assert found_ids(html) == [b.case_id, a.case_id, old.case_id]
@@ -150,11 +147,10 @@ def test_resolved_list_newest_first_with_who_how_when(ddb, client):
     assert ">DUPLICATE_REJECTED_OK<" not in html  # the code only as a select value
 
 
-def test_resolved_filters_by_resolver_disposition_fund_and_time(ddb, client):
+def test_resolved_filters_by_resolver_disposition_fund_and_time(ddb, staff_client):
     """Each filter narrows the list; bad dates are 400 with the field named."""
     old, a, b = _resolved_world()
-    sign_in(client)
-    get = lambda q: found_ids(client.get(f"/queues/resolved/?{q}", **HX).content.decode())  # noqa: E731
+    get = lambda q: found_ids(staff_client.get(f"/queues/resolved/?{q}", **HX).content.decode())  # noqa: E731
     assert get("resolved_by=bob") == [b.case_id, old.case_id]
     assert get("how=DUPLICATE_REJECTED_OK") == [b.case_id]
     assert get("fund=building") == [old.case_id]
@@ -165,27 +161,26 @@ def test_resolved_filters_by_resolver_disposition_fund_and_time(ddb, client):
     assert get(
         f"until={(clock.now().date().fromordinal(clock.now().date().toordinal() - 20)).isoformat()}"
     ) == [old.case_id]
-    bad = client.get("/queues/resolved/?since=yesterday")
+    bad = staff_client.get("/queues/resolved/?since=yesterday")
     assert bad.status_code == 400 and "a date" in bad.content.decode()
-    assert client.get("/queues/resolved/?how=REOPEN").status_code == 400
+    assert staff_client.get("/queues/resolved/?how=REOPEN").status_code == 400
 
 
-def test_resolved_list_pages_with_a_cursor(ddb, client):
+def test_resolved_list_pages_with_a_cursor(ddb, staff_client):
     """Load more continues where the page ended, across months; a forged cursor is 400."""
     from dashboard.staff.views import queues
 
     old, a, b = _resolved_world()
-    sign_in(client)
     original = queues.PAGE_SIZE
     queues.PAGE_SIZE = 2
     try:
-        first = client.get("/queues/resolved/").content.decode()
+        first = staff_client.get("/queues/resolved/").content.decode()
         assert found_ids(first) == [b.case_id, a.case_id]
         more = re.search(r'href="(/queues/resolved/\?cursor=[^"]+)"', first).group(1)
-        assert found_ids(client.get(more, **HX).content.decode()) == [old.case_id]
+        assert found_ids(staff_client.get(more, **HX).content.decode()) == [old.case_id]
     finally:
         queues.PAGE_SIZE = original
-    assert client.get("/queues/resolved/?cursor=forged").status_code == 400
+    assert staff_client.get("/queues/resolved/?cursor=forged").status_code == 400
 
 
 def test_reopen_takes_a_case_out_of_the_resolved_list(ddb):
@@ -253,9 +248,8 @@ def test_a_declined_reopen_keeps_the_resolution_it_had(ddb):
 
 
 @pytest.mark.parametrize("query", ["until=9999-12-31", "since=0001-01-01", "until=1999-01-01"])
-def test_a_day_out_of_range_is_a_clear_400(ddb, client, query):
+def test_a_day_out_of_range_is_a_clear_400(ddb, staff_client, query):
     """The last day of year 9999 has no next day: an HTML 500 before."""
-    sign_in(client)
-    response = client.get(f"/queues/resolved/?{query}")
+    response = staff_client.get(f"/queues/resolved/?{query}")
     assert response.status_code == 400
     assert "between the years 2000 and 9998" in response.content.decode()

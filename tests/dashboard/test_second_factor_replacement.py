@@ -13,7 +13,7 @@ from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard.accounts import mfa
-from tests.helpers import audit_events, staff_user
+from tests.helpers import audit_events, form_signed_in, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
@@ -24,13 +24,6 @@ def _code(device: TOTPDevice, ahead: int = 0) -> str:
     device.refresh_from_db()
     value = totp(device.bin_key, device.step, device.t0, device.digits, device.drift + ahead)
     return f"{value:0{device.digits}d}"
-
-
-def _signed_in(name: str, device: TOTPDevice, *, ahead: int = 0) -> Client:
-    client = Client()
-    form = {"username": name, "password": PASSWORD, "otp_token": _code(device, ahead)}
-    assert client.post("/accounts/login/", form, REMOTE_ADDR="10.3.3.3").status_code == 302
-    return client
 
 
 @pytest.fixture
@@ -61,7 +54,7 @@ def test_a_code_from_the_new_app_alone_replaces_nothing(ddb, sam):
     password, then with a wrong current code: each is refused and the authenticator,
     the other sessions, the trail and the mailbox are unchanged."""
     user, device, _ = sam
-    thief = _signed_in("sam", device)
+    thief = form_signed_in("sam", PASSWORD, address="10.3.3.3", otp_token=_code(device))
     new = _pending(thief, user)
     attempts = [
         {"otp_token": _code(new)},
@@ -84,8 +77,8 @@ def test_replacement_with_password_and_current_code(ddb, sam, current):
     signed out (this one stays), the event is on the account's stream without the
     password or any code, and the account is told by e-mail."""
     user, device, recovery = sam
-    other = _signed_in("sam", device)
-    mine = _signed_in("sam", device, ahead=1)
+    other = form_signed_in("sam", PASSWORD, address="10.3.3.3", otp_token=_code(device))
+    mine = form_signed_in("sam", PASSWORD, address="10.3.3.3", otp_token=_code(device, 1))
     new = _pending(mine, user)
     # As if the next 30-second step had come: the app's code now is not yet spent.
     TOTPDevice.objects.filter(pk=device.pk).update(last_t=-1)
@@ -135,8 +128,8 @@ def test_a_supervisors_reset_needs_their_password_and_code_and_signs_the_colleag
     user, device, _ = sam
     ann = staff_user("ann", "supervisor", password=PASSWORD, email="ann@example.org")
     ann_device = TOTPDevice.objects.create(user=ann, name=mfa.AUTHENTICATOR, confirmed=True)
-    boss = _signed_in("ann", ann_device)
-    colleague = _signed_in("sam", device)
+    boss = form_signed_in("ann", PASSWORD, address="10.3.3.3", otp_token=_code(ann_device))
+    colleague = form_signed_in("sam", PASSWORD, address="10.3.3.3", otp_token=_code(device))
     reason = "phone lost, confirmed by a call"
     url = "/accounts/staff/sam/reset-second-factor/"
     refused = boss.post(url, {"reason_text": reason})

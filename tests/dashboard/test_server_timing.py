@@ -8,12 +8,10 @@ import re
 import pytest
 
 from dashboard.server_timing import HEADER
-from reconciliation.cases.actions import StaffAction
 from reconciliation.dynamo import calls
 from reconciliation.dynamo.client import dynamodb_client
-from reconciliation.stores import first_store
-from tests.conftest import pledge_body, staff_actor
-from tests.helpers import overview_get, sign_in
+from tests.conftest import pledge_body
+from tests.helpers import AS_SYSTEM, acting, overview_get, sign_in
 from tests.reconciliation.factories import stuck_case
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +54,7 @@ def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
     calls_made, ddb_ms, app_ms = _timing(created)
     assert calls_made == 2 == sent.count
     assert 0 < ddb_ms <= app_ms
-    logged = requests_for_key("acme", "st-1", store=first_store())  # 1 call: a Query
+    logged = requests_for_key("acme", "st-1", store=AS_SYSTEM.store)  # 1 call: a Query
     assert [(r.outcome, r.status) for r in logged] == [("created", None)]
     replay = api.post("st-1", pledge_body())
     assert replay.status_code == 200 and replay["Idempotent-Replayed"] == "true"
@@ -64,7 +62,7 @@ def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
     from reconciliation.claims.request_log_buffer import request_log_flush
 
     assert request_log_flush().written == 1 and sent.count == 5
-    logged = requests_for_key("acme", "st-1", store=first_store())
+    logged = requests_for_key("acme", "st-1", store=AS_SYSTEM.store)
     assert [(r.outcome, r.status, r.replayed) for r in logged] == [
         ("replayed", 200, True),
         ("created", None, False),
@@ -72,14 +70,13 @@ def test_api_new_pledge_is_two_round_trips_and_a_replay_one(ddb, api):
 
 
 @pytest.mark.dynamodb_local_only
-def test_staff_page_counts_what_the_page_read(ddb, client):
+def test_staff_page_counts_what_the_page_read(ddb, staff_client):
     """A signed-in queue page and case page carry the number of DynamoDB calls they
     made, equal to the requests the client sent while rendering them."""
     case = stuck_case("st-2")
-    sign_in(client)
     for path in ("/queues/stuck/", f"/cases/{case.case_id}/"):
         sent = _Sent()
-        response = client.get(path)
+        response = staff_client.get(path)
         assert response.status_code == 200, path
         calls_made, _ddb_ms, _app_ms = _timing(response)
         assert calls_made == sent.count > 0, path
@@ -128,15 +125,14 @@ def test_tally_counts_only_inside_its_block(ddb):
 
 
 @pytest.mark.dynamodb_local_only
-def test_audit_page_counts_the_reads_its_helper_threads_make(ddb, client):
+def test_audit_page_counts_the_reads_its_helper_threads_make(ddb, auditor_client):
     """The audit trail's search reads the day's index shards in a thread pool: its
     answer counts those calls too, as many as the client sent (it said "0 calls")."""
     from tests.helpers import audit_seed
 
     audit_seed(30, days=1)
-    sign_in(client, "auditor")
     sent = _Sent()
-    response = client.get("/audit/")
+    response = auditor_client.get("/audit/")
     assert response.status_code == 200
     calls_made, ddb_ms, _app_ms = _timing(response)
     assert calls_made == sent.count > 0
@@ -244,22 +240,11 @@ def test_overview_reads_in_a_constant_number_of_calls(ddb, client, role, monkeyp
     _seed_every_queue(12)  # the counts moved
     case = stuck_case("st-ov-1")
     case_dispose(
-        case_id=case.case_id,
         disposition="ESCALATE",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            seen_version=case.version,
-            reason_code="NEEDS_REVIEW",
-            reason_text="Over to a supervisor.",
-        ),
-        store=first_store(),
+        **acting("ada").on(case, reason_code="NEEDS_REVIEW", reason_text="Over to a supervisor."),
     )
     other = stuck_case("st-ov-2")
-    case_assign(
-        case_id=other.case_id,
-        staff=StaffAction(actor=staff_actor("ada"), seen_version=other.version),
-        store=first_store(),
-    )
+    case_assign(**acting("ada").on(other))
     for _ in range(3):  # stale: shown as it is, one refresh asked for by all viewers
         stale, sent = _overview_calls(client)
         assert stale == sent and stale <= 8
@@ -278,7 +263,7 @@ def test_overview_reads_in_a_constant_number_of_calls(ddb, client, role, monkeyp
 
 @pytest.mark.dynamodb_local_only
 def test_overview_over_two_regions_reads_in_a_constant_number_of_calls(
-    two_regions, client, monkeypatch
+    two_regions, supervisor_client, monkeypatch
 ):
     """Open cases in every queue of both regions: a view with no summary kept and one
     with it fresh make one BatchGetItem per region (and the one UpdateItem that asks for
@@ -286,12 +271,11 @@ def test_overview_over_two_regions_reads_in_a_constant_number_of_calls(
     _Refreshes(monkeypatch)
     _seed_every_queue(3)
     _seed_every_queue(3, tag="eu-west-1")
-    sign_in(client, "supervisor")
-    missing, sent = _overview_calls(client)  # none kept yet: shown without it
+    missing, sent = _overview_calls(supervisor_client)  # none kept yet: shown without it
     assert missing == sent and missing <= 8
-    html = overview_get(client).content.decode()
+    html = overview_get(supervisor_client).content.decode()
     assert "42" in html  # 2 regions × 7 queues × 3 open cases, in the totals
-    kept, sent = _overview_calls(client)
+    kept, sent = _overview_calls(supervisor_client)
     assert kept == sent and kept <= 8
 
 
@@ -356,7 +340,7 @@ def _case_for(kind: str, ddb):
     ],
 )
 def test_a_disposition_post_makes_at_most_six_calls(
-    ddb, client, settings, monkeypatch, kind, path, field, reason_code
+    ddb, staff_client, settings, monkeypatch, kind, path, field, reason_code
 ):
     """An htmx disposition or override request answers with the case page in at most 6
     DynamoDB calls, as many as the client sent (it made 7-9, reading the case, claim and
@@ -370,9 +354,8 @@ def test_a_disposition_post_makes_at_most_six_calls(
     settings.AUTO_RESOLVE_COMMITTED = False  # the case waits for the person
     retries = _RetriesQueued(monkeypatch)
     case = _case_for(kind, ddb)
-    sign_in(client, "finance_staff")
     sent = _Sent()
-    response = client.post(
+    response = staff_client.post(
         f"/cases/{case.case_id}/{path}/",
         {
             "seen_version": case.version,
@@ -399,16 +382,15 @@ def test_a_disposition_post_makes_at_most_six_calls(
 
 
 @pytest.mark.dynamodb_local_only
-def test_approvals_page_reads_evidence_in_batches(ddb, client):
+def test_approvals_page_reads_evidence_in_batches(ddb, supervisor_client):
     """The approvals page shows each request's pledge and claim at a fixed number of
     DynamoDB calls: one pending request or four, the same count (batched reads, not a
     read per card), each what the client sent."""
     from tests.dashboard.test_approvals_views import requested
 
     requested("st-ap-1")
-    sign_in(client, "supervisor")
     sent = _Sent()
-    one = client.get("/approvals/")
+    one = supervisor_client.get("/approvals/")
     assert (
         one.status_code == 200 and "No pledge is recorded for this intent." in one.content.decode()
     )
@@ -417,6 +399,6 @@ def test_approvals_page_reads_evidence_in_batches(ddb, client):
     for n in range(2, 5):
         requested(f"st-ap-{n}")
     sent = _Sent()
-    four = client.get("/approvals/")
+    four = supervisor_client.get("/approvals/")
     assert four.content.decode().count("No pledge is recorded for this intent.") == 4
     assert _timing(four)[0] == calls_one == sent.count

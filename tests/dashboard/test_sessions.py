@@ -13,7 +13,7 @@ from django.test import Client
 
 from dashboard.accounts import staff_sessions
 from dashboard.accounts.models import StaffSession
-from tests.helpers import audit_events, sign_in, sign_in_form, staff_user
+from tests.helpers import audit_events, form_signed_in, sign_in, staff_user
 
 pytestmark = [pytest.mark.engines("moto"), pytest.mark.django_db]
 
@@ -29,12 +29,6 @@ SAFARI = (
 
 def _client(agent: str) -> Client:
     return Client(HTTP_USER_AGENT=agent)
-
-
-def _signed_in(name: str, agent: str, address: str) -> Client:
-    client = _client(agent)
-    assert sign_in_form(client, name, PASSWORD, address=address).status_code == 302
-    return client
 
 
 def _events(ddb, username: str, action: str) -> list[dict]:
@@ -54,8 +48,8 @@ def ada():
 
 
 def test_the_profile_lists_both_sessions_and_marks_this_one(ddb, ada):
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
-    phone = _signed_in("ada", SAFARI, "10.7.7.2")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
+    phone = form_signed_in("ada", PASSWORD, agent=SAFARI, address="10.7.7.2")
     page = phone.get("/accounts/profile/", REMOTE_ADDR="10.7.7.2")
     assert page.status_code == 200
     listed = page.context["sessions"]
@@ -73,8 +67,8 @@ def test_the_profile_lists_both_sessions_and_marks_this_one(ddb, ada):
 
 
 def test_sign_out_the_others_ends_the_other_and_keeps_this_one(ddb, ada):
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
-    phone = _signed_in("ada", SAFARI, "10.7.7.2")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
+    phone = form_signed_in("ada", PASSWORD, agent=SAFARI, address="10.7.7.2")
     # Without the CSRF token the form is refused (the page's form carries it).
     strict = _client(SAFARI)
     strict.cookies = phone.cookies
@@ -96,8 +90,8 @@ def test_sign_out_the_others_ends_the_other_and_keeps_this_one(ddb, ada):
 
 
 def test_a_supervisor_ends_a_staff_members_sessions(ddb, ada, client):
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
-    phone = _signed_in("ada", SAFARI, "10.7.7.2")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
+    phone = form_signed_in("ada", PASSWORD, agent=SAFARI, address="10.7.7.2")
     sign_in(client, "supervisor", "sam")
     page = client.get("/accounts/staff/")
     [row] = [r for r in page.context["rows"] if r.user.username == "ada"]
@@ -122,7 +116,7 @@ def test_a_supervisor_ends_a_staff_members_sessions(ddb, ada, client):
 
 @pytest.mark.parametrize("role", ["finance_staff", "auditor"])
 def test_no_other_role_may_end_anothers_sessions(ddb, ada, client, role):
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
     sign_in(client, role, "eve")
     assert client.post("/accounts/staff/ada/end-sessions/").status_code == 403
     assert not _gone(laptop)
@@ -130,8 +124,8 @@ def test_no_other_role_may_end_anothers_sessions(ddb, ada, client, role):
 
 
 def test_signing_out_is_an_event_and_leaves_the_list(ddb, ada):
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
-    phone = _signed_in("ada", SAFARI, "10.7.7.2")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
+    phone = form_signed_in("ada", PASSWORD, agent=SAFARI, address="10.7.7.2")
     assert laptop.post("/accounts/logout/", REMOTE_ADDR="10.7.7.1").status_code in (200, 302)
     [event] = _events(ddb, "ada", "signed_out")
     assert event["detail"]["how"] == "sign_out"
@@ -151,7 +145,7 @@ def test_device_words():
 def test_a_session_the_idle_timeout_ends_is_a_signed_out_event(ddb, ada, settings):
     from dashboard.auth import SESSION_SEEN
 
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
     session = laptop.session
     session[SESSION_SEEN] = session[SESSION_SEEN] - settings.SESSION_IDLE_TIMEOUT_S - 5
     session.save()
@@ -175,7 +169,7 @@ def test_passkey_presses_before_sign_in_leave_no_session_behind(ddb, ada):
     assert StaffSession.objects.count() == 0
     assert staff_sessions.live_session_counts() == {}
 
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
     assert [s.current for s in laptop.get("/accounts/profile/").context["sessions"]] == [True]
     assert Session.objects.count() == 1 and StaffSession.objects.count() == 1
 
@@ -184,7 +178,7 @@ def test_signing_out_sessions_asks_first_and_ends_nothing_until_confirmed(ddb, a
     """ "Sign out all" on the staff page, and "Sign out the others" on the profile, post a
     plain form (no script): the answer asks, naming whose sessions and which, and ends
     nothing; its own form posts the confirmation, which ends them. Cancel goes back."""
-    laptop = _signed_in("ada", FIREFOX, "10.7.7.1")
+    laptop = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.1")
     sign_in(client, "supervisor", "sam")
     asked = client.post("/accounts/staff/ada/end-sessions/")
     html = asked.content.decode()
@@ -198,8 +192,8 @@ def test_signing_out_sessions_asks_first_and_ends_nothing_until_confirmed(ddb, a
     done = client.post("/accounts/staff/ada/end-sessions/", CONFIRM)
     assert done.context["done"] == "1 of ada's session signed out." and _gone(laptop)
 
-    phone = _signed_in("ada", SAFARI, "10.7.7.2")
-    other = _signed_in("ada", FIREFOX, "10.7.7.3")
+    phone = form_signed_in("ada", PASSWORD, agent=SAFARI, address="10.7.7.2")
+    other = form_signed_in("ada", PASSWORD, agent=FIREFOX, address="10.7.7.3")
     own = phone.post("/accounts/profile/sessions/end-others/").content.decode()
     assert "Sign out your other sessions?" in own and not _gone(other)
     assert "Firefox on Windows" in own and "Safari on iPhone" not in own

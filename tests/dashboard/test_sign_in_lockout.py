@@ -18,7 +18,7 @@ from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from dashboard.accounts import mfa
-from tests.helpers import race, staff_user
+from tests.helpers import race, sign_in_form, staff_user
 
 pytestmark = [pytest.mark.engines("moto")]
 
@@ -41,8 +41,7 @@ def _wrong(device: TOTPDevice) -> str:
 
 
 def _sign_in(name: str, password: str, token: str = "", address: str = "10.4.4.4"):
-    form = {"username": name, "password": password, "otp_token": token}
-    return Client().post("/accounts/login/", form, REMOTE_ADDR=address)
+    return sign_in_form(Client(), name, password, otp_token=token, address=address)
 
 
 def _messages(response) -> list[str]:

@@ -15,9 +15,9 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.dispositions import case_assign
 from reconciliation.casework.notifications import sla_hours
 from reconciliation.casework.worklist import WorklistFilters, worklist_read
-from reconciliation.stores import every_store, first_store
+from reconciliation.stores import every_store
 from tests.conftest import staff_actor
-from tests.helpers import sign_in, sign_in_form, staff_user
+from tests.helpers import AS_SYSTEM, sign_in, sign_in_form, staff_user
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -51,11 +51,10 @@ def world(ddb):
     }
 
 
-def test_every_open_case_across_queues_oldest_first(world, client):
+def test_every_open_case_across_queues_oldest_first(world, staff_client):
     """With no filters the worklist lists both queues' cases, oldest first, with the type
     and state as labels and the client's own key (not tenant#key)."""
-    sign_in(client)
-    response = client.get("/worklist/")
+    response = staff_client.get("/worklist/")
     html = response.content.decode()
     assert response.status_code == 200
     assert listed(html) == [world["gbp466"], world["usd453"], world["gbp10"], world["usd900"]]
@@ -64,11 +63,10 @@ def test_every_open_case_across_queues_oldest_first(world, client):
     assert ">wl-gbp-466<" in html and "acme#wl-gbp-466" not in html
 
 
-def test_amount_order_is_within_currency_and_totals_per_currency(world, client):
+def test_amount_order_is_within_currency_and_totals_per_currency(world, staff_client):
     """sort=amount groups by currency and orders largest first inside each (466 GBP is
     never compared with 453 USD); the footer totals each currency's count and sum."""
-    sign_in(client)
-    html = client.get("/worklist/?sort=amount").content.decode()
+    html = staff_client.get("/worklist/?sort=amount").content.decode()
     assert listed(html) == [world["gbp466"], world["gbp10"], world["usd900"], world["usd453"]]
     assert "never across currencies" in html
     totals = dict(re.findall(r'<tr class="total" data-currency="(\w+)">\s*<th[^>]*>([^<]+)<', html))
@@ -109,7 +107,7 @@ def test_filters_and_order_come_from_the_url(world, client, settings):
     case_assign(
         case_id=world["gbp10"],
         staff=StaffAction(actor=staff_actor("wl-ada"), seen_version=None),
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
     sign_in(client, username="wl-ada")
     for query, expected in FILTERED:
@@ -117,12 +115,11 @@ def test_filters_and_order_come_from_the_url(world, client, settings):
         assert listed(html) == [world[k] for k in expected], query
 
 
-def test_sla_column_says_how_long_is_left_or_over(world, client, settings):
+def test_sla_column_says_how_long_is_left_or_over(world, staff_client, settings):
     """The SLA column reads "Past SLA … over" for a breached case and "breaches in …"
     for one still inside its SLA."""
     settings.QUEUE_SLA_HOURS = "ambiguous=2,stuck=4"
-    sign_in(client)
-    html = client.get("/worklist/").content.decode()
+    html = staff_client.get("/worklist/").content.decode()
 
     def row_text(case_id: str) -> str:  # the row's words, its markup left out
         row = re.search(rf'data-case="{case_id}">(.*?)</tr>', html, re.S).group(1)
@@ -134,18 +131,17 @@ def test_sla_column_says_how_long_is_left_or_over(world, client, settings):
     assert "Within SLA" in row and re.search(r"breaches in (1 h 59 min|2 h)", row)
 
 
-def test_load_more_pages_through_the_same_order(world, client, monkeypatch):
+def test_load_more_pages_through_the_same_order(world, staff_client, monkeypatch):
     """With a page of 3 rows the first page links to the rest; the link's page holds the
     one row left, in the same order and with the same filters."""
     from dashboard.staff.views import worklist
 
     monkeypatch.setattr(worklist, "PAGE_SIZE", 3)
-    sign_in(client)
-    first = client.get("/worklist/?sort=amount").content.decode()
+    first = staff_client.get("/worklist/?sort=amount").content.decode()
     assert listed(first) == [world["gbp466"], world["gbp10"], world["usd900"]]
     more = re.search(r'href="(/worklist/\?[^"]+)" hx-get', first).group(1).replace("&amp;", "&")
     assert "sort=amount" in more and "start=3" in more
-    assert listed(client.get(more, **HX).content.decode()) == [world["usd453"]]
+    assert listed(staff_client.get(more, **HX).content.decode()) == [world["usd453"]]
 
 
 @pytest.mark.parametrize(
@@ -162,11 +158,10 @@ def test_load_more_pages_through_the_same_order(world, client, monkeypatch):
         ("currency=12&format=csv", "three-letter currency"),
     ],
 )
-def test_bad_filter_values_answer_a_message_not_a_500(ddb, client, query, message):
+def test_bad_filter_values_answer_a_message_not_a_500(ddb, staff_client, query, message):
     """A value the worklist does not accept is a 400 that names the filter's rule, for
     the page and for its CSV alike."""
-    sign_in(client)
-    response = client.get(f"/worklist/?{query}")
+    response = staff_client.get(f"/worklist/?{query}")
     assert response.status_code == 400
     assert message in response.content.decode()
 
@@ -227,7 +222,7 @@ def _worklist_calls(client) -> int:
     return int(timing.group(1))
 
 
-def test_worklist_reads_each_queue_in_one_query(ddb, client):
+def test_worklist_reads_each_queue_in_one_query(ddb, staff_client):
     """An open case in each queue, then 110 more stuck ones (more than a queue page of
     100): the worklist makes the same calls, one BatchGetItem of the counters, one Query
     per queue, one BatchGetItem of the page's donor refs (it read each queue 100 rows a
@@ -235,32 +230,30 @@ def test_worklist_reads_each_queue_in_one_query(ddb, client):
     from bench.open_cases import open_cases_seed
     from reconciliation.cases.vocabulary import QUEUES
 
-    store = first_store()
+    store = AS_SYSTEM.store
     open_cases_seed(store.client, store.tables.cases, 1, threads=1)
-    sign_in(client)
-    few = _worklist_calls(client)
+    few = _worklist_calls(staff_client)
     open_cases_seed(
         store.client, store.tables.cases, 110, queues=["STUCK_PENDING"], tag="more", threads=1
     )
-    many = _worklist_calls(client)
+    many = _worklist_calls(staff_client)
     assert few == many == 1 + len(QUEUES) + 1
 
 
-def test_empty_fields_leave_the_worklist_url(world, client):
+def test_empty_fields_leave_the_worklist_url(world, staff_client):
     """The filter form sends every field, empty ones too: a plain GET is redirected to the
     URL without them (the same list), and the form's htmx request is told to push that
     URL; an already tidy URL is answered as it is."""
-    sign_in(client)
     sent = "/worklist/?queue=&case_type=&fund=&currency=USD&sort=amount&min_age_h="
-    plain = client.get(sent)
+    plain = staff_client.get(sent)
     assert plain.status_code == 302 and plain["Location"] == "/worklist/?currency=USD&sort=amount"
-    tidy = client.get(plain["Location"])
+    tidy = staff_client.get(plain["Location"])
     assert tidy.status_code == 200 and "HX-Push-Url" not in tidy
-    swapped = client.get(sent, **HX)
+    swapped = staff_client.get(sent, **HX)
     assert swapped.status_code == 200
     assert swapped["HX-Push-Url"] == "/worklist/?currency=USD&sort=amount"
     assert listed(swapped.content.decode()) == listed(
-        client.get(plain["Location"], **HX).content.decode()
+        staff_client.get(plain["Location"], **HX).content.decode()
     )
-    cleared = client.get("/worklist/?queue=&fund=")
+    cleared = staff_client.get("/worklist/?queue=&fund=")
     assert cleared.status_code == 302 and cleared["Location"] == "/worklist/"

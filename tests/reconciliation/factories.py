@@ -15,7 +15,7 @@ from reconciliation.simulation import faults
 from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
 from tests.conftest import pledge_body
-from tests.helpers import repositories
+from tests.helpers import acting, repositories
 
 
 def submit(key: str, *, tenant: str = "acme", **overrides) -> IntakeOutcome:
@@ -67,62 +67,42 @@ def key_reuse_case(ddb, key: str):
 def void_requested(case):
     """Finance staff ask to void ``case``'s pledge (the first of the four eyes); the
     service's result, whose case holds the pending request."""
-    from reconciliation.cases.actions import StaffAction
     from reconciliation.cases.vocabulary import Override
     from reconciliation.casework.overrides import override_request
-    from reconciliation.stores import first_store
-    from tests.conftest import staff_actor
 
     return override_request(
-        case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            reason_code="DONOR_REQUEST",
-            reason_text="Donor withdrew the pledge by phone.",
-            seen_version=case.version,
+        **acting("ada").on(
+            case, reason_code="DONOR_REQUEST", reason_text="Donor withdrew the pledge by phone."
         ),
-        store=first_store(),
     )
 
 
 def confirmed_committed(case):
     """Finance staff close ``case`` (whose commit went through) as CONFIRMED_COMMITTED;
     the service's result."""
-    from reconciliation.cases.actions import StaffAction
     from reconciliation.casework.dispositions import case_dispose
-    from reconciliation.stores import first_store
-    from tests.conftest import staff_actor
 
     return case_dispose(
-        case_id=case.case_id,
         disposition="CONFIRMED_COMMITTED",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
-            seen_version=case.version,
-            reason_code="EVIDENCE_CONFIRMS",
-            reason_text="The pledge read back is there.",
+        **acting("ada").on(
+            case, reason_code="EVIDENCE_CONFIRMS", reason_text="The pledge read back is there."
         ),
-        store=first_store(),
     )
 
 
 def void_approved(case) -> None:
     """Void ``case``'s pledge the four-eyes way: finance staff ask, a supervisor
     approves (the pledge is VOIDED and the ledger moves back)."""
-    from reconciliation.cases.actions import StaffAction
     from reconciliation.casework.overrides import override_approve
-    from reconciliation.stores import first_store
-    from tests.conftest import staff_actor
 
     requested = void_requested(case)
     override_approve(
-        case_id=case.case_id,
         request_id=requested.case.override.request_id,
-        staff=StaffAction(
-            actor=staff_actor("sue", "supervisor"),
+        **acting("sue", "supervisor").on(
+            case,
+            seen_version=None,
             reason_code="EVIDENCE_CONFIRMS",
             reason_text="Checked with the donor.",
         ),
-        store=first_store(),
     )

@@ -17,8 +17,8 @@ from reconciliation.audit.checkpoints import Period, audit_checkpoint, checkpoin
 from reconciliation.audit.periods import audit_range_index
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.stores import every_store, first_store, home_store
-from tests.helpers import raw_items
+from reconciliation.stores import every_store, home_store
+from tests.helpers import AS_SYSTEM, raw_items
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
@@ -76,14 +76,14 @@ def test_a_checkpoint_waits_for_an_event_whose_index_row_has_no_hash_yet(ddb, ca
     ddb.client.put_item(TableName=ddb.tables.audit_events, Item=without_hash)
 
     with clock.travel(2 * 3600), caplog.at_level(logging.WARNING):
-        first = audit_checkpoint(store=first_store())
+        first = audit_checkpoint(store=AS_SYSTEM.store)
         assert event_period.label not in first
         [warning] = warnings_of(caplog)
         assert "without hash" in warning and f"stream={stream}" in warning
         assert f"seq={seq}" in warning and event_period.label in warning
 
         ddb.client.put_item(TableName=ddb.tables.audit_events, Item=event)
-        second = audit_checkpoint(store=first_store())
+        second = audit_checkpoint(store=AS_SYSTEM.store)
     assert second[0] == event_period.label
     assert not set(first) & set(second)
 
@@ -108,7 +108,7 @@ def test_the_sweep_skips_a_pending_row_without_its_key_and_sweeps_the_rest(
 
 def test_the_acks_due_index_skips_a_row_without_its_intent(ddb, caplog, monkeypatch):
     """A due row without ``intent_id`` is skipped with a warning; the others are due."""
-    store = first_store()
+    store = AS_SYSTEM.store
     RowsAdded(
         monkeypatch,
         store.client,
@@ -126,7 +126,7 @@ def test_verification_reads_past_an_audit_index_row_without_its_stream(ddb, capl
     """``verify_audit``'s index of the days skips a ``by_day`` row without ``stream``
     and still finds the streams of the others."""
     assert submit("verify-mid-write").kind == OutcomeKind.CREATED
-    store = first_store()
+    store = AS_SYSTEM.store
     today = clock.now().date()
     row = {"day_shard": {"S": f"{today.isoformat()}#0"}, "at_id": {"S": clock.iso(clock.now())}}
     RowsAdded(monkeypatch, store.client, "by_day", [row])

@@ -33,6 +33,7 @@ from reconciliation.stores import (
     stream_store,
 )
 from tests.conftest import staff_actor
+from tests.helpers import acting
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
@@ -139,10 +140,8 @@ def test_a_case_lives_in_its_claims_region_and_every_action_acts_there(two_regio
     assert sum(c.count for c in CaseRepository(first).counters().values()) == 1
 
     result = case_dispose(
-        case_id=west_id,
         disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=staff_actor(), seen_version=1, action_id="esc-west", **WHY),
-        store=case_store(west_id),
+        **acting().on_id(west_id, seen_version=1, action_id="esc-west", **WHY),
     )
     assert result.applied and CaseRepository(second).get(west_id).state != CaseState.OPEN
 

@@ -36,9 +36,9 @@ from reconciliation.claims.models import (
     claim_pk,
 )
 from reconciliation.claims.request import PledgeRequest
-from reconciliation.stores import PLEDGE_STREAM, every_store, first_store, pledge_stream_parts
+from reconciliation.stores import PLEDGE_STREAM, every_store, pledge_stream_parts
+from tests.helpers import AS_SYSTEM, scan_all
 from tests.helpers import cases as case_items
-from tests.helpers import scan_all
 
 
 @dataclass
@@ -185,7 +185,7 @@ def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
             problems.append(f"chain {status.line()}")
 
     verified = audit_verify(
-        since=clock.now().date() - timedelta(days=1), store=first_store(), stores=every_store()
+        since=clock.now().date() - timedelta(days=1), store=AS_SYSTEM.store, stores=every_store()
     )
     problems.extend(f"verify_audit: {p}" for p in verified.problems)
     if verified.streams != len(streams) or verified.events != report.events:

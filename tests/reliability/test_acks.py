@@ -22,7 +22,7 @@ from reconciliation import clock
 from reconciliation.acks.models import Endpoint, EventType
 from reconciliation.acks.repository import AckRepository
 from reconciliation.dynamo.local import free_port
-from reconciliation.stores import first_store
+from tests.helpers import AS_SYSTEM
 from tests.processes import Process, wait_for
 from tests.reliability.ack_invariants import SinkSeen, ack_check, ack_states, undelivered_cases
 from tests.reliability.invariants import assert_invariants
@@ -51,7 +51,7 @@ TIMEOUT_AFTER_RATE = 0.05
 
 def due_now() -> int:
     """Pledges still in ``acks_due``, whenever due (a Query per shard)."""
-    repository = AckRepository(first_store())
+    repository = AckRepository(AS_SYSTEM.store)
     return sum(len(repository.due(s, now=clock.epoch() + 10**7)) for s in repository.shards())
 
 
@@ -160,7 +160,7 @@ def test_acks_exactly_once_through_sink_faults_and_two_dispatcher_kills(
 
     seen = SinkSeen.from_stats(stats)
     report = ack_check(
-        ack_states(ddb, first_store()),
+        ack_states(ddb, AS_SYSTEM.store),
         seen,
         endpoint=endpoint,
         cases=undelivered_cases(ddb),
@@ -275,7 +275,7 @@ def test_acks_exactly_once_with_dispatchers_sharing_rebalancing_and_killed_mid_p
         env=env,
         log_path=log_dir / "simulate-shared.log",
     )
-    store = first_store()
+    store = AS_SYSTEM.store
     dispatchers = [dispatcher(env, log_dir, n).start() for n in (10, 11)]
     killed: list[str] = []
     try:
@@ -311,7 +311,7 @@ def test_acks_exactly_once_with_dispatchers_sharing_rebalancing_and_killed_mid_p
 
     seen = SinkSeen.from_stats(stats)
     report = ack_check(
-        ack_states(ddb, first_store()), seen, endpoint=endpoint, cases=undelivered_cases(ddb)
+        ack_states(ddb, AS_SYSTEM.store), seen, endpoint=endpoint, cases=undelivered_cases(ddb)
     )
     sent = Counter(seen.ids_seen)
     figures = {

@@ -17,9 +17,8 @@ import pytest
 from reconciliation.audit.export.background import export_request, export_status
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.dynamo.local import free_port
-from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events
+from tests.helpers import AS_SYSTEM, audit_events
 from tests.processes import ROOT
 from tests.reconciliation.factories import stuck_case
 from tests.reliability.procs import django_env, manage
@@ -65,7 +64,7 @@ def background_export_requested(settings) -> str:
         filters=filters,
         fmt="csv",
         actor=staff_actor("supervisor", "supervisor"),
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
 
 
@@ -89,7 +88,7 @@ def assert_clear_answers(ddb, answers: dict, export_id: str) -> None:
         streams.setdefault(event["stream"], []).append(event["action"])
     refused = {s: a for s, a in streams.items() if s != f"EXPORT#{export_id}"}
     assert all(a[-1] != "export_requested" for a in refused.values()), refused
-    assert export_status(export_id, store=first_store()).state == "requested"
+    assert export_status(export_id, store=AS_SYSTEM.store).state == "requested"
 
 
 @pytest.mark.timeout(300)

@@ -16,15 +16,13 @@ from collections import Counter
 import pytest
 from celery import Celery
 
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition
 from reconciliation.casework import dispositions
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.models import intent_id_for
-from reconciliation.stores import every_store, first_store, home_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, cases, claims, pledges, repositories
+from reconciliation.stores import every_store, home_store
+from tests.helpers import acting, audit_events, cases, claims, pledges, repositories
 from tests.processes import celery_beat, celery_worker, wait_for
 from tests.reconciliation.factories import crashed_claim, stuck_case
 from tests.reliability.invariants import assert_invariants
@@ -312,15 +310,13 @@ def test_worker_killed_mid_task_redelivers_and_commits_once(
         wait_for(lambda: " ready." in worker.log(), timeout=120, what="the worker to be ready")
         started = time.monotonic()
         case_dispose(
-            case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            staff=StaffAction(
-                actor=staff_actor(),
+            **acting().on(
+                case,
+                seen_version=None,
                 reason_code="TRANSIENT_FAILURE",
                 reason_text="The worker died before committing; retry it.",
-                seen_version=None,
             ),
-            store=first_store(),
         )
         [task_id] = sent
         wait_for(lambda: "slow_task fault" in worker.log(), timeout=60, what="the task to start")

@@ -8,9 +8,8 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import CaseState, Disposition
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.claims.models import intent_id_for
-from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import cases, repositories
+from tests.helpers import AS_SYSTEM, cases, repositories
 
 FUNDS = ("GENERAL", "BUILDING", "SCHOLARSHIP", "RELIEF")
 CURRENCIES = ("USD", "EUR", "GBP")
@@ -42,7 +41,7 @@ def retry_open_cases(ddb, case_type: str) -> Counter:
                 reason_text="The worker died before committing; retry it.",
                 seen_version=None,
             ),
-            store=first_store(),
+            store=AS_SYSTEM.store,
         )
         case = repositories().cases.get(row["case_id"])
         status = case.retry.status if case.retry else "none"

@@ -157,7 +157,7 @@ def test_dispatch_refuses_a_name_that_now_resolves_to_such_an_address(ddb, addre
     from reconciliation.acks.dispatch import acks_dispatch_once
     from reconciliation.acks.models import Endpoint, secret_new
     from reconciliation.acks.repository import AckRepository
-    from reconciliation.stores import first_store
+    from tests.helpers import AS_SYSTEM
     from tests.reconciliation.factories import submit
 
     def never(*args, **kwargs):
@@ -166,12 +166,12 @@ def test_dispatch_refuses_a_name_that_now_resolves_to_such_an_address(ddb, addre
     submit("moved-host")
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
     acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [endpoint],
         resolve=resolver(address),
         sender=never,
     )
-    stored = AckRepository(first_store()).get("acme#moved-host")
+    stored = AckRepository(AS_SYSTEM.store).get("acme#moved-host")
     assert stored is not None
     [delivery] = stored.deliveries.values()
     assert delivery.attempts == 1 and address in (delivery.last_error or "")

@@ -10,8 +10,8 @@ from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, Endpoint, secret_new
 from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.dynamo import capacity
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.acks.conftest import same_shard_keys
 
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
@@ -21,7 +21,7 @@ ENDPOINT = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
 
 def dispatch(leases: ShardLeases, answer: int = 200):
     return acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [ENDPOINT],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=lambda target, **kwargs: AttemptResult(answer),
@@ -36,7 +36,7 @@ def test_a_pledge_delivered_first_time_costs_four_write_units(ddb, api):
     next pledge's acknowledgement costs its commit's ``acks_due`` entry 2 (1 ×2 in the
     transaction) and one record of the delivery 1 that takes it out of the index 1: +4."""
     first, second = same_shard_keys(2)
-    leases = ShardLeases(first_store(), owner="dispatcher-a")
+    leases = ShardLeases(AS_SYSTEM.store, owner="dispatcher-a")
     assert api.post(first, pledge_body()).status_code == 201
     assert dispatch(leases).delivered == 1  # the shard's lease is taken here, and held
 
@@ -61,7 +61,7 @@ def test_the_shard_lease_is_one_write_a_pass_and_a_retry_three(ddb, api):
     first, second, third = same_shard_keys(3)
     for key in (first, second):
         assert api.post(key, pledge_body()).status_code == 201
-    leases = ShardLeases(first_store(), owner="dispatcher-a")
+    leases = ShardLeases(AS_SYSTEM.store, owner="dispatcher-a")
     with capacity.instrumented(), capacity.measuring() as pass_spent:
         assert dispatch(leases).delivered == 2
     assert (pass_spent.write, pass_spent.index_write) == (1 + 2 * 2, 2)

@@ -22,8 +22,8 @@ from reconciliation.acks.models import (
 )
 from reconciliation.acks.repository import AckRepository
 from reconciliation.acks.send import KeepAlive
-from reconciliation.stores import first_store
 from tests.conftest import ApiCaller, pledge_body
+from tests.helpers import AS_SYSTEM
 
 # Sends on a pool: moto's in-process backend is not thread-safe.
 pytestmark = [pytest.mark.django_db, pytest.mark.dynamodb_local_only]
@@ -83,7 +83,7 @@ def test_a_hanging_endpoint_holds_up_no_other_tenant(ddb, api, beta):
     sender = Recorder(slow={"hangs": 1.5})
     started = time.monotonic()
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: endpoints[t],
         resolve=lambda h, p: PUBLIC,
         sender=sender,
@@ -109,7 +109,7 @@ def test_sends_to_one_endpoint_run_at_once(ddb, api):
         return AttemptResult(200)
 
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: [endpoint("E1")],
         resolve=lambda h, p: PUBLIC,
         sender=together,
@@ -124,7 +124,7 @@ def test_an_endpoint_has_no_more_than_its_limit_open(ddb, api):
         assert api.post(f"limit-{n}", pledge_body()).status_code == 201
     sender = Recorder(slow={"e1": 0.1})
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: [endpoint("E1", max_in_flight=2)],
         resolve=lambda h, p: PUBLIC,
         sender=sender,
@@ -140,7 +140,7 @@ def test_an_endpoint_rate_spaces_its_deliveries(ddb, api):
         assert api.post(f"rate-{n}", pledge_body()).status_code == 201
     sender = Recorder()
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: [endpoint("E1", rate_per_s=5.0)],
         resolve=lambda h, p: PUBLIC,
         sender=sender,
@@ -164,7 +164,7 @@ def test_the_breaker_pauses_an_endpoint_that_keeps_failing(ddb, api):
 
     def dispatch(answer: int):
         return acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda t: [failing],
             resolve=lambda h, p: PUBLIC,
             sender=Recorder(answer=answer),
@@ -177,7 +177,7 @@ def test_the_breaker_pauses_an_endpoint_that_keeps_failing(ddb, api):
     assert [(c.state, c.failures) for c in changes] == [(BreakerState.OPEN, 3)]
     paused_until = changes[0].until
     assert paused_until is not None
-    repository = AckRepository(first_store())
+    repository = AckRepository(AS_SYSTEM.store)
     states = [repository.get(f"acme#{k}") for k in keys]
     untouched = [s for s in states if s and s.deliveries["E1/pledge.recorded"].attempts == 0]
     assert len(untouched) == 3
@@ -206,7 +206,7 @@ def test_connections_to_an_endpoint_are_kept_alive(ddb, api, acme_sink):
     sender = KeepAlive()
     try:
         report = acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda t: [replace(row.as_endpoint(), max_in_flight=1)],
             sender=sender,
         )
@@ -216,6 +216,6 @@ def test_connections_to_an_endpoint_are_kept_alive(ddb, api, acme_sink):
     assert sender.opened == 1
     stats = sink.stats()
     assert (len(stats["processed"]), stats["duplicates"], stats["rejected"]) == (10, 0, 0)
-    state = AckRepository(first_store()).get("acme#alive-0")
+    state = AckRepository(AS_SYSTEM.store).get("acme#alive-0")
     assert state is not None
     assert state.deliveries[f"E{row.pk}/pledge.recorded"].status == DeliveryStatus.DELIVERED

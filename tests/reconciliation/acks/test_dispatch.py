@@ -11,10 +11,9 @@ from django.core.management import call_command
 from reconciliation import clock
 from reconciliation.acks.models import DeliveryStatus, event_id
 from reconciliation.acks.repository import AckRepository
-from reconciliation.stores import first_store
 from tests import fault_helpers
 from tests.conftest import pledge_body
-from tests.helpers import pledges
+from tests.helpers import AS_SYSTEM, pledges
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +25,7 @@ def dispatch_once() -> str:
 
 
 def due(ddb) -> list[str]:
-    repository = AckRepository(first_store())
+    repository = AckRepository(AS_SYSTEM.store)
     return [i for s in repository.shards() for i in repository.due(s, now=clock.epoch() + 10**6)]
 
 
@@ -57,7 +56,7 @@ def test_a_recorded_pledge_is_acknowledged_once_signed(ddb, api, acme_sink):
         "case_id": None,
     }
     assert due(ddb) == []
-    state = AckRepository(first_store()).get("acme#k-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#k-1")
     assert state is not None
     [delivery] = state.deliveries.values()
     assert (delivery.status, delivery.attempts, delivery.last_code) == (
@@ -78,7 +77,7 @@ def test_a_lost_answer_is_retried_with_the_same_webhook_id(ddb, api, acme_sink, 
     assert api.post("k-2", pledge_body()).status_code == 201
 
     assert "1 failed" in dispatch_once()
-    state = AckRepository(first_store()).get("acme#k-2")
+    state = AckRepository(AS_SYSTEM.store).get("acme#k-2")
     assert state is not None
     [delivery] = state.deliveries.values()
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1

@@ -26,9 +26,8 @@ from reconciliation.acks.models import (
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.shard_lease import ShardLeaseHeld, ShardLeases
 from reconciliation.dynamo.tables import ack_shard
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
-from tests.helpers import race
+from tests.helpers import AS_SYSTEM, race
 from tests.reconciliation.acks.conftest import same_shard_keys
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +38,7 @@ def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api, setti
     it. A pauses past its lease; B takes it, sends and records: the pledge's fence moved
     on, so A's record from its old read is refused (LeaseLost), and A cannot renew."""
     assert api.post("f-1", pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     shard = ack_shard("acme#f-1")
     a, b = ShardLeases(store, owner="a"), ShardLeases(store, owner="b")
     assert a.hold(shard).fence == 1
@@ -75,7 +74,7 @@ def test_a_dispatcher_whose_lease_was_taken_over_records_nothing(ddb, api, setti
 def test_a_shard_lease_is_renewed_only_near_its_end_and_released_when_done(ddb):
     """Held, the lease is not written again until less than half of it is left; then its
     holder renews it (a new fence), and released it is free at once for another."""
-    store = first_store()
+    store = AS_SYSTEM.store
     a, b = ShardLeases(store, owner="a", lease_s=60), ShardLeases(store, owner="b", lease_s=60)
     taken = a.hold("A#0")
     assert (taken.owner, taken.fence) == ("a", 1)
@@ -124,7 +123,7 @@ def test_a_dispatcher_asked_to_stop_mid_send_ends_that_send_and_starts_no_other(
     keys = same_shard_keys(3, prefix="s")
     for key in keys:
         assert api.post(key, pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     leases = ShardLeases(store, owner="a")
     endpoint = Endpoint("E1", "acme", "https://crm.example.org/hooks", secret_new())
     # The signal arrives while the first POST is under way (the handler closes the leases).
@@ -145,7 +144,7 @@ def test_a_dispatcher_asked_to_stop_between_two_endpoints_records_the_first(ddb,
     endpoint, and records the answer it had: the first endpoint's delivery DELIVERED (not
     sent again by the next dispatcher), the second's still due."""
     assert api.post("two-1", pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     leases = ShardLeases(store, owner="a")
     endpoints = two_endpoints()
     sent, report = dispatched_with_first_post(store, leases, endpoints, during=leases.close)
@@ -162,7 +161,7 @@ def test_a_dispatcher_asked_to_stop_mid_pool_records_the_sends_under_way(ddb, ap
     keys = same_shard_keys(4, prefix="pool")
     for key in keys:
         assert api.post(key, pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     leases = ShardLeases(store, owner="a")
     both_open, closed = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
     sent: list[str] = []
@@ -215,7 +214,7 @@ def test_a_dispatcher_overtaken_between_two_endpoints_records_the_first(ddb, api
     pledge as A read it, so it could not write over B's record), not leaving B to send it
     again."""
     assert api.post("two-2", pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     shard = ack_shard("acme#two-2")
     endpoints = two_endpoints()
     with contextlib.ExitStack() as later:
@@ -242,13 +241,13 @@ def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api,
         raise AssertionError("no connection may be made to a refused address")
 
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [endpoint],
         resolve=lambda host, port: ["10.0.0.5"],
         sender=never,
     )
     assert (report.delivered, report.failed) == (0, 1)
-    state = AckRepository(first_store()).get("acme#r-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#r-1")
     assert state is not None and state.due
     delivery = state.deliveries["E9/pledge.recorded"]
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
@@ -258,9 +257,9 @@ def test_an_endpoint_now_resolving_to_a_private_address_is_not_sent_to(ddb, api,
 def test_a_pledge_of_a_tenant_without_endpoints_is_settled_quietly(ddb, api):
     """No endpoint subscribed: the pledge leaves ``acks_due`` with no delivery."""
     assert api.post("n-1", pledge_body()).status_code == 201
-    report = acks_dispatch_once(first_store(), endpoints_for=lambda tenant: [])
+    report = acks_dispatch_once(AS_SYSTEM.store, endpoints_for=lambda tenant: [])
     assert (report.settled, report.delivered) == (1, 0)
-    state = AckRepository(first_store()).get("acme#n-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#n-1")
     assert state is not None and not state.due and state.deliveries == {}
 
 
@@ -274,14 +273,14 @@ def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
     def never(*args, **kwargs):
         raise AssertionError("a disabled endpoint is never sent to")
 
-    paused = acks_dispatch_once(first_store(), endpoints_for=lambda t: [disabled], sender=never)
+    paused = acks_dispatch_once(AS_SYSTEM.store, endpoints_for=lambda t: [disabled], sender=never)
     assert (paused.leased, paused.failed, paused.delivered, paused.settled) == (1, 0, 0, 0)
-    state = AckRepository(first_store()).get("acme#d-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#d-1")
     assert state is not None and state.due
     delivery = state.deliveries["E3/pledge.recorded"]
     assert (delivery.attempts, delivery.status) == (0, DeliveryStatus.PENDING)
     assert delivery.next_at >= clock.epoch() + 3600 - 1 and state.due_at == delivery.next_at
-    assert acks_dispatch_once(first_store(), endpoints_for=lambda t: [disabled]).leased == 0
+    assert acks_dispatch_once(AS_SYSTEM.store, endpoints_for=lambda t: [disabled]).leased == 0
 
     enabled = replace(disabled, enabled=True)
     sent: list[str] = []
@@ -292,7 +291,7 @@ def test_a_disabled_endpoint_spends_no_attempt_and_is_looked_at_later(ddb, api):
 
     with clock.travel(3601):
         report = acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda t: [enabled],
             resolve=lambda host, port: ["93.184.216.34"],
             sender=answer,
@@ -324,7 +323,7 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
         # Sends in this thread (workers=0): the exception that stands for the process
         # dying ends the pass right there, as a kill would.
         return acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda t: [endpoint],
             resolve=lambda host, port: ["93.184.216.34"],
             sender=sender,
@@ -333,7 +332,7 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
 
     with pytest.raises(Killed):
         dispatch(dies)
-    state = AckRepository(first_store()).get("acme#m-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#m-1")
     assert state is not None and state.due and state.fence == 0 and state.deliveries == {}
     busy = dispatch(answer)  # the dead dispatcher's shard lease still lives
     assert (busy.leased, busy.shards_busy) == (0, 1)
@@ -342,7 +341,7 @@ def test_a_dispatcher_killed_mid_send_is_taken_over_after_its_lease(ddb, api, se
     assert (report.leased, report.delivered, report.settled) == (1, 1, 1)
     message = event_id("acme#m-1", "pledge.recorded")
     assert sent == [message, message]
-    settled = AckRepository(first_store()).get("acme#m-1")
+    settled = AckRepository(AS_SYSTEM.store).get("acme#m-1")
     assert settled is not None and not settled.due and settled.fence == 1
     assert settled.deliveries["E1/pledge.recorded"].status == DeliveryStatus.DELIVERED
 
@@ -351,7 +350,7 @@ def test_no_post_starts_on_a_shard_lease_that_could_run_out_during_it(ddb, api, 
     """The dispatcher's held lease has 5 s left, less than one attempt's timeouts: it is
     renewed (a new fence) before the POST starts, so no successor can take the shard while
     the POST may still be running."""
-    leases = ShardLeases(first_store(), owner="a")
+    leases = ShardLeases(AS_SYSTEM.store, owner="a")
     shard = ack_shard("acme#g-1")
     taken = leases.hold(shard)
     assert api.post("g-1", pledge_body()).status_code == 201
@@ -364,7 +363,7 @@ def test_no_post_starts_on_a_shard_lease_that_could_run_out_during_it(ddb, api, 
 
     with clock.travel(taken.left(clock.epoch()) - 5):
         report = acks_dispatch_once(
-            first_store(),
+            AS_SYSTEM.store,
             endpoints_for=lambda t: [endpoint],
             resolve=lambda host, port: ["93.184.216.34"],
             sender=answer,
@@ -406,11 +405,11 @@ def test_two_dispatchers_never_send_one_pledge_at_once(ddb, api):
 
         try:
             return acks_dispatch_once(
-                first_store(),
+                AS_SYSTEM.store,
                 endpoints_for=lambda t: [endpoint],
                 resolve=lambda host, port: ["93.184.216.34"],
                 sender=answer,
-                leases=ShardLeases(first_store(), owner=name),
+                leases=ShardLeases(AS_SYSTEM.store, owner=name),
             )
         finally:
             done[name].set()
@@ -428,13 +427,13 @@ def test_the_retry_scale_setting_reaches_the_dispatcher(ddb, api, settings):
     assert api.post("s-1", pledge_body()).status_code == 201
     endpoint = Endpoint("E5", "acme", "https://crm.example.org/hooks", secret_new())
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [endpoint],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=lambda target, **kwargs: AttemptResult(500),
     )
     assert report.failed == 1
-    state = AckRepository(first_store()).get("acme#s-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#s-1")
     assert state is not None
     delivery = state.deliveries["E5/pledge.recorded"]
     assert delivery.status == DeliveryStatus.PENDING and delivery.last_code == 500

@@ -21,8 +21,9 @@ from reconciliation.acks.resend import (
     acks_resend_preview,
 )
 from reconciliation.audit.repository import AuditRepository
-from reconciliation.stores import first_store, pledge_stream
+from reconciliation.stores import pledge_stream
 from tests.conftest import staff_actor
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.factories import submit
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +38,7 @@ def failed_three() -> list[tuple[str, str]]:
     for key in KEYS:
         submit(key)
     acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda tenant: [ENDPOINT],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=lambda target, **kwargs: AttemptResult(503),
@@ -46,14 +47,14 @@ def failed_three() -> list[tuple[str, str]]:
 
 
 def redelivered(intent_id: str) -> list[dict]:
-    events = AuditRepository(first_store()).stream_events(pledge_stream(intent_id))
+    events = AuditRepository(AS_SYSTEM.store).stream_events(pledge_stream(intent_id))
     return [e for e in events if e["action"] == "ack_redelivered"]
 
 
 def resend(items, username: str = "sam", role: str = "supervisor") -> list[ResendResult]:
     return acks_resend(
         items,
-        store_for=lambda intent_id: first_store(),
+        store_for=lambda intent_id: AS_SYSTEM.store,
         actor=staff_actor(username, role),
         bulk_id=f"bulk-{username}",
         **REASON,
@@ -67,7 +68,7 @@ def test_two_supervisors_confirming_at_once_resend_each_delivery_once(ddb):
     told it changed since its preview."""
     candidates = failed_three()
     previews = [
-        acks_resend_preview(candidates, endpoint_id="E1", store_for=lambda i: first_store())
+        acks_resend_preview(candidates, endpoint_id="E1", store_for=lambda i: AS_SYSTEM.store)
         for _ in range(2)
     ]
     assert [len(p.items) for p in previews] == [3, 3]
@@ -91,7 +92,7 @@ def test_two_supervisors_confirming_at_once_resend_each_delivery_once(ddb):
         outcomes = sorted(str(results[name][n].outcome) for name in ("sam", "kim"))
         assert outcomes == ["CHANGED", "RESENT"], intent_id
         assert len(redelivered(intent_id)) == 1
-        state = AckRepository(first_store()).get(intent_id)
+        state = AckRepository(AS_SYSTEM.store).get(intent_id)
         assert state is not None and state.due
 
 
@@ -103,7 +104,7 @@ def test_the_preview_keeps_the_undelivered_and_the_resend_acts_on_what_it_read(d
     preview = acks_resend_preview(
         [*candidates, ("acme#nope", "pledge.recorded")],
         endpoint_id="E1",
-        store_for=lambda i: first_store(),
+        store_for=lambda i: AS_SYSTEM.store,
     )
     assert [i.intent_id for i in preview.items] == [c[0] for c in candidates]
     assert (preview.delivered, preview.missing) == (0, 1)
@@ -111,7 +112,7 @@ def test_the_preview_keeps_the_undelivered_and_the_resend_acts_on_what_it_read(d
 
     # pr-3 is delivered between the preview and the confirm (its retry came due).
     first = preview.items[2]
-    repository = AckRepository(first_store())
+    repository = AckRepository(AS_SYSTEM.store)
     state = repository.get(first.intent_id)
     assert state is not None
     repository.record(
@@ -145,7 +146,7 @@ def test_only_a_supervisor_with_a_reason_resends(ddb):
     """Finance staff, an auditor, or a supervisor without a written reason: refused
     before anything is written."""
     preview = acks_resend_preview(
-        failed_three(), endpoint_id="E1", store_for=lambda i: first_store()
+        failed_three(), endpoint_id="E1", store_for=lambda i: AS_SYSTEM.store
     )
     for role in ("finance_staff", "auditor"):
         with pytest.raises(RedeliverRefused, match="Only supervisors"):
@@ -153,7 +154,7 @@ def test_only_a_supervisor_with_a_reason_resends(ddb):
     with pytest.raises(RedeliverRefused):
         acks_resend(
             preview.items,
-            store_for=lambda i: first_store(),
+            store_for=lambda i: AS_SYSTEM.store,
             actor=staff_actor("sam", "supervisor"),
             bulk_id="b",
             reason_code="NEEDS_REVIEW",

@@ -20,8 +20,8 @@ from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.acks.wakeup import Wakeups
 from reconciliation.claims.ack_wakeup import ack_wake, ack_wake_channel
 from reconciliation.dynamo.tables import ACK_SHARDS, ack_shard
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.helpers import AS_SYSTEM
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def one_key_per_shard(prefix: str) -> dict[str, str]:
 
 
 def dispatcher(name: str, sent: list[str]) -> Dispatcher:
-    store = first_store()
+    store = AS_SYSTEM.store
     leases = ShardLeases(store, owner=name)
 
     def answer(target, *, headers, **kwargs):
@@ -86,7 +86,7 @@ def test_two_dispatchers_split_the_shards_and_send_each_pledge_once(ddb, api):
         assert not set(a.leases.active()) & set(b.leases.active())
         assert len(a_sent) == 4 and len(b_sent) == 4
         assert not set(a_sent) & set(b_sent)
-        repository = AckRepository(first_store())
+        repository = AckRepository(AS_SYSTEM.store)
         assert not any(repository.due(s, now=clock.epoch() + 10**6) for s in repository.shards())
     finally:
         a.close()
@@ -157,7 +157,7 @@ def test_a_dead_dispatchers_shards_are_taken_once_its_heartbeat_and_leases_run_o
             assert a.roster.live_count() == 1
             assert set(b_shards) <= set(a.leases.active())
         assert len(set(a_sent + b_sent)) == 16
-        repository = AckRepository(first_store())
+        repository = AckRepository(AS_SYSTEM.store)
         assert not any(repository.due(s, now=clock.epoch() + 10**6) for s in repository.shards())
     finally:
         a.close()

@@ -27,9 +27,8 @@ from reconciliation.cases.policy import allowed_actions
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body, staff_actor
-from tests.helpers import audit_events
+from tests.helpers import AS_SYSTEM, audit_events
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +63,7 @@ def test_the_last_failed_attempt_opens_one_case_even_with_two_dispatchers(
     attempt, and the give-up opened again, still make one case."""
     sink = acme_sink("--misbehave", "500")
     assert api.post("u-1", pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     endpoints_for = endpoints()
 
     first = acks_dispatch_once(store, endpoints_for=endpoints_for)
@@ -159,7 +158,7 @@ class Receiver:
 def given_up(api, key: str, receiver: Receiver):
     """A pledge whose acknowledgement the dispatcher gave up on; its case."""
     assert api.post(key, pledge_body()).status_code == 201
-    store = first_store()
+    store = AS_SYSTEM.store
     receiver.dispatch(store)
     with clock.travel(60):
         assert receiver.dispatch(store).gave_up == 1

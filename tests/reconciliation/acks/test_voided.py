@@ -13,8 +13,8 @@ from reconciliation.acks.dispatch import acks_dispatch_once
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, Endpoint, event_id, secret_new
 from reconciliation.acks.repository import AckRepository
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.stores import first_store
 from tests.conftest import pledge_body
+from tests.helpers import AS_SYSTEM
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ ENDPOINT = Endpoint(
 
 def void(intent_id: str) -> None:
     """The pledge's part of the VOID_PLEDGE approval's transaction."""
-    store = first_store()
+    store = AS_SYSTEM.store
     pledge = PledgeRepository(store).get(intent_id)
     assert pledge is not None
     item = PledgeRepository(store).void_item(
@@ -53,7 +53,7 @@ class Receiver:
 
 def dispatch(receiver: Receiver):
     return acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: [ENDPOINT],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=receiver,
@@ -67,10 +67,10 @@ def test_a_void_makes_pledge_voided_due_with_its_own_id(ddb, api):
     assert api.post("v-1", pledge_body()).status_code == 201
     receiver = Receiver()
     assert dispatch(receiver).settled == 1
-    assert AckRepository(first_store()).get("acme#v-1").due is False  # type: ignore[union-attr]
+    assert AckRepository(AS_SYSTEM.store).get("acme#v-1").due is False  # type: ignore[union-attr]
 
     void("acme#v-1")
-    state = AckRepository(first_store()).get("acme#v-1")
+    state = AckRepository(AS_SYSTEM.store).get("acme#v-1")
     assert state is not None and state.due
     report = dispatch(receiver)
     assert (report.delivered, report.settled) == (1, 1)
@@ -81,7 +81,7 @@ def test_a_void_makes_pledge_voided_due_with_its_own_id(ddb, api):
     assert [m for m, _ in receiver.seen] == [recorded, voided]
     body = receiver.seen[1][1]
     assert body["type"] == "pledge.voided" and body["data"]["voided_at"]
-    settled = AckRepository(first_store()).get("acme#v-1")
+    settled = AckRepository(AS_SYSTEM.store).get("acme#v-1")
     assert settled is not None and not settled.due
     assert {k: d.status for k, d in settled.deliveries.items()} == {
         "E1/pledge.recorded": DeliveryStatus.DELIVERED,
@@ -96,7 +96,7 @@ def test_a_void_during_a_send_is_not_erased_by_the_record(ddb, api, settings):
     assert api.post("v-2", pledge_body()).status_code == 201
     receiver = Receiver(during=lambda: void("acme#v-2"))
     assert dispatch(receiver).lease_lost == 1
-    state = AckRepository(first_store()).get("acme#v-2")
+    state = AckRepository(AS_SYSTEM.store).get("acme#v-2")
     assert state is not None and state.due and state.deliveries == {}
 
     with clock.travel(settings.ACK_LEASE_S + 1):
@@ -125,7 +125,7 @@ def test_an_approved_void_pledge_override_makes_both_events_due(ddb, settings):
     endpoint = Endpoint("E1", pledge["tenant"], "https://crm.example.org/hooks", secret_new())
     receiver = Receiver()
     report = acks_dispatch_once(
-        first_store(),
+        AS_SYSTEM.store,
         endpoints_for=lambda t: [endpoint],
         resolve=lambda host, port: ["93.184.216.34"],
         sender=receiver,

@@ -21,32 +21,29 @@ from django.core.management import CommandError, call_command
 
 from reconciliation import clock
 from reconciliation.audit.repository import event_hash
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import Disposition
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.dynamo.items import to_item
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import TablesSnapshot, audit_events, delete_event
+from tests.helpers import AS_SYSTEM, TablesSnapshot, acting, audit_events, delete_event
 from tests.reconciliation.factories import stuck_case, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
 HOUR = timedelta(hours=1)
-STAFF = staff_actor("ada")
+STAFF = acting("ada")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
 
 
 def write_checkpoints() -> list[str]:
     from reconciliation.audit.checkpoints import audit_checkpoint
 
-    return audit_checkpoint(store=first_store())
+    return audit_checkpoint(store=AS_SYSTEM.store)
 
 
 def verify() -> list[str]:
     from reconciliation.audit.verify import audit_verify
 
-    return audit_verify(store=first_store()).problems
+    return audit_verify(store=AS_SYSTEM.store).problems
 
 
 @contextmanager
@@ -61,17 +58,8 @@ def label(moment: datetime) -> str:
 
 def escalated_case(key: str):
     case = stuck_case(key)
-    case = case_assign(
-        case_id=case.case_id,
-        staff=StaffAction(actor=STAFF, seen_version=case.version),
-        store=first_store(),
-    ).case
-    return case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    ).case
+    case = case_assign(**STAFF.on(case)).case
+    return case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(case, **WHY)).case
 
 
 # The history of each engine and hour X, built once and copied into each test's tables.
@@ -137,7 +125,7 @@ def test_every_finished_period_gets_a_checkpoint_even_an_empty_one(ddb, history)
         "SYSTEM",
     ]
     assert [h[0] for h in checkpoint_of(ddb, x + 2 * HOUR)["detail"]["heads"]] == ["SYSTEM"]
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert (report.problems, report.warnings) == ([], [])
     assert write_checkpoints() == []
 
@@ -161,7 +149,7 @@ def test_a_deleted_and_re_signed_checkpoint_is_reported_as_signed_late(ddb, hist
     for event in audit_events(ddb, "SYSTEM")[-2:]:
         delete_event(ddb, "SYSTEM", event["seq"])
     assert write_checkpoints() == [label(x + HOUR), label(x + 2 * HOUR)]
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert report.problems == []
     assert report.warnings[-1] == (
         f"checkpoints for 2 periods, {label(x + HOUR)} to {label(x + 2 * HOUR)}, signed up "

@@ -11,7 +11,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import audit_event_build, canonical_json, event_hash
-from tests.helpers import first_store, repositories
+from tests.helpers import AS_SYSTEM, repositories
 
 ADA = Actor(
     username="ada",
@@ -136,7 +136,7 @@ _STORED_ORDER = [
 def test_appended_event_is_stored_as_built(ddb):
     """audit_event_append puts the placed event as the head of its stream, and what
     DynamoDB hands back is the item with the captured hash."""
-    stored = audit_event_append(first_store(), stream="ACCOUNT#bo", event=SPARSE_EVENT)
+    stored = audit_event_append(AS_SYSTEM.store, stream="ACCOUNT#bo", event=SPARSE_EVENT)
     assert stored == SPARSE_STORED
     assert repositories().audit.stream_events("ACCOUNT#bo") == [SPARSE_STORED]
 

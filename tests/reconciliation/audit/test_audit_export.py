@@ -29,8 +29,7 @@ from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 from reconciliation.dynamo.client import dynamodb_client, reset_clients
-from reconciliation.stores import first_store
-from tests.helpers import audit_events, audit_seed, repositories, sign_in, staff_user
+from tests.helpers import AS_SYSTEM, audit_events, audit_seed, repositories, sign_in, staff_user
 
 AUDITOR = Actor("aud", Role.AUDITOR, "aud@example.org", "10.0.0.30")
 OTHER_AUDITOR = Actor("aud2", Role.AUDITOR, "aud2@example.org", "10.0.0.31")
@@ -187,7 +186,7 @@ def test_formula_cells_are_neutralised_in_csv_only(ddb, tmp_path):
     filters = AuditFilters.build(**whole_range())
     for fmt in ("csv", "jsonl"):
         out = tmp_path / f"f.{fmt}"
-        export_to_file(filters=filters, fmt=fmt, actor=AUDITOR, out_path=out, store=first_store())
+        export_to_file(filters=filters, fmt=fmt, actor=AUDITOR, out_path=out, store=AS_SYSTEM.store)
         with out.open(encoding="utf-8", newline="") as fh:
             text = fh.read()
         if fmt == "csv":
@@ -272,7 +271,7 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
         fmt="csv",
         actor=AUDITOR,
         out_path=out,
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
     manifest_path = Path(f"{out}.manifest.json")
 
@@ -316,7 +315,10 @@ def test_client_disconnect_records_an_abandoned_export(ddb, settings, tmp_path):
     settings.AUDIT_EXPORT_DIR = tmp_path
     audit_seed(500)  # a few 64 KB chunks
     run, body = export_stream_http(
-        filters=AuditFilters.build(**whole_range()), fmt="jsonl", actor=AUDITOR, store=first_store()
+        filters=AuditFilters.build(**whole_range()),
+        fmt="jsonl",
+        actor=AUDITOR,
+        store=AS_SYSTEM.store,
     )
     first = next(body)
     body.close()
@@ -333,22 +335,22 @@ def test_background_export_runs_once_and_only_its_owner_downloads(ddb, settings,
     settings.AUDIT_EXPORT_DIR = tmp_path
     events = audit_seed(120)
     filters = AuditFilters.build(**whole_range())
-    export_id = export_request(filters=filters, fmt="csv", actor=AUDITOR, store=first_store())
-    assert export_status(export_id, store=first_store()).state == "requested"
+    export_id = export_request(filters=filters, fmt="csv", actor=AUDITOR, store=AS_SYSTEM.store)
+    assert export_status(export_id, store=AS_SYSTEM.store).state == "requested"
     seen: list[tuple[int, float]] = []
     core = export_run_requested(
-        export_id, progress=lambda r, f: seen.append((r, f)), store=first_store()
+        export_id, progress=lambda r, f: seen.append((r, f)), store=AS_SYSTEM.store
     )
     assert core["row_count"] == len(events) and seen[-1] == (len(events), 1.0)
-    assert export_run_requested(export_id, store=first_store()) is None
+    assert export_run_requested(export_id, store=AS_SYSTEM.store) is None
     with pytest.raises(ExportForbidden):
-        export_download(export_id, actor=OTHER_AUDITOR, store=first_store())
-    path, name = export_download(export_id, actor=AUDITOR, store=first_store())
+        export_download(export_id, actor=OTHER_AUDITOR, store=AS_SYSTEM.store)
+    path, name = export_download(export_id, actor=AUDITOR, store=AS_SYSTEM.store)
     assert path.read_bytes().startswith(b"at,stream,seq") and name == f"audit-{export_id}.csv"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == core["sha256"]
     actions = [e["action"] for e in audit_events(ddb, f"EXPORT#{export_id}")]
     assert actions == ["export_requested", "export_completed", "export_downloaded"]
-    status = export_status(export_id, store=first_store())
+    status = export_status(export_id, store=AS_SYSTEM.store)
     assert status.done and status.downloads == 1 and status.row_count == len(events)
 
 
@@ -361,7 +363,7 @@ def test_empty_range_exports_a_header_and_a_valid_manifest(ddb, tmp_path):
         fmt="csv",
         actor=AUDITOR,
         out_path=out,
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
     assert core["row_count"] == 0 and core["first_event"] is None
     assert out.read_text().splitlines() == [",".join(CSV_COLUMNS)]

@@ -34,8 +34,8 @@ from reconciliation.dynamo.cancellation import Branch, _explain
 from reconciliation.dynamo.client import home_region
 from reconciliation.dynamo.items import from_item, to_item
 from reconciliation.simulation.invariants import Snapshot, audit_problems, ledger_problems
-from reconciliation.stores import Store, every_store, first_store, home_store, stream_tag
-from tests.helpers import run_verify
+from reconciliation.stores import Store, every_store, home_store, stream_tag
+from tests.helpers import AS_SYSTEM, run_verify
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = [
@@ -133,7 +133,7 @@ def test_a_cursor_is_bound_to_its_regions_and_cannot_be_forged(trail):
     cursor = Cursor.decode(page.next_cursor, today(), regions=("", "eu-west-1"))
     assert len(cursor.shards) == 16
     with pytest.raises(CursorError):  # a two-region cursor in a one-region search
-        audit_search(filters=today(), cursor=page.next_cursor, store=first_store())
+        audit_search(filters=today(), cursor=page.next_cursor, store=AS_SYSTEM.store)
     short = Cursor(cursor.day, cursor.shards[:8], cursor.regions).encode(today())
     with pytest.raises(CursorError):
         audit_search(filters=today(), cursor=short, stores=every_store())
@@ -188,13 +188,13 @@ def test_a_second_region_pledge_truncated_is_named_by_its_stored_head(trail):
     receipt = next(e for e in trail["eu-west-1"] if e["stream"].startswith("PLEDGE#"))
     stream = receipt["stream"]
     assert stream.startswith("PLEDGE#@eu-west-1#")
-    report = audit_verify(stream=stream, store=first_store(), stores=every_store())
+    report = audit_verify(stream=stream, store=AS_SYSTEM.store, stores=every_store())
     assert report.ok, report.problems
     second.client.delete_item(
         TableName=second.tables.audit_events,
         Key={"stream": {"S": stream}, "seq": {"N": "1"}},
     )
-    report = audit_verify(stream=stream, store=first_store(), stores=every_store())
+    report = audit_verify(stream=stream, store=AS_SYSTEM.store, stores=every_store())
     assert report.problems == [
         f"{stream}: the pledge item stores audit_seq 1 but the stream has no events "
         f"(audit_head {receipt['hash']})"
@@ -209,7 +209,7 @@ def test_replicas_in_every_region_double_nothing(trail, tmp_path):
     replicate(second, first)
     everything = trail[""] + trail["eu-west-1"]
     assert len(events_in(first)) == len(events_in(second)) == len(everything)
-    report = audit_verify(since=clock.now().date(), store=first_store(), stores=every_store())
+    report = audit_verify(since=clock.now().date(), store=AS_SYSTEM.store, stores=every_store())
     assert report.ok, report.problems
     streams = {e["stream"] for e in everything}
     assert (report.streams, report.events) == (len(streams), len(everything))
@@ -274,11 +274,11 @@ def test_the_default_range_reaches_a_day_only_the_second_region_holds(trail):
     with clock.travel(-86400):
         outcome = submit(key)
     assert outcome.kind == OutcomeKind.CREATED
-    report = audit_verify(store=first_store(), stores=every_store())
+    report = audit_verify(store=AS_SYSTEM.store, stores=every_store())
     period = Period.containing(clock.now() - timedelta(days=1), checkpoint_period_s())
     assert report.problems == [f"missing signed checkpoint for {period.label}"]
     assert report.since == clock.now().date() - timedelta(days=1)
     streams = {e["stream"] for e in trail[""] + trail["eu-west-1"]}
     assert report.streams == len(streams) + 1
-    assert audit_checkpoint(first_store(), stores=every_store())
-    assert audit_verify(store=first_store(), stores=every_store()).ok
+    assert audit_checkpoint(AS_SYSTEM.store, stores=every_store())
+    assert audit_verify(store=AS_SYSTEM.store, stores=every_store()).ok

@@ -10,8 +10,7 @@ from reconciliation.audit.day_index import CursorError, DayIndexReader, decode_e
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.search import audit_search
 from reconciliation.dynamo.items import from_item
-from reconciliation.stores import first_store
-from tests.helpers import audit_seed, repositories
+from tests.helpers import AS_SYSTEM, audit_seed, repositories
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
@@ -34,7 +33,7 @@ def all_pages(filters: AuditFilters, page_size: int) -> tuple[list[str], int]:
             cursor=cursor,
             page_size=page_size,
             with_chains=False,
-            store=first_store(),
+            store=AS_SYSTEM.store,
         )
         seen.extend(r.event_id for r in page.rows)
         pages += 1
@@ -98,7 +97,7 @@ def test_sparse_search_stops_on_its_budget_and_resumes(ddb, monkeypatch):
     events = seed(200, days=3)
     target = next(e for e in events if e.get("case_id"))
     filters = AuditFilters.build(since=first_day(events), case_id=target["case_id"])
-    first = audit_search(filters=filters, with_chains=False, store=first_store())
+    first = audit_search(filters=filters, with_chains=False, store=AS_SYSTEM.store)
     assert first.next_cursor and first.searched_to is not None
     seen, pages = all_pages(filters, 50)
     expected = [e["event_id"] for e in events if e.get("case_id") == target["case_id"]]
@@ -111,17 +110,17 @@ def test_forged_or_foreign_cursor_is_refused(ddb):
     events = seed(120)
     since = first_day(events)
     filters = AuditFilters.build(since=since)
-    page = audit_search(filters=filters, page_size=10, with_chains=False, store=first_store())
+    page = audit_search(filters=filters, page_size=10, with_chains=False, store=AS_SYSTEM.store)
     with pytest.raises(CursorError):
         audit_search(
             filters=AuditFilters.build(since=since, actor="sam"),
             cursor=page.next_cursor,
-            store=first_store(),
+            store=AS_SYSTEM.store,
         )
     with pytest.raises(CursorError):
-        audit_search(filters=filters, cursor=page.next_cursor[:-4] + "AAAA", store=first_store())
+        audit_search(filters=filters, cursor=page.next_cursor[:-4] + "AAAA", store=AS_SYSTEM.store)
     with pytest.raises(CursorError):
-        audit_search(filters=filters, cursor="not-a-cursor", store=first_store())
+        audit_search(filters=filters, cursor="not-a-cursor", store=AS_SYSTEM.store)
 
 
 def test_filter_validation_names_the_problem():
@@ -157,7 +156,7 @@ def test_chain_status_of_the_streams_shown(ddb):
         ExpressionAttributeValues={":a": {"S": "case_deleted"}},
     )
     page = audit_search(
-        filters=AuditFilters.build(since=first_day(events)), page_size=100, store=first_store()
+        filters=AuditFilters.build(since=first_day(events)), page_size=100, store=AS_SYSTEM.store
     )
     assert set(page.chains) == {e["stream"] for e in events}
     assert [c.stream for c in page.broken] == [victim["stream"]]

@@ -10,36 +10,24 @@ import pytest
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import audit_event_build
 from reconciliation.audit.verify import audit_verify
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import Disposition, Override
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.overrides import override_approve, override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, delete_event, repositories, run_verify
+from tests.helpers import AS_SYSTEM, acting, audit_events, delete_event, repositories, run_verify
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
-STAFF = staff_actor("ada")
-SUPER = staff_actor("sue", "supervisor")
+STAFF = acting("ada")
+SUPER = acting("sue", "supervisor")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
 
 
 def case_with_three_events(key: str):
     """A stuck case, assigned and escalated: its item stores audit_seq 3."""
     case = stuck_case(key)
-    case = case_assign(
-        case_id=case.case_id,
-        staff=StaffAction(actor=STAFF, seen_version=case.version),
-        store=first_store(),
-    ).case
-    case = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    ).case
+    case = case_assign(**STAFF.on(case)).case
+    case = case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(case, **WHY)).case
     assert case.audit_seq == 3
     return case
 
@@ -50,21 +38,13 @@ def voided_pledge(ddb, key: str, settings) -> tuple[str, list[dict]]:
     settings.AUTO_RESOLVE_COMMITTED = False
     case = ambiguous_case(key)
     requested = override_request(
-        case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=STAFF,
-            reason_code="DONOR_REQUEST",
-            reason_text="Donor withdrew the pledge by phone.",
-            seen_version=case.version,
+        **STAFF.on(
+            case, reason_code="DONOR_REQUEST", reason_text="Donor withdrew the pledge by phone."
         ),
-        store=first_store(),
     )
     override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
+        request_id=requested.case.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
     )
     stream = f"PLEDGE#{case.intent_id}"
     return stream, audit_events(ddb, stream)
@@ -108,7 +88,7 @@ def test_a_pledge_stream_deleted_outright_is_found_through_its_case(ddb, setting
     stream = f"PLEDGE#{case.intent_id}"
     [receipt] = audit_events(ddb, stream)
     delete_event(ddb, stream, 1)
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert report.problems == [
         f"{stream}: the pledge item stores audit_seq 1 but the stream has no events "
         f"(audit_head {receipt['hash']})"
@@ -125,7 +105,7 @@ def test_rewritten_stream_and_a_stream_without_its_item_are_named(ddb):
     forged = audit_event_build(
         AuditEvent(
             action="case_escalated",
-            actor=STAFF,
+            actor=STAFF.actor,
             case_id=rewritten.case_id,
             reason_code="EVIDENCE_CONFIRMS",
             reason_text="rewritten",
@@ -139,7 +119,7 @@ def test_rewritten_stream_and_a_stream_without_its_item_are_named(ddb):
     other = f"CASE#{orphaned.case_id}"
     delete_event(ddb, other, 3)
     ddb.client.delete_item(TableName=ddb.tables.cases, Key={"case_id": {"S": orphaned.case_id}})
-    assert sorted(audit_verify(store=first_store()).problems) == sorted(
+    assert sorted(audit_verify(store=AS_SYSTEM.store).problems) == sorted(
         [
             f"{name}: the case item's audit_head is not the hash of seq 3 "
             f"(audit_head {last['hash']}, stream's seq 3 hash {forged['hash']})",
@@ -155,10 +135,13 @@ def test_an_event_appended_past_the_stored_head_is_named(ddb):
     name = f"CASE#{case.case_id}"
     last = audit_events(ddb, name)[-1]
     extra = audit_event_build(
-        AuditEvent(action="case_escalated", actor=STAFF), stream=name, seq=4, prev_hash=last["hash"]
+        AuditEvent(action="case_escalated", actor=STAFF.actor),
+        stream=name,
+        seq=4,
+        prev_hash=last["hash"],
     )
     assert repositories().audit.append(extra)
-    assert audit_verify(stream=name, store=first_store()).problems == [
+    assert audit_verify(stream=name, store=AS_SYSTEM.store).problems == [
         f"{name}: the stream runs to seq 4, past the case item's audit_seq 3 "
         f"(audit_head {last['hash']})"
     ]
@@ -170,10 +153,13 @@ def test_a_stream_ahead_of_a_stale_item_read_is_read_again_not_reported():
     from reconciliation.audit.chains import SubjectHead, subject_chain_status
 
     first = audit_event_build(
-        AuditEvent(action="case_opened", actor=STAFF), stream="CASE#c1", seq=1, prev_hash="0" * 64
+        AuditEvent(action="case_opened", actor=STAFF.actor),
+        stream="CASE#c1",
+        seq=1,
+        prev_hash="0" * 64,
     )
     second = audit_event_build(
-        AuditEvent(action="case_assigned", actor=STAFF),
+        AuditEvent(action="case_assigned", actor=STAFF.actor),
         stream="CASE#c1",
         seq=2,
         prev_hash=first["hash"],

@@ -25,8 +25,7 @@ from reconciliation.audit.signing import heads_sha256, key_id, sign
 from reconciliation.audit.tasks import audit_checkpoint as checkpoint_task
 from reconciliation.audit.verify import audit_verify
 from reconciliation.dynamo.items import to_item
-from reconciliation.stores import first_store
-from tests.helpers import audit_events, audit_seed, race, repositories, run_verify
+from tests.helpers import AS_SYSTEM, audit_events, audit_seed, race, repositories, run_verify
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.usefixtures("midday")]
 
@@ -118,7 +117,7 @@ def label(checkpoint: dict) -> str:
 def test_intact_trail_verifies_with_queries_only(ddb):
     """A seeded trail and its checkpoints verify: exit 0, every stream counted, no Scan."""
     events = seed(80)
-    written = audit_checkpoint(store=first_store())
+    written = audit_checkpoint(store=AS_SYSTEM.store)
     assert len(written) >= 23 and written[0] == first_period(events)
     scans = no_scans(ddb)
     code, out = run_verify_text()
@@ -136,7 +135,7 @@ def test_changed_field_names_the_stream_and_seq(ddb):
     """Editing one stored field in DynamoDB: verification names that stream and seq with
     the recomputed and the stored hash, and the command exits non-zero."""
     name, chain = longest_stream(seed(80))
-    audit_checkpoint(store=first_store())
+    audit_checkpoint(store=AS_SYSTEM.store)
     victim = chain[1]
     ddb.client.update_item(
         TableName=ddb.tables.audit_events,
@@ -170,7 +169,7 @@ def test_deleting_a_whole_stream_fails_its_periods_checkpoints(ddb):
     no stored head behind, but each signed checkpoint of a period it had events in lists
     its head there, so verification names every missing head."""
     events = seed(80)
-    audit_checkpoint(store=first_store())
+    audit_checkpoint(store=AS_SYSTEM.store)
     name, chain = longest_stream(events)
     for event in chain:
         ddb.client.delete_item(
@@ -178,7 +177,7 @@ def test_deleting_a_whole_stream_fails_its_periods_checkpoints(ddb):
             Key={"stream": {"S": name}, "seq": {"N": str(event["seq"])}},
         )
     delete_subject(ddb, name)
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     listed = listing(ddb, name)
     assert listed and listed[-1][1] == [name, chain[-1]["seq"], chain[-1]["hash"]]
     assert report.problems == [
@@ -193,13 +192,13 @@ def test_rehashed_tail_is_caught_by_the_signed_checkpoint(ddb):
     stores, keeps the chain and the item consistent; only the signed checkpoint, which
     the writer cannot re-sign, exposes it."""
     events = seed(80)
-    audit_checkpoint(store=first_store())
+    audit_checkpoint(store=AS_SYSTEM.store)
     name, chain = longest_stream(events)
     forged = {**chain[-1], "reason_text": "rewritten"}
     forged["hash"] = event_hash(forged)
     ddb.client.put_item(TableName=ddb.tables.audit_events, Item=to_item(forged))
     put_subjects(ddb, [forged])
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert len(report.problems) == 1
     assert report.problems[0].endswith(
         f"stream {name} seq {forged['seq']}: expected hash {chain[-1]['hash']} "
@@ -212,7 +211,7 @@ def test_re_signed_checkpoint_without_the_key_fails_its_signature(ddb):
     SYSTEM re-chained after it, still carries the old signature: verification says the
     signature does not verify, and nothing else."""
     seed(30)
-    audit_checkpoint(store=first_store())
+    audit_checkpoint(store=AS_SYSTEM.store)
     system = audit_events(ddb, SYSTEM_STREAM)
     n, victim = next((n, e) for n, e in enumerate(system) if e["detail"].get("heads"))
     detail = dict(victim["detail"])
@@ -225,7 +224,7 @@ def test_re_signed_checkpoint_without_the_key_fails_its_signature(ddb):
         event["hash"] = event_hash(event)
         ddb.client.put_item(TableName=ddb.tables.audit_events, Item=to_item(event))
         previous = event
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert report.problems == [
         f"checkpoint {label(victim)} (SYSTEM seq {victim['seq']}): signature does not verify"
     ]
@@ -250,7 +249,7 @@ def test_checkpoint_is_written_once_per_period(ddb):
         last = clock.parse_iso(written[-1]["detail"]["end"])
         assert later == [Period.containing(last + timedelta(hours=h), 3600).label for h in (0, 1)]
         assert checkpoint_task() == []
-        assert audit_verify(store=first_store()).ok
+        assert audit_verify(store=AS_SYSTEM.store).ok
 
 
 @pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
@@ -268,7 +267,7 @@ def test_concurrent_checkpoint_writers_write_one_checkpoint(ddb):
     assert errors == []
     system = audit_events(ddb, SYSTEM_STREAM)
     assert [e["action"] for e in system] == [AuditAction.AUDIT_CHECKPOINT]
-    assert audit_verify(stream=SYSTEM_STREAM, store=first_store()).ok
+    assert audit_verify(stream=SYSTEM_STREAM, store=AS_SYSTEM.store).ok
 
 
 @pytest.mark.dynamodb_local_only  # a race: moto's in-process backend is not thread-safe
@@ -278,13 +277,13 @@ def test_concurrent_checkpoint_runs_write_one_checkpoint_a_period(ddb):
     has appended (``_SystemSeen``), so every period still gets exactly one checkpoint,
     in one chain."""
     seed(20)
-    outcomes = race(*[lambda: audit_checkpoint(first_store())] * 4)
+    outcomes = race(*[lambda: audit_checkpoint(AS_SYSTEM.store)] * 4)
     assert [o for o in outcomes if isinstance(o, BaseException)] == []
     written = [label for run in outcomes for label in run]
     system = audit_events(ddb, SYSTEM_STREAM)
     starts = [e["detail"]["start"] for e in system if e["action"] == AuditAction.AUDIT_CHECKPOINT]
     assert len(starts) == len(set(starts)) == len(written) > 24
-    assert audit_verify(stream=SYSTEM_STREAM, store=first_store()).ok
+    assert audit_verify(stream=SYSTEM_STREAM, store=AS_SYSTEM.store).ok
 
 
 def test_a_run_over_many_periods_reads_the_newest_checkpoint_once(ddb, monkeypatch):
@@ -302,10 +301,10 @@ def test_a_run_over_many_periods_reads_the_newest_checkpoint_once(ddb, monkeypat
         return real(self, stream, action=action)
 
     monkeypatch.setattr(AuditRepository, "latest_event", counted)
-    written = audit_checkpoint(first_store())
+    written = audit_checkpoint(AS_SYSTEM.store)
     assert len(written) > 24 and reads == [SYSTEM_STREAM]
     reads.clear()
-    assert audit_checkpoint(first_store()) == [] and reads == [SYSTEM_STREAM]
+    assert audit_checkpoint(AS_SYSTEM.store) == [] and reads == [SYSTEM_STREAM]
 
 
 def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeypatch, settings):
@@ -321,12 +320,12 @@ def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeyp
     )
     repos.audit.batch_put(events)
     put_subjects(repos, events)
-    assert audit_checkpoint(store=first_store()) == [day.isoformat() + "T00:00Z"]
+    assert audit_checkpoint(store=AS_SYSTEM.store) == [day.isoformat() + "T00:00Z"]
     [checkpoint] = checkpoints(ddb)
     streams = len({e["stream"] for e in events})
     assert streams > 25 and checkpoint["detail"]["stream_count"] == streams
     assert "heads" not in checkpoint["detail"] and len(checkpoint["detail"]["parts"]) >= 2
-    assert audit_verify(since=day, store=first_store()).ok
+    assert audit_verify(since=day, store=AS_SYSTEM.store).ok
     part_seq = checkpoint["detail"]["parts"][0][0]
     part = repos.audit.event_at(SYSTEM_STREAM, part_seq)
     assert part["action"] == AuditAction.AUDIT_CHECKPOINT_PART
@@ -334,7 +333,7 @@ def test_large_period_spills_into_parts_and_a_deleted_part_is_named(ddb, monkeyp
         TableName=ddb.tables.audit_events,
         Key={"stream": {"S": SYSTEM_STREAM}, "seq": {"N": str(part_seq)}},
     )
-    problems = audit_verify(since=day, store=first_store()).problems
+    problems = audit_verify(since=day, store=AS_SYSTEM.store).problems
     assert f"part SYSTEM seq {part_seq} missing or changed" in "\n".join(problems)
 
 
@@ -374,9 +373,9 @@ def test_legacy_daily_digest_still_verifies_and_checkpoints_continue_after_it(dd
     repos = repositories()
     events = seed(40)
     digest = legacy_digest(repos, yesterday())
-    written = audit_checkpoint(store=first_store())
+    written = audit_checkpoint(store=AS_SYSTEM.store)
     assert written[0] == f"{clock.now().date().isoformat()}T00:00Z" or written == []
-    report = audit_verify(store=first_store())
+    report = audit_verify(store=AS_SYSTEM.store)
     assert report.ok, report.problems
     assert report.checkpoints == 1 + len(written)
     name, chain = longest_stream(events)
@@ -387,7 +386,7 @@ def test_legacy_daily_digest_still_verifies_and_checkpoints_continue_after_it(dd
         )
     delete_subject(ddb, name)
     head = chain[-1]
-    assert audit_verify(store=first_store()).problems == [
+    assert audit_verify(store=AS_SYSTEM.store).problems == [
         f"digest {yesterday().isoformat()} (SYSTEM seq {digest['seq']}): stream {name} "
         f"seq {head['seq']} missing: expected hash {head['hash']}"
     ]
@@ -416,14 +415,14 @@ def test_real_case_and_pledge_events_verify(ddb):
 
     submit("verify-1")
     case = stuck_case("verify-2")
-    report = audit_verify(since=clock.now().date(), store=first_store())
+    report = audit_verify(since=clock.now().date(), store=AS_SYSTEM.store)
     assert report.ok, report.problems
     assert report.streams >= 2
     period = Period.containing(clock.now(), 3600)
     written = audit_checkpoint_write(repositories(), period=period)
     heads = {h[0] for h in written["detail"]["heads"]}
     assert f"CASE#{case.case_id}" in heads and "PLEDGE#acme#verify-1" in heads
-    assert audit_verify(since=clock.now().date(), store=first_store()).ok
+    assert audit_verify(since=clock.now().date(), store=AS_SYSTEM.store).ok
 
 
 def _delete_stream(ddb, stream: str) -> None:

@@ -15,8 +15,8 @@ from reconciliation.cases.models import DRILL_TENANT, case_id_for, case_to_item
 from reconciliation.cases.vocabulary import CaseState, Queue
 from reconciliation.casework.overview import overview_read, overview_summary_refresh
 from reconciliation.claims.opening import case_open
-from reconciliation.stores import every_store, first_store
-from tests.helpers import repositories
+from reconciliation.stores import every_store
+from tests.helpers import AS_SYSTEM, repositories
 from tests.reconciliation.factories import ambiguous_case, confirmed_committed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.engines("moto")]
@@ -83,7 +83,7 @@ def test_a_drill_case_opened_before_the_share_takes_nothing_away(ddb):
         resolved_sort=None,
         drill_tallied=False,
     )
-    stored, created = case_open(first_store(), case=older, actor=system_actor())
+    stored, created = case_open(AS_SYSTEM.store, case=older, actor=system_actor())
     assert created
     assert (counter().count, counter().drill_count) == (1, 0)
     confirmed_committed(stored)

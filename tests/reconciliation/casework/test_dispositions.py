@@ -28,17 +28,26 @@ from reconciliation.casework.overrides import (
     overrides_expire,
 )
 from reconciliation.casework.selectors import InvalidFilter, QueueFilters, queue_page
-from reconciliation.stores import first_store
 from tests.conftest import staff_actor
-from tests.helpers import audit_events, claims, ledger_total, pledges, race, repositories
+from tests.helpers import (
+    AS_SYSTEM,
+    Acting,
+    acting,
+    audit_events,
+    claims,
+    ledger_total,
+    pledges,
+    race,
+    repositories,
+)
 from tests.reconciliation.factories import ambiguous_case, key_reuse_case, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
 
-STAFF = staff_actor("ada")
-STAFF2 = staff_actor("bob")
-SUPER = staff_actor("sue", "supervisor")
-SUPER2 = staff_actor("sam", "supervisor")
+STAFF = acting("ada")
+STAFF2 = acting("bob")
+SUPER = acting("sue", "supervisor")
+SUPER2 = acting("sam", "supervisor")
 AUDITOR = staff_actor("aud", "auditor")
 WHY = dict(reason_code="EVIDENCE_CONFIRMS", reason_text="Checked the consistent reads.")
 
@@ -52,12 +61,7 @@ def test_confirm_committed_is_refused_without_the_pledge(ddb):
     never committed is refused and the case is unchanged."""
     case = stuck_case("cc-1")
     with pytest.raises(CaseError, match="no pledge"):
-        case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.CONFIRMED_COMMITTED,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-            store=first_store(),
-        )
+        case_dispose(disposition=Disposition.CONFIRMED_COMMITTED, **STAFF.on(case, **WHY))
     assert repositories().cases.get(case.case_id).version == case.version
     assert _events(ddb, case.case_id) == ["case_opened"]
 
@@ -66,12 +70,7 @@ def test_confirm_committed_resolves_and_finalises_claim(ddb, settings):
     """With the pledge present, the case resolves and a PENDING claim is finalised."""
     settings.AUTO_RESOLVE_COMMITTED = False
     case = ambiguous_case("cc-2")
-    result = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.CONFIRMED_COMMITTED,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    result = case_dispose(disposition=Disposition.CONFIRMED_COMMITTED, **STAFF.on(case, **WHY))
     assert result.applied and result.case.state == "RESOLVED" and result.case.queue is None
     assert _events(ddb, case.case_id) == ["case_opened", "disposition_recorded"]
     assert claims(ddb)[0]["status"] == "COMPLETED"
@@ -96,12 +95,7 @@ def test_confirm_committed_hands_back_the_claim_as_it_finalised_it(ddb, settings
     )
     seen = repositories().claims.get(case.claim_pk)
     with calls.tally() as counted:
-        result = case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.CONFIRMED_COMMITTED,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-            store=first_store(),
-        )
+        result = case_dispose(disposition=Disposition.CONFIRMED_COMMITTED, **STAFF.on(case, **WHY))
     # The case, the pledge and the claim (consistent reads), and the one transaction.
     assert counted.calls == 4
     stored = repositories().claims.get(case.claim_pk)
@@ -116,12 +110,7 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     is recorded once, with the claim's original token, and the case resolves."""
     case = stuck_case("rc-1")
     token = claims(ddb)[0]["request_token"]
-    result = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.RETRY_COMMIT,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    result = case_dispose(disposition=Disposition.RETRY_COMMIT, **STAFF.on(case, **WHY))
     assert result.applied
     final = repositories().cases.get(case.case_id)
     assert final.state == "RESOLVED"
@@ -136,10 +125,8 @@ def test_retry_commit_commits_the_stuck_intent_once(ddb):
     # A second retry request on the resolved case is refused; nothing is written twice.
     with pytest.raises(CaseError):
         case_dispose(
-            case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            staff=StaffAction(actor=STAFF, seen_version=final.version, **WHY),
-            store=first_store(),
+            **STAFF.on(case, seen_version=final.version, **WHY),
         )
     assert len(pledges(ddb)) == 1
 
@@ -149,20 +136,10 @@ def test_duplicate_rejected_ok_and_escalate(ddb):
     escalated queue, where it can still be acted on."""
     dup = key_reuse_case(ddb, "dup-1")
     assert dup.case_type == "CANCELLED_TRANSACTION"
-    done = case_dispose(
-        case_id=dup.case_id,
-        disposition=Disposition.DUPLICATE_REJECTED_OK,
-        staff=StaffAction(actor=STAFF, seen_version=dup.version, **WHY),
-        store=first_store(),
-    )
+    done = case_dispose(disposition=Disposition.DUPLICATE_REJECTED_OK, **STAFF.on(dup, **WHY))
     assert done.case.state == "RESOLVED"
     stuck = stuck_case("esc-1")
-    esc = case_dispose(
-        case_id=stuck.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=stuck.version, **WHY),
-        store=first_store(),
-    )
+    esc = case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(stuck, **WHY))
     assert esc.case.state == "ESCALATED" and esc.case.queue == "ESCALATED"
     counts = repositories().cases.counts()
     assert counts["ESCALATED"] == 1 and counts["STUCK_PENDING"] == 0
@@ -182,30 +159,16 @@ def test_reason_is_required(ddb, code, text, message):
     case = stuck_case("why-1")
     with pytest.raises(InvalidReason, match=message):
         case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.ESCALATE,
-            staff=StaffAction(
-                actor=STAFF, reason_code=code, reason_text=text, seen_version=case.version
-            ),
-            store=first_store(),
+            disposition=Disposition.ESCALATE, **STAFF.on(case, reason_code=code, reason_text=text)
         )
 
 
 def test_stale_version_is_refused_naming_who_changed_it(ddb):
     """Acting on a version someone else already changed: CaseChanged with who and when."""
     case = stuck_case("stale-1")
-    case_assign(
-        case_id=case.case_id,
-        staff=StaffAction(actor=STAFF2, seen_version=case.version),
-        store=first_store(),
-    )
+    case_assign(**STAFF2.on(case))
     with pytest.raises(CaseChanged) as info:
-        case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.ESCALATE,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-            store=first_store(),
-        )
+        case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(case, **WHY))
     assert "changed by bob at" in str(info.value)
     assert info.value.current.assignee == "bob"
 
@@ -214,16 +177,10 @@ def test_double_submission_of_one_action_has_one_effect(ddb):
     """The same action id submitted twice: one change, one event, the second a no-op."""
     case = stuck_case("dbl-1")
     first = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, action_id="act-1", **WHY),
-        store=first_store(),
+        disposition=Disposition.ESCALATE, **STAFF.on(case, action_id="act-1", **WHY)
     )
     second = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, action_id="act-1", **WHY),
-        store=first_store(),
+        disposition=Disposition.ESCALATE, **STAFF.on(case, action_id="act-1", **WHY)
     )
     assert first.applied and not second.applied
     assert second.case.version == first.case.version == case.version + 1
@@ -243,18 +200,9 @@ def test_sixteen_people_acting_at_once_one_wins(ddb):
         disposition, _ = options[n % 2]
         actor = staff_actor(f"user{n}")
         if n % 4 == 3:
-            case_assign(
-                case_id=case.case_id,
-                staff=StaffAction(actor=actor, seen_version=case.version),
-                store=first_store(),
-            )
+            case_assign(**Acting(actor).on(case))
         else:
-            case_dispose(
-                case_id=case.case_id,
-                disposition=disposition,
-                staff=StaffAction(actor=actor, seen_version=case.version, **WHY),
-                store=first_store(),
-            )
+            case_dispose(disposition=disposition, **Acting(actor).on(case, **WHY))
 
     outcomes = race(*(partial(act, n) for n in range(16)))
     wins = [n for n, o in enumerate(outcomes) if not isinstance(o, BaseException)]
@@ -274,29 +222,14 @@ def test_release_claim_needs_a_different_supervisor(ddb):
     """RELEASE_CLAIM: staff request, the same person cannot approve, a supervisor can; the
     claim becomes FAILED and at once re-claimable, the case resolves."""
     case = stuck_case("rel-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
     assert requested.case.state == "OVERRIDE_REQUESTED" and requested.case.queue == (
         "OVERRIDE_REQUESTED"
     )
     request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed):
-        override_approve(
-            case_id=case.case_id,
-            request_id=request_id,
-            staff=StaffAction(actor=STAFF, **WHY),
-            store=first_store(),
-        )
-    approved = override_approve(
-        case_id=case.case_id,
-        request_id=request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
-    )
+        override_approve(request_id=request_id, **STAFF.on(case, seen_version=None, **WHY))
+    approved = override_approve(request_id=request_id, **SUPER.on(case, seen_version=None, **WHY))
     assert approved.case.state == "RESOLVED"
     assert approved.case.resolution.disposition == Override.RELEASE_CLAIM
     [claim] = claims(ddb)
@@ -310,34 +243,16 @@ def test_supervisor_cannot_approve_own_request(ddb):
     """Self-approval is refused in the service, for supervisors too, and so is rejecting
     one's own request (four eyes either way); another may approve."""
     case = stuck_case("self-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=SUPER, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **SUPER.on(case, **WHY))
     request_id = requested.case.override.request_id
     with pytest.raises(NotAllowed, match="different supervisor"):
-        override_approve(
-            case_id=case.case_id,
-            request_id=request_id,
-            staff=StaffAction(actor=SUPER, **WHY),
-            store=first_store(),
-        )
+        override_approve(request_id=request_id, **SUPER.on(case, seen_version=None, **WHY))
     with pytest.raises(NotAllowed, match="different supervisor"):
-        override_reject(
-            case_id=case.case_id,
-            request_id=request_id,
-            staff=StaffAction(actor=SUPER, **WHY),
-            store=first_store(),
-        )
+        override_reject(request_id=request_id, **SUPER.on(case, seen_version=None, **WHY))
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
     assert (
         override_approve(
-            case_id=case.case_id,
-            request_id=request_id,
-            staff=StaffAction(actor=SUPER2, **WHY),
-            store=first_store(),
+            request_id=request_id, **SUPER2.on(case, seen_version=None, **WHY)
         ).case.state
         == "RESOLVED"
     )
@@ -346,43 +261,20 @@ def test_supervisor_cannot_approve_own_request(ddb):
 def test_approve_twice_is_refused(ddb):
     """A second approval (a different action) finds the request already decided."""
     case = stuck_case("twice-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
     request_id = requested.case.override.request_id
-    override_approve(
-        case_id=case.case_id,
-        request_id=request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
-    )
+    override_approve(request_id=request_id, **SUPER.on(case, seen_version=None, **WHY))
     with pytest.raises(CaseError, match="no pending request"):
-        override_approve(
-            case_id=case.case_id,
-            request_id=request_id,
-            staff=StaffAction(actor=SUPER2, **WHY),
-            store=first_store(),
-        )
+        override_approve(request_id=request_id, **SUPER2.on(case, seen_version=None, **WHY))
     assert _events(ddb, case.case_id).count("override_approved") == 1
 
 
 def test_reject_returns_case_to_where_it_was(ddb):
     """Rejection returns the case to OPEN (its prior state), with the request cleared."""
     case = stuck_case("rej-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
     rejected = override_reject(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
+        request_id=requested.case.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
     )
     assert rejected.case.state == "OPEN" and rejected.case.override is None
     assert rejected.case.queue == "STUCK_PENDING"
@@ -392,15 +284,10 @@ def test_reject_returns_case_to_where_it_was(ddb):
 def test_request_expires_back_to_open_by_system(ddb, settings):
     """An override request older than OVERRIDE_TTL_S returns to OPEN with a system event."""
     case = stuck_case("exp-1")
-    override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
-    assert overrides_expire(store=first_store()) == []
+    override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
+    assert overrides_expire(store=AS_SYSTEM.store) == []
     with clock.travel(settings.OVERRIDE_TTL_S + 5):
-        assert overrides_expire(store=first_store()) == [case.case_id]
+        assert overrides_expire(store=AS_SYSTEM.store) == [case.case_id]
     stored = repositories().cases.get(case.case_id)
     assert stored.state == "OPEN" and stored.override is None
     last = audit_events(ddb, f"CASE#{case.case_id}")[-1]
@@ -426,25 +313,14 @@ def test_approval_after_the_case_changed_is_refused(ddb, assign_after):
     """A request is pinned to the case as it was raised: after a material change it is
     refused, also when an assignment follows the change."""
     case = stuck_case("pin-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
     changed = material_change(case.case_id)
     if assign_after:
-        case_assign(
-            case_id=case.case_id,
-            staff=StaffAction(actor=STAFF2, seen_version=changed.version),
-            store=first_store(),
-        )
+        case_assign(**STAFF2.on(case, seen_version=changed.version))
     with pytest.raises(CaseError, match="changed since the request"):
         override_approve(
-            case_id=case.case_id,
             request_id=requested.case.override.request_id,
-            staff=StaffAction(actor=SUPER, **WHY),
-            store=first_store(),
+            **SUPER.on(case, seen_version=None, **WHY),
         )
 
 
@@ -453,28 +329,12 @@ def test_assignment_does_not_block_a_pending_override(ddb, unassign):
     """Request an override, someone assigns the case to themselves (and unassigns it):
     the supervisor's approval still applies, since nothing it depends on changed."""
     case = stuck_case("pin-2")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
-    assigned = case_assign(
-        case_id=case.case_id,
-        staff=StaffAction(actor=STAFF2, seen_version=requested.case.version),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
+    assigned = case_assign(**STAFF2.on(case, seen_version=requested.case.version))
     if unassign:
-        case_unassign(
-            case_id=case.case_id,
-            staff=StaffAction(actor=STAFF2, seen_version=assigned.case.version),
-            store=first_store(),
-        )
+        case_unassign(**STAFF2.on(case, seen_version=assigned.case.version))
     result = override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
+        request_id=requested.case.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
     )
     assert result.applied and result.case.state == "RESOLVED"
     assert claims(ddb)[0]["status"] == "FAILED"
@@ -486,21 +346,13 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
     case = ambiguous_case("void-1")
     assert ledger_total(ddb) == (Decimal("25.00"), 1)
     requested = override_request(
-        case_id=case.case_id,
         override=Override.VOID_PLEDGE,
-        staff=StaffAction(
-            actor=STAFF,
-            reason_code="DONOR_REQUEST",
-            reason_text="Donor withdrew the pledge by phone.",
-            seen_version=case.version,
+        **STAFF.on(
+            case, reason_code="DONOR_REQUEST", reason_text="Donor withdrew the pledge by phone."
         ),
-        store=first_store(),
     )
     override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
+        request_id=requested.case.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
     )
     [pledge] = pledges(ddb)
     assert pledge["status"] == "VOIDED" and pledge["audit_seq"] == 2
@@ -513,69 +365,44 @@ def test_void_pledge_reverses_ledger_in_the_same_transaction(ddb, settings):
 def test_reopen_a_resolved_case(ddb):
     """REOPEN is an override too: once approved the case is OPEN in its queue again."""
     case = stuck_case("reo-1")
-    esc = case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    esc = case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(case, **WHY))
     assert esc.case.state == "ESCALATED"
     requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=esc.case.version, **WHY),
-        store=first_store(),
+        override=Override.RELEASE_CLAIM, **STAFF.on(case, seen_version=esc.case.version, **WHY)
     )
     done = override_approve(
-        case_id=case.case_id,
-        request_id=requested.case.override.request_id,
-        staff=StaffAction(actor=SUPER, **WHY),
-        store=first_store(),
+        request_id=requested.case.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
     )
     assert done.case.state == "RESOLVED"
     again = override_request(
-        case_id=case.case_id,
-        override=Override.REOPEN,
-        staff=StaffAction(actor=STAFF2, seen_version=done.case.version, **WHY),
-        store=first_store(),
+        override=Override.REOPEN, **STAFF2.on(case, seen_version=done.case.version, **WHY)
     )
     reopened = override_approve(
-        case_id=case.case_id,
-        request_id=again.case.override.request_id,
-        staff=StaffAction(actor=SUPER2, **WHY),
-        store=first_store(),
+        request_id=again.case.override.request_id, **SUPER2.on(case, seen_version=None, **WHY)
     )
     assert reopened.case.state == "OPEN" and reopened.case.queue == "STUCK_PENDING"
 
 
 SERVICES = {
     "dispose": lambda c, a: case_dispose(
-        case_id=c.case_id,
-        disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=a, seen_version=c.version, **WHY),
-        store=first_store(),
+        disposition=Disposition.ESCALATE, **Acting(a).on(c, **WHY)
     ),
-    "assign": lambda c, a: case_assign(
-        case_id=c.case_id, staff=StaffAction(actor=a, seen_version=c.version), store=first_store()
-    ),
+    "assign": lambda c, a: case_assign(**Acting(a).on(c)),
     "override_request": lambda c, a: override_request(
-        case_id=c.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=a, seen_version=c.version, **WHY),
-        store=first_store(),
+        override=Override.RELEASE_CLAIM, **Acting(a).on(c, **WHY)
     ),
     "override_approve": lambda c, a: override_approve(
-        case_id=c.case_id, request_id=None, staff=StaffAction(actor=a, **WHY), store=first_store()
+        request_id=None, **Acting(a).on(c, seen_version=None, **WHY)
     ),
     "override_reject": lambda c, a: override_reject(
-        case_id=c.case_id, request_id=None, staff=StaffAction(actor=a, **WHY), store=first_store()
+        request_id=None, **Acting(a).on(c, seen_version=None, **WHY)
     ),
     "bulk": lambda c, a: cases_bulk(
         case_ids=[c.case_id],
         disposition=Disposition.ESCALATE,
         staff=StaffAction(actor=a, **WHY),
         dry_run=False,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     ),
 }
 ALLOWED = {
@@ -601,10 +428,7 @@ def test_role_matrix_for_every_case_service(ddb, role, service):
     case = stuck_case(f"rm-{role}-{service}")
     if service in ("override_approve", "override_reject"):
         case = override_request(
-            case_id=case.case_id,
-            override=Override.RELEASE_CLAIM,
-            staff=StaffAction(actor=staff_actor("requester"), seen_version=case.version, **WHY),
-            store=first_store(),
+            override=Override.RELEASE_CLAIM, **acting("requester").on(case, **WHY)
         ).case
     actor = staff_actor(f"{role}-user", role)
     if service in ALLOWED[role]:
@@ -622,29 +446,17 @@ def test_system_cannot_approve_and_api_cannot_dispose(ddb):
     from reconciliation.actors import Actor
 
     case = stuck_case("sys-1")
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY))
     with pytest.raises(NotAllowed):
         override_approve(
-            case_id=case.case_id,
-            request_id=None,
-            staff=StaffAction(actor=system_actor(), **WHY),
-            store=first_store(),
+            request_id=None, **Acting(system_actor()).on(case, seen_version=None, **WHY)
         )
     with pytest.raises(NotAllowed):
         case_dispose(
-            case_id=case.case_id,
             disposition=Disposition.ESCALATE,
-            staff=StaffAction(
-                actor=Actor(username="api:acme", role=Role.API),
-                seen_version=requested.case.version,
-                **WHY,
+            **Acting(Actor(username="api:acme", role=Role.API)).on(
+                case, seen_version=requested.case.version, **WHY
             ),
-            store=first_store(),
         )
 
 
@@ -655,9 +467,9 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     preview = cases_bulk(
         case_ids=[one.case_id, two.case_id, "C-NOPE"],
         disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, **WHY),
+        staff=StaffAction(actor=STAFF.actor, **WHY),
         dry_run=True,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     )
     assert [(r.case_id, r.ok, r.becomes) for r in preview] == [
         (one.case_id, True, "Escalated"),
@@ -668,9 +480,9 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     done = cases_bulk(
         case_ids=[one.case_id, two.case_id],
         disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, action_id="bulk-a", **WHY),
+        staff=StaffAction(actor=STAFF.actor, action_id="bulk-a", **WHY),
         dry_run=False,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     )
     assert [r.ok for r in done] == [True, True]
     assert _events(ddb, one.case_id) == ["case_opened", "case_escalated"]
@@ -678,9 +490,9 @@ def test_bulk_dry_run_writes_nothing_then_applies_each_case(ddb):
     again = cases_bulk(
         case_ids=[one.case_id],
         disposition=Disposition.ESCALATE,
-        staff=StaffAction(actor=STAFF, action_id="bulk-a", **WHY),
+        staff=StaffAction(actor=STAFF.actor, action_id="bulk-a", **WHY),
         dry_run=False,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     )
     assert again[0].ok is False  # already escalated: not offered again
 
@@ -691,31 +503,33 @@ def test_queue_pages_filters_and_cursor_binding(ddb):
     for i in range(5):
         with clock.travel(i):
             stuck_case(f"page-{i}", amount=f"{10 + i}.00", fund="GENERAL" if i % 2 else "BUILD")
-    first = queue_page("STUCK_PENDING", limit=2, store=first_store())
+    first = queue_page("STUCK_PENDING", limit=2, store=AS_SYSTEM.store)
     assert len(first.rows) == 2 and first.next_cursor
-    second = queue_page("STUCK_PENDING", limit=2, cursor=first.next_cursor, store=first_store())
-    third = queue_page("STUCK_PENDING", limit=2, cursor=second.next_cursor, store=first_store())
+    second = queue_page("STUCK_PENDING", limit=2, cursor=first.next_cursor, store=AS_SYSTEM.store)
+    third = queue_page("STUCK_PENDING", limit=2, cursor=second.next_cursor, store=AS_SYSTEM.store)
     ids = [r.case_id for r in first.rows + second.rows + third.rows]
     assert len(set(ids)) == 5
     opened = [r.opened_at for r in first.rows + second.rows + third.rows]
     assert opened == sorted(opened)
-    general = queue_page("STUCK_PENDING", filters=QueueFilters(fund="GENERAL"), store=first_store())
+    general = queue_page(
+        "STUCK_PENDING", filters=QueueFilters(fund="GENERAL"), store=AS_SYSTEM.store
+    )
     assert sorted(str(r.amount) for r in general.rows) == ["11", "13"]
     big = queue_page(
-        "STUCK_PENDING", filters=QueueFilters(min_amount=Decimal("12.50")), store=first_store()
+        "STUCK_PENDING", filters=QueueFilters(min_amount=Decimal("12.50")), store=AS_SYSTEM.store
     )
     assert sorted(str(r.amount) for r in big.rows) == ["13", "14"]
     with pytest.raises(InvalidFilter):
-        queue_page("AMBIGUOUS_TIMEOUT", limit=2, cursor=first.next_cursor, store=first_store())
+        queue_page("AMBIGUOUS_TIMEOUT", limit=2, cursor=first.next_cursor, store=AS_SYSTEM.store)
     with pytest.raises(InvalidFilter):
         queue_page(
             "STUCK_PENDING",
             filters=QueueFilters(fund="GENERAL"),
             cursor=first.next_cursor,
-            store=first_store(),
+            store=AS_SYSTEM.store,
         )
     with pytest.raises(InvalidFilter):
-        queue_page("STUCK_PENDING", cursor=first.next_cursor[:-3] + "abc", store=first_store())
+        queue_page("STUCK_PENDING", cursor=first.next_cursor[:-3] + "abc", store=AS_SYSTEM.store)
     assert json.loads(json.dumps(repositories().cases.counts()))["STUCK_PENDING"] == 5
 
 
@@ -736,32 +550,15 @@ def test_invisible_characters_do_not_count_toward_a_reason(ddb, text):
     case = stuck_case("why-invisible")
     invisible = dict(reason_code="OTHER", reason_text=text)
     with pytest.raises(InvalidReason, match="at least 10 characters"):
-        case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.ESCALATE,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **invisible),
-            store=first_store(),
-        )
+        case_dispose(disposition=Disposition.ESCALATE, **STAFF.on(case, **invisible))
     with pytest.raises(InvalidReason, match="at least 10 characters"):
-        override_request(
-            case_id=case.case_id,
-            override=Override.RELEASE_CLAIM,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **invisible),
-            store=first_store(),
-        )
-    requested = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    ).case
+        override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **invisible))
+    requested = override_request(override=Override.RELEASE_CLAIM, **STAFF.on(case, **WHY)).case
     for decide in (override_approve, override_reject):
         with pytest.raises(InvalidReason, match="at least 10 characters"):
             decide(
-                case_id=case.case_id,
                 request_id=requested.override.request_id,
-                staff=StaffAction(actor=SUPER, **invisible),
-                store=first_store(),
+                **SUPER.on(case, seen_version=None, **invisible),
             )
     assert repositories().cases.get(case.case_id).state == "OVERRIDE_REQUESTED"
 
@@ -771,16 +568,12 @@ def test_visible_characters_beside_invisible_ones_make_a_reason(ddb):
     written as combining marks count with their letter)."""
     case = stuck_case("why-visible")
     result = case_dispose(
-        case_id=case.case_id,
         disposition=Disposition.ESCALATE,
-        staff=StaffAction(
-            actor=STAFF,
+        **STAFF.on(
+            case,
             reason_code="OTHER",
-            reason_text="\u200bre\u0301sume\u0301 done\u200b",
-            seen_version=case.version,
+            reason_text="\u200bre\u0301sume\u0301 done\u200b",  # exactly 10 visible
         ),
-        # exactly 10 visible
-        store=first_store(),
     )
     assert result.applied
 
@@ -798,15 +591,10 @@ def test_a_retry_inside_the_claims_lease_asks_to_wait_then_commits(ddb, monkeypa
         outcome = submit("rc-wait")
     case = repositories().cases.get(outcome.case_id)
     monkeypatch.setattr(dispositions, "enqueue_retry", lambda case_id, request_id=None: None)
-    case_dispose(
-        case_id=case.case_id,
-        disposition=Disposition.RETRY_COMMIT,
-        staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-        store=first_store(),
-    )
-    waiting = retry_commit_run(case.case_id, store=first_store())
+    case_dispose(disposition=Disposition.RETRY_COMMIT, **STAFF.on(case, **WHY))
+    waiting = retry_commit_run(case.case_id, store=AS_SYSTEM.store)
     assert waiting.kind == "wait" and 1 <= waiting.wait_s <= 60
     assert pledges(ddb) == []
     with clock.travel(waiting.wait_s + 1):
-        assert retry_commit_run(case.case_id, store=first_store()) == RetryOutcome("committed")
+        assert retry_commit_run(case.case_id, store=AS_SYSTEM.store) == RetryOutcome("committed")
     assert len(pledges(ddb)) == 1

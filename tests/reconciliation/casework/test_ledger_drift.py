@@ -22,9 +22,10 @@ from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.stores import case_store, every_store, first_store, home_store
+from reconciliation.stores import case_store, every_store, home_store
 from tests import fault_helpers
 from tests.conftest import staff_actor
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.factories import submit
 from tests.reconciliation.test_regions_routing import keys_homed
 
@@ -94,7 +95,7 @@ def test_a_tampered_ledger_shard_opens_one_drift_case_with_the_difference(quick)
     for key in keys_homed("us-east-1", "tamper", 2):
         assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
-    store = first_store()
+    store = AS_SYSTEM.store
     tamper(store, "5")
     report, _ = run()
     [case_id] = report.opened
@@ -130,7 +131,7 @@ def tamper(store, amount: str, shard: str = "GENERAL#USD#0") -> None:
 
 
 def dispose(case_id: str, disposition: str) -> None:
-    case = CaseRepository(first_store()).get(case_id)
+    case = CaseRepository(AS_SYSTEM.store).get(case_id)
     assert case is not None
     result = case_dispose(
         case_id=case_id,
@@ -141,7 +142,7 @@ def dispose(case_id: str, disposition: str) -> None:
             reason_text="Checked against the finance journal.",
             seen_version=case.version,
         ),
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
     assert result.case.state == CaseState.RESOLVED
 
@@ -190,7 +191,7 @@ def test_two_runs_from_one_checkpoint_advance_it_once(quick):
     cannot write it: one of two concurrent runs advances it."""
     run()
     submit(keys_homed("us-east-1", "race")[0])
-    store = first_store()
+    store = AS_SYSTEM.store
     seen = CheckpointRepository(store).get()
     run()
     with pytest.raises(ClientError, match="ConditionalCheckFailed"):
@@ -209,7 +210,7 @@ def test_the_sweep_runs_the_check_when_it_is_due(quick, settings):
     assert sweep_all(every_store(), home=home_store).opened == []  # not due yet
     settings.LEDGER_DRIFT_INTERVAL_S = 0
     [case_id] = sweep_all(every_store(), home=home_store).opened
-    drift = CaseRepository(first_store()).get(case_id).evidence.drift
+    drift = CaseRepository(AS_SYSTEM.store).get(case_id).evidence.drift
     assert drift["regions"] == ["eu-west-1"] and Decimal(drift["difference"]) == 7
 
 
@@ -332,7 +333,7 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
     [key] = keys_homed("us-east-1", "reopen")
     assert submit(key, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
-    store = first_store()
+    store = AS_SYSTEM.store
     tamper(store, "5")
     [case_id] = run()[0].opened
     dispose(case_id, "DRIFT_EXPLAINED")
@@ -350,5 +351,5 @@ def test_a_resolved_drift_case_cannot_be_reopened(quick):
                 reason_text="Looking again.",
                 seen_version=None,
             ),
-            store=first_store(),
+            store=AS_SYSTEM.store,
         )

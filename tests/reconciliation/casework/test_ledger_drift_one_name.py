@@ -15,7 +15,7 @@ from reconciliation.cases.repository import CaseRepository
 from reconciliation.casework.drift import ALL
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import dynamodb_client, regions, reset_clients
-from reconciliation.stores import first_store
+from tests.helpers import AS_SYSTEM
 from tests.reconciliation.casework.test_ledger_drift import quick, run  # noqa: F401
 from tests.reconciliation.factories import submit
 from tests.reconciliation.test_regions_routing import keys_homed
@@ -49,7 +49,7 @@ def test_one_intent_recorded_in_both_regions_under_one_name_is_named(quick, sett
     report, _ = run()
     assert report.duplicates == ["acme#one-name-1"]
     [case_id] = report.opened
-    drift = CaseRepository(first_store()).get(case_id).evidence.drift
+    drift = CaseRepository(AS_SYSTEM.store).get(case_id).evidence.drift
     assert drift["scope"] == ALL
     assert Decimal(drift["difference"]) == 25
     [named] = drift["intents"]

@@ -26,17 +26,25 @@ from reconciliation.claims import intake
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
-from tests.conftest import staff_actor
-from tests.helpers import audit_events, cases, ledger_total, pledges, repositories
+from tests.helpers import (
+    AS_SYSTEM,
+    Acting,
+    acting,
+    audit_events,
+    cases,
+    ledger_total,
+    pledges,
+    repositories,
+)
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
 
-STAFF = staff_actor("ada")
-STAFF2 = staff_actor("bob")
-SUPER = staff_actor("sue", "supervisor")
+STAFF = acting("ada")
+STAFF2 = acting("bob")
+SUPER = acting("sue", "supervisor")
 WHY = dict(reason_code="TRANSIENT_FAILURE", reason_text="The commit met a transient failure.")
 RESOLVING = {
     "retry_commit_succeeded",
@@ -70,16 +78,12 @@ def _resolving_writes(ddb, case_id: str) -> list[dict]:
     ]
 
 
-def _ask_retry(case, monkeypatch, actor=STAFF):
+def _ask_retry(case, monkeypatch, actor=STAFF.actor):
     """Staff ask for RETRY_COMMIT; the task is queued, not run (the broker holds it)."""
     monkeypatch.setattr("reconciliation.casework.dispositions.enqueue_retry", lambda *a, **k: None)
     return case_dispose(
-        case_id=case.case_id,
         disposition=Disposition.RETRY_COMMIT,
-        staff=StaffAction(
-            actor=actor, seen_version=case.version, action_id=f"retry-{case.case_id}", **WHY
-        ),
-        store=first_store(),
+        **Acting(actor).on(case, action_id=f"retry-{case.case_id}", **WHY),
     ).case
 
 
@@ -123,9 +127,9 @@ def test_a_retry_delivered_twice_at_once_resolves_the_case_once(ddb, monkeypatch
     second = []
     _during_commit(
         monkeypatch,
-        lambda: second.append(retries.retry_commit_run(case.case_id, store=first_store())),
+        lambda: second.append(retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)),
     )
-    first = retries.retry_commit_run(case.case_id, store=first_store())
+    first = retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
 
     assert _actions(ddb, case.case_id).count("retry_commit_succeeded") == 1
     assert len(_resolving_writes(ddb, case.case_id)) == 1
@@ -140,8 +144,8 @@ def test_a_retry_racing_the_recheck_leaves_the_first_resolution_standing(ddb, mo
     retry that recorded it is still finishing; the retry writes nothing, and the re-check's
     resolution stands."""
     case = _ask_retry(stuck_case("mh-2"), monkeypatch)
-    _during_commit(monkeypatch, lambda: recheck_open_cases(first_store()))
-    retries.retry_commit_run(case.case_id, store=first_store())
+    _during_commit(monkeypatch, lambda: recheck_open_cases(AS_SYSTEM.store))
+    retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
 
     resolved = _resolving_writes(ddb, case.case_id)
     assert [e["action"] for e in resolved] == ["disposition_recorded"]
@@ -157,32 +161,24 @@ def test_a_supervisor_approval_is_never_replaced_by_a_retry(ddb, monkeypatch):
     case left open for the intent."""
     case = _ask_retry(stuck_case("mh-3"), monkeypatch)
     try:
-        asked = override_request(
-            case_id=case.case_id,
-            override=Override.RELEASE_CLAIM,
-            staff=StaffAction(actor=STAFF2, seen_version=case.version, **WHY),
-            store=first_store(),
-        ).case
+        asked = override_request(override=Override.RELEASE_CLAIM, **STAFF2.on(case, **WHY)).case
     except CaseError as refused:
         assert "retry" in str(refused).lower()
-        retries.retry_commit_run(case.case_id, store=first_store())
+        retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
         assert repositories().cases.get(case.case_id).state == CaseState.RESOLVED
         return
 
     _after_first_case_read(
         monkeypatch,
         lambda: override_approve(
-            case_id=case.case_id,
-            request_id=asked.override.request_id,
-            staff=StaffAction(actor=SUPER, **WHY),
-            store=first_store(),
+            request_id=asked.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
         ),
     )
-    retries.retry_commit_run(case.case_id, store=first_store())
+    retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
 
     stored = repositories().cases.get(case.case_id)
     assert stored.resolution.disposition == Override.RELEASE_CLAIM
-    assert stored.resolution.by == SUPER.username
+    assert stored.resolution.by == SUPER.actor.username
     assert len(_resolving_writes(ddb, case.case_id)) == 1
     open_cases = [c for c in cases(ddb) if c["state"] != "RESOLVED"]
     assert open_cases == []
@@ -198,25 +194,17 @@ def test_a_redelivered_retry_after_its_run_ended_writes_nothing_while_a_release_
     throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
         patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
-        retries.retry_commit_run(case.case_id, store=first_store())
+        retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
     case = repositories().cases.get(case.case_id)
     assert case.retry.finished_at and case.state == CaseState.OPEN
-    asked = override_request(
-        case_id=case.case_id,
-        override=Override.RELEASE_CLAIM,
-        staff=StaffAction(actor=STAFF2, seen_version=case.version, **WHY),
-        store=first_store(),
-    ).case
+    asked = override_request(override=Override.RELEASE_CLAIM, **STAFF2.on(case, **WHY)).case
     _after_first_case_read(
         monkeypatch,
         lambda: override_approve(
-            case_id=case.case_id,
-            request_id=asked.override.request_id,
-            staff=StaffAction(actor=SUPER, **WHY),
-            store=first_store(),
+            request_id=asked.override.request_id, **SUPER.on(case, seen_version=None, **WHY)
         ),
     )
-    retries.retry_commit_run(case.case_id, store=first_store())
+    retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
 
     assert pledges(ddb) == []
     stored = repositories().cases.get(case.case_id)
@@ -260,34 +248,29 @@ def test_duplicate_rejected_is_never_recorded_without_a_pledge(ddb):
     duplicate correctly rejected': the page does not offer it, the bulk preview says it is
     not possible and why, and a POST asking anyway is refused and writes nothing."""
     case = _conflict_case("mh-5")
-    assert PledgeRepository(first_store()).get(case.intent_id, consistent=True) is None
+    assert PledgeRepository(AS_SYSTEM.store).get(case.intent_id, consistent=True) is None
     facts = evidence_facts(case=case, pledge=None, claim=None)
     assert Disposition.DUPLICATE_REJECTED_OK not in offered_actions(
-        case.case_type, case.state, STAFF.role, facts
+        case.case_type, case.state, STAFF.actor.role, facts
     )
 
     [row] = cases_bulk(
         case_ids=[case.case_id],
         disposition=Disposition.DUPLICATE_REJECTED_OK,
-        staff=StaffAction(actor=STAFF, **WHY),
+        staff=StaffAction(actor=STAFF.actor, **WHY),
         dry_run=True,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     )
     assert not row.ok and "no pledge" in row.message.lower()
 
     with pytest.raises(CaseError, match="(?i)no pledge"):
-        case_dispose(
-            case_id=case.case_id,
-            disposition=Disposition.DUPLICATE_REJECTED_OK,
-            staff=StaffAction(actor=STAFF, seen_version=case.version, **WHY),
-            store=first_store(),
-        )
+        case_dispose(disposition=Disposition.DUPLICATE_REJECTED_OK, **STAFF.on(case, **WHY))
     [applied] = cases_bulk(
         case_ids=[case.case_id],
         disposition=Disposition.DUPLICATE_REJECTED_OK,
-        staff=StaffAction(actor=STAFF, **WHY),
+        staff=StaffAction(actor=STAFF.actor, **WHY),
         dry_run=False,
-        store_for=lambda _id: first_store(),
+        store_for=lambda _id: AS_SYSTEM.store,
     )
     assert not applied.ok
     assert _actions(ddb, case.case_id) == ["case_opened"]
@@ -301,20 +284,17 @@ def test_a_system_resolution_never_replaces_a_resolution(ddb, monkeypatch):
     # The pledge is recorded by the client's own retry, and the re-check resolves the case.
     with clock.travel(300):
         assert submit("mh-6").kind == OutcomeKind.CREATED
-        recheck_open_cases(first_store())
+        recheck_open_cases(AS_SYSTEM.store)
         resolved = repositories().cases.get(stale.case_id)
         assert resolved.state == CaseState.RESOLVED
         with pytest.raises(CaseError):
             case_dispose(
-                case_id=stale.case_id,
                 disposition="CONFIRMED_COMMITTED",
-                staff=StaffAction(
-                    actor=system_actor(),
+                **Acting(system_actor()).on(
+                    stale,
                     reason_code="EVIDENCE_CONFIRMS",
                     reason_text="Automatic: a stale read of the case.",
-                    seen_version=stale.version,
                 ),
-                store=first_store(),
             )
     assert len(_resolving_writes(ddb, stale.case_id)) == 1
 
@@ -336,7 +316,7 @@ def test_a_late_worker_beside_a_failed_retry_opens_no_second_case(ddb, monkeypat
     throttled = IntakeOutcome(OutcomeKind.THROTTLED, retry_after=1)
     with monkeypatch.context() as patched:  # DynamoDB throttled the retry's commit
         patched.setattr(intake, "pledge_commit", lambda *a, **k: throttled)
-        retries.retry_commit_run(case.case_id, store=first_store())
+        retries.retry_commit_run(case.case_id, store=AS_SYSTEM.store)
     kept = ClaimRepository(home_store(key)).get(late_claim.pk)
     assert kept.case_id == case.case_id and kept.attempt_id != late_claim.attempt_id
 

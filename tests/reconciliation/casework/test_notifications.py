@@ -14,7 +14,6 @@ from django.core.management import call_command
 
 from reconciliation import clock
 from reconciliation.apps import queue_sla_check
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import Override, Queue
 from reconciliation.casework.notifications import (
     InvalidSla,
@@ -25,9 +24,7 @@ from reconciliation.casework.notifications import (
     supervisor_digest,
 )
 from reconciliation.casework.overrides import override_request
-from reconciliation.stores import first_store
-from tests.conftest import staff_actor
-from tests.helpers import staff_user
+from tests.helpers import AS_SYSTEM, acting, staff_user
 from tests.reconciliation.factories import ambiguous_case, stuck_case
 
 pytestmark = [pytest.mark.usefixtures("midday")]
@@ -44,16 +41,13 @@ def seed(ddb) -> dict:
     stuck_case("nt-new")
     asked = stuck_case("nt-ask")
     override_request(
-        case_id=asked.case_id,
         override="RELEASE_CLAIM",
-        staff=StaffAction(
-            actor=staff_actor("ada"),
+        **acting("ada").on(
+            asked,
             reason_code="CLIENT_CONFIRMED",
             reason_text="The client wants to retry.",
-            seen_version=asked.version,
             action_id="nt",
         ),
-        store=first_store(),
     )
     # Last: each sweep above would auto-resolve it (its commit did apply).
     with clock.travel(-3 * HOUR):
@@ -67,7 +61,7 @@ def test_digest_lists_waiting_requests_and_cases_past_each_queues_sla(ddb):
     ambiguous case are past SLA, the 3 h and fresh stuck cases are not, and the override
     request is listed as waiting."""
     cases = seed(ddb)
-    digest = supervisor_digest(store=first_store(), hours=sla_parse("ambiguous=2"))
+    digest = supervisor_digest(store=AS_SYSTEM.store, hours=sla_parse("ambiguous=2"))
     assert [r.case_id for r in digest.waiting] == [cases["asked"].case_id]
     assert digest.waiting_count == 1
     past = {b.queue: (b.sla_hours, b.count, [r.case_id for r in b.oldest]) for b in digest.past_sla}
@@ -78,7 +72,7 @@ def test_digest_lists_waiting_requests_and_cases_past_each_queues_sla(ddb):
     assert digest.past_sla_count == 2
     # An hour later the 3 h stuck case crosses 4 h as well; oldest first.
     with clock.travel(HOUR + 1):
-        later = supervisor_digest(store=first_store(), hours=sla_parse("ambiguous=2"))
+        later = supervisor_digest(store=AS_SYSTEM.store, hours=sla_parse("ambiguous=2"))
     [stuck] = [b for b in later.past_sla if b.queue == Queue.STUCK_PENDING]
     assert stuck.count == 2
     assert [r.case_id for r in stuck.oldest] == [cases["old"].case_id, cases["middle"].case_id]
@@ -126,7 +120,7 @@ def test_digest_email_goes_to_active_supervisors_with_an_address_only(ddb, setti
     staff_user("fin", "finance_staff", email="fin@example.org")
     staff_user("aud", "auditor", email="aud@example.org")
 
-    sent = digest_send(store=first_store())
+    sent = digest_send(store=AS_SYSTEM.store)
 
     assert sorted(m.to[0] for m in mail.outbox) == ["sup1@example.org", "sup2@example.org"]
     assert all(len(m.to) == 1 and not m.cc and not m.bcc for m in mail.outbox)

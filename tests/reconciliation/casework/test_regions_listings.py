@@ -11,7 +11,6 @@ from decimal import Decimal
 import pytest
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.dispositions import case_assign, case_dispose
 from reconciliation.casework.history import assigned_page, resolved_page
@@ -33,8 +32,8 @@ from reconciliation.casework.selectors import (
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
 from reconciliation.dynamo.client import home_region
-from reconciliation.stores import case_store, case_tag, every_store, first_store, home_store
-from tests.conftest import staff_actor
+from reconciliation.stores import case_store, case_tag, every_store, home_store
+from tests.helpers import AS_SYSTEM, acting
 from tests.reconciliation.factories import crashed_claim, submit
 
 pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_only]
@@ -42,6 +41,14 @@ pytestmark = [pytest.mark.django_db(databases=[]), pytest.mark.dynamodb_local_on
 HOUR = 3600
 STUCK = "STUCK_PENDING"
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "A closer look, from either region."}
+RELEASE = {
+    "reason_code": "CLIENT_CONFIRMED",
+    "reason_text": "The client says the request never reached them.",
+}
+RETRY = {
+    "reason_code": "TRANSIENT_FAILURE",
+    "reason_text": "The worker died before committing; retry it.",
+}
 # (home region, age in hours, amount, fund): three cases homed in each region, their
 # ages, amounts and funds interleaved so every order alternates between the regions.
 SPECS = [
@@ -168,7 +175,7 @@ def test_counts_totals_oldest_and_ageing_sum_both_regions(two_regions, replicate
     assert counts[STUCK] == 6
     assert queue_counters(stores=stores)[STUCK].amounts["USD"] == Decimal("250.00")
     # The first region alone holds half of them (what every page used to read).
-    assert queue_counts(store=first_store())[STUCK] == 3
+    assert queue_counts(store=AS_SYSTEM.store)[STUCK] == 3
     assert queue_oldest(counts, stores=stores)[STUCK].case_id == ids[0]
     buckets = dict(queue_ageing(counts, stores=stores)[STUCK])
     assert buckets == {"< 1 h": 0, "1–4 h": 0, "4–24 h": 6, "> 24 h": 0}
@@ -177,24 +184,12 @@ def test_counts_totals_oldest_and_ageing_sum_both_regions(two_regions, replicate
 @pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
 def test_my_cases_and_resolved_list_both_regions(two_regions, replicated):
     ids = open_cases()
-    ada = staff_actor("ada")
+    ada = acting("ada")
     for case_id in ids[:4]:
-        case_assign(
-            case_id=case_id, staff=StaffAction(actor=ada, seen_version=1), store=case_store(case_id)
-        )
+        case_assign(**ada.on_id(case_id, seen_version=1))
     for n, case_id in enumerate(ids[4:]):
         with clock.travel(n * 60):
-            case_dispose(
-                case_id=case_id,
-                disposition="RETRY_COMMIT",
-                staff=StaffAction(
-                    actor=ada,
-                    reason_code="TRANSIENT_FAILURE",
-                    reason_text="The worker died before committing; retry it.",
-                    seen_version=1,
-                ),
-                store=case_store(case_id),
-            )
+            case_dispose(disposition="RETRY_COMMIT", **ada.on_id(case_id, **RETRY, seen_version=1))
     if replicated:
         replicate()
     rows, cursor = [], None
@@ -244,15 +239,7 @@ def test_digest_counts_and_lists_both_regions(two_regions, replicated):
     ids = open_cases()
     for case_id in (ids[0], ids[1]):
         override_request(
-            case_id=case_id,
-            override="RELEASE_CLAIM",
-            staff=StaffAction(
-                actor=staff_actor("ada"),
-                reason_code="CLIENT_CONFIRMED",
-                reason_text="The client says the request never reached them.",
-                seen_version=1,
-            ),
-            store=case_store(case_id),
+            override="RELEASE_CLAIM", **acting("ada").on_id(case_id, **RELEASE, seen_version=1)
         )
     if replicated:
         replicate()
@@ -271,12 +258,12 @@ def test_a_cursor_is_bound_to_the_regions_it_was_issued_for(two_regions):
     a forged one are refused as InvalidFilter (a 400 at the edge), never a crash."""
     open_cases()
     two = queue_page(STUCK, limit=2, stores=every_store())
-    one = queue_page(STUCK, limit=1, store=first_store())
+    one = queue_page(STUCK, limit=1, store=AS_SYSTEM.store)
     assert two.next_cursor and one.next_cursor
     with pytest.raises(InvalidFilter):
         queue_page(STUCK, limit=2, cursor=one.next_cursor, stores=every_store())
     with pytest.raises(InvalidFilter):
-        queue_page(STUCK, limit=2, cursor=two.next_cursor, store=first_store())
+        queue_page(STUCK, limit=2, cursor=two.next_cursor, store=AS_SYSTEM.store)
     with pytest.raises(InvalidFilter):
         queue_page(STUCK, limit=2, cursor=two.next_cursor[:-3] + "abc", stores=every_store())
     with pytest.raises(InvalidFilter):

@@ -12,11 +12,10 @@ import pytest
 from django.core.management import call_command
 
 from reconciliation import clock
-from reconciliation.cases.actions import StaffAction
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.dynamo.items import to_item
-from reconciliation.stores import every_store, first_store, home_store
-from tests.helpers import audit_events, cases, claims, pledges, repositories
+from reconciliation.stores import every_store, home_store
+from tests.helpers import acting, audit_events, cases, claims, pledges, repositories
 from tests.processes import celery_beat, celery_worker, wait_for
 from tests.reconciliation.factories import crashed_claim, submit
 
@@ -144,7 +143,6 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
     from reconciliation.casework.dispositions import case_dispose
     from reconciliation.casework.sweeps import RETRY_STALE_S
     from reconciliation.casework.tasks import retry_commit_task
-    from tests.conftest import staff_actor
     from tests.reconciliation.factories import stuck_case
 
     def broker_refuses(*args: object) -> None:
@@ -154,15 +152,12 @@ def test_retry_requested_while_the_broker_was_down_is_dispatched_again(ddb, monk
     with monkeypatch.context() as broker_down:
         broker_down.setattr(retry_commit_task, "delay", broker_refuses)
         case_dispose(
-            case_id=case.case_id,
             disposition=Disposition.RETRY_COMMIT,
-            staff=StaffAction(
-                actor=staff_actor("ada"),
+            **acting("ada").on(
+                case,
                 reason_code="TRANSIENT_FAILURE",
                 reason_text="The worker died; commit it again.",
-                seen_version=case.version,
             ),
-            store=first_store(),
         )
     assert repositories().cases.get(case.case_id).retry.status == "queued"
     assert sweep_all(every_store(), home=home_store).redispatched == []  # not stale yet

@@ -25,10 +25,19 @@ from reconciliation.claims.models import (
 )
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.simulation import faults
-from reconciliation.stores import every_store, first_store, home_store
+from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
 from tests.fault_helpers import response_lost
-from tests.helpers import cases, claims, ledger_total, pledges, repositories, spend_token
+from tests.helpers import (
+    AS_SYSTEM,
+    Acting,
+    cases,
+    claims,
+    ledger_total,
+    pledges,
+    repositories,
+    spend_token,
+)
 from tests.reconciliation.factories import crashed_claim, stuck_case, submit
 
 pytestmark = pytest.mark.django_db(databases=[])
@@ -94,15 +103,12 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     )
     assert pledges(ddb) == []
     case_dispose(
-        case_id=case.case_id,
         disposition="RETRY_COMMIT",
-        staff=StaffAction(
-            actor=STAFF,
+        **Acting(STAFF).on(
+            case,
             reason_code="TRANSIENT_FAILURE",
             reason_text="The claim says completed but no pledge exists.",
-            seen_version=case.version,
         ),
-        store=first_store(),
     )
     [pledge] = pledges(ddb)
     assert pledge["intent_id"] == intent_id_for("acme", "completed-no-pledge-1")
@@ -188,15 +194,10 @@ def test_queue_counts_stay_exact_across_shards(ddb):
     assert len(counter_items) > 1  # not every change touches one item
     for case in opened[:2]:
         case_dispose(
-            case_id=case.case_id,
             disposition="ESCALATE",
-            staff=StaffAction(
-                actor=STAFF,
-                reason_code="NEEDS_REVIEW",
-                reason_text="Escalated to check the counts.",
-                seen_version=case.version,
+            **Acting(STAFF).on(
+                case, reason_code="NEEDS_REVIEW", reason_text="Escalated to check the counts."
             ),
-            store=first_store(),
         )
     ddb.client.put_item(
         TableName=ddb.tables.cases,
@@ -265,7 +266,7 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
     # resolution is written as it was stored then, through the one change service.
     refused = Disposition.DUPLICATE_REJECTED_OK
     resolved = case_disposed(mismatch_case, Grounds(STAFF, clock.now()), refused)
-    case_commit_change(first_store(), mismatch_case, *resolved)
+    case_commit_change(AS_SYSTEM.store, mismatch_case, *resolved)
     stuck = repos.cases.get(stuck_id)
     case_dispose(
         case_id=stuck_id,
@@ -276,7 +277,7 @@ def test_a_retry_never_closes_its_case_in_favour_of_a_resolved_one(ddb):
             reason_text="Retry the stuck commit, please.",
             seen_version=stuck.version,
         ),
-        store=first_store(),
+        store=AS_SYSTEM.store,
     )
     after = repos.cases.get(stuck_id)
     assert after.state == "OPEN"

@@ -17,7 +17,7 @@ from reconciliation.claims.versions import (
     parse_pledge_version,
 )
 from tests.conftest import pledge_body
-from tests.helpers import claims, nothing_written, pledges
+from tests.helpers import acting, claims, nothing_written, pledges
 
 pytestmark = pytest.mark.engines("moto")
 
@@ -185,11 +185,8 @@ def test_a_case_retry_claims_afresh_under_the_cases_version(ddb):
     case: the retry claims the key afresh under the version the case kept
     (``case.request.pledge_version``), hashed by its rules, and the pledge names it, even
     after the default went back to the first version."""
-    from reconciliation.cases.actions import StaffAction
     from reconciliation.cases.vocabulary import Disposition
     from reconciliation.casework.dispositions import case_dispose
-    from reconciliation.stores import first_store
-    from tests.conftest import staff_actor
     from tests.helpers import repositories
     from tests.reconciliation.factories import stuck_case
 
@@ -202,15 +199,12 @@ def test_a_case_retry_claims_afresh_under_the_cases_version(ddb):
         )
         with VERSIONS.extended(current=FIRST.name):
             result = case_dispose(
-                case_id=case.case_id,
                 disposition=Disposition.RETRY_COMMIT,
-                staff=StaffAction(
-                    actor=staff_actor("ada"),
-                    seen_version=case.version,
+                **acting("ada").on(
+                    case,
                     reason_code="EVIDENCE_CONFIRMS",
                     reason_text="Checked the consistent reads.",
                 ),
-                store=first_store(),
             )
             assert result.applied
             assert repositories().cases.get(case.case_id).state == "RESOLVED"

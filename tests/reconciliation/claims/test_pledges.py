@@ -21,11 +21,11 @@ from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
 from reconciliation.simulation import faults
-from reconciliation.stores import first_store
 from tests import fault_helpers
 from tests.conftest import pledge_body
 from tests.fault_helpers import response_lost
 from tests.helpers import (
+    AS_SYSTEM,
     audit_events,
     cases,
     claims,
@@ -138,7 +138,7 @@ def test_a_lost_commit_response_resent_by_the_sdk_logs_one_entry(ddb, api):
     """The commit applies but its response is lost; the SDK sends the same request again
     under the same token, which DynamoDB answers as the transaction it already applied:
     201, one pledge, one request log entry."""
-    with response_lost(first_store().client, "TransactWriteItems") as swallowed:
+    with response_lost(AS_SYSTEM.store.client, "TransactWriteItems") as swallowed:
         created = api.post("lost-commit", pledge_body())
     assert swallowed == [200]
     assert created.status_code == 201

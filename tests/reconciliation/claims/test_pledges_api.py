@@ -4,7 +4,6 @@ honours what the row needs."""
 from __future__ import annotations
 
 import json
-import uuid
 from decimal import Decimal
 
 import pytest
@@ -24,7 +23,7 @@ from tests.helpers import (
     nothing_written,
     pledges,
     repositories,
-    spend_token,
+    token_spent_elsewhere,
 )
 
 
@@ -260,20 +259,8 @@ def test_get_unknown_pledge_is_404_and_other_tenant_cannot_read(ddb, api):
 def test_token_mismatch_is_422_and_opens_token_mismatch_case(ddb, api):
     """Another transaction used this request's token within 10 minutes: the commit raises
     IdempotentParameterMismatchException → 422, a TOKEN_MISMATCH case, nothing recorded."""
-    foreign = str(uuid.uuid4())
-    spend_token(ddb, foreign)
-
-    def reuse_token(params, **_kwargs):
-        # The commit goes out under the token the foreign transaction already used.
-        if "ClientRequestToken" in params:
-            params["ClientRequestToken"] = foreign
-
-    event = "before-parameter-build.dynamodb.TransactWriteItems"
-    ddb.client.meta.events.register(event, reuse_token)
-    try:
+    with token_spent_elsewhere(ddb):
         response = api.post("k-10", pledge_body())
-    finally:
-        ddb.client.meta.events.unregister(event, reuse_token)
     assert response.status_code == 422
     assert response.json()["error"] == "token_parameter_mismatch"
     [case] = cases(ddb)

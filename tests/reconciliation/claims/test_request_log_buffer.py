@@ -22,8 +22,8 @@ from reconciliation.claims.request_log_buffer import (
     intake_request_buffer,
 )
 from reconciliation.metrics import INTAKE_REQUEST_LOG_DROPPED, INTAKE_REQUEST_LOG_FAILED
-from reconciliation.stores import Store, first_store
-from tests.helpers import scan_all
+from reconciliation.stores import Store
+from tests.helpers import AS_SYSTEM, scan_all
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -98,7 +98,7 @@ def test_a_full_buffer_drops_its_oldest_entries_and_counts_them(ddb):
     buffer = RequestLogBuffer(capacity=3, interval_s=0)
     dropped = INTAKE_REQUEST_LOG_DROPPED._value.get()
     for n in range(5):
-        buffer.add(entry(f"full-{n}"), store=first_store())
+        buffer.add(entry(f"full-{n}"), store=AS_SYSTEM.store)
     assert len(buffer) == 3
     assert INTAKE_REQUEST_LOG_DROPPED._value.get() == dropped + 2
     report = buffer.flush()
@@ -114,7 +114,7 @@ def test_adding_never_waits_for_a_stalled_write(ddb):
     DynamoDB answers again."""
     release = threading.Event()
     stuck = threading.Event()
-    real = first_store().client
+    real = AS_SYSTEM.store.client
 
     class Stalled:
         def batch_write_item(self, RequestItems):  # noqa: N803 - boto3's own name
@@ -144,11 +144,11 @@ def test_adding_never_waits_for_a_stalled_write(ddb):
 def test_the_flusher_writes_in_the_background_in_one_batch(ddb):
     """Three entries, a flusher every 50 ms: they are written without anyone flushing, in
     one BatchWriteItem."""
-    calls = Calls(first_store().client)
+    calls = Calls(AS_SYSTEM.store.client)
     buffer = RequestLogBuffer(capacity=100, interval_s=0.05)
     try:
         for n in range(3):
-            buffer.add(entry(f"bg-{n}"), store=first_store())
+            buffer.add(entry(f"bg-{n}"), store=AS_SYSTEM.store)
         assert buffer.running
         calls.wait()
     finally:
@@ -160,11 +160,11 @@ def test_the_flusher_writes_in_the_background_in_one_batch(ddb):
 
 def test_a_full_batch_is_written_before_the_interval(ddb):
     """A flusher that would wait a minute writes as soon as a batch's worth (25) waits."""
-    calls = Calls(first_store().client)
+    calls = Calls(AS_SYSTEM.store.client)
     buffer = RequestLogBuffer(capacity=100, interval_s=60)
     try:
         for n in range(BATCH):
-            buffer.add(entry(f"batch-{n:02}"), store=first_store())
+            buffer.add(entry(f"batch-{n:02}"), store=AS_SYSTEM.store)
         calls.wait()
         assert len(buffer) == 0  # written by the flusher, long before its minute
     finally:
@@ -178,7 +178,7 @@ def test_close_writes_what_is_left_and_stops_the_flusher(ddb):
     two entries waiting and stops the thread."""
     buffer = RequestLogBuffer(capacity=100, interval_s=60)
     for n in range(2):
-        buffer.add(entry(f"close-{n}"), store=first_store())
+        buffer.add(entry(f"close-{n}"), store=AS_SYSTEM.store)
     assert buffer.running
     report = buffer.close()
     assert (report.written, report.failed) == (2, 0)
@@ -188,10 +188,10 @@ def test_close_writes_what_is_left_and_stops_the_flusher(ddb):
 
 def test_a_flush_sends_at_most_25_items_a_request(ddb):
     """27 entries are two BatchWriteItem requests, of 25 and 2 (DynamoDB's limit)."""
-    calls = Calls(first_store().client)
+    calls = Calls(AS_SYSTEM.store.client)
     buffer = RequestLogBuffer(capacity=100, interval_s=0)
     for n in range(BATCH + 2):
-        buffer.add(entry(f"limit-{n:02}"), store=first_store())
+        buffer.add(entry(f"limit-{n:02}"), store=AS_SYSTEM.store)
     assert buffer.flush().written == BATCH + 2
     assert calls.batches == [BATCH, 2]
     assert len(logged_keys(ddb)) == BATCH + 2
@@ -202,7 +202,7 @@ def test_gunicorn_worker_exit_writes_what_the_worker_buffered(ddb, request_log_b
     entries."""
     from dashboard import gunicorn_conf
 
-    intake_request_buffer(entry("exit-1"), store=first_store())
+    intake_request_buffer(entry("exit-1"), store=AS_SYSTEM.store)
     gunicorn_conf.worker_exit(None, None)
     assert logged_keys(ddb) == ["exit-1"]
     assert len(request_log_buffer_isolated) == 0
@@ -244,7 +244,7 @@ def test_a_process_that_exits_writes_what_it_buffered(ddb, tmp_path):
 def test_unprocessed_items_are_sent_again(ddb):
     """DynamoDB leaves all but the first item of a batch unprocessed twice: the rest is
     sent again after a short backoff until all three are written, in three requests."""
-    client = Unprocessing(first_store().client, times=2)
+    client = Unprocessing(AS_SYSTEM.store.client, times=2)
     sleeps: list[float] = []
     buffer = RequestLogBuffer(capacity=100, interval_s=0, sleep=sleeps.append)
     for n in range(3):
@@ -260,7 +260,7 @@ def test_unprocessed_items_are_given_up_after_a_bounded_number_of_requests(ddb):
     """DynamoDB never processes a batch: after 4 requests (the first and 3 more) its
     entries are given up, counted as UnprocessedItems failures, and the buffer is empty:
     nothing is retried for ever, and nothing waits in memory for it."""
-    client = Unprocessing(first_store().client, times=-1)
+    client = Unprocessing(AS_SYSTEM.store.client, times=-1)
     sleeps: list[float] = []
     buffer = RequestLogBuffer(capacity=100, interval_s=0, sleep=sleeps.append)
     counted = INTAKE_REQUEST_LOG_FAILED.labels("UnprocessedItems")

@@ -24,7 +24,8 @@ from reconciliation.ops.config import (
     config_fingerprint,
     config_refuse_start,
 )
-from reconciliation.stores import every_store, first_store
+from reconciliation.stores import every_store
+from tests.helpers import AS_SYSTEM
 
 pytestmark = pytest.mark.django_db(databases=[])
 
@@ -110,8 +111,8 @@ def test_accept_config_overwrites_every_region_and_audits_it(two_regions):
         assert configuration_check() == []
         for store in every_store():
             assert ConfigRepository(store).get().digest == new
-        head = AuditRepository(first_store()).head("SYSTEM")
-        event = AuditRepository(first_store()).event_at("SYSTEM", head.seq)
+        head = AuditRepository(AS_SYSTEM.store).head("SYSTEM")
+        event = AuditRepository(AS_SYSTEM.store).event_at("SYSTEM", head.seq)
         assert event["action"] == "config_accepted"
         assert event["detail"]["fields"] == ["stuck_grace_s"]
         assert event["detail"]["digest_before"] == {"us-east-1": old, "eu-west-1": old}
