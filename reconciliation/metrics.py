@@ -52,7 +52,7 @@ TTL_DELETE_BEFORE_RETRY = Counter(
     "dynamo_ttl_delete_before_retry_total",
     "Claim item absent (TTL-deleted) while the durable pledge already existed",
 )
-# The ledger drift check (casework/drift.py): one intent recorded in two regions, counted
+# The ledger drift check (casework/drift/): one intent recorded in two regions, counted
 # once per intent; and what each run found, by scope kind (region, all) and outcome.
 CROSS_REGION_DUPLICATES = Counter(
     "dynamo_cross_region_duplicate_detected_total",

@@ -45,7 +45,7 @@ _RETRY_SUCCESS = frozenset(
 )
 
 
-# A ledger drift case (casework/drift.py) has no evidence of its own to weigh: only a person
+# A ledger drift case (casework/drift/) has no evidence of its own to weigh: only a person
 # comparing the finance records can say what happened, and no step moves money.
 _DRIFT_STEP = (
     "Check the intents named below against the finance records, then record Explained, no "

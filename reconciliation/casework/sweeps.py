@@ -264,9 +264,9 @@ def sweep_all(
     grace_s: int | None = None,
 ) -> SweepReport:
     """Every sweep once: :func:`sweep_claims_and_cases`, then the ledger drift check when
-    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as
+    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift/), its cases counted as
     opened."""
-    from reconciliation.casework.drift import ledger_drift_check
+    from reconciliation.casework.drift.check import ledger_drift_check
 
     report = sweep_claims_and_cases(sources, home=home, grace_s=grace_s)
     try:

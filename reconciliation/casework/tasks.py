@@ -112,7 +112,7 @@ def ledger_drift_task() -> dict[str, Any]:
     """The ledger drift check (beat, every ``LEDGER_DRIFT_INTERVAL_S``). Idempotent: its
     checkpoint is version-conditioned and its case ids derive from it, so a duplicate or
     overlapping run opens nothing twice; not acks_late, the next tick covers a lost run."""
-    from reconciliation.casework.drift import ledger_drift_check
+    from reconciliation.casework.drift.check import ledger_drift_check
 
     report = ledger_drift_check(every_store(), home=home_store, force=True)
     return {"opened": report.opened, "duplicates": report.duplicates}
