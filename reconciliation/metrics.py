@@ -7,6 +7,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -153,8 +155,6 @@ def instrument_client(client: DynamoDBClient) -> None:
 
 
 def render() -> tuple[bytes, str]:
-    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
-
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

@@ -9,6 +9,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
+from celery import current_app
+from kombu.exceptions import OperationalError
+
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.audit.models import AuditAction
@@ -19,10 +22,13 @@ from reconciliation.cases.policy import ACTIVE_STATES
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, Disposition, RetryStatus
 from reconciliation.casework.evidence import pledge_matches_case
+from reconciliation.claims import intake
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.claims.versions import VERSIONS
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -52,9 +58,6 @@ def enqueue_retry(case_id: str, request_id: str | None = None) -> None:
     """Queue the retry asked for as ``request_id``. If the broker is down the case keeps
     ``retry.status = queued`` and the sweep dispatches it again later: the request is
     never lost."""
-    from celery import current_app
-    from kombu.exceptions import OperationalError
-
     # Registered in every process: ReconciliationConfig.ready() imports the tasks.
     retry_commit_task = current_app.tasks[RETRY_COMMIT_TASK]
     try:
@@ -116,8 +119,6 @@ def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = Non
 def _retry_once(store: Store, case: Case) -> RetryOutcome:
     """One decision on ``case`` as read: commit if no pledge is there, then write the
     result conditioned on that read's version (``case_commit_change``)."""
-    from reconciliation.claims import intake
-
     actor = system_actor()
     case_id = case.case_id
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
@@ -245,7 +246,4 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
 
 def _payload_hash(request: dict[str, Any], pledge_version: str | None) -> str:
     """The request hashed by the rules of the version its claim was stored under."""
-    from reconciliation.claims.request import PledgeRequest
-    from reconciliation.claims.versions import VERSIONS
-
     return VERSIONS.stored(pledge_version).payload_hash(PledgeRequest.from_normalised(request))

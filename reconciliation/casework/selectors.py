@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 
 from django.core import signing
 
 from reconciliation import clock
+from reconciliation.audit.day_index import DayIndexReader
+from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import AuditRepository
+from reconciliation.audit.search import SEARCH_QUERY_BUDGET
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
@@ -44,6 +48,7 @@ from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Ple
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.cancellation import DecodedReason
+from reconciliation.dynamo.items import from_item
 from reconciliation.stores import Store, case_tag
 
 CURSOR_SALT = "reconciliation.queue-cursor"
@@ -446,13 +451,6 @@ def recent_audit_events(
 
     The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
     opens yesterday only when today holds fewer than ``limit``: never a Scan."""
-    from itertools import islice
-
-    from reconciliation.audit.day_index import DayIndexReader
-    from reconciliation.audit.filters import AuditFilters
-    from reconciliation.audit.search import SEARCH_QUERY_BUDGET
-    from reconciliation.dynamo.items import from_item
-
     reader = DayIndexReader(
         AuditRepository(stores[0]) if len(stores) == 1 else stores,
         AuditFilters.build(default_days=2, performed_by=performed_by),

@@ -34,7 +34,18 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import Case, ClientOutcome, CommitRetry
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseType, Disposition, ErrorKind, Queue, RetryStatus
+from reconciliation.cases.vocabulary import (
+    CASE_TYPES,
+    CaseType,
+    Disposition,
+    ErrorKind,
+    Queue,
+    RetryStatus,
+)
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.drift.check import ledger_drift_check
+from reconciliation.casework.evidence import EvidenceRefused
+from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import Claim, ClaimStatus
 from reconciliation.claims.opening import case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
@@ -172,9 +183,6 @@ def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
     """Resolve the case as CONFIRMED_COMMITTED by ``system``, deciding on the case and
     the evidence read now (``case_dispose`` reads both, and writes on the version read).
     Another hand that changed the case first wins: this writes nothing (counted)."""
-    from reconciliation.casework.dispositions import case_dispose
-    from reconciliation.casework.evidence import EvidenceRefused
-
     try:
         result = case_dispose(
             case_id=case_id,
@@ -223,9 +231,6 @@ def redispatch_stale_retries(
 ) -> SweepReport:
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
-    from reconciliation.cases.vocabulary import CASE_TYPES, Queue
-    from reconciliation.casework.retries import enqueue_retry
-
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
     for queue in (*CASE_TYPES, Queue.ESCALATED):
@@ -266,8 +271,6 @@ def sweep_all(
     """Every sweep once: :func:`sweep_claims_and_cases`, then the ledger drift check when
     it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift/), its cases counted as
     opened."""
-    from reconciliation.casework.drift.check import ledger_drift_check
-
     report = sweep_claims_and_cases(sources, home=home, grace_s=grace_s)
     try:
         drift = ledger_drift_check(sources, home=home)

@@ -23,6 +23,9 @@ from botocore.config import Config
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from reconciliation import metrics
+from reconciliation.dynamo import attempts, calls, failed_writes
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
@@ -225,9 +228,6 @@ def build_client(
                 kwargs["aws_access_key_id"] = "local"
                 kwargs["aws_secret_access_key"] = "local"
         client: DynamoDBClient = session.client("dynamodb", **kwargs)
-    from reconciliation import metrics
-    from reconciliation.dynamo import attempts, calls, failed_writes
-
     calls.install(client)
     metrics.instrument_client(client)
     failed_writes.install(client)
