@@ -253,31 +253,38 @@ class DayIndexReader:
         if self.prefetch:
             # Its reads count in the page's Server-Timing (dashboard/server_timing.py).
             self._pool = TalliedPool(self.width, thread_name_prefix="audit-read")
-        pick = max if self.descending else min
         for day in days:
-            self._day = day
-            self._shards = self._open_day(day, resume if resume and resume.day == day else None)
+            yield from self._day_items(day, resume if resume and resume.day == day else None)
             resume = None
-            if self._pool is not None:
-                for shard in self._shards:
-                    if not shard.done:
-                        self._prefetch(shard, shard.position, shard.start)
-            while True:
-                for shard in self._shards:
-                    while not shard.done and not shard.buffer:
-                        if not self._refill(shard):
-                            self.stopped_early = True
-                            return
-                live = [s for s in self._shards if s.buffer]
-                if not live:
-                    break
-                shard = pick(live, key=lambda s: s.buffer[0]["at_id"]["S"])
-                item = shard.buffer.popleft()
-                shard.position = item["at_id"]["S"]
-                if not shard.buffer:
-                    self._page_consumed(shard)
-                yield item
+            if self.stopped_early:
+                return
             self.days_done += 1
+
+    def _day_items(self, day: date, resume: Cursor | None) -> Iterator[dict[str, Any]]:
+        """One day's events, merged over its shards; stops with ``stopped_early`` set when
+        the query budget runs out."""
+        self._day = day
+        self._shards = self._open_day(day, resume)
+        if self._pool is not None:
+            for shard in self._shards:
+                if not shard.done:
+                    self._prefetch(shard, shard.position, shard.start)
+        pick = max if self.descending else min
+        while True:
+            for shard in self._shards:
+                while not shard.done and not shard.buffer:
+                    if not self._refill(shard):
+                        self.stopped_early = True
+                        return
+            live = [s for s in self._shards if s.buffer]
+            if not live:
+                return
+            shard = pick(live, key=lambda s: s.buffer[0]["at_id"]["S"])
+            item = shard.buffer.popleft()
+            shard.position = item["at_id"]["S"]
+            if not shard.buffer:
+                self._page_consumed(shard)
+            yield item
 
     def _open_day(self, day: date, resume: Cursor | None) -> list[_Shard]:
         stamp = day.isoformat()
