@@ -47,7 +47,7 @@ from reconciliation.casework.drift.check import ledger_drift_check
 from reconciliation.casework.evidence import EvidenceRefused
 from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import Claim, ClaimStatus
-from reconciliation.claims.opening import case_build, case_open
+from reconciliation.claims.opening import CaseCause, case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.dynamo.errors import error_code, log_fields
@@ -146,10 +146,12 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport) -> Case |
     evidence = _pledge_evidence(store, claim)
     actor = system_actor()
     case = case_build(
-        case_type=CaseType.STUCK_PENDING,
         claim=claim,
-        evidence=evidence,
-        client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
+        cause=CaseCause(
+            CaseType.STUCK_PENDING,
+            evidence=evidence,
+            client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
+        ),
         opened_by=actor,
         now=clock.now(),
         region_tag=store.tag,
