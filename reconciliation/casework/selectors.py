@@ -19,7 +19,7 @@ from typing import Any
 from django.core import signing
 
 from reconciliation import clock
-from reconciliation.audit.day_index import DayIndexReader
+from reconciliation.audit.day_index import DayIndexReader, Paging
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import SEARCH_QUERY_BUDGET
@@ -455,10 +455,8 @@ def recent_audit_events(
         AuditRepository(stores[0]) if len(stores) == 1 else stores,
         AuditFilters.build(default_days=2, performed_by=performed_by),
         descending=True,
-        page_limit=limit,
         # Filtered to one person, the newest ``limit`` may lie far back: bounded like a
         # search page, so the overview never reads two whole days.
-        max_queries=SEARCH_QUERY_BUDGET,
-        prefetch=True,
+        paging=Paging(page_limit=limit, max_queries=SEARCH_QUERY_BUDGET, prefetch=True),
     )
     return [from_item(i) for i in islice(reader, limit)]
