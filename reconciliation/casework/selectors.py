@@ -205,22 +205,51 @@ def queue_page(
         raise InvalidFilter({"sort": "unknown order"})
     index, forward = SORTS[filters.sort]
     attribute = SORT_ATTRIBUTES[index]
+    read = _QueueRead(queue, filters, limit, opened_before, filter_values, index, forward)
+    merged = merge_runs(
+        fan_out(regions, positions, read),
+        limit=limit,
+        sort_key=read.sort_key,
+        descending=not forward,
+        position_of=lambda _, row: index_key(row, "queue", attribute),
+    )
+    rows = [_row(item) for _, item in merged.rows]
+    if queue == CaseType.CANCELLED_TRANSACTION and rows:
+        rows = _with_reasons(rows, merged.rows, regions)
+    next_cursor = (
+        _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None
+    )
+    return QueuePage(queue, rows, next_cursor, merged.units, merged.queries)
 
-    def sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row[attribute],)
 
-    def read(region: Store, start: dict[str, Any] | None) -> Run:
+@dataclass(frozen=True)
+class _QueueRead:
+    """One region's read of a queue page: Query pages of the queue's index in the
+    filters' order until the page is full (or its query budget spent)."""
+
+    queue: str
+    filters: QueueFilters
+    limit: int
+    opened_before: str | None
+    filter_values: dict[str, Any]
+    index: str
+    forward: bool
+
+    def sort_key(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row[SORT_ATTRIBUTES[self.index]],)
+
+    def __call__(self, region: Store, start: dict[str, Any] | None) -> Run:
         run = Run(region, start, last_key=start)
-        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE:
+        while len(run.rows) < self.limit and run.queries < MAX_QUERIES_PER_PAGE:
             items, run.last_key, units = CaseRepository(region).query_queue(
-                queue,
-                limit=limit - len(run.rows),
+                self.queue,
+                limit=self.limit - len(run.rows),
                 start_key=run.last_key,
-                opened_before=opened_before,
-                filters=filter_values,
-                index=index,
-                forward=forward,
-                without_tenant=filters.without_tenant,
+                opened_before=self.opened_before,
+                filters=self.filter_values,
+                index=self.index,
+                forward=self.forward,
+                without_tenant=self.filters.without_tenant,
             )
             run.queries += 1
             run.units += units
@@ -228,34 +257,26 @@ def queue_page(
             if not run.last_key:
                 break
         if run.last_key:
-            run.frontier = sort_key(plain(run.last_key))
+            run.frontier = self.sort_key(plain(run.last_key))
         return run
 
-    merged = merge_runs(
-        fan_out(regions, positions, read),
-        limit=limit,
-        sort_key=sort_key,
-        descending=not forward,
-        position_of=lambda _, row: index_key(row, "queue", attribute),
-    )
-    rows = [_row(item) for _, item in merged.rows]
-    if queue == CaseType.CANCELLED_TRANSACTION and rows:
-        # The reasons are not in the index (they can be long): one BatchGetItem for the
-        # page's rows per region they came from, so the cost follows the page.
-        decoded: dict[str, tuple[DecodedReason, ...]] = {}
-        for region in regions:
-            ids = [item["case_id"] for where, item in merged.rows if where is region]
-            if ids:
-                decoded.update(CaseRepository(region).decoded_of(ids))
-        rows = [
-            replace(r, reason=short, reason_detail=full)
-            for r in rows
-            for short, full in [_reason(decoded.get(r.case_id, ()))]
-        ]
-    next_cursor = (
-        _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None
-    )
-    return QueuePage(queue, rows, next_cursor, merged.units, merged.queries)
+
+def _with_reasons(
+    rows: list[CaseRow], merged: list[tuple[Store, dict[str, Any]]], regions: list[Store]
+) -> list[CaseRow]:
+    """The rows with their cancellation reasons. The reasons are not in the index (they
+    can be long): one BatchGetItem for the page's rows per region they came from, so the
+    cost follows the page."""
+    decoded: dict[str, tuple[DecodedReason, ...]] = {}
+    for region in regions:
+        ids = [item["case_id"] for where, item in merged if where is region]
+        if ids:
+            decoded.update(CaseRepository(region).decoded_of(ids))
+    return [
+        replace(r, reason=short, reason_detail=full)
+        for r in rows
+        for short, full in [_reason(decoded.get(r.case_id, ()))]
+    ]
 
 
 def queue_counts(

@@ -193,22 +193,7 @@ def _cancelled(
             detail="A pledge with this Idempotency-Key exists with a different body.",
         )
     if branch == Branch.LOST_CLAIM:
-        current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
-        if _replays(claim, current):
-            # A late worker (stalled past its lease, or its clock behind) whose successor
-            # recorded this very request: the answer is a clean replay and nothing is left
-            # to reconcile, so no case; the stall is counted.
-            metrics.LATE_COMMITS_REPLAYED.inc()
-            logger.info("late commit of claim v%s answered as a replay", claim.version)
-            return _lost_claim_outcome(claim, current, None, decoded)
-        if current is not None and _followed(current):
-            # The successor's attempt is already followed by a case (the sweep's, carried
-            # on by a RETRY_COMMIT's re-claim that then failed): that case carries the
-            # intent. A case of this attempt's own would be a second one, left open once
-            # the first is decided (a release approved, say).
-            return _lost_claim_outcome(claim, current, current.case_id, decoded)
-        case = cancelled_case(OutcomeKind.IN_PROGRESS)
-        return _lost_claim_outcome(claim, current, case, decoded)
+        return _lost_claim(store, claim, decoded, cancelled_case)
     retryable = branch == Branch.RETRYABLE
     kind = OutcomeKind.CANCELLED if retryable else OutcomeKind.REJECTED
     # The claim is released in the case's own transaction: if the case cannot be
@@ -230,6 +215,33 @@ def _cancelled(
         retry_after=retry_after_s() if retryable else None,
         detail="DynamoDB cancelled the transaction; nothing was recorded.",
     )
+
+
+def _lost_claim(
+    store: Store,
+    claim: Claim,
+    decoded: list[dict[str, Any]],
+    cancelled_case: Callable[[OutcomeKind], str | None],
+) -> IntakeOutcome:
+    """The claim was taken over during the commit: a replay when the successor recorded
+    this very request, else the case that carries the intent (the successor's, or one
+    of this attempt's own)."""
+    current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
+    if _replays(claim, current):
+        # A late worker (stalled past its lease, or its clock behind) whose successor
+        # recorded this very request: the answer is a clean replay and nothing is left
+        # to reconcile, so no case; the stall is counted.
+        metrics.LATE_COMMITS_REPLAYED.inc()
+        logger.info("late commit of claim v%s answered as a replay", claim.version)
+        return _lost_claim_outcome(claim, current, None, decoded)
+    if current is not None and _followed(current):
+        # The successor's attempt is already followed by a case (the sweep's, carried
+        # on by a RETRY_COMMIT's re-claim that then failed): that case carries the
+        # intent. A case of this attempt's own would be a second one, left open once
+        # the first is decided (a release approved, say).
+        return _lost_claim_outcome(claim, current, current.case_id, decoded)
+    case = cancelled_case(OutcomeKind.IN_PROGRESS)
+    return _lost_claim_outcome(claim, current, case, decoded)
 
 
 def _same_request(recorded: dict[str, Any], attempted: dict[str, Any]) -> bool:
