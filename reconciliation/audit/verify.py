@@ -280,10 +280,9 @@ def audit_verify(
     else:
         found = _range_read(store, system_events, since, regions, now=now, threads=threads)
         report.since = found.since
-    since_start = found.start
     streams, candidates = found.streams, found.candidates
-    signed = _signed_checkpoints(system_events, since_start)
-    by_seq, checkpoints, listed = signed.by_seq, signed.checkpoints, signed.listed
+    signed = _signed_checkpoints(system_events, found.start)
+    listed = signed.listed
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
@@ -296,20 +295,7 @@ def audit_verify(
     stored = _chains_check(
         sorted(streams), check, report, threads=threads, progress=progress, named=bool(stream)
     )
-    for checkpoint in checkpoints:
-        report.checkpoints += 1
-        report.problems.extend(checkpoint_verify(checkpoint, by_seq, stored))
-    report.warnings.extend(late_checkpoints(checkpoints))
-    if since_start is not None:
-        report.problems.extend(
-            missing_checkpoints(
-                signed.spans,
-                since=since_start,
-                now=now,
-                period_s=period_s,
-                event_periods=found.periods,
-            )
-        )
+    _checkpoints_check(report, signed, stored, found, now=now, period_s=period_s)
     return report
 
 
@@ -323,6 +309,33 @@ class _Range:
     periods: set[datetime] = field(default_factory=set)
     since: date | None = None
     start: datetime | None = None
+
+
+def _checkpoints_check(
+    report: VerifyReport,
+    signed: _SignedCheckpoints,
+    stored: dict[tuple[str, int], str],
+    found: _Range,
+    *,
+    now: datetime,
+    period_s: int,
+) -> None:
+    """Each signed checkpoint against the heads stored, those signed late, and, over a
+    range, the periods that have events and no checkpoint."""
+    for checkpoint in signed.checkpoints:
+        report.checkpoints += 1
+        report.problems.extend(checkpoint_verify(checkpoint, signed.by_seq, stored))
+    report.warnings.extend(late_checkpoints(signed.checkpoints))
+    if found.start is not None:
+        report.problems.extend(
+            missing_checkpoints(
+                signed.spans,
+                since=found.start,
+                now=now,
+                period_s=period_s,
+                event_periods=found.periods,
+            )
+        )
 
 
 def _range_read(
