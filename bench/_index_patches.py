@@ -21,7 +21,7 @@ from reconciliation.claims import intake
 from reconciliation.claims.models import ClaimStatus, Pledge
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken, Finalisation
 from reconciliation.dynamo import tables
 from reconciliation.dynamo.retry import RetriesExhausted
 
@@ -178,9 +178,11 @@ def _commit_then_complete(store, claim, *, fresh: bool = False):  # 5
         with contextlib.suppress(ClaimTaken, BotoCoreError, ClientError, RetriesExhausted):
             ClaimRepository(store).finalise(
                 claim,
-                status=ClaimStatus.COMPLETED,
-                response_body=outcome.pledge,
-                expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+                Finalisation(
+                    status=ClaimStatus.COMPLETED,
+                    response_body=outcome.pledge,
+                    expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
+                ),
             )
     return outcome
 

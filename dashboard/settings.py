@@ -509,7 +509,7 @@ CELERY_REDBEAT_LOCK_TIMEOUT = 300
 # Beat's own connection: the broker's timeouts, without the broker's visibility_timeout.
 CELERY_REDBEAT_REDIS_OPTIONS = {"socket_timeout": 3, "socket_connect_timeout": 2}
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 30)
-# The ledger drift check (casework/drift.py): interval, settle window, confirmation pause.
+# The ledger drift check (casework/drift/): interval, settle window, confirmation pause.
 LEDGER_DRIFT_INTERVAL_S = env_int("LEDGER_DRIFT_INTERVAL_S", 300)
 LEDGER_DRIFT_SETTLE_S = env_int("LEDGER_DRIFT_SETTLE_S", 900)
 LEDGER_DRIFT_CONFIRM_MS = env_int("LEDGER_DRIFT_CONFIRM_MS", 2000)

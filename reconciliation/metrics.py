@@ -7,6 +7,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -52,7 +54,7 @@ TTL_DELETE_BEFORE_RETRY = Counter(
     "dynamo_ttl_delete_before_retry_total",
     "Claim item absent (TTL-deleted) while the durable pledge already existed",
 )
-# The ledger drift check (casework/drift.py): one intent recorded in two regions, counted
+# The ledger drift check (casework/drift/): one intent recorded in two regions, counted
 # once per intent; and what each run found, by scope kind (region, all) and outcome.
 CROSS_REGION_DUPLICATES = Counter(
     "dynamo_cross_region_duplicate_detected_total",
@@ -153,8 +155,6 @@ def instrument_client(client: DynamoDBClient) -> None:
 
 
 def render() -> tuple[bytes, str]:
-    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY
-
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

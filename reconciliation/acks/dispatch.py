@@ -18,7 +18,6 @@ and sends again, with the same ``webhook-id``.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -28,44 +27,37 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
 from reconciliation import clock
-from reconciliation.acks.addresses import Resolver, UrlRefused, system_resolver, url_check
+from reconciliation.acks.addresses import Resolver, system_resolver
+from reconciliation.acks.attempts import Sender, attempt_make, delivery_after
+from reconciliation.acks.events import body_bytes, event_payload
 from reconciliation.acks.gates import BreakerChange, BreakerRules, Gates, Offered, Ticket
+from reconciliation.acks.jobs import Job, job_take
 from reconciliation.acks.models import (
-    PAYLOAD_VERSION,
     AckState,
     Attempt,
-    AttemptResult,
     Delivery,
     DeliveryStatus,
     Endpoint,
     EventType,
-    delivery_key,
     event_id,
 )
 from reconciliation.acks.repository import AckRepository, LeaseLost
 from reconciliation.acks.roster import Roster, fair_share
-from reconciliation.acks.schedule import retry_delay_s
-from reconciliation.acks.send import KeepAlive, signed_headers
+from reconciliation.acks.send import KeepAlive
 from reconciliation.acks.shard_lease import DispatcherStopping, ShardLeaseHeld, ShardLeases
 from reconciliation.acks.undelivered import ack_undelivered_open
-from reconciliation.claims.models import PledgeStatus
 from reconciliation.dynamo.errors import log_fields
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
 
-# A delivery to an endpoint disabled or removed since is looked at again this much later.
-PAUSED_RECHECK_S = 3600
-
 EndpointsFor = Callable[[str], list[Endpoint]]
-Sender = Callable[..., AttemptResult]
 # Told of each attempt once it is made (the endpoint's counters: its failure rate and
 # last success, on the Acknowledgements page).
 AttemptCounter = Callable[[Attempt], None]
@@ -81,6 +73,29 @@ def _count_nothing(attempt: Attempt) -> None:
 
 def _watch_nothing(change: BreakerChange) -> None:
     return None
+
+
+def _owns_every(intent_id: str) -> bool:
+    return True
+
+
+class DispatcherOptions(TypedDict, total=False):
+    """What a :class:`Dispatcher` may be given besides its store, endpoints and leases;
+    each one left out has the default noted."""
+
+    # Keeps the dispatcher to its fair share of the shards (none: every shard it can take).
+    roster: Roster | None
+    # The pool's size (none: ``ACK_WORKERS``; ``0``: every send in the caller's thread,
+    # one at a time).
+    workers: int | None
+    # The endpoints' gates, kept from one pass to the next (their breakers); none: new ones.
+    gates: Gates | None
+    rng: random.Random | None  # the retries' jitter (none: a fresh generator)
+    resolve: Resolver  # an endpoint's host to its addresses (the system's resolver)
+    sender: Sender | None  # the POST (none: the dispatcher's kept-alive connections)
+    owns: Callable[[str], bool]  # whether an intent is this dispatcher's to send (all)
+    on_attempt: AttemptCounter  # (nothing)
+    on_breaker: BreakerWatcher  # (nothing)
 
 
 @dataclass
@@ -107,40 +122,6 @@ class DispatchReport:
         )
 
 
-def events_of(state: AckState) -> list[EventType]:
-    events = [EventType.PLEDGE_RECORDED]
-    if state.pledge.status == PledgeStatus.VOIDED:
-        events.append(EventType.PLEDGE_VOIDED)
-    return events
-
-
-def event_payload(state: AckState, event_type: str) -> dict[str, Any]:
-    """The event body: ``type`` and ``version``, then the pledge as recorded (and when it
-    was voided, for ``pledge.voided``)."""
-    body = state.pledge.api_body()
-    extra = {"voided_at": state.pledge.voided_at} if event_type == EventType.PLEDGE_VOIDED else {}
-    return {
-        "type": event_type,
-        "version": PAYLOAD_VERSION,
-        "timestamp": state.pledge.created_at,
-        "data": {
-            "intent_id": body["intent_id"],
-            "tenant": state.pledge.tenant,
-            "fund": body["fund"],
-            "amount": body["amount"],
-            "currency": body["currency"],
-            "donor_ref": body["donor_ref"],
-            "recorded_at": state.pledge.created_at,
-            "case_id": state.case_id,
-            **extra,
-        },
-    }
-
-
-def body_bytes(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-
-
 class InlineExecutor(Executor):
     """Runs each task in the caller's thread, at once: a dispatcher that sends one
     delivery at a time (the fault explorer's hands, whose every call must be a point of
@@ -156,26 +137,10 @@ class InlineExecutor(Executor):
         return future
 
 
-@dataclass
-class _Job:
-    """One pledge in flight: its deliveries as they stand and the sends not yet ended.
-    Changed only under ``lock``; recorded by whoever ends its last send."""
-
-    state: AckState
-    shard: str
-    deliveries: dict[str, Delivery]
-    endpoints: dict[str, Endpoint]
-    left: int = 0
-    attempted: bool = False
-    stopped: ShardLeaseHeld | None = None
-    broken: bool = False  # a send failed on our side: nothing is recorded, it stays due
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
 class _Send:
     """One delivery of a job, as its endpoint's gate holds it until it may run."""
 
-    def __init__(self, dispatcher: Dispatcher, job: _Job, key: str):
+    def __init__(self, dispatcher: Dispatcher, job: Job, key: str):
         self.dispatcher, self.job, self.key = dispatcher, job, key
 
     def __call__(self, ticket: Ticket) -> None:
@@ -188,10 +153,7 @@ class _Send:
 class Dispatcher:
     """One dispatcher's sending, kept across its passes: the workers, the endpoints'
     gates and kept-alive connections, the pledges in flight and what ended since the
-    last :meth:`take_report`.
-
-    ``workers`` is the pool's size (``0``: every send in the caller's thread, one at a
-    time). ``roster``, when given, keeps the dispatcher to its fair share of the shards."""
+    last :meth:`take_report`. ``options``: :class:`DispatcherOptions`."""
 
     def __init__(
         self,
@@ -199,36 +161,30 @@ class Dispatcher:
         *,
         endpoints_for: EndpointsFor,
         leases: ShardLeases,
-        roster: Roster | None = None,
-        workers: int | None = None,
-        gates: Gates | None = None,
-        rng: random.Random | None = None,
-        resolve: Resolver = system_resolver,
-        sender: Sender | None = None,
-        owns: Callable[[str], bool] = lambda intent_id: True,
-        on_attempt: AttemptCounter = _count_nothing,
-        on_breaker: BreakerWatcher = _watch_nothing,
+        **options: Unpack[DispatcherOptions],
     ):
         self.repository = AckRepository(store)
         self.endpoints_for = endpoints_for
         self.leases = leases
-        self.roster = roster
+        self.roster = options.get("roster")
+        workers = options.get("workers")
         size = settings.ACK_WORKERS if workers is None else workers
         self.pool: Executor = ThreadPoolExecutor(size, "ack-send") if size else InlineExecutor()
-        self.gates = gates or Gates(
+        self.gates = options.get("gates") or Gates(
             BreakerRules(
                 failures_to_open=settings.ACK_BREAKER_FAILURES,
                 open_s=settings.ACK_BREAKER_OPEN_S,
             )
         )
-        self.rng = rng or random.Random()
+        self.rng = options.get("rng") or random.Random()
         self.rng_lock = threading.Lock()
-        self.resolve = resolve
+        self.resolve = options.get("resolve", system_resolver)
+        sender = options.get("sender")
         self.keep_alive = KeepAlive() if sender is None else None
         self.sender: Sender = sender or self.keep_alive  # type: ignore[assignment]
-        self.owns = owns
-        self.on_attempt = on_attempt
-        self.on_breaker = on_breaker
+        self.owns = options.get("owns", _owns_every)
+        self.on_attempt = options.get("on_attempt", _count_nothing)
+        self.on_breaker = options.get("on_breaker", _watch_nothing)
         self.lock = threading.Condition()
         self.in_flight: set[str] = set()
         self.busy: Counter[str] = Counter()  # jobs in flight per shard
@@ -244,36 +200,7 @@ class Dispatcher:
         """Start sending every delivery due now in ``shards`` (all by default) that this
         dispatcher may take; returns how many pledges it took. Does not wait for them."""
         self.tell()
-        every = self.repository.shards()
-        share = fair_share(len(every), self.roster.live_count()) if self.roster else len(every)
-        leaving = self._over_share(share)
-        taken: dict[str, str] = {}
-        for shard in self._in_order(every if shards is None else shards):
-            if self.leases.closed:
-                break  # asked to stop: no other send starts
-            if shard in leaving:
-                continue
-            if self.leases.held_by_other(shard):
-                self._count(shards_busy=1)
-                continue
-            if not self.leases.holding(shard) and len(self.leases.active()) >= share:
-                continue  # another dispatcher's share
-            now = clock.epoch()
-            due = self.repository.due(shard, now=now, skip=self._skipped)
-            if not due:
-                continue  # no lease taken for an idle shard
-            try:
-                self.leases.hold(shard)
-            except DispatcherStopping:
-                break
-            except ShardLeaseHeld:
-                self._count(shards_busy=1)
-                continue
-            except (BotoCoreError, ClientError) as exc:
-                # The shard stays due; the next pass tries again.
-                self._error(f"{shard}", exc)
-                continue
-            taken.update(dict.fromkeys(due, shard))
+        taken = self._lease_due(shards)
         if not taken:
             return 0
         try:
@@ -289,6 +216,49 @@ class Dispatcher:
                 endpoints[state.tenant] = {e.endpoint_id: e for e in found}
             started += self._start(state, taken[state.intent_id], endpoints[state.tenant])
         return started
+
+    def _lease_due(self, shards: Iterable[str] | None) -> dict[str, str]:
+        """The pledges due (and the shard of each) in the shards of our share whose
+        lease this dispatcher now holds."""
+        every = self.repository.shards()
+        share = fair_share(len(every), self.roster.live_count()) if self.roster else len(every)
+        leaving = self._over_share(share)
+        taken: dict[str, str] = {}
+        for shard in self._in_order(every if shards is None else shards):
+            if self.leases.closed:
+                break  # asked to stop: no other send starts
+            try:
+                due = self._shard_due(shard, share=share, leaving=leaving)
+            except DispatcherStopping:
+                break
+            taken.update(dict.fromkeys(due, shard))
+        return taken
+
+    def _shard_due(self, shard: str, *, share: int, leaving: set[str]) -> list[str]:
+        """The pledges due in ``shard``, its lease held; none when it is not ours to take
+        now. Raises :class:`DispatcherStopping` when asked to stop."""
+        if shard in leaving:
+            return []
+        if self.leases.held_by_other(shard):
+            self._count(shards_busy=1)
+            return []
+        if not self.leases.holding(shard) and len(self.leases.active()) >= share:
+            return []  # another dispatcher's share
+        due = self.repository.due(shard, now=clock.epoch(), skip=self._skipped)
+        if not due:
+            return []  # no lease taken for an idle shard
+        try:
+            self.leases.hold(shard)
+        except DispatcherStopping:
+            raise
+        except ShardLeaseHeld:
+            self._count(shards_busy=1)
+            return []
+        except (BotoCoreError, ClientError) as exc:
+            # The shard stays due; the next pass tries again.
+            self._error(f"{shard}", exc)
+            return []
+        return due
 
     def _skipped(self, intent_id: str) -> bool:
         with self.lock:
@@ -324,26 +294,7 @@ class Dispatcher:
         if not state.due or (state.due_at or 0) > now:
             return 0
         self._count(leased=1)
-        deliveries = dict(state.deliveries)
-        # The events the pledge has had: recorded, and voided once an override voided it.
-        # Endpoints subscribed now and not yet part of an event's deliveries join it.
-        for event_type in events_of(state):
-            for subscribed in by_id.values():
-                key = delivery_key(subscribed.endpoint_id, event_type)
-                if subscribed.wants(event_type) and key not in deliveries:
-                    deliveries[key] = Delivery(subscribed.endpoint_id, subscribed.url, event_type)
-        sends = []
-        for key, delivery in deliveries.items():
-            if delivery.settled or delivery.next_at > now:
-                continue
-            endpoint = by_id.get(delivery.endpoint_id)
-            if endpoint is None or not endpoint.enabled:
-                # Removed or disabled: no attempt is spent; looked at again later, so the
-                # pledge is not taken on every pass meanwhile.
-                deliveries[key] = replace(delivery, next_at=now + PAUSED_RECHECK_S)
-                continue
-            sends.append(key)
-        job = _Job(state, shard, deliveries, by_id, left=len(sends))
+        job, sends = job_take(state, shard, by_id, now=now)
         if not sends:
             self._record(job)
             return 1
@@ -354,7 +305,7 @@ class Dispatcher:
             self._offer(job, key)
         return 1
 
-    def _offer(self, job: _Job, key: str) -> None:
+    def _offer(self, job: Job, key: str) -> None:
         endpoint = job.endpoints[job.deliveries[key].endpoint_id]
         send = _Send(self, job, key)
         paused = endpoint.paused_until.timestamp() if endpoint.paused_until else None
@@ -370,7 +321,7 @@ class Dispatcher:
 
     # --- one send, in a worker -----------------------------------------------------------
 
-    def _send(self, job: _Job, key: str, ticket: Ticket) -> None:
+    def _send(self, job: Job, key: str, ticket: Ticket) -> None:
         delivery = job.deliveries[key]
         endpoint = job.endpoints[delivery.endpoint_id]
         gate = self.gates.of(endpoint)
@@ -395,7 +346,7 @@ class Dispatcher:
             queued.defer(finished.deferred_until)
         self._end(job, key)
 
-    def _post(self, job: _Job, key: str, delivery: Delivery, endpoint: Endpoint) -> bool | None:
+    def _post(self, job: Job, key: str, delivery: Delivery, endpoint: Endpoint) -> bool | None:
         """Send one delivery, unless the shard's lease would not outlast it: whether it
         was answered 2xx, or ``None`` when it was not sent."""
         # No POST starts unless the shard's lease outlasts it (renewed if need be), so
@@ -414,7 +365,9 @@ class Dispatcher:
         payload = body_bytes(event_payload(state, delivery.event_type))
         message_id = event_id(state.intent_id, delivery.event_type)
         at = clock.now()
-        result = _attempt(endpoint, message_id, payload, resolve=self.resolve, sender=self.sender)
+        result = attempt_make(
+            endpoint, message_id, payload, resolve=self.resolve, sender=self.sender
+        )
         self.untold.append(
             Attempt(
                 endpoint,
@@ -426,7 +379,7 @@ class Dispatcher:
             )
         )
         with self.rng_lock:
-            done = _after(delivery, result, rng=self.rng)
+            done = delivery_after(delivery, result, rng=self.rng)
         with self.lock:
             self.report.answered[delivery.endpoint_id] = (
                 self.report.answered.get(delivery.endpoint_id) or result.ok
@@ -442,7 +395,7 @@ class Dispatcher:
             job.deliveries[key] = done
         return result.ok
 
-    def _end(self, job: _Job, key: str, deferred_until: float | None = None) -> None:
+    def _end(self, job: Job, key: str, deferred_until: float | None = None) -> None:
         with job.lock:
             if deferred_until is not None:
                 delivery = job.deliveries[key]
@@ -462,14 +415,13 @@ class Dispatcher:
                 self.busy[job.shard] -= 1
                 self.lock.notify_all()
 
-    def _record(self, job: _Job) -> None:
+    def _record(self, job: Job) -> None:
         stopped = job.stopped
         if stopped is not None and not isinstance(stopped, DispatcherStopping):
             self._count(lease_lost=1)  # overtaken: the successor sends the rest
         if job.broken or (stopped is not None and not job.attempted):
             return  # nothing sent, or a failure of ours: it stays due as it was
-        pending = [d.next_at for d in job.deliveries.values() if not d.settled]
-        next_due = max(min(pending), clock.epoch() + 1) if pending else None
+        next_due = job.next_due(clock.epoch())
         try:
             self.repository.record(
                 job.state.intent_id,
@@ -546,15 +498,8 @@ def acks_dispatch_once(
     store: Store,
     *,
     endpoints_for: EndpointsFor,
-    rng: random.Random | None = None,
-    resolve: Resolver = system_resolver,
-    sender: Sender | None = None,
-    owns: Callable[[str], bool] = lambda intent_id: True,
-    on_attempt: AttemptCounter = _count_nothing,
-    on_breaker: BreakerWatcher = _watch_nothing,
     leases: ShardLeases | None = None,
-    workers: int | None = None,
-    gates: Gates | None = None,
+    **options: Unpack[DispatcherOptions],
 ) -> DispatchReport:
     """Deliver every acknowledgement due now, once each, and return what happened: one
     pass of a :class:`Dispatcher`, waited for to its end.
@@ -564,25 +509,11 @@ def acks_dispatch_once(
     which releases the leases it took when it is done (not when it dies mid-pass).
     With several regions every replica of a pledge is in its region's ``acks_due``;
     ``owns`` keeps the pledges whose key is homed in ``store``'s region, so only one
-    region's dispatcher (whose shard leases are that region's items) sends them.
-    ``workers``: the pool's size (``ACK_WORKERS``; ``0`` sends one at a time in the
-    caller's thread). ``gates``: the endpoints' gates, kept from one pass to the next
-    (their breakers), or new ones."""
+    region's dispatcher (whose shard leases are that region's items) sends them. The
+    other ``options`` are the :class:`Dispatcher`'s (:class:`DispatcherOptions`)."""
     own = leases is None
     leases = leases or ShardLeases(store)
-    dispatcher = Dispatcher(
-        store,
-        endpoints_for=endpoints_for,
-        leases=leases,
-        workers=workers,
-        gates=gates,
-        rng=rng,
-        resolve=resolve,
-        sender=sender,
-        owns=owns,
-        on_attempt=on_attempt,
-        on_breaker=on_breaker,
-    )
+    dispatcher = Dispatcher(store, endpoints_for=endpoints_for, leases=leases, **options)
     try:
         dispatcher.run_pass()
     except Exception:
@@ -594,49 +525,3 @@ def acks_dispatch_once(
     if own:
         leases.release()
     return dispatcher.take_report()
-
-
-def _attempt(
-    endpoint: Endpoint, message_id: str, payload: bytes, *, resolve: Resolver, sender: Sender
-) -> AttemptResult:
-    try:
-        # Checked again now: the name may resolve elsewhere than at registration.
-        target = url_check(
-            endpoint.url, allow_loopback=settings.WEBHOOK_ALLOW_LOOPBACK, resolve=resolve
-        )
-    except UrlRefused as exc:
-        return AttemptResult(None, f"refused: {exc}")
-    at: datetime = clock.now()
-    headers = signed_headers(
-        secret=endpoint.secret,
-        previous_secret=endpoint.previous_secret_at(at),
-        event_id=message_id,
-        at=at,
-        body=payload,
-    )
-    result = sender(
-        target,
-        headers=headers,
-        body=payload,
-        connect_timeout_s=settings.ACK_CONNECT_TIMEOUT_S,
-        read_timeout_s=settings.ACK_READ_TIMEOUT_S,
-    )
-    return replace(result, signature=headers["webhook-signature"])
-
-
-def _after(delivery: Delivery, result: AttemptResult, *, rng: random.Random) -> Delivery:
-    attempts = delivery.attempts + 1
-    done = replace(
-        delivery,
-        attempts=attempts,
-        last_code=result.code,
-        last_error=result.error[:200],
-        last_at=clock.iso(clock.now()),
-        last_signature=result.signature,
-    )
-    if result.ok:
-        return replace(done, status=DeliveryStatus.DELIVERED, next_at=0)
-    delay = retry_delay_s(attempts, rng, scale=settings.ACK_RETRY_SCALE)
-    if delay is None:
-        return replace(done, status=DeliveryStatus.GAVE_UP, next_at=0)
-    return replace(done, next_at=clock.epoch() + delay)

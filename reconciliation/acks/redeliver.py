@@ -13,11 +13,12 @@ this change: its record is refused, and the next pass sends the delivery.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.acks.models import DeliveryStatus
+from reconciliation.acks.models import Delivery, DeliveryStatus
 from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import Actor
 from reconciliation.audit.models import AuditAction, AuditEvent
@@ -26,6 +27,7 @@ from reconciliation.cases.actions import check_reason
 from reconciliation.cases.changes import InvalidReason
 from reconciliation.cases.policy import STAFF
 from reconciliation.cases.vocabulary import ReasonCode
+from reconciliation.claims.models import Pledge
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items, values
@@ -67,20 +69,7 @@ def ack_redeliver(
         reason = check_reason(reason_code, reason_text)
     except InvalidReason as exc:
         raise RedeliverRefused(str(exc)) from exc
-    state = AckRepository(store).get(intent_id)
-    pledge = PledgeRepository(store).get(intent_id, consistent=True)
-    delivery = state.deliveries.get(seen.key) if state else None
-    if state is None or pledge is None or delivery is None:
-        raise RedeliverRefused("This pledge has no such delivery.")
-    if (delivery.attempts, str(delivery.status), pledge.audit_seq) != (
-        seen.attempts,
-        seen.status,
-        seen.audit_seq,
-    ):
-        raise RedeliverRefused(
-            "The delivery changed since the page was read (another attempt or action): "
-            "look at it again."
-        )
+    delivery, pledge = _as_seen(store, intent_id, seen)
     now = clock.epoch()
     event = audit_event_build(
         AuditEvent(
@@ -101,7 +90,46 @@ def ack_redeliver(
         seq=pledge.audit_seq + 1,
         prev_hash=pledge.audit_head,
     )
-    update = {
+    update = _due_now(store, seen, pledge, head=event["hash"], now=now)
+    try:
+        store.client.transact_write_items(
+            TransactItems=transact_items([AuditRepository(store).put_item(event), update])
+        )
+    except ClientError as exc:
+        if error_code(exc) in (ErrorCode.TRANSACTION_CANCELED, ErrorCode.CONDITION_FAILED):
+            raise RedeliverRefused(
+                "The delivery changed while redelivering (an attempt or another action): "
+                "nothing was changed; look at it again."
+            ) from exc
+        raise
+
+
+def _as_seen(store: Store, intent_id: str, seen: RedeliverSeen) -> tuple[Delivery, Pledge]:
+    """The delivery and its pledge, read now; refused unless they are as the page saw."""
+    state = AckRepository(store).get(intent_id)
+    pledge = PledgeRepository(store).get(intent_id, consistent=True)
+    delivery = state.deliveries.get(seen.key) if state else None
+    if state is None or pledge is None or delivery is None:
+        raise RedeliverRefused("This pledge has no such delivery.")
+    if (delivery.attempts, str(delivery.status), pledge.audit_seq) != (
+        seen.attempts,
+        seen.status,
+        seen.audit_seq,
+    ):
+        raise RedeliverRefused(
+            "The delivery changed since the page was read (another attempt or action): "
+            "look at it again."
+        )
+    return delivery, pledge
+
+
+def _due_now(
+    store: Store, seen: RedeliverSeen, pledge: Pledge, *, head: str, now: int
+) -> dict[str, Any]:
+    """The pledge's update: the delivery due now, the fence moved on, the audit head
+    advanced; conditioned on the delivery and the audit sequence the page saw."""
+    intent_id = pledge.intent_id
+    return {
         "Update": {
             "TableName": store.tables.pledges,
             "Key": {"intent_id": {"S": intent_id}},
@@ -121,21 +149,10 @@ def ack_redeliver(
                 zero=0,
                 one=1,
                 next_seq=pledge.audit_seq + 1,
-                head=event["hash"],
+                head=head,
                 seq=pledge.audit_seq,
                 attempts=seen.attempts,
                 seen=seen.status,
             ),
         }
     }
-    try:
-        store.client.transact_write_items(
-            TransactItems=transact_items([AuditRepository(store).put_item(event), update])
-        )
-    except ClientError as exc:
-        if error_code(exc) in (ErrorCode.TRANSACTION_CANCELED, ErrorCode.CONDITION_FAILED):
-            raise RedeliverRefused(
-                "The delivery changed while redelivering (an attempt or another action): "
-                "nothing was changed; look at it again."
-            ) from exc
-        raise

@@ -34,7 +34,7 @@ from typing import Any
 from reconciliation import clock
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.regions import owned_by
-from reconciliation.audit.repository import AuditRepository
+from reconciliation.audit.repository import AuditRepository, DaySelection
 from reconciliation.dynamo.calls import TalliedPool
 from reconciliation.dynamo.items import RawItem, from_item
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS
@@ -161,6 +161,19 @@ def cursor_regions(stores: Sequence[Store]) -> tuple[str, ...]:
     return tuple(s.tag for s in stores) if len(stores) > 1 else ()
 
 
+@dataclass(frozen=True)
+class Paging:
+    """How a :class:`DayIndexReader` reads: ``page_limit`` items a Query; at most
+    ``max_queries`` Queries (none: no bound), which bounds a search page; with
+    ``prefetch``, each shard's next page is asked for in a thread as soon as a page
+    arrives, so DynamoDB's time overlaps the caller's work (memory stays bounded at two
+    pages per shard)."""
+
+    page_limit: int = EXPORT_PAGE_LIMIT
+    max_queries: int | None = None
+    prefetch: bool = False
+
+
 class DayIndexReader:
     """Events of a time range in ``at_id`` order (or reverse), merged over the day shards.
 
@@ -168,11 +181,9 @@ class DayIndexReader:
     region: then each region's shards are read in that region and only its own streams
     kept.
 
-    Iterating yields raw DynamoDB items. ``max_queries`` bounds a search page; when it
-    stops the reader early, :attr:`stopped_early` is set and :meth:`cursor` says where to
-    resume. ``prefetch`` asks for each shard's next page in a thread as soon as a page
-    arrives, so DynamoDB's time overlaps the caller's work; memory stays bounded at two
-    pages per shard.
+    Iterating yields raw DynamoDB items, read as ``paging`` says (:class:`Paging`); when
+    its query budget stops the reader early, :attr:`stopped_early` is set and
+    :meth:`cursor` says where to resume.
     """
 
     def __init__(
@@ -182,9 +193,7 @@ class DayIndexReader:
         *,
         descending: bool = False,
         cursor: Cursor | None = None,
-        page_limit: int = EXPORT_PAGE_LIMIT,
-        max_queries: int | None = None,
-        prefetch: bool = False,
+        paging: Paging = Paging(),
     ):
         self.sources: list[tuple[AuditRepository, Callable[[str], bool] | None]]
         self.regions: tuple[str, ...]
@@ -196,10 +205,11 @@ class DayIndexReader:
         self.width = AUDIT_DAY_SHARDS * len(self.sources)
         self.filters = filters
         self.descending = descending
-        self.page_limit = page_limit
-        self.max_queries = max_queries
-        self.prefetch = prefetch
-        self.filter_expression, self.names, self.values = filters.expression()
+        self.page_limit = paging.page_limit
+        self.max_queries = paging.max_queries
+        self.prefetch = paging.prefetch
+        expression, names, values = filters.expression()
+        self.selection = DaySelection(expression, names or None, values or None)
         self.days = filters.days(descending=descending)
         self.start_cursor = cursor
         self.queries = 0
@@ -253,31 +263,38 @@ class DayIndexReader:
         if self.prefetch:
             # Its reads count in the page's Server-Timing (dashboard/server_timing.py).
             self._pool = TalliedPool(self.width, thread_name_prefix="audit-read")
-        pick = max if self.descending else min
         for day in days:
-            self._day = day
-            self._shards = self._open_day(day, resume if resume and resume.day == day else None)
+            yield from self._day_items(day, resume if resume and resume.day == day else None)
             resume = None
-            if self._pool is not None:
-                for shard in self._shards:
-                    if not shard.done:
-                        self._prefetch(shard, shard.position, shard.start)
-            while True:
-                for shard in self._shards:
-                    while not shard.done and not shard.buffer:
-                        if not self._refill(shard):
-                            self.stopped_early = True
-                            return
-                live = [s for s in self._shards if s.buffer]
-                if not live:
-                    break
-                shard = pick(live, key=lambda s: s.buffer[0]["at_id"]["S"])
-                item = shard.buffer.popleft()
-                shard.position = item["at_id"]["S"]
-                if not shard.buffer:
-                    self._page_consumed(shard)
-                yield item
+            if self.stopped_early:
+                return
             self.days_done += 1
+
+    def _day_items(self, day: date, resume: Cursor | None) -> Iterator[dict[str, Any]]:
+        """One day's events, merged over its shards; stops with ``stopped_early`` set when
+        the query budget runs out."""
+        self._day = day
+        self._shards = self._open_day(day, resume)
+        if self._pool is not None:
+            for shard in self._shards:
+                if not shard.done:
+                    self._prefetch(shard, shard.position, shard.start)
+        pick = max if self.descending else min
+        while True:
+            for shard in self._shards:
+                while not shard.done and not shard.buffer:
+                    if not self._refill(shard):
+                        self.stopped_early = True
+                        return
+            live = [s for s in self._shards if s.buffer]
+            if not live:
+                return
+            shard = pick(live, key=lambda s: s.buffer[0]["at_id"]["S"])
+            item = shard.buffer.popleft()
+            shard.position = item["at_id"]["S"]
+            if not shard.buffer:
+                self._page_consumed(shard)
+            yield item
 
     def _open_day(self, day: date, resume: Cursor | None) -> list[_Shard]:
         stamp = day.isoformat()
@@ -314,9 +331,7 @@ class DayIndexReader:
             after=after,
             start=start,
             limit=self.page_limit,
-            filter_expression=self.filter_expression,
-            names=self.names or None,
-            values=self.values or None,
+            select=self.selection,
         )
 
     def _budget_left(self) -> bool:

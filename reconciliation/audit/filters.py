@@ -122,40 +122,14 @@ class AuditFilters:
         default_days: int = 7,
         max_days: int | None = SEARCH_MAX_DAYS,
     ) -> AuditFilters:
-        today = clock.now().date()
-        until_at = (
-            parse_bound(until, end=True) if until else datetime.combine(today, time.max, tzinfo=UTC)
-        )
-        since_at = (
-            parse_bound(since, end=False)
-            if since
-            else datetime.combine(
-                until_at.date() - timedelta(days=default_days - 1), time.min, tzinfo=UTC
-            )
-        )
-        if since_at > until_at:
-            raise FilterError("the range starts after it ends")
-        span = (until_at.date() - since_at.date()).days + 1
-        if max_days is not None and span > max_days:
-            raise FilterError(f"the range covers {span} days; at most {max_days} at a time")
+        since_at, until_at = _range(since, until, default_days=default_days, max_days=max_days)
         for name, text in (("actor", actor), ("action", action), ("case id", case_id)):
             if len(text) > 300:
                 raise FilterError(f"{name} is too long")
         if len(intent_id) > 600:
             raise FilterError("intent id is too long")
         intent_id = intent_id.strip()
-        tenants: tuple[str, ...] = ()
-        if intent_id and INTENT_SEPARATOR not in intent_id:
-            tenants = tuple(sorted({t for t in intent_tenants if t}))
-            if not tenants:
-                raise FilterError(
-                    "intent id: no tenant is known to search the key under; enter it as tenant#key"
-                )
-            if len(tenants) > MAX_INTENT_TENANTS:
-                raise FilterError(
-                    f"intent id: a key alone is searched under at most {MAX_INTENT_TENANTS} "
-                    "tenants; enter it as tenant#key"
-                )
+        tenants = _intent_tenants(intent_id, intent_tenants)
         actor = actor.strip()
         spellings: tuple[str, ...] = ()
         if actor:
@@ -249,3 +223,45 @@ class AuditFilters:
                 values[f":intent{n}"] = {"S": intent}
             parts.append(f"#intent IN ({', '.join(f':intent{n}' for n in range(len(intents)))})")
         return (" AND ".join(parts) or None), names, values
+
+
+def _range(
+    since: str, until: str, *, default_days: int, max_days: int | None
+) -> tuple[datetime, datetime]:
+    """The bounds typed (an empty ``until``: the end of today; an empty ``since``:
+    ``default_days`` back from ``until``), refused when reversed or wider than
+    ``max_days``."""
+    today = clock.now().date()
+    until_at = (
+        parse_bound(until, end=True) if until else datetime.combine(today, time.max, tzinfo=UTC)
+    )
+    since_at = (
+        parse_bound(since, end=False)
+        if since
+        else datetime.combine(
+            until_at.date() - timedelta(days=default_days - 1), time.min, tzinfo=UTC
+        )
+    )
+    if since_at > until_at:
+        raise FilterError("the range starts after it ends")
+    span = (until_at.date() - since_at.date()).days + 1
+    if max_days is not None and span > max_days:
+        raise FilterError(f"the range covers {span} days; at most {max_days} at a time")
+    return since_at, until_at
+
+
+def _intent_tenants(intent_id: str, intent_tenants: Sequence[str]) -> tuple[str, ...]:
+    """The tenants a bare key (no ``tenant#``) is searched under; none for a full id."""
+    if not intent_id or INTENT_SEPARATOR in intent_id:
+        return ()
+    tenants = tuple(sorted({t for t in intent_tenants if t}))
+    if not tenants:
+        raise FilterError(
+            "intent id: no tenant is known to search the key under; enter it as tenant#key"
+        )
+    if len(tenants) > MAX_INTENT_TENANTS:
+        raise FilterError(
+            f"intent id: a key alone is searched under at most {MAX_INTENT_TENANTS} "
+            "tenants; enter it as tenant#key"
+        )
+    return tenants

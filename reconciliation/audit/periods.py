@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciliation import clock
 from reconciliation.audit.regions import case_pledge_stream, owned_by, pledge_item_stream
-from reconciliation.audit.repository import AuditRepository
+from reconciliation.audit.repository import AuditRepository, DaySelection
 from reconciliation.dynamo.index_rows import IncompleteRow, complete_rows, incomplete
 from reconciliation.dynamo.tables import AUDIT_DAY_SHARDS, SUBJECT_DAY_SHARDS
 from reconciliation.stores import Store
@@ -30,7 +30,7 @@ def _shard_items(
     after = None
     while True:
         items, lek = AuditRepository(store).day_page(
-            day_shard, after=after, projection=projection, names=names
+            day_shard, after=after, select=DaySelection(names=names, projection=projection)
         )
         yield from items
         if lek is None:
@@ -102,7 +102,7 @@ def audit_first_event_at(
         for source in _sources(store, stores):
             for n in range(AUDIT_DAY_SHARDS):
                 items, _ = AuditRepository(source).day_page(
-                    f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+                    f"{day.isoformat()}#{n}", limit=1, select=DaySelection(projection="at_id")
                 )
                 times += [item["at_id"]["S"].split("#", 1)[0] for item in items]
         if times:
@@ -118,7 +118,7 @@ def audit_day_has_events(
     for source in _sources(store, stores):
         for n in range(AUDIT_DAY_SHARDS):
             items, _ = AuditRepository(source).day_page(
-                f"{day.isoformat()}#{n}", limit=1, projection="at_id"
+                f"{day.isoformat()}#{n}", limit=1, select=DaySelection(projection="at_id")
             )
             if items:
                 return True

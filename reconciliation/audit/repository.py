@@ -98,6 +98,17 @@ def head_after(event: dict[str, Any]) -> StreamHead:
     return StreamHead(event["stream"], event["seq"], event["hash"])
 
 
+@dataclass(frozen=True)
+class DaySelection:
+    """What a ``by_day`` page returns: the items a filter keeps (its expression, with its
+    names and values) and, with ``projection``, only those attributes."""
+
+    filter_expression: str | None = None
+    names: dict[str, str] | None = None
+    values: dict[str, dict[str, Any]] | None = None
+    projection: str | None = None
+
+
 class AuditRepository:
     def __init__(self, store: Store):
         self.client = store.client
@@ -167,10 +178,7 @@ class AuditRepository:
         after: str | None = None,
         start: str | None = None,
         limit: int | None = None,
-        filter_expression: str | None = None,
-        names: dict[str, str] | None = None,
-        values: dict[str, dict[str, Any]] | None = None,
-        projection: str | None = None,
+        select: DaySelection = DaySelection(),
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """One Query page of ``by_day`` for one day shard, in ``at_id`` order.
 
@@ -196,14 +204,14 @@ class AuditRepository:
         }
         if limit:
             kwargs["Limit"] = limit
-        if filter_expression:
-            kwargs["FilterExpression"] = filter_expression
-        if projection:
-            kwargs["ProjectionExpression"] = projection
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
-        if values:
-            expression_values.update(values)
+        if select.filter_expression:
+            kwargs["FilterExpression"] = select.filter_expression
+        if select.projection:
+            kwargs["ProjectionExpression"] = select.projection
+        if select.names:
+            kwargs["ExpressionAttributeNames"] = select.names
+        if select.values:
+            expression_values.update(select.values)
         kwargs["ExpressionAttributeValues"] = expression_values
         response = self.client.query(**kwargs)
         return response.get("Items", []), response.get("LastEvaluatedKey")

@@ -14,7 +14,13 @@ from datetime import date
 from typing import Any
 
 from reconciliation.audit.chains import ChainStatus, chain_statuses
-from reconciliation.audit.day_index import Cursor, DayIndexReader, cursor_regions, decode_event
+from reconciliation.audit.day_index import (
+    Cursor,
+    DayIndexReader,
+    Paging,
+    cursor_regions,
+    decode_event,
+)
 from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.models import AuditAction
 from reconciliation.stores import Store
@@ -176,9 +182,11 @@ def audit_search(
         filters,
         descending=True,
         cursor=start,
-        page_limit=max(page_size * 2, 100),
-        max_queries=SEARCH_QUERY_BUDGET * len(sources),
-        prefetch=True,
+        paging=Paging(
+            page_limit=max(page_size * 2, 100),
+            max_queries=SEARCH_QUERY_BUDGET * len(sources),
+            prefetch=True,
+        ),
     )
     events: list[dict[str, Any]] = []
     items = iter(reader)

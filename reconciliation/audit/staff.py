@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
 from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditEvent
@@ -75,9 +78,6 @@ def staff_spellings(typed: str) -> tuple[str, ...]:
     """The usernames and addresses of the staff accounts whose username or address is
     ``typed`` in any letter case, as the accounts spell them: what the audit actor filter
     matches besides the typed text (events store the actor as spelt at the time)."""
-    from django.contrib.auth import get_user_model
-    from django.db.models import Q
-
     typed = typed.strip()
     if not typed:
         return ()

@@ -14,7 +14,10 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from reconciliation.actors import system_actor
+from reconciliation.audit import checkpoints
 from reconciliation.audit.append import AuditAppendContended
+from reconciliation.audit.export.background import export_run_requested
+from reconciliation.audit.export.events import export_event_append
 from reconciliation.audit.models import AuditAction
 from reconciliation.stores import every_store, first_store
 
@@ -59,9 +62,7 @@ def audit_checkpoint() -> list[str]:
     over for ``CHECKPOINT_SETTLE_S``; otherwise a no-op (the service reads the newest
     checkpoint from ``SYSTEM`` first). One checkpoint covers every region's streams and
     is written in the first region."""
-    from reconciliation.audit.checkpoints import audit_checkpoint as checkpoint
-
-    written = checkpoint(first_store(), stores=every_store())
+    written = checkpoints.audit_checkpoint(first_store(), stores=every_store())
     if written:
         logger.info("audit checkpoints written for %s", ", ".join(written))
     return written
@@ -89,7 +90,6 @@ def audit_daily_digest() -> list[str]:
 def audit_export_task(self: Task[..., dict[str, Any]], export_id: str) -> dict[str, Any]:
     """Run a requested export into ``AUDIT_EXPORT_DIR``, reporting progress as the task
     state ``PROGRESS`` with ``rows`` and ``percent``."""
-    from reconciliation.audit.export.background import export_run_requested
 
     def progress(rows: int, fraction: float) -> None:
         self.update_state(
@@ -112,8 +112,6 @@ def export_enqueue(export_id: str) -> None:
     ``export_requested`` is left that nothing will ever complete. Should a publish that
     timed out reach Redis after all, the task finds the export abandoned and does
     nothing."""
-    from reconciliation.audit.export.events import export_event_append
-
     try:
         audit_export_task.apply_async(args=(export_id,), task_id=export_id)
     except OperationalError as exc:

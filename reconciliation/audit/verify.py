@@ -275,23 +275,14 @@ def audit_verify(
     now = clock.now()
     period_s = checkpoint_period_s()
     system_events = [] if stream else AuditRepository(store).stream_events(SYSTEM_STREAM)
-    candidates: set[str] = set()
-    event_periods: set[datetime] = set()
-    since_start = None
     if stream:
-        streams = {stream}
+        found = _Range(streams={stream})
     else:
-        since = since or verify_default_since(store, system_events, now.date(), stores=regions)
-        report.since = since
-        since_start = datetime.combine(since, time.min, tzinfo=UTC)
-        days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
-        index = audit_range_index(days, period_s=period_s, stores=regions, threads=threads)
-        streams, candidates, event_periods = index.streams, index.referenced, index.periods
-        # Subjects written in the range, from their own tables: a case or pledge whose
-        # whole stream was deleted before any checkpoint listed it is named by its item.
-        candidates = candidates | subjects_written(days, stores=regions, threads=threads)
-    signed = _signed_checkpoints(system_events, since_start)
-    by_seq, checkpoints, listed = signed.by_seq, signed.checkpoints, signed.listed
+        found = _range_read(store, system_events, since, regions, now=now, threads=threads)
+        report.since = found.since
+    streams, candidates = found.streams, found.candidates
+    signed = _signed_checkpoints(system_events, found.start)
+    listed = signed.listed
     streams.update(listed)
     if system_events:
         streams.add(SYSTEM_STREAM)
@@ -301,7 +292,90 @@ def audit_verify(
     check = partial(
         _stream_check, stores=regions, system_events=system_events, heads=heads, listed=listed
     )
-    ordered = sorted(streams)
+    stored = _chains_check(
+        sorted(streams), check, report, threads=threads, progress=progress, named=bool(stream)
+    )
+    _checkpoints_check(report, signed, stored, found, now=now, period_s=period_s)
+    return report
+
+
+@dataclass
+class _Range:
+    """The streams to verify, the subjects named in the range (their items may name a
+    stream deleted outright), the periods that hold events, and the range's start."""
+
+    streams: set[str]
+    candidates: set[str] = field(default_factory=set)
+    periods: set[datetime] = field(default_factory=set)
+    since: date | None = None
+    start: datetime | None = None
+
+
+def _checkpoints_check(
+    report: VerifyReport,
+    signed: _SignedCheckpoints,
+    stored: dict[tuple[str, int], str],
+    found: _Range,
+    *,
+    now: datetime,
+    period_s: int,
+) -> None:
+    """Each signed checkpoint against the heads stored, those signed late, and, over a
+    range, the periods that have events and no checkpoint."""
+    for checkpoint in signed.checkpoints:
+        report.checkpoints += 1
+        report.problems.extend(checkpoint_verify(checkpoint, signed.by_seq, stored))
+    report.warnings.extend(late_checkpoints(signed.checkpoints))
+    if found.start is not None:
+        report.problems.extend(
+            missing_checkpoints(
+                signed.spans,
+                since=found.start,
+                now=now,
+                period_s=period_s,
+                event_periods=found.periods,
+            )
+        )
+
+
+def _range_read(
+    store: Store,
+    system_events: list[dict[str, Any]],
+    since: date | None,
+    regions: list[Store],
+    *,
+    now: datetime,
+    threads: int,
+) -> _Range:
+    """Every stream with an event dated ``since`` (by default: from the checkpoints on)
+    or later, found through every region's ``by_day`` index, and the subjects written in
+    the range."""
+    since = since or verify_default_since(store, system_events, now.date(), stores=regions)
+    days = [since + timedelta(days=i) for i in range((now.date() - since).days + 1)]
+    index = audit_range_index(days, period_s=checkpoint_period_s(), stores=regions, threads=threads)
+    # Subjects written in the range, from their own tables: a case or pledge whose
+    # whole stream was deleted before any checkpoint listed it is named by its item.
+    written = subjects_written(days, stores=regions, threads=threads)
+    return _Range(
+        streams=index.streams,
+        candidates=index.referenced | written,
+        periods=index.periods,
+        since=since,
+        start=datetime.combine(since, time.min, tzinfo=UTC),
+    )
+
+
+def _chains_check(
+    ordered: list[str],
+    check: Callable[[str], tuple[ChainStatus, dict[tuple[str, int], str]]],
+    report: VerifyReport,
+    *,
+    threads: int,
+    progress: Callable[[int, int], None] | None,
+    named: bool,
+) -> dict[tuple[str, int], str]:
+    """Check each stream's chain (``threads`` at a time), counting and noting in
+    ``report``; returns the hashes of the events checkpoints list, as stored."""
     stored: dict[tuple[str, int], str] = {}
     done = 0
     with ThreadPoolExecutor(threads) as pool:
@@ -312,22 +386,8 @@ def audit_verify(
             stored.update(found)
             # A stream listed only by a checkpoint and now empty is the checkpoint's
             # finding, unless its subject item still stores a head: the item names it too.
-            if not status.ok and (status.events or status.head or stream):
+            if not status.ok and (status.events or status.head or named):
                 report.problems.append(status.line())
             if progress:
                 progress(done, len(ordered))
-    for checkpoint in checkpoints:
-        report.checkpoints += 1
-        report.problems.extend(checkpoint_verify(checkpoint, by_seq, stored))
-    report.warnings.extend(late_checkpoints(checkpoints))
-    if since_start is not None:
-        report.problems.extend(
-            missing_checkpoints(
-                signed.spans,
-                since=since_start,
-                now=now,
-                period_s=period_s,
-                event_periods=event_periods,
-            )
-        )
-    return report
+    return stored

@@ -46,7 +46,7 @@ BY_CASE_TYPE: dict[CaseType, tuple[CaseAction, ...]] = {
     CaseType.AMBIGUOUS_TIMEOUT: _DID_IT_COMMIT,
     CaseType.CANCELLED_TRANSACTION: (Disposition.DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
     CaseType.TOKEN_MISMATCH: (Disposition.DUPLICATE_REJECTED_OK, *_DID_IT_COMMIT),
-    # A fund's ledger disagrees with its pledges (casework/drift.py): staff record what they
+    # A fund's ledger disagrees with its pledges (casework/drift/): staff record what they
     # found, each with its mandatory reason; money is never moved from a drift case, not
     # even on approval. "Corrected" means finance made its own recorded adjustment (the
     # next check then sees the ledger move back); a supervisor may be asked to look first.

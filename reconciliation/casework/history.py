@@ -154,51 +154,8 @@ def resolved_page(
     filters = filters or ResolvedFilters()
     limit = max(1, min(limit, MAX_PAGE))
     newest = resolved_month(filters.until or clock.iso(clock.now()))
-    positions = None
-    if cursor:
-        payload = _verified(cursor, RESOLVED_CURSOR_SALT)
-        if payload.get("f") != filters.fingerprint():
-            raise InvalidFilter({"cursor": "issued for other filters"})
-        if len(regions) == 1 and "m" in payload:
-            # One region: the month and index key sit in the cursor itself.
-            payload = {**payload, "p": {"m": payload["m"], "k": payload.get("k")}}
-        positions = _positions(payload, regions, field_name="p")
-    if filters.since:
-        last = resolved_month(filters.since)
-    else:
-        last = newest
-        for _ in range(RESOLVED_MONTHS_BACK):
-            last = _month_before(last)
-    wanted = {"resolved_by": filters.resolved_by, "resolved_how": filters.how, "fund": filters.fund}
-
-    def read(region: Store, position: dict[str, Any] | None) -> Run:
-        month, start = (position["m"], position.get("k")) if position else (newest, None)
-        run = Run(region, position)
-        done = False
-        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE + RESOLVED_MONTHS_BACK:
-            items, start, units = CaseRepository(region).query_resolved(
-                month,
-                limit=limit - len(run.rows),
-                start_key=start,
-                after=filters.since or None,
-                before=filters.until or None,
-                filters=wanted,
-                without_tenant="" if filters.drill else DRILL_TENANT,
-            )
-            run.queries += 1
-            run.units += units
-            run.rows.extend(owned(items, region))
-            if not start:
-                if month <= last:
-                    done = True
-                    break
-                month = _month_before(month)
-        if not done:
-            run.last_key = {"m": month, "k": start}
-            # Not read yet: the rest of ``month`` below ``start``, and older months.
-            run.frontier = (plain(start)["resolved_sort"],) if start else (month[2:] + "\uffff",)
-        return run
-
+    positions = _resolved_positions(cursor, filters, regions) if cursor else None
+    read = _ResolvedRead(filters, limit, newest=newest, last=_oldest_month(filters, newest))
     merged = merge_runs(
         fan_out(regions, positions, read),
         limit=limit,
@@ -219,3 +176,71 @@ def resolved_page(
         )
     rows = [_row(item) for _, item in merged.rows]
     return QueuePage("RESOLVED", rows, next_cursor, merged.units, merged.queries)
+
+
+def _resolved_positions(
+    cursor: str, filters: ResolvedFilters, regions: list[Store]
+) -> dict[str, Any]:
+    """Where each region's read resumes, from a cursor issued for these ``filters``."""
+    payload = _verified(cursor, RESOLVED_CURSOR_SALT)
+    if payload.get("f") != filters.fingerprint():
+        raise InvalidFilter({"cursor": "issued for other filters"})
+    if len(regions) == 1 and "m" in payload:
+        # One region: the month and index key sit in the cursor itself.
+        payload = {**payload, "p": {"m": payload["m"], "k": payload.get("k")}}
+    return _positions(payload, regions, field_name="p")
+
+
+def _oldest_month(filters: ResolvedFilters, newest: str) -> str:
+    """The oldest month read: the ``since``'s, else ``RESOLVED_MONTHS_BACK`` back."""
+    if filters.since:
+        return resolved_month(filters.since)
+    last = newest
+    for _ in range(RESOLVED_MONTHS_BACK):
+        last = _month_before(last)
+    return last
+
+
+@dataclass(frozen=True)
+class _ResolvedRead:
+    """One region's read of a page: month by month from its position (or ``newest``)
+    down to ``last``, until the page is full."""
+
+    filters: ResolvedFilters
+    limit: int
+    newest: str
+    last: str
+
+    def __call__(self, region: Store, position: dict[str, Any] | None) -> Run:
+        filters, limit = self.filters, self.limit
+        wanted = {
+            "resolved_by": filters.resolved_by,
+            "resolved_how": filters.how,
+            "fund": filters.fund,
+        }
+        month, start = (position["m"], position.get("k")) if position else (self.newest, None)
+        run = Run(region, position)
+        done = False
+        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE + RESOLVED_MONTHS_BACK:
+            items, start, units = CaseRepository(region).query_resolved(
+                month,
+                limit=limit - len(run.rows),
+                start_key=start,
+                after=filters.since or None,
+                before=filters.until or None,
+                filters=wanted,
+                without_tenant="" if filters.drill else DRILL_TENANT,
+            )
+            run.queries += 1
+            run.units += units
+            run.rows.extend(owned(items, region))
+            if not start:
+                if month <= self.last:
+                    done = True
+                    break
+                month = _month_before(month)
+        if not done:
+            run.last_key = {"m": month, "k": start}
+            # Not read yet: the rest of ``month`` below ``start``, and older months.
+            run.frontier = (plain(start)["resolved_sort"],) if start else (month[2:] + "\uffff",)
+        return run

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMessage, get_connection
 from django.template.defaultfilters import pluralize
 
 from reconciliation import clock
@@ -103,8 +106,6 @@ def sla_setting_problem(value: str, default_hours: object) -> str | None:
 
 def sla_hours() -> dict[Queue, Decimal]:
     """The configured SLA of every queue (settings are read, never assigned)."""
-    from django.conf import settings
-
     return sla_parse(
         getattr(settings, "QUEUE_SLA_HOURS", ""),
         getattr(settings, "QUEUE_SLA_DEFAULT_HOURS", DEFAULT_SLA_HOURS),
@@ -279,8 +280,6 @@ def _when(at: datetime) -> str:
 
 def supervisor_addresses() -> list[str]:
     """Active users in the supervisor group who have an e-mail address."""
-    from django.contrib.auth import get_user_model
-
     users = get_user_model().objects.filter(is_active=True, groups__name=Role.SUPERVISOR)
     return sorted(set(users.exclude(email="").values_list("email", flat=True)))
 
@@ -313,9 +312,6 @@ class DigestSent:
 def digest_send(*, store: Store | None = None, stores: Sequence[Store] | None = None) -> DigestSent:
     """Build the digest and e-mail it to every supervisor, one message each (no address
     sees another's); nothing is sent when there is nothing to report."""
-    from django.conf import settings
-    from django.core.mail import EmailMessage, get_connection
-
     digest = supervisor_digest(stores=stores_of(store, stores))
     disabled = disabled_endpoints_gather()
     recipients = supervisor_addresses()

@@ -9,6 +9,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
+from celery import current_app
+from kombu.exceptions import OperationalError
+
 from reconciliation import clock
 from reconciliation.actors import system_actor
 from reconciliation.cases.changes import CaseChanged, case_commit_change
@@ -18,10 +21,13 @@ from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.transitions import Grounds, case_retry_failed, case_retry_resolved
 from reconciliation.cases.vocabulary import CaseState, Disposition, RetryStatus
 from reconciliation.casework.evidence import pledge_matches_case
-from reconciliation.claims.models import Claim, ClaimStatus
+from reconciliation.claims import intake
+from reconciliation.claims.models import Claim, ClaimStatus, Pledge
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.claims.request import PledgeRequest
+from reconciliation.claims.versions import VERSIONS
 from reconciliation.stores import Store
 
 logger = logging.getLogger(__name__)
@@ -51,9 +57,6 @@ def enqueue_retry(case_id: str, request_id: str | None = None) -> None:
     """Queue the retry asked for as ``request_id``. If the broker is down the case keeps
     ``retry.status = queued`` and the sweep dispatches it again later: the request is
     never lost."""
-    from celery import current_app
-    from kombu.exceptions import OperationalError
-
     # Registered in every process: ReconciliationConfig.ready() imports the tasks.
     retry_commit_task = current_app.tasks[RETRY_COMMIT_TASK]
     try:
@@ -115,10 +118,7 @@ def retry_commit_run(case_id: str, *, store: Store, request_id: str | None = Non
 def _retry_once(store: Store, case: Case) -> RetryOutcome:
     """One decision on ``case`` as read: commit if no pledge is there, then write the
     result conditioned on that read's version (``case_commit_change``)."""
-    from reconciliation.claims import intake
-
     actor = system_actor()
-    case_id = case.case_id
     pledge = PledgeRepository(store).get(case.intent_id, consistent=True)
     claim = ClaimRepository(store).get(case.claim_pk)
     if (
@@ -128,27 +128,7 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         and not claim.expired()
     ):
         return RetryOutcome.wait(claim.expires_at - clock.epoch())
-    kind: str = RetryStatus.ALREADY_COMMITTED
-    superseded_by: str | None = None
-    if pledge is not None and not pledge_matches_case(pledge, case):
-        # A pledge with another payload holds the key: this request cannot be recorded
-        # under it. The retry ends without recording; the case stays for a person.
-        kind = "key_reused"
-    elif pledge is None:
-        claim = _retry_claim(store, case, claim)
-        outcome = intake.pledge_commit(store, claim)
-        kind = outcome.kind
-        successor = (
-            CaseRepository(store).get(outcome.case_id)
-            if outcome.case_id not in (None, case_id)
-            else None
-        )
-        if successor is not None and successor.state != CaseState.RESOLVED:
-            # The retry's own unclear outcome opened a case of its own, still open: that
-            # case now carries the intent, so this one closes pointing at it (one open case).
-            superseded_by = successor.case_id
-        elif kind not in SUCCESS:
-            _keep_claim_with_case(store, claim, case_id)
+    kind, superseded_by = _commit_unless_recorded(store, case, pledge, claim)
     now = clock.now()
     finished_at = clock.iso(now)
     retry = (
@@ -167,6 +147,36 @@ def _retry_once(store: Store, case: Case) -> RetryOutcome:
         )
     case_commit_change(store, case, *case_retry_failed(case, grounds, retry))
     return RetryOutcome(kind)
+
+
+def _commit_unless_recorded(
+    store: Store, case: Case, pledge: Pledge | None, claim: Claim | None
+) -> tuple[str, str | None]:
+    """Commit the case's request again unless a pledge holds its key: the outcome's kind,
+    and the case that now carries the intent when the retry's own unclear outcome opened
+    one (still open)."""
+    if pledge is not None and not pledge_matches_case(pledge, case):
+        # A pledge with another payload holds the key: this request cannot be recorded
+        # under it. The retry ends without recording; the case stays for a person.
+        return "key_reused", None
+    if pledge is not None:
+        return RetryStatus.ALREADY_COMMITTED, None
+    case_id = case.case_id
+    claim = _retry_claim(store, case, claim)
+    outcome = intake.pledge_commit(store, claim)
+    kind = outcome.kind
+    successor = (
+        CaseRepository(store).get(outcome.case_id)
+        if outcome.case_id not in (None, case_id)
+        else None
+    )
+    if successor is not None and successor.state != CaseState.RESOLVED:
+        # The retry's own unclear outcome opened a case of its own, still open: that
+        # case now carries the intent, so this one closes pointing at it (one open case).
+        return kind, successor.case_id
+    if kind not in SUCCESS:
+        _keep_claim_with_case(store, claim, case_id)
+    return kind, None
 
 
 def _keep_claim_with_case(store: Store, claim: Claim, case_id: str) -> None:
@@ -221,7 +231,4 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
 
 def _payload_hash(request: dict[str, Any], pledge_version: str | None) -> str:
     """The request hashed by the rules of the version its claim was stored under."""
-    from reconciliation.claims.request import PledgeRequest
-    from reconciliation.claims.versions import VERSIONS
-
     return VERSIONS.stored(pledge_version).payload_hash(PledgeRequest.from_normalised(request))

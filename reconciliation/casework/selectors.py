@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 
 from django.core import signing
 
 from reconciliation import clock
+from reconciliation.audit.day_index import DayIndexReader, Paging
+from reconciliation.audit.filters import AuditFilters
 from reconciliation.audit.repository import AuditRepository
+from reconciliation.audit.search import SEARCH_QUERY_BUDGET
 from reconciliation.cases.counters import QueueCounter
 from reconciliation.cases.models import DRILL_TENANT, WALK_PAGE, Case
 from reconciliation.cases.repository import CaseRepository
@@ -44,6 +48,7 @@ from reconciliation.claims.models import TOKEN_WINDOW_S, Claim, ClaimStatus, Ple
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository
 from reconciliation.dynamo.cancellation import DecodedReason
+from reconciliation.dynamo.items import from_item
 from reconciliation.stores import Store, case_tag
 
 CURSOR_SALT = "reconciliation.queue-cursor"
@@ -200,22 +205,51 @@ def queue_page(
         raise InvalidFilter({"sort": "unknown order"})
     index, forward = SORTS[filters.sort]
     attribute = SORT_ATTRIBUTES[index]
+    read = _QueueRead(queue, filters, limit, opened_before, filter_values, index, forward)
+    merged = merge_runs(
+        fan_out(regions, positions, read),
+        limit=limit,
+        sort_key=read.sort_key,
+        descending=not forward,
+        position_of=lambda _, row: index_key(row, "queue", attribute),
+    )
+    rows = [_row(item) for _, item in merged.rows]
+    if queue == CaseType.CANCELLED_TRANSACTION and rows:
+        rows = _with_reasons(rows, merged.rows, regions)
+    next_cursor = (
+        _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None
+    )
+    return QueuePage(queue, rows, next_cursor, merged.units, merged.queries)
 
-    def sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row[attribute],)
 
-    def read(region: Store, start: dict[str, Any] | None) -> Run:
+@dataclass(frozen=True)
+class _QueueRead:
+    """One region's read of a queue page: Query pages of the queue's index in the
+    filters' order until the page is full (or its query budget spent)."""
+
+    queue: str
+    filters: QueueFilters
+    limit: int
+    opened_before: str | None
+    filter_values: dict[str, Any]
+    index: str
+    forward: bool
+
+    def sort_key(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row[SORT_ATTRIBUTES[self.index]],)
+
+    def __call__(self, region: Store, start: dict[str, Any] | None) -> Run:
         run = Run(region, start, last_key=start)
-        while len(run.rows) < limit and run.queries < MAX_QUERIES_PER_PAGE:
+        while len(run.rows) < self.limit and run.queries < MAX_QUERIES_PER_PAGE:
             items, run.last_key, units = CaseRepository(region).query_queue(
-                Queue.read(queue),
-                limit=limit - len(run.rows),
+                Queue.read(self.queue),
+                limit=self.limit - len(run.rows),
                 start_key=run.last_key,
-                opened_before=opened_before,
-                filters=filter_values,
-                index=index,
-                forward=forward,
-                without_tenant=filters.without_tenant,
+                opened_before=self.opened_before,
+                filters=self.filter_values,
+                index=self.index,
+                forward=self.forward,
+                without_tenant=self.filters.without_tenant,
             )
             run.queries += 1
             run.units += units
@@ -223,34 +257,26 @@ def queue_page(
             if not run.last_key:
                 break
         if run.last_key:
-            run.frontier = sort_key(plain(run.last_key))
+            run.frontier = self.sort_key(plain(run.last_key))
         return run
 
-    merged = merge_runs(
-        fan_out(regions, positions, read),
-        limit=limit,
-        sort_key=sort_key,
-        descending=not forward,
-        position_of=lambda _, row: index_key(row, "queue", attribute),
-    )
-    rows = [_row(item) for _, item in merged.rows]
-    if queue == CaseType.CANCELLED_TRANSACTION and rows:
-        # The reasons are not in the index (they can be long): one BatchGetItem for the
-        # page's rows per region they came from, so the cost follows the page.
-        decoded: dict[str, tuple[DecodedReason, ...]] = {}
-        for region in regions:
-            ids = [item["case_id"] for where, item in merged.rows if where is region]
-            if ids:
-                decoded.update(CaseRepository(region).decoded_of(ids))
-        rows = [
-            replace(r, reason=short, reason_detail=full)
-            for r in rows
-            for short, full in [_reason(decoded.get(r.case_id, ()))]
-        ]
-    next_cursor = (
-        _encode_cursor(queue, filters, merged.positions, regions) if merged.positions else None
-    )
-    return QueuePage(queue, rows, next_cursor, merged.units, merged.queries)
+
+def _with_reasons(
+    rows: list[CaseRow], merged: list[tuple[Store, dict[str, Any]]], regions: list[Store]
+) -> list[CaseRow]:
+    """The rows with their cancellation reasons. The reasons are not in the index (they
+    can be long): one BatchGetItem for the page's rows per region they came from, so the
+    cost follows the page."""
+    decoded: dict[str, tuple[DecodedReason, ...]] = {}
+    for region in regions:
+        ids = [item["case_id"] for where, item in merged if where is region]
+        if ids:
+            decoded.update(CaseRepository(region).decoded_of(ids))
+    return [
+        replace(r, reason=short, reason_detail=full)
+        for r in rows
+        for short, full in [_reason(decoded.get(r.case_id, ()))]
+    ]
 
 
 def queue_counts(
@@ -448,21 +474,12 @@ def recent_audit_events(
 
     The ``by_day`` reader merges the day's shards newest first, ``limit`` a page, and
     opens yesterday only when today holds fewer than ``limit``: never a Scan."""
-    from itertools import islice
-
-    from reconciliation.audit.day_index import DayIndexReader
-    from reconciliation.audit.filters import AuditFilters
-    from reconciliation.audit.search import SEARCH_QUERY_BUDGET
-    from reconciliation.dynamo.items import from_item
-
     reader = DayIndexReader(
         AuditRepository(stores[0]) if len(stores) == 1 else stores,
         AuditFilters.build(default_days=2, performed_by=performed_by),
         descending=True,
-        page_limit=limit,
         # Filtered to one person, the newest ``limit`` may lie far back: bounded like a
         # search page, so the overview never reads two whole days.
-        max_queries=SEARCH_QUERY_BUDGET,
-        prefetch=True,
+        paging=Paging(page_limit=limit, max_queries=SEARCH_QUERY_BUDGET, prefetch=True),
     )
     return [from_item(i) for i in islice(reader, limit)]

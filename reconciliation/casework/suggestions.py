@@ -27,7 +27,7 @@ from reconciliation.cases.vocabulary import (
     RetryStatus,
 )
 from reconciliation.casework.evidence import evidence_facts, pledge_matches_case
-from reconciliation.claims.models import TOKEN_WINDOW_S, PledgeStatus
+from reconciliation.claims.models import TOKEN_WINDOW_S, Pledge, PledgeStatus
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.codes import find_code
 from reconciliation.dynamo.cancellation import Branch, CancellationCode
@@ -46,7 +46,7 @@ _RETRY_SUCCESS = frozenset(
 )
 
 
-# A ledger drift case (casework/drift.py) has no evidence of its own to weigh: only a person
+# A ledger drift case (casework/drift/) has no evidence of its own to weigh: only a person
 # comparing the finance records can say what happened, and no step moves money.
 _DRIFT_STEP = (
     "Check the intents named below against the finance records, then record Explained, no "
@@ -120,9 +120,30 @@ def _code_words(value: object) -> str:
 
 def _candidate(case: Case, evidence: Evidence) -> Suggestion:
     """What the evidence points to, before checking that the page offers it."""
-    pledge = evidence.pledge
+    if evidence.pledge is not None:
+        return _pledge_found(case, evidence.pledge)
     intent = case.intent_id
-    if pledge is not None and pledge.status != PledgeStatus.RECORDED:
+    retry = case.retry
+    if retry is not None and retry.finished and retry.status not in _RETRY_SUCCESS:
+        return Suggestion(
+            Disposition.ESCALATE,
+            f"The last commit retry failed ({_code_words(retry.status)}) and no pledge "
+            "exists: "
+            "Escalate for a closer look.",
+            ReasonCode.NEEDS_REVIEW,
+            f"The commit retry failed ({_code_words(retry.status)}); no pledge for {intent}.",
+        )
+    if case.case_type == CaseType.CANCELLED_TRANSACTION:
+        return _cancelled(case)
+    if case.case_type == CaseType.TOKEN_MISMATCH:
+        return _token_refused(case, evidence)
+    return _no_pledge(case, evidence)
+
+
+def _pledge_found(case: Case, pledge: Pledge) -> Suggestion:
+    """A pledge holds the key: voided, of another payload, or this intent's."""
+    intent = case.intent_id
+    if pledge.status != PledgeStatus.RECORDED:
         return Suggestion(
             Disposition.ESCALATE,
             "The pledge for this intent was voided by an approved override: nothing to "
@@ -130,7 +151,7 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
             ReasonCode.NEEDS_REVIEW,
             f"The pledge for {intent} is voided; this case needs a closer look.",
         )
-    if pledge is not None and not pledge_matches_case(pledge, case):
+    if not pledge_matches_case(pledge, case):
         if case.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH):
             return Suggestion(
                 Disposition.DUPLICATE_REJECTED_OK,
@@ -147,91 +168,92 @@ def _candidate(case: Case, evidence: Evidence) -> Suggestion:
             ReasonCode.NEEDS_REVIEW,
             f"The pledge recorded for {intent} has a different payload than this request.",
         )
-    if pledge is not None:
-        if pledge.request_token == case.request_token:
-            return Suggestion(
-                Disposition.CONFIRMED_COMMITTED,
-                "A pledge is recorded with this attempt's token: Confirm committed.",
-                ReasonCode.EVIDENCE_CONFIRMS,
-                f"A consistent read finds the pledge for {intent}, recorded with this "
-                "attempt's token.",
-            )
-        if case.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH):
-            return Suggestion(
-                Disposition.DUPLICATE_REJECTED_OK,
-                "A pledge is recorded by another attempt and this transaction wrote nothing: "
-                "Duplicate correctly rejected.",
-                ReasonCode.DUPLICATE_VERIFIED,
-                f"A consistent read finds the pledge for {intent}, recorded by another "
-                "attempt; this transaction wrote nothing.",
-            )
+    if pledge.request_token == case.request_token:
         return Suggestion(
             Disposition.CONFIRMED_COMMITTED,
-            "A pledge is recorded for this intent (by another attempt of the same key): "
-            "Confirm committed.",
+            "A pledge is recorded with this attempt's token: Confirm committed.",
             ReasonCode.EVIDENCE_CONFIRMS,
-            f"A consistent read finds the pledge for {intent}, recorded by another attempt "
-            "of the same key.",
+            f"A consistent read finds the pledge for {intent}, recorded with this attempt's token.",
         )
-    retry = case.retry
-    if retry is not None and retry.finished and retry.status not in _RETRY_SUCCESS:
+    if case.case_type in (CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH):
         return Suggestion(
-            Disposition.ESCALATE,
-            f"The last commit retry failed ({_code_words(retry.status)}) and no pledge "
-            "exists: "
-            "Escalate for a closer look.",
-            ReasonCode.NEEDS_REVIEW,
-            f"The commit retry failed ({_code_words(retry.status)}); no pledge for {intent}.",
+            Disposition.DUPLICATE_REJECTED_OK,
+            "A pledge is recorded by another attempt and this transaction wrote nothing: "
+            "Duplicate correctly rejected.",
+            ReasonCode.DUPLICATE_VERIFIED,
+            f"A consistent read finds the pledge for {intent}, recorded by another "
+            "attempt; this transaction wrote nothing.",
         )
-    window_left = TOKEN_WINDOW_S - evidence.token_age_s
-    if case.case_type == CaseType.CANCELLED_TRANSACTION:
-        branch = _cancel_branch(case)
-        codes = _failed_codes(case)
-        if branch == Branch.RETRYABLE:
-            return Suggestion(
-                Disposition.RETRY_COMMIT,
-                f"DynamoDB cancelled the transaction for a passing reason ({codes}) and no "
-                "pledge exists: Retry the commit.",
-                ReasonCode.TRANSIENT_FAILURE,
-                f"Cancelled by {codes}, a transient reason; no pledge for {intent}.",
-            )
-        if branch == Branch.REJECT:
-            return Suggestion(
-                Disposition.ESCALATE,
-                f"DynamoDB refused an item ({codes}): the same write would fail again, and "
-                "no pledge exists. Escalate.",
-                ReasonCode.NEEDS_REVIEW,
-                f"Refused by {codes}; a retry would fail the same way. No pledge for {intent}.",
-            )
-        if branch == Branch.LOST_CLAIM:
-            return Suggestion(
-                Disposition.ESCALATE,
-                "Another request took the claim during this commit and no pledge exists yet: "
-                "Escalate to follow that request.",
-                ReasonCode.NEEDS_REVIEW,
-                f"The claim was lost to another request; no pledge for {intent} yet.",
-            )
-        return Suggestion(
-            Disposition.ESCALATE,
-            "The transaction was refused as a duplicate, yet no pledge is recorded now: Escalate.",
-            ReasonCode.NEEDS_REVIEW,
-            f"Refused as a duplicate, but a consistent read finds no pledge for {intent}.",
-        )
-    if case.case_type == CaseType.TOKEN_MISMATCH:
-        if evidence.inside_token_window:
-            return Suggestion(
-                None,
-                "No pledge exists, but another transaction used this attempt's token: a retry "
-                f"is refused again until the token window closes (in {_minutes(window_left)}). "
-                "Then Retry the commit.",
-            )
+    return Suggestion(
+        Disposition.CONFIRMED_COMMITTED,
+        "A pledge is recorded for this intent (by another attempt of the same key): "
+        "Confirm committed.",
+        ReasonCode.EVIDENCE_CONFIRMS,
+        f"A consistent read finds the pledge for {intent}, recorded by another attempt "
+        "of the same key.",
+    )
+
+
+def _cancelled(case: Case) -> Suggestion:
+    """A cancelled transaction and no pledge: by the branch of its decoded reasons."""
+    intent = case.intent_id
+    branch = _cancel_branch(case)
+    codes = _failed_codes(case)
+    if branch == Branch.RETRYABLE:
         return Suggestion(
             Disposition.RETRY_COMMIT,
-            "No pledge exists and the token window has closed: Retry the commit as a new "
-            "attempt with a token of its own.",
+            f"DynamoDB cancelled the transaction for a passing reason ({codes}) and no "
+            "pledge exists: Retry the commit.",
             ReasonCode.TRANSIENT_FAILURE,
-            f"No pledge for {intent}; the token window has closed, so a new attempt is safe.",
+            f"Cancelled by {codes}, a transient reason; no pledge for {intent}.",
         )
+    if branch == Branch.REJECT:
+        return Suggestion(
+            Disposition.ESCALATE,
+            f"DynamoDB refused an item ({codes}): the same write would fail again, and "
+            "no pledge exists. Escalate.",
+            ReasonCode.NEEDS_REVIEW,
+            f"Refused by {codes}; a retry would fail the same way. No pledge for {intent}.",
+        )
+    if branch == Branch.LOST_CLAIM:
+        return Suggestion(
+            Disposition.ESCALATE,
+            "Another request took the claim during this commit and no pledge exists yet: "
+            "Escalate to follow that request.",
+            ReasonCode.NEEDS_REVIEW,
+            f"The claim was lost to another request; no pledge for {intent} yet.",
+        )
+    return Suggestion(
+        Disposition.ESCALATE,
+        "The transaction was refused as a duplicate, yet no pledge is recorded now: Escalate.",
+        ReasonCode.NEEDS_REVIEW,
+        f"Refused as a duplicate, but a consistent read finds no pledge for {intent}.",
+    )
+
+
+def _token_refused(case: Case, evidence: Evidence) -> Suggestion:
+    """A token another transaction used, and no pledge: wait for its window to close."""
+    intent = case.intent_id
+    window_left = TOKEN_WINDOW_S - evidence.token_age_s
+    if evidence.inside_token_window:
+        return Suggestion(
+            None,
+            "No pledge exists, but another transaction used this attempt's token: a retry "
+            f"is refused again until the token window closes (in {_minutes(window_left)}). "
+            "Then Retry the commit.",
+        )
+    return Suggestion(
+        Disposition.RETRY_COMMIT,
+        "No pledge exists and the token window has closed: Retry the commit as a new "
+        "attempt with a token of its own.",
+        ReasonCode.TRANSIENT_FAILURE,
+        f"No pledge for {intent}; the token window has closed, so a new attempt is safe.",
+    )
+
+
+def _no_pledge(case: Case, evidence: Evidence) -> Suggestion:
+    """No pledge and nothing that refuses a retry."""
+    intent = case.intent_id
     if evidence.inside_token_window:
         return Suggestion(
             Disposition.RETRY_COMMIT,

@@ -35,6 +35,7 @@ from reconciliation.cases.changes import CaseChanged, CaseError
 from reconciliation.cases.models import Case, ClientOutcome, CommitRetry
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import (
+    CASE_TYPES,
     CaseType,
     Disposition,
     ErrorKind,
@@ -42,8 +43,12 @@ from reconciliation.cases.vocabulary import (
     ReasonCode,
     RetryStatus,
 )
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.drift.check import ledger_drift_check
+from reconciliation.casework.evidence import EvidenceRefused
+from reconciliation.casework.retries import enqueue_retry
 from reconciliation.claims.models import Claim, ClaimStatus
-from reconciliation.claims.opening import case_build, case_open
+from reconciliation.claims.opening import CaseCause, case_build, case_open
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
 from reconciliation.dynamo.errors import error_code, log_fields
@@ -142,10 +147,12 @@ def _sweep_one(store: Store, pk: str, bound: int, report: SweepReport) -> Case |
     evidence = _pledge_evidence(store, claim)
     actor = system_actor()
     case = case_build(
-        case_type=CaseType.STUCK_PENDING,
         claim=claim,
-        evidence=evidence,
-        client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
+        cause=CaseCause(
+            CaseType.STUCK_PENDING,
+            evidence=evidence,
+            client_outcome=ClientOutcome(error=ErrorKind.WORKER_DIED),
+        ),
         opened_by=actor,
         now=clock.now(),
         region_tag=store.tag,
@@ -179,9 +186,6 @@ def auto_resolve(store: Store, case_id: str, report: SweepReport) -> None:
     """Resolve the case as CONFIRMED_COMMITTED by ``system``, deciding on the case and
     the evidence read now (``case_dispose`` reads both, and writes on the version read).
     Another hand that changed the case first wins: this writes nothing (counted)."""
-    from reconciliation.casework.dispositions import case_dispose
-    from reconciliation.casework.evidence import EvidenceRefused
-
     try:
         result = case_dispose(
             case_id=case_id,
@@ -230,9 +234,6 @@ def redispatch_stale_retries(
 ) -> SweepReport:
     """Queue again any RETRY_COMMIT still 'queued' after ``RETRY_STALE_S`` (the broker was
     down when it was requested, or the task was lost)."""
-    from reconciliation.cases.vocabulary import CASE_TYPES, Queue
-    from reconciliation.casework.retries import enqueue_retry
-
     report = report or SweepReport()
     cutoff = clock.iso(clock.now() - timedelta(seconds=RETRY_STALE_S))
     for queue in (*(Queue(t) for t in CASE_TYPES), Queue.ESCALATED):
@@ -271,10 +272,8 @@ def sweep_all(
     grace_s: int | None = None,
 ) -> SweepReport:
     """Every sweep once: :func:`sweep_claims_and_cases`, then the ledger drift check when
-    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift.py), its cases counted as
+    it is due (``LEDGER_DRIFT_INTERVAL_S``; casework/drift/), its cases counted as
     opened."""
-    from reconciliation.casework.drift import ledger_drift_check
-
     report = sweep_claims_and_cases(sources, home=home, grace_s=grace_s)
     try:
         drift = ledger_drift_check(sources, home=home)

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError
 from celery import shared_task
 
-from reconciliation.casework.retries import RETRY_COMMIT_TASK
+from reconciliation.audit.tasks import QUEUE_ERRORS
+from reconciliation.casework.drift.check import ledger_drift_check
+from reconciliation.casework.notifications import digest_send
+from reconciliation.casework.overrides import overrides_expire
+from reconciliation.casework.overview import overview_summary_refresh
+from reconciliation.casework.retries import RETRY_COMMIT_TASK, retry_commit_run
+from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.retry import RetriesExhausted
 from reconciliation.stores import case_store, every_store, home_store
@@ -33,8 +39,6 @@ TRANSIENT = (BotoCoreError, RetriesExhausted, ClaimTaken)
 def sweep_task() -> dict[str, Any]:
     """Every detection sweep once. Idempotent (case ids derive from their source), so a
     duplicate run does no harm; not acks_late, the next beat tick covers a lost run."""
-    from reconciliation.casework.sweeps import sweep_all
-
     report = sweep_all(every_store(), home=home_store)
     if report.opened or report.auto_resolved:
         logger.info(
@@ -50,8 +54,6 @@ def sweep_task() -> dict[str, Any]:
     time_limit=90,
 )
 def expire_overrides_task() -> list[str]:
-    from reconciliation.casework.overrides import overrides_expire
-
     # Each region expires the requests on its own cases.
     return [case_id for store in every_store() for case_id in overrides_expire(store=store)]
 
@@ -75,8 +77,6 @@ def expire_overrides_task() -> list[str]:
 def retry_commit_task(self: Task[..., str], case_id: str, request_id: str | None = None) -> str:
     """One RETRY_COMMIT request (``request_id``; messages queued before it was passed run
     the case's current retry). A redelivery finds the request done and writes nothing."""
-    from reconciliation.casework.retries import retry_commit_run
-
     outcome = retry_commit_run(case_id, store=case_store(case_id), request_id=request_id)
     if outcome.wait_s is not None:
         # The claim's lease is still running; try again when it ends (well below the
@@ -95,8 +95,6 @@ def supervisor_digest_task() -> dict[str, Any]:
     """The supervisors' daily e-mail (beat, at ``SUPERVISOR_DIGEST_HOUR`` UTC). Not
     acks_late and not retried: a lost run costs one day's reminder, a duplicate a
     second e-mail; the overview shows the same at any time."""
-    from reconciliation.casework.notifications import digest_send
-
     sent = digest_send(stores=every_store())
     logger.info("%s", sent.line())
     return {"recipients": len(sent.recipients), "empty": sent.is_empty}
@@ -112,8 +110,6 @@ def ledger_drift_task() -> dict[str, Any]:
     """The ledger drift check (beat, every ``LEDGER_DRIFT_INTERVAL_S``). Idempotent: its
     checkpoint is version-conditioned and its case ids derive from it, so a duplicate or
     overlapping run opens nothing twice; not acks_late, the next tick covers a lost run."""
-    from reconciliation.casework.drift import ledger_drift_check
-
     report = ledger_drift_check(every_store(), home=home_store, force=True)
     return {"opened": report.opened, "duplicates": report.duplicates}
 
@@ -128,8 +124,6 @@ def overview_summary_task() -> dict[str, Any]:
     """Recompute the overview's kept summary (asked by a view that found it stale,
     reconciliation/casework/overview.py). Idempotent: a duplicate run writes a summary
     as fresh; not retried, the next stale view asks again."""
-    from reconciliation.casework.overview import overview_summary_refresh
-
     summary = overview_summary_refresh(stores=every_store())
     return {"computed_at": summary.computed_at}
 
@@ -137,8 +131,6 @@ def overview_summary_task() -> dict[str, Any]:
 def overview_summary_enqueue() -> bool:
     """Queue :func:`overview_summary_task`; ``False`` (logged) when the queue does not
     take it: the overview goes on showing the kept summary and asks again later."""
-    from reconciliation.audit.tasks import QUEUE_ERRORS
-
     try:
         # Expires: a refresh nobody ran within a minute is overtaken by a later ask.
         overview_summary_task.apply_async(expires=60)

@@ -10,7 +10,7 @@ claim's quiet, fenced moves are at the end of this module.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,7 +21,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.cases.models import ClientOutcome
 from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge
-from reconciliation.claims.opening import case_build, case_open
+from reconciliation.claims.opening import CaseCause, case_build, case_open
 from reconciliation.claims.outcomes import (
     IntakeOutcome,
     OutcomeKind,
@@ -31,7 +31,7 @@ from reconciliation.claims.outcomes import (
     unavailable_outcome,
 )
 from reconciliation.claims.pledges import PledgeRepository
-from reconciliation.claims.repository import ClaimRepository, ClaimTaken
+from reconciliation.claims.repository import ClaimRepository, ClaimTaken, Finalisation
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.claims.versions import VERSIONS
 from reconciliation.dynamo import attempts
@@ -96,9 +96,9 @@ def commit_failed(
         finalise_quietly(
             store,
             claim,
-            status=ClaimStatus.FAILED,
-            error=error_code(exc),
-            expires_in_s=retry_after_s(),
+            Finalisation(
+                status=ClaimStatus.FAILED, error_code=error_code(exc), expires_in_s=retry_after_s()
+            ),
         )
         return unavailable_outcome(exc)
     if error_code(exc) == ErrorCode.TOKEN_MISMATCH:
@@ -134,7 +134,11 @@ def _commit_exhausted(
     retry_after = retry_after_s()
     if exc.throttled:
         finalise_quietly(
-            store, claim, status=ClaimStatus.FAILED, error=exc.reason, expires_in_s=retry_after
+            store,
+            claim,
+            Finalisation(
+                status=ClaimStatus.FAILED, error_code=exc.reason, expires_in_s=retry_after
+            ),
         )
         return throttled_outcome(exc)
     logger.warning("commit conflicted past the retry budget: %s", exc.reason, extra=log_fields(exc))
@@ -142,10 +146,7 @@ def _commit_exhausted(
     case = open_case(
         store,
         claim,
-        CaseType.CANCELLED_TRANSACTION,
-        decoded=rows,
-        error=exc.last,
-        client_outcome=ClientOutcome(error=OutcomeKind.CONFLICT),
+        _error_cause(CaseType.CANCELLED_TRANSACTION, exc.last, OutcomeKind.CONFLICT, rows),
         claim_move=lambda case_id: ClaimRepository(store).finalise_item(
             claim,
             status=ClaimStatus.FAILED,
@@ -176,10 +177,7 @@ def _cancelled(
         return open_case(
             store,
             claim,
-            CaseType.CANCELLED_TRANSACTION,
-            decoded=rows,
-            error=exc,
-            client_outcome=ClientOutcome(error=kind),
+            _error_cause(CaseType.CANCELLED_TRANSACTION, exc, kind, rows),
             claim_move=claim_move,
         )
 
@@ -195,22 +193,7 @@ def _cancelled(
             detail="A pledge with this Idempotency-Key exists with a different body.",
         )
     if branch == Branch.LOST_CLAIM:
-        current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
-        if _replays(claim, current):
-            # A late worker (stalled past its lease, or its clock behind) whose successor
-            # recorded this very request: the answer is a clean replay and nothing is left
-            # to reconcile, so no case; the stall is counted.
-            metrics.LATE_COMMITS_REPLAYED.inc()
-            logger.info("late commit of claim v%s answered as a replay", claim.version)
-            return _lost_claim_outcome(claim, current, None, decoded)
-        if current is not None and _followed(current):
-            # The successor's attempt is already followed by a case (the sweep's, carried
-            # on by a RETRY_COMMIT's re-claim that then failed): that case carries the
-            # intent. A case of this attempt's own would be a second one, left open once
-            # the first is decided (a release approved, say).
-            return _lost_claim_outcome(claim, current, current.case_id, decoded)
-        case = cancelled_case(OutcomeKind.IN_PROGRESS)
-        return _lost_claim_outcome(claim, current, case, decoded)
+        return _lost_claim(store, claim, decoded, cancelled_case)
     retryable = branch == Branch.RETRYABLE
     kind = OutcomeKind.CANCELLED if retryable else OutcomeKind.REJECTED
     # The claim is released in the case's own transaction: if the case cannot be
@@ -234,6 +217,33 @@ def _cancelled(
     )
 
 
+def _lost_claim(
+    store: Store,
+    claim: Claim,
+    decoded: list[dict[str, Any]],
+    cancelled_case: Callable[[OutcomeKind], str | None],
+) -> IntakeOutcome:
+    """The claim was taken over during the commit: a replay when the successor recorded
+    this very request, else the case that carries the intent (the successor's, or one
+    of this attempt's own)."""
+    current = with_retry(lambda: ClaimRepository(store).get(claim.pk))
+    if _replays(claim, current):
+        # A late worker (stalled past its lease, or its clock behind) whose successor
+        # recorded this very request: the answer is a clean replay and nothing is left
+        # to reconcile, so no case; the stall is counted.
+        metrics.LATE_COMMITS_REPLAYED.inc()
+        logger.info("late commit of claim v%s answered as a replay", claim.version)
+        return _lost_claim_outcome(claim, current, None, decoded)
+    if current is not None and _followed(current):
+        # The successor's attempt is already followed by a case (the sweep's, carried
+        # on by a RETRY_COMMIT's re-claim that then failed): that case carries the
+        # intent. A case of this attempt's own would be a second one, left open once
+        # the first is decided (a release approved, say).
+        return _lost_claim_outcome(claim, current, current.case_id, decoded)
+    case = cancelled_case(OutcomeKind.IN_PROGRESS)
+    return _lost_claim_outcome(claim, current, case, decoded)
+
+
 def _same_request(recorded: dict[str, Any], attempted: dict[str, Any]) -> bool:
     """Whether two normalised requests are one: amounts compare as numbers, so a claim
     written when every amount had two places ("1000.00" JPY) matches its pledge read
@@ -252,13 +262,15 @@ def _duplicate_settle(store: Store, claim: Claim, exc: ClientError, *, fresh: bo
     finalise_quietly(
         store,
         claim,
-        status=ClaimStatus.COMPLETED,
-        response=existing.api_body(),
-        # Hashed by the claim's version: its later replays are compared by those rules.
-        payload_hash=VERSIONS.stored(claim.pledge_version).payload_hash(
-            PledgeRequest.from_normalised(existing.normalised_request())
+        Finalisation(
+            status=ClaimStatus.COMPLETED,
+            response_body=existing.api_body(),
+            # Hashed by the claim's version: its later replays are compared by those rules.
+            payload_hash=VERSIONS.stored(claim.pledge_version).payload_hash(
+                PledgeRequest.from_normalised(existing.normalised_request())
+            ),
+            expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
         ),
-        expires_in_s=settings.CLAIM_COMPLETED_TTL_S,
     )
     return existing
 
@@ -341,10 +353,7 @@ def _case_for_pending_claim(
     case = open_case(
         store,
         claim,
-        case_type,
-        decoded=[],
-        error=exc,
-        client_outcome=ClientOutcome(error=kind),
+        _error_cause(case_type, exc, kind),
         claim_move=lambda case_id: ClaimRepository(store).attach_item(
             claim, case_id=case_id, error_code=case_type
         ),
@@ -373,24 +382,16 @@ def pledge_receipt_actor(claim: Claim) -> Actor:
 def open_case(
     store: Store,
     claim: Claim,
-    case_type: CaseType,
+    cause: CaseCause,
     *,
-    decoded: list[DecodedReason],
-    error: BaseException,
-    client_outcome: ClientOutcome,
     claim_move: Callable[[str], dict[str, Any]] | None = None,
 ) -> str | None:
     """Open the case for this claim version, with the claim's move (``claim_move``,
     given the case id) in the same transaction. If it cannot be written the claim stays
     PENDING in the stuck-claim index, where the sweep will find it: nothing is lost."""
     case = case_build(
-        case_type=case_type,
         claim=claim,
-        # A throttled cancellation is recorded as the throttling it was (its decoded rows,
-        # where the case keeps them, name every item's reason).
-        evidence={"error_code": _recorded_code(error), "error_message": str(error)[:500]},
-        decoded=decoded,
-        client_outcome=client_outcome,
+        cause=cause,
         opened_by=pledge_receipt_actor(claim),
         now=clock.now(),
         region_tag=store.tag,
@@ -403,7 +404,7 @@ def open_case(
     except (BotoCoreError, ClientError, RetriesExhausted) as exc:
         fields = log_fields(exc)
         logger.error(
-            "could not open %s case: %s", case_type, fields[DYNAMO_ERROR_CODE], extra=fields
+            "could not open %s case: %s", cause.case_type, fields[DYNAMO_ERROR_CODE], extra=fields
         )
         return None
     if not created and claim_item is not None and stored.state != CaseState.RESOLVED:
@@ -412,6 +413,23 @@ def open_case(
         # resolved case follows nothing: the claim stays where the sweep can find it.
         apply_quietly(store, claim_item)
     return stored.case_id
+
+
+def _error_cause(
+    case_type: CaseType,
+    error: BaseException,
+    kind: OutcomeKind,
+    decoded: Sequence[DecodedReason] = (),
+) -> CaseCause:
+    """The cause of a case ``error`` leaves, the client told ``kind``."""
+    return CaseCause(
+        case_type,
+        # A throttled cancellation is recorded as the throttling it was (its decoded rows,
+        # where the case keeps them, name every item's reason).
+        evidence={"error_code": _recorded_code(error), "error_message": str(error)[:500]},
+        decoded=decoded,
+        client_outcome=ClientOutcome(error=kind),
+    )
 
 
 def _recorded_code(error: BaseException) -> str:
@@ -433,30 +451,11 @@ def _system_for(claim: Claim) -> Actor:
     return _claim_actor(claim, username="system", role=Role.SYSTEM)
 
 
-def finalise_quietly(
-    store: Store,
-    claim: Claim,
-    *,
-    status: str,
-    error: str | None = None,
-    response: dict[str, Any] | None = None,
-    payload_hash: str | None = None,
-    case_id: str | None = None,
-    expires_in_s: int | None = None,
-) -> None:
-    """Fenced transition after a definitive outcome; the claim expires after
-    ``expires_in_s`` (default: the FAILED cool-off). If it fails the claim stays PENDING
+def finalise_quietly(store: Store, claim: Claim, end: Finalisation) -> None:
+    """Fenced transition after a definitive outcome. If it fails the claim stays PENDING
     and the sweep takes over; the caller's answer does not depend on it."""
     try:
-        ClaimRepository(store).finalise(
-            claim,
-            status=status,
-            response_body=response,
-            error_code=error,
-            expires_in_s=settings.CLAIM_FAILED_TTL_S if expires_in_s is None else expires_in_s,
-            payload_hash=payload_hash,
-            case_id=case_id,
-        )
+        ClaimRepository(store).finalise(claim, end)
     except ClaimTaken:
         pass
     except (BotoCoreError, ClientError) as exc:

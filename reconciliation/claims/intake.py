@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -81,7 +82,8 @@ def pledge_submit(
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
     version = version or VERSIONS.current
     try:
-        outcome = _claim(store, pk, tenant, idempotency_key, request, actor, lease_s, version)
+        asked = _Submission(pk, tenant, idempotency_key, request, actor, lease_s, version)
+        outcome = _claim(store, asked)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
         claim, fresh = outcome
@@ -107,27 +109,32 @@ def _count(outcome: IntakeOutcome) -> IntakeOutcome:
     return outcome
 
 
-def _claim(
-    store: Store,
-    pk: str,
-    tenant: str,
-    idempotency_key: str,
-    request: PledgeRequest,
-    actor: Actor,
-    lease_s: int | None,
-    version: PledgeVersion,
-) -> tuple[Claim, bool] | IntakeOutcome:
+@dataclass(frozen=True)
+class _Submission:
+    """One request to record a pledge, as :func:`pledge_submit` was given it."""
+
+    pk: str
+    tenant: str
+    idempotency_key: str
+    request: PledgeRequest
+    actor: Actor
+    lease_s: int | None
+    version: PledgeVersion
+
+
+def _claim(store: Store, asked: _Submission) -> tuple[Claim, bool] | IntakeOutcome:
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
+    version, request = asked.version, asked.request
     mine = ClaimRepository(store).new_claim(
-        pk=pk,
-        tenant=tenant,
-        idempotency_key=idempotency_key,
-        intent_id=intent_id_for(tenant, idempotency_key),
+        pk=asked.pk,
+        tenant=asked.tenant,
+        idempotency_key=asked.idempotency_key,
+        intent_id=intent_id_for(asked.tenant, asked.idempotency_key),
         payload_hash=version.payload_hash(request),
         request=version.normalise(request),
-        correlation_id=actor.correlation_id,
-        client_address=actor.address,
-        lease_s=lease_s,
+        correlation_id=asked.actor.correlation_id,
+        client_address=asked.actor.address,
+        lease_s=asked.lease_s,
         pledge_version=version.name,
     )
 

@@ -6,6 +6,7 @@ there is one, so a claim never leaves the index without its case."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -41,22 +42,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class CaseCause:
+    """Why a case opens on a claim: its type, the facts found (``evidence``, plain facts:
+    :class:`Evidence` keeps what it does not name), the decoded cancellation reasons, and
+    what the client was told."""
+
+    case_type: CaseType
+    evidence: dict[str, Any]
+    decoded: Sequence[DecodedReason] = ()
+    client_outcome: ClientOutcome | None = None
+
+
 def case_build(
-    *,
-    case_type: CaseType,
-    claim: Claim,
-    evidence: dict[str, Any],
-    decoded: Sequence[DecodedReason] = (),
-    client_outcome: ClientOutcome | None = None,
-    opened_by: Actor,
-    now: datetime,
-    region_tag: str = "",
+    *, claim: Claim, cause: CaseCause, opened_by: Actor, now: datetime, region_tag: str = ""
 ) -> Case:
-    """A new OPEN case for ``claim`` at the version it was seen, opened at ``now``, not
-    yet written. Its evidence is the claim and its token as they were at ``now``, plus
-    what the caller adds (``evidence``, plain facts: :class:`Evidence` keeps what it does
-    not name). The case lives in the claim's region, whose tag
+    """A new OPEN case for ``claim`` at the version it was seen, opened at ``now`` for
+    ``cause``, not yet written. Its evidence is the claim and its token as they were at
+    ``now``, plus the cause's. The case lives in the claim's region, whose tag
     (``Store.tag``) its id carries."""
+    case_type = cause.case_type
     case_id = case_id_for(claim.pk, claim.version, case_type, region_tag)
     request = claim.request or {}
     opened_at = clock.iso(now)
@@ -77,9 +82,9 @@ def case_build(
         token_issued_at=claim.token_issued_at,
         audit_seq=0,
         audit_head=GENESIS_HASH,
-        decoded=tuple(decoded),
-        evidence=Evidence.from_json({**claim.token_evidence(now), **evidence}),
-        client_outcome=client_outcome or ClientOutcome(),
+        decoded=tuple(cause.decoded),
+        evidence=Evidence.from_json({**claim.token_evidence(now), **cause.evidence}),
+        client_outcome=cause.client_outcome or ClientOutcome(),
         last_actor=opened_by.username,
         last_action_at=opened_at,
         request=CaseRequest.from_json(request).versioned(claim.pledge_version),

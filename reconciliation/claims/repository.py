@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -198,37 +199,15 @@ class ClaimRepository:
             at=claim.claimed,
         )
 
-    def finalise(
-        self,
-        claim: Claim,
-        *,
-        status: str,
-        response_body: dict[str, Any] | None = None,
-        error_code: str | None = None,
-        expires_in_s: int,
-        payload_hash: str | None = None,
-        case_id: str | None = None,
-        require_pending: bool = True,
-    ) -> Claim:
+    def finalise(self, claim: Claim, end: Finalisation) -> Claim:
         """Move a claim to COMPLETED or FAILED outside the commit transaction, fenced on
         the version read. Raises :class:`ClaimTaken` if it changed meanwhile."""
-        return self._update_fenced(
-            claim,
-            self.finalise_expression(
-                claim,
-                status=status,
-                response_body=response_body,
-                error_code=error_code,
-                expires_in_s=expires_in_s,
-                payload_hash=payload_hash,
-                case_id=case_id,
-                require_pending=require_pending,
-            ),
-        )
+        return self._update_fenced(claim, self.finalise_expression(claim, end))
 
-    def finalise_item(self, claim: Claim, **kwargs: Any) -> dict[str, Any]:
-        """The same transition as :meth:`finalise`, as a transaction item."""
-        expression = self.finalise_expression(claim, **kwargs)
+    def finalise_item(self, claim: Claim, **end: Any) -> dict[str, Any]:
+        """The same transition as :meth:`finalise`, as a transaction item (``end``: the
+        fields of a :class:`Finalisation`)."""
+        expression = self.finalise_expression(claim, Finalisation(**end))
         return {
             "Update": {
                 "TableName": self.table,
@@ -238,31 +217,9 @@ class ClaimRepository:
             }
         }
 
-    def finalise_expression(
-        self,
-        claim: Claim,
-        *,
-        status: str,
-        expires_in_s: int,
-        response_body: dict[str, Any] | None = None,
-        error_code: str | None = None,
-        payload_hash: str | None = None,
-        case_id: str | None = None,
-        require_pending: bool = True,
-        at: datetime | None = None,
-    ) -> dict[str, Any]:
-        """The fenced transition's expression. ``expires_in_s`` counts from ``at``
-        (default now); a COMPLETED claim records ``at`` as ``completed_at``."""
-        sets = _finalise_sets(
-            claim,
-            status=status,
-            expires_in_s=expires_in_s,
-            response_body=response_body,
-            error_code=error_code,
-            payload_hash=payload_hash,
-            case_id=case_id,
-            at=at,
-        )
+    def finalise_expression(self, claim: Claim, end: Finalisation) -> dict[str, Any]:
+        """The fenced transition's expression."""
+        sets = _finalise_sets(claim, end)
         removes = ["pending_shard"]
         # The fence's value between the first four and the rest: the order the item has
         # always been sent in (a retried commit must be byte-identical).
@@ -274,7 +231,7 @@ class ClaimRepository:
         # version = :v fences a worker that lost its claim; status = PENDING (when
         # required) refuses to rewrite an outcome another party already recorded.
         condition = "version = :v"
-        if require_pending:
+        if end.require_pending:
             condition += " AND #st = :pending"
             vals["pending"] = ClaimStatus.PENDING
         names = {name: attribute for attribute, name, _, _ in sets if name.startswith("#")}
@@ -301,9 +258,10 @@ class ClaimRepository:
         the same ``at``) leaves it once its transaction commits, which returns no item:
         the same values set on the claim as read, through the translator a read goes
         through."""
-        sets = _finalise_sets(
-            claim, status=status, expires_in_s=expires_in_s, response_body=response_body, at=at
+        end = Finalisation(
+            status=status, expires_in_s=expires_in_s, response_body=response_body, at=at
         )
+        sets = _finalise_sets(claim, end)
         data = {**claim.extra, **from_item(claim_to_item(claim))}
         data.update({attribute: value for attribute, _, _, value in sets})
         data.pop("pending_shard", None)
@@ -381,36 +339,43 @@ class ClaimRepository:
     _to_item = staticmethod(claim_to_item)
 
 
-def _finalise_sets(
-    claim: Claim,
-    *,
-    status: str,
-    expires_in_s: int,
-    response_body: dict[str, Any] | None = None,
-    error_code: str | None = None,
-    payload_hash: str | None = None,
-    case_id: str | None = None,
-    at: datetime | None = None,
-) -> list[tuple[str, str, str, Any]]:
+@dataclass(frozen=True, kw_only=True)
+class Finalisation:
+    """A claim's move to COMPLETED or FAILED: its status; how long the claim is kept,
+    counted from ``at`` (default now; a COMPLETED claim records it as ``completed_at``);
+    what it records; and whether the claim must still be PENDING (refusing to rewrite an
+    outcome another party already recorded)."""
+
+    status: str
+    expires_in_s: int
+    response_body: dict[str, Any] | None = None
+    error_code: str | None = None
+    payload_hash: str | None = None
+    case_id: str | None = None
+    require_pending: bool = True
+    at: datetime | None = None
+
+
+def _finalise_sets(claim: Claim, end: Finalisation) -> list[tuple[str, str, str, Any]]:
     """What a finalising transition sets, in the expression's order: per attribute, its
     name in the expression, its value's placeholder and the value (``pending_shard`` is
     removed besides)."""
-    at = at or clock.now()
-    expires_at = clock.epoch(at) + expires_in_s
+    at = end.at or clock.now()
+    expires_at = clock.epoch(at) + end.expires_in_s
     sets: list[tuple[str, str, str, Any]] = [
-        ("status", "#st", "st", status),
+        ("status", "#st", "st", end.status),
         ("version", "version", "next", claim.version + 1),
         ("expires_at", "expires_at", "exp", expires_at),
         ("purge_at", "purge_at", "purge", purge_at(expires_at)),
     ]
-    if status == ClaimStatus.COMPLETED:
+    if end.status == ClaimStatus.COMPLETED:
         sets.append(("completed_at", "completed_at", "at", clock.iso(at)))
-    if response_body is not None:
-        sets.append(("response", "#resp", "resp", json.dumps(response_body, sort_keys=True)))
-    if error_code is not None:
-        sets.append(("last_error_code", "last_error_code", "err", error_code))
-    if payload_hash is not None:
-        sets.append(("payload_hash", "payload_hash", "ph", payload_hash))
-    if case_id is not None:
-        sets.append(("case_id", "case_id", "case", case_id))
+    if end.response_body is not None:
+        sets.append(("response", "#resp", "resp", json.dumps(end.response_body, sort_keys=True)))
+    if end.error_code is not None:
+        sets.append(("last_error_code", "last_error_code", "err", end.error_code))
+    if end.payload_hash is not None:
+        sets.append(("payload_hash", "payload_hash", "ph", end.payload_hash))
+    if end.case_id is not None:
+        sets.append(("case_id", "case_id", "case", end.case_id))
     return sets

@@ -162,6 +162,26 @@ def parse_body(raw: bytes) -> PledgeRequest:
 
 
 def parse_fields(data: dict[str, Any]) -> PledgeRequest:
+    errors = _shape_errors(data)
+    if errors:
+        raise InvalidRequest(errors)
+    for name in FIELDS:
+        problem = _text_problem(data[name])
+        if problem:
+            errors[name] = problem
+    donor_ref, fund = data["donor_ref"], data["fund"]
+    # ASCII only (checked above) before upper(): str.upper maps "ſ" to "S" and "ﬀ" to "FF".
+    currency = data["currency"].upper()
+    _code_check(errors, donor_ref=donor_ref, fund=fund, currency=currency)
+    amount = None if "amount" in errors else _amount_parse(data["amount"], currency, errors)
+    if errors:
+        raise InvalidRequest(errors)
+    assert amount is not None
+    return PledgeRequest(donor_ref=donor_ref, fund=fund.upper(), amount=amount, currency=currency)
+
+
+def _shape_errors(data: dict[str, Any]) -> dict[str, str]:
+    """Fields unknown, missing, or not strings."""
     errors: dict[str, str] = {}
     for name in sorted(set(data) - set(FIELDS)):
         errors[str(name)[:64]] = "unknown field"
@@ -172,57 +192,47 @@ def parse_fields(data: dict[str, Any]) -> PledgeRequest:
             errors[name] = "must be a string" + (
                 ' (a decimal string such as "25.00")' if name == "amount" else ""
             )
-    if errors:
-        raise InvalidRequest(errors)
-    for name in FIELDS:
-        problem = _text_problem(data[name])
-        if problem:
-            errors[name] = problem
+    return errors
 
-    donor_ref = data["donor_ref"]
-    if "donor_ref" in errors:
-        pass
-    elif not DONOR_REF_RE.fullmatch(donor_ref):
+
+def _code_check(errors: dict[str, str], *, donor_ref: str, fund: str, currency: str) -> None:
+    """The donor reference, fund and currency against their forms, unless refused already."""
+    if "donor_ref" not in errors and not DONOR_REF_RE.fullmatch(donor_ref):
         errors["donor_ref"] = (
             "must be an opaque reference: 1-64 letters, digits, '_', '.', ':' or '-' "
             "(never a name or an e-mail)"
         )
-    fund = data["fund"]
     if "fund" not in errors and not FUND_RE.fullmatch(fund):
         errors["fund"] = "must be 1-32 letters, digits, '_' or '-'"
-    # ASCII only (checked above) before upper(): str.upper maps "ſ" to "S" and "ﬀ" to "FF".
-    currency = data["currency"].upper()
     if "currency" not in errors and currency not in ISO_4217 and currency not in WITHDRAWN:
         errors["currency"] = "unknown ISO 4217 currency code"
-    raw_amount = data["amount"]
-    amount: Decimal | None = None
-    if "amount" in errors:
-        pass
-    elif not AMOUNT_RE.fullmatch(raw_amount):
+
+
+def _amount_parse(raw_amount: str, currency: str, errors: dict[str, str]) -> Decimal | None:
+    """The amount in ``currency``, its zeros beyond the minor units dropped; ``None`` when
+    it is no decimal number. What is refused is noted in ``errors``."""
+    if not AMOUNT_RE.fullmatch(raw_amount):
         errors["amount"] = 'must be a decimal number such as "25.00"'
-    else:
-        try:
-            amount = Decimal(raw_amount)
-        except InvalidOperation:
-            errors["amount"] = 'must be a decimal number such as "25.00"'
-    if amount is not None:
-        # One rule (docs/security.md, "Amounts"): the amount must be exact in the
-        # currency's minor units, so any non-zero digit beyond them is refused ("25.001"
-        # USD, "1000.5" JPY); zeros beyond them change nothing and are dropped ("25.000"
-        # USD is 25.00, "1000.0" JPY is 1000), whatever their number.
-        allowed = minor_units(currency)
-        significant = decimal_places(amount.normalize()) if amount else 0
-        if amount <= 0:
-            errors["amount"] = "must be greater than 0"
-        elif significant > allowed and allowed == 0:
-            errors["amount"] = f"{currency} has no minor unit: a whole amount is required"
-        elif significant > allowed:
-            errors["amount"] = f"{currency} takes at most {allowed} decimal places"
-        elif amount > MAX_AMOUNT:
-            errors["amount"] = f"at most {MAX_AMOUNT}"
-        elif decimal_places(amount) > allowed:
-            amount = amount.quantize(Decimal(1).scaleb(-allowed))  # only zeros dropped
-    if errors:
-        raise InvalidRequest(errors)
-    assert amount is not None
-    return PledgeRequest(donor_ref=donor_ref, fund=fund.upper(), amount=amount, currency=currency)
+        return None
+    try:
+        amount = Decimal(raw_amount)
+    except InvalidOperation:
+        errors["amount"] = 'must be a decimal number such as "25.00"'
+        return None
+    # One rule (docs/security.md, "Amounts"): the amount must be exact in the
+    # currency's minor units, so any non-zero digit beyond them is refused ("25.001"
+    # USD, "1000.5" JPY); zeros beyond them change nothing and are dropped ("25.000"
+    # USD is 25.00, "1000.0" JPY is 1000), whatever their number.
+    allowed = minor_units(currency)
+    significant = decimal_places(amount.normalize()) if amount else 0
+    if amount <= 0:
+        errors["amount"] = "must be greater than 0"
+    elif significant > allowed and allowed == 0:
+        errors["amount"] = f"{currency} has no minor unit: a whole amount is required"
+    elif significant > allowed:
+        errors["amount"] = f"{currency} takes at most {allowed} decimal places"
+    elif amount > MAX_AMOUNT:
+        errors["amount"] = f"at most {MAX_AMOUNT}"
+    elif decimal_places(amount) > allowed:
+        amount = amount.quantize(Decimal(1).scaleb(-allowed))  # only zeros dropped
+    return amount

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any
 
 from reconciliation import metrics
@@ -270,8 +271,6 @@ def _strip_bulk(item: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _jsonable(value: Any) -> Any:
-    from decimal import Decimal
-
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):

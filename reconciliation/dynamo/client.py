@@ -24,6 +24,9 @@ from botocore.config import Config
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from reconciliation import metrics
+from reconciliation.dynamo import attempts, calls, failed_writes
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
@@ -223,9 +226,6 @@ def build_client(region: Region, wait: Patience | None = None) -> DynamoDBClient
                 kwargs["aws_access_key_id"] = "local"
                 kwargs["aws_secret_access_key"] = "local"
         client: DynamoDBClient = session.client("dynamodb", **kwargs)
-    from reconciliation import metrics
-    from reconciliation.dynamo import attempts, calls, failed_writes
-
     calls.install(client)
     metrics.instrument_client(client)
     failed_writes.install(client)

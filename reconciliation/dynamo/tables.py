@@ -353,49 +353,64 @@ def ensure_tables(
     for table in table_definitions(names):
         description = _describe(client, table.name)
         if description is None:
-            try:
-                client.create_table(**table.create_request(streams=streams))
-            except ClientError as exc:
-                # A create whose answer was lost and retried by the SDK finds its own table.
-                if exc.response["Error"]["Code"] != "ResourceInUseException":
-                    raise
-            client.get_waiter("table_exists").wait(
-                TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-            )
-            done.append(f"created table {table.name}")
+            done.append(_table_create(client, table, streams=streams))
         else:
-            if not description.get("DeletionProtectionEnabled"):
-                _wait_active(client, table.name)
-                client.update_table(TableName=table.name, DeletionProtectionEnabled=True)
-                done.append(f"enabled deletion protection on {table.name}")
-            existing = {i["IndexName"] for i in description.get("GlobalSecondaryIndexes", [])}
-            for index in table.indexes:
-                if index.name in existing:
-                    continue
-                client.update_table(
-                    TableName=table.name,
-                    AttributeDefinitions=table.attribute_definitions((index,)),
-                    GlobalSecondaryIndexUpdates=[{"Create": index.definition()}],
-                )
-                # One index creation at a time per table (DynamoDB refuses a second
-                # UpdateTable while the table is UPDATING).
-                _wait_active(client, table.name)
-                done.append(f"created index {table.name}.{index.name}")
-            if streams:
-                done.extend(_ensure_stream(client, table.name, description))
+            done.extend(_table_complete(client, table, description, streams=streams))
         if table.ttl_attribute:
-            ttl = client.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
-            if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-                client.update_time_to_live(
-                    TableName=table.name,
-                    TimeToLiveSpecification={
-                        "Enabled": True,
-                        "AttributeName": table.ttl_attribute,
-                    },
-                )
-                done.append(f"enabled TTL on {table.name}.{table.ttl_attribute}")
+            done.extend(_ensure_ttl(client, table.name, table.ttl_attribute))
         done.extend(_ensure_point_in_time_recovery(client, table.name))
     return done
+
+
+def _table_create(client: DynamoDBClient, table: Table, *, streams: bool) -> str:
+    try:
+        client.create_table(**table.create_request(streams=streams))
+    except ClientError as exc:
+        # A create whose answer was lost and retried by the SDK finds its own table.
+        if exc.response["Error"]["Code"] != "ResourceInUseException":
+            raise
+    client.get_waiter("table_exists").wait(
+        TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+    return f"created table {table.name}"
+
+
+def _table_complete(
+    client: DynamoDBClient, table: Table, description: TableDescriptionTypeDef, *, streams: bool
+) -> list[str]:
+    """Add to an existing table what it lacks: deletion protection, indexes, a stream."""
+    done: list[str] = []
+    if not description.get("DeletionProtectionEnabled"):
+        _wait_active(client, table.name)
+        client.update_table(TableName=table.name, DeletionProtectionEnabled=True)
+        done.append(f"enabled deletion protection on {table.name}")
+    existing = {i["IndexName"] for i in description.get("GlobalSecondaryIndexes", [])}
+    for index in table.indexes:
+        if index.name in existing:
+            continue
+        client.update_table(
+            TableName=table.name,
+            AttributeDefinitions=table.attribute_definitions((index,)),
+            GlobalSecondaryIndexUpdates=[{"Create": index.definition()}],
+        )
+        # One index creation at a time per table (DynamoDB refuses a second
+        # UpdateTable while the table is UPDATING).
+        _wait_active(client, table.name)
+        done.append(f"created index {table.name}.{index.name}")
+    if streams:
+        done.extend(_ensure_stream(client, table.name, description))
+    return done
+
+
+def _ensure_ttl(client: DynamoDBClient, name: str, attribute: str) -> list[str]:
+    ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+        return []
+    client.update_time_to_live(
+        TableName=name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute},
+    )
+    return [f"enabled TTL on {name}.{attribute}"]
 
 
 def _ensure_point_in_time_recovery(client: DynamoDBClient, name: str) -> list[str]:

@@ -14,7 +14,7 @@ from django.test import Client
 
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState
-from reconciliation.casework.drift import ledger_drift_check
+from reconciliation.casework.drift.check import ledger_drift_check
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.stores import every_store, home_store

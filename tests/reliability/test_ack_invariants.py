@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from reconciliation.acks.dispatch import body_bytes, event_payload
+from reconciliation.acks.events import body_bytes, event_payload
 from reconciliation.acks.models import AckState, Delivery, DeliveryStatus, Endpoint, event_id
 from reconciliation.claims.models import Pledge, PledgeStatus
 from reconciliation.simulation.ack_invariants import NONE_UNRECORDED, ONE_DELIVERY, PROCESSED_ONCE

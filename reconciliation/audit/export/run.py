@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from reconciliation import clock
 from reconciliation.actors import Actor
-from reconciliation.audit.day_index import DayIndexReader, decode_event
+from reconciliation.audit.day_index import DayIndexReader, Paging, decode_event
 from reconciliation.audit.export.events import new_export_id
 from reconciliation.audit.export.rows import CSV_COLUMNS, FORMATS, csv_row, event_ref
 from reconciliation.audit.filters import AuditFilters
@@ -126,7 +126,7 @@ class ExportRun:
         self.heads = HeadsTable()
         self.generated_at = clock.iso(clock.now())
         self.reader = DayIndexReader(
-            list(self.stores or [self.store]), self.filters, prefetch=self.prefetch
+            list(self.stores or [self.store]), self.filters, paging=Paging(prefetch=self.prefetch)
         )
 
     @property

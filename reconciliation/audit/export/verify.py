@@ -130,11 +130,18 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
 
     Raises :class:`ExportUnreadable` when the manifest is not a JSON object or the file
     is not UTF-8: then nothing can be compared."""
-    problems: list[str] = []
     manifest = _manifest_read(Path(manifest_path))
     missing = [k for k in (*MANIFEST_SIGNED, "signature", "chain_heads") if k not in manifest]
     if missing:
         return [f"manifest lacks {', '.join(missing)}"]
+    problems = _manifest_problems(manifest) + _digest_problems(Path(file_path), manifest)
+    _rows_check(Path(file_path), manifest, problems)
+    return problems
+
+
+def _manifest_problems(manifest: dict[str, Any]) -> list[str]:
+    """The manifest against itself: its signature, and its heads against their digest."""
+    problems: list[str] = []
     if manifest["key_id"] != key_id():
         problems.append(
             f"signature key mismatch: manifest signed with key {manifest['key_id']}, "
@@ -148,23 +155,33 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
         listed = None
     if listed != (manifest["chain_heads_count"], manifest["chain_heads_sha256"]):
         problems.append("chain heads mismatch: the listed heads do not match chain_heads_sha256")
+    return problems
 
-    read = _file_digest(Path(file_path))
+
+def _digest_problems(file_path: Path, manifest: dict[str, Any]) -> list[str]:
+    """The file's bytes against the manifest's digest and size."""
+    read = _file_digest(file_path)
     if read.bad_at is not None:
         raise ExportUnreadable(
             f"{file_path} is not UTF-8 (byte {read.bad_at}): not an audit export, or damaged"
         )
+    problems: list[str] = []
     if read.sha256 != manifest["sha256"]:
         problems.append(f"sha256 mismatch: manifest {manifest['sha256']}, file {read.sha256}")
     if read.size != manifest["bytes"]:
         problems.append(f"size mismatch: manifest {manifest['bytes']} bytes, file {read.size}")
+    return problems
 
+
+def _rows_check(file_path: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+    """The file's events against the manifest: each row as read, then their count, the
+    first and last, and where each stream ends; what is wrong is added to ``problems``."""
     reader = _csv_events if manifest["format"] == "csv" else _jsonl_events
     heads = HeadsTable()
     rows = 0
     first = last = None
     try:
-        for event in reader(Path(file_path), problems):
+        for event in reader(file_path, problems):
             rows += 1
             if first is None:
                 first = event_ref(event)
@@ -181,4 +198,3 @@ def export_verify_offline(file_path: Path, manifest_path: Path) -> list[str]:
         problems.append("last event mismatch: the file does not end where the manifest says")
     if file_heads != (manifest["chain_heads_count"], manifest["chain_heads_sha256"]):
         problems.append("chain heads mismatch: the file's streams end elsewhere than listed")
-    return problems

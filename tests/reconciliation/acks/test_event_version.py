@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from reconciliation.acks.dispatch import event_payload
+from reconciliation.acks.events import event_payload
 from reconciliation.acks.models import PAYLOAD_VERSION, AckState, EventType
 from reconciliation.claims.models import Pledge, PledgeStatus
 

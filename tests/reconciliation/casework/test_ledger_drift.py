@@ -15,9 +15,11 @@ from reconciliation import clock
 from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Queue
-from reconciliation.casework import drift as drift_module
 from reconciliation.casework.dispositions import case_dispose
-from reconciliation.casework.drift import ALL, CheckpointRepository, ledger_drift_check
+from reconciliation.casework.drift import read as drift_read
+from reconciliation.casework.drift.check import ledger_drift_check
+from reconciliation.casework.drift.checkpoint import CheckpointRepository
+from reconciliation.casework.drift.compare import ALL
 from reconciliation.casework.overrides import override_approve, override_request
 from reconciliation.casework.sweeps import sweep_all
 from reconciliation.claims.ledger import fund_total
@@ -253,7 +255,7 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
     early, late = keys_homed("us-east-1", "inflight", 2)
     assert submit(early, amount="10.00").kind == OutcomeKind.CREATED
     assert run()[0].opened == []
-    real = drift_module.ledger_totals
+    real = drift_read.ledger_totals
     landed: list[str] = []
 
     def commit_lands_first(store, keys):
@@ -263,9 +265,9 @@ def test_a_commit_landing_between_the_query_and_the_ledger_read_is_no_drift(
                 assert submit(late, amount="7.00").kind == OutcomeKind.CREATED
         return real(store, keys)
 
-    monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
+    monkeypatch.setattr(drift_read, "ledger_totals", commit_lands_first)
     report, _ = run()
-    monkeypatch.setattr(drift_module, "ledger_totals", real)
+    monkeypatch.setattr(drift_read, "ledger_totals", real)
     assert report.opened == [] and [d.split() for d in report.deferred] == [["GENERAL#USD"]]
     assert run()[0].opened == []
 
@@ -305,7 +307,7 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
     settings.LEDGER_DRIFT_CONFIRM_MS = 0
     early, late = keys_homed("us-east-1", "sight", 2)
     assert submit(early, amount="10.00").kind == OutcomeKind.CREATED
-    real = drift_module.ledger_totals
+    real = drift_read.ledger_totals
     landed: list[str] = []
 
     def commit_lands_first(store, keys):
@@ -315,9 +317,9 @@ def test_a_first_sight_baseline_taken_while_a_commit_lands_is_taken_later(
                 assert submit(late, amount="7.00").kind == OutcomeKind.CREATED
         return real(store, keys)
 
-    monkeypatch.setattr(drift_module, "ledger_totals", commit_lands_first)
+    monkeypatch.setattr(drift_read, "ledger_totals", commit_lands_first)
     assert run()[0].opened == []  # the first run ever
-    monkeypatch.setattr(drift_module, "ledger_totals", real)
+    monkeypatch.setattr(drift_read, "ledger_totals", real)
     assert run()[0].opened == [] and run()[0].opened == []
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.casework.drift import ALL
+from reconciliation.casework.drift.compare import ALL
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.dynamo.client import dynamodb_client, regions, reset_clients
 from tests.helpers import AS_SYSTEM

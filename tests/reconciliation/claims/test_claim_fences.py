@@ -28,7 +28,7 @@ from reconciliation.claims.models import (
     pending_shard,
 )
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.claims.repository import ClaimTaken
+from reconciliation.claims.repository import ClaimTaken, Finalisation
 from reconciliation.claims.request import parse_fields
 from tests.conftest import pledge_body
 from tests.helpers import Repos as Repositories
@@ -171,7 +171,10 @@ def test_racers_reclaiming_a_failed_key_have_exactly_one_winner(ddb, frozen):
         key = f"failed-{round_no}"
         first = repos.claims.create(_attempt(repos, key))
         seen = repos.claims.finalise(
-            first, status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+            first,
+            Finalisation(
+                status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+            ),
         )
         assert (seen.status, seen.version, seen.pending_shard) == (ClaimStatus.FAILED, 2, None)
         frozen.advance(FAILED_COOL_OFF_S + 1)
@@ -190,15 +193,18 @@ def test_stale_reclaim_is_refused_after_the_key_went_round_to_the_same_failed_st
     key = "aba-1"
     first = repos.claims.create(_attempt(repos, key))
     seen = repos.claims.finalise(
-        first, status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+        first,
+        Finalisation(
+            status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+        ),
     )
     successor = _attempt(repos, key, 1)
     taken_over = repos.claims.reclaim(seen, attempt=successor)
     failed_again = repos.claims.finalise(
         taken_over,
-        status=ClaimStatus.FAILED,
-        error_code="throttled",
-        expires_in_s=FAILED_COOL_OFF_S,
+        Finalisation(
+            status=ClaimStatus.FAILED, error_code="throttled", expires_in_s=FAILED_COOL_OFF_S
+        ),
     )
     assert (failed_again.status, failed_again.expires_at) == (seen.status, seen.expires_at)
     assert failed_again.version == seen.version + 2
@@ -325,10 +331,12 @@ def test_stale_holder_cannot_complete_its_successors_claim(ddb, frozen):
         with pytest.raises(ClaimTaken) as refused:
             repos.claims.finalise(
                 stale,
-                status=status,
-                response_body=pledge.api_body() if status == ClaimStatus.COMPLETED else None,
-                error_code="late" if status == ClaimStatus.FAILED else None,
-                expires_in_s=FAILED_COOL_OFF_S,
+                Finalisation(
+                    status=status,
+                    response_body=pledge.api_body() if status == ClaimStatus.COMPLETED else None,
+                    error_code="late" if status == ClaimStatus.FAILED else None,
+                    expires_in_s=FAILED_COOL_OFF_S,
+                ),
             )
         assert refused.value.current is not None
         assert refused.value.current.attempt_id == successor.attempt_id

@@ -24,6 +24,7 @@ from reconciliation.claims.models import (
     intent_id_for,
 )
 from reconciliation.claims.outcomes import OutcomeKind
+from reconciliation.claims.repository import Finalisation
 from reconciliation.simulation import faults
 from reconciliation.stores import every_store, home_store
 from tests import fault_helpers
@@ -95,11 +96,13 @@ def test_retry_commit_never_confirms_a_completed_claim_whose_pledge_is_missing(d
     claim = repos.claims.get(case.claim_pk)
     repos.claims.finalise(
         claim,
-        status=ClaimStatus.COMPLETED,
-        error_code="test",
-        expires_in_s=3600,
-        require_pending=False,
-        response_body={"intent_id": "completed-no-pledge-1"},
+        Finalisation(
+            status=ClaimStatus.COMPLETED,
+            error_code="test",
+            expires_in_s=3600,
+            require_pending=False,
+            response_body={"intent_id": "completed-no-pledge-1"},
+        ),
     )
     assert pledges(ddb) == []
     case_dispose(

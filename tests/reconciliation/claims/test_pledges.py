@@ -16,7 +16,7 @@ from reconciliation.actors import Actor, Role
 from reconciliation.claims import intake
 from reconciliation.claims.models import ClaimStatus, pledge_home
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
-from reconciliation.claims.repository import ClaimTaken
+from reconciliation.claims.repository import ClaimTaken, Finalisation
 from reconciliation.claims.request import PledgeRequest, parse_fields
 from reconciliation.dynamo.cancellation import cancellation_decode
 from reconciliation.dynamo.retry import RetriesExhausted, with_retry
@@ -175,7 +175,7 @@ def test_fencing_a_late_worker_cannot_complete_or_fail_its_successors_claim(ddb)
     assert b_record["request_token"] != worker_a.request_token
     with pytest.raises(ClaimTaken) as info:
         repos.claims.finalise(
-            worker_a, status=ClaimStatus.FAILED, error_code="late", expires_in_s=30
+            worker_a, Finalisation(status=ClaimStatus.FAILED, error_code="late", expires_in_s=30)
         )
     assert info.value.current.status == "COMPLETED"
     assert claims(ddb)[0] == b_record

@@ -10,6 +10,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.claims.models import ClaimStatus
+from reconciliation.claims.repository import Finalisation
 from reconciliation.dynamo.client import reset_clients
 from reconciliation.dynamo.local import free_port
 from reconciliation.simulation import faults
@@ -111,7 +112,9 @@ def test_failed_claim_not_expired_is_409_then_reclaimable(ddb, api, settings):
     faults.set_plan(None)
     repos = repositories()
     claim = repos.claims.get("acme#create_pledge#k-5")
-    repos.claims.finalise(claim, status=ClaimStatus.FAILED, error_code="test", expires_in_s=30)
+    repos.claims.finalise(
+        claim, Finalisation(status=ClaimStatus.FAILED, error_code="test", expires_in_s=30)
+    )
     response = api.post("k-5", pledge_body())
     assert response.status_code == 409
     assert response.json()["error"] == "request_in_progress"

@@ -21,7 +21,7 @@ from reconciliation.claims.models import (
     pending_shard,
 )
 from reconciliation.claims.outcomes import IntakeOutcome, OutcomeKind
-from reconciliation.claims.repository import ClaimRepository
+from reconciliation.claims.repository import ClaimRepository, Finalisation
 from reconciliation.dynamo.client import TableNames
 from reconciliation.dynamo.items import to_item
 from reconciliation.simulation import explorer
@@ -96,7 +96,7 @@ def _claim_requests() -> list[tuple[str, dict]]:
     capture.item = repo._to_item(claim)
     repo.create(claim)
     repo.reclaim(claim, attempt=claim)
-    repo.finalise(claim, status=ClaimStatus.FAILED, expires_in_s=30)
+    repo.finalise(claim, Finalisation(status=ClaimStatus.FAILED, expires_in_s=30))
     repo.attach_case(claim, case_id="C-1", error_code="X")
     return capture.requests
 
