@@ -111,7 +111,8 @@ class Receipt:
 
 def due_events(state: AckState) -> tuple[EventType, ...]:
     """The events a stored pledge has had: none before it is recorded. Written apart from
-    ``events_of`` (reconciliation/acks/events.py), as the dispatcher reads it, so a dispatcher that forgets an event is caught."""
+    the dispatcher's ``events_of`` (reconciliation/acks/events.py), so a dispatcher that
+    forgets an event is caught."""
     status = state.pledge.status
     if status not in RECORDED_STATES:
         return ()
