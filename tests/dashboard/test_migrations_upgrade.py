@@ -19,6 +19,7 @@ from dashboard.accounts.models import StaffProfile, StaffSession
 from dashboard.staff.models import Notification, NotificationKind, SavedView
 from dashboard.tenancy.models import (
     ApiToken,
+    Caller,
     DeliveryAttempt,
     Fund,
     Tenant,
@@ -114,7 +115,9 @@ def test_every_row_written_before_the_move_is_found_after_it():
     attempt = DeliveryAttempt.objects.get(pk=pk["DeliveryAttempt"])
     assert (attempt.endpoint, attempt.at, attempt.ok) == (endpoint, AT, True)
     # The API's one raw query names the tables through the models.
-    assert ApiToken.caller(RAW_TOKEN) == ("acme", [fund.as_rule() for fund in tenant.funds.all()])
+    caller = ApiToken.authenticate(RAW_TOKEN)
+    assert isinstance(caller, Caller)
+    assert (caller.tenant, caller.funds) == ("acme", [f.as_rule() for f in tenant.funds.all()])
 
     user = User.objects.get(pk=pk["User"])
     assert user.staff_profile == StaffProfile.objects.get(pk=pk["StaffProfile"])

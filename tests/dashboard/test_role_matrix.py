@@ -39,6 +39,7 @@ EXEMPT = (
     "static",
     "favicon.ico",
     "admin/",
+    "^admin/",  # the old admin addresses' redirect (test_admin.py), a regex route
 )
 WHY = {"reason_code": "NEEDS_REVIEW", "reason_text": "Role matrix reason text."}
 
