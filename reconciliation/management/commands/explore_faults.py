@@ -14,6 +14,7 @@ from tqdm import tqdm
 from reconciliation.dynamo.local import LocalEngineError
 from reconciliation.management.arguments import seed_number, whole_number
 from reconciliation.simulation.explorer import ExploreConfig, Progress, Result, explore
+from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
 
 
 class _Report(Protocol):
@@ -144,8 +145,6 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def _hands(self, options: dict[str, Any]) -> None:
-        from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
-
         config = HandsConfig(
             bound=options["bound"],
             per_pair=options["per_pair"],
