@@ -30,9 +30,19 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from reconciliation.acks.repository import AckRepository, ack_state_from_item
+from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import decoded_row
 from reconciliation.cases.vocabulary import Override
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, ClaimStatus, claim_pk
+from reconciliation.casework.sweeps import recheck_open_cases
+from reconciliation.casework.tasks import retry_commit_task
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    pending_shard,
+)
+from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.batch import batch_writer
 from reconciliation.dynamo.client import (
     TableNames,
@@ -136,8 +146,6 @@ class HandsSession:
         return self
 
     def _open(self, stack: contextlib.ExitStack) -> None:
-        from reconciliation.casework.tasks import retry_commit_task
-
         stack.enter_context(
             override_settings(
                 DYNAMODB_ENDPOINT_URL=self.endpoint_url,
@@ -168,8 +176,6 @@ class HandsSession:
         self._stack.close()
 
     def fresh_key(self) -> str:
-        from reconciliation.claims.models import pending_shard
-
         while True:
             n = next(self._keys)
             base = hashlib.sha256(f"{self.seed}:hands:{n}".encode()).hexdigest()[:16]
@@ -226,8 +232,6 @@ class HandsSession:
             answer.commit_maybe = any(c.fault in MAY_HAVE_APPLIED for c in commits)
 
     def _at_rest(self, world: World, calls: list[HandCall]) -> list[Problem]:
-        from reconciliation.casework.sweeps import recheck_open_cases
-
         opens = [c for c in calls if c.case_open and c.status == 200]
         recorded_at = next(
             (c.index for c in calls if c.label == "commit" and c.status == 200), None
@@ -263,8 +267,6 @@ class HandsSession:
             rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
         rechecked += self._drain(world)
         snapshot = self._items(world, calls)
-        from reconciliation.cases.models import decoded_row
-
         cases = [decoded_row(i) for i in snapshot.raw["cases"]]
         pledges = snapshot.plain("pledges")
         cases_plain = snapshot.cases()
@@ -371,8 +373,6 @@ class HandsSession:
         ]
         streams = [f"CASE#{cid}" for cid in sorted(case_ids)]
         if pledge:
-            from reconciliation.audit.regions import pledge_item_stream
-
             streams.append(pledge_item_stream(from_item(pledge)))
         events = [
             item
@@ -436,8 +436,6 @@ TOLERATED = (BotoCoreError, ClientError, RetriesExhausted, CaseError, faults.Sim
 
 
 def _tolerated(error: BaseException) -> bool:
-    from reconciliation.claims.repository import ClaimTaken
-
     return isinstance(error, (*TOLERATED, ClaimTaken))
 
 
