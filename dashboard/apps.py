@@ -8,7 +8,10 @@ class DashboardConfig(AppConfig):
     def ready(self) -> None:
         # The accounts app is installed before django.contrib.auth (its changepassword
         # wins), so before axes too: its receivers are connected here, from the last app.
-        from dashboard.accounts import signin_audit, staff_sessions
+        from dashboard.accounts import (  # noqa: PLC0415 - once the app registry is ready
+            signin_audit,
+            staff_sessions,
+        )
 
         signin_audit.connect()  # after axes' receivers: its count is known to ours
         staff_sessions.connect()

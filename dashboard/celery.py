@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+import django
 from celery import Celery, signals
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
@@ -22,8 +25,6 @@ def redbeat_settings_named(sender: Celery, **kwargs: object) -> None:
     """RedBeat looks its settings up by their own names (``redbeat_redis_url``) and finds
     no ``CELERY_``-prefixed key among them: it read them all the same, but warned at every
     start that it fell back on the broker's. Named as RedBeat asks, once configured."""
-    from django.conf import settings
-
     sender.conf.update(
         redbeat_redis_url=settings.CELERY_REDBEAT_REDIS_URL,
         redbeat_redis_options=settings.CELERY_REDBEAT_REDIS_OPTIONS,
@@ -38,11 +39,9 @@ def refuse_a_differing_configuration(**kwargs: object) -> None:
     """The worker and beat refuse to start with a configuration that differs from the
     one ``ddb_setup`` recorded (reconciliation/ops/config.py), before they consume or
     schedule anything."""
-    import django
-    from django.core.exceptions import ImproperlyConfigured
-
     django.setup()  # done already in a worker (Celery's Django fixup); not in beat
-    from reconciliation.ops.config import config_refuse_start
+    # This module loads with the dashboard package, before settings exist.
+    from reconciliation.ops.config import config_refuse_start  # noqa: PLC0415 - after setup()
 
     try:
         config_refuse_start()

@@ -42,7 +42,10 @@ def worker_exit(server: Arbiter, worker: Worker) -> None:
     """In the worker, as it exits (a restart, a stop): the intake request log's entries
     it still buffers are written before it goes (atexit would too; this runs first, while
     the worker's clients are certainly alive). A worker killed outright loses them."""
-    from reconciliation.claims.request_log_buffer import request_log_close
+    # The arbiter reads this file before any worker loads Django; the hook runs in a worker.
+    from reconciliation.claims.request_log_buffer import (  # noqa: PLC0415 - in the worker
+        request_log_close,
+    )
 
     request_log_close()
 
@@ -52,6 +55,6 @@ def child_exit(server: Arbiter, worker: Worker) -> None:
     (``PROMETHEUS_MULTIPROC_DIR``); a worker that exits leaves its files for the sum
     but must be marked dead for live gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from prometheus_client import multiprocess  # noqa: PLC0415 - multiprocess metrics only
 
         multiprocess.mark_process_dead(worker.pid)

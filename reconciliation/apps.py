@@ -2,7 +2,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from reconciliation.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
+from reconciliation.casework.notifications import DEFAULT_SLA_HOURS, sla_setting_problem
+from reconciliation.ops.config import DIFFERS, NOT_RECORDED, UNREACHABLE, config_compare
 
 
 class ReconciliationConfig(AppConfig):
@@ -17,9 +23,9 @@ class ReconciliationConfig(AppConfig):
         # Register the Celery tasks in every process (web, commands, tests), not only in
         # the worker: services enqueue a task by its registered name (RETRY_COMMIT_TASK)
         # and never import the task modules (the tasks import the services).
-        import reconciliation.audit.tasks
-        import reconciliation.casework.tasks
-        import reconciliation.ops.tasks  # noqa: F401
+        import reconciliation.audit.tasks  # noqa: PLC0415 - once the app registry is ready
+        import reconciliation.casework.tasks  # noqa: PLC0415 - once the app registry is ready
+        import reconciliation.ops.tasks  # noqa: F401, PLC0415 - once the app registry is ready
 
 
 def audit_checkpoint_period_check(
@@ -28,10 +34,6 @@ def audit_checkpoint_period_check(
     """``AUDIT_CHECKPOINT_PERIOD_S`` must divide a day (``manage.py check``, ``migrate``
     and ``runserver`` refuse to go on otherwise; the checkpoint task and ``verify_audit``
     refuse too)."""
-    from django.conf import settings
-
-    from reconciliation.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
-
     value = getattr(settings, "AUDIT_CHECKPOINT_PERIOD_S", DEFAULT_PERIOD_S)
     problem = period_setting_problem(value)
     return [checks.Error(problem, id="reconciliation.E001")] if problem else []
@@ -42,10 +44,6 @@ def queue_sla_check(
 ) -> list[checks.CheckMessage]:
     """``QUEUE_SLA_HOURS`` ("stuck=4,ambiguous=2") and ``QUEUE_SLA_DEFAULT_HOURS`` name
     known queues and positive hours; ``SUPERVISOR_DIGEST_HOUR`` is an hour of the day."""
-    from django.conf import settings
-
-    from reconciliation.casework.notifications import DEFAULT_SLA_HOURS, sla_setting_problem
-
     problems: list[checks.CheckMessage] = []
     problem = sla_setting_problem(
         getattr(settings, "QUEUE_SLA_HOURS", ""),
@@ -72,15 +70,6 @@ def configuration_check(
     ``check`` and every command that runs checks refuse; wsgi, the worker and beat refuse
     too), a warning where none is recorded yet or DynamoDB cannot be read now (a
     development or test start is never blocked by an engine that is not up yet)."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from reconciliation.ops.config import (
-        DIFFERS,
-        NOT_RECORDED,
-        UNREACHABLE,
-        config_compare,
-    )
-
     try:
         compared = config_compare()
     except ImproperlyConfigured as exc:  # DDB_REGIONS / DDB_PRIMARY_REGION malformed

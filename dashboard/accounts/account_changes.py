@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from django.contrib.sessions.models import Session
 from django.core.mail import send_mail
@@ -22,7 +23,7 @@ from django.utils import timezone
 from dashboard.accounts.events import account_event_append
 from dashboard.accounts.staff_sessions import live_sessions, sessions_delete
 from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -30,39 +31,39 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class OwnerNotice:
+    """The e-mail that tells an account of a change to it: its ``subject``, and
+    ``change``, the sentence that says what happened."""
+
+    subject: str
+    change: str
+
+
 @contextmanager
 def account_change(
     user: User,
+    event: AuditEvent,
     *,
-    action: AuditAction,
-    actor: Actor,
-    detail: dict[str, Any],
     keep_session: str | None,
-    subject: str,
-    change: str,
+    notice: OwnerNotice,
     ended_as: str = "other_sessions_ended",
-    reason_text: str | None = None,
 ) -> Iterator[list[Session]]:
-    """The block makes the change. Before it, the ``action`` event is appended with
-    ``detail`` and how many sessions end (under ``ended_as``); after it, every live
-    session of ``user`` but ``keep_session`` ends, all in one transaction. When the block
-    completes the account is told (``subject``; ``change`` says what happened). Yields
-    the sessions that end."""
+    """The block makes the change. Before it, ``event`` is appended with how many
+    sessions end added to its detail (under ``ended_as``); after it, every live session of
+    ``user`` but ``keep_session`` ends, all in one transaction. When the block completes
+    the account is told (``notice``). Yields the sessions that end."""
     with transaction.atomic():
         sessions = [s for s in live_sessions(user) if s.session_key != keep_session]
         account_event_append(
-            user,
-            action=action,
-            actor=actor,
-            reason_text=reason_text,
-            detail={**detail, ended_as: len(sessions)},
+            user, replace(event, detail={**(event.detail or {}), ended_as: len(sessions)})
         )
         yield sessions
         sessions_delete(sessions)
-    owner_tell(user, subject=subject, change=change, actor=actor, ended=len(sessions))
+    owner_tell(user, notice, actor=event.actor, ended=len(sessions))
 
 
-def owner_tell(user: User, *, subject: str, change: str, actor: Actor, ended: int) -> None:
+def owner_tell(user: User, notice: OwnerNotice, *, actor: Actor, ended: int) -> None:
     """E-mail the account about a change to its second factor or password (no code, no
     secret). The change is made already: a mail server that refuses is logged, not
     undone."""
@@ -70,13 +71,13 @@ def owner_tell(user: User, *, subject: str, change: str, actor: Actor, ended: in
         logger.warning("account of %s changed; it has no e-mail", user.get_username())
         return
     body = (
-        f"{change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
+        f"{notice.change} on {timezone.now():%Y-%m-%d %H:%M} UTC, by {actor.username} from "
         f"{actor.address or 'an unknown address'}. {ended} other "
         f"session{pluralize(ended)} of your account {pluralize(ended, 'was,were')} signed out."
         "\n\nIf this was not you, tell a supervisor at once: they can reset "
         "your second factor, and your password should be changed.\n"
     )
     try:
-        send_mail(subject, body, None, [user.email])
+        send_mail(notice.subject, body, None, [user.email])
     except Exception:
         logger.exception("could not e-mail %s about an account change", user.get_username())

@@ -6,29 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 
 
-def account_event_append(
-    user: Any,
-    *,
-    action: str,
-    actor: Actor,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    reason_text: str | None = None,
-    detail: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Append ``action`` about ``user``'s account (a Django user); returns the event."""
+def account_event_append(user: Any, event: AuditEvent) -> dict[str, Any]:
+    """Append ``event`` about ``user``'s account (a Django user): its action, actor,
+    before, after, reason text and detail; returns the event as stored."""
     return staff_event_append(
         first_store(),
         username=user.get_username(),
-        action=action,
-        actor=actor,
-        before=before,
-        after=after,
-        reason_text=reason_text,
-        detail=detail,
+        action=event.action,
+        actor=event.actor,
+        before=event.before,
+        after=event.after,
+        reason_text=event.reason_text,
+        detail=event.detail,
     )

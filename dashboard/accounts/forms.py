@@ -13,6 +13,7 @@ from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
 
 from dashboard.accounts import mfa, passkeys
+from dashboard.accounts.timezones import zone_names
 from reconciliation.cases.policy import MAX_REASON_LENGTH, MIN_REASON_LENGTH, visible_length
 
 if TYPE_CHECKING:
@@ -173,8 +174,6 @@ class TimeZoneForm(forms.Form):
     time_zone = forms.ChoiceField(label="Time zone", choices=())
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from dashboard.accounts.timezones import zone_names
-
         super().__init__(*args, **kwargs)
         field = self.fields["time_zone"]
         assert isinstance(field, forms.ChoiceField)

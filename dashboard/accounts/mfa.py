@@ -38,11 +38,11 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp_webauthn.models import WebAuthnCredential
 
 from dashboard.accounts import lockout
-from dashboard.accounts.account_changes import account_change
+from dashboard.accounts.account_changes import OwnerNotice, account_change
 from dashboard.accounts.events import account_event_append
 from dashboard.auth import UNGATED_PATHS, to_sign_in, user_role
 from reconciliation.actors import Actor, Role
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -210,9 +210,11 @@ def authenticator_confirm(user: User, token: str, *, actor: Actor) -> tuple[TOTP
         replaced = _confirmed(TOTPDevice, user).exists()
         account_event_append(
             user,
-            action=AuditAction.MFA_ENROLLED,
-            actor=actor,
-            detail={"replaced_earlier_authenticator": replaced},
+            AuditEvent(
+                action=AuditAction.MFA_ENROLLED,
+                actor=actor,
+                detail={"replaced_earlier_authenticator": replaced},
+            ),
         )
         _confirmed(TOTPDevice, user).delete()
         StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
@@ -256,12 +258,14 @@ def authenticator_replace(
         )
     with account_change(
         user,
-        action=AuditAction.MFA_REPLACED,
-        actor=actor,
-        detail={"proved_with": proof_words(proof)},
+        AuditEvent(
+            action=AuditAction.MFA_REPLACED, actor=actor, detail={"proved_with": proof_words(proof)}
+        ),
         keep_session=keep_session,
-        subject="Your authenticator app was replaced",
-        change="The authenticator app of your account was replaced",
+        notice=OwnerNotice(
+            subject="Your authenticator app was replaced",
+            change="The authenticator app of your account was replaced",
+        ),
     ) as sessions:
         _confirmed(TOTPDevice, user).delete()
         StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
@@ -277,9 +281,7 @@ def authenticator_enrol_now(user: User, *, actor: Actor) -> tuple[str, list[str]
     with transaction.atomic():
         account_event_append(
             user,
-            action=AuditAction.MFA_ENROLLED,
-            actor=actor,
-            detail={"via": "add_staff"},
+            AuditEvent(action=AuditAction.MFA_ENROLLED, actor=actor, detail={"via": "add_staff"}),
         )
         TOTPDevice.objects.filter(user=user).delete()
         StaticDevice.objects.filter(user=user, name=ENROLMENT).delete()
@@ -295,9 +297,11 @@ def recovery_codes_issue(user: User, token: str, *, actor: Actor) -> list[str]:
     with transaction.atomic():
         account_event_append(
             user,
-            action=AuditAction.RECOVERY_CODES_ISSUED,
-            actor=actor,
-            detail={"count": RECOVERY_CODE_COUNT},
+            AuditEvent(
+                action=AuditAction.RECOVERY_CODES_ISSUED,
+                actor=actor,
+                detail={"count": RECOVERY_CODE_COUNT},
+            ),
         )
         return _recovery_codes_replace(user)
 
@@ -357,14 +361,18 @@ def mfa_reset(
     code = _new_code()
     with account_change(
         target,
-        action=AuditAction.MFA_RESET,
-        actor=actor,
-        reason_text=reason,
-        detail={"devices_removed": _device_count(target)},
+        AuditEvent(
+            action=AuditAction.MFA_RESET,
+            actor=actor,
+            reason_text=reason,
+            detail={"devices_removed": _device_count(target)},
+        ),
         ended_as="sessions_ended",
         keep_session=None,
-        subject="Your second factor was reset",
-        change="The second factor of your account was reset by a supervisor",
+        notice=OwnerNotice(
+            subject="Your second factor was reset",
+            change="The second factor of your account was reset by a supervisor",
+        ),
     ):
         TOTPDevice.objects.filter(user=target).delete()
         StaticDevice.objects.filter(user=target).delete()

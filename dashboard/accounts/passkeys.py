@@ -41,12 +41,12 @@ from django_otp_webauthn.models import WebAuthnCredential
 from webauthn.helpers.structs import ResidentKeyRequirement
 
 from dashboard.accounts import mfa, passkey_challenges
-from dashboard.accounts.account_changes import account_change
+from dashboard.accounts.account_changes import OwnerNotice, account_change
 from dashboard.accounts.events import account_event_append
 from dashboard.auth import StaffRequest, actor_for, role_required, user_role
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.append import AuditAppendContended
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -184,9 +184,11 @@ def enrol_complete(request: StaffRequest) -> HttpResponse:
             # Checked and saved; the event, in the same transaction: refused, no passkey.
             account_event_append(
                 request.user,
-                action=AuditAction.PASSKEY_ENROLLED,
-                actor=actor_for(request),
-                detail={"passkeys_before": before},
+                AuditEvent(
+                    action=AuditAction.PASSKEY_ENROLLED,
+                    actor=actor_for(request),
+                    detail={"passkeys_before": before},
+                ),
             )
     except AUDIT_UNAVAILABLE:
         return JsonResponse({"detail": "The audit trail could not be written."}, status=503)
@@ -228,9 +230,11 @@ def passkey_rename(user: User, *, passkey_id: int, name: str, actor: Actor) -> W
         device = passkey_of(user, passkey_id)
         account_event_append(
             user,
-            action=AuditAction.PASSKEY_RENAMED,
-            actor=actor,
-            detail={"passkey": device.pk, "name_before": device.name, "name_after": name},
+            AuditEvent(
+                action=AuditAction.PASSKEY_RENAMED,
+                actor=actor,
+                detail={"passkey": device.pk, "name_before": device.name, "name_after": name},
+            ),
         )
         device.name = name
         device.save(update_fields=["name"])
@@ -261,12 +265,20 @@ def passkey_remove(
     )
     with account_change(
         user,
-        action=AuditAction.PASSKEY_REMOVED,
-        actor=actor,
-        detail={"passkey": device.pk, "name": device.name, "proved_with": mfa.proof_words(proof)},
+        AuditEvent(
+            action=AuditAction.PASSKEY_REMOVED,
+            actor=actor,
+            detail={
+                "passkey": device.pk,
+                "name": device.name,
+                "proved_with": mfa.proof_words(proof),
+            },
+        ),
         keep_session=keep_session,
-        subject="A passkey was removed from your account",
-        change=f'The passkey "{device.name}" was removed from your account',
+        notice=OwnerNotice(
+            subject="A passkey was removed from your account",
+            change=f'The passkey "{device.name}" was removed from your account',
+        ),
     ) as sessions:
         device.delete()
     return proof, len(sessions)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dashboard.accounts import lockout
-from dashboard.accounts.account_changes import account_change
+from dashboard.accounts.account_changes import OwnerNotice, account_change
 from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -54,15 +54,18 @@ def password_set(
     account is e-mailed afterwards. Returns how many sessions ended."""
     with account_change(
         user,
-        action=AuditAction.STAFF_PASSWORD_SET,
-        actor=actor,
-        detail={
-            "via": via,
-            "by": "owner" if actor.username == user.get_username() else str(actor.role),
-        },
+        AuditEvent(
+            action=AuditAction.STAFF_PASSWORD_SET,
+            actor=actor,
+            detail={
+                "via": via,
+                "by": "owner" if actor.username == user.get_username() else str(actor.role),
+            },
+        ),
         keep_session=keep_session,
-        subject="Your password was changed",
-        change="The password of your account was changed",
+        notice=OwnerNotice(
+            subject="Your password was changed", change="The password of your account was changed"
+        ),
     ) as sessions:
         if new_password is not None:
             user.set_password(new_password)

@@ -27,7 +27,7 @@ from dashboard.accounts.events import account_event_append
 from dashboard.accounts.lockout import ATTEMPT_NUMBER, REFUSED_UNCHECKED
 from dashboard.auth import actor_for_user, user_role
 from reconciliation.audit.append import AuditAppendContended
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -42,7 +42,7 @@ def _append(request: HttpRequest, user: User, action: str, detail: dict[str, Any
         return
     actor = actor_for_user(request, user, role=role)
     try:
-        account_event_append(user, action=action, actor=actor, detail=detail)
+        account_event_append(user, AuditEvent(action=action, actor=actor, detail=detail))
     except (BotoCoreError, ClientError, AuditAppendContended) as exc:
         logger.warning(
             "sign-in event %s for %s not recorded: %s",

@@ -38,7 +38,7 @@ from dashboard.accounts.models import StaffSession
 from dashboard.auth import UNGATED_PATHS, actor_for_user, client_address, user_role
 from reconciliation.actors import Actor
 from reconciliation.audit.append import AuditAppendContended
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -156,13 +156,15 @@ def sessions_end(user: User, *, actor: Actor, keep: str | None) -> int:
         sessions = [s for s in live_sessions(user) if s.session_key != keep]
         account_event_append(
             user,
-            action=AuditAction.SESSIONS_ENDED,
-            actor=actor,
-            detail={
-                "sessions_ended": len(sessions),
-                "by": "owner" if actor.username == user.get_username() else actor.role,
-                "current_kept": keep is not None,
-            },
+            AuditEvent(
+                action=AuditAction.SESSIONS_ENDED,
+                actor=actor,
+                detail={
+                    "sessions_ended": len(sessions),
+                    "by": "owner" if actor.username == user.get_username() else actor.role,
+                    "current_kept": keep is not None,
+                },
+            ),
         )
         sessions_delete(sessions)
     return len(sessions)
@@ -264,10 +266,7 @@ def _signed_out(
     how = "sign_out" if request.path.rstrip("/").endswith("/logout") else "ended_by_server"
     try:
         account_event_append(
-            user,
-            action=AuditAction.SIGNED_OUT,
-            actor=actor,
-            detail={"how": how},
+            user, AuditEvent(action=AuditAction.SIGNED_OUT, actor=actor, detail={"how": how})
         )
     except (BotoCoreError, ClientError, AuditAppendContended) as exc:
         logger.warning(

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from dashboard.accounts.models import StaffProfile
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
@@ -36,8 +38,6 @@ def default_zone() -> str:
 def zone_of(user: User | AnonymousUser | None) -> str:
     """The zone ``user`` chose, or the default (no profile yet, or a name this machine
     no longer knows)."""
-    from dashboard.accounts.models import StaffProfile
-
     if user is None or not user.is_authenticated:
         return default_zone()
     name = StaffProfile.objects.filter(user=user).values_list("time_zone", flat=True).first()
@@ -46,8 +46,6 @@ def zone_of(user: User | AnonymousUser | None) -> str:
 
 def zone_set(user: User, name: str) -> None:
     """Store ``name`` (already validated) as ``user``'s zone."""
-    from dashboard.accounts.models import StaffProfile
-
     StaffProfile.objects.update_or_create(user=user, defaults={"time_zone": name})
 
 

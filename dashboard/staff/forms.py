@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
+from django.contrib.auth.models import User
 
 from dashboard.tenancy.models import Tenant
 from reconciliation import clock
@@ -235,8 +236,6 @@ class OverrideRequestForm(_ChoiceReasonForm):
 def assignable_staff() -> list[str]:
     """Usernames a supervisor may assign a case to: active finance staff and
     supervisors (auditors are read-only)."""
-    from django.contrib.auth.models import User
-
     return list(
         User.objects.filter(is_active=True, groups__name__in=(Role.FINANCE_STAFF, Role.SUPERVISOR))
         .order_by("username")

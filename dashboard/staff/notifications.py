@@ -103,30 +103,34 @@ def mentions_in(text: str) -> Mentions:
     return Mentions(tuple(sorted(notified)), tuple(unknown))
 
 
-def _create(
-    kind: NotificationKind,
-    recipients: Iterable[User],
-    *,
-    case_id: str,
-    actor: str,
-    action: str,
-    override: str = "",
-    excerpt: str = "",
-    request_id: str = "",
-) -> None:
+@dataclass(frozen=True)
+class _Notice:
+    """What every recipient of one notification is told: its kind, the case, who did
+    what, and as the kind needs, the override, an excerpt of the note, the request."""
+
+    kind: NotificationKind
+    case_id: str
+    actor: str
+    action: str
+    override: str = ""
+    excerpt: str = ""
+    request_id: str = ""
+
+
+def _create(recipients: Iterable[User], notice: _Notice) -> None:
     Notification.objects.bulk_create(
         Notification(
             recipient=user,
-            kind=kind,
-            case_id=case_id,
-            actor=actor,
-            action=action,
-            override=override or "",
-            excerpt=excerpt[:EXCERPT_LENGTH],
-            request_id=request_id,
+            kind=notice.kind,
+            case_id=notice.case_id,
+            actor=notice.actor,
+            action=notice.action,
+            override=notice.override or "",
+            excerpt=notice.excerpt[:EXCERPT_LENGTH],
+            request_id=notice.request_id,
         )
         for user in recipients
-        if user.username != actor  # never the person who acted
+        if user.username != notice.actor  # never the person who acted
     )
 
 
@@ -135,11 +139,13 @@ def notify_assigned(*, case_id: str, assignee: str | None, actor: str) -> None:
     """``assignee`` was given the case by someone else."""
     if assignee and assignee != actor:
         _create(
-            NotificationKind.ASSIGNED,
             _staff([assignee]),
-            case_id=case_id,
-            actor=actor,
-            action=AuditAction.CASE_ASSIGNED,
+            _Notice(
+                NotificationKind.ASSIGNED,
+                case_id=case_id,
+                actor=actor,
+                action=AuditAction.CASE_ASSIGNED,
+            ),
         )
 
 
@@ -151,13 +157,15 @@ def notify_override_requested(
     as raised, so its decision can settle these notifications)."""
     supervisors = User.objects.filter(is_active=True, groups__name=Role.SUPERVISOR).distinct()
     _create(
-        NotificationKind.APPROVAL_WAITING,
         supervisors,
-        case_id=case_id,
-        actor=actor,
-        action=AuditAction.OVERRIDE_REQUESTED,
-        override=override,
-        request_id=request.request_id if request else "",
+        _Notice(
+            NotificationKind.APPROVAL_WAITING,
+            case_id=case_id,
+            actor=actor,
+            action=AuditAction.OVERRIDE_REQUESTED,
+            override=override,
+            request_id=request.request_id if request else "",
+        ),
     )
 
 
@@ -175,12 +183,14 @@ def notify_override_decided(
 def _tell_requester(*, case_id: str, request: OverrideRequest, action: str, actor: str) -> None:
     requester = request.requested_by.username
     _create(
-        NotificationKind.OVERRIDE_DECIDED,
         _staff([requester]),
-        case_id=case_id,
-        actor=actor,
-        action=action,
-        override=str(request.action or ""),
+        _Notice(
+            NotificationKind.OVERRIDE_DECIDED,
+            case_id=case_id,
+            actor=actor,
+            action=action,
+            override=str(request.action or ""),
+        ),
     )
 
 
@@ -202,12 +212,14 @@ def _settle_waiting(*, case_id: str, request: OverrideRequest, action: str, acto
 @never_fails
 def notify_mentions(*, case_id: str, usernames: Iterable[str], note: str, actor: str) -> None:
     _create(
-        NotificationKind.MENTION,
         _staff(usernames),
-        case_id=case_id,
-        actor=actor,
-        action=AuditAction.CASE_NOTE_ADDED,
-        excerpt=note,
+        _Notice(
+            NotificationKind.MENTION,
+            case_id=case_id,
+            actor=actor,
+            action=AuditAction.CASE_NOTE_ADDED,
+            excerpt=note,
+        ),
     )
 
 

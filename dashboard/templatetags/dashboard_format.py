@@ -23,6 +23,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from dashboard.lib.statuses import client_answer_status
+from dashboard.staff.audit_changes import event_changes
 from reconciliation import clock
 from reconciliation.actors import Role
 from reconciliation.audit.models import AuditAction
@@ -568,8 +569,6 @@ def export_filters(values: Mapping[str, str] | None) -> list[str]:
 def audit_changes(row: AuditRow) -> list[str]:
     """What an audit page row's event changed, a line each ("Role: Finance staff →
     Supervisor"): ``dashboard.staff.audit_changes``, from the event as stored."""
-    from dashboard.staff.audit_changes import event_changes
-
     event = {
         "action": row.action,
         "case_id": row.case_id,

@@ -47,7 +47,7 @@ from dashboard.tenancy.tenant_changes import (
     tenant_provision,
 )
 from reconciliation.actors import STAFF_ROLES, Actor, Role, staff_role
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.claims import funds as fund_rules
 
 if TYPE_CHECKING:
@@ -388,10 +388,12 @@ class StaffAdmin(AuditedAdmin, UserAdmin):  # type: ignore[type-arg]  # generic 
             action = AuditAction.STAFF_CHANGED
         account_event_append(
             user,
-            action=action,
-            actor=admin_actor(request),
-            before=before if change else None,
-            after=after,
+            AuditEvent(
+                action=action,
+                actor=admin_actor(request),
+                before=before if change else None,
+                after=after,
+            ),
         )
 
     def user_change_password(
@@ -422,9 +424,11 @@ class StaffAdmin(AuditedAdmin, UserAdmin):  # type: ignore[type-arg]  # generic 
     def delete_model(self, request: HttpRequest, obj: User) -> None:
         account_event_append(
             obj,
-            action=AuditAction.STAFF_DELETED,
-            actor=admin_actor(request),
-            before=_staff_snapshot(obj),
+            AuditEvent(
+                action=AuditAction.STAFF_DELETED,
+                actor=admin_actor(request),
+                before=_staff_snapshot(obj),
+            ),
         )
         super().delete_model(request, obj)
 

@@ -8,6 +8,7 @@ One place for the administration screen (dashboard/tenancy/admin.py) and the com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -98,6 +99,15 @@ def token_issue(
         return token, raw
 
 
+@dataclass(frozen=True)
+class DeliveryLimits:
+    """How hard the dispatchers may press one endpoint: deliveries in flight at once,
+    and deliveries a second (``None``: no rate limit)."""
+
+    max_in_flight: int = ack_models.DEFAULT_MAX_IN_FLIGHT
+    rate_per_s: float | None = None
+
+
 def webhook_register(
     name: str,
     url: str,
@@ -105,13 +115,14 @@ def webhook_register(
     events: tuple[str, ...],
     actor: Actor,
     secret: str = "",
-    max_in_flight: int = ack_models.DEFAULT_MAX_IN_FLIGHT,
-    rate_per_s: float | None = None,
+    limits: DeliveryLimits | None = None,
 ) -> WebhookEndpoint:
     """Register an acknowledgement endpoint for ``name`` (the tenant created first if
     new) with a new signing secret, returned on the row once (or ``secret``: one
-    receiver's for several tenants); the audit event names the URL, the events, the
-    delivery limits and the secret's last characters, never the secret."""
+    receiver's for several tenants), and ``limits`` (the defaults if ``None``); the audit
+    event names the URL, the events, the delivery limits and the secret's last
+    characters, never the secret."""
+    limits = limits or DeliveryLimits()
     with transaction.atomic():
         tenant = tenant_provision(name, actor=actor)
         endpoint = WebhookEndpoint(
@@ -119,8 +130,8 @@ def webhook_register(
             url=url,
             events=",".join(events),
             secret=secret or ack_models.secret_new(),
-            max_in_flight=max_in_flight,
-            rate_per_s=rate_per_s,
+            max_in_flight=limits.max_in_flight,
+            rate_per_s=limits.rate_per_s,
         )
         endpoint.full_clean(exclude=["tenant", "url", "events", "secret"])
         tenant_event(

@@ -85,8 +85,7 @@ def _missing(case: dict[str, Any]) -> dict[str, Any]:
 
 def cases_backfill(store: Store) -> BackfillReport:
     report = BackfillReport()
-    table = store.tables.cases
-    pages = store.client.get_paginator("scan").paginate(TableName=table)
+    pages = store.client.get_paginator("scan").paginate(TableName=store.tables.cases)
     for page in pages:
         for raw in page.get("Items", []):
             if from_item(raw)["case_id"].startswith("#"):
@@ -94,65 +93,68 @@ def cases_backfill(store: Store) -> BackfillReport:
             case = decoded_row(raw)  # its parts read into their records
             report.seen += 1
             sets = _missing(case)
-            if not sets:
-                continue
-            names = {f"#a{n}": k for n, k in enumerate(sets)}
-            vals = {f"v{n}": v for n, v in enumerate(sets.values())}
-            items: list[dict[str, Any]] = [
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": {"case_id": {"S": case["case_id"]}},
-                        "UpdateExpression": "SET "
-                        + ", ".join(f"#a{n} = :v{n}" for n in range(len(sets))),
-                        # The version read: a case changed meanwhile is left for a rerun;
-                        # and not yet in the totals, so two runs at once add it once.
-                        "ConditionExpression": "version = :seen"
-                        + (
-                            " AND (attribute_not_exists(in_totals) OR in_totals = :untotalled)"
-                            if "in_totals" in sets
-                            else ""
-                        ),
-                        "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": values(
-                            **vals,
-                            seen=case["version"],
-                            **({"untotalled": False} if "in_totals" in sets else {}),
-                        ),
-                    }
-                }
-            ]
-            counted = "in_totals" in sets and bool(case.get("queue"))
-            if counted:
-                # Open and now in the totals: its amount joins its queue's counter in the
-                # same transaction (the count itself was always kept).
-                items.append(
-                    {
-                        "Update": {
-                            "TableName": table,
-                            "Key": {
-                                "case_id": {
-                                    "S": counter_key(
-                                        case["queue"], counter_shard(case["case_id"]), store.tag
-                                    )
-                                }
-                            },
-                            "UpdateExpression": "ADD totalled :one, #amount :a",
-                            "ExpressionAttributeNames": {
-                                "#amount": totals_attribute(case["currency"])
-                            },
-                            "ExpressionAttributeValues": values(one=1, a=case["amount"]),
-                        }
-                    }
-                )
-            try:
-                store.client.transact_write_items(TransactItems=transact_items(items))
-            except ClientError as exc:
-                codes = cancellation_codes(exc)
-                if codes and codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED:
-                    report.skipped.append(case["case_id"])
-                    continue
-                raise
-            report.updated += 1
-            report.totalled += int(counted)
+            if sets:
+                _case_backfill(store, case, sets, report)
     return report
+
+
+def _case_backfill(
+    store: Store, case: dict[str, Any], sets: dict[str, Any], report: BackfillReport
+) -> None:
+    """Write ``sets`` on ``case`` in one transaction, with its queue counter's totals when
+    the case is open and joins them; a case changed meanwhile is skipped."""
+    items = [_case_update(store.tables.cases, case, sets)]
+    counted = "in_totals" in sets and bool(case.get("queue"))
+    if counted:
+        # Open and now in the totals: its amount joins its queue's counter in the
+        # same transaction (the count itself was always kept).
+        items.append(_counter_update(store, case))
+    try:
+        store.client.transact_write_items(TransactItems=transact_items(items))
+    except ClientError as exc:
+        codes = cancellation_codes(exc)
+        if codes and codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED:
+            report.skipped.append(case["case_id"])
+            return
+        raise
+    report.updated += 1
+    report.totalled += int(counted)
+
+
+def _case_update(table: str, case: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
+    names = {f"#a{n}": k for n, k in enumerate(sets)}
+    vals = {f"v{n}": v for n, v in enumerate(sets.values())}
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": {"case_id": {"S": case["case_id"]}},
+            "UpdateExpression": "SET " + ", ".join(f"#a{n} = :v{n}" for n in range(len(sets))),
+            # The version read: a case changed meanwhile is left for a rerun;
+            # and not yet in the totals, so two runs at once add it once.
+            "ConditionExpression": "version = :seen"
+            + (
+                " AND (attribute_not_exists(in_totals) OR in_totals = :untotalled)"
+                if "in_totals" in sets
+                else ""
+            ),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values(
+                **vals,
+                seen=case["version"],
+                **({"untotalled": False} if "in_totals" in sets else {}),
+            ),
+        }
+    }
+
+
+def _counter_update(store: Store, case: dict[str, Any]) -> dict[str, Any]:
+    counter = counter_key(case["queue"], counter_shard(case["case_id"]), store.tag)
+    return {
+        "Update": {
+            "TableName": store.tables.cases,
+            "Key": {"case_id": {"S": counter}},
+            "UpdateExpression": "ADD totalled :one, #amount :a",
+            "ExpressionAttributeNames": {"#amount": totals_attribute(case["currency"])},
+            "ExpressionAttributeValues": values(one=1, a=case["amount"]),
+        }
+    }

@@ -13,15 +13,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from reconciliation import clock, metrics
-from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository, audit_event_build
 from reconciliation.cases.counters import CounterMove, counter_moves, counter_shard
 from reconciliation.cases.models import Case
 from reconciliation.cases.repository import CaseRepository, case_indexed
 from reconciliation.cases.transitions import CaseEvent
 from reconciliation.cases.vocabulary import CaseState
-from reconciliation.dynamo.cancellation import CancellationCode
+from reconciliation.dynamo.cancellation import CancellationCode, cancellation_decode
 from reconciliation.dynamo.errors import cancellation_codes
 from reconciliation.dynamo.items import transact_items
 from reconciliation.dynamo.retry import with_retry
@@ -120,14 +118,12 @@ def _case_write_cancelled(
     write: CaseWrite,
     exc: ClientError,
     codes: list[str],
-    *,
-    actor: Actor,
-    action: AuditAction,
-    action_id: str | None,
+    event: CaseEvent,
 ) -> Case:
-    """After a cancelled case transaction: the case as stored if this very action
+    """After a cancelled case transaction: the case as stored if ``event``'s very action
     changed it (a double submission). Otherwise raise :class:`CaseChanged` if the case
     write or its event lost the race, else :class:`CaseError` with the decoded reasons."""
+    action, actor, action_id = event.action, event.grounds.actor, event.grounds.action_id
     if codes[0] == CancellationCode.CONDITIONAL_CHECK_FAILED or codes[1:2] == [
         CancellationCode.CONDITIONAL_CHECK_FAILED
     ]:
@@ -149,8 +145,6 @@ def _case_write_cancelled(
         if action_id and current.last_action_id == action_id:
             return current
         raise CaseChanged(current) from exc
-    from reconciliation.dynamo.cancellation import cancellation_decode
-
     rows = cancellation_decode(write.sent, exc.response, store.roles())
     failed = [r for r in rows if r.code != CancellationCode.NONE]
     detail_text = "; ".join(f"{r.table}: {r.explanation}" for r in failed)
@@ -212,15 +206,6 @@ def case_commit_change(store: Store, read: Case, updated: Case, event: CaseEvent
         codes = cancellation_codes(exc)
         if not codes:
             raise
-        return _case_write_cancelled(
-            store,
-            read,
-            write,
-            exc,
-            codes,
-            actor=actor,
-            action=action,
-            action_id=event.grounds.action_id,
-        )
+        return _case_write_cancelled(store, read, write, exc, codes, event)
     logger.info("case %s: %s by %s", read.case_id, action, actor.role)
     return updated

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -236,42 +236,71 @@ _OTHER_PAYLOAD = (
 )
 
 
+def _refusal_to_confirm(facts: EvidenceFacts) -> str | None:
+    if not facts.pledge_exists:
+        return (
+            f"{_NO_PLEDGE}, so it cannot be confirmed as committed. Retry the commit "
+            "or release the claim instead."
+        )
+    if not facts.pledge_recorded:
+        return "The pledge for this intent was voided; there is no commit to confirm."
+    if not facts.pledge_same_payload:
+        return f"{_OTHER_PAYLOAD}, so this request was not what committed."
+    return None
+
+
+def _refusal_to_retry(facts: EvidenceFacts) -> str | None:
+    if not facts.pledge_exists:
+        return None
+    if not facts.pledge_recorded:
+        return "The pledge for this intent was voided; a retry cannot record it again."
+    if not facts.pledge_same_payload:
+        return f"{_OTHER_PAYLOAD}; a retry cannot record this request under it."
+    return None
+
+
+def _refusal_without_a_record(facts: EvidenceFacts) -> str | None:
+    if facts.pledge_exists:
+        return None
+    return (
+        f"{_NO_PLEDGE}: nothing shows a duplicate was refused, and a cancellation is "
+        "no proof that the donor did not mean to pledge. Retry the commit or release "
+        "the claim instead."
+    )
+
+
+def _refusal_to_release(facts: EvidenceFacts) -> str | None:
+    if facts.pledge_recorded:
+        return "A pledge is recorded for this intent: releasing the claim could undo it."
+    if not facts.claim_exists:
+        return "The claim no longer exists (TTL): there is nothing to release."
+    if facts.claim_completed:
+        return "The claim is COMPLETED: the pledge committed; nothing to release."
+    return None
+
+
+def _refusal_to_void(facts: EvidenceFacts) -> str | None:
+    if facts.pledge_recorded:
+        return None
+    return "There is no recorded pledge for this intent to void."
+
+
+# Each need's reading of the evidence; NOTHING needs none.
+_REFUSALS: dict[EvidenceNeed, Callable[[EvidenceFacts], str | None]] = {
+    EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD: _refusal_to_confirm,
+    EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD: _refusal_to_retry,
+    EvidenceNeed.A_DURABLE_RECORD: _refusal_without_a_record,
+    EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM: _refusal_to_release,
+    EvidenceNeed.A_RECORDED_PLEDGE: _refusal_to_void,
+}
+
+
 def evidence_refusal(action: CaseAction, facts: EvidenceFacts) -> str | None:
     """Why ``action`` is ruled out by what the evidence says, or ``None``: the one
     statement of ``EVIDENCE_NEEDED``. The services raise it, the case page shows it
     beside the option it disables, the bulk preview per case."""
-    need = evidence_need(action)
-    if need == EvidenceNeed.PLEDGE_WITH_THIS_PAYLOAD:
-        if not facts.pledge_exists:
-            return (
-                f"{_NO_PLEDGE}, so it cannot be confirmed as committed. Retry the commit "
-                "or release the claim instead."
-            )
-        if not facts.pledge_recorded:
-            return "The pledge for this intent was voided; there is no commit to confirm."
-        if not facts.pledge_same_payload:
-            return f"{_OTHER_PAYLOAD}, so this request was not what committed."
-    if need == EvidenceNeed.NO_PLEDGE_OR_THIS_PAYLOAD and facts.pledge_exists:
-        if not facts.pledge_recorded:
-            return "The pledge for this intent was voided; a retry cannot record it again."
-        if not facts.pledge_same_payload:
-            return f"{_OTHER_PAYLOAD}; a retry cannot record this request under it."
-    if need == EvidenceNeed.A_DURABLE_RECORD and not facts.pledge_exists:
-        return (
-            f"{_NO_PLEDGE}: nothing shows a duplicate was refused, and a cancellation is "
-            "no proof that the donor did not mean to pledge. Retry the commit or release "
-            "the claim instead."
-        )
-    if need == EvidenceNeed.NO_RECORDED_PLEDGE_AND_AN_OPEN_CLAIM:
-        if facts.pledge_recorded:
-            return "A pledge is recorded for this intent: releasing the claim could undo it."
-        if not facts.claim_exists:
-            return "The claim no longer exists (TTL): there is nothing to release."
-        if facts.claim_completed:
-            return "The claim is COMPLETED: the pledge committed; nothing to release."
-    if need == EvidenceNeed.A_RECORDED_PLEDGE and not facts.pledge_recorded:
-        return "There is no recorded pledge for this intent to void."
-    return None
+    refusal = _REFUSALS.get(evidence_need(action))
+    return refusal(facts) if refusal else None
 
 
 def evidence_line(facts: EvidenceFacts) -> str:

@@ -339,7 +339,7 @@ class CaseRepository:
         """Open cases per queue (see :meth:`counters`)."""
         return {q: c.count for q, c in self.counters().items()}
 
-    def query_queue(
+    def query_queue(  # noqa: PLR0913 - keyword options; the callers are casework's to regroup
         self,
         queue: Queue,
         *,
@@ -458,7 +458,7 @@ class CaseRepository:
         ``by_donor_key`` index, keyed on the folded ref)."""
         return donor_key_query(self.client, self.table, donor_ref, key="case_id", limit=limit)
 
-    def query_resolved(
+    def query_resolved(  # noqa: PLR0913 - keyword options; the callers are casework's to regroup
         self,
         month: str,
         *,

@@ -367,75 +367,65 @@ def cases_bulk(
     preview says "not possible" with the reason where the evidence rules it out, and
     applying refuses the same cases. Each case is acted on at the version read here;
     ``staff.action_id`` (if any) is suffixed with the case id for each."""
-    actor, action_id = staff.actor, staff.action_id
-    check_role(actor, Permission.DISPOSE)
+    check_role(staff.actor, Permission.DISPOSE)
     if disposition not in BULK_DISPOSITIONS:
         raise CaseError(f"{LABELS.get(disposition, disposition)} cannot be applied in bulk.")
     reason = check_reason(staff.reason_code, staff.reason_text)
-    rows: list[BulkRow] = []
-    for case_id in dict.fromkeys(case_ids):
-        store = store_for(case_id)
-        case = CaseRepository(store).get(case_id)
-        if case is None:
-            rows.append(BulkRow(case_id, False, "No such case."))
-            continue
-        amount = amount_text(case.amount, case.currency) + f" {case.currency}"
-        if disposition not in allowed_actions(case.case_type, case.state, actor.role):
-            rows.append(
-                BulkRow(
-                    case_id,
-                    False,
-                    f"Not available for a {CaseType.words(case.case_type).lower()} case, "
-                    f"{CaseState.words(case.state).lower()}.",
-                    amount=amount,
-                )
-            )
-            continue
-        evidence = evidence_read(store, case, disposition)
-        refusal = evidence_refusal(disposition, evidence.facts)
-        if refusal is not None:
-            rows.append(BulkRow(case_id, False, refusal, amount=amount, evidence=evidence.line))
-            continue
+    reasoned = replace(staff, reason_code=reason.code, reason_text=reason.text)
+    return [
+        _bulk_row(store_for(case_id), case_id, disposition, reasoned, dry_run=dry_run)
+        for case_id in dict.fromkeys(case_ids)
+    ]
+
+
+def _bulk_row(
+    store: Store, case_id: str, disposition: Disposition, staff: StaffAction, *, dry_run: bool
+) -> BulkRow:
+    """One case of :func:`cases_bulk`: refused as a single action would be, previewed, or
+    applied at the version read here."""
+    case = CaseRepository(store).get(case_id)
+    if case is None:
+        return BulkRow(case_id, False, "No such case.")
+    amount = amount_text(case.amount, case.currency) + f" {case.currency}"
+    if disposition not in allowed_actions(case.case_type, case.state, staff.actor.role):
+        return BulkRow(
+            case_id,
+            False,
+            f"Not available for a {CaseType.words(case.case_type).lower()} case, "
+            f"{CaseState.words(case.state).lower()}.",
+            amount=amount,
+        )
+    evidence = evidence_read(store, case, disposition)
+    refusal = evidence_refusal(disposition, evidence.facts)
+    if refusal is not None:
+        return BulkRow(case_id, False, refusal, amount=amount, evidence=evidence.line)
+    if dry_run:
         becomes: str = {
             Disposition.ESCALATE: CaseState.ESCALATED.label,
             Disposition.DUPLICATE_REJECTED_OK: CaseState.RESOLVED.label,
             Disposition.RETRY_COMMIT: f"{CaseState.words(case.state)}, commit retried",
         }[Disposition(disposition)]
-        if dry_run:
-            rows.append(
-                BulkRow(
-                    case_id,
-                    True,
-                    f"{CaseState.words(case.state)} → {becomes}",
-                    becomes,
-                    amount=amount,
-                    evidence=evidence.line,
-                )
-            )
-            continue
-        try:
-            result = case_dispose(
-                case_id=case_id,
-                disposition=disposition,
-                staff=replace(
-                    staff,
-                    reason_code=reason.code,
-                    reason_text=reason.text,
-                    seen_version=case.version,
-                    action_id=f"{action_id}:{case_id}" if action_id else None,
-                ),
-                store=store,
-            )
-            rows.append(
-                BulkRow(
-                    case_id,
-                    True,
-                    result.message,
-                    result.case.state,
-                    amount=amount,
-                    evidence=evidence.line,
-                )
-            )
-        except CaseError as exc:
-            rows.append(BulkRow(case_id, False, str(exc), amount=amount, evidence=evidence.line))
-    return rows
+        return BulkRow(
+            case_id,
+            True,
+            f"{CaseState.words(case.state)} → {becomes}",
+            becomes,
+            amount=amount,
+            evidence=evidence.line,
+        )
+    try:
+        result = case_dispose(
+            case_id=case_id,
+            disposition=disposition,
+            staff=replace(
+                staff,
+                seen_version=case.version,
+                action_id=f"{staff.action_id}:{case_id}" if staff.action_id else None,
+            ),
+            store=store,
+        )
+    except CaseError as exc:
+        return BulkRow(case_id, False, str(exc), amount=amount, evidence=evidence.line)
+    return BulkRow(
+        case_id, True, result.message, result.case.state, amount=amount, evidence=evidence.line
+    )

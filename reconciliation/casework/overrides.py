@@ -32,7 +32,7 @@ from reconciliation.cases.transitions import (
     case_override_rejected,
     case_override_requested,
 )
-from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override
+from reconciliation.cases.vocabulary import CaseState, ErrorKind, Override, Queue
 from reconciliation.casework.evidence import Decided, evidence_check
 from reconciliation.casework.hooks import override_expired_announce
 from reconciliation.claims.ledger import LedgerRepository
@@ -283,8 +283,6 @@ def _rejected(store: Store, staff: StaffAction, decision: _Decision) -> ActionRe
 def overrides_expire(*, store: Store) -> list[str]:
     """Return expired override requests to their prior state, by ``system``. Queries
     the approval queue only (its cost grows with pending requests)."""
-    from reconciliation.cases.vocabulary import Queue
-
     actor = system_actor()
     expired: list[str] = []
     now = clock.epoch()

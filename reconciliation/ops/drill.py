@@ -31,10 +31,13 @@ import itertools
 from typing import Any
 
 from reconciliation.actors import system_actor
+from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditAction, AuditEvent
+from reconciliation.dynamo.items import from_item
 from reconciliation.ops.drill_regions import regions_scenario
 from reconciliation.ops.drill_report import DrillReport
 from reconciliation.ops.drill_scenarios import Drill
+from reconciliation.stores import first_store
 
 
 def drill_run() -> DrillReport:
@@ -54,9 +57,6 @@ def drill_run() -> DrillReport:
 
 def _record(report: DrillReport) -> None:
     """The drill's table as a SYSTEM audit event, for the Drill page and the trail."""
-    from reconciliation.audit.append import audit_event_append
-    from reconciliation.stores import first_store
-
     audit_event_append(
         first_store(),
         stream="SYSTEM",
@@ -68,8 +68,6 @@ def _record(report: DrillReport) -> None:
 
 def drill_last() -> dict[str, Any] | None:
     """The most recent drill's table, from the SYSTEM stream (newest first, bounded)."""
-    from reconciliation.stores import first_store
-
     store = first_store()
     kwargs: dict[str, Any] = {
         "TableName": store.tables.audit_events,
@@ -80,8 +78,6 @@ def drill_last() -> dict[str, Any] | None:
         "ScanIndexForward": False,
         "Limit": 50,
     }
-    from reconciliation.dynamo.items import from_item
-
     pages = store.client.get_paginator("query").paginate(**kwargs)
     for page in itertools.islice(pages, 20):  # the newest 1,000 SYSTEM events at most
         for item in page.get("Items", []):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.vocabulary import CaseState, CaseType
+from reconciliation.casework.selectors import QueueFilters, queue_page
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
@@ -145,8 +146,6 @@ def _home_only(drill: Drill, stores: list[Store], homed: dict[str, str]) -> None
 def _listed(drill: Drill, stores: list[Store], case_id: str) -> bool:
     """Whether the queue page read over every region lists ``case_id`` (the drill's own
     fund only, in fund order, so the read stays small)."""
-    from reconciliation.casework.selectors import QueueFilters, queue_page
-
     filters = QueueFilters(fund=drill.fund, sort="fund", drill=True)
     cursor = None
     for _ in range(20):

@@ -21,10 +21,16 @@ from botocore.exceptions import ClientError
 
 from reconciliation import clock
 from reconciliation.actors import Actor, Role, system_actor
+from reconciliation.audit.chains import stream_chain_status
 from reconciliation.cases.actions import StaffAction
+from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import DRILL_TENANT, Case
 from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Queue, ReasonCode
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.retries import retry_commit_run
+from reconciliation.casework.search import cases_for_intent
+from reconciliation.casework.sweeps import SweepReport, auto_resolve, sweep_claim
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import (
@@ -264,8 +270,6 @@ class Drill:
         )
 
     def ambiguous(self) -> None:
-        from reconciliation.casework.sweeps import SweepReport, auto_resolve
-
         key = self.key()
         with self.stores.injected({"ambiguous_after_commit": 1.0}):
             outcome = self.submit(key)
@@ -296,8 +300,6 @@ class Drill:
     def crashed_case(self, key: str) -> Case | None:
         """Submit ``key`` and crash between its claim and its commit; once the claim's
         lease has run out the sweep opens its case, returned (``None``: it opened none)."""
-        from reconciliation.casework.sweeps import sweep_claim
-
         # A 1-second lease for this claim alone, passed down: the drill runs inside a
         # worker or web process whose other requests keep the configured lease.
         with (
@@ -316,10 +318,6 @@ class Drill:
         """Recover the crashed intent of ``case`` as a person would: the retry-commit
         disposition (as the system), and its retry run here. Returns whether the
         disposition applied, and the case as it ends."""
-        from reconciliation.cases.changes import CaseError
-        from reconciliation.casework.dispositions import case_dispose
-        from reconciliation.casework.retries import retry_commit_run
-
         store = self.store(key)
         result = case_dispose(
             case_id=case.case_id,
@@ -371,9 +369,6 @@ class Drill:
     # --- invariants ------------------------------------------------------------------
 
     def invariants(self) -> None:
-        from reconciliation.audit.chains import stream_chain_status
-        from reconciliation.casework.search import cases_for_intent
-
         expected = (AMOUNT * len(self.committed), len(self.committed))
         total = self.ledger()
         recorded = Decimal("0")

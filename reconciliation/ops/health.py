@@ -25,6 +25,7 @@ from django.conf import settings
 
 from reconciliation.dynamo.client import dynamodb_client, regions, table_names
 from reconciliation.dynamo.errors import describe_connection_problem, error_code
+from reconciliation.ops.config import config_compare, config_summary
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +95,6 @@ def redacted_url(url: str) -> str:
 def config_status() -> str:
     """``ok``, ``not recorded``, ``differs (fields)`` or ``not checked``: this process's
     configuration against the one recorded in every region (reconciliation/ops/config.py)."""
-    from reconciliation.ops.config import config_compare, config_summary
-
     return config_summary(config_compare())
 
 

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from reconciliation.casework.retries import RETRY_COMMIT_TASK
+from reconciliation.dynamo.client_hooks import shared_client_hook_register
+from reconciliation.simulation import faults
+from reconciliation.simulation.fault_hooks import shared_client_attach
+
 
 class SimulationConfig(AppConfig):
     name = "reconciliation.simulation"
@@ -15,9 +20,6 @@ class SimulationConfig(AppConfig):
     verbose_name = "Simulation and fault injection"
 
     def ready(self) -> None:
-        from reconciliation.dynamo.client_hooks import shared_client_hook_register
-        from reconciliation.simulation.fault_hooks import shared_client_attach
-
         shared_client_hook_register(shared_client_attach)
         task_faults_install()
 
@@ -25,7 +27,4 @@ class SimulationConfig(AppConfig):
 def task_faults_install() -> None:
     """Where fault injection is configured, the task-level faults (``slow_task`` holds up
     the retry task's start); elsewhere nothing is connected, so no task runs fault code."""
-    from reconciliation.casework.retries import RETRY_COMMIT_TASK
-    from reconciliation.simulation import faults
-
     faults.task_faults_install(frozenset({RETRY_COMMIT_TASK}))

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from celery import signals
 from django.conf import settings
 
 from reconciliation.dynamo.client_hooks import warn_ignored
@@ -288,7 +289,6 @@ def task_faults_install(slow: frozenset[str]) -> None:
         if (settings.FAULT_INJECTION or "").strip():
             warn_ignored()
         return
-    from celery import signals
 
     def before_task(sender: Any = None, **_kwargs: Any) -> None:
         name = getattr(sender, "name", "")

@@ -33,6 +33,7 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.vocabulary import CASE_TYPES
+from reconciliation.casework.search import cases_for_intent
 from reconciliation.casework.sweeps import sweep_claims_and_cases
 from reconciliation.claims import intake
 from reconciliation.claims.ledger import fund_total
@@ -332,8 +333,6 @@ def _ledger_snapshot() -> dict[tuple[str, str], tuple[Decimal, int]]:
 
 
 def _count_cases(report: SimulationReport, pledges: int) -> None:
-    from reconciliation.casework.search import cases_for_intent
-
     seen: set[str] = set()
     for n in range(pledges):
         key = f"sim-{report.run_id}-{n}"

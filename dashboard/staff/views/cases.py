@@ -217,22 +217,33 @@ def _forms(
     return forms
 
 
+@dataclass(frozen=True)
+class _CaseShown:
+    """What the request answered with the case page brings to it: forms a refused post
+    bound (``bound``), choices kept (``keep``) beside the case that won a conflict
+    (``conflict``), a refused note (``note_form``), or the action just applied
+    (``after``)."""
+
+    bound: dict[str, Form] | None = None
+    keep: dict[str, dict[str, Any]] | None = None
+    conflict: Case | None = None
+    note_form: NoteForm | None = None
+    after: ActionResult | None = None
+
+
 def _case_response(
     request: StaffRequest,
     case_id: str,
+    shown: _CaseShown | None = None,
     *,
     status: int = 200,
-    bound: dict[str, Form] | None = None,
-    keep: dict[str, dict[str, Any]] | None = None,
-    conflict: Case | None = None,
-    partial: str = "case",
     send_messages: bool = False,
-    note_form: NoteForm | None = None,
-    after: ActionResult | None = None,
 ) -> HttpResponse:
-    """The case page. After an action (``after``) it is built from the case the action
-    wrote and the claim and pledge its decider read (consistently, just now) with its
-    own writes applied: only what the action did not read is read."""
+    """The case page. After an action (``shown.after``) it is built from the case the
+    action wrote and the claim and pledge its decider read (consistently, just now) with
+    its own writes applied: only what the action did not read is read."""
+    shown = shown or _CaseShown()
+    bound, keep, after = shown.bound, shown.keep, shown.after
     store = case_store(case_id)  # resolved once for the page's reads
     case = after.case if after is not None else _case_or_404(case_id, store)
     known = after.evidence if isinstance(after, Decided) else None
@@ -242,7 +253,7 @@ def _case_response(
         keep = _accepted(request, suggestion)
     context = {
         **_live_context(request, case, read, suggestion),
-        **_timeline_context(request, case, store, note_form),
+        **_timeline_context(request, case, store, shown.note_form),
         "forms": _forms(case, request.role, bound or {}, keep or {}, read.facts),
         "withheld": _withheld(case, request.role, read.facts),
         "offer_key": _offer_key(case, request.role, read.facts),
@@ -251,11 +262,11 @@ def _case_response(
         "is_mine": case.assignee == request.user.get_username(),
         # With several regions, the one the case (and its claim and pledge) lives in.
         "region": store.region_name if len(every_store()) > 1 else "",
-        "conflict": conflict,
+        "conflict": shown.conflict,
         # Messages travel with an htmx answer to a POST as an out-of-band swap.
         "oob_messages": (request.method == "POST" or send_messages) and wants_partial(request),
     }
-    return render_page(request, "cases/detail.html", partial, context, status=status)
+    return render_page(request, "cases/detail.html", "case", context, status=status)
 
 
 def _timeline_context(
@@ -359,7 +370,7 @@ def _act(
     form = FORM_CLASSES[name](request.POST)
     if not form.is_valid():
         messages.error(request, "Nothing was changed: check the highlighted fields.")
-        return _case_response(request, case_id, status=400, bound={name: form})
+        return _case_response(request, case_id, _CaseShown(bound={name: form}), status=400)
     try:
         result = run(form.cleaned_data, actor_for(request))
     except CaseNotFound as exc:
@@ -374,17 +385,21 @@ def _act(
         keep = {
             k: v for k, v in form.cleaned_data.items() if k not in ("seen_version", "action_id")
         }
-        return _case_response(request, case_id, status=409, keep={name: keep}, conflict=current)
+        return _case_response(
+            request, case_id, _CaseShown(keep={name: keep}, conflict=current), status=409
+        )
     except CaseError as exc:
         messages.error(request, f"Not applied: {exc}")
         form.add_error("reason_text" if isinstance(exc, InvalidReason) else None, str(exc))
-        return _case_response(request, case_id, status=case_refusal_status(exc), bound={name: form})
+        return _case_response(
+            request, case_id, _CaseShown(bound={name: form}), status=case_refusal_status(exc)
+        )
     if announce:
         say = messages.success if result.applied else messages.info
         say(request, result.message)
     if not wants_partial(request):
         return redirect("case", case_id=case_id)
-    return _case_response(request, case_id, after=result)
+    return _case_response(request, case_id, _CaseShown(after=result))
 
 
 @require_POST
@@ -539,7 +554,7 @@ def case_note_view(request: StaffRequest, case_id: str) -> HttpResponse:
     if not wants_partial(request):
         if not error:
             return redirect(reverse("case", kwargs={"case_id": case_id}) + "#timeline")
-        return _case_response(request, case_id, status=status, note_form=form)
+        return _case_response(request, case_id, _CaseShown(note_form=form), status=status)
     store = case_store(case_id)
     case = _case_or_404(case_id, store)
     context = {

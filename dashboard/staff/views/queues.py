@@ -4,9 +4,10 @@ headers), the amount at risk per currency, "Load more" with the opaque cursor.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.http import Http404, HttpResponse, QueryDict
@@ -33,7 +34,7 @@ from dashboard.staff.views.pages import (
     wants_partial,
 )
 from reconciliation import clock
-from reconciliation.cases.models import retry_in_flight
+from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import bulk_actions
 from reconciliation.cases.vocabulary import Queue
 from reconciliation.casework.history import ResolvedFilters, assigned_page, resolved_page
@@ -162,6 +163,83 @@ def _drill_toggled(request: StaffRequest, form: QueueFilterForm) -> bool:
     return now != (before not in ("", "0", "false", "False", "off"))
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What a queue page lists: a page of the queue, or every case of the intent searched
+    (``found``); or, with a 400 ``status``, why neither could be read."""
+
+    page: QueuePage | None = None
+    found: list[Case] | None = None
+    status: int = 200
+    error: str = ""
+
+    @property
+    def rows(self) -> Sequence[Case | CaseRow]:
+        return self.found if self.found is not None else (self.page.rows if self.page else [])
+
+
+def _queue_listing(
+    request: StaffRequest, name: str, form: QueueFilterForm, cursor: str | None
+) -> _Listing:
+    if form.is_bound and not form.is_valid():
+        return _Listing(status=400, error="Check the highlighted filters.")
+    values = form.cleaned_data if form.is_bound else {}
+    if values.get("q"):
+        # Search by intent id: every case of that intent, whatever its queue or state.
+        return _Listing(found=cases_for_intent(values["q"], store=_intent_home(values["q"])))
+    try:
+        # "Assigned to me" is for those who take cases; an auditor holds none.
+        mine = request.user.get_username() if request.role in ACTING_ROLES else ""
+        filters = form.filters(assignee=mine)
+        page = queue_page(
+            name, filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
+        )
+    except InvalidFilter as exc:
+        return _Listing(status=400, error=_filters_refused(form, exc))
+    return _Listing(page=page)
+
+
+def _filters_refused(form: QueueFilterForm, exc: InvalidFilter) -> str:
+    """Each refused filter on its field where the form has it; the page's error names
+    the others."""
+    problems = []
+    for field, message in exc.fields.items():
+        if form.is_bound and field in form.fields:
+            form.add_error(field, message)
+        else:
+            problems.append(f"{field}: {message}")
+    if problems:
+        return "Cannot show this page: " + "; ".join(problems)
+    return "Check the highlighted filters."
+
+
+def _counts_context(form: QueueFilterForm, name: str, queue: str, query: str) -> dict[str, Any]:
+    """The tabs' counts and the amount at risk: one BatchGetItem of counter items. Without
+    "Show drill data" the drill's share is left out, and said how many it is."""
+    context: dict[str, Any] = {}
+    counters = queue_counters(stores=every_store())
+    drill = bool(form.is_bound and form.is_valid() and form.cleaned_data.get("drill"))
+    if not drill:
+        # The drill's share of the counters (reconciliation/cases/counters.py): the
+        # counts and amounts agree with the rows, which leave the drill out too.
+        context["drill_left_out"] = counters[name].drill_count
+        context["drill_url"] = (
+            reverse("queue", args=[queue]) + "?" + "&".join(p for p in (query, "drill=1") if p)
+        )
+        counters = {q: c.without_drill() for q, c in counters.items()}
+    context["counts"] = {q: c.count for q, c in counters.items()}
+    context["counter"] = counters[name]
+    return context
+
+
+def _more_url(queue: str, query: str, page: QueuePage | None) -> str:
+    """The queue's next page, under the same filters; none after the last."""
+    if page is None or not page.next_cursor:
+        return ""
+    following = urlencode({"cursor": page.next_cursor})
+    return reverse("queue", args=[queue]) + "?" + (f"{query}&{following}" if query else following)
+
+
 @require_safe
 @role_required(*VIEWING_ROLES)
 def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
@@ -175,44 +253,10 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
     except UnknownFormat:
         return format_refused()
     cursor = request.GET.get("cursor") or None
-    page, found, status, error = None, None, 200, ""
-    if form.is_bound and not form.is_valid():
-        status, error = 400, "Check the highlighted filters."
-    else:
-        values = form.cleaned_data if form.is_bound else {}
-        if values.get("q"):
-            # Search by intent id: every case of that intent, whatever its queue or state.
-            found = cases_for_intent(values["q"], store=_intent_home(values["q"]))
-        else:
-            try:
-                # "Assigned to me" is for those who take cases; an auditor holds none.
-                mine = request.user.get_username() if request.role in ACTING_ROLES else ""
-                filters = form.filters(assignee=mine)
-                page = queue_page(
-                    name, filters=filters, cursor=cursor, limit=PAGE_SIZE, stores=every_store()
-                )
-            except InvalidFilter as exc:
-                problems = []
-                for field, message in exc.fields.items():
-                    if form.is_bound and field in form.fields:
-                        form.add_error(field, message)
-                    else:
-                        problems.append(f"{field}: {message}")
-                status = 400
-                error = (
-                    "Cannot show this page: " + "; ".join(problems)
-                    if problems
-                    else "Check the highlighted filters."
-                )
+    listing = _queue_listing(request, name, form, cursor)
+    page, found, listed = listing.page, listing.found, listing.rows
     query = _filter_query(form)
-    more_url = ""
-    if page is not None and page.next_cursor:
-        following = urlencode({"cursor": page.next_cursor})
-        more_url = (
-            reverse("queue", args=[queue]) + "?" + (f"{query}&{following}" if query else following)
-        )
     can_act = request.role in ACTING_ROLES
-    listed = found if found is not None else (page.rows if page else [])
     # The bulk menu offers only what some case listed allows (the approval queue's
     # requests are decided on the approvals page, never in bulk).
     offered = (
@@ -220,9 +264,8 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         if can_act and name != Queue.OVERRIDE_REQUESTED
         else []
     )
-    sort = (form.cleaned_data.get("sort") if form.is_bound and form.is_valid() else "") or (
-        DEFAULT_SORT
-    )
+    valid = form.is_bound and form.is_valid()
+    sort = (form.cleaned_data.get("sort") if valid else "") or DEFAULT_SORT
     context = {
         "sort": sort,
         "sort_words": SORT_WORDS.get(sort, ""),
@@ -241,8 +284,8 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
         "rows": listed,
         "cursor": cursor,
         "query": query,
-        "more_url": more_url,
-        "error": error,
+        "more_url": _more_url(queue, query, page),
+        "error": listing.error,
         "can_act": can_act,
         # A later page's rows keep the column the first page drew (its menu is there).
         "bulk_offered": bool(offered)
@@ -253,25 +296,12 @@ def queue_view(request: StaffRequest, queue: str) -> HttpResponseBase:
     whole = not wants_partial(request)
     if whole or _table_refresh(request, cursor) or (not cursor and _drill_toggled(request, form)):
         # The whole page has the tabs (with counts) and the bulk form; the table reloading
-        # itself carries the counts out of band. One BatchGetItem of counter items: the
-        # counts and the amount at risk.
-        counters = queue_counters(stores=every_store())
-        drill = bool(form.is_bound and form.is_valid() and form.cleaned_data.get("drill"))
-        if not drill:
-            # The drill's share of the counters (reconciliation/cases/counters.py): the
-            # counts and amounts agree with the rows, which leave the drill out too.
-            context["drill_left_out"] = counters[name].drill_count
-            context["drill_url"] = (
-                reverse("queue", args=[queue]) + "?" + "&".join(p for p in (query, "drill=1") if p)
-            )
-            counters = {q: c.without_drill() for q, c in counters.items()}
-        context["counts"] = {q: c.count for q, c in counters.items()}
-        context["counter"] = counters[name]
-        context["counts_oob"] = not whole
+        # itself carries the counts out of band.
+        context.update(_counts_context(form, name, queue, query), counts_oob=not whole)
     if whole:
         context["bulk_form"] = BulkForm(initial={"queue": queue}, offered=offered)
     partial = "next_page" if cursor and page is not None else "results"
-    return render_page(request, "queues/queue.html", partial, context, status=status)
+    return render_page(request, "queues/queue.html", partial, context, status=listing.status)
 
 
 RESOLVED_FIELDS = ("resolved_by", "how", "fund", "since", "until", "drill")

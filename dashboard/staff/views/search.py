@@ -3,6 +3,7 @@ the case id, the client's own idempotency key, or the donor ref."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.http.response import HttpResponseBase
@@ -18,8 +19,10 @@ from dashboard.staff.views.list_csv import (
     format_refused,
 )
 from dashboard.staff.views.pages import SLUG_FOR_QUEUE, VIEWING_ROLES, render_page
+from dashboard.tenancy.models import ApiToken, Tenant
 from reconciliation.casework.list_export import CaseList, CsvCase
 from reconciliation.casework.search import (
+    Found,
     FoundPledge,
     case_search,
     pledge_search,
@@ -39,11 +42,49 @@ MATCHED_WORDS = {
 def known_tenants() -> list[str]:
     """Every tenant the dashboard knows: registered ones and those holding API tokens
     (a key is searched under each, since staff are told the key, not the tenant)."""
-    from dashboard.tenancy.models import ApiToken, Tenant
-
     names = set(Tenant.objects.values_list("name", flat=True))
     names.update(ApiToken.objects.values_list("tenant", flat=True).distinct())
     return sorted(n for n in names if n)
+
+
+@dataclass
+class _Search:
+    """What a search found (``found`` is ``None`` until one ran) and what it left out of
+    the drill's; or, with a 400 ``status``, why it could not run."""
+
+    found: list[Found] | None = None
+    pledges: list[FoundPledge] = field(default_factory=list)
+    status: int = 200
+    error: str = ""
+    left_out: int = 0
+    pledges_left_out: int = 0
+
+
+def _search(form: CaseSearchForm, *, drill: bool, as_csv: bool) -> _Search:
+    """Run the search the form asks for: cases, and unless for the CSV (which lists
+    cases, as every list's CSV does) the client keys stored."""
+    searched = _Search()
+    if not form.is_bound:
+        return searched
+    if not form.is_valid():
+        searched.status = 400
+        searched.error = "; ".join(str(e) for e in form.errors.get("q", ["Check the search."]))
+        return searched
+    query = form.cleaned_data["q"]
+    if not query:
+        searched.error = "Type a case id (C-…), the client's idempotency key or a donor ref."
+        return searched
+    try:
+        tenants, stores = known_tenants(), every_store()
+        searched.found = case_search(query, tenants=tenants, stores=stores, home=home_store)
+        if not as_csv:
+            searched.pledges = pledge_search(query, tenants=tenants, stores=stores, home=home_store)
+    except InvalidFilter as exc:
+        searched.status, searched.error = 400, exc.problems
+    if searched.found is not None and not drill:
+        searched.found, searched.left_out = without_drill(searched.found)
+        searched.pledges, searched.pledges_left_out = pledges_without_drill(searched.pledges)
+    return searched
 
 
 @require_safe
@@ -54,35 +95,11 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         as_csv = csv_wanted(request)
     except UnknownFormat:
         return format_refused()
-    found, status, error = None, 200, ""
     drill = form.is_valid() and bool(form.cleaned_data.get("drill"))
-    left_out = pledges_left_out = 0
-    pledges: list[FoundPledge] = []
-    if form.is_bound:
-        if not form.is_valid():
-            status, error = (
-                400,
-                "; ".join(str(e) for e in form.errors.get("q", ["Check the search."])),
-            )
-        elif not form.cleaned_data["q"]:
-            error = "Type a case id (C-…), the client's idempotency key or a donor ref."
-        else:
-            try:
-                tenants, stores = known_tenants(), every_store()
-                found = case_search(
-                    form.cleaned_data["q"], tenants=tenants, stores=stores, home=home_store
-                )
-                if not as_csv:  # the CSV lists cases, as every list's CSV does
-                    pledges = pledge_search(
-                        form.cleaned_data["q"], tenants=tenants, stores=stores, home=home_store
-                    )
-            except InvalidFilter as exc:
-                status, error = 400, exc.problems
-            if found is not None and not drill:
-                found, left_out = without_drill(found)
-                pledges, pledges_left_out = pledges_without_drill(pledges)
+    searched = _search(form, drill=drill, as_csv=as_csv)
+    found, error = searched.found, searched.error
     if as_csv:
-        if error and status == 400:
+        if error and searched.status == 400:
             return filters_refused(error)
         query = form.cleaned_data.get("q", "") if form.is_bound and form.is_valid() else ""
         return csv_download(
@@ -107,11 +124,12 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
         "found": found,
         "rows": rows,
         "pledges": [
-            {"found": p, "matched": MATCHED_WORDS.get(p.matched, p.matched)} for p in pledges
+            {"found": p, "matched": MATCHED_WORDS.get(p.matched, p.matched)}
+            for p in searched.pledges
         ],
         "error": error,
-        "left_out": left_out,
-        "pledges_left_out": pledges_left_out,
+        "left_out": searched.left_out,
+        "pledges_left_out": searched.pledges_left_out,
         # The navigation's search box shows what was searched for, as typed, so a
         # person refines it there too (the page's own box keeps it the same way).
         "nav_query": request.GET.get("q", ""),
@@ -120,4 +138,4 @@ def case_search_view(request: StaffRequest) -> HttpResponseBase:
             {"q": request.GET.get("q", ""), **({"drill": "1"} if drill else {}), "format": "csv"}
         ),
     }
-    return render_page(request, "cases/search.html", "results", context, status=status)
+    return render_page(request, "cases/search.html", "results", context, status=searched.status)

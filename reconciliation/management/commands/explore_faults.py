@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -14,6 +15,7 @@ from tqdm import tqdm
 from reconciliation.dynamo.local import LocalEngineError
 from reconciliation.management.arguments import seed_number, whole_number
 from reconciliation.simulation.explorer import ExploreConfig, Progress, Result, explore
+from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
 
 
 class _Report(Protocol):
@@ -35,6 +37,63 @@ class _Bar(Progress):
         self.bar.update(1)
 
 
+@dataclass(frozen=True)
+class _HandsOption:
+    """An option of ``--actors 2`` alone (its help says so)."""
+
+    flag: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    switch: bool = False  # a flag without a value
+
+    def add_to(self, parser: CommandParser) -> None:
+        help_text = f"with --actors 2: {self.help}"
+        if self.switch:
+            parser.add_argument(self.flag, action="store_true", help=help_text)
+        elif self.type is None:
+            parser.add_argument(self.flag, default=self.default, help=help_text)
+        else:
+            parser.add_argument(self.flag, type=self.type, default=self.default, help=help_text)
+
+
+HANDS_OPTIONS = (
+    _HandsOption("--bound", "pre-emptions per schedule", whole_number(0, 16), 2),
+    _HandsOption(
+        "--per-pair",
+        "schedules per pair, a seeded share of each pre-emption count and a third with a "
+        "fault (0: every one)",
+        whole_number(0, 1_000_000),
+        0,
+    ),
+    _HandsOption(
+        "--per-pair-acks",
+        "schedules per pair of an acknowledgement hand (dispatch, dispatch2, approve-void), "
+        "as --per-pair (default: --per-pair)",
+        whole_number(0, 1_000_000),
+        None,
+    ),
+    _HandsOption(
+        "--max-schedules",
+        "schedules over the whole run (0: no cap)",
+        whole_number(0, 100_000_000),
+        0,
+    ),
+    _HandsOption("--pairs", "only these pairs, e.g. 'retry,retry2 retry,sweep'", default=""),
+    _HandsOption(
+        "--hands",
+        "only the pairs with one of these hands, e.g. 'dispatch,dispatch2,approve-void'",
+        default="",
+    ),
+    _HandsOption(
+        "--sample", "this many pairs, drawn by --seed (0: every pair)", whole_number(0, 100_000), 0
+    ),
+    _HandsOption(
+        "--no-faults", "interleavings only, no fault at the serial schedules' writes", switch=True
+    ),
+)
+
+
 class Command(BaseCommand):
     help = (
         "Run one intent's life with every fault kind at every DynamoDB call (depth 1), or "
@@ -54,58 +113,8 @@ class Command(BaseCommand):
             "every DynamoDB call under a pre-emption bound, with one fault at every write of "
             "the serial schedules; last line 'explore_faults: N schedules, V violations'",
         )
-        parser.add_argument(
-            "--bound",
-            type=whole_number(0, 16),
-            default=2,
-            help="with --actors 2: pre-emptions per schedule",
-        )
-        parser.add_argument(
-            "--per-pair",
-            type=whole_number(0, 1_000_000),
-            default=0,
-            help=(
-                "with --actors 2: schedules per pair, a seeded share of each pre-emption "
-                "count and a third with a fault (0: every one)"
-            ),
-        )
-        parser.add_argument(
-            "--per-pair-acks",
-            type=whole_number(0, 1_000_000),
-            default=None,
-            help=(
-                "with --actors 2: schedules per pair of an acknowledgement hand (dispatch, "
-                "dispatch2, approve-void), as --per-pair (default: --per-pair)"
-            ),
-        )
-        parser.add_argument(
-            "--max-schedules",
-            type=whole_number(0, 100_000_000),
-            default=0,
-            help="with --actors 2: schedules over the whole run (0: no cap)",
-        )
-        parser.add_argument(
-            "--pairs",
-            default="",
-            help="with --actors 2: only these pairs, e.g. 'retry,retry2 retry,sweep'",
-        )
-        parser.add_argument(
-            "--hands",
-            default="",
-            help="with --actors 2: only the pairs with one of these hands, e.g. "
-            "'dispatch,dispatch2,approve-void'",
-        )
-        parser.add_argument(
-            "--sample",
-            type=whole_number(0, 100_000),
-            default=0,
-            help="with --actors 2: this many pairs, drawn by --seed (0: every pair)",
-        )
-        parser.add_argument(
-            "--no-faults",
-            action="store_true",
-            help="with --actors 2: interleavings only, no fault at the serial schedules' writes",
-        )
+        for option in HANDS_OPTIONS:
+            option.add_to(parser)
         parser.add_argument(
             "--only",
             default=None,
@@ -144,8 +153,6 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def _hands(self, options: dict[str, Any]) -> None:
-        from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
-
         config = HandsConfig(
             bound=options["bound"],
             per_pair=options["per_pair"],

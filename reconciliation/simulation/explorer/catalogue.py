@@ -35,13 +35,29 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from reconciliation import clock
+from reconciliation.acks.dispatch import Dispatcher, acks_dispatch_once
 from reconciliation.acks.models import Endpoint
+from reconciliation.acks.roster import Roster
+from reconciliation.acks.shard_lease import ShardLeases
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import ActionResult, StaffAction
+from reconciliation.cases.backfill import cases_backfill
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Case, retry_in_flight
 from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
+from reconciliation.cases.repository import CaseRepository
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.evidence import evidence_facts
+from reconciliation.casework.overrides import (
+    override_approve,
+    override_reject,
+    override_request,
+    overrides_expire,
+)
+from reconciliation.casework.retries import retry_commit_run
+from reconciliation.casework.sweeps import recheck_open_cases, sweep_claim, sweep_claims_and_cases
+from reconciliation.claims import intake
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
     claim_pk,
@@ -49,6 +65,8 @@ from reconciliation.claims.models import (
     pledge_home,
 )
 from reconciliation.claims.outcomes import IntakeOutcome
+from reconciliation.claims.pledges import PledgeRepository
+from reconciliation.claims.repository import ClaimRepository
 from reconciliation.claims.request import PledgeRequest
 from reconciliation.simulation.explorer.receiver import Receiver
 from reconciliation.simulation.explorer.vocabulary import BODY, TENANT
@@ -127,14 +145,10 @@ def _answer(world: World, name: str, outcome: IntakeOutcome) -> str:
 
 
 def _worker(world: World, name: str) -> str:
-    from reconciliation.claims import intake
-
     return _answer(world, name, intake.pledge_commit(world.store, world.claim))  # type: ignore[arg-type]
 
 
 def _client(world: World, name: str) -> str:
-    from reconciliation.claims import intake
-
     outcome = intake.pledge_submit(
         pledge_home(TENANT, world.key),
         tenant=TENANT,
@@ -146,14 +160,10 @@ def _client(world: World, name: str) -> str:
 
 
 def _sweep(world: World, name: str) -> SweepReport:
-    from reconciliation.casework.sweeps import sweep_claims_and_cases
-
     return sweep_claims_and_cases(every_store(), home=home_store, grace_s=0)
 
 
 def _recheck(world: World, name: str) -> SweepReport:
-    from reconciliation.casework.sweeps import recheck_open_cases
-
     return recheck_open_cases(world.store)
 
 
@@ -164,11 +174,6 @@ def _retry(world: World, name: str) -> RetryOutcome:
 def _page_offers(world: World, action: str) -> Case | None:
     """The case page as a person loads it: the case and the evidence it shows (consistent
     reads); the case if ``action`` is offered on it, else ``None``."""
-    from reconciliation.cases.repository import CaseRepository
-    from reconciliation.casework.evidence import evidence_facts
-    from reconciliation.claims.pledges import PledgeRepository
-    from reconciliation.claims.repository import ClaimRepository
-
     case = CaseRepository(world.store).get(world.case_id)
     if case is None:
         return None
@@ -183,9 +188,6 @@ def _page_offers(world: World, action: str) -> Case | None:
 
 def _staff(action: str) -> Callable[[World, str], str]:
     def act(world: World, name: str) -> str:
-        from reconciliation.casework.dispositions import case_dispose
-        from reconciliation.casework.overrides import override_request
-
         case = _page_offers(world, action)
         if case is None:
             return "not offered"
@@ -232,8 +234,6 @@ def _asked_retry(world: World, name: str) -> str:
 def _ask_retry(world: World, action_id: str) -> str | None:
     """Staff post RETRY_COMMIT on the case as read now (no seen version): the request id
     the case then carries, or ``None``."""
-    from reconciliation.casework.dispositions import case_dispose
-
     result = case_dispose(
         case_id=world.case_id,
         disposition=Disposition.RETRY_COMMIT,
@@ -250,8 +250,6 @@ def _ask_retry(world: World, action_id: str) -> str | None:
 
 
 def _retry_run(world: World, request_id: str | None) -> RetryOutcome:
-    from reconciliation.casework.retries import retry_commit_run
-
     return retry_commit_run(world.case_id, store=case_store(world.case_id), request_id=request_id)
 
 
@@ -265,8 +263,6 @@ def _pending_request(world: World) -> str | None:
 
 def _decide(approve: bool) -> Callable[[World, str], str]:
     def act(world: World, name: str) -> str:
-        from reconciliation.casework.overrides import override_approve, override_reject
-
         request_id = _pending_request(world)
         if request_id is None:
             return "no request"
@@ -290,8 +286,6 @@ def _decide(approve: bool) -> Callable[[World, str], str]:
 
 
 def _expire(world: World, name: str) -> list[str]:
-    from reconciliation.casework.overrides import overrides_expire
-
     if _pending_request(world) is None:
         return []
     world.advance(settings.OVERRIDE_TTL_S + 1)  # time passes, for every hand alike
@@ -299,8 +293,6 @@ def _expire(world: World, name: str) -> list[str]:
 
 
 def _backfill(world: World, name: str) -> BackfillReport:
-    from reconciliation.cases.backfill import cases_backfill
-
     return cases_backfill(world.store)
 
 
@@ -322,8 +314,6 @@ def _loopback(_host: str, _port: int) -> list[str]:
 def dispatch_pass(world: World) -> DispatchReport:
     """One pass of the acknowledgement dispatcher over the world's pledge (a pledge of an
     earlier schedule is no part of this world), sending to the world's receiver."""
-    from reconciliation.acks.dispatch import acks_dispatch_once
-
     return acks_dispatch_once(
         world.store,
         endpoints_for=endpoints_for,
@@ -345,10 +335,6 @@ def _dispatch_shared(world: World, name: str) -> str:
     """A dispatcher that keeps to its fair share (its heartbeat in the region's roster,
     reconciliation/acks/roster.py), as ``dispatch_acks`` runs: the roster's writes and
     reads are points of its schedule beside the other hand's lease and record."""
-    from reconciliation.acks.dispatch import Dispatcher
-    from reconciliation.acks.roster import Roster
-    from reconciliation.acks.shard_lease import ShardLeases
-
     leases = ShardLeases(world.store, owner=name)
     dispatcher = Dispatcher(
         world.store,
@@ -433,8 +419,6 @@ def pairs(specs: list[ActorSpec]) -> list[tuple[ActorSpec, ActorSpec]]:
 
 def _ask_override(world: World, override: Override, reason_code: ReasonCode) -> ActionResult:
     """The requester asks for ``override`` on the world's case (a supervisor decides)."""
-    from reconciliation.casework.overrides import override_request
-
     return override_request(
         case_id=world.case_id,
         override=override,
@@ -457,8 +441,6 @@ def _record_answer_lost(world: World, wire: HandsWire) -> None:
     """The worker's commit applies and every answer to it is lost (the write, then its
     retries throttled past the budget): the pledge is recorded, the intake opens the
     AMBIGUOUS_TIMEOUT case, and the world's case is that one."""
-    from reconciliation.claims import intake
-
     wire.start(("rest commit#1", "lost_then_throttle"))
     try:
         outcome = intake.pledge_commit(world.store, world.claim)  # type: ignore[arg-type]
@@ -476,9 +458,6 @@ def _request_void(world: World) -> None:
 
 def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
-    from reconciliation.casework.sweeps import sweep_claim
-    from reconciliation.claims.repository import ClaimRepository
-
     repo = ClaimRepository(world.store)
     attempt = repo.new_claim(
         pk=world.pk,

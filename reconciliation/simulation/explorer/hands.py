@@ -23,6 +23,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from unittest import mock
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -30,9 +31,19 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from reconciliation.acks.repository import AckRepository, ack_state_from_item
+from reconciliation.audit.regions import pledge_item_stream
 from reconciliation.cases.changes import CaseError
+from reconciliation.cases.models import decoded_row
 from reconciliation.cases.vocabulary import Override
-from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, ClaimStatus, claim_pk
+from reconciliation.casework.sweeps import recheck_open_cases
+from reconciliation.casework.tasks import retry_commit_task
+from reconciliation.claims.models import (
+    OPERATION_CREATE_PLEDGE,
+    ClaimStatus,
+    claim_pk,
+    pending_shard,
+)
+from reconciliation.claims.repository import ClaimTaken
 from reconciliation.dynamo.batch import batch_writer
 from reconciliation.dynamo.client import (
     TableNames,
@@ -136,8 +147,6 @@ class HandsSession:
         return self
 
     def _open(self, stack: contextlib.ExitStack) -> None:
-        from reconciliation.casework.tasks import retry_commit_task
-
         stack.enter_context(
             override_settings(
                 DYNAMODB_ENDPOINT_URL=self.endpoint_url,
@@ -168,8 +177,6 @@ class HandsSession:
         self._stack.close()
 
     def fresh_key(self) -> str:
-        from reconciliation.claims.models import pending_shard
-
         while True:
             n = next(self._keys)
             base = hashlib.sha256(f"{self.seed}:hands:{n}".encode()).hexdigest()[:16]
@@ -226,71 +233,13 @@ class HandsSession:
             answer.commit_maybe = any(c.fault in MAY_HAVE_APPLIED for c in commits)
 
     def _at_rest(self, world: World, calls: list[HandCall]) -> list[Problem]:
-        from reconciliation.casework.sweeps import recheck_open_cases
-
-        opens = [c for c in calls if c.case_open and c.status == 200]
-        recorded_at = next(
-            (c.index for c in calls if c.label == "commit" and c.status == 200), None
-        )
-        # A case opened by a hand whose own commit came after the pledge was recorded: it
-        # met the pledge, and must answer from it (a replay), not open a case, whoever
-        # resolved that case later. Narrowed to the hand's commit, not its case write: a
-        # late worker whose commit was cancelled before the client's retry recorded the
-        # pledge, and whose case write came after (it read the claim still PENDING in
-        # between; two pre-emptions), opens a CANCELLED_TRANSACTION case about a recorded
-        # intent; the re-check below resolves it, and the strict check after it holds
-        # (docs/reliability.md, "A race left as designed").
-        late = [
-            c.case_open
-            for c in opens
-            if c.case_open is not None
-            and recorded_at is not None
-            and any(
-                m.hand == c.hand and m.label == "commit" and recorded_at < m.index < c.index
-                for m in calls
-            )
-        ]
-        # Invariant c is judged after this re-check, in every schedule: one that fails or
-        # leaves an error is reported, never taken as a re-check that ran.
-        self.wire.start(None)
-        rechecked: list[Problem] = []
-        try:
-            report = recheck_open_cases(world.store)
-            rechecked += [
-                Problem("explorer", f"re-check at rest: {e}"[:300]) for e in report.errors
-            ]
-        except (BotoCoreError, ClientError, CaseError) as exc:
-            rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
-        rechecked += self._drain(world)
+        late = _late_case_opens(calls)
+        rechecked = self._settle(world)
         snapshot = self._items(world, calls)
-        from reconciliation.cases.models import decoded_row
-
         cases = [decoded_row(i) for i in snapshot.raw["cases"]]
         pledges = snapshot.plain("pledges")
-        cases_plain = snapshot.cases()
         streams = snapshot.streams()
         pledge_exists = any(p["intent_id"] == world.intent_id for p in pledges)
-        released = any(
-            c.get("resolution") is not None
-            and c["resolution"].disposition == Override.RELEASE_CLAIM
-            for c in cases
-        )
-        # A claim still PENDING in the stuck-claim index is in flight, not lost: the worker
-        # that holds it is no hand of this pair (its lease may still run), and the sweep
-        # opens its case once the lease is over. Leaving the index without a case is
-        # still reported (lost_problems' claim check).
-        in_flight = any(
-            c.get("status") == ClaimStatus.PENDING and c.get("pending_shard")
-            for c in snapshot.plain("idempotency_keys")
-        )
-        lost = [
-            p
-            for p in lost_problems(snapshot, world.intent_id, [])
-            # A released claim is the system's answer: the client may send it again.
-            if not ((released or in_flight) and p.detail.startswith("not recorded"))
-            # The client's own last word is judged by invariant e.
-            and not (any(a.kind for a in world.answers) and p.detail.startswith("not recorded"))
-        ]
         return [
             *rechecked,
             *resolution_problems(streams),
@@ -300,7 +249,7 @@ class HandsSession:
             *region_problems(self._recorded_by_region(world)),
             *last_answer_problems(world.answers, pledge_exists),
             *resolution_evidence_problems(cases, pledges),
-            *lost,
+            *_lost_at_rest(world, snapshot, cases),
             *case_type_problems(c.case_open for c in calls if c.case_open),
             *audit_problems(snapshot),
             *fence_problems((c.point, t) for c in calls for t in c.unfenced),
@@ -308,9 +257,24 @@ class HandsSession:
                 [ack_state_from_item(item) for item in snapshot.raw["pledges"]],
                 world.receiver.receipts,
                 endpoint=ENDPOINT,
-                cases=cases_plain,
+                cases=snapshot.cases(),
             ),
         ]
+
+    def _settle(self, world: World) -> list[Problem]:
+        """The open-case re-check, then the dispatcher drained: what either reports.
+        Invariant c is judged after this re-check, in every schedule: one that fails or
+        leaves an error is reported, never taken as a re-check that ran."""
+        self.wire.start(None)
+        rechecked: list[Problem] = []
+        try:
+            report = recheck_open_cases(world.store)
+            rechecked += [
+                Problem("explorer", f"re-check at rest: {e}"[:300]) for e in report.errors
+            ]
+        except (BotoCoreError, ClientError, CaseError) as exc:
+            rechecked.append(Problem("explorer", f"re-check at rest failed: {exc!r}"[:300]))
+        return rechecked + self._drain(world)
 
     def _drain(self, world: World) -> list[Problem]:
         """The dispatcher at rest, fault-free, until the world's pledge is settled: past
@@ -371,8 +335,6 @@ class HandsSession:
         ]
         streams = [f"CASE#{cid}" for cid in sorted(case_ids)]
         if pledge:
-            from reconciliation.audit.regions import pledge_item_stream
-
             streams.append(pledge_item_stream(from_item(pledge)))
         events = [
             item
@@ -436,8 +398,6 @@ TOLERATED = (BotoCoreError, ClientError, RetriesExhausted, CaseError, faults.Sim
 
 
 def _tolerated(error: BaseException) -> bool:
-    from reconciliation.claims.repository import ClaimTaken
-
     return isinstance(error, (*TOLERATED, ClaimTaken))
 
 
@@ -448,3 +408,51 @@ def _outcome(hand: Hand) -> str:
 
 
 # --- the exploration -----------------------------------------------------------------------
+
+
+def _late_case_opens(calls: list[HandCall]) -> list[tuple[str, str]]:
+    """The cases opened by a hand whose own commit came after the pledge was recorded: it
+    met the pledge, and must answer from it (a replay), not open a case, whoever resolved
+    that case later. Narrowed to the hand's commit, not its case write: a late worker
+    whose commit was cancelled before the client's retry recorded the pledge, and whose
+    case write came after (it read the claim still PENDING in between; two pre-emptions),
+    opens a CANCELLED_TRANSACTION case about a recorded intent; the re-check at rest
+    resolves it, and the strict check after it holds (docs/reliability.md, "A race left
+    as designed")."""
+    opens = [c for c in calls if c.case_open and c.status == 200]
+    recorded_at = next((c.index for c in calls if c.label == "commit" and c.status == 200), None)
+    return [
+        c.case_open
+        for c in opens
+        if c.case_open is not None
+        and recorded_at is not None
+        and any(
+            m.hand == c.hand and m.label == "commit" and recorded_at < m.index < c.index
+            for m in calls
+        )
+    ]
+
+
+def _lost_at_rest(world: World, snapshot: Snapshot, cases: list[dict[str, Any]]) -> list[Problem]:
+    """The intent's lost-pledge problems, but for a claim the system released (the client
+    may send it again), a claim still in flight, and a client's own last word (judged by
+    invariant e)."""
+    released = any(
+        c.get("resolution") is not None and c["resolution"].disposition == Override.RELEASE_CLAIM
+        for c in cases
+    )
+    # A claim still PENDING in the stuck-claim index is in flight, not lost: the worker
+    # that holds it is no hand of this pair (its lease may still run), and the sweep
+    # opens its case once the lease is over. Leaving the index without a case is
+    # still reported (lost_problems' claim check).
+    in_flight = any(
+        c.get("status") == ClaimStatus.PENDING and c.get("pending_shard")
+        for c in snapshot.plain("idempotency_keys")
+    )
+    answered = any(a.kind for a in world.answers)
+    return [
+        p
+        for p in lost_problems(snapshot, world.intent_id, [])
+        if not ((released or in_flight) and p.detail.startswith("not recorded"))
+        and not (answered and p.detail.startswith("not recorded"))
+    ]

@@ -23,6 +23,9 @@ from reconciliation.cases.actions import StaffAction
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.policy import allowed_actions
 from reconciliation.cases.vocabulary import Disposition, ReasonCode
+from reconciliation.casework.dispositions import case_dispose
+from reconciliation.casework.retries import RetryOutcome, retry_commit_run
+from reconciliation.casework.sweeps import RETRY_STALE_S, SweepReport, sweep_claims_and_cases
 from reconciliation.claims.models import ClaimStatus, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.claims.repository import ClaimTaken
@@ -36,8 +39,6 @@ from reconciliation.stores import case_store, every_store, home_store
 
 if TYPE_CHECKING:
     from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
-
-    from reconciliation.casework.sweeps import SweepReport
 
 MAX_REQUESTS = 6  # the client's budget for one intent
 RERUNS = 3  # runs of one sweep or disposition after it was aborted
@@ -227,8 +228,6 @@ class Life:
         busy = self._dispose_open_cases() or busy
         busy = self._run_retries() or busy
         if busy:
-            from reconciliation.casework.sweeps import RETRY_STALE_S
-
             self._advance(RETRY_STALE_S + past_lease)
             self._sweep()
             self._run_retries()
@@ -252,7 +251,6 @@ class Life:
 
     def _sweep(self) -> bool:
         """The beat's sweep; an aborted run is run again, as the next tick would."""
-        from reconciliation.casework.sweeps import sweep_claims_and_cases
 
         # One intent's life: the fund-wide ledger drift check is not part of it (it has
         # tests of its own; its reads would multiply the call points explored).
@@ -284,8 +282,6 @@ class Life:
     def _run_retries(self) -> bool:
         """The retry task for each dispatched case: run again after a crash or a transient
         error (acks_late, autoretry) and after the lease wait it asks for."""
-        from reconciliation.casework.retries import RetryOutcome, retry_commit_run
-
         pending, runs = self.session.dispatched, 0
         while pending and runs < MAX_TASK_RUNS:
             case_id, runs = pending[0], runs + 1
@@ -302,8 +298,6 @@ class Life:
 
 
 def _dispose(case: dict[str, Any]) -> str:
-    from reconciliation.casework.dispositions import case_dispose
-
     try:
         return case_dispose(
             store=case_store(case["case_id"]),

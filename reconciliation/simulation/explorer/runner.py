@@ -182,8 +182,9 @@ def _worker_main(
     lands in the configured one), its own tables, then scenarios until told to stop."""
     os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
     os.environ["DATABASE_URL"] = "sqlite://:memory:"
-    import django
-    from django.core.management import call_command
+    # Django is loaded only once this worker's settings module and database are set.
+    import django  # noqa: PLC0415 - after the worker's environment is set
+    from django.core.management import call_command  # noqa: PLC0415 - as django above
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)

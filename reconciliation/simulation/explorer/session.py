@@ -18,10 +18,13 @@ from urllib.parse import quote
 
 import botocore.endpoint
 from botocore.retries.quota import RetryQuota
+from django.apps import apps
 from django.conf import settings
+from django.test import Client
 from django.test.utils import override_settings
 
 from reconciliation.cases.vocabulary import CaseState
+from reconciliation.casework.tasks import retry_commit_task
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pending_shard
 from reconciliation.claims.outcomes import OUTCOME_KINDS
 from reconciliation.claims.request_log_buffer import RequestLogBuffer, request_log_buffered
@@ -34,6 +37,7 @@ from reconciliation.dynamo.client import (
     reset_clients,
 )
 from reconciliation.dynamo.items import from_item
+from reconciliation.dynamo.local import start_dynamodb_local
 from reconciliation.dynamo.tables import drop_tables, ensure_tables
 from reconciliation.simulation import faults
 from reconciliation.simulation.explorer.life import Life
@@ -56,7 +60,6 @@ from reconciliation.simulation.invariants import (
 )
 
 if TYPE_CHECKING:
-    from django.test import Client
     from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 
@@ -151,8 +154,6 @@ class Session:
         return self
 
     def _open(self, stack: contextlib.ExitStack) -> None:
-        from reconciliation.casework.tasks import retry_commit_task
-
         stack.enter_context(override_settings(**self._settings()))
         stack.callback(reset_clients)
         stack.enter_context(quiet_logs())
@@ -192,9 +193,6 @@ class Session:
 
     @staticmethod
     def _api_client(stack: contextlib.ExitStack) -> tuple[Client, str]:
-        from django.apps import apps
-        from django.test import Client
-
         # The explorer is a client of the HTTP edge and needs a bearer token; the token
         # model is the edge's, reached through the app registry: reconciliation never
         # imports dashboard (docs/design.md §2).
@@ -313,8 +311,6 @@ def explorer_engine(endpoint_url: str | None) -> Iterator[str]:
     if endpoint_url:
         yield endpoint_url
         return
-    from reconciliation.dynamo.local import start_dynamodb_local
-
     engine = start_dynamodb_local()
     try:
         yield engine.endpoint_url

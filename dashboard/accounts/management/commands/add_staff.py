@@ -27,7 +27,7 @@ from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
 from reconciliation.actors import STAFF_ROLES, Actor, command_actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 
 
 class Command(BaseCommand):
@@ -85,46 +85,13 @@ class Command(BaseCommand):
         opts: dict[str, Any],
     ) -> list[str]:
         user, created = get_user_model().objects.get_or_create(username=username)
-        before = (
-            {
-                "role": str(user_role(user) or ""),
-                "active": user.is_active,
-                **({"superuser": True} if user.is_superuser else {}),
-            }
-            if not created
-            else None
-        )
-        if opts.get("superuser"):
-            user.is_superuser = user.is_staff = True
+        before = None if created else _standing(user, str(user_role(user) or ""))
         generated = password is None and (created or not user.has_usable_password())
         if generated:
             password = secrets.token_urlsafe(12)
-        if password is not None:
-            user.set_password(password)
-        if email:
-            user.email = email
-        user.is_active = True
-        user.save()
-        for name in STAFF_ROLES:
-            Group.objects.get_or_create(name=str(name))
-        user.groups.remove(*Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
-        user.groups.add(Group.objects.get(name=role))
-        forget_role(user)  # the cached role is stale now
-        after = {
-            "role": role,
-            "active": True,
-            **({"superuser": True} if user.is_superuser else {}),
-        }
-        if created:
-            account_event_append(user, action=AuditAction.STAFF_CREATED, actor=actor, after=after)
-        elif before != after:
-            account_event_append(
-                user,
-                action=AuditAction.STAFF_ROLE_CHANGED,
-                actor=actor,
-                before=before,
-                after=after,
-            )
+        _account_save(user, password, email, superuser=bool(opts.get("superuser")))
+        _role_set(user, role)
+        _recorded(user, actor, before=before, after=_standing(user, role))
         if password is not None and not created:
             # Set above with the account's other fields; the event, the sessions it ends
             # and the e-mail as for every password set (dashboard/accounts/passwords.py).
@@ -144,3 +111,51 @@ class Command(BaseCommand):
             lines.append(f"recovery codes for {username}: {' '.join(codes)}")
             lines.append(uri)
         return lines
+
+
+def _standing(user: Any, role: str) -> dict[str, Any]:
+    """The account as its audit events show it: its role, active, and superuser if so."""
+    return {
+        "role": role,
+        "active": user.is_active,
+        **({"superuser": True} if user.is_superuser else {}),
+    }
+
+
+def _account_save(user: Any, password: str | None, email: str, *, superuser: bool) -> None:
+    """Active, with ``password`` and ``email`` where given; a superuser if asked (never
+    taken away here)."""
+    if superuser:
+        user.is_superuser = user.is_staff = True
+    if password is not None:
+        user.set_password(password)
+    if email:
+        user.email = email
+    user.is_active = True
+    user.save()
+
+
+def _role_set(user: Any, role: str) -> None:
+    """``user`` in the group of ``role`` and no other staff role's."""
+    for name in STAFF_ROLES:
+        Group.objects.get_or_create(name=str(name))
+    user.groups.remove(*Group.objects.filter(name__in=[str(r) for r in STAFF_ROLES]))
+    user.groups.add(Group.objects.get(name=role))
+    forget_role(user)  # the cached role is stale now
+
+
+def _recorded(
+    user: Any, actor: Actor, *, before: dict[str, Any] | None, after: dict[str, Any]
+) -> None:
+    """The account's creation (no ``before``), or its change of standing if any."""
+    if before is None:
+        account_event_append(
+            user, AuditEvent(action=AuditAction.STAFF_CREATED, actor=actor, after=after)
+        )
+    elif before != after:
+        account_event_append(
+            user,
+            AuditEvent(
+                action=AuditAction.STAFF_ROLE_CHANGED, actor=actor, before=before, after=after
+            ),
+        )

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from reconciliation.dynamo.client import regions
+
 if TYPE_CHECKING:
     # whitenoise ships no type information. Its command subclasses the runserver of the
     # apps listed after whitenoise.runserver_nostatic, and that app is not installed here,
@@ -46,8 +48,6 @@ class Command(WhitenoiseRunserver):
     help = "Development server for demo data only; everything else uses `make run` (gunicorn)."
 
     def handle(self, *args: Any, **options: Any) -> str | None:
-        from reconciliation.dynamo.client import regions
-
         problem = refusal(
             debug=settings.DEBUG,
             demo_mode=os.environ.get("DEMO_MODE", ""),

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.tenancy.management.commands.issue_api_token import TENANT_RE, not_recorded
 from dashboard.tenancy.models import MAX_IN_FLIGHT_LIMIT, MAX_RATE_PER_S, MIN_RATE_PER_S
-from dashboard.tenancy.tenant_changes import webhook_register
+from dashboard.tenancy.tenant_changes import DeliveryLimits, webhook_register
 from reconciliation.acks.addresses import UrlRefused, url_check
 from reconciliation.acks.models import DEFAULT_EVENTS, DEFAULT_MAX_IN_FLIGHT, EventType
 from reconciliation.actors import command_actor
@@ -82,8 +82,7 @@ class Command(BaseCommand):
                 url.strip(),
                 events=tuple(dict.fromkeys(events)),
                 actor=command_actor("add_webhook"),
-                max_in_flight=max_in_flight,
-                rate_per_s=rate,
+                limits=DeliveryLimits(max_in_flight=max_in_flight, rate_per_s=rate),
             )
         except AUDIT_UNAVAILABLE as exc:
             raise not_recorded(exc) from exc
