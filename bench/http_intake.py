@@ -203,7 +203,7 @@ class StaffPaths:
         return f"/pledges/bench/{rng.choice(keys)}/"
 
 
-def under_load(
+def under_load(  # noqa: PLR0913  (one bench phase's inputs, each from the run)
     server_port: int,
     intake: Intake,
     users,
@@ -268,7 +268,9 @@ def seed_cases(size: int) -> list[str]:
     return [_items(i, now)[1]["case_id"]["S"] for i in range(0, size, max(1, size // 400))]
 
 
-def compare(intake, raw_one, trips, raw_committed, rounds: int, per_thread: int, groups) -> dict:
+def compare(  # noqa: PLR0913  (one bench phase's inputs, each from the run)
+    intake, raw_one, trips, raw_committed, rounds: int, per_thread: int, groups
+) -> dict:
     """Interleaved rounds of the same 80/20 load, HTTP and raw; the raw side's round
     trips are counted (2 per new pledge, 1 per replay)."""
     results: dict = {"http": [], "raw": []}
@@ -290,7 +292,9 @@ def compare(intake, raw_one, trips, raw_committed, rounds: int, per_thread: int,
     return results
 
 
-def modelled_rtt(args, rtt_ms: float, env: dict, tmp: Path, engine, token: str, tables) -> dict:
+def modelled_rtt(  # noqa: PLR0913  (one bench phase's inputs, each from the run)
+    args, rtt_ms: float, env: dict, tmp: Path, engine, token: str, tables
+) -> dict:
     """The same comparison with DynamoDB one modelled network hop away, as in production:
     a proxy in a process of its own (so neither side shares its GIL) delays every chunk
     by half of ``rtt_ms`` each way; another gunicorn and another raw client use it."""
@@ -323,7 +327,7 @@ def modelled_rtt(args, rtt_ms: float, env: dict, tmp: Path, engine, token: str, 
         proxy.stop()
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915  (the bench's phases in order, each a call)
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=150, help="requests per thread per side")
@@ -450,7 +454,7 @@ def main() -> None:
         write_section("http_intake", report)
 
 
-def profile_run(
+def profile_run(  # noqa: PLR0913  (one bench phase's inputs, each from the run)
     tmp: Path, env: dict, users, case_ids, token: str, seconds: float, think_s: float
 ) -> dict:
     """(b)'s load against a gunicorn whose workers profile every request."""

@@ -86,7 +86,7 @@ def _payload_hash(pledge: dict) -> str:
     ).payload_hash
 
 
-def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:
+def check_invariants(ddb, *, swept: bool = True) -> InvariantReport:  # noqa: C901, PLR0915
     """Check every invariant over the scenario's tables; ``report.problems`` lists each
     violation in words (empty when all hold)."""
     report = InvariantReport()

@@ -39,7 +39,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @pytest.mark.timeout(900)
-def test_load_64_clients_2000_requests_over_200_keys(ddb, tmp_path, log_dir, record):
+def test_load_64_clients_2000_requests_over_200_keys(ddb, tmp_path, log_dir, record):  # noqa: PLR0915
     """64 clients, 2 000 POSTs over 200 keys → exactly 200 pledges, one 201 per key,
     every other answer a replay of that very body or a 409 in progress, 0 lost."""
     env = django_env(

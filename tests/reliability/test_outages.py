@@ -47,7 +47,9 @@ DOWN_S = 5.0
 
 
 @pytest.mark.timeout(600)
-def test_dynamodb_restart_mid_run_loses_nothing(disk_ddb, tmp_path, log_dir, record, settings):
+def test_dynamodb_restart_mid_run_loses_nothing(  # noqa: C901, PLR0915
+    disk_ddb, tmp_path, log_dir, record, settings
+):
     """DynamoDB Local (on disk) is stopped while 8 clients post 150 pledges through
     gunicorn and started again: while it is down every answer is 503 (nothing recorded)
     or 202 (outcome unknown), the clients' retries commit every intent afterwards, and
@@ -188,7 +190,7 @@ def sweeps_done(worker) -> int:
 
 @pytest.mark.celery_worker
 @pytest.mark.timeout(600)
-def test_redis_outage_api_keeps_taking_pledges_and_sweeps_resume(
+def test_redis_outage_api_keeps_taking_pledges_and_sweeps_resume(  # noqa: PLR0915
     ddb, own_redis, tmp_path, log_dir, record, settings
 ):
     """With its Redis stopped the API still records every pledge (it never needs Redis),

@@ -96,7 +96,9 @@ def verify_export(file_path: Path, manifest_path: Path) -> tuple[int, str]:
 @pytest.mark.timeout(900)
 @pytest.mark.dynamodb_local_only
 @pytest.mark.django_db
-def test_ten_thousand_events_round_trip_through_csv_and_jsonl(ddb, client, tmp_path, settings):
+def test_ten_thousand_events_round_trip_through_csv_and_jsonl(  # noqa: PLR0915
+    ddb, client, tmp_path, settings
+):
     """10 000 events stream out over HTTP as CSV and as JSON Lines in bounded chunks,
     fetched page by page; both parse back to the stored rows, their SHA-256 equals the
     signed manifest's, ``verify_export`` accepts them and each export is an event."""
