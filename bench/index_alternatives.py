@@ -269,6 +269,7 @@ def real_export(meter: Meter, day: date) -> dict:
 
     from reconciliation.actors import Actor, Role
     from reconciliation.audit.export.delivery import export_to_file
+    from reconciliation.audit.export.run import ExportAsk
     from reconciliation.audit.filters import AuditFilters
     from reconciliation.stores import first_store
 
@@ -277,11 +278,10 @@ def real_export(meter: Meter, day: date) -> dict:
     )
     with tempfile.TemporaryDirectory() as tmp, meter:
         core = export_to_file(
-            filters=filters,
-            fmt="csv",
-            actor=Actor("bench", Role.AUDITOR, "bench@example.org"),
+            ExportAsk(
+                filters, "csv", Actor("bench", Role.AUDITOR, "bench@example.org"), first_store()
+            ),
             out_path=Path(tmp) / "day.csv",
-            store=first_store(),
         )
     return {"rows": core["row_count"], "rcu": meter.read, "calls": dict(meter.calls)}
 

@@ -41,6 +41,7 @@ from reconciliation.audit.export.background import (
 )
 from reconciliation.audit.export.delivery import export_stream_http
 from reconciliation.audit.export.rows import CONTENT_TYPES, FORMATS
+from reconciliation.audit.export.run import ExportAsk
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.search import audit_search
@@ -159,7 +160,7 @@ def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
         return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
     stores = every_store()
     run, body = export_stream_http(
-        filters=filters, fmt=fmt, actor=actor_for(request), store=stores[0], stores=stores
+        ExportAsk(filters, fmt, actor_for(request), store=stores[0], stores=stores)
     )
     response = StreamingHttpResponse(body, content_type=CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{run.file_name}"'

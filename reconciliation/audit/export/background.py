@@ -20,6 +20,7 @@ from reconciliation.audit.export.events import (
     new_export_id,
 )
 from reconciliation.audit.export.rows import FORMATS
+from reconciliation.audit.export.run import ExportAsk
 from reconciliation.audit.filters import SPELLING_SEPARATOR, AuditFilters
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository
@@ -203,13 +204,11 @@ def export_run_requested(
     data_path, _ = export_paths(export_id, status.fmt)
     try:
         return export_to_file(
-            filters=filters_from_dict(status.filters),
-            fmt=status.fmt,
-            actor=actor,
+            ExportAsk(
+                filters_from_dict(status.filters), status.fmt, actor, store=store, stores=stores
+            ),
             out_path=data_path,
             export_id=export_id,
-            store=store,
-            stores=stores,
             progress=progress,
         )
     except Exception as exc:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from reconciliation.actors import Actor, Role, staff_role
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.rows import FORMATS
+from reconciliation.audit.export.run import ExportAsk
 from reconciliation.audit.filters import AuditFilters, FilterError
 from reconciliation.audit.staff import staff_spellings
 from reconciliation.cases.policy import audit_visible_performer
@@ -81,11 +82,7 @@ class Command(BaseCommand):
         stores = every_store(wait=batch_patience())
         try:
             core = export_to_file(
-                store=stores[0],
-                stores=stores,
-                filters=filters,
-                fmt=o["fmt"],
-                actor=actor,
+                ExportAsk(filters, o["fmt"], actor, store=stores[0], stores=stores),
                 out_path=out,
                 progress=progress,
                 delivery="cli",
