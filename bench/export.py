@@ -108,12 +108,13 @@ def child(kind: str) -> None:
 
     django.setup()
     from reconciliation.actors import Actor, Role
-    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.audit.filters import AuditFilters, FilterAsk
     from reconciliation.dynamo.client import dynamodb_client, table_names
 
     filters = AuditFilters.build(
-        since=first_day().isoformat(),
-        until=(first_day() + timedelta(days=DAYS)).isoformat(),
+        FilterAsk(
+            since=first_day().isoformat(), until=(first_day() + timedelta(days=DAYS)).isoformat()
+        ),
         max_days=None,
     )
     started = time.perf_counter()

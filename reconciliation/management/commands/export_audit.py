@@ -24,7 +24,7 @@ from reconciliation.actors import Actor, Role, staff_role
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.rows import FORMATS
 from reconciliation.audit.export.run import ExportAsk
-from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.filters import AuditFilters, FilterAsk, FilterError
 from reconciliation.audit.staff import staff_spellings
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.dynamo.client import batch_patience
@@ -50,13 +50,15 @@ class Command(BaseCommand):
         actor, performed_by = self._actor(o["user"])
         try:
             filters = AuditFilters.build(
-                since=o["since"],
-                until=o["until"],
-                actor=o["actor_filter"],
+                FilterAsk(
+                    since=o["since"],
+                    until=o["until"],
+                    actor=o["actor_filter"],
+                    action=o["action"],
+                    case_id=o["case_id"],
+                    intent_id=o["intent_id"],
+                ),
                 actor_spellings=staff_spellings(o["actor_filter"]),
-                action=o["action"],
-                case_id=o["case_id"],
-                intent_id=o["intent_id"],
                 performed_by=performed_by,
                 max_days=None,
             )

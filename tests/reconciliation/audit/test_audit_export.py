@@ -26,7 +26,7 @@ from reconciliation.audit.export.background import (
 from reconciliation.audit.export.delivery import export_stream_http, export_to_file
 from reconciliation.audit.export.rows import CSV_COLUMNS
 from reconciliation.audit.export.run import ExportAsk
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 from reconciliation.dynamo.client import dynamodb_client, reset_clients
@@ -184,7 +184,7 @@ def test_formula_cells_are_neutralised_in_csv_only(ddb, tmp_path):
     """Cells starting with =, +, -, @, tab or CR get a leading apostrophe in CSV; JSON
     Lines keeps the stored values (they are data, and hashed as stored)."""
     formula_events()
-    filters = AuditFilters.build(**whole_range())
+    filters = AuditFilters.build(FilterAsk(**whole_range()))
     for fmt in ("csv", "jsonl"):
         out = tmp_path / f"f.{fmt}"
         export_to_file(ExportAsk(filters, fmt, AUDITOR, AS_SYSTEM.store), out_path=out)
@@ -268,7 +268,7 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
     audit_seed(60)
     out = tmp_path / "t.csv"
     export_to_file(
-        ExportAsk(AuditFilters.build(**whole_range()), "csv", AUDITOR, AS_SYSTEM.store),
+        ExportAsk(AuditFilters.build(FilterAsk(**whole_range())), "csv", AUDITOR, AS_SYSTEM.store),
         out_path=out,
     )
     manifest_path = Path(f"{out}.manifest.json")
@@ -313,7 +313,7 @@ def test_client_disconnect_records_an_abandoned_export(ddb, settings, tmp_path):
     settings.AUDIT_EXPORT_DIR = tmp_path
     audit_seed(500)  # a few 64 KB chunks
     run, body = export_stream_http(
-        ExportAsk(AuditFilters.build(**whole_range()), "jsonl", AUDITOR, AS_SYSTEM.store)
+        ExportAsk(AuditFilters.build(FilterAsk(**whole_range())), "jsonl", AUDITOR, AS_SYSTEM.store)
     )
     first = next(body)
     body.close()
@@ -329,7 +329,7 @@ def test_background_export_runs_once_and_only_its_owner_downloads(ddb, settings,
     its owner's download is recorded, anyone else is refused."""
     settings.AUDIT_EXPORT_DIR = tmp_path
     events = audit_seed(120)
-    filters = AuditFilters.build(**whole_range())
+    filters = AuditFilters.build(FilterAsk(**whole_range()))
     export_id = export_request(filters=filters, fmt="csv", actor=AUDITOR, store=AS_SYSTEM.store)
     assert export_status(export_id, store=AS_SYSTEM.store).state == "requested"
     seen: list[tuple[int, float]] = []
@@ -355,7 +355,7 @@ def test_empty_range_exports_a_header_and_a_valid_manifest(ddb, tmp_path):
     out = tmp_path / "empty.csv"
     core = export_to_file(
         ExportAsk(
-            AuditFilters.build(since="2020-01-01", until="2020-01-02"),
+            AuditFilters.build(FilterAsk(since="2020-01-01", until="2020-01-02")),
             "csv",
             AUDITOR,
             AS_SYSTEM.store,

@@ -22,7 +22,7 @@ from reconciliation.audit.day_index import Cursor, CursorError
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.run import ExportAsk
 from reconciliation.audit.export.verify import export_verify_offline
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.models import SYSTEM_STREAM
 from reconciliation.audit.repository import AuditRepository, event_hash
 from reconciliation.audit.search import audit_search
@@ -58,7 +58,7 @@ def events_in(store: Store) -> list[dict]:
 
 
 def today() -> AuditFilters:
-    return AuditFilters.build(since=clock.now().date().isoformat())
+    return AuditFilters.build(FilterAsk(since=clock.now().date().isoformat()))
 
 
 @pytest.fixture
