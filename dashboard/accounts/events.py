@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciliation.actors import Actor
+from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.staff import staff_event_append
 from reconciliation.stores import first_store
 
@@ -25,10 +26,12 @@ def account_event_append(
     return staff_event_append(
         first_store(),
         username=user.get_username(),
-        action=action,
-        actor=actor,
-        before=before,
-        after=after,
-        reason_text=reason_text,
-        detail=detail,
+        event=AuditEvent(
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            reason_text=reason_text,
+            detail=detail,
+        ),
     )

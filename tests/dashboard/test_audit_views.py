@@ -475,7 +475,7 @@ def test_rows_say_what_changed(ddb, client, settings):
     a case's state and queue (they showed only the action's name)."""
     from dashboard.tenancy.models import Tenant
     from dashboard.tenancy.tenant_changes import fund_register
-    from reconciliation.audit.models import AuditAction
+    from reconciliation.audit.models import AuditAction, AuditEvent
     from reconciliation.audit.staff import staff_event_append
     from reconciliation.claims.funds import Fund
     from tests.conftest import staff_actor
@@ -486,10 +486,12 @@ def test_rows_say_what_changed(ddb, client, settings):
     staff_event_append(
         AS_SYSTEM.store,
         username="ada",
-        action=AuditAction.STAFF_ROLE_CHANGED,
-        actor=admin,
-        before={"role": "finance_staff", "active": True},
-        after={"role": "supervisor", "active": True},
+        event=AuditEvent(
+            action=AuditAction.STAFF_ROLE_CHANGED,
+            actor=admin,
+            before={"role": "finance_staff", "active": True},
+            after={"role": "supervisor", "active": True},
+        ),
     )
     acme = Tenant.objects.create(name="acme")
     fund_register(acme, Fund("GENERAL", "USD", Decimal("5000")), actor=admin)
