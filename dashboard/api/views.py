@@ -204,7 +204,7 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         idempotency_key=key,
         request=body,
         actor=_actor(request, tenant),
-        version=version,
+        terms=intake.ClaimTerms(version=version),
     )
     status = INTAKE[outcome.kind]
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.REPLAYED):

@@ -63,6 +63,16 @@ from reconciliation.stores import Store, pledge_stream
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
 
+@dataclass(frozen=True)
+class ClaimTerms:
+    """How a submission's claim is taken: held for ``lease_s`` seconds (``None``:
+    ``CLAIM_PENDING_TTL_S``), a new claim hashed by ``version``'s rules and storing its
+    name (``None``: the current version)."""
+
+    lease_s: int | None = None
+    version: PledgeVersion | None = None
+
+
 def pledge_submit(
     store: Store,
     *,
@@ -70,19 +80,18 @@ def pledge_submit(
     idempotency_key: str,
     request: PledgeRequest,
     actor: Actor,
-    lease_s: int | None = None,
-    version: PledgeVersion | None = None,
+    terms: ClaimTerms | None = None,
 ) -> IntakeOutcome:
-    """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
-    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``); a new claim is hashed
-    by ``version``'s rules (default the current version) and stores its name. ``store``:
-    the key's home region (``pledge_home``), resolved by the caller, on a client of its
-    own where it injects faults (the drill, the simulator)."""
+    """Record ``request`` exactly once for ``(tenant, idempotency_key)``, its claim taken
+    on ``terms`` (default: the lease and version of the settings). ``store``: the key's
+    home region (``pledge_home``), resolved by the caller, on a client of its own where
+    it injects faults (the drill, the simulator)."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    version = version or VERSIONS.current
+    terms = terms or ClaimTerms()
+    version = terms.version or VERSIONS.current
     try:
-        asked = _Submission(pk, tenant, idempotency_key, request, actor, lease_s, version)
+        asked = _Submission(pk, tenant, idempotency_key, request, actor, terms.lease_s, version)
         outcome = _claim(store, asked)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)

@@ -169,7 +169,7 @@ class _Traffic:
                     idempotency_key=key,
                     request=request,
                     actor=self.actor,
-                    lease_s=self.config.lease_s,
+                    terms=intake.ClaimTerms(lease_s=self.config.lease_s),
                     store=self.store(key),
                 ).kind
             except faults.SimulatedCrash:
