@@ -35,6 +35,8 @@ from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
     Claim,
+    ClaimBody,
+    ClaimKey,
     ClaimStatus,
     Pledge,
     PledgeStatus,
@@ -135,16 +137,15 @@ def _claim(store: Store, asked: _Submission) -> tuple[Claim, bool] | IntakeOutco
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
     version, request = asked.version, asked.request
     mine = ClaimRepository(store).new_claim(
-        pk=asked.pk,
-        tenant=asked.tenant,
-        idempotency_key=asked.idempotency_key,
-        intent_id=intent_id_for(asked.tenant, asked.idempotency_key),
-        payload_hash=version.payload_hash(request),
-        request=version.normalise(request),
+        key=ClaimKey.of_pledge(asked.tenant, asked.idempotency_key),
+        body=ClaimBody(
+            payload_hash=version.payload_hash(request),
+            request=version.normalise(request),
+            pledge_version=version.name,
+        ),
         correlation_id=asked.actor.correlation_id,
         client_address=asked.actor.address,
         lease_s=asked.lease_s,
-        pledge_version=version.name,
     )
 
     def take(existing: Claim | None) -> tuple[Claim, bool]:

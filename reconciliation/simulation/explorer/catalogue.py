@@ -44,6 +44,8 @@ from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_acti
 from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
+    ClaimBody,
+    ClaimKey,
     claim_pk,
     intent_id_for,
     pledge_home,
@@ -481,12 +483,8 @@ def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
 
     repo = ClaimRepository(world.store)
     attempt = repo.new_claim(
-        pk=world.pk,
-        tenant=TENANT,
-        idempotency_key=world.key,
-        intent_id=world.intent_id,
-        payload_hash=_request().payload_hash,
-        request=_request().normalised(),
+        key=ClaimKey(world.pk, TENANT, world.key, world.intent_id),
+        body=ClaimBody(_request().payload_hash, _request().normalised()),
         correlation_id=f"hands-worker-{world.key}",
         client_address="",
     )
