@@ -108,12 +108,13 @@ def child(kind: str) -> None:
 
     django.setup()
     from reconciliation.actors import Actor, Role
-    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.audit.filters import AuditFilters, FilterAsk
     from reconciliation.dynamo.client import dynamodb_client, table_names
 
     filters = AuditFilters.build(
-        since=first_day().isoformat(),
-        until=(first_day() + timedelta(days=DAYS)).isoformat(),
+        FilterAsk(
+            since=first_day().isoformat(), until=(first_day() + timedelta(days=DAYS)).isoformat()
+        ),
         max_days=None,
     )
     started = time.perf_counter()
@@ -138,6 +139,7 @@ def child(kind: str) -> None:
                     kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
     else:
         from reconciliation.audit.export.delivery import export_to_file
+        from reconciliation.audit.export.run import ExportAsk
 
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "export.csv")
@@ -152,11 +154,10 @@ def child(kind: str) -> None:
 
                 audit_export.ExportRun.__post_init__ = sequential
             core = export_to_file(
-                filters=filters,
-                fmt="csv",
-                actor=Actor("bench", Role.AUDITOR, "bench@example.org"),
+                ExportAsk(
+                    filters, "csv", Actor("bench", Role.AUDITOR, "bench@example.org"), first_store()
+                ),
                 out_path=__import__("pathlib").Path(out),
-                store=first_store(),
             )
             rows = core["row_count"]
     seconds = time.perf_counter() - started

@@ -269,19 +269,19 @@ def real_export(meter: Meter, day: date) -> dict:
 
     from reconciliation.actors import Actor, Role
     from reconciliation.audit.export.delivery import export_to_file
-    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.audit.export.run import ExportAsk
+    from reconciliation.audit.filters import AuditFilters, FilterAsk
     from reconciliation.stores import first_store
 
     filters = AuditFilters.build(
-        since=day.isoformat(), until=(day + timedelta(days=1)).isoformat(), max_days=None
+        FilterAsk(since=day.isoformat(), until=(day + timedelta(days=1)).isoformat()), max_days=None
     )
     with tempfile.TemporaryDirectory() as tmp, meter:
         core = export_to_file(
-            filters=filters,
-            fmt="csv",
-            actor=Actor("bench", Role.AUDITOR, "bench@example.org"),
+            ExportAsk(
+                filters, "csv", Actor("bench", Role.AUDITOR, "bench@example.org"), first_store()
+            ),
             out_path=Path(tmp) / "day.csv",
-            store=first_store(),
         )
     return {"rows": core["row_count"], "rcu": meter.read, "calls": dict(meter.calls)}
 

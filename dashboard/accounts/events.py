@@ -17,10 +17,5 @@ def account_event_append(user: Any, event: AuditEvent) -> dict[str, Any]:
     return staff_event_append(
         first_store(),
         username=user.get_username(),
-        action=event.action,
-        actor=event.actor,
-        before=event.before,
-        after=event.after,
-        reason_text=event.reason_text,
-        detail=event.detail,
+        event=event,
     )

@@ -31,7 +31,7 @@ from reconciliation.claims.request import (
     parse_body,
     parse_idempotency_key,
 )
-from reconciliation.claims.request_log import intake_request_new
+from reconciliation.claims.request_log import IntakeAnswer, intake_request_new
 from reconciliation.claims.request_log_buffer import intake_request_buffer
 from reconciliation.claims.versions import VERSION_HEADER, parse_pledge_version
 from reconciliation.metrics import INTAKE_RATE_LIMITED
@@ -142,13 +142,15 @@ def _record(request: CorrelatedRequest, tenant: str, answer: _Answer) -> None:
     entry = intake_request_new(
         tenant=tenant,
         idempotency_key=answer.key,
-        status=status,
-        outcome=answer.outcome,
-        rejected=400 <= status < 500,
-        replayed=answer.outcome == OutcomeKind.REPLAYED,
+        answer=IntakeAnswer(
+            status=status,
+            outcome=answer.outcome,
+            rejected=400 <= status < 500,
+            replayed=answer.outcome == OutcomeKind.REPLAYED,
+            case_id=answer.case_id,
+        ),
         correlation_id=getattr(request, "correlation_id", "") or "",
         donor_ref=answer.donor_ref,
-        case_id=answer.case_id,
         asked=answer.asked,
     )
     if answer.store is not None:
@@ -204,7 +206,7 @@ def _pledge_answer(request: CorrelatedRequest, caller: Caller) -> _Answer:
         idempotency_key=key,
         request=body,
         actor=_actor(request, tenant),
-        version=version,
+        terms=intake.ClaimTerms(version=version),
     )
     status = INTAKE[outcome.kind]
     if outcome.kind in (OutcomeKind.CREATED, OutcomeKind.REPLAYED):

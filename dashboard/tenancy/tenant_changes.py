@@ -27,7 +27,7 @@ from dashboard.tenancy.models import (
 from reconciliation import clock
 from reconciliation.acks import models as ack_models
 from reconciliation.actors import Actor
-from reconciliation.audit.models import AuditAction
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.audit.tenants import tenant_event_append
 from reconciliation.claims import funds as fund_rules
 from reconciliation.stores import first_store
@@ -42,9 +42,16 @@ def fund_snapshot(fund: Fund | fund_rules.Fund) -> dict[str, str]:
 
 
 def tenant_event(
-    tenant: str, action: AuditAction, *, actor: Actor, **fields: dict[str, Any] | None
+    tenant: str,
+    action: AuditAction,
+    *,
+    actor: Actor,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> None:
-    tenant_event_append(first_store(), tenant=tenant, action=action, actor=actor, **fields)
+    event = AuditEvent(action=action, actor=actor, before=before, after=after, detail=detail)
+    tenant_event_append(first_store(), tenant=tenant, event=event)
 
 
 def tenant_provision(name: str, *, actor: Actor) -> Tenant:

@@ -49,24 +49,25 @@ class RedeliverSeen:
     audit_seq: int
 
 
-def ack_redeliver(
-    store: Store,
-    *,
-    intent_id: str,
-    seen: RedeliverSeen,
-    actor: Actor,
-    reason_code: ReasonCode,
-    reason_text: str,
-    bulk_id: str = "",
-) -> None:
+@dataclass(frozen=True)
+class RedeliverAsk:
+    """Who asks for a redelivery and why. ``bulk_id`` names the bulk resend it is one
+    item of (reconciliation/acks/resend.py), in the event's detail, so the audit trail
+    ties an endpoint's resends together; empty for a single redelivery."""
+
+    actor: Actor
+    reason_code: ReasonCode
+    reason_text: str
+    bulk_id: str = ""
+
+
+def ack_redeliver(store: Store, *, intent_id: str, seen: RedeliverSeen, ask: RedeliverAsk) -> None:
     """Make the delivery ``seen.key`` of ``intent_id`` due now, audited; or raise
-    :class:`RedeliverRefused` (nothing written). ``bulk_id`` names the bulk resend this
-    is one item of (reconciliation/acks/resend.py), in the event's detail, so the audit
-    trail ties an endpoint's resends together."""
-    if actor.role not in STAFF:
+    :class:`RedeliverRefused` (nothing written)."""
+    if ask.actor.role not in STAFF:
         raise RedeliverRefused("Only finance staff and supervisors may redeliver.")
     try:
-        reason = check_reason(reason_code, reason_text)
+        reason = check_reason(ask.reason_code, ask.reason_text)
     except InvalidReason as exc:
         raise RedeliverRefused(str(exc)) from exc
     delivery, pledge = _as_seen(store, intent_id, seen)
@@ -74,7 +75,7 @@ def ack_redeliver(
     event = audit_event_build(
         AuditEvent(
             action=AuditAction.ACK_REDELIVERED,
-            actor=actor,
+            actor=ask.actor,
             intent_id=intent_id,
             before={"status": str(delivery.status), "attempts": delivery.attempts},
             after={"status": str(DeliveryStatus.PENDING), "next_at": now},
@@ -83,7 +84,7 @@ def ack_redeliver(
             detail={
                 "endpoint": delivery.endpoint_id,
                 "event_type": str(delivery.event_type),
-                **({"bulk_id": bulk_id} if bulk_id else {}),
+                **({"bulk_id": ask.bulk_id} if ask.bulk_id else {}),
             },
         ),
         stream=pledge_stream(intent_id, store.tag),

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reconciliation.acks.models import Delivery, DeliveryStatus, EventType, delivery_key
-from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
+from reconciliation.acks.redeliver import (
+    RedeliverAsk,
+    RedeliverRefused,
+    RedeliverSeen,
+    ack_redeliver,
+)
 from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import Actor, Role
 from reconciliation.cases.actions import check_reason
@@ -125,17 +130,12 @@ def acks_resend(
         check_reason(reason_code, reason_text)
     except InvalidReason as exc:
         raise RedeliverRefused(str(exc)) from exc
+    ask = RedeliverAsk(actor, reason_code, reason_text, bulk_id)
     results = []
     for item in items:
         try:
             ack_redeliver(
-                store_for(item.intent_id),
-                intent_id=item.intent_id,
-                seen=item.seen,
-                actor=actor,
-                reason_code=reason_code,
-                reason_text=reason_text,
-                bulk_id=bulk_id,
+                store_for(item.intent_id), intent_id=item.intent_id, seen=item.seen, ask=ask
             )
         except RedeliverRefused as exc:
             results.append(ResendResult(item, ResendOutcome.CHANGED, str(exc)))

@@ -77,6 +77,21 @@ def parse_bound(value: str, *, end: bool) -> datetime:
 
 
 @dataclass(frozen=True)
+class FilterAsk:
+    """The filters as someone asked for them, not yet parsed: the range's bounds and the
+    text filters as typed (empty: no filter; an empty bound: see ``AuditFilters.build``),
+    and whether to leave out the trail's own ``SYSTEM`` stream."""
+
+    since: str = ""
+    until: str = ""
+    actor: str = ""
+    action: str = ""
+    case_id: str = ""
+    intent_id: str = ""
+    hide_system: bool = False
+
+
+@dataclass(frozen=True)
 class AuditFilters:
     """What a search or export selects. ``since``/``until`` are inclusive UTC bounds.
 
@@ -108,29 +123,27 @@ class AuditFilters:
     @classmethod
     def build(
         cls,
+        ask: FilterAsk,
         *,
-        since: str = "",
-        until: str = "",
-        actor: str = "",
-        action: str = "",
-        case_id: str = "",
-        intent_id: str = "",
         performed_by: str = "",
         intent_tenants: Sequence[str] = (),
         actor_spellings: Sequence[str] = (),
-        hide_system: bool = False,
         default_days: int = 7,
         max_days: int | None = SEARCH_MAX_DAYS,
     ) -> AuditFilters:
-        since_at, until_at = _range(since, until, default_days=default_days, max_days=max_days)
-        for name, text in (("actor", actor), ("action", action), ("case id", case_id)):
+        """The filters ``ask`` describes, parsed and bounded; the rest is given by the
+        caller, not typed (see the class)."""
+        since_at, until_at = _range(
+            ask.since, ask.until, default_days=default_days, max_days=max_days
+        )
+        for name, text in (("actor", ask.actor), ("action", ask.action), ("case id", ask.case_id)):
             if len(text) > 300:
                 raise FilterError(f"{name} is too long")
-        if len(intent_id) > 600:
+        if len(ask.intent_id) > 600:
             raise FilterError("intent id is too long")
-        intent_id = intent_id.strip()
+        intent_id = ask.intent_id.strip()
         tenants = _intent_tenants(intent_id, intent_tenants)
-        actor = actor.strip()
+        actor = ask.actor.strip()
         spellings: tuple[str, ...] = ()
         if actor:
             found = {actor, actor.lower(), *(a for a in actor_spellings if a)}
@@ -139,13 +152,13 @@ class AuditFilters:
             since=since_at,
             until=until_at,
             actor=actor,
-            action=action.strip(),
-            case_id=case_id_canonical(case_id.strip()),
+            action=ask.action.strip(),
+            case_id=case_id_canonical(ask.case_id.strip()),
             intent_id=intent_id,
             performed_by=performed_by,
             intent_tenants=tenants,
             actor_spellings=spellings,
-            hide_system=hide_system,
+            hide_system=ask.hide_system,
         )
 
     def intent_ids(self) -> tuple[str, ...]:

@@ -10,12 +10,12 @@ database transaction that makes the change, first, so a change the audit trail r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditEvent
 from reconciliation.stores import Store
@@ -46,31 +46,15 @@ def staff_stream(username: str) -> str:
     return f"{STAFF_STREAM_PREFIX}{username}"
 
 
-def staff_event_append(
-    store: Store,
-    *,
-    username: str,
-    action: str,
-    actor: Actor,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    reason_text: str | None = None,
-    detail: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Append ``action`` about the account ``username``; returns the event."""
-    if action not in STAFF_ACTIONS:
-        raise ValueError(f"{action!r} is not an account action")
+def staff_event_append(store: Store, *, username: str, event: AuditEvent) -> dict[str, Any]:
+    """Append ``event`` (one of ``STAFF_ACTIONS``) about the account ``username``, its
+    detail naming the account; returns the event as stored."""
+    if event.action not in STAFF_ACTIONS:
+        raise ValueError(f"{event.action!r} is not an account action")
     return audit_event_append(
         store,
         stream=staff_stream(username),
-        event=AuditEvent(
-            action=action,
-            actor=actor,
-            before=before,
-            after=after,
-            reason_text=reason_text,
-            detail={"account": username, **(detail or {})},
-        ),
+        event=replace(event, detail={"account": username, **(event.detail or {})}),
     )
 
 

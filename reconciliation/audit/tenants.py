@@ -11,9 +11,9 @@ audit trail refused is rolled back rather than left unrecorded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from reconciliation.actors import Actor
 from reconciliation.audit.append import audit_event_append
 from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.stores import Store
@@ -40,27 +40,13 @@ def tenant_stream(name: str) -> str:
     return f"{TENANT_STREAM_PREFIX}{name}"
 
 
-def tenant_event_append(
-    store: Store,
-    *,
-    tenant: str,
-    action: AuditAction,
-    actor: Actor,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    detail: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Append ``action`` about the tenant ``tenant``; returns the event."""
-    if action not in TENANT_ACTIONS:
-        raise ValueError(f"{action!r} is not a tenant action")
+def tenant_event_append(store: Store, *, tenant: str, event: AuditEvent) -> dict[str, Any]:
+    """Append ``event`` (one of ``TENANT_ACTIONS``) about the tenant ``tenant``, its
+    detail naming the tenant; returns the event as stored."""
+    if event.action not in TENANT_ACTIONS:
+        raise ValueError(f"{event.action!r} is not a tenant action")
     return audit_event_append(
         store,
         stream=tenant_stream(tenant),
-        event=AuditEvent(
-            action=action,
-            actor=actor,
-            before=before,
-            after=after,
-            detail={"tenant": tenant, **(detail or {})},
-        ),
+        event=replace(event, detail={"tenant": tenant, **(event.detail or {})}),
     )

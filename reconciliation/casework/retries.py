@@ -22,7 +22,7 @@ from reconciliation.cases.transitions import Grounds, case_retry_failed, case_re
 from reconciliation.cases.vocabulary import CaseState, Disposition, RetryStatus
 from reconciliation.casework.evidence import pledge_matches_case
 from reconciliation.claims import intake
-from reconciliation.claims.models import Claim, ClaimStatus, Pledge
+from reconciliation.claims.models import Claim, ClaimBody, ClaimKey, ClaimStatus, Pledge
 from reconciliation.claims.outcomes import SUCCESS, OutcomeKind
 from reconciliation.claims.pledges import PledgeRepository
 from reconciliation.claims.repository import ClaimRepository, ClaimTaken
@@ -214,15 +214,14 @@ def _retry_claim(store: Store, case: Case, claim: Claim | None) -> Claim:
     ):
         return claim
     attempt = ClaimRepository(store).new_claim(
-        pk=case.claim_pk,
-        tenant=case.tenant,
-        idempotency_key=case.idempotency_key,
-        intent_id=case.intent_id,
-        payload_hash=_payload_hash(case.request.normalised(), case.request.pledge_version),
-        request=case.request.normalised(),
+        key=ClaimKey(case.claim_pk, case.tenant, case.idempotency_key, case.intent_id),
+        body=ClaimBody(
+            payload_hash=_payload_hash(case.request.normalised(), case.request.pledge_version),
+            request=case.request.normalised(),
+            pledge_version=case.request.pledge_version,
+        ),
         correlation_id=system_actor().correlation_id,
         client_address="",
-        pledge_version=case.request.pledge_version,
     )
     if claim is None:
         return ClaimRepository(store).create(attempt)

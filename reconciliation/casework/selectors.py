@@ -20,7 +20,7 @@ from django.core import signing
 
 from reconciliation import clock
 from reconciliation.audit.day_index import DayIndexReader, Paging
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import SEARCH_QUERY_BUDGET
 from reconciliation.cases.counters import QueueCounter
@@ -476,7 +476,7 @@ def recent_audit_events(
     opens yesterday only when today holds fewer than ``limit``: never a Scan."""
     reader = DayIndexReader(
         AuditRepository(stores[0]) if len(stores) == 1 else stores,
-        AuditFilters.build(default_days=2, performed_by=performed_by),
+        AuditFilters.build(FilterAsk(), default_days=2, performed_by=performed_by),
         descending=True,
         # Filtered to one person, the newest ``limit`` may lie far back: bounded like a
         # search page, so the overview never reads two whole days.

@@ -35,6 +35,8 @@ from reconciliation.claims.ledger import LedgerRepository, ledger_key_for
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
     Claim,
+    ClaimBody,
+    ClaimKey,
     ClaimStatus,
     Pledge,
     PledgeStatus,
@@ -63,6 +65,16 @@ from reconciliation.stores import Store, pledge_stream
 RECEIPT_NAMESPACE = uuid.UUID("6f1c1d5e-8f4a-4f61-9a53-2d0f4b1e7a10")
 
 
+@dataclass(frozen=True)
+class ClaimTerms:
+    """How a submission's claim is taken: held for ``lease_s`` seconds (``None``:
+    ``CLAIM_PENDING_TTL_S``), a new claim hashed by ``version``'s rules and storing its
+    name (``None``: the current version)."""
+
+    lease_s: int | None = None
+    version: PledgeVersion | None = None
+
+
 def pledge_submit(
     store: Store,
     *,
@@ -70,19 +82,18 @@ def pledge_submit(
     idempotency_key: str,
     request: PledgeRequest,
     actor: Actor,
-    lease_s: int | None = None,
-    version: PledgeVersion | None = None,
+    terms: ClaimTerms | None = None,
 ) -> IntakeOutcome:
-    """Record ``request`` exactly once for ``(tenant, idempotency_key)``. The claim is
-    held for ``lease_s`` seconds (default ``CLAIM_PENDING_TTL_S``); a new claim is hashed
-    by ``version``'s rules (default the current version) and stores its name. ``store``:
-    the key's home region (``pledge_home``), resolved by the caller, on a client of its
-    own where it injects faults (the drill, the simulator)."""
+    """Record ``request`` exactly once for ``(tenant, idempotency_key)``, its claim taken
+    on ``terms`` (default: the lease and version of the settings). ``store``: the key's
+    home region (``pledge_home``), resolved by the caller, on a client of its own where
+    it injects faults (the drill, the simulator)."""
     started = time.monotonic()
     pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key)
-    version = version or VERSIONS.current
+    terms = terms or ClaimTerms()
+    version = terms.version or VERSIONS.current
     try:
-        asked = _Submission(pk, tenant, idempotency_key, request, actor, lease_s, version)
+        asked = _Submission(pk, tenant, idempotency_key, request, actor, terms.lease_s, version)
         outcome = _claim(store, asked)
         if isinstance(outcome, IntakeOutcome):
             return _count(outcome)
@@ -126,16 +137,15 @@ def _claim(store: Store, asked: _Submission) -> tuple[Claim, bool] | IntakeOutco
     """Acquire the claim, or answer without one (replay, reuse, in progress)."""
     version, request = asked.version, asked.request
     mine = ClaimRepository(store).new_claim(
-        pk=asked.pk,
-        tenant=asked.tenant,
-        idempotency_key=asked.idempotency_key,
-        intent_id=intent_id_for(asked.tenant, asked.idempotency_key),
-        payload_hash=version.payload_hash(request),
-        request=version.normalise(request),
+        key=ClaimKey.of_pledge(asked.tenant, asked.idempotency_key),
+        body=ClaimBody(
+            payload_hash=version.payload_hash(request),
+            request=version.normalise(request),
+            pledge_version=version.name,
+        ),
         correlation_id=asked.actor.correlation_id,
         client_address=asked.actor.address,
         lease_s=asked.lease_s,
-        pledge_version=version.name,
     )
 
     def take(existing: Claim | None) -> tuple[Claim, bool]:

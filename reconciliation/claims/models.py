@@ -217,6 +217,37 @@ def intent_id_for(tenant: str, idempotency_key: str) -> str:
 
 
 @dataclass(frozen=True)
+class ClaimKey:
+    """The idempotency key a claim holds: the tenant and its key, the claim's partition
+    key and the intent the claim records."""
+
+    pk: str
+    tenant: str
+    idempotency_key: str
+    intent_id: str
+
+    @classmethod
+    def of_pledge(cls, tenant: str, idempotency_key: str) -> ClaimKey:
+        """The key of a pledge's claim (``OPERATION_CREATE_PLEDGE``)."""
+        return cls(
+            pk=claim_pk(tenant, OPERATION_CREATE_PLEDGE, idempotency_key),
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            intent_id=intent_id_for(tenant, idempotency_key),
+        )
+
+
+@dataclass(frozen=True)
+class ClaimBody:
+    """A request as a claim stores it: normalised, its hash, and the ``Pledge-Version``
+    whose rules made both (``None``: the rules from before versions existed)."""
+
+    payload_hash: str
+    request: dict[str, Any]
+    pledge_version: str | None = None
+
+
+@dataclass(frozen=True)
 class Pledge:
     intent_id: str
     tenant: str

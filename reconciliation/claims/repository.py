@@ -25,6 +25,8 @@ from django.conf import settings
 from reconciliation import clock
 from reconciliation.claims.models import (
     Claim,
+    ClaimBody,
+    ClaimKey,
     ClaimStatus,
     claim_from_item,
     claim_to_item,
@@ -88,28 +90,23 @@ class ClaimRepository:
     def new_claim(
         self,
         *,
-        pk: str,
-        tenant: str,
-        idempotency_key: str,
-        intent_id: str,
-        payload_hash: str,
-        request: dict[str, Any],
+        key: ClaimKey,
+        body: ClaimBody,
         correlation_id: str,
         client_address: str,
         lease_s: int | None = None,
-        pledge_version: str | None = None,
     ) -> Claim:
-        """This request's claim attempt for ``pk``, not yet written: built once, so every
+        """This request's claim attempt for ``key``, not yet written: built once, so every
         retry of its PutItem (or of its re-claim) carries the same ``attempt_id`` and token.
         ``lease_s`` is how long the claim is held (default ``CLAIM_PENDING_TTL_S``)."""
         now = clock.now()
         lease_s = settings.CLAIM_PENDING_TTL_S if lease_s is None else lease_s
         return Claim(
-            pk=pk,
+            pk=key.pk,
             status=ClaimStatus.PENDING,
             version=1,
             attempt_id=str(uuid.uuid4()),
-            payload_hash=payload_hash,
+            payload_hash=body.payload_hash,
             # Minted once per attempt; reused for every retry of exactly this attempt's
             # commit. A re-claim is a new attempt with a different transaction, so it
             # carries its own token: no token ever names two different transactions.
@@ -118,14 +115,14 @@ class ClaimRepository:
             created_at=clock.iso(now),
             claimed_at=clock.iso(now),
             expires_at=clock.epoch(now) + lease_s,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            intent_id=intent_id,
-            request=request,
+            tenant=key.tenant,
+            idempotency_key=key.idempotency_key,
+            intent_id=key.intent_id,
+            request=body.request,
             correlation_id=correlation_id,
             client_address=client_address,
-            pending_shard=pending_shard(pk),
-            pledge_version=pledge_version,
+            pending_shard=pending_shard(key.pk),
+            pledge_version=body.pledge_version,
         )
 
     def create(self, claim: Claim) -> Claim:

@@ -99,31 +99,41 @@ class IntakeRequest:
         return self.status is None
 
 
+@dataclass(frozen=True)
+class IntakeAnswer:
+    """What the edge answered one request: its HTTP ``status``, the outcome kind or error
+    code, whether that was a refusal (the edge says which: 4xx) and a replay, and the
+    case it opened."""
+
+    status: int
+    outcome: str
+    rejected: bool
+    replayed: bool = False
+    case_id: str = ""
+
+
 def intake_request_new(
     *,
     tenant: str,
     idempotency_key: str,
-    status: int,
-    outcome: str,
-    rejected: bool,
-    replayed: bool = False,
+    answer: IntakeAnswer,
     correlation_id: str = "",
     donor_ref: str = "",
-    case_id: str = "",
     asked: PledgeRequest | None = None,
 ) -> IntakeRequest:
+    """The log's entry of ``answer`` to a request now, under a new request id."""
     return IntakeRequest(
         tenant=tenant,
         idempotency_key=idempotency_key,
         at=clock.iso(clock.now()),
-        status=status,
-        outcome=outcome,
-        replayed=replayed,
-        rejected=rejected,
+        status=answer.status,
+        outcome=answer.outcome,
+        replayed=answer.replayed,
+        rejected=answer.rejected,
         correlation_id=correlation_id,
         request_id=uuid.uuid4().hex[:16],
         donor_ref=donor_ref,
-        case_id=case_id,
+        case_id=answer.case_id,
         asked=asked,
     )
 

@@ -26,6 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation import metrics
 from reconciliation.dynamo import attempts, calls, failed_writes
+from reconciliation.dynamo.client_hooks import shared_client_hooks_run
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -268,8 +269,6 @@ def shared_client(region: Region | None = None, *, wait: Patience | None = None)
 
 
 def _shared_build(region: Region, wait: Patience) -> SharedClient:
-    from reconciliation.dynamo.client_hooks import shared_client_hooks_run
-
     client = build_client(region, wait)
     return SharedClient(client, shared_client_hooks_run(client))
 

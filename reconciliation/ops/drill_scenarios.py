@@ -100,8 +100,7 @@ class Drill:
             idempotency_key=key,
             request=request,
             actor=self.actor,
-            lease_s=lease_s,
-            version=self.version,
+            terms=intake.ClaimTerms(lease_s=lease_s, version=self.version),
             store=self.store(key),
         )
 

@@ -40,6 +40,8 @@ from reconciliation.claims.ledger import fund_total
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
     Claim,
+    ClaimBody,
+    ClaimKey,
     claim_pk,
     intent_id_for,
     pledge_home,
@@ -170,7 +172,7 @@ class _Traffic:
                     idempotency_key=key,
                     request=request,
                     actor=self.actor,
-                    lease_s=self.config.lease_s,
+                    terms=intake.ClaimTerms(lease_s=self.config.lease_s),
                     store=self.store(key),
                 ).kind
             except faults.SimulatedCrash:
@@ -222,15 +224,10 @@ class _Traffic:
         """Worker A claims and stalls past its lease; the client's retry re-claims and
         commits; A then tries to commit with its stale claim and must be fenced off."""
         request = parse_fields(body)
-        pk = claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key)
         store = self.store(key)
         claim = ClaimRepository(store).new_claim(
-            pk=pk,
-            tenant=TENANT,
-            idempotency_key=key,
-            intent_id=intent_id_for(TENANT, key),
-            payload_hash=request.payload_hash,
-            request=request.normalised(),
+            key=ClaimKey.of_pledge(TENANT, key),
+            body=ClaimBody(request.payload_hash, request.normalised()),
             correlation_id=str(uuid.uuid4()),
             client_address="simulator",
             lease_s=self.config.lease_s,

@@ -43,10 +43,10 @@ def test_my_exports_fits_a_phone(ddb, open_browser, live_server):
     """At 390 px each export is a card: as a table it was 419-423 px wide."""
     from reconciliation.actors import Actor, Role
     from reconciliation.audit.export.background import export_request
-    from reconciliation.audit.filters import AuditFilters
+    from reconciliation.audit.filters import AuditFilters, FilterAsk
 
     auditor = Actor("auditor", Role.AUDITOR, "auditor@example.org")
-    filters = AuditFilters.build(action="case_opened")
+    filters = AuditFilters.build(FilterAsk(action="case_opened"))
     export_request(filters=filters, fmt="jsonl", actor=auditor, store=AS_SYSTEM.store)
     page = open_browser("auditor", width=390)
     page.goto(f"{live_server.url}/audit/exports/")

@@ -142,7 +142,7 @@ def test_pledge_page_shows_what_a_reused_key_asked(
 
     from reconciliation.claims.outcomes import OutcomeKind
     from reconciliation.claims.request import PledgeRequest
-    from reconciliation.claims.request_log import intake_request_new
+    from reconciliation.claims.request_log import IntakeAnswer, intake_request_new
     from reconciliation.claims.request_log_buffer import intake_request_buffer, request_log_flush
     from tests.reconciliation.factories import submit
 
@@ -151,9 +151,7 @@ def test_pledge_page_shows_what_a_reused_key_asked(
     entry = intake_request_new(
         tenant="acme",
         idempotency_key="rv-ask",
-        status=422,
-        outcome=OutcomeKind.KEY_REUSED,
-        rejected=True,
+        answer=IntakeAnswer(status=422, outcome=OutcomeKind.KEY_REUSED, rejected=True),
         donor_ref="D-1001",
         asked=asked,
     )

@@ -17,7 +17,7 @@ from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import webhook_register
 from reconciliation import clock
 from reconciliation.acks.models import AttemptResult, DeliveryStatus, event_id
-from reconciliation.acks.redeliver import RedeliverSeen, ack_redeliver
+from reconciliation.acks.redeliver import RedeliverAsk, RedeliverSeen, ack_redeliver
 from reconciliation.acks.repository import AckRepository
 from reconciliation.actors import command_actor
 from reconciliation.audit.repository import AuditRepository
@@ -78,8 +78,7 @@ def outage(ddb):
         AS_SYSTEM.store,
         intent_id="acme#rs-3",
         seen=RedeliverSeen(seen.key, seen.attempts, str(seen.status), pledge.audit_seq),
-        actor=staff_actor(),
-        **REASON,
+        ask=RedeliverAsk(staff_actor(), **REASON),
     )
     receiver.code = 204
     dispatch(receiver)

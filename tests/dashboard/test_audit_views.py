@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from reconciliation import clock
 from reconciliation.actors import Actor, Role
 from reconciliation.audit.export.background import export_request
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.tasks import audit_export_task
 from tests.helpers import AS_SYSTEM, audit_events, audit_seed, pass_second_factor, staff_user
 from tests.processes import celery_worker, wait_for
@@ -238,7 +238,10 @@ def test_progress_bar_polls_until_the_export_is_done(
     owner = as_user(client, "aud", "auditor")
     actor = Actor("aud", Role.AUDITOR, "aud@example.org")
     export_id = export_request(
-        filters=AuditFilters.build(**rng()), fmt="jsonl", actor=actor, store=AS_SYSTEM.store
+        filters=AuditFilters.build(FilterAsk(**rng())),
+        fmt="jsonl",
+        actor=actor,
+        store=AS_SYSTEM.store,
     )
     backend = audit_export_task.backend
     backend.store_result(export_id, {"rows": 1200, "percent": 40.0}, "PROGRESS")
@@ -283,7 +286,10 @@ def test_background_export_through_a_real_worker(ddb, client, settings, tmp_path
         owner = as_user(client, "aud", "auditor")
         actor = Actor("aud", Role.AUDITOR, "aud@example.org")
         export_id = export_request(
-            filters=AuditFilters.build(**rng()), fmt="csv", actor=actor, store=AS_SYSTEM.store
+            filters=AuditFilters.build(FilterAsk(**rng())),
+            fmt="csv",
+            actor=actor,
+            store=AS_SYSTEM.store,
         )
         audit_export_task.apply_async(args=[export_id], task_id=export_id, queue=queue)
         states: list[str] = []
@@ -320,7 +326,7 @@ def test_my_exports_lists_your_own_background_exports_newest_first(ddb, client, 
     from reconciliation.audit.export.background import export_run_requested
 
     aud, other = (Actor(n, Role.AUDITOR, f"{n}@example.org") for n in ("aud", "aud2"))
-    filters = AuditFilters.build(**rng())
+    filters = AuditFilters.build(FilterAsk(**rng()))
     first = export_request(filters=filters, fmt="csv", actor=aud, store=AS_SYSTEM.store)
     export_run_requested(first, store=AS_SYSTEM.store)
     with clock.travel(5):
@@ -376,7 +382,7 @@ def test_an_export_page_says_its_filters_in_words(ddb, client, settings, tmp_pat
     from reconciliation.audit.export.background import export_run_requested
 
     aud = Actor("aud", Role.AUDITOR, "aud@example.org")
-    filters = AuditFilters.build(**rng(), action="case_opened")
+    filters = AuditFilters.build(FilterAsk(**rng(), action="case_opened"))
     export_id = export_request(filters=filters, fmt="csv", actor=aud, store=AS_SYSTEM.store)
     export_run_requested(export_id, store=AS_SYSTEM.store)
     html = unescape(
@@ -446,12 +452,12 @@ def test_a_bare_key_export_keeps_the_tenants_it_was_searched_under():
     """An export made from a search's stored filters selects what the search showed."""
     from reconciliation.audit.export.background import filters_from_dict
 
-    filters = AuditFilters.build(intent_id="k-42", intent_tenants=["beta", "acme"])
+    filters = AuditFilters.build(FilterAsk(intent_id="k-42"), intent_tenants=["beta", "acme"])
     assert filters.intent_ids() == ("acme#k-42", "beta#k-42")
     assert filters_from_dict(filters.as_dict()).intent_ids() == filters.intent_ids()
-    assert AuditFilters.build(intent_id="acme#k-42", intent_tenants=["x"]).intent_ids() == (
-        "acme#k-42",
-    )
+    assert AuditFilters.build(
+        FilterAsk(intent_id="acme#k-42"), intent_tenants=["x"]
+    ).intent_ids() == ("acme#k-42",)
 
 
 def _change_lines(page: bytes) -> list[str]:
@@ -469,7 +475,7 @@ def test_rows_say_what_changed(ddb, client, settings):
     a case's state and queue (they showed only the action's name)."""
     from dashboard.tenancy.models import Tenant
     from dashboard.tenancy.tenant_changes import fund_register
-    from reconciliation.audit.models import AuditAction
+    from reconciliation.audit.models import AuditAction, AuditEvent
     from reconciliation.audit.staff import staff_event_append
     from reconciliation.claims.funds import Fund
     from tests.conftest import staff_actor
@@ -480,10 +486,12 @@ def test_rows_say_what_changed(ddb, client, settings):
     staff_event_append(
         AS_SYSTEM.store,
         username="ada",
-        action=AuditAction.STAFF_ROLE_CHANGED,
-        actor=admin,
-        before={"role": "finance_staff", "active": True},
-        after={"role": "supervisor", "active": True},
+        event=AuditEvent(
+            action=AuditAction.STAFF_ROLE_CHANGED,
+            actor=admin,
+            before={"role": "finance_staff", "active": True},
+            after={"role": "supervisor", "active": True},
+        ),
     )
     acme = Tenant.objects.create(name="acme")
     fund_register(acme, Fund("GENERAL", "USD", Decimal("5000")), actor=admin)

@@ -246,7 +246,7 @@ def crash_in_each_region(tenant: str, per_region: int) -> list[str]:
                         idempotency_key=key,
                         request=request,
                         actor=actor,
-                        lease_s=1,
+                        terms=intake.ClaimTerms(lease_s=1),
                     )
                 except faults.SimulatedCrash:
                     keys.append(key)

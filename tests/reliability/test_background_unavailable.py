@@ -15,7 +15,7 @@ import time
 import pytest
 
 from reconciliation.audit.export.background import export_request, export_status
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.dynamo.local import free_port
 from tests.conftest import staff_actor
 from tests.helpers import AS_SYSTEM, audit_events
@@ -59,7 +59,7 @@ def staff_requests(env: dict, case_id: str, export_id: str) -> dict[str, dict]:
 def background_export_requested(settings) -> str:
     """A background export the supervisor requested while Redis was up (still running)."""
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    filters = AuditFilters.build(since=today, until=today, max_days=None)
+    filters = AuditFilters.build(FilterAsk(since=today, until=today), max_days=None)
     return export_request(
         filters=filters,
         fmt="csv",

@@ -17,7 +17,12 @@ from dashboard.staff.forms import RedeliverForm
 from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.tenancy.models import WebhookEndpoint
-from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
+from reconciliation.acks.redeliver import (
+    RedeliverAsk,
+    RedeliverRefused,
+    RedeliverSeen,
+    ack_redeliver,
+)
 from reconciliation.claims.models import intent_id_for, pledge_home
 
 
@@ -54,9 +59,7 @@ def redeliver_view(request: StaffRequest) -> HttpResponse:
             store,
             intent_id=intent_id_for(tenant, key),
             seen=seen,
-            actor=actor_for(request),
-            reason_code=data["reason_code"],
-            reason_text=data["reason_text"],
+            ask=RedeliverAsk(actor_for(request), data["reason_code"], data["reason_text"]),
         )
     except RedeliverRefused as exc:
         messages.error(request, f"Not sent again: {exc}")

@@ -41,7 +41,8 @@ from reconciliation.audit.export.background import (
 )
 from reconciliation.audit.export.delivery import export_stream_http
 from reconciliation.audit.export.rows import CONTENT_TYPES, FORMATS
-from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.export.run import ExportAsk
+from reconciliation.audit.filters import AuditFilters, FilterAsk, FilterError
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.search import audit_search
 from reconciliation.audit.staff import staff_spellings
@@ -91,18 +92,20 @@ def _filters(
     values = form.cleaned_data
     try:
         filters = AuditFilters.build(
-            since=values["since"].isoformat() if values["since"] else "",
-            until=values["until"].isoformat() if values["until"] else "",
-            actor=values["actor"],
-            action=values["action"],
-            case_id=values["case_id"],
-            intent_id=values["intent_id"],
+            FilterAsk(
+                since=values["since"].isoformat() if values["since"] else "",
+                until=values["until"].isoformat() if values["until"] else "",
+                actor=values["actor"],
+                action=values["action"],
+                case_id=values["case_id"],
+                intent_id=values["intent_id"],
+                hide_system=values["hide_system"],
+            ),
             performed_by=_own_only(request),
             # A bare key is searched under every tenant the system holds (as the case
             # search does); tenant#key needs none.
             intent_tenants=known_tenants() if "#" not in values["intent_id"] else (),
             actor_spellings=staff_spellings(values["actor"]),
-            hide_system=values["hide_system"],
         )
     except FilterError as exc:
         return form, None, str(exc)
@@ -159,7 +162,7 @@ def _export_response(request: StaffRequest, fmt: str) -> HttpResponseBase:
         return HttpResponseBadRequest(f"Invalid filters: {error}", content_type="text/plain")
     stores = every_store()
     run, body = export_stream_http(
-        filters=filters, fmt=fmt, actor=actor_for(request), store=stores[0], stores=stores
+        ExportAsk(filters, fmt, actor_for(request), store=stores[0], stores=stores)
     )
     response = StreamingHttpResponse(body, content_type=CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{run.file_name}"'

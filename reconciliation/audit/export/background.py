@@ -20,7 +20,8 @@ from reconciliation.audit.export.events import (
     new_export_id,
 )
 from reconciliation.audit.export.rows import FORMATS
-from reconciliation.audit.filters import SPELLING_SEPARATOR, AuditFilters
+from reconciliation.audit.export.run import ExportAsk
+from reconciliation.audit.filters import SPELLING_SEPARATOR, AuditFilters, FilterAsk
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import audit_search
@@ -123,7 +124,9 @@ def exports_requested_by(
     ``http`` delivery); each export's stream says where it stands."""
     found: dict[str, ExportStatus] = {}
     for action in (AuditAction.EXPORT_REQUESTED, AuditAction.EXPORT_COMPLETED):
-        filters = AuditFilters.build(action=action, performed_by=username, default_days=days)
+        filters = AuditFilters.build(
+            FilterAsk(action=action), performed_by=username, default_days=days
+        )
         page = audit_search(filters=filters, page_size=limit, store=store, with_chains=False)
         for row in page.rows:
             export_id = row.stream.removeprefix(export_stream(""))
@@ -150,16 +153,18 @@ def export_owned(export_id: str, *, actor: Actor, store: Store) -> ExportStatus:
 
 def filters_from_dict(values: dict[str, Any]) -> AuditFilters:
     return AuditFilters.build(
-        since=values["since"],
-        until=values["until"],
-        actor=values.get("actor", ""),
-        action=values.get("action", ""),
-        case_id=values.get("case_id", ""),
-        intent_id=values.get("intent_id", ""),
+        FilterAsk(
+            since=values["since"],
+            until=values["until"],
+            actor=values.get("actor", ""),
+            action=values.get("action", ""),
+            case_id=values.get("case_id", ""),
+            intent_id=values.get("intent_id", ""),
+            hide_system=values.get("hide_system") == "yes",
+        ),
         performed_by=values.get("performed_by", ""),
         intent_tenants=[t for t in values.get("intent_tenants", "").split(",") if t],
         actor_spellings=values.get("actor_spellings", "").split(SPELLING_SEPARATOR),
-        hide_system=values.get("hide_system") == "yes",
         max_days=None,
     )
 
@@ -203,13 +208,11 @@ def export_run_requested(
     data_path, _ = export_paths(export_id, status.fmt)
     try:
         return export_to_file(
-            filters=filters_from_dict(status.filters),
-            fmt=status.fmt,
-            actor=actor,
+            ExportAsk(
+                filters_from_dict(status.filters), status.fmt, actor, store=store, stores=stores
+            ),
             out_path=data_path,
             export_id=export_id,
-            store=store,
-            stores=stores,
             progress=progress,
         )
     except Exception as exc:

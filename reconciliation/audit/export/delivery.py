@@ -7,19 +7,16 @@ the ``export_completed`` event — or, for a stream cut short, ``export_abandone
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from reconciliation.actors import Actor
 from reconciliation.audit.export.events import EXPORT_ID_RE, export_event_append, new_export_id
 from reconciliation.audit.export.rows import FORMATS
-from reconciliation.audit.export.run import ExportRun
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.export.run import ExportAsk, ExportRun
 from reconciliation.audit.models import AuditAction
-from reconciliation.stores import Store
 
 
 def export_dir() -> Path:
@@ -64,25 +61,19 @@ def _event_detail(run: ExportRun, core: dict[str, Any], **extra: Any) -> dict[st
     }
 
 
-def export_stream_http(
-    *,
-    filters: AuditFilters,
-    fmt: str,
-    actor: Actor,
-    store: Store,
-    stores: Sequence[Store] | None = None,
-) -> tuple[ExportRun, Iterator[bytes]]:
-    """An export of ``stores`` (every region; ``store`` alone without) to stream over
-    HTTP: the bytes, then (when the last chunk has gone) the manifest in
-    ``AUDIT_EXPORT_DIR`` and the ``export_completed`` event in ``store``. A client that
-    disconnects closes the generator: the event then says ``export_abandoned``."""
-    run = ExportRun(filters=filters, fmt=fmt, actor=actor, store=store, stores=stores)
+def export_stream_http(ask: ExportAsk) -> tuple[ExportRun, Iterator[bytes]]:
+    """An export of ``ask.stores`` (every region; ``ask.store`` alone without) to stream
+    over HTTP: the bytes, then (when the last chunk has gone) the manifest in
+    ``AUDIT_EXPORT_DIR`` and the ``export_completed`` event in ``ask.store``. A client
+    that disconnects closes the generator: the event then says ``export_abandoned``."""
+    store, actor = ask.store, ask.actor
+    run = ExportRun(filters=ask.filters, fmt=ask.fmt, actor=actor, store=store, stores=ask.stores)
 
     def body() -> Iterator[bytes]:
         outcome, why = AuditAction.EXPORT_ABANDONED, "client disconnected"
         try:
             yield from run.chunks()
-            _, manifest_path = export_paths(run.export_id, fmt)
+            _, manifest_path = export_paths(run.export_id, ask.fmt)
             core = _atomic_write_manifest(run, manifest_path)
             export_event_append(
                 store,
@@ -104,8 +95,8 @@ def export_stream_http(
                     action=outcome,
                     actor=actor,
                     detail={
-                        "format": fmt,
-                        "filters": filters.as_dict(),
+                        "format": ask.fmt,
+                        "filters": ask.filters.as_dict(),
                         "rows_sent": run.row_count,
                         "bytes_sent": run.byte_count,
                         "delivery": "http",
@@ -118,28 +109,24 @@ def export_stream_http(
 
 
 def export_to_file(
+    ask: ExportAsk,
     *,
-    filters: AuditFilters,
-    fmt: str,
-    actor: Actor,
     out_path: Path,
     export_id: str | None = None,
-    store: Store,
-    stores: Sequence[Store] | None = None,
     progress: Callable[[int, float], None] | None = None,
     delivery: str = "file",
 ) -> dict[str, Any]:
-    """Write an export of ``stores`` (every region; ``store`` alone without) and its
-    manifest (default ``FILE.manifest.json``) and the ``export_completed`` event in
-    ``store``; return the manifest core. The file appears under its name only when
+    """Write an export of ``ask.stores`` (every region; ``ask.store`` alone without) and
+    its manifest (default ``FILE.manifest.json``) and the ``export_completed`` event in
+    ``ask.store``; return the manifest core. The file appears under its name only when
     complete (written to ``.part``, then renamed)."""
     manifest_path = manifest_path_for(out_path)
     run = ExportRun(
-        filters=filters,
-        fmt=fmt,
-        actor=actor,
-        store=store,
-        stores=stores,
+        filters=ask.filters,
+        fmt=ask.fmt,
+        actor=ask.actor,
+        store=ask.store,
+        stores=ask.stores,
         progress=progress,
         export_id=export_id or new_export_id(),
     )
@@ -154,10 +141,10 @@ def export_to_file(
         run.close()
         part.unlink(missing_ok=True)
     export_event_append(
-        store,
+        ask.store,
         export_id=run.export_id,
         action=AuditAction.EXPORT_COMPLETED,
-        actor=actor,
+        actor=ask.actor,
         detail=_event_detail(run, core, delivery=delivery, file=run.file_name),
     )
     return core

@@ -97,6 +97,19 @@ class HeadsTable:
         self.db.close()
 
 
+@dataclass(frozen=True)
+class ExportAsk:
+    """What to export (``filters``, ``fmt``), for whom, and from where: ``stores`` are the
+    regions read (every region's, merged; ``store``'s alone without); ``store`` is where
+    the export's own ``EXPORT#`` events go (the first region)."""
+
+    filters: AuditFilters
+    fmt: str
+    actor: Actor
+    store: Store
+    stores: Sequence[Store] | None = None
+
+
 @dataclass
 class ExportRun:
     """One export: iterate :meth:`chunks` for the bytes, then :meth:`write_manifest`.

@@ -23,7 +23,8 @@ from tqdm import tqdm
 from reconciliation.actors import Actor, Role, staff_role
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
 from reconciliation.audit.export.rows import FORMATS
-from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.export.run import ExportAsk
+from reconciliation.audit.filters import AuditFilters, FilterAsk, FilterError
 from reconciliation.audit.staff import staff_spellings
 from reconciliation.cases.policy import audit_visible_performer
 from reconciliation.dynamo.client import batch_patience
@@ -49,13 +50,15 @@ class Command(BaseCommand):
         actor, performed_by = self._actor(o["user"])
         try:
             filters = AuditFilters.build(
-                since=o["since"],
-                until=o["until"],
-                actor=o["actor_filter"],
+                FilterAsk(
+                    since=o["since"],
+                    until=o["until"],
+                    actor=o["actor_filter"],
+                    action=o["action"],
+                    case_id=o["case_id"],
+                    intent_id=o["intent_id"],
+                ),
                 actor_spellings=staff_spellings(o["actor_filter"]),
-                action=o["action"],
-                case_id=o["case_id"],
-                intent_id=o["intent_id"],
                 performed_by=performed_by,
                 max_days=None,
             )
@@ -81,11 +84,7 @@ class Command(BaseCommand):
         stores = every_store(wait=batch_patience())
         try:
             core = export_to_file(
-                store=stores[0],
-                stores=stores,
-                filters=filters,
-                fmt=o["fmt"],
-                actor=actor,
+                ExportAsk(filters, o["fmt"], actor, store=stores[0], stores=stores),
                 out_path=out,
                 progress=progress,
                 delivery="cli",

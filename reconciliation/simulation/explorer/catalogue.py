@@ -60,6 +60,8 @@ from reconciliation.casework.sweeps import recheck_open_cases, sweep_claim, swee
 from reconciliation.claims import intake
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
+    ClaimBody,
+    ClaimKey,
     claim_pk,
     intent_id_for,
     pledge_home,
@@ -460,12 +462,8 @@ def prelude(world: World, needs: frozenset[Stage], wire: HandsWire) -> None:
     """Put the world where the pair's hands find it."""
     repo = ClaimRepository(world.store)
     attempt = repo.new_claim(
-        pk=world.pk,
-        tenant=TENANT,
-        idempotency_key=world.key,
-        intent_id=world.intent_id,
-        payload_hash=_request().payload_hash,
-        request=_request().normalised(),
+        key=ClaimKey(world.pk, TENANT, world.key, world.intent_id),
+        body=ClaimBody(_request().payload_hash, _request().normalised()),
         correlation_id=f"hands-worker-{world.key}",
         client_address="",
     )

@@ -25,7 +25,8 @@ from reconciliation.audit.export.background import (
 )
 from reconciliation.audit.export.delivery import export_stream_http, export_to_file
 from reconciliation.audit.export.rows import CSV_COLUMNS
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.export.run import ExportAsk
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.models import AuditEvent
 from reconciliation.audit.repository import GENESIS_HASH, audit_event_build
 from reconciliation.dynamo.client import dynamodb_client, reset_clients
@@ -185,10 +186,10 @@ def test_formula_cells_are_neutralised_in_csv_only(ddb, tmp_path):
     """Cells starting with =, +, -, @, tab or CR get a leading apostrophe in CSV; JSON
     Lines keeps the stored values (they are data, and hashed as stored)."""
     formula_events()
-    filters = AuditFilters.build(**whole_range())
+    filters = AuditFilters.build(FilterAsk(**whole_range()))
     for fmt in ("csv", "jsonl"):
         out = tmp_path / f"f.{fmt}"
-        export_to_file(filters=filters, fmt=fmt, actor=AUDITOR, out_path=out, store=AS_SYSTEM.store)
+        export_to_file(ExportAsk(filters, fmt, AUDITOR, AS_SYSTEM.store), out_path=out)
         with out.open(encoding="utf-8", newline="") as fh:
             text = fh.read()
         if fmt == "csv":
@@ -269,11 +270,8 @@ def test_verify_export_names_each_mismatch_offline(ddb, tmp_path, settings, monk
     audit_seed(60)
     out = tmp_path / "t.csv"
     export_to_file(
-        filters=AuditFilters.build(**whole_range()),
-        fmt="csv",
-        actor=AUDITOR,
+        ExportAsk(AuditFilters.build(FilterAsk(**whole_range())), "csv", AUDITOR, AS_SYSTEM.store),
         out_path=out,
-        store=AS_SYSTEM.store,
     )
     manifest_path = Path(f"{out}.manifest.json")
 
@@ -317,10 +315,7 @@ def test_client_disconnect_records_an_abandoned_export(ddb, settings, tmp_path):
     settings.AUDIT_EXPORT_DIR = tmp_path
     audit_seed(500)  # a few 64 KB chunks
     run, body = export_stream_http(
-        filters=AuditFilters.build(**whole_range()),
-        fmt="jsonl",
-        actor=AUDITOR,
-        store=AS_SYSTEM.store,
+        ExportAsk(AuditFilters.build(FilterAsk(**whole_range())), "jsonl", AUDITOR, AS_SYSTEM.store)
     )
     first = next(body)
     body.close()
@@ -336,7 +331,7 @@ def test_background_export_runs_once_and_only_its_owner_downloads(ddb, settings,
     its owner's download is recorded, anyone else is refused."""
     settings.AUDIT_EXPORT_DIR = tmp_path
     events = audit_seed(120)
-    filters = AuditFilters.build(**whole_range())
+    filters = AuditFilters.build(FilterAsk(**whole_range()))
     export_id = export_request(filters=filters, fmt="csv", actor=AUDITOR, store=AS_SYSTEM.store)
     assert export_status(export_id, store=AS_SYSTEM.store).state == "requested"
     seen: list[tuple[int, float]] = []
@@ -361,11 +356,13 @@ def test_empty_range_exports_a_header_and_a_valid_manifest(ddb, tmp_path):
     """No events: the CSV holds its header only and still verifies against its manifest."""
     out = tmp_path / "empty.csv"
     core = export_to_file(
-        filters=AuditFilters.build(since="2020-01-01", until="2020-01-02"),
-        fmt="csv",
-        actor=AUDITOR,
+        ExportAsk(
+            AuditFilters.build(FilterAsk(since="2020-01-01", until="2020-01-02")),
+            "csv",
+            AUDITOR,
+            AS_SYSTEM.store,
+        ),
         out_path=out,
-        store=AS_SYSTEM.store,
     )
     assert core["row_count"] == 0 and core["first_event"] is None
     assert out.read_text().splitlines() == [",".join(CSV_COLUMNS)]

@@ -20,8 +20,9 @@ from reconciliation.audit.checkpoints import (
 )
 from reconciliation.audit.day_index import Cursor, CursorError
 from reconciliation.audit.export.delivery import export_to_file, manifest_path_for
+from reconciliation.audit.export.run import ExportAsk
 from reconciliation.audit.export.verify import export_verify_offline
-from reconciliation.audit.filters import AuditFilters
+from reconciliation.audit.filters import AuditFilters, FilterAsk
 from reconciliation.audit.models import SYSTEM_STREAM
 from reconciliation.audit.repository import AuditRepository, event_hash
 from reconciliation.audit.search import audit_search
@@ -57,7 +58,7 @@ def events_in(store: Store) -> list[dict]:
 
 
 def today() -> AuditFilters:
-    return AuditFilters.build(since=clock.now().date().isoformat())
+    return AuditFilters.build(FilterAsk(since=clock.now().date().isoformat()))
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def export_rows(tmp_path, name: str) -> tuple[list[dict], dict]:
     stores = every_store()
     out = tmp_path / name
     core = export_to_file(
-        filters=today(), fmt="jsonl", actor=CLI, out_path=out, store=stores[0], stores=stores
+        ExportAsk(today(), "jsonl", CLI, store=stores[0], stores=stores), out_path=out
     )
     assert export_verify_offline(out, manifest_path_for(out)) == []
     rows = [json.loads(line) for line in out.read_text().splitlines()]

@@ -7,7 +7,7 @@ import pytest
 
 from reconciliation import clock
 from reconciliation.audit.day_index import CursorError, DayIndexReader, decode_event
-from reconciliation.audit.filters import AuditFilters, FilterError
+from reconciliation.audit.filters import AuditFilters, FilterAsk, FilterError
 from reconciliation.audit.search import audit_search
 from reconciliation.dynamo.items import from_item
 from tests.helpers import AS_SYSTEM, audit_seed, repositories
@@ -48,7 +48,9 @@ def test_pages_cover_every_event_newest_first_exactly_once(ddb):
     events = seed(400)
     scans: list[str] = []
     ddb.client.meta.events.register("before-call.dynamodb.Scan", lambda **kw: scans.append(1))
-    filters = AuditFilters.build(since=first_day(events), until=clock.now().date().isoformat())
+    filters = AuditFilters.build(
+        FilterAsk(since=first_day(events), until=clock.now().date().isoformat())
+    )
     seen, pages = all_pages(filters, 60)
     newest_first = [e["event_id"] for e in sorted(events, key=lambda e: e["at_id"], reverse=True)]
     assert seen == newest_first
@@ -74,18 +76,21 @@ def test_filters_select_by_actor_action_case_and_intent(ddb):
         ({"performed_by": "ada"}, lambda e: e["actor"]["username"] == "ada"),
     ]
     for given, match in cases:
-        filters = AuditFilters.build(since=since, **given)
+        asked = {k: v for k, v in given.items() if k != "performed_by"}
+        filters = AuditFilters.build(
+            FilterAsk(since=since, **asked), performed_by=given.get("performed_by", "")
+        )
         seen, _ = all_pages(filters, 25)
         expected = [e["event_id"] for e in events if match(e)]
         assert sorted(seen) == sorted(expected), given
-    assert any(all_pages(AuditFilters.build(since=since, actor="sam"), 25)[0])
+    assert any(all_pages(AuditFilters.build(FilterAsk(since=since, actor="sam")), 25)[0])
 
 
 def test_time_bounds_are_inclusive_to_the_microsecond(ddb):
     """ISO date-time bounds keep events at exactly ``since`` and ``until``."""
     events = sorted(seed(120, days=1), key=lambda e: e["at_id"])
     low, high = events[10], events[90]
-    filters = AuditFilters.build(since=low["at"], until=high["at"], max_days=None)
+    filters = AuditFilters.build(FilterAsk(since=low["at"], until=high["at"]), max_days=None)
     seen = [item["event_id"]["S"] for item in DayIndexReader(repositories().audit, filters)]
     assert seen == [e["event_id"] for e in events[10:91]]
 
@@ -96,7 +101,7 @@ def test_sparse_search_stops_on_its_budget_and_resumes(ddb, monkeypatch):
     monkeypatch.setattr("reconciliation.audit.search.SEARCH_QUERY_BUDGET", 12)
     events = seed(200, days=3)
     target = next(e for e in events if e.get("case_id"))
-    filters = AuditFilters.build(since=first_day(events), case_id=target["case_id"])
+    filters = AuditFilters.build(FilterAsk(since=first_day(events), case_id=target["case_id"]))
     first = audit_search(filters=filters, with_chains=False, store=AS_SYSTEM.store)
     assert first.next_cursor and first.searched_to is not None
     seen, pages = all_pages(filters, 50)
@@ -109,11 +114,11 @@ def test_forged_or_foreign_cursor_is_refused(ddb):
     """A cursor edited by hand, or taken from a search with other filters, is refused."""
     events = seed(120)
     since = first_day(events)
-    filters = AuditFilters.build(since=since)
+    filters = AuditFilters.build(FilterAsk(since=since))
     page = audit_search(filters=filters, page_size=10, with_chains=False, store=AS_SYSTEM.store)
     with pytest.raises(CursorError):
         audit_search(
-            filters=AuditFilters.build(since=since, actor="sam"),
+            filters=AuditFilters.build(FilterAsk(since=since, actor="sam")),
             cursor=page.next_cursor,
             store=AS_SYSTEM.store,
         )
@@ -126,19 +131,19 @@ def test_forged_or_foreign_cursor_is_refused(ddb):
 def test_filter_validation_names_the_problem():
     """Bad dates, reversed ranges and overlong ranges are refused with a reason."""
     with pytest.raises(FilterError, match="not a date"):
-        AuditFilters.build(since="yesterday")
+        AuditFilters.build(FilterAsk(since="yesterday"))
     with pytest.raises(FilterError, match="starts after it ends"):
-        AuditFilters.build(since="2026-02-02", until="2026-02-01")
+        AuditFilters.build(FilterAsk(since="2026-02-02", until="2026-02-01"))
     with pytest.raises(FilterError, match="at most 366"):
-        AuditFilters.build(since="2020-01-01", until="2026-01-01")
+        AuditFilters.build(FilterAsk(since="2020-01-01", until="2026-01-01"))
     with pytest.raises(FilterError, match="no time zone"):
-        AuditFilters.build(since="2026-01-01T10:00:00", until="2026-01-02")
+        AuditFilters.build(FilterAsk(since="2026-01-01T10:00:00", until="2026-01-02"))
 
 
 def test_fast_decoding_matches_boto3(ddb):
     """The export's attribute decoder returns exactly what ``from_item`` returns."""
     events = seed(40, days=1)
-    filters = AuditFilters.build(since=first_day(events))
+    filters = AuditFilters.build(FilterAsk(since=first_day(events)))
     for item in DayIndexReader(repositories().audit, filters):
         assert decode_event(item) == from_item(item)
 
@@ -156,7 +161,9 @@ def test_chain_status_of_the_streams_shown(ddb):
         ExpressionAttributeValues={":a": {"S": "case_deleted"}},
     )
     page = audit_search(
-        filters=AuditFilters.build(since=first_day(events)), page_size=100, store=AS_SYSTEM.store
+        filters=AuditFilters.build(FilterAsk(since=first_day(events))),
+        page_size=100,
+        store=AS_SYSTEM.store,
     )
     assert set(page.chains) == {e["stream"] for e in events}
     assert [c.stream for c in page.broken] == [victim["stream"]]

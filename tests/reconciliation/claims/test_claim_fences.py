@@ -20,11 +20,10 @@ from botocore.exceptions import ClientError
 from reconciliation import clock
 from reconciliation.claims import intake
 from reconciliation.claims.models import (
-    OPERATION_CREATE_PLEDGE,
     Claim,
+    ClaimBody,
+    ClaimKey,
     ClaimStatus,
-    claim_pk,
-    intent_id_for,
     pending_shard,
 )
 from reconciliation.claims.outcomes import OutcomeKind
@@ -67,12 +66,8 @@ def _attempt(repos: Repositories, key: str, n: int = 0) -> Claim:
     """A request's claim attempt for ``key`` (its own attempt id, token and lease)."""
     request = parse_fields(pledge_body())
     return repos.claims.new_claim(
-        pk=claim_pk(TENANT, OPERATION_CREATE_PLEDGE, key),
-        tenant=TENANT,
-        idempotency_key=key,
-        intent_id=intent_id_for(TENANT, key),
-        payload_hash=request.payload_hash,
-        request=request.normalised(),
+        key=ClaimKey.of_pledge(TENANT, key),
+        body=ClaimBody(request.payload_hash, request.normalised()),
         correlation_id=f"corr-{key}-{n}",
         client_address=f"10.0.0.{n + 1}",
         lease_s=LEASE_S,

@@ -156,18 +156,14 @@ def test_a_claim_stored_before_versions_commits_the_same_transaction(ddb):
     from dataclasses import replace
 
     from reconciliation.claims.intake import commit_items
-    from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
+    from reconciliation.claims.models import ClaimBody, ClaimKey
     from reconciliation.claims.repository import ClaimRepository
     from reconciliation.stores import home_store
 
     request = parse_fields(pledge_body())
     claim = ClaimRepository(home_store("x")).new_claim(
-        pk=claim_pk("acme", OPERATION_CREATE_PLEDGE, "v-flight"),
-        tenant="acme",
-        idempotency_key="v-flight",
-        intent_id=intent_id_for("acme", "v-flight"),
-        payload_hash=request.payload_hash,
-        request=request.normalised(),
+        key=ClaimKey.of_pledge("acme", "v-flight"),
+        body=ClaimBody(request.payload_hash, request.normalised()),
         correlation_id="",
         client_address="",
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciliation.claims.request_log import intake_request_new
+from reconciliation.claims.request_log import IntakeAnswer, intake_request_new
 from reconciliation.claims.request_log_buffer import (
     BATCH,
     RequestLogBuffer,
@@ -32,10 +32,7 @@ def entry(key: str, status: int = 200):
     return intake_request_new(
         tenant="acme",
         idempotency_key=key,
-        status=status,
-        outcome="replayed",
-        rejected=False,
-        replayed=True,
+        answer=IntakeAnswer(status=status, outcome="replayed", rejected=False, replayed=True),
         correlation_id=f"corr-{key}",
     )
 
@@ -214,11 +211,11 @@ def test_a_process_that_exits_writes_what_it_buffered(ddb, tmp_path):
     flushing: atexit writes it."""
     script = (
         "import django; django.setup()\n"
-        "from reconciliation.claims.request_log import intake_request_new\n"
+        "from reconciliation.claims.request_log import IntakeAnswer, intake_request_new\n"
         "from reconciliation.claims.request_log_buffer import intake_request_buffer\n"
         "from reconciliation.stores import first_store\n"
         "intake_request_buffer(intake_request_new(tenant='acme', idempotency_key='atexit-1',"
-        " status=200, outcome='replayed', rejected=False, replayed=True),"
+        " answer=IntakeAnswer(status=200, outcome='replayed', rejected=False, replayed=True)),"
         " store=first_store())\n"
         "print('buffered')\n"
     )
