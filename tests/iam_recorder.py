@@ -192,6 +192,11 @@ def install(recorder: Recorder) -> None:
         return built
 
     client_module.build_client = recording_build_client  # type: ignore[assignment]
+    # A module that imported the name before this ran (the drill's fault-injecting
+    # clients are built by reconciliation.simulation.fault_hooks) holds the original.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("reconciliation.") and getattr(module, "build_client", None) is original:
+            module.build_client = recording_build_client  # type: ignore[attr-defined]
 
 
 # --- the check ---------------------------------------------------------------------------

@@ -220,3 +220,14 @@ def test_a_finding_fails_the_run_and_is_listed_in_the_summary():
         "outside the policy: dynamodb:Scan on requests (reconciliation/claims/x.py:3 f)"
         in terminal.lines
     )
+
+
+def test_clients_built_by_a_module_that_imported_the_builder_early_are_recorded():
+    """The drill's own clients come from reconciliation.simulation.fault_hooks, which
+    bound ``build_client`` when it was imported, before the recorder wrapped it: the
+    wrapper reaches that name too, so the drill's calls are checked against the policy."""
+    from reconciliation.dynamo import client as client_module
+    from reconciliation.simulation import fault_hooks
+
+    assert client_module.build_client.__name__ == "recording_build_client"
+    assert fault_hooks.build_client is client_module.build_client
