@@ -17,6 +17,7 @@ from dashboard.staff.forms import RedeliverForm
 from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.tenancy.models import WebhookEndpoint
+from reconciliation.acks.models import DeliveryStatus
 from reconciliation.acks.redeliver import RedeliverRefused, RedeliverSeen, ack_redeliver
 from reconciliation.claims.models import intent_id_for, pledge_home
 
@@ -45,7 +46,7 @@ def redeliver_view(request: StaffRequest) -> HttpResponse:
     seen = RedeliverSeen(
         key=data["delivery"],
         attempts=data["seen_attempts"],
-        status=data["seen_status"],
+        status=DeliveryStatus.read(data["seen_status"]),
         audit_seq=data["seen_audit_seq"],
     )
     page = pledge_url(tenant, key) + "#deliveries"
