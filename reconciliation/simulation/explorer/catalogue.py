@@ -140,7 +140,7 @@ def _request() -> PledgeRequest:
 
 
 def _answer(world: World, name: str, outcome: IntakeOutcome) -> str:
-    world.answers.append(ClientAnswer(name, str(outcome.kind)))
+    world.answers.append(ClientAnswer(name, outcome.kind))
     return str(outcome.kind)
 
 
