@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation.audit.checkpoints import DEFAULT_PERIOD_S, period_setting_problem
 from reconciliation.casework.notifications import DEFAULT_SLA_HOURS, sla_setting_problem
-from reconciliation.ops.config import DIFFERS, NOT_RECORDED, UNREACHABLE, config_compare
+from reconciliation.ops.config import ConfigState, config_compare
 
 
 class ReconciliationConfig(AppConfig):
@@ -80,7 +80,7 @@ def configuration_check(
     )
     messages: list[checks.CheckMessage] = []
     for c in compared:
-        if c.state == DIFFERS:
+        if c.state == ConfigState.DIFFERS:
             messages.append(
                 checks.Error(
                     f"configuration differs from the one recorded in {c.region}: "
@@ -89,7 +89,7 @@ def configuration_check(
                     id="reconciliation.E004",
                 )
             )
-        elif c.state == NOT_RECORDED:
+        elif c.state == ConfigState.NOT_RECORDED:
             messages.append(
                 checks.Warning(
                     f"no configuration recorded in {c.region} yet",
@@ -97,7 +97,7 @@ def configuration_check(
                     id="reconciliation.W004",
                 )
             )
-        elif c.state == UNREACHABLE:
+        elif c.state == ConfigState.UNREACHABLE:
             messages.append(
                 checks.Warning(
                     f"configuration not checked: DynamoDB in {c.region} did not answer "

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _append(request: HttpRequest, user: User, action: str, detail: dict[str, Any]) -> None:
+def _append(request: HttpRequest, user: User, action: AuditAction, detail: dict[str, Any]) -> None:
     role = user_role(user)
     if role is None:
         return

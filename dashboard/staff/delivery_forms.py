@@ -12,7 +12,7 @@ from django.core import signing
 
 from dashboard.staff.forms import IdPrefixedForm, _ReasonForm
 from dashboard.tenancy.delivery_log import AttemptFilters, AttemptOutcome
-from reconciliation.acks.models import EventType
+from reconciliation.acks.models import DeliveryStatus, EventType
 from reconciliation.acks.redeliver import RedeliverSeen
 from reconciliation.acks.resend import ResendItem
 
@@ -122,6 +122,8 @@ class ResendConfirmForm(_ReasonForm):
         if pk != endpoint_pk:
             raise forms.ValidationError("Not a preview of this endpoint: preview again.")
         return tuple(
-            ResendItem(intent_id, RedeliverSeen(key, attempts, status, audit_seq))
+            ResendItem(
+                intent_id, RedeliverSeen(key, attempts, DeliveryStatus.read(status), audit_seq)
+            )
             for intent_id, key, attempts, status, audit_seq in packed
         )

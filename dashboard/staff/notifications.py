@@ -25,6 +25,7 @@ from dashboard.staff.models import Notification, NotificationKind
 from reconciliation.actors import STAFF_ROLES, Role
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import OverrideRequest
+from reconciliation.cases.vocabulary import Override
 from reconciliation.casework.hooks import override_expired
 
 logger = logging.getLogger(__name__)
@@ -111,8 +112,8 @@ class _Notice:
     kind: NotificationKind
     case_id: str
     actor: str
-    action: str
-    override: str = ""
+    action: AuditAction
+    override: Override | None = None
     excerpt: str = ""
     request_id: str = ""
 
@@ -151,7 +152,7 @@ def notify_assigned(*, case_id: str, assignee: str | None, actor: str) -> None:
 
 @never_fails
 def notify_override_requested(
-    *, case_id: str, request: OverrideRequest | None, override: str, actor: str
+    *, case_id: str, request: OverrideRequest | None, override: Override, actor: str
 ) -> None:
     """Every active supervisor but the requester may decide it (``request``: the request
     as raised, so its decision can settle these notifications)."""
@@ -170,7 +171,7 @@ def notify_override_requested(
 
 
 def notify_override_decided(
-    *, case_id: str, request: OverrideRequest, action: str, actor: str
+    *, case_id: str, request: OverrideRequest, action: AuditAction, actor: str
 ) -> None:
     """The requester of ``request`` learns it was approved, rejected or expired
     (``action``, an AuditAction), and the supervisors told it was waiting see it decided.
@@ -180,7 +181,9 @@ def notify_override_decided(
 
 
 @never_fails
-def _tell_requester(*, case_id: str, request: OverrideRequest, action: str, actor: str) -> None:
+def _tell_requester(
+    *, case_id: str, request: OverrideRequest, action: AuditAction, actor: str
+) -> None:
     requester = request.requested_by.username
     _create(
         _staff([requester]),
@@ -189,13 +192,15 @@ def _tell_requester(*, case_id: str, request: OverrideRequest, action: str, acto
             case_id=case_id,
             actor=actor,
             action=action,
-            override=str(request.action or ""),
+            override=request.action,
         ),
     )
 
 
 @never_fails
-def _settle_waiting(*, case_id: str, request: OverrideRequest, action: str, actor: str) -> None:
+def _settle_waiting(
+    *, case_id: str, request: OverrideRequest, action: AuditAction, actor: str
+) -> None:
     """Every "approval waiting" about ``request`` is no longer new to anyone. A row that
     names no request (written before rows named theirs) is about this request or an
     earlier one of the case, all decided by now: a case holds one pending request at a

@@ -45,7 +45,7 @@ class RedeliverSeen:
 
     key: str
     attempts: int
-    status: str
+    status: DeliveryStatus
     audit_seq: int
 
 

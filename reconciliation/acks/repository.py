@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from reconciliation.acks.models import AckState, Delivery
-from reconciliation.claims.models import pledge_from_item
+from reconciliation.claims.models import PledgeStatus, pledge_from_item
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.index_rows import complete_rows
 from reconciliation.dynamo.items import from_item, values
@@ -118,7 +118,7 @@ class AckRepository:
         intent_id: str,
         *,
         fence: int,
-        status: str,
+        status: PledgeStatus,
         deliveries: dict[str, Delivery],
         next_due: int | None,
     ) -> int:

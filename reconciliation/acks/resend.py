@@ -105,7 +105,7 @@ def acks_resend_preview(
             seen = RedeliverSeen(
                 key=key,
                 attempts=delivery.attempts,
-                status=str(delivery.status),
+                status=delivery.status,
                 audit_seq=state.pledge.audit_seq,
             )
             items.append(ResendItem(intent_id, seen, delivery))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import partial
 from typing import Any
 
@@ -90,9 +91,17 @@ def stream_chain_status(stream: str, *, store: Store) -> ChainStatus:
 
 # --- stored heads (subject items) -----------------------------------------------------
 
+
+class SubjectKind(StrEnum):
+    """The item a stream's head is stored on; its value is the noun messages use."""
+
+    CASE = "case"
+    PLEDGE = "pledge"
+
+
 # Stream prefixes of subject items; a pledge stream of another region than the first is
 # ``PLEDGE#@<region>#<intent>`` and matches too (``pledge_stream_parts``).
-SUBJECT_KINDS = {"CASE#": "case", PLEDGE_STREAM: "pledge"}
+SUBJECT_KINDS = {"CASE#": SubjectKind.CASE, PLEDGE_STREAM: SubjectKind.PLEDGE}
 
 
 @dataclass(frozen=True)
@@ -100,18 +109,18 @@ class SubjectHead:
     """The head a subject item stores beside its state, written in the same transaction
     as each of its events: ``audit_seq`` and ``audit_head``."""
 
-    kind: str  # "case" or "pledge"
+    kind: SubjectKind
     seq: int
     hash: str
 
 
-def subject_of(stream: str) -> tuple[str, str] | None:
+def subject_of(stream: str) -> tuple[SubjectKind, str] | None:
     """``("case", case_id)`` or ``("pledge", intent_id)``; ``None`` for streams without a
     subject item (``SYSTEM``, ``EXPORT#…``, ``STAFF#…``). A pledge stream of any region
     names its intent."""
     for prefix, kind in SUBJECT_KINDS.items():
         if stream.startswith(prefix):
-            if kind == "pledge":
+            if kind == SubjectKind.PLEDGE:
                 return kind, pledge_stream_parts(stream)[0]
             return kind, stream.removeprefix(prefix)
     return None
@@ -129,14 +138,14 @@ def subject_heads(
     sources = list(stores) if stores else [store] if store else []
     heads: dict[str, SubjectHead] = {}
     for home, names in by_home(streams, sources):
-        wanted: dict[str, dict[str, str]] = {"case": {}, "pledge": {}}
+        wanted: dict[SubjectKind, dict[str, str]] = {SubjectKind.CASE: {}, SubjectKind.PLEDGE: {}}
         for stream in names:
             subject = subject_of(stream)
             if subject:
                 wanted[subject[0]][subject[1]] = stream
         for kind, table, key_name in (
-            ("case", home.tables.cases, "case_id"),
-            ("pledge", home.tables.pledges, "intent_id"),
+            (SubjectKind.CASE, home.tables.cases, "case_id"),
+            (SubjectKind.PLEDGE, home.tables.pledges, "intent_id"),
         ):
             if not wanted[kind]:
                 continue

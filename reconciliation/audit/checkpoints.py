@@ -274,7 +274,7 @@ def _checkpoint_event_append(
     store: Store,
     *,
     period: Period,
-    action: str,
+    action: AuditAction,
     actor: Actor,
     detail: dict[str, Any],
     seen: _SystemSeen,

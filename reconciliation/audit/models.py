@@ -145,7 +145,7 @@ class AuditEvent:
     the item as stored. ``at`` and ``event_id`` left ``None`` become the time and a new
     id when the event is placed. Values must be JSON-plain (amounts as strings)."""
 
-    action: str
+    action: AuditAction
     actor: Actor
     case_id: str | None = None
     intent_id: str | None = None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from reconciliation import clock
-from reconciliation.audit.models import AuditEvent
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.dynamo.batch import batch_get, batch_writer
 from reconciliation.dynamo.errors import ErrorCode
 from reconciliation.dynamo.items import RawItem, from_item, to_item
@@ -245,7 +245,9 @@ class AuditRepository:
         )
         return from_item(response.get("Item"))
 
-    def latest_event(self, stream: str, *, action: str | tuple[str, ...]) -> dict[str, Any] | None:
+    def latest_event(
+        self, stream: str, *, action: AuditAction | tuple[AuditAction, ...]
+    ) -> dict[str, Any] | None:
         """The newest event of ``stream`` with ``action`` (or one of several), walking
         back from the head."""
         actions = (action,) if isinstance(action, str) else action

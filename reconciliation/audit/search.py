@@ -37,7 +37,7 @@ class AuditRow:
     stream: str
     seq: int
     event_id: str
-    action: str
+    action: AuditAction
     actor_username: str
     actor_email: str
     actor_role: str
@@ -63,7 +63,7 @@ class AuditRow:
             stream=event.get("stream", ""),
             seq=int(event.get("seq", 0)),
             event_id=event.get("event_id", ""),
-            action=event.get("action", ""),
+            action=AuditAction.read(event.get("action", "")),
             actor_username=actor.get("username", ""),
             actor_email=actor.get("email", ""),
             actor_role=actor.get("role", ""),

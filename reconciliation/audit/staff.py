@@ -17,28 +17,30 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from reconciliation.audit.append import audit_event_append
-from reconciliation.audit.models import AuditEvent
+from reconciliation.audit.models import AuditAction, AuditEvent
 from reconciliation.stores import Store
 
 STAFF_STREAM_PREFIX = "STAFF#"
-STAFF_ACTIONS = (
-    "staff_created",
-    "staff_role_changed",
-    "staff_password_set",
-    "mfa_enrolled",
-    "mfa_reset",
-    "mfa_replaced",
-    "recovery_codes_issued",
-    "passkey_enrolled",
-    "passkey_renamed",
-    "passkey_removed",
-    "sign_in_succeeded",
-    "sign_in_failed",
-    "sign_in_locked_out",
-    "signed_out",
-    "sessions_ended",
-    "staff_changed",
-    "staff_deleted",
+STAFF_ACTIONS = frozenset(
+    {
+        AuditAction.STAFF_CREATED,
+        AuditAction.STAFF_ROLE_CHANGED,
+        AuditAction.STAFF_PASSWORD_SET,
+        AuditAction.MFA_ENROLLED,
+        AuditAction.MFA_RESET,
+        AuditAction.MFA_REPLACED,
+        AuditAction.RECOVERY_CODES_ISSUED,
+        AuditAction.PASSKEY_ENROLLED,
+        AuditAction.PASSKEY_RENAMED,
+        AuditAction.PASSKEY_REMOVED,
+        AuditAction.SIGN_IN_SUCCEEDED,
+        AuditAction.SIGN_IN_FAILED,
+        AuditAction.SIGN_IN_LOCKED_OUT,
+        AuditAction.SIGNED_OUT,
+        AuditAction.SESSIONS_ENDED,
+        AuditAction.STAFF_CHANGED,
+        AuditAction.STAFF_DELETED,
+    }
 )
 
 

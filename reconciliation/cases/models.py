@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
+from reconciliation.actors import Role
 from reconciliation.cases.vocabulary import (
     CaseState,
     CaseType,
@@ -63,14 +64,14 @@ class Requester:
 
     username: str
     email: str | None = None
-    role: str | None = None
+    role: Role | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requester:
         return cls(
             username=str(data.get("username", "")),
             email=data.get("email"),
-            role=_opt_str(data.get("role")),
+            role=None if data.get("role") is None else Role.read(data["role"]),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -118,11 +118,11 @@ def sla_cutoff(hours: Decimal, now: datetime) -> str:
 
 
 def is_past_sla(
-    queue: str, opened_at: str, *, hours: Mapping[Queue, Decimal], now: datetime
+    queue: Queue, opened_at: str, *, hours: Mapping[Queue, Decimal], now: datetime
 ) -> bool:
     if queue not in hours or queue == Queue.OVERRIDE_REQUESTED or not opened_at:
         return False
-    return opened_at < sla_cutoff(hours[Queue(queue)], now)
+    return opened_at < sla_cutoff(hours[queue], now)
 
 
 @dataclass(frozen=True)

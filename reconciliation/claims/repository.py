@@ -246,7 +246,7 @@ class ClaimRepository:
     def finalised(
         claim: Claim,
         *,
-        status: str,
+        status: ClaimStatus,
         expires_in_s: int,
         response_body: dict[str, Any] | None = None,
         at: datetime | None = None,
@@ -343,7 +343,7 @@ class Finalisation:
     what it records; and whether the claim must still be PENDING (refusing to rewrite an
     outcome another party already recorded)."""
 
-    status: str
+    status: ClaimStatus
     expires_in_s: int
     response_body: dict[str, Any] | None = None
     error_code: str | None = None

@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -45,9 +46,16 @@ class LocalEngineError(RuntimeError):
     """The embedded engine could not be fetched or started; the message says why and how."""
 
 
+class EngineKind(StrEnum):
+    """Which server answers: DynamoDB Local, or moto's stand-in when Java is missing."""
+
+    DYNAMODB_LOCAL = "dynamodb_local"
+    MOTO = "moto"
+
+
 @dataclass
 class LocalEngine:
-    kind: str  # "dynamodb_local" or "moto"
+    kind: EngineKind
     port: int
     process: subprocess.Popen[bytes]
 
@@ -57,7 +65,7 @@ class LocalEngine:
 
     @property
     def honours_client_request_token(self) -> bool:
-        return self.kind == "dynamodb_local"
+        return self.kind == EngineKind.DYNAMODB_LOCAL
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is not None:
@@ -197,7 +205,7 @@ def start_dynamodb_local(
     )
     if log is not None:
         log.close()  # the child holds its own copy of the descriptor
-    return _answering(LocalEngine("dynamodb_local", port, process), timeout=60)
+    return _answering(LocalEngine(EngineKind.DYNAMODB_LOCAL, port, process), timeout=60)
 
 
 def start_moto_server(port: int | None = None) -> LocalEngine:
@@ -208,7 +216,7 @@ def start_moto_server(port: int | None = None) -> LocalEngine:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    return _answering(LocalEngine("moto", port, process), timeout=30)
+    return _answering(LocalEngine(EngineKind.MOTO, port, process), timeout=30)
 
 
 def _answering(engine: LocalEngine, *, timeout: float) -> LocalEngine:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -49,11 +50,14 @@ if TYPE_CHECKING:
 
 CONFIG_PREFIX = "#CONFIG#"  # a cases-table key no case id can have (ids start "C-")
 
-# What a region's record says, compared with this process's configuration.
-OK = "ok"
-DIFFERS = "differs"
-NOT_RECORDED = "not recorded"
-UNREACHABLE = "unreachable"
+
+class ConfigState(StrEnum):
+    """What a region's record says, compared with this process's configuration."""
+
+    OK = "ok"
+    DIFFERS = "differs"
+    NOT_RECORDED = "not recorded"
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)
@@ -164,15 +168,15 @@ class RegionConfig:
     """One region's record compared with this process's configuration."""
 
     region: str
-    state: str  # OK, DIFFERS, NOT_RECORDED, UNREACHABLE
+    state: ConfigState
     fields: tuple[str, ...] = ()
     recorded: Recorded | None = None
-    problem: str = ""  # why UNREACHABLE (an error code or exception name, never a URL)
+    problem: str = ""  # why unreachable (an error code or exception name, never a URL)
 
     def line(self) -> str:
-        if self.state == DIFFERS:
+        if self.state == ConfigState.DIFFERS:
             return f"{self.region}: differs ({', '.join(self.fields)})"
-        if self.state == UNREACHABLE:
+        if self.state == ConfigState.UNREACHABLE:
             return f"{self.region}: not checked ({self.problem})"
         return f"{self.region}: {self.state}"
 
@@ -188,33 +192,39 @@ def config_compare(stores: list[Store] | None = None) -> list[RegionConfig]:
             recorded = ConfigRepository(store).get()
         except ClientError as exc:
             code = error_code(exc)
-            state = NOT_RECORDED if code == "ResourceNotFoundException" else UNREACHABLE
+            state = (
+                ConfigState.NOT_RECORDED
+                if code == "ResourceNotFoundException"
+                else ConfigState.UNREACHABLE
+            )
             out.append(RegionConfig(store.region_name, state, problem=code))
             continue
         except BotoCoreError as exc:
-            out.append(RegionConfig(store.region_name, UNREACHABLE, problem=type(exc).__name__))
+            out.append(
+                RegionConfig(store.region_name, ConfigState.UNREACHABLE, problem=type(exc).__name__)
+            )
             continue
         if recorded is None:
-            out.append(RegionConfig(store.region_name, NOT_RECORDED))
+            out.append(RegionConfig(store.region_name, ConfigState.NOT_RECORDED))
         elif recorded.digest == mine.digest:
-            out.append(RegionConfig(store.region_name, OK, recorded=recorded))
+            out.append(RegionConfig(store.region_name, ConfigState.OK, recorded=recorded))
         else:
             differing = tuple(mine.differing(recorded.config))
-            out.append(RegionConfig(store.region_name, DIFFERS, differing, recorded))
+            out.append(RegionConfig(store.region_name, ConfigState.DIFFERS, differing, recorded))
     return out
 
 
 def config_summary(compared: list[RegionConfig]) -> str:
     """One word or line for ``/healthz``: ``ok``, ``not recorded``, ``differs (fields)``
     or ``not checked``; never an endpoint."""
-    differs = sorted({f for c in compared if c.state == DIFFERS for f in c.fields})
+    differs = sorted({f for c in compared if c.state == ConfigState.DIFFERS for f in c.fields})
     if differs:
-        return f"{DIFFERS} ({', '.join(differs)})"
-    if any(c.state == UNREACHABLE for c in compared):
+        return f"{ConfigState.DIFFERS} ({', '.join(differs)})"
+    if any(c.state == ConfigState.UNREACHABLE for c in compared):
         return "not checked"
-    if any(c.state == NOT_RECORDED for c in compared):
-        return NOT_RECORDED
-    return OK
+    if any(c.state == ConfigState.NOT_RECORDED for c in compared):
+        return ConfigState.NOT_RECORDED
+    return ConfigState.OK
 
 
 class ConfigurationDiffers(ImproperlyConfigured):
@@ -226,7 +236,7 @@ def config_differences(compared: list[RegionConfig]) -> list[str]:
     return [
         f"configuration differs from the one recorded in {c.region}: {', '.join(c.fields)}"
         for c in compared
-        if c.state == DIFFERS
+        if c.state == ConfigState.DIFFERS
     ]
 
 
@@ -253,9 +263,9 @@ def config_record(*, accept: bool, actor: Actor) -> list[str]:
     stores = every_store()
     compared = config_compare(stores)
     for c in compared:
-        if c.state == UNREACHABLE:
+        if c.state == ConfigState.UNREACHABLE:
             raise ImproperlyConfigured(f"configuration not recorded in {c.region}: {c.problem}")
-    differing = [c for c in compared if c.state == DIFFERS]
+    differing = [c for c in compared if c.state == ConfigState.DIFFERS]
     if differing and not accept:
         raise ConfigurationDiffers(
             "; ".join(config_differences(compared))
@@ -267,7 +277,7 @@ def config_record(*, accept: bool, actor: Actor) -> list[str]:
         _audit_acceptance(mine, differing, actor)
     lines = []
     for store, c in zip(stores, compared, strict=True):
-        if c.state == OK:
+        if c.state == ConfigState.OK:
             lines.append(f"{c.region}: configuration as recorded ({mine.digest[:12]})")
             continue
         seen = c.recorded.digest if c.recorded else None

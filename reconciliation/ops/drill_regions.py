@@ -27,7 +27,7 @@ from reconciliation.casework.selectors import QueueFilters, queue_page
 from reconciliation.claims.ledger import LedgerRepository, fund_total
 from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, intent_id_for
 from reconciliation.claims.outcomes import OutcomeKind
-from reconciliation.ops.drill_report import NOT_APPLICABLE
+from reconciliation.ops.drill_report import DrillStatus
 from reconciliation.stores import Store, case_tag, every_store, home_store, pledge_stream
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def regions_scenario(drill: Drill) -> None:
             "run when DDB_REGIONS names two engines",
             f"one region configured ({stores[0].region_name})",
             None,
-            status=NOT_APPLICABLE,
+            status=DrillStatus.NOT_APPLICABLE,
         )
         return
     homed = _keys_homed(drill, stores)

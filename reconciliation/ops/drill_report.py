@@ -9,10 +9,17 @@ are filled by :mod:`reconciliation.ops.drill_scenarios`; the run is :func:`drill
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
-PASS, FAIL, UNPROVABLE = "pass", "FAIL", "unprovable"
-NOT_APPLICABLE = "not applicable"
+
+class DrillStatus(StrEnum):
+    """A row's result, as the report, the page and the stored event spell it."""
+
+    PASS = "pass"
+    FAIL = "FAIL"
+    UNPROVABLE = "unprovable"
+    NOT_APPLICABLE = "not applicable"
 
 
 @dataclass
@@ -20,7 +27,7 @@ class DrillRow:
     scenario: str
     expected: str
     observed: str
-    status: str
+    status: DrillStatus
 
 
 @dataclass
@@ -35,11 +42,11 @@ class DrillReport:
 
     @property
     def passed(self) -> bool:
-        return all(r.status != FAIL for r in self.rows)
+        return all(r.status != DrillStatus.FAIL for r in self.rows)
 
     @property
     def unprovable(self) -> list[str]:
-        return [r.scenario for r in self.rows if r.status == UNPROVABLE]
+        return [r.scenario for r in self.rows if r.status == DrillStatus.UNPROVABLE]
 
     def as_dict(self) -> dict[str, Any]:
         return {

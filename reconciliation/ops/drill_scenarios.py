@@ -48,7 +48,7 @@ from reconciliation.claims.versions import VERSIONS
 from reconciliation.dynamo.cancellation import CancellationCode
 from reconciliation.dynamo.errors import ErrorCode, error_code
 from reconciliation.dynamo.items import transact_items
-from reconciliation.ops.drill_report import FAIL, PASS, UNPROVABLE, DrillReport, DrillRow
+from reconciliation.ops.drill_report import DrillReport, DrillRow, DrillStatus
 from reconciliation.simulation import faults
 from reconciliation.simulation.fault_stores import FaultStores
 from reconciliation.stores import Store, every_store, pledge_stream
@@ -111,11 +111,13 @@ class Drill:
         observed: str,
         ok: bool | None,
         *,
-        status: str | None = None,
+        status: DrillStatus | None = None,
     ) -> None:
         """One report row: passed or failed by ``ok`` (``None``: not provable here),
         unless ``status`` says otherwise (e.g. not applicable)."""
-        status = status or (UNPROVABLE if ok is None else (PASS if ok else FAIL))
+        status = status or (
+            DrillStatus.UNPROVABLE if ok is None else DrillStatus.PASS if ok else DrillStatus.FAIL
+        )
         self.report.rows.append(DrillRow(scenario, expected, observed, status))
 
     def ledger(self) -> tuple[Decimal, int]:

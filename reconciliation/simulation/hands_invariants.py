@@ -226,7 +226,7 @@ class ClientAnswer:
     answered, and what the wire knows of its own commits."""
 
     actor: str
-    kind: str | None  # an outcome kind; None: no answer (the process died)
+    kind: OutcomeKind | None  # None: no answer (the process died)
     commit_applied: bool = False
     commit_maybe: bool = False
 

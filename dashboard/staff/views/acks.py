@@ -17,6 +17,7 @@ from dashboard.staff.forms import RedeliverForm
 from dashboard.staff.links import pledge_url
 from dashboard.staff.views.pages import ACTING_ROLES, VIEWING_ROLES, render_page
 from dashboard.tenancy.models import WebhookEndpoint
+from reconciliation.acks.models import DeliveryStatus
 from reconciliation.acks.redeliver import (
     RedeliverAsk,
     RedeliverRefused,
@@ -50,7 +51,7 @@ def redeliver_view(request: StaffRequest) -> HttpResponse:
     seen = RedeliverSeen(
         key=data["delivery"],
         attempts=data["seen_attempts"],
-        status=data["seen_status"],
+        status=DeliveryStatus.read(data["seen_status"]),
         audit_seq=data["seen_audit_seq"],
     )
     page = pledge_url(tenant, key) + "#deliveries"

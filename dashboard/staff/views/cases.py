@@ -47,7 +47,7 @@ from dashboard.staff.views.pages import (
 )
 from dashboard.templatetags.dashboard_format import exact, intent
 from reconciliation.actors import Actor, Role
-from reconciliation.audit.chains import SubjectHead, case_chain_status
+from reconciliation.audit.chains import SubjectHead, SubjectKind, case_chain_status
 from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.changes import CaseChanged, CaseError, CaseNotFound, InvalidReason
 from reconciliation.cases.models import Case, retry_in_flight
@@ -280,7 +280,7 @@ def _timeline_context(
         "chain": case_chain_status(
             case.case_id,
             timeline,
-            SubjectHead("case", case.audit_seq, case.audit_head),
+            SubjectHead(SubjectKind.CASE, case.audit_seq, case.audit_head),
             store=store,
         ),
         "note_form": note_form or (NoteForm() if request.role in ACTING_ROLES else None),

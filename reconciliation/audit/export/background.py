@@ -25,6 +25,7 @@ from reconciliation.audit.filters import SPELLING_SEPARATOR, AuditFilters, Filte
 from reconciliation.audit.models import AuditAction
 from reconciliation.audit.repository import AuditRepository
 from reconciliation.audit.search import audit_search
+from reconciliation.codes import Code
 from reconciliation.stores import Store
 
 
@@ -40,6 +41,16 @@ class ExportNotReady(Exception):
     """The export has not finished (or failed), so there is nothing to download."""
 
 
+class ExportState(Code):
+    """Where a background export stands: its stream's last lifecycle action without
+    ``export_``. The pages show it as it is, so members carry no label of their own."""
+
+    REQUESTED = "requested"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
 @dataclass(frozen=True)
 class ExportStatus:
     export_id: str
@@ -47,7 +58,7 @@ class ExportStatus:
     fmt: str
     filters: dict[str, Any]
     delivery: str
-    state: str  # the last lifecycle action: requested, completed, failed, abandoned
+    state: ExportState
     row_count: int | None
     sha256: str
     downloads: int
@@ -69,11 +80,11 @@ class ExportStatus:
 
     @property
     def done(self) -> bool:
-        return self.state == "completed"
+        return self.state == ExportState.COMPLETED
 
     @property
     def running(self) -> bool:
-        return self.state == "requested"
+        return self.state == ExportState.REQUESTED
 
     @property
     def streamed(self) -> bool:
@@ -99,7 +110,7 @@ def export_status(export_id: str, *, store: Store) -> ExportStatus | None:
         fmt=detail.get("format", ""),
         filters=detail.get("filters", {}),
         delivery=detail.get("delivery", ""),
-        state=last["action"].removeprefix("export_"),
+        state=ExportState.read(last["action"].removeprefix("export_")),
         row_count=last_detail.get("row_count", last_detail.get("rows_sent")),
         sha256=last_detail.get("sha256", ""),
         downloads=sum(1 for e in events if e.get("action") == AuditAction.EXPORT_DOWNLOADED),
@@ -195,7 +206,7 @@ def export_run_requested(
     without) into ``AUDIT_EXPORT_DIR``, its ``EXPORT#`` events in ``store``; ``None``
     if there is nothing to do (unknown id, or already finished: a redelivered task)."""
     status = export_status(export_id, store=store)
-    if status is None or status.state != "requested":
+    if status is None or status.state != ExportState.REQUESTED:
         return None
     who, request_event = status.requested_by, status.request
     actor = Actor(

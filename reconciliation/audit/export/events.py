@@ -26,7 +26,7 @@ def export_stream(export_id: str) -> str:
 
 
 def export_event_append(
-    store: Store, *, export_id: str, action: str, actor: Actor, detail: dict[str, Any]
+    store: Store, *, export_id: str, action: AuditAction, actor: Actor, detail: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Append an event to ``EXPORT#{id}``; a second ``export_completed`` is refused."""
     stream = export_stream(export_id)

@@ -12,6 +12,7 @@ from reconciliation.claims.intake import StoreUnavailable
 from reconciliation.dynamo.client import regions
 from reconciliation.dynamo.errors import describe_connection_problem
 from reconciliation.ops.drill import drill_run
+from reconciliation.ops.drill_report import DrillStatus
 
 
 class Command(BaseCommand):
@@ -39,6 +40,6 @@ class Command(BaseCommand):
                     "are not proven here: " + ", ".join(report.unprovable)
                 )
         if not report.passed:
-            failed = [r.scenario for r in report.rows if r.status == "FAIL"]
+            failed = [r.scenario for r in report.rows if r.status == DrillStatus.FAIL]
             raise CommandError(f"drill failed: {', '.join(failed)}")
         self.stdout.write(f"\ndrill {report.run_id}: all provable scenarios passed")

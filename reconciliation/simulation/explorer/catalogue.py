@@ -44,9 +44,16 @@ from reconciliation.cases.actions import ActionResult, StaffAction
 from reconciliation.cases.backfill import cases_backfill
 from reconciliation.cases.changes import CaseError
 from reconciliation.cases.models import Case, retry_in_flight
-from reconciliation.cases.policy import OVERRIDES, allowed_actions, offered_actions
+from reconciliation.cases.policy import allowed_actions, offered_actions
 from reconciliation.cases.repository import CaseRepository
-from reconciliation.cases.vocabulary import CaseState, CaseType, Disposition, Override, ReasonCode
+from reconciliation.cases.vocabulary import (
+    CaseAction,
+    CaseState,
+    CaseType,
+    Disposition,
+    Override,
+    ReasonCode,
+)
 from reconciliation.casework.dispositions import case_dispose
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.overrides import (
@@ -142,7 +149,7 @@ def _request() -> PledgeRequest:
 
 
 def _answer(world: World, name: str, outcome: IntakeOutcome) -> str:
-    world.answers.append(ClientAnswer(name, str(outcome.kind)))
+    world.answers.append(ClientAnswer(name, outcome.kind))
     return str(outcome.kind)
 
 
@@ -173,7 +180,7 @@ def _retry(world: World, name: str) -> RetryOutcome:
     return _retry_run(world, world.retry_request)
 
 
-def _page_offers(world: World, action: str) -> Case | None:
+def _page_offers(world: World, action: CaseAction) -> Case | None:
     """The case page as a person loads it: the case and the evidence it shows (consistent
     reads); the case if ``action`` is offered on it, else ``None``."""
     case = CaseRepository(world.store).get(world.case_id)
@@ -188,7 +195,7 @@ def _page_offers(world: World, action: str) -> Case | None:
     return case if action in offered else None
 
 
-def _staff(action: str) -> Callable[[World, str], str]:
+def _staff(action: CaseAction) -> Callable[[World, str], str]:
     def act(world: World, name: str) -> str:
         case = _page_offers(world, action)
         if case is None:
@@ -201,13 +208,13 @@ def _staff(action: str) -> Callable[[World, str], str]:
             action_id=f"hands-{name}-{world.key}",
         )
         try:
-            if action in OVERRIDES:
+            if isinstance(action, Override):
                 return override_request(
-                    case_id=world.case_id, override=Override(action), staff=staff, store=world.store
+                    case_id=world.case_id, override=action, staff=staff, store=world.store
                 ).message
             return case_dispose(
                 case_id=world.case_id,
-                disposition=Disposition(action),
+                disposition=action,
                 staff=staff,
                 store=world.store,
             ).message

@@ -96,9 +96,9 @@ def test_past_sla_matches_the_digest_boundary(ddb):
     hours = sla_parse("stuck=1")
     just_over = clock.iso(now - timedelta(seconds=HOUR + 1))
     just_under = clock.iso(now - timedelta(seconds=HOUR - 1))
-    assert is_past_sla("STUCK_PENDING", just_over, hours=hours, now=now)
-    assert not is_past_sla("STUCK_PENDING", just_under, hours=hours, now=now)
-    assert not is_past_sla("OVERRIDE_REQUESTED", just_over, hours=hours, now=now)
+    assert is_past_sla(Queue.STUCK_PENDING, just_over, hours=hours, now=now)
+    assert not is_past_sla(Queue.STUCK_PENDING, just_under, hours=hours, now=now)
+    assert not is_past_sla(Queue.OVERRIDE_REQUESTED, just_over, hours=hours, now=now)
 
 
 @pytest.mark.django_db

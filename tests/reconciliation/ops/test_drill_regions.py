@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from reconciliation.ops import drill_scenarios
 from reconciliation.ops.drill import drill_last, drill_run
-from reconciliation.ops.drill_report import FAIL, NOT_APPLICABLE, PASS
+from reconciliation.ops.drill_report import DrillStatus
 from reconciliation.stores import every_store
 from tests.helpers import scan_all, sign_in
 
@@ -39,13 +39,13 @@ def test_two_regions_every_row_passes(two_regions):
     last = drill_last()
     by_name = {r["scenario"]: r for r in last["rows"]}
     for name in REGION_ROWS:
-        assert by_name[name]["status"] == PASS, by_name[name]
+        assert by_name[name]["status"] == DrillStatus.PASS, by_name[name]
     home = by_name[REGION_ROWS[0]]["observed"]
     assert "us-east-1 key: in its home, absent from eu-west-1" in home, home
     assert "eu-west-1 key: in its home, absent from us-east-1" in home, home
     case = by_name[REGION_ROWS[1]]["observed"]
     assert "-eu-west-1" in case and "lists it" in case and "retry resolved it" in case, case
-    assert all(r["status"] == PASS for r in last["rows"]), last["rows"]
+    assert all(r["status"] == DrillStatus.PASS for r in last["rows"]), last["rows"]
     # The drill's records landed in both regions (no replication in this fixture): each
     # region's table holds pledge receipts under its own stream names only.
     first, second = every_store()
@@ -64,7 +64,7 @@ def test_one_region_is_not_applicable_not_failed(ddb):
     still passes."""
     report = drill_run()
     row = rows(report)["7 two regions"]
-    assert row.status == NOT_APPLICABLE and "one region configured" in row.observed
+    assert row.status == DrillStatus.NOT_APPLICABLE and "one region configured" in row.observed
     assert report.passed and not report.unprovable
     assert not any(r.scenario in REGION_ROWS for r in report.rows)
 
@@ -97,7 +97,7 @@ def test_a_key_written_outside_its_home_fails(two_regions, settings, monkeypatch
     monkeypatch.setattr(drill_module, "regions_scenario", scenario)
     report = drill_run()
     home = rows(report)[REGION_ROWS[0]]
-    assert home.status == FAIL, home
+    assert home.status == DrillStatus.FAIL, home
     assert "eu-west-1 key: missing from its home, written in us-east-1 too" in home.observed
     assert not report.passed
 

@@ -13,6 +13,7 @@ from django.core.management import call_command
 
 from reconciliation.audit.models import AuditAction
 from reconciliation.cases.models import CaseRequest, Resolution
+from reconciliation.claims.outcomes import OutcomeKind
 from reconciliation.simulation.explorer.catalogue import catalogue, pairs
 from reconciliation.simulation.explorer.hands_search import HandsConfig, explore_hands
 from reconciliation.simulation.explorer.schedule import (
@@ -217,10 +218,12 @@ def test_an_intent_recorded_in_two_regions_is_reported():
 
 def test_an_untruthful_last_answer_is_reported():
     """Invariant e: success without a pledge; a definite failure after a commit applied."""
-    assert last_answer_problems([ClientAnswer("client", "created")], pledge_exists=False)
-    lie = ClientAnswer("late", "transaction_conflict", commit_applied=True)
-    assert last_answer_problems([ClientAnswer("client", "created"), lie], pledge_exists=True)
-    unknown = ClientAnswer("late", "outcome_unknown", commit_maybe=True)
+    assert last_answer_problems([ClientAnswer("client", OutcomeKind.CREATED)], pledge_exists=False)
+    lie = ClientAnswer("late", OutcomeKind.CONFLICT, commit_applied=True)
+    assert last_answer_problems(
+        [ClientAnswer("client", OutcomeKind.CREATED), lie], pledge_exists=True
+    )
+    unknown = ClientAnswer("late", OutcomeKind.OUTCOME_UNKNOWN, commit_maybe=True)
     assert last_answer_problems([unknown], pledge_exists=False) == []
 
 

@@ -26,7 +26,7 @@ from dashboard.accounts import mfa, passwords
 from dashboard.accounts.events import account_event_append
 from dashboard.accounts.views import AUDIT_UNAVAILABLE
 from dashboard.auth import forget_role, user_role
-from reconciliation.actors import STAFF_ROLES, Actor, command_actor
+from reconciliation.actors import STAFF_ROLES, Actor, Role, command_actor
 from reconciliation.audit.models import AuditAction, AuditEvent
 
 
@@ -65,7 +65,7 @@ class Command(BaseCommand):
         actor = command_actor("add_staff")
         try:
             with transaction.atomic():
-                lines = self._apply(username, role, password, email, actor, opts)
+                lines = self._apply(username, Role(role), password, email, actor, opts)
         except mfa.SecondFactorRefused as exc:
             raise CommandError(str(exc)) from exc
         except AUDIT_UNAVAILABLE as exc:
@@ -78,14 +78,14 @@ class Command(BaseCommand):
     def _apply(
         self,
         username: str,
-        role: str,
+        role: Role,
         password: str | None,
         email: str,
         actor: Actor,
         opts: dict[str, Any],
     ) -> list[str]:
         user, created = get_user_model().objects.get_or_create(username=username)
-        before = None if created else _standing(user, str(user_role(user) or ""))
+        before = None if created else _standing(user, user_role(user))
         generated = password is None and (created or not user.has_usable_password())
         if generated:
             password = secrets.token_urlsafe(12)
@@ -113,10 +113,11 @@ class Command(BaseCommand):
         return lines
 
 
-def _standing(user: Any, role: str) -> dict[str, Any]:
-    """The account as its audit events show it: its role, active, and superuser if so."""
+def _standing(user: Any, role: Role | None) -> dict[str, Any]:
+    """The account as its audit events show it: its role (empty for none), active, and
+    superuser if so."""
     return {
-        "role": role,
+        "role": role or "",
         "active": user.is_active,
         **({"superuser": True} if user.is_superuser else {}),
     }
@@ -135,7 +136,7 @@ def _account_save(user: Any, password: str | None, email: str, *, superuser: boo
     user.save()
 
 
-def _role_set(user: Any, role: str) -> None:
+def _role_set(user: Any, role: Role) -> None:
     """``user`` in the group of ``role`` and no other staff role's."""
     for name in STAFF_ROLES:
         Group.objects.get_or_create(name=str(name))
