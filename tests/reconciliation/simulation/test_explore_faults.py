@@ -16,6 +16,8 @@ from django.core.management import call_command
 
 from reconciliation.claims.models import (
     OPERATION_CREATE_PLEDGE,
+    ClaimBody,
+    ClaimKey,
     ClaimStatus,
     claim_pk,
     pending_shard,
@@ -82,14 +84,12 @@ def _claim_requests() -> list[tuple[str, dict]]:
     """The claim writes of the real repository: put, re-claim, finalise, attach."""
     capture = _Capture()
     repo = ClaimRepository(Store(capture, TableNames.from_prefix("t-")))
-    pk = claim_pk("acme", OPERATION_CREATE_PLEDGE, "k-1")
     claim = repo.new_claim(
-        pk=pk,
-        tenant="acme",
-        idempotency_key="k-1",
-        intent_id="acme#k-1",
-        payload_hash="h",
-        request={"donor_ref": "D", "fund": "GENERAL", "amount": "1.00", "currency": "USD"},
+        key=ClaimKey.of_pledge("acme", "k-1"),
+        body=ClaimBody(
+            payload_hash="h",
+            request={"donor_ref": "D", "fund": "GENERAL", "amount": "1.00", "currency": "USD"},
+        ),
         correlation_id="c",
         client_address="",
     )
