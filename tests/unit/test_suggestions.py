@@ -1,209 +1,328 @@
-"""The suggested next step on a case from its evidence (reconciliation/casework/
-suggestions.py): pure, and only ever an action the case page offers."""
+"""The suggested next step (reconciliation/casework/suggestions.py), case by case: pure
+values in, one suggestion out; no tables."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from decimal import Decimal
+
 import pytest
 
-from reconciliation.actors import Role
-from reconciliation.cases.models import CommitRetry, OverrideRequest, Requester, Resolution
-from reconciliation.cases.policy import offered_actions
-from reconciliation.cases.vocabulary import (
-    CaseState,
-    CaseType,
-    Disposition,
-    Override,
-    ReasonCode,
-    RetryStatus,
+from reconciliation.cases.models import (
+    Case,
+    CaseRequest,
+    CommitRetry,
+    OverrideRequest,
+    Resolution,
+    retry_in_flight,
 )
+from reconciliation.cases.policy import (
+    MIN_REASON_LENGTH,
+    REASON_CODES,
+    evidence_refusal,
+    offered_actions,
+)
+from reconciliation.cases.vocabulary import CaseState, CaseType
 from reconciliation.casework.evidence import evidence_facts
 from reconciliation.casework.selectors import Evidence
-from reconciliation.casework.suggestions import case_suggestion
-from reconciliation.claims.models import Claim, ClaimStatus, PledgeStatus
-from reconciliation.dynamo.cancellation import Branch, CancellationCode, DecodedReason
-from tests.unit.records import OPENED_AT, a_case, a_pledge
+from reconciliation.casework.suggestions import case_suggestion, resolution_words
+from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
+from reconciliation.dynamo.cancellation import DecodedReason
+
+TOKEN = "11111111-1111-1111-1111-111111111111"
+OTHER_TOKEN = "22222222-2222-2222-2222-222222222222"
+AT = "2026-11-30T12:00:00Z"
 
 
-def _evidence(pledge=None, *, claim=None, inside_token_window: bool = False, token_age_s: int = 60):
-    return Evidence(
-        read_at="2026-12-01T10:00:00.000000Z",
-        claim=claim,
-        pledge=pledge,
-        ledger=None,
-        token_issued_at="2026-12-01T09:59:00.000000Z",
-        token_age_s=token_age_s,
-        inside_token_window=inside_token_window,
+REQUEST = {"donor_ref": "D-1", "fund": "GENERAL", "amount": "25.00", "currency": "USD"}
+
+
+# A case's parts given below as they are stored, read by their records' translators.
+PARTS = {
+    "request": CaseRequest,
+    "retry": CommitRetry,
+    "override": OverrideRequest,
+    "resolution": Resolution,
+}
+
+
+def case(case_type=CaseType.STUCK_PENDING, state=CaseState.OPEN, **fields) -> Case:
+    # A case carries the request it is about: the pledges below record this same one.
+    fields.setdefault("request", dict(REQUEST))
+    for name, record in PARTS.items():
+        if isinstance(fields.get(name), dict):
+            fields[name] = record.from_json(fields[name])
+    fields["decoded"] = tuple(DecodedReason.from_json(r) for r in fields.get("decoded", ()))
+    return Case(
+        case_id="C-AAAAAAAAAAAAAAAA",
+        case_type=case_type,
+        state=state,
+        version=1,
+        opened_at=AT,
+        claim_pk="acme#create_pledge#k-1",
+        claim_version=1,
+        intent_id="acme#k-1",
+        tenant="acme",
+        fund="GENERAL",
+        amount=Decimal("25.00"),
+        currency="USD",
+        request_token=TOKEN,
+        token_issued_at=AT,
+        audit_seq=1,
+        audit_head="h",
+        **fields,
     )
 
 
-def _open_claim() -> Claim:
+def pledge(token: str = TOKEN, status=PledgeStatus.RECORDED) -> Pledge:
+    return Pledge(
+        intent_id="acme#k-1",
+        tenant="acme",
+        donor_ref="D-1",
+        fund="GENERAL",
+        amount=Decimal("25.00"),
+        currency="USD",
+        status=status,
+        request_token=token,
+        created_at=AT,
+        ledger_key="GENERAL#USD#0",
+    )
+
+
+def claim(status=ClaimStatus.PENDING) -> Claim:
     return Claim(
-        pk="acme#42",
-        status=ClaimStatus.FAILED,
+        pk="acme#create_pledge#k-1",
+        status=status,
         version=1,
         attempt_id="a-1",
         payload_hash="p",
-        request_token="tok-1",
-        token_issued_at=OPENED_AT,
-        created_at=OPENED_AT,
-        claimed_at=OPENED_AT,
+        request_token=TOKEN,
+        token_issued_at=AT,
+        created_at=AT,
+        claimed_at=AT,
         expires_at=0,
         tenant="acme",
-        idempotency_key="42",
-        intent_id="acme#42",
+        idempotency_key="k-1",
+        intent_id="acme#k-1",
         request={},
     )
 
 
-def _decoded(code: CancellationCode, branch: Branch) -> DecodedReason:
-    return DecodedReason(
-        index=0,
-        operation="Put",
-        table="pledges",
-        key={},
-        code=code,
-        message="",
-        old_item=None,
-        attempted=None,
-        explanation="Refused.",
-        branch=branch,
+def evidence(*, pledge_=None, claim_=None, age_s: int = 120) -> Evidence:
+    return Evidence(
+        read_at=AT,
+        claim=claim_ if claim_ is not None else claim(),
+        pledge=pledge_,
+        ledger=None,
+        token_issued_at=AT,
+        token_age_s=age_s,
+        inside_token_window=age_s < 600,
     )
 
 
-def test_a_pledge_with_this_token_is_confirmed():
-    """The pledge recorded with this attempt's token: confirm, with the reason pre-filled."""
-    suggestion = case_suggestion(a_case(), _evidence(a_pledge()))
-    assert suggestion is not None
-    assert (suggestion.action, suggestion.reason_code, suggestion.form) == (
-        Disposition.CONFIRMED_COMMITTED,
-        ReasonCode.EVIDENCE_CONFIRMS,
-        "dispose",
+def decoded(code: str, branch: str) -> list[dict]:
+    return [
+        {"index": 0, "code": code, "branch": branch, "explanation": "…"},
+        {"index": 1, "code": "None", "branch": "none", "explanation": "…"},
+    ]
+
+
+def assert_prefill_is_valid(suggestion) -> None:
+    """What "Accept" pre-fills passes the services' own reason checks."""
+    assert suggestion.reason_code in REASON_CODES
+    assert len(suggestion.reason_text) >= MIN_REASON_LENGTH
+    assert suggestion.why and "\n" not in suggestion.why
+
+
+def test_stuck_no_pledge_inside_the_window_suggests_retry():
+    """No pledge and the attempt's token window open: Retry the commit."""
+    s = case_suggestion(case(), evidence())
+    assert s.action == "RETRY_COMMIT" and s.form == "dispose"
+    assert s.why == "No pledge exists and the attempt's token window is open: Retry the commit."
+    assert s.reason_code == "TRANSIENT_FAILURE" and "acme#k-1" in s.reason_text
+    assert_prefill_is_valid(s)
+
+
+def test_ambiguous_no_pledge_outside_the_window_still_suggests_retry():
+    """Outside the window a retry stays duplicate-safe (the durable key): Retry, saying so."""
+    s = case_suggestion(case(CaseType.AMBIGUOUS_TIMEOUT), evidence(age_s=900))
+    assert s.action == "RETRY_COMMIT" and "token window has closed" in s.why
+    assert "durable key" in s.why
+    assert_prefill_is_valid(s)
+
+
+def test_pledge_with_this_attempts_token_suggests_confirm():
+    """A pledge recorded with this attempt's token: Confirm committed."""
+    s = case_suggestion(
+        case(CaseType.AMBIGUOUS_TIMEOUT),
+        evidence(pledge_=pledge(), claim_=claim(ClaimStatus.COMPLETED)),
     )
-    assert "acme#42" in suggestion.reason_text
+    assert s.action == "CONFIRMED_COMMITTED"
+    assert s.why == "A pledge is recorded with this attempt's token: Confirm committed."
+    assert s.reason_code == "EVIDENCE_CONFIRMS"
+    assert_prefill_is_valid(s)
 
 
-def test_a_duplicate_refused_by_a_cancelled_transaction():
-    """A cancelled transaction whose key holds a pledge from another attempt was a
-    correctly refused duplicate."""
-    case = a_case(CaseType.CANCELLED_TRANSACTION)
-    suggestion = case_suggestion(case, _evidence(a_pledge(request_token="tok-other")))
-    assert suggestion is not None and suggestion.action == Disposition.DUPLICATE_REJECTED_OK
+def test_stuck_with_another_attempts_pledge_suggests_confirm():
+    """The intent was recorded by another attempt of the same key: Confirm committed."""
+    s = case_suggestion(case(), evidence(pledge_=pledge(OTHER_TOKEN)))
+    assert s.action == "CONFIRMED_COMMITTED" and "another attempt" in s.why
 
 
-def test_a_voided_pledge_is_escalated():
-    """Nothing to commit again after an approved void: a closer look."""
-    suggestion = case_suggestion(a_case(), _evidence(a_pledge(status=PledgeStatus.VOIDED)))
-    assert suggestion is not None
-    assert (suggestion.action, suggestion.reason_code) == (
-        Disposition.ESCALATE,
-        ReasonCode.NEEDS_REVIEW,
+@pytest.mark.parametrize("case_type", [CaseType.CANCELLED_TRANSACTION, CaseType.TOKEN_MISMATCH])
+def test_refused_transaction_beside_another_attempts_pledge_is_a_duplicate(case_type):
+    """A cancelled or token-mismatched transaction while another attempt's pledge is
+    recorded: Duplicate correctly rejected."""
+    s = case_suggestion(
+        case(case_type, decoded=decoded("ConditionalCheckFailed", "duplicate")),
+        evidence(pledge_=pledge(OTHER_TOKEN), claim_=None),
     )
-
-
-@pytest.mark.parametrize("inside", [True, False])
-def test_no_pledge_on_a_stuck_case_is_retried(inside):
-    """No pledge: retry the commit, inside the token window or after it."""
-    suggestion = case_suggestion(a_case(), _evidence(inside_token_window=inside))
-    assert suggestion is not None
-    assert (suggestion.action, suggestion.reason_code) == (
-        Disposition.RETRY_COMMIT,
-        ReasonCode.TRANSIENT_FAILURE,
-    )
-    assert ("window is open" in suggestion.why) is inside
-
-
-def test_a_token_mismatch_waits_for_its_window():
-    """A retry would be refused again until the token window closes: wait, and say how
-    long; once closed, retry."""
-    case = a_case(CaseType.TOKEN_MISMATCH)
-    waiting = case_suggestion(case, _evidence(inside_token_window=True, token_age_s=60))
-    assert waiting is not None and waiting.action is None and waiting.form is None
-    assert "min)" in waiting.why
-    closed = case_suggestion(case, _evidence())
-    assert closed is not None and closed.action == Disposition.RETRY_COMMIT
+    assert s.action == "DUPLICATE_REJECTED_OK" and s.reason_code == "DUPLICATE_VERIFIED"
+    assert_prefill_is_valid(s)
 
 
 @pytest.mark.parametrize(
-    ("code", "branch", "action"),
+    ("code", "branch", "action", "words"),
     [
-        (CancellationCode.TRANSACTION_CONFLICT, Branch.RETRYABLE, Disposition.RETRY_COMMIT),
-        (CancellationCode.CONDITIONAL_CHECK_FAILED, Branch.REJECT, Disposition.ESCALATE),
+        ("TransactionConflict", "retryable", "RETRY_COMMIT", "passing reason"),
+        ("ValidationError", "reject", "ESCALATE", "would fail again"),
+        ("ConditionalCheckFailed", "lost_claim", "ESCALATE", "took the claim"),
+        ("ConditionalCheckFailed", "duplicate", "ESCALATE", "refused as a duplicate"),
     ],
 )
-def test_a_cancelled_transaction_follows_its_reason(code, branch, action):
-    """A passing reason is retried; a refusal that would repeat is escalated."""
-    case = a_case(CaseType.CANCELLED_TRANSACTION, decoded=(_decoded(code, branch),))
-    suggestion = case_suggestion(case, _evidence())
-    assert suggestion is not None and suggestion.action == action
-
-
-def test_a_failed_retry_is_escalated():
-    """A finished retry that recorded nothing, and still no pledge: escalate."""
-    retry = CommitRetry(status="throttled", finished_at="2026-12-01T09:00:00Z")
-    suggestion = case_suggestion(a_case(retry=retry), _evidence())
-    assert suggestion is not None and suggestion.action == Disposition.ESCALATE
-    assert "throttled" in suggestion.why
-
-
-def test_cases_waiting_on_someone_suggest_no_action():
-    """Resolved: nothing; a request pending: wait for the supervisor, named; a retry
-    running: wait; evidence unread: read it first."""
-    resolution = Resolution(Disposition.ESCALATE, "ada", "2026-12-01T10:00:00Z")
-    assert case_suggestion(a_case(state=CaseState.RESOLVED, resolution=resolution), None) is None
-    request = OverrideRequest(
-        request_id="r",
-        action=Override.VOID_PLEDGE,
-        requested_by=Requester("bob"),
-        reason_code=ReasonCode.DONOR_REQUEST,
-        reason_text="The donor asked for it.",
-        requested_at="2026-12-01T09:00:00Z",
-        pinned_version=2,
+def test_cancelled_without_a_pledge_follows_the_decoded_reason(code, branch, action, words):
+    """A cancelled transaction and no pledge: the decoded reason decides (retry a passing
+    conflict; escalate a refusal, a lost claim, or a duplicate whose pledge is gone)."""
+    s = case_suggestion(
+        case(CaseType.CANCELLED_TRANSACTION, decoded=decoded(code, branch)), evidence()
     )
-    asked = a_case(state=CaseState.OVERRIDE_REQUESTED, override=request)
-    pending = case_suggestion(asked, _evidence())
-    assert pending is not None and pending.action is None
-    assert "Void the pledge (asked by bob)" in pending.why
-    running = a_case(retry=CommitRetry(status=RetryStatus.QUEUED))
-    waiting = case_suggestion(running, _evidence())
-    assert waiting is not None and waiting.action is None and "running" in waiting.why
-    unread = case_suggestion(a_case(), None)
-    assert unread is not None and unread.action is None and "refresh" in unread.why
+    assert s.action == action and words in s.why
+    assert_prefill_is_valid(s)
+    # In words: the cancellation reason reads as its label, never as DynamoDB's code.
+    from tests.dashboard.test_labels import CODE_RE
+
+    assert not CODE_RE.findall(f"{s.why} {s.reason_text}"), s
 
 
-def test_an_escalated_case_suggests_releasing_when_nothing_commits():
-    """Escalated with a rule-out refusal: the candidate ESCALATE is no step; releasing
-    the claim, which the page offers, is."""
-    case = a_case(
-        state=CaseState.ESCALATED,
-        decoded=(_decoded(CancellationCode.CONDITIONAL_CHECK_FAILED, Branch.REJECT),),
-        case_type=CaseType.CANCELLED_TRANSACTION,
+def test_token_mismatch_inside_the_window_says_wait():
+    """The token is spent for 10 minutes: a retry now would be refused again; wait."""
+    s = case_suggestion(case(CaseType.TOKEN_MISMATCH), evidence(age_s=300))
+    assert s.action is None and s.form is None
+    assert "until the token window closes (in 5 min)" in s.why
+
+
+def test_token_mismatch_outside_the_window_suggests_a_new_attempt():
+    s = case_suggestion(case(CaseType.TOKEN_MISMATCH), evidence(age_s=700))
+    assert s.action == "RETRY_COMMIT" and "new attempt" in s.why
+    assert_prefill_is_valid(s)
+
+
+def test_a_failed_retry_suggests_escalating_and_then_releasing():
+    """The last retry failed and no pledge: Escalate; once escalated, Release the claim
+    (ESCALATE is no longer offered there)."""
+    retry = {"status": "transaction_conflict", "finished_at": AT, "requested_by": "ada"}
+    s = case_suggestion(case(retry=retry), evidence())
+    assert s.action == "ESCALATE" and "failed (transaction conflict)" in s.why
+    s = case_suggestion(case(state=CaseState.ESCALATED, retry=retry), evidence())
+    assert s.action == "RELEASE_CLAIM" and s.form == "override"
+    assert_prefill_is_valid(s)
+
+
+def test_escalated_case_waits_for_a_supervisor_naming_what_the_evidence_points_to():
+    """Escalated, no pledge: a supervisor decides; the step the evidence points to is
+    named (and may be accepted). A recorded pledge settles it like any other case."""
+    s = case_suggestion(case(state=CaseState.ESCALATED), evidence())
+    assert s.action == "RETRY_COMMIT"
+    assert s.why.startswith("Escalated: waiting for a supervisor's decision. The evidence: No")
+    s = case_suggestion(case(state=CaseState.ESCALATED), evidence(pledge_=pledge()))
+    assert s.action == "CONFIRMED_COMMITTED" and not s.why.startswith("Escalated")
+    s = case_suggestion(case(CaseType.TOKEN_MISMATCH, CaseState.ESCALATED), evidence(age_s=60))
+    assert s.action is None and s.why.startswith("Escalated: waiting for a supervisor's")
+
+
+def test_escalated_without_a_releasable_claim_waits_for_a_supervisor():
+    retry = {"status": "transaction_conflict", "finished_at": AT}
+    s = case_suggestion(
+        case(state=CaseState.ESCALATED, retry=retry),
+        Evidence(AT, None, None, None, AT, 10, True),
     )
-    suggestion = case_suggestion(case, _evidence(claim=_open_claim()))
-    assert suggestion is not None
-    assert (suggestion.action, suggestion.form) == (Override.RELEASE_CLAIM, "override")
-    assert suggestion.why.startswith("Escalated: waiting for a supervisor's decision.")
-    gone = case_suggestion(case, _evidence())  # the claim expired (TTL): nothing to release
-    assert gone is not None and gone.action is None
-    assert gone.why.endswith("the claim cannot be released.")
+    assert s.action is None and "waiting for a supervisor" in s.why
 
 
-@pytest.mark.parametrize("case_type", [t for t in CaseType if t != CaseType.LEDGER_DRIFT])
-@pytest.mark.parametrize("pledge", [None, "recorded", "other", "voided"])
-def test_a_suggestion_is_always_offered_by_the_page(case_type, pledge):
-    """Whatever the case and evidence, a suggested action is one the page offers finance
-    staff on that case now, so accepting it never meets a refusal."""
+def test_voided_pledge_suggests_a_closer_look():
+    s = case_suggestion(case(), evidence(pledge_=pledge(status=PledgeStatus.VOIDED)))
+    assert s.action == "ESCALATE" and "voided" in s.why
+
+
+def test_awaiting_approval_waits_for_a_supervisor():
+    override = {"action": "RELEASE_CLAIM", "requested_by": {"username": "ada"}}
+    s = case_suggestion(case(state=CaseState.OVERRIDE_REQUESTED, override=override), evidence())
+    assert s.action is None
+    assert s.why == (
+        "Waiting for a supervisor's decision on Release the claim (client may retry) "
+        "(asked by ada)."
+    )
+
+
+def test_a_retry_in_flight_says_wait_for_it():
+    queued = case(retry={"status": "queued", "requested_by": "ada"})
+    assert retry_in_flight(queued)
+    s = case_suggestion(queued, evidence())
+    assert s.action is None and "running in the background" in s.why
+
+
+def test_unknown_evidence_suggests_refreshing():
+    s = case_suggestion(case(), None)
+    assert s.action is None and "could not be read" in s.why
+
+
+def test_resolved_case_has_no_suggestion():
+    assert case_suggestion(case(state=CaseState.RESOLVED), evidence()) is None
+
+
+@pytest.mark.parametrize(
+    "case_type",
+    [
+        CaseType.STUCK_PENDING,
+        CaseType.AMBIGUOUS_TIMEOUT,
+        CaseType.CANCELLED_TRANSACTION,
+        CaseType.TOKEN_MISMATCH,
+    ],
+)
+@pytest.mark.parametrize("state", [CaseState.OPEN, CaseState.ESCALATED])
+@pytest.mark.parametrize("found", ["none", "mine", "other", "voided", "other_payload"])
+def test_a_suggested_action_is_always_one_the_page_offers(case_type, state, found):
+    """Whatever the case and the evidence, a suggested action is one the page offers for
+    finance staff, so accepting it never meets an evidence refusal."""
     pledges = {
-        None: None,
-        "recorded": a_pledge(),
-        "other": a_pledge(fund="roof"),
-        "voided": a_pledge(status=PledgeStatus.VOIDED),
+        "none": None,
+        "mine": pledge(),
+        "other": pledge(OTHER_TOKEN),
+        "voided": pledge(status=PledgeStatus.VOIDED),
+        "other_payload": replace(pledge(OTHER_TOKEN), amount=Decimal("99.00")),
     }
-    for state in (CaseState.OPEN, CaseState.ESCALATED):
-        case = a_case(case_type, state)
-        evidence = _evidence(pledges[pledge])
-        suggestion = case_suggestion(case, evidence)
-        assert suggestion is not None
-        if suggestion.action is not None:
-            facts = evidence_facts(case=case, pledge=evidence.pledge)
-            offered = offered_actions(case.case_type, case.state, Role.FINANCE_STAFF, facts)
-            assert suggestion.action in offered, (case_type, state, pledge, suggestion)
+    ev = evidence(pledge_=pledges[found])
+    c = case(case_type, state, decoded=decoded("TransactionConflict", "retryable"))
+    s = case_suggestion(c, ev)
+    assert s is not None
+    if s.action:
+        facts = evidence_facts(case=c, pledge=ev.pledge, claim=ev.claim)
+        assert facts.pledge_recorded == (found in ("mine", "other", "other_payload"))
+        assert s.action in offered_actions(case_type, state, "finance_staff", facts)
+        assert evidence_refusal(s.action, facts) is None
+
+
+def test_resolution_words():
+    """A retry's resolution says what it did; other resolutions need no words."""
+    done = case(state=CaseState.RESOLVED, resolution={"disposition": "RETRY_COMMIT"})
+    created = Resolution.from_json({"outcome": "created"})
+    assert resolution_words(replace(done, resolution=created)) == (
+        "the pledge was committed by the retry"
+    )
+    assert "already recorded" in resolution_words(
+        replace(done, resolution=Resolution.from_json({"outcome": "already_committed"}))
+    )
+    assert "another case" in resolution_words(
+        replace(done, resolution=Resolution.from_json({"superseded_by": "C-X"}))
+    )
+    assert resolution_words(done) == ""
