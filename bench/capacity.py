@@ -104,10 +104,11 @@ class Scenarios:
     ):
         """Submit ``key``; ``faulty``: on the fault-injecting clients (the step's plan)."""
         from reconciliation.claims.intake import pledge_submit
-        from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk
+        from reconciliation.claims.models import OPERATION_CREATE_PLEDGE, claim_pk, pledge_home
         from reconciliation.claims.request import parse_fields
 
-        store = self.faulty.home(claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)) if faulty else None
+        pk = claim_pk(tenant, OPERATION_CREATE_PLEDGE, key)
+        store = self.faulty.home(pk) if faulty else pledge_home(tenant, key)
         return pledge_submit(
             tenant=tenant,
             idempotency_key=key,
