@@ -355,12 +355,18 @@ SQLITE_SIDES = ("-wal", "-shm", "-journal")
 def seed_interrupted_reset(env: dict, var: Path) -> list[Path]:
     """Start clean (as ``RESET=1``) when the last start was stopped while it seeded the
     demo data: nobody used that data (web starts after the seeding). The paths deleted;
-    none when the seeding ended or never began."""
+    none when the seeding ended or never began. Where ``make run`` may not start clean
+    (a database it does not keep), it stops: seeding again would add a second set on
+    top of half a first."""
     data = dynamodb_data_dir(var, 1)
     if not (data / DEMO_SEEDING_MARK).exists() or (data / DEMO_SEEDED_MARK).exists():
         return []
-    if reset_problem(env, var):
-        return []
+    problem = reset_problem(env, var)
+    if problem:
+        fail(
+            f"the last start was stopped while it seeded the demo data, and {problem}, "
+            f"and delete {data} (and {dynamodb_data_dir(var, 2)}), then start again"
+        )
     return reset(env, var)
 
 

@@ -580,6 +580,28 @@ def test_a_start_stopped_while_seeding_starts_clean_next_time(tmp_path):
     assert (data / "shared-local-instance.db").exists()
 
 
+def test_a_start_stopped_while_seeding_into_a_database_it_does_not_keep_stops(tmp_path, capsys):
+    """With DATABASE_URL naming PostgreSQL, `make run` cannot start clean (it deletes
+    only data it keeps, both halves or neither), and seeding again would add a second
+    set on top of half a first: the start stops and says what to clear, deleting
+    nothing."""
+    run = _run_module()
+    env = {"DATABASE_URL": "postgres://127.0.0.1/pledges"}
+    data = run.dynamodb_data_dir(tmp_path, 1)
+    data.mkdir()
+    (data / "shared-local-instance.db").write_bytes(b"half a seed")
+    (data / run.DEMO_SEEDING_MARK).write_text("started")
+
+    with pytest.raises(SystemExit) as stopped:
+        run.start_clean(env, tmp_path)
+
+    assert stopped.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("[make run] ERROR: the last start was stopped while it seeded")
+    assert "DATABASE_URL" in error and str(data) in error and "\n" not in error
+    assert (data / "shared-local-instance.db").exists()
+
+
 def test_a_failed_step_names_the_check_that_failed():
     """`manage.py migrate` refused by a system check: the one line make run prints names
     the check and what it says, not only that migrate failed."""
