@@ -26,9 +26,22 @@ from reconciliation.casework.regions import owned
 from reconciliation.casework.rows import CaseRow, _row
 from reconciliation.casework.selectors import QueueFilters, queue_counters
 from reconciliation.codes import Code
-from reconciliation.stores import Store
+from reconciliation.stores import Store, case_tag
 
 PER_QUEUE_CAP = 500
+# What the list reads of each open case: what its filters, orders, SLA and totals need.
+# The rows a page shows are read whole afterwards (:func:`worklist_rows_whole`), in the
+# BatchGetItem that reads their donor refs: parsing a row costs botocore in proportion
+# to its attributes, and the list reads up to the cap of every queue.
+ROW_ATTRIBUTES = (
+    "case_id",
+    "queue_sort",
+    "case_type",
+    "opened_at",
+    "amount",
+    "currency",
+    "assignee",
+)
 # A case this close to its SLA is "due soon".
 DUE_SOON_S = 3600
 
@@ -232,6 +245,7 @@ def _queue_read(
                 opened_before=before,
                 filters=filters.index_values(),
                 without_tenant=filters.without_tenant,
+                attributes=ROW_ATTRIBUTES,
             )
             queries += 1
             mine.extend(owned(page, store))
@@ -252,7 +266,24 @@ def donor_refs_of(case_ids: Sequence[str], *, stores: Sequence[Store]) -> dict[s
     return refs
 
 
-def donor_refs_add(rows: Sequence[WorklistRow], *, stores: Sequence[Store]) -> list[WorklistRow]:
-    """``rows`` with their donor refs (:func:`donor_refs_of`)."""
-    refs = donor_refs_of([r.case.case_id for r in rows], stores=stores)
-    return [replace(r, donor_ref=refs.get(r.case.case_id, "")) for r in rows]
+def worklist_rows_whole(
+    rows: Sequence[WorklistRow], *, stores: Sequence[Store]
+) -> list[WorklistRow]:
+    """``rows`` read whole, with their donor refs: each case's listing attributes from
+    the table of the region it lives in (one BatchGetItem per 100 ids and region), where
+    the list read only what it orders by (:data:`ROW_ATTRIBUTES`). The table's item is
+    as new as the index row or newer; a row whose case cannot be read keeps what the list
+    read."""
+    ids = [r.case.case_id for r in rows]
+    listings: dict[str, dict[str, Any]] = {}
+    for store in stores:
+        mine = [i for i in ids if case_tag(i) == store.tag]
+        if mine:
+            listings.update(CaseRepository(store).listings_of(mine))
+    return [_whole(r, listings.get(r.case.case_id)) for r in rows]
+
+
+def _whole(row: WorklistRow, listing: dict[str, Any] | None) -> WorklistRow:
+    if listing is None:
+        return row
+    return replace(row, case=_row(listing), donor_ref=listing.get("donor_ref") or "")

@@ -33,8 +33,8 @@ from reconciliation.casework.selectors import InvalidFilter
 from reconciliation.casework.worklist import (
     Worklist,
     WorklistSort,
-    donor_refs_add,
     worklist_read,
+    worklist_rows_whole,
 )
 from reconciliation.stores import every_store
 
@@ -77,7 +77,7 @@ def _page(
     rows = []
     more_url = ""
     if worklist is not None:
-        rows = donor_refs_add(worklist.rows[start : start + PAGE_SIZE], stores=every_store())
+        rows = worklist_rows_whole(worklist.rows[start : start + PAGE_SIZE], stores=every_store())
         if len(worklist.rows) > start + PAGE_SIZE:
             following = urlencode({"start": start + PAGE_SIZE})
             more_url = reverse("worklist") + "?" + "&".join(p for p in (query, following) if p)
@@ -143,7 +143,7 @@ def worklist_view(request: StaffRequest) -> HttpResponseBase:
 
     def rows() -> Iterator[CsvCase]:
         for start in range(0, len(worklist.rows), 100):
-            for row in donor_refs_add(worklist.rows[start : start + 100], stores=stores):
+            for row in worklist_rows_whole(worklist.rows[start : start + 100], stores=stores):
                 yield CsvCase(row.case, row.donor_ref, row.sla.label, row.breach_in_s)
 
     return csv_download(
