@@ -317,6 +317,19 @@ def render(result: dict, baseline: dict | None) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     lines += _page_rows(load)
+    paced = result.get("load_paced")
+    if paced:
+        lines += [
+            "",
+            f"The same staff while the intake clients post at a steady "
+            f"{args.get('paced_rps', 0):g} requests/s, evenly spaced "
+            f"({paced['intake_rps']:.0f}/s measured), as on a busy hour, not flat out:",
+            "",
+            "| page | pages | wall median ms | wall p95 ms | server median ms | server p95 ms | "
+            "DynamoDB calls/page | ≤ 100 / ≤ 200 ms |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            *_page_rows(paced),
+        ]
     alone = result.get("load_alone")
     if alone:
         lines += [
