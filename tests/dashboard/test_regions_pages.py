@@ -19,6 +19,7 @@ from tests.helpers import acting, overview_get, sign_in
 from tests.reconciliation.casework.test_regions_listings import (
     RELEASE,
     RETRY,
+    SPECS,
     open_cases,
     replicate,
 )
@@ -61,6 +62,24 @@ def test_queue_page_lists_and_counts_both_regions(two_regions, staff_client, rep
         assert_listed_once_each(fragment, ids)
     arts = staff_client.get("/queues/stuck/?fund=ARTS", **HX).content.decode()
     assert_listed_once_each(arts, [ids[1], ids[4]])
+
+
+@pytest.mark.parametrize("replicated", [False, True], ids=["alone", "replicated"])
+def test_worklist_lists_both_regions_and_shows_each_row_whole(
+    two_regions, staff_client, replicated
+):
+    """The worklist lists every region's cases once each, and each row, read whole from
+    the region its case lives in, shows its fund and donor ref."""
+    ids = open_cases()
+    both_regions(ids)
+    if replicated:
+        replicate()
+    html = staff_client.get("/worklist/").content.decode()
+    assert_listed_once_each(html, ids)
+    for n, (case_id, (_region, _age, amount, fund)) in enumerate(zip(ids, SPECS, strict=True)):
+        row = re.search(rf'data-case="{case_id}">(.*?)</tr>', html, re.S).group(1)
+        words = re.sub(r"<[^>]+>", "", row)
+        assert f"D-{n % 2}" in words and fund in words and amount in words, words
 
 
 def test_queue_page_follows_its_cursor_over_both_regions(two_regions, staff_client, monkeypatch):
