@@ -188,6 +188,9 @@ class Dispatcher:
         self.lock = threading.Condition()
         self.in_flight: set[str] = set()
         self.busy: Counter[str] = Counter()  # jobs in flight per shard
+        # Pledges taken that ended (recorded, or left due), ever: a pass's progress is
+        # counted from before it, so pledges ending while it starts the rest count too.
+        self.ended = 0
         self.report = DispatchReport()
         # Attempts and breaker moves, told to the edge in the thread that drives the
         # dispatcher (:meth:`tell`), never in a worker: the edge writes them to its own
@@ -296,7 +299,11 @@ class Dispatcher:
         self._count(leased=1)
         job, sends = job_take(state, shard, by_id, now=now)
         if not sends:
-            self._record(job)
+            try:
+                self._record(job)
+            finally:
+                with self.lock:
+                    self.ended += 1
             return 1
         with self.lock:
             self.in_flight.add(state.intent_id)
@@ -413,6 +420,7 @@ class Dispatcher:
             with self.lock:
                 self.in_flight.discard(job.state.intent_id)
                 self.busy[job.shard] -= 1
+                self.ended += 1
                 self.lock.notify_all()
 
     def _record(self, job: Job) -> None:
@@ -472,6 +480,11 @@ class Dispatcher:
     def pending(self) -> int:
         with self.lock:
             return len(self.in_flight)
+
+    def finished(self) -> int:
+        """How many of the pledges this dispatcher took have ended, since it started."""
+        with self.lock:
+            return self.ended
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until no pledge is in flight (or ``timeout``): whether none is."""

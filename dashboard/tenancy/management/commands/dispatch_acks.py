@@ -184,6 +184,7 @@ class Command(BaseCommand):
         try:
             while not stop.asked:
                 taken = 0
+                ended = sum(d.finished() for d in dispatchers.values())
                 for store in every_store():
                     if stop.asked:
                         return
@@ -194,7 +195,11 @@ class Command(BaseCommand):
                     # A backlog: pass again once half of this pass's pledges are done (a
                     # pass takes at most 100 a shard) or a commit wakes it, not at the poll.
                     wake = self._room(
-                        dispatchers.values(), done=max(1, taken // 2), stop=stop, wakeups=wakeups
+                        dispatchers.values(),
+                        done=max(1, taken // 2),
+                        since=ended,
+                        stop=stop,
+                        wakeups=wakeups,
                     )
                     continue
                 wake = wakeups.wait(lambda: stop.asked)
@@ -218,18 +223,25 @@ class Command(BaseCommand):
 
     @staticmethod
     def _room(
-        dispatchers: Iterable[InFlight], *, done: int, stop: StopRequest, wakeups: Woken
+        dispatchers: Iterable[Progress],
+        *,
+        done: int,
+        since: int,
+        stop: StopRequest,
+        wakeups: Woken,
     ) -> Wake:
-        """Until ``done`` of the pledges in flight have finished, or a commit wakes the
-        dispatcher, the poll interval at most, looking for a stop every tenth of a
-        second: what the next pass looks at. Progress, not an emptier pool: a hanging
-        endpoint's pledges stay in flight through its timeouts, and waiting for the pool
-        to fall under a count held every other tenant's next pass to the poll."""
+        """Until ``done`` pledges have ended since the dispatchers had ended ``since``
+        (counted before the pass began), or a commit wakes the dispatcher, the poll
+        interval at most, looking for a stop every tenth of a second: what the next pass
+        looks at. Progress, not an emptier pool: a hanging endpoint's pledges stay in
+        flight through its timeouts, and waiting for the pool to fall under a count held
+        every other tenant's next pass to the poll. Counted from before the pass, not
+        after it: a pass that starts hundreds of sends sees many end before it returns,
+        and counting from its end left a dispatcher idle to the poll with pledges due."""
         pools = list(dispatchers)
-        before = sum(d.pending() for d in pools)
         deadline = time.monotonic() + settings.ACK_POLL_S
         while not stop.asked and time.monotonic() < deadline:
-            if before - sum(d.pending() for d in pools) >= done:
+            if sum(d.finished() for d in pools) - since >= done:
                 break
             woken = wakeups.woken_within(STOP_LOOK_S)
             if woken is not None:
@@ -243,8 +255,8 @@ class Command(BaseCommand):
             self.stdout.write(report.line())
 
 
-class InFlight(Protocol):
-    def pending(self) -> int: ...
+class Progress(Protocol):
+    def finished(self) -> int: ...
 
 
 class Woken(Protocol):
