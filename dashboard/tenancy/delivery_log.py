@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.db.models import Max, Q, QuerySet
 
 from dashboard.tenancy.models import DeliveryAttempt, WebhookEndpoint
@@ -83,29 +84,50 @@ class AttemptPage:
     next_cursor: Cursor | None  # None on the last page
 
 
+def _attempt_fields(attempt: Attempt) -> dict[str, Any] | None:
+    pk = attempt.endpoint.endpoint_id.removeprefix("E")
+    if not pk.isdigit():
+        return None  # not one of our endpoints' ids (a test's or a simulation's stand-in)
+    result = attempt.result
+    return {
+        "endpoint_id": int(pk),
+        "tenant": attempt.endpoint.tenant,
+        "intent_id": attempt.intent_id,
+        "event_type": str(attempt.event_type),
+        "webhook_id": attempt.webhook_id,
+        "at": attempt.at,
+        "code": result.code,
+        "error": result.error[:200],
+        "duration_ms": result.duration_ms,
+        "ok": result.ok,
+    }
+
+
 def attempt_log(attempt: Attempt) -> None:
     """One row for ``attempt``; a database that refuses it costs the row, never the
     delivery (recorded on the pledge item in DynamoDB regardless)."""
-    pk = attempt.endpoint.endpoint_id.removeprefix("E")
-    if not pk.isdigit():
-        return  # not one of our endpoints' ids (a test's or a simulation's stand-in)
-    result = attempt.result
+    fields = _attempt_fields(attempt)
+    if fields is None:
+        return
     try:
-        DeliveryAttempt.objects.create(
-            endpoint_id=int(pk),
-            tenant=attempt.endpoint.tenant,
-            intent_id=attempt.intent_id,
-            event_type=str(attempt.event_type),
-            webhook_id=attempt.webhook_id,
-            at=attempt.at,
-            code=result.code,
-            error=result.error[:200],
-            duration_ms=result.duration_ms,
-            ok=result.ok,
-        )
+        DeliveryAttempt.objects.create(**fields)
     except DatabaseError as exc:
         # An endpoint removed mid-pass (its foreign key), or the database unreachable.
         logger.warning("attempt to %s not logged: %s", attempt.endpoint.endpoint_id, exc)
+
+
+def attempts_log(attempts: list[Attempt]) -> None:
+    """A row for each of ``attempts``, in one INSERT (a dispatcher's run of attempts);
+    refused, each alone, so only the rows the database refuses are lost."""
+    rows = [DeliveryAttempt(**f) for f in map(_attempt_fields, attempts) if f is not None]
+    if not rows:
+        return
+    try:
+        with transaction.atomic():
+            DeliveryAttempt.objects.bulk_create(rows)
+    except DatabaseError:
+        for attempt in attempts:
+            attempt_log(attempt)
 
 
 def _filtered(endpoint: WebhookEndpoint, filters: AttemptFilters) -> QuerySet[DeliveryAttempt]:

@@ -63,6 +63,11 @@ EndpointsFor = Callable[[str], list[Endpoint]]
 AttemptCounter = Callable[[Attempt], None]
 
 
+# Told of the attempts made since it was last told, in order (one call for many: the
+# edge counts them in one write per endpoint instead of one per attempt).
+AttemptsCounter = Callable[[list[Attempt]], None]
+
+
 # Told when an endpoint's circuit breaker moves (the Acknowledgements page shows it).
 BreakerWatcher = Callable[[BreakerChange], None]
 
@@ -95,6 +100,8 @@ class DispatcherOptions(TypedDict, total=False):
     sender: Sender | None  # the POST (none: the dispatcher's kept-alive connections)
     owns: Callable[[str], bool]  # whether an intent is this dispatcher's to send (all)
     on_attempt: AttemptCounter  # (nothing)
+    # Told of the attempts in runs (between two breaker moves), instead of on_attempt.
+    on_attempts: AttemptsCounter | None
     on_breaker: BreakerWatcher  # (nothing)
 
 
@@ -184,6 +191,7 @@ class Dispatcher:
         self.sender: Sender = sender or self.keep_alive  # type: ignore[assignment]
         self.owns = options.get("owns", _owns_every)
         self.on_attempt = options.get("on_attempt", _count_nothing)
+        self.on_attempts = options.get("on_attempts") or self._each_attempt
         self.on_breaker = options.get("on_breaker", _watch_nothing)
         self.lock = threading.Condition()
         self.in_flight: set[str] = set()
@@ -458,12 +466,23 @@ class Dispatcher:
         """Tell the edge of each attempt made (once each, in order) and each breaker
         move since the last call. Called by the thread that drives the dispatcher: at
         every pass, :meth:`take_report` and :meth:`close`."""
+        attempts: list[Attempt] = []
         while self.untold:
             told = self.untold.popleft()
             if isinstance(told, Attempt):
-                self.on_attempt(told)
-            else:
-                self.on_breaker(told)
+                attempts.append(told)
+                continue
+            # A breaker's move after the attempts before it, as they happened.
+            if attempts:
+                self.on_attempts(attempts)
+                attempts = []
+            self.on_breaker(told)
+        if attempts:
+            self.on_attempts(attempts)
+
+    def _each_attempt(self, attempts: list[Attempt]) -> None:
+        for attempt in attempts:
+            self.on_attempt(attempt)
 
     def _count(self, errors: list[str] | None = None, **counts: int) -> None:
         with self.lock:

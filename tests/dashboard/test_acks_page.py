@@ -157,3 +157,43 @@ def test_delivery_limits_are_set_in_the_admin_audited(ddb, client):
     assert (endpoint.max_in_flight, endpoint.rate_per_s) == (3, 1.5)
     [event] = [e for e in audit_events(ddb, "TENANT#acme") if e["action"] == "webhook_limits_set"]
     assert event["before"]["max_in_flight"] == 8 and event["after"]["rate_per_s"] == "1.5"
+
+
+def test_a_run_of_attempts_is_counted_in_one_update_as_one_by_one(ddb):
+    """A dispatcher tells the edge its attempts in runs: one UPDATE per endpoint counts a
+    run as counting each would: attempts and failures added, the latest success and
+    failure kept, and a pause over by a success closed (here the first success falls in
+    the pause, the second after it)."""
+    from datetime import timedelta
+
+    actor = command_actor("test")
+    one = webhook_register(
+        "acme", "https://a.example.org/h", events=("pledge.recorded",), actor=actor
+    )
+    run = webhook_register(
+        "acme", "https://b.example.org/h", events=("pledge.recorded",), actor=actor
+    )
+    now = clock.now()
+    paused = {"breaker_state": "OPEN", "breaker_until": now + timedelta(seconds=5)}
+    WebhookEndpoint.objects.filter(pk__in=[one.pk, run.pk]).update(breaker_failures=3, **paused)
+    attempts = [
+        (False, now),
+        (True, now + timedelta(seconds=1)),
+        (False, now + timedelta(seconds=2)),
+        (True, now + timedelta(seconds=6)),
+        (False, now + timedelta(seconds=7)),
+    ]
+    for ok, at in attempts:
+        WebhookEndpoint.attempt_count(f"E{one.pk}", ok=ok, at=at)
+    with CaptureQueriesContext(connection) as queries:
+        WebhookEndpoint.attempts_count(f"E{run.pk}", attempts)
+    assert len(queries.captured_queries) == 1
+
+    fields = (
+        "attempts failures last_success_at last_failure_at"
+        " breaker_state breaker_until breaker_failures"
+    ).split()
+    one.refresh_from_db()
+    run.refresh_from_db()
+    assert [getattr(run, f) for f in fields] == [getattr(one, f) for f in fields]
+    assert (run.attempts, run.failures, run.breaker_state) == (5, 3, "CLOSED")

@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from dashboard.tenancy.delivery_log import delivery_attempts_prune
-from dashboard.tenancy.management.commands.dispatch_acks import attempt_recorded
+from dashboard.tenancy.management.commands.dispatch_acks import attempts_recorded
 from dashboard.tenancy.models import DeliveryAttempt
 from dashboard.tenancy.tasks import delivery_attempts_prune_task
 from dashboard.tenancy.tenant_changes import webhook_register
@@ -33,7 +33,7 @@ def answer(target, *, headers, body, **kwargs) -> AttemptResult:
 
 
 def dispatch() -> None:
-    dispatch_acks(answer, on_attempt=attempt_recorded)
+    dispatch_acks(answer, on_attempts=attempts_recorded)
 
 
 def test_each_attempt_is_one_row_with_its_answer_and_duration(ddb):
@@ -82,6 +82,7 @@ def test_a_log_the_database_refuses_costs_no_delivery(ddb, monkeypatch):
         raise DatabaseError("disk full")
 
     monkeypatch.setattr(DeliveryAttempt.objects, "create", refuse)
+    monkeypatch.setattr(DeliveryAttempt.objects, "bulk_create", refuse)
     dispatch()
     dispatch()
 

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from dashboard.tenancy.delivery_log import attempt_log
+from dashboard.tenancy.delivery_log import attempts_log
 from dashboard.tenancy.models import WebhookEndpoint
 from dashboard.tenancy.tenant_changes import endpoints_watch
 from reconciliation.acks.dispatch import Dispatcher, DispatchReport
@@ -76,8 +76,24 @@ def attempt_counted(attempt: Attempt) -> None:
 def attempt_recorded(attempt: Attempt) -> None:
     """What the edge keeps of each attempt: the endpoint's counters and a row of its
     attempt log (dashboard/tenancy/delivery_log.py), each failing alone and costing no delivery."""
-    attempt_counted(attempt)
-    attempt_log(attempt)
+    attempts_recorded([attempt])
+
+
+def attempts_recorded(attempts: list[Attempt]) -> None:
+    """:func:`attempt_recorded` for a dispatcher's run of attempts: one UPDATE per
+    endpoint and one INSERT, not two statements an attempt (the ORM's building of the
+    counters' UPDATE alone cost more of the dispatcher's CPU than the delivery)."""
+    by_endpoint: dict[str, list[tuple[bool, datetime]]] = {}
+    for attempt in attempts:
+        by_endpoint.setdefault(attempt.endpoint.endpoint_id, []).append(
+            (attempt.result.ok, attempt.at)
+        )
+    for endpoint_id, counted in by_endpoint.items():
+        try:
+            WebhookEndpoint.attempts_count(endpoint_id, counted)
+        except DatabaseError as exc:
+            logger.warning("attempts to %s not counted: %s", endpoint_id, exc)
+    attempts_log(attempts)
 
 
 def breaker_noted(change: BreakerChange) -> None:
@@ -159,7 +175,7 @@ class Command(BaseCommand):
                 # --once takes every shard it can: it runs alone, briefly.
                 roster=None if once else rosters[store.region_name],
                 owns=homed_in(store),
-                on_attempt=attempt_recorded,
+                on_attempts=attempts_recorded,
                 on_breaker=breaker_noted,
             )
             for store in stores
