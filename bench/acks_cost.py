@@ -39,7 +39,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901, PLR0915  (set up, drain, measure, report, in order)
     parser = argparse.ArgumentParser()
     parser.add_argument("--backlog", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=26)
@@ -65,8 +65,17 @@ def main() -> None:
         env = dict(os.environ)
         sink = sink_registered(env, tmp, tenant="sim").start()
         out = manage(
-            env, "simulate", "--pledges", str(args.backlog), "--seed", str(args.seed),
-            "--faults", "", "--threads", "16", timeout=1800,
+            env,
+            "simulate",
+            "--pledges",
+            str(args.backlog),
+            "--seed",
+            str(args.seed),
+            "--faults",
+            "",
+            "--threads",
+            "16",
+            timeout=1800,
         )
         run_id = out.splitlines()[0].split()[1].rstrip(":")
 
@@ -156,7 +165,8 @@ def main() -> None:
             print(f"  {op:28} {n:6}  {n / events:.3f}/delivery")
         print("timeline (s, dispatcher CPU s, JVM CPU s, received):")
         for t, d, j, c in timeline[:: max(1, len(timeline) // 25)]:
-            print(f"  {t:6.1f} {d - before['dispatcher']:6.2f} {j - before['dynamodb_local']:6.2f} {c}")
+            spent, jvm = d - before["dispatcher"], j - before["dynamodb_local"]
+            print(f"  {t:6.1f} {spent:6.2f} {jvm:6.2f} {c}")
         if args.profile:
             profile = pstats.Stats(str(tmp / "dispatcher.prof"))
             profile.sort_stats("cumulative").print_stats(60)
