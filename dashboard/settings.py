@@ -99,31 +99,32 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # dashboard.staff_only.*: the staff pages' middleware, skipped on /api/ (its docstring).
     # Outermost: every answer on /api/ says no-store, also those other middleware make.
     "dashboard.api.headers.ApiNoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dashboard.staff_only.WhiteNoiseMiddleware",
     "dashboard.server_timing.ServerTimingMiddleware",  # DynamoDB calls per request
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "dashboard.staff_only.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.staff_only.AuthenticationMiddleware",
     # Times on pages show in the signed-in person's zone (their profile).
-    "dashboard.accounts.timezones.TimeZoneMiddleware",
+    "dashboard.staff_only.TimeZoneMiddleware",
     # request.user.is_verified(): signed in with a second factor in this session.
-    "django_otp.middleware.OTPMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "dashboard.staff_only.OTPMiddleware",
+    "dashboard.staff_only.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-    "dashboard.staff.background.BackgroundUnavailableMiddleware",
+    "dashboard.staff_only.HtmxMiddleware",
+    "dashboard.staff_only.BackgroundUnavailableMiddleware",
     # DynamoDB unreachable or swamped: a 503 page naming the case store, never a 500.
     "dashboard.store_unavailable.StoreUnavailableMiddleware",
     "dashboard.auth.CorrelationIdMiddleware",
-    "dashboard.auth.SessionTimeoutMiddleware",
-    "dashboard.accounts.mfa.SecondFactorMiddleware",
+    "dashboard.staff_only.SessionTimeoutMiddleware",
+    "dashboard.staff_only.SecondFactorMiddleware",
     # The profile's list of one's sessions: device, address, last seen (once a minute).
-    "dashboard.accounts.staff_sessions.StaffSessionMiddleware",
+    "dashboard.staff_only.StaffSessionMiddleware",
     # Last, as django-axes requires: it turns a lockout into the locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
