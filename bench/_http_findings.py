@@ -24,16 +24,17 @@ FINDINGS = """
   Redis rate-limit call (about a fifth), the token query, body parsing, URL resolving,
   and django-csp building its header from the settings for each answer (about a tenth;
   left to the library rather than copied to save it).
-- **DynamoDB Local's extra CPU per HTTP-fed request** is not the same items: the raw twin
-  (`bench/_http_raw.py`, its pledge from `bench/intake.py`) writes a pledge without the
-  keys of the pledges table's three indexes (`day_shard` for `by_day`, `ack_shard` and
-  `ack_due_at` for `acks_due`, `donor_key` for `by_donor_key`), so DynamoDB Local
-  maintains three index entries per new pledge for the service and none for the raw
-  side; the service's claim also stores `pledge_version`, completes with the whole
-  pledge as the cached answer (about 200 bytes against the twin's 60) and sets
-  `purge_at`; and each HTTP replay's request-log entry (batched 25 to a BatchWriteItem)
-  has no raw twin: about 0.55 ms of the JVM's CPU per entry, 0.1 ms per request of the
-  80/20 mix. Same calls otherwise (2 per new pledge, 1 per replay).
+- **DynamoDB Local spent more CPU per HTTP-fed request** (4.2 ms against 3.5 ms)
+  because the raw twin did not write the same items: its pledge lacked the keys of the
+  pledges table's three indexes (`day_shard` for `by_day`, `ack_shard` and `ack_due_at`
+  for `acks_due`, `donor_key` for `by_donor_key`), so DynamoDB Local kept three index
+  entries per new pledge for the service and none for the raw side, and its claim cached
+  a 60-byte answer where the service caches the whole pledge. The raw side now writes
+  the service's items (`bench/_http_raw.py`, `bench/intake.py` · `_business_items`), so
+  the ratio compares the HTTP stack alone; runs before 2026-12-05's evening compared the
+  lighter raw items and read lower for that reason too. Each HTTP replay's request-log
+  entry (batched 25 to a BatchWriteItem) still has no raw twin: about 0.55 ms of the
+  JVM's CPU per entry, 0.1 ms per request of the 80/20 mix.
 - Looked at and left: no database read but the token's happens on an API request;
   JSON and logging stay under 0.3 ms per request under cProfile; boto3 clients are built
   once per process and region (`reconciliation/dynamo/client.py`, a pool of 64

@@ -89,6 +89,8 @@ def _iso_now() -> str:
 
 def _business_items(tables, intent: str, token: str, at: str, tenant: str) -> list[dict]:
     """Pledge Put, ledger Update and audit receipt Put, hand-built as the service builds them."""
+    from reconciliation.dynamo.tables import ack_shard, donor_search_key, subject_day_shard
+
     event_id = str(uuid.uuid4())
     pledge_fields = {
         "intent_id": intent,
@@ -149,6 +151,12 @@ def _business_items(tables, intent: str, token: str, at: str, tenant: str) -> li
         "ledger_key": {"S": "BENCH#USD#0"},
         "audit_seq": {"N": "1"},
         "audit_head": {"S": digest},
+        # The keys of the pledges table's three indexes, as the service writes them
+        # (reconciliation/claims/pledges.py · put_item): DynamoDB keeps an entry in each.
+        "day_shard": {"S": subject_day_shard(intent, at)},
+        "ack_shard": {"S": ack_shard(intent)},
+        "ack_due_at": {"N": str(int(datetime.fromisoformat(at).timestamp()))},
+        "donor_key": {"S": donor_search_key("D-1")},
     }
     return [
         {
