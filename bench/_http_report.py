@@ -218,6 +218,12 @@ def _layers_split(layers: dict, gunicorn_ms: float, raw_ms: float) -> str:
     )
 
 
+def rtt_target(rtt_ms: float) -> float:
+    """The ratio asked for one modelled hop away: 0.9× from a 20 ms round trip (the
+    HTTP stack's own time is then a smaller part of a request), 0.8× below it."""
+    return 0.9 if rtt_ms >= 20 else 0.8
+
+
 def _rtt_lines(result: dict) -> list[str]:
     """The same comparison with DynamoDB one modelled network hop away (``--rtt-ms``)."""
     by_rtt = result.get("rounds_rtt") or {}
@@ -227,10 +233,11 @@ def _rtt_lines(result: dict) -> list[str]:
     for rtt, rounds in sorted(by_rtt.items(), key=lambda kv: float(kv[0])):
         modelled = {"rounds": rounds}
         med, ratio = _summary(modelled), paired_ratio(modelled)
+        target = rtt_target(float(rtt))
         rows.append(
             f"| {float(rtt):g} ms | {med['http']['rps']:.0f} | {med['raw']['rps']:.0f} | "
             f"{med['http']['new_ms']:.1f} / {med['raw']['new_ms']:.1f} | {ratio:.2f}× | "
-            f"{'yes' if ratio >= 0.8 else 'NO'} |"
+            f"≥ {target:g}×: {'yes' if ratio >= target else 'NO'} |"
         )
     return [
         "",
@@ -240,7 +247,7 @@ def _rtt_lines(result: dict) -> list[str]:
         "same load, same rounds. The proxy's own CPU shares the 2 cores too:",
         "",
         "| round trip | HTTP requests/s | raw requests/s | new pledge median ms, HTTP / raw | "
-        "HTTP / raw | ≥ 0.8× |",
+        "HTTP / raw | target |",
         "| --- | ---: | ---: | ---: | ---: | --- |",
         *rows,
     ]

@@ -17,9 +17,10 @@ wake-up on the Redis at ``REDIS_URL``: give it one, or the dispatchers only poll
   at 10 and 50 pledges/s while one dispatcher delivers; per event the sink's first
   receipt (``received_at``) minus its ``recorded_at`` (the pledge's claim time, which
   the commit follows within milliseconds).
-- **Isolation**: the latency at 10 pledges/s of tenant ``sim`` (healthy sink) alone, and
-  again while tenant ``hang`` gets 10 pledges/s too and its endpoint holds every answer
-  past the read timeout.
+- **Isolation**: the latency at 10 pledges/s of tenant ``sim`` (healthy sink) alone;
+  again while tenant ``busy`` gets 10 pledges/s too, its endpoint answering (the
+  neighbour's load alone); and while tenant ``hang`` gets 10 pledges/s and its endpoint
+  holds every answer past the read timeout.
 
 ``--pledges 20 --backlog 40`` runs every part at a tiny size (a check that the bench works). The
 processes are started by the reliability run's helpers (tests/reliability/procs.py).
@@ -52,6 +53,9 @@ SIMULATE_THREADS = 16  # enough that a paced run keeps its pace
 SIMULATE_TIMEOUT_S = 1800
 HANG_TENANT = "hang"
 HANG_FUND = "HANGING"
+# A neighbour as busy as ``hang`` whose endpoint answers: what the neighbour's load
+# alone costs ``sim``, apart from what its hanging costs.
+BUSY_TENANT = "busy"
 # The bench holds the shards this long at a time while the dispatchers start.
 HOLD_S = 10
 
@@ -84,12 +88,13 @@ def epoch_of(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-class HangingLoad:
-    """Pledges of tenant ``hang`` at ``rate`` a second, from this process (the service
-    layer, as simulate submits), until stopped."""
+class NeighbourLoad:
+    """Pledges of ``tenant`` (``hang`` by default) at ``rate`` a second, from this
+    process (the service layer, as simulate submits), until stopped."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, tenant: str = HANG_TENANT):
         self.rate = rate
+        self.tenant = tenant
         self.stopped = threading.Event()
         self.sent = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -99,22 +104,24 @@ class HangingLoad:
         from reconciliation.claims import intake
         from reconciliation.claims.request import parse_fields
 
-        actor = Actor(username=f"api:{HANG_TENANT}", role=Role.API, address="bench")
+        tenant = self.tenant
+        actor = Actor(username=f"api:{tenant}", role=Role.API, address="bench")
         # A fund of its own: simulate checks its funds' ledger against its own pledges.
         body = {"donor_ref": "B-1", "fund": HANG_FUND, "amount": "5.00", "currency": "USD"}
         started = time.monotonic()
         while not self.stopped.is_set():
+            key = f"{tenant}-{started:.0f}-{self.sent}"
             intake.pledge_submit(
-                pledge_home(HANG_TENANT, f"hang-{started:.0f}-{self.sent}"),
-                tenant=HANG_TENANT,
-                idempotency_key=f"hang-{started:.0f}-{self.sent}",
+                pledge_home(tenant, key),
+                tenant=tenant,
+                idempotency_key=key,
                 request=parse_fields(body),
                 actor=actor,
             )
             self.sent += 1
             self.stopped.wait(max(0.0, started + self.sent / self.rate - time.monotonic()))
 
-    def __enter__(self) -> HangingLoad:
+    def __enter__(self) -> NeighbourLoad:
         self.thread.start()
         return self
 
@@ -231,10 +238,12 @@ class Bench:
         print(result, flush=True)
         return result
 
-    def latency(self, label: str, rate: float, *, hanging: bool = False) -> Latency:
+    def latency(self, label: str, rate: float, *, beside: str = "") -> Latency:
+        """``simulate --rate rate`` for tenant ``sim``, with ``beside`` (a tenant) posting
+        as many pledges a second meanwhile."""
         running = self.dispatchers(1)
         try:
-            with HangingLoad(rate) if hanging else contextlib.nullcontext():
+            with NeighbourLoad(rate, beside) if beside else contextlib.nullcontext():
                 run_id, _ = self.simulate(rate)
             self.settled(run_id)
         finally:
@@ -296,12 +305,15 @@ def render(
             f"| {r.label} | {r.events} | {r.offered_per_s:.1f} | {r.median_s:.2f} s "
             f"| {r.p99_s:.2f} s | {r.max_s:.2f} s | {r.load:.1f} |"
         )
-    if len(isolation) == 2:
-        alone, beside = isolation
+    if len(isolation) == 3:
+        alone, busy, hanging = isolation
         lines += [
             "",
             f"Isolation: tenant `sim`'s median with tenant `{HANG_TENANT}`'s endpoint hanging "
-            f"beside it is {beside.median_s / alone.median_s:.2f} × its median alone.",
+            f"beside it is {hanging.median_s / alone.median_s:.2f} × its median alone, and "
+            f"{hanging.median_s / busy.median_s:.2f} × its median beside `{BUSY_TENANT}`, "
+            "as busy but answering (the neighbour's load alone: "
+            f"{busy.median_s / alone.median_s:.2f} ×).",
         ]
     return "\n".join(lines)
 
@@ -345,6 +357,9 @@ def main() -> None:
         )
         manage(env, "add_fund", "--tenant", HANG_TENANT, HANG_FUND, "--currency", "USD")
         running.callback(hanging.stop)
+        busy = sink_registered(env, tmp, tenant=BUSY_TENANT)
+        manage(env, "add_fund", "--tenant", BUSY_TENANT, HANG_FUND, "--currency", "USD")
+        running.callback(busy.stop)
         bench = Bench(env, tmp, sink.start(), args.pledges, args.backlog, args.seed)
         if args.only in (None, "drain"):
             drains = [bench.drain(n) for n in DRAIN_DISPATCHERS]
@@ -352,12 +367,18 @@ def main() -> None:
             latencies = [bench.latency(f"{r:g} pledges/s", r) for r in LATENCY_RATES]
         if args.only in (None, "isolation"):
             hanging.start()
+            busy.start()
             isolation = [
                 bench.latency(f"{ISOLATION_RATE:g}/s, `sim` alone", ISOLATION_RATE),
                 bench.latency(
+                    f"{ISOLATION_RATE:g}/s, `{BUSY_TENANT}` answering beside",
+                    ISOLATION_RATE,
+                    beside=BUSY_TENANT,
+                ),
+                bench.latency(
                     f"{ISOLATION_RATE:g}/s, `{HANG_TENANT}` hanging beside",
                     ISOLATION_RATE,
-                    hanging=True,
+                    beside=HANG_TENANT,
                 ),
             ]
     report = render(drains, latencies, isolation, args.pledges, args.backlog)
