@@ -152,7 +152,8 @@ def _business_items(tables, intent: str, token: str, at: str, tenant: str) -> li
         "audit_seq": {"N": "1"},
         "audit_head": {"S": digest},
         # The keys of the pledges table's three indexes, as the service writes them
-        # (reconciliation/claims/pledges.py · put_item): DynamoDB keeps an entry in each.
+        # (`PledgeRepository.put_item` in reconciliation/claims/pledges.py): DynamoDB
+        # keeps an entry in each.
         "day_shard": {"S": subject_day_shard(intent, at)},
         "ack_shard": {"S": ack_shard(intent)},
         "ack_due_at": {"N": str(int(datetime.fromisoformat(at).timestamp()))},
