@@ -29,6 +29,7 @@ TIMEOUT_S = 240
 # Each script's own flags for a run of seconds (its default sizes take minutes to hours).
 SMOKE_ARGS: dict[str, tuple[str, ...]] = {
     "acks.py": ("--pledges", "20", "--backlog", "40"),
+    "acks_cost.py": ("--backlog", "40", "--profile"),
     "capacity.py": (),  # a fixed list of single pledges and case steps: no size to choose
     "export.py": ("--sizes", "300", "--rounds", "1", "--threads", "2"),
     "hot_fund.py": ("--smoke",),
