@@ -318,6 +318,25 @@ def render(
     return "\n".join(lines)
 
 
+def environment_set(tmp: Path) -> int:
+    """This process's environment, which its children get too (it reads ``acks_due``
+    as they write it): Django in ``tmp``, an own DynamoDB Local's port (returned, not
+    yet started), loopback webhooks, the wake-up on the Redis the system runs."""
+    port = free_port()
+    os.environ.pop("FAULT_INJECTION", None)
+    os.environ.update(
+        django_env(
+            tmp,
+            endpoint_url=f"http://127.0.0.1:{port}",
+            table_prefix="bench-",
+            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            AUDIT_SIGNING_KEY="bench-acks-signing-key",
+            WEBHOOK_ALLOW_LOOPBACK="1",
+        )
+    )
+    return port
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pledges", type=int, default=600, help="pledges of a latency run")
@@ -329,20 +348,7 @@ def main() -> None:
     if args.write and args.only:
         parser.error("--write replaces the whole section: run every part")
     tmp = Path(tempfile.mkdtemp(prefix="bench-acks-"))
-    # This process reads acks_due (Bench.settled) with the environment its children get.
-    port = free_port()
-    os.environ.pop("FAULT_INJECTION", None)
-    os.environ.update(
-        django_env(
-            tmp,
-            endpoint_url=f"http://127.0.0.1:{port}",
-            table_prefix="bench-",
-            # The wake-up's Redis: the one the system runs (REDIS_URL).
-            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-            AUDIT_SIGNING_KEY="bench-acks-signing-key",
-            WEBHOOK_ALLOW_LOOPBACK="1",
-        )
-    )
+    port = environment_set(tmp)
     drains: list[Drain] = []
     latencies: list[Latency] = []
     isolation: list[Latency] = []

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from _common import start_engine
+from acks import environment_set
 
-from reconciliation.dynamo.local import free_port
 from tests.processes import Process, wait_for
-from tests.reliability.procs import django_env, manage, sink_registered
+from tests.reliability.procs import manage, sink_registered
 
 HOLD_S = 10
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -46,18 +46,7 @@ def main() -> None:  # noqa: C901, PLR0915  (set up, drain, measure, report, in 
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-acks-cost-"))
-    port = free_port()
-    os.environ.pop("FAULT_INJECTION", None)
-    os.environ.update(
-        django_env(
-            tmp,
-            endpoint_url=f"http://127.0.0.1:{port}",
-            table_prefix="bench-",
-            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-            AUDIT_SIGNING_KEY="bench-acks-signing-key",
-            WEBHOOK_ALLOW_LOOPBACK="1",
-        )
-    )
+    port = environment_set(tmp)
     engine = start_engine(port)
     sink = None
     running: Process | None = None
