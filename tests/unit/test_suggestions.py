@@ -28,6 +28,7 @@ from reconciliation.casework.selectors import Evidence
 from reconciliation.casework.suggestions import case_suggestion, resolution_words
 from reconciliation.claims.models import Claim, ClaimStatus, Pledge, PledgeStatus
 from reconciliation.dynamo.cancellation import DecodedReason
+from tests.unit.records import a_case, a_pledge
 
 TOKEN = "11111111-1111-1111-1111-111111111111"
 OTHER_TOKEN = "22222222-2222-2222-2222-222222222222"
@@ -53,35 +54,22 @@ def case(case_type=CaseType.STUCK_PENDING, state=CaseState.OPEN, **fields) -> Ca
         if isinstance(fields.get(name), dict):
             fields[name] = record.from_json(fields[name])
     fields["decoded"] = tuple(DecodedReason.from_json(r) for r in fields.get("decoded", ()))
-    return Case(
-        case_id="C-AAAAAAAAAAAAAAAA",
-        case_type=case_type,
-        state=state,
-        version=1,
-        opened_at=AT,
-        claim_pk="acme#create_pledge#k-1",
-        claim_version=1,
-        intent_id="acme#k-1",
-        tenant="acme",
-        fund="GENERAL",
-        amount=Decimal("25.00"),
-        currency="USD",
-        request_token=TOKEN,
-        token_issued_at=AT,
-        audit_seq=1,
-        audit_head="h",
-        **fields,
-    )
+    suggestion_world = {
+        "opened_at": AT,
+        "claim_pk": "acme#create_pledge#k-1",
+        "intent_id": "acme#k-1",
+        "fund": "GENERAL",
+        "request_token": TOKEN,
+        "token_issued_at": AT,
+        "last_action_at": AT,
+    }
+    return a_case(case_type, state, **{**suggestion_world, **fields})
 
 
 def pledge(token: str = TOKEN, status=PledgeStatus.RECORDED) -> Pledge:
-    return Pledge(
+    return a_pledge(
         intent_id="acme#k-1",
-        tenant="acme",
-        donor_ref="D-1",
         fund="GENERAL",
-        amount=Decimal("25.00"),
-        currency="USD",
         status=status,
         request_token=token,
         created_at=AT,
