@@ -60,7 +60,8 @@ test-reliability: $(STAMP)
 
 ## Every script in bench/ once, at its smallest size (bench/_smoke.py lists each one's
 ## flags): fails when any exits non-zero or stops at its own assertion; writes nothing
-## to docs/. About 2.5 min on 2 idle cores (5 min with other work); each script starts
+## to docs/. About 5.5 min on 2 idle cores (acks.py 2¼ of them: four drains, each
+## waiting for its dispatchers to read the roster); each script starts
 ## its own DynamoDB Local.
 bench-smoke: $(STAMP)
 	$(BIN)/python bench/_smoke.py
